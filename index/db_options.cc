@@ -1,0 +1,66 @@
+#include "index/db_options.h"
+
+#include <algorithm>
+#include <memory>
+
+#include <rocksdb/cache.h>
+#include <rocksdb/convenience.h>
+#include <rocksdb/env.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+
+namespace shardfs::index {
+namespace {
+
+// Discards RocksDB's informational log: an index may sit on a read-only
+// filesystem, and a mount must not write next to it.
+class NullLogger : public rocksdb::Logger {
+ public:
+  using rocksdb::Logger::Logv;
+  void Logv(const char*, va_list) override {}
+};
+
+rocksdb::BlockBasedTableOptions TableOptions() {
+  rocksdb::BlockBasedTableOptions t;
+  t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  t.whole_key_filtering = true;
+  t.block_size = 4096;
+  return t;
+}
+
+rocksdb::CompressionType BestCompression() {
+  auto supported = rocksdb::GetSupportedCompressions();
+  bool lz4 = std::find(supported.begin(), supported.end(), rocksdb::kLZ4Compression) !=
+             supported.end();
+  return lz4 ? rocksdb::kLZ4Compression : rocksdb::kNoCompression;
+}
+
+}  // namespace
+
+rocksdb::Options WriterDbOptions() {
+  rocksdb::Options o;
+  o.create_if_missing = true;
+  o.error_if_exists = true;
+  o.compression = BestCompression();
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(TableOptions()));
+  o.info_log = std::make_shared<NullLogger>();
+  o.max_background_jobs = 1;
+  return o;
+}
+
+rocksdb::Options ReaderDbOptions(size_t block_cache_bytes) {
+  rocksdb::Options o;
+  rocksdb::BlockBasedTableOptions t = TableOptions();
+  t.block_cache = rocksdb::NewLRUCache(block_cache_bytes);
+  t.cache_index_and_filter_blocks = true;
+  t.pin_l0_filter_and_index_blocks_in_cache = true;
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  o.info_log = std::make_shared<NullLogger>();
+  o.create_if_missing = false;
+  o.max_open_files = -1;
+  o.max_file_opening_threads = 1;
+  o.skip_stats_update_on_db_open = true;
+  return o;
+}
+
+}  // namespace shardfs::index

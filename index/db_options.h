@@ -1,0 +1,22 @@
+// RocksDB options for writing an index once and reading it many times.
+#ifndef SHARDFS_INDEX_DB_OPTIONS_H_
+#define SHARDFS_INDEX_DB_OPTIONS_H_
+
+#include <cstddef>
+
+#include <rocksdb/options.h>
+
+namespace shardfs::index {
+
+// Options for the builder: bloom filters on whole keys (lookups of names that
+// do not exist stop at the filter), LZ4 blocks where this RocksDB has LZ4.
+rocksdb::Options WriterDbOptions();
+
+// Options for read-only use: a bounded block cache that also holds index and
+// filter blocks (so memory stays bounded however large the index), the same
+// filter policy, no info log written into the index directory.
+rocksdb::Options ReaderDbOptions(size_t block_cache_bytes);
+
+}  // namespace shardfs::index
+
+#endif  // SHARDFS_INDEX_DB_OPTIONS_H_

@@ -1,0 +1,86 @@
+// Reading an index: the questions a mount and the CLI ask, each one RocksDB
+// operation (see index/schema.h for the key layout).
+//
+// Thread safety: after Open, every method is const and safe to call from any
+// number of threads at once (RocksDB's DB is thread-safe; the shard table and
+// meta are immutable).
+#ifndef SHARDFS_INDEX_INDEX_READER_H_
+#define SHARDFS_INDEX_INDEX_READER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <rocksdb/slice.h>
+
+#include "index/schema.h"
+#include "index/status.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace shardfs::index {
+
+struct ReaderOptions {
+  // RocksDB block cache, which also holds index and filter blocks.
+  size_t block_cache_bytes = 16 << 20;
+  ViewId view = kDefaultView;
+};
+
+// Holds the bytes a decoded EntryRecord points into (its symlink target).
+using RecordHolder = rocksdb::PinnableSlice;
+
+class IndexReader {
+ public:
+  // Opens the index at `path` read-only.
+  // Returns NotFound if `path` does not exist, InvalidArgument if it is not a
+  // shardfs index, NotSupported if its schema version is newer than ours.
+  static Result<std::unique_ptr<IndexReader>> Open(const std::string& path,
+                                                   const ReaderOptions& options = {});
+  ~IndexReader();
+
+  // The child `name` of directory `parent`. NotFound if there is none.
+  // `rec` is valid while `holder` is alive and not reused.
+  Status Lookup(InodeId parent, std::string_view name, EntryRecord* rec,
+                RecordHolder* holder) const;
+  // The entry of inode `inode`. NotFound if there is none.
+  Status GetInode(InodeId inode, EntryRecord* rec, RecordHolder* holder) const;
+  // Calls `fn(name, record)` for each child of `dir` in name order, starting
+  // after `start_after` ("" = from the first), until `fn` returns false.
+  Status ForEachChild(InodeId dir, std::string_view start_after,
+                      const std::function<bool(std::string_view, const EntryRecord&)>& fn) const;
+  // Resolves a '/'-separated path from the root, one Lookup per component.
+  Status Resolve(std::string_view path, EntryRecord* rec, RecordHolder* holder) const;
+
+  const std::vector<ShardMeta>& shards() const { return shards_; }
+  // The path to open shard `id` at: relative paths are taken from the
+  // index's parent directory.
+  const std::string& ShardPath(ShardId id) const { return shard_paths_[id.value]; }
+  // Meta values by name ("" when absent).
+  std::string Meta(std::string_view name) const;
+  const std::map<std::string, std::string>& all_meta() const { return meta_; }
+  uint64_t MetaNumber(std::string_view name) const;
+  const std::string& path() const { return path_; }
+  // Bytes of the index on disk.
+  uint64_t DiskBytes() const;
+
+ private:
+  IndexReader() = default;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::string path_;
+  ViewId view_;
+  std::vector<ShardMeta> shards_;
+  std::vector<std::string> shard_paths_;
+  std::map<std::string, std::string> meta_;
+};
+
+const char* EntryTypeName(EntryType type);
+
+}  // namespace shardfs::index
+
+#endif  // SHARDFS_INDEX_INDEX_READER_H_

@@ -1,0 +1,386 @@
+#include "index/index_writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <random>
+#include <unordered_map>
+
+#include <rocksdb/db.h>
+#include <rocksdb/sst_file_writer.h>
+
+#include "index/db_options.h"
+#include "index/member_path.h"
+
+namespace shardfs::index {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr size_t kExamples = 5;
+constexpr int64_t kSynthesized = -1;
+
+struct Node {
+  std::string_view path;
+  int64_t member = kSynthesized;
+  EntryType type = EntryType::kDir;
+  bool hardlink = false;
+  bool dropped = false;
+  uint64_t inode = 0;
+  int64_t mtime_ns = INT64_MIN;
+  uint32_t nlink = 0;
+  size_t link_node = 0;  // Hard links: the node of the file they name.
+  size_t parent_node = 0;
+};
+
+void AddExample(std::vector<std::string>* examples, std::string text) {
+  if (examples->size() < kExamples) examples->push_back(std::move(text));
+}
+
+uint32_t TypeBits(EntryType type) {
+  switch (type) {
+    case EntryType::kDir: return S_IFDIR;
+    case EntryType::kSymlink: return S_IFLNK;
+    default: return S_IFREG;
+  }
+}
+
+Status SyncPath(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, path);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return Status::FromErrno(err, fmt::format("fsync {}", path));
+  return Status::Ok();
+}
+
+// Writes the sorted key/values into a fresh database at `dir`.
+Status WriteDatabase(const std::string& dir,
+                     const std::vector<std::pair<std::string, std::string>>& kvs) {
+  rocksdb::Options options = WriterDbOptions();
+  std::string sst = dir + "/bulk.sst";
+  {
+    rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), options);
+    rocksdb::Status s = writer.Open(sst);
+    if (!s.ok()) return Status::IoError(fmt::format("{}: {}", sst, s.ToString()));
+    for (const auto& [key, value] : kvs) {
+      s = writer.Put(key, value);
+      if (!s.ok()) return Status::IoError(fmt::format("{}: {}", sst, s.ToString()));
+    }
+    s = writer.Finish();
+    if (!s.ok()) return Status::IoError(fmt::format("{}: {}", sst, s.ToString()));
+  }
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
+  if (!s.ok()) return Status::IoError(fmt::format("{}: {}", dir, s.ToString()));
+  std::unique_ptr<rocksdb::DB> db(raw);
+  rocksdb::IngestExternalFileOptions ingest;
+  ingest.move_files = true;
+  s = db->IngestExternalFile({sst}, ingest);
+  if (!s.ok()) return Status::IoError(fmt::format("{}: ingest: {}", dir, s.ToString()));
+  s = db->Close();
+  if (!s.ok()) return Status::IoError(fmt::format("{}: close: {}", dir, s.ToString()));
+  db.reset();
+  std::error_code ec;
+  fs::remove(sst, ec);  // Ingest hard-linked it; the link name is spare.
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.is_regular_file()) SHARDFS_RETURN_IF_ERROR(SyncPath(entry.path()));
+  }
+  return SyncPath(dir);
+}
+
+}  // namespace
+
+Status CheckOutputPath(const std::string& out_path, bool force) {
+  struct stat st;
+  if (::lstat(out_path.c_str(), &st) == 0 && !force) {
+    return Status::AlreadyExists(
+        fmt::format("{}: already exists (use --force to replace it)", out_path));
+  }
+  fs::path parent = fs::absolute(out_path).parent_path();
+  if (::access(parent.c_str(), W_OK) != 0) {
+    return Status::FromErrno(errno, fmt::format("{}: cannot write to {}", out_path,
+                                                parent.string()));
+  }
+  return Status::Ok();
+}
+
+ShardId IndexWriter::AddShard(ShardMeta meta) {
+  shards_.push_back(std::move(meta));
+  return ShardId{static_cast<uint32_t>(shards_.size() - 1)};
+}
+
+void IndexWriter::AddMember(MemberEntry member) { members_.push_back(std::move(member)); }
+
+Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
+                                       const WriteOptions& options) {
+  SHARDFS_RETURN_IF_ERROR(CheckOutputPath(out_path, options.force));
+  WriteStats stats;
+
+  // 1. Tree order; of several members with one path the last added wins.
+  std::vector<uint32_t> order(members_.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return TreeOrderLess(members_[a].path, members_[b].path);
+  });
+  std::vector<Node> nodes;
+  nodes.reserve(order.size() + 1);
+  nodes.push_back(Node{});  // The root, synthesized unless a member names it.
+  for (size_t i = 0; i < order.size(); ++i) {
+    const MemberEntry& m = members_[order[i]];
+    if (i + 1 < order.size() && members_[order[i + 1]].path == m.path) {
+      ++stats.replaced;
+      if (stats.replaced_examples.empty() || stats.replaced_examples.back() != m.path) {
+        AddExample(&stats.replaced_examples, m.path);
+      }
+      continue;
+    }
+    if (m.path.empty()) {
+      if (m.type == EntryType::kDir && !m.is_hardlink) {
+        nodes[0].member = order[i];
+      } else {
+        ++stats.dropped;
+        AddExample(&stats.dropped_examples, "/: the root must be a directory");
+      }
+      continue;
+    }
+    Node n;
+    n.path = m.path;
+    n.member = order[i];
+    n.type = m.type;
+    n.hardlink = m.is_hardlink;
+    nodes.push_back(n);
+  }
+
+  // 2. Every ancestor must be a directory: synthesize missing ones, and a
+  // non-directory in the way gives way to the directory its descendants
+  // imply (tar would fail to extract those descendants otherwise).
+  std::unordered_map<std::string_view, size_t> by_path;
+  by_path.reserve(nodes.size() * 2);
+  for (size_t i = 0; i < nodes.size(); ++i) by_path.emplace(nodes[i].path, i);
+  for (size_t i = 1; i < nodes.size(); ++i) {
+    std::string_view p = nodes[i].path;
+    while (!p.empty()) {
+      p = ParentPath(p);
+      auto it = by_path.find(p);
+      if (it != by_path.end()) {
+        Node& up = nodes[it->second];
+        if (up.type == EntryType::kDir && !up.hardlink) break;
+        ++stats.dropped;
+        AddExample(&stats.dropped_examples,
+                   fmt::format("{}: not a directory but has entries below it", up.path));
+        up.member = kSynthesized;
+        up.type = EntryType::kDir;
+        up.hardlink = false;
+        break;
+      }
+      Node synth;
+      synth.path = p;
+      nodes.push_back(synth);  // May reallocate; only indices are held.
+      by_path.emplace(p, nodes.size() - 1);
+    }
+  }
+  std::sort(nodes.begin(), nodes.end(),
+            [](const Node& a, const Node& b) { return TreeOrderLess(a.path, b.path); });
+  by_path.clear();
+  for (size_t i = 0; i < nodes.size(); ++i) by_path.emplace(nodes[i].path, i);
+
+  // 3. Hard links resolve to a regular file, following chains.
+  for (Node& n : nodes) {
+    if (!n.hardlink) continue;
+    std::string_view target = members_[n.member].link_target;
+    const char* reason = nullptr;
+    for (int hops = 0;; ++hops) {
+      auto it = by_path.find(target);
+      if (it == by_path.end()) {
+        reason = "hard link to a path that is not in the archive";
+        break;
+      }
+      const Node& t = nodes[it->second];
+      if (t.hardlink && hops < 32) {
+        target = members_[t.member].link_target;
+        continue;
+      }
+      if (t.hardlink || t.type != EntryType::kFile || t.member == kSynthesized) {
+        reason = "hard link to something that is not a regular file";
+        break;
+      }
+      n.link_node = it->second;
+      break;
+    }
+    if (reason) {
+      n.dropped = true;
+      ++stats.dropped;
+      AddExample(&stats.dropped_examples, fmt::format("{}: {}", n.path, reason));
+    }
+  }
+
+  // 4. Inodes in tree order, parents, link counts.
+  uint64_t next_inode = kRootInode.value;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Node& n = nodes[i];
+    if (n.dropped) continue;
+    if (i > 0) n.parent_node = by_path.at(ParentPath(n.path));
+    if (n.hardlink) {
+      ++nodes[n.link_node].nlink;
+      ++stats.hardlinks;
+      continue;
+    }
+    n.inode = next_inode++;
+    if (n.type == EntryType::kDir) {
+      n.nlink += 2;
+      if (i > 0) ++nodes[n.parent_node].nlink;
+      ++stats.dirs;
+      if (n.member == kSynthesized) ++stats.synthesized_dirs;
+    } else {
+      n.nlink += 1;
+      if (n.type == EntryType::kSymlink) ++stats.symlinks;
+      if (n.type == EntryType::kFile) {
+        ++stats.files;
+        stats.bytes += members_[n.member].size;
+      }
+    }
+    if (n.member != kSynthesized) n.mtime_ns = members_[n.member].mtime_ns;
+  }
+  // A synthesized directory takes the mtime of its newest child; children
+  // come after parents in tree order, so walk backwards.
+  for (size_t i = nodes.size(); i-- > 1;) {
+    const Node& n = nodes[i];
+    if (n.dropped) continue;
+    Node& parent = nodes[n.parent_node];
+    int64_t child_mtime = n.hardlink ? nodes[n.link_node].mtime_ns : n.mtime_ns;
+    if (parent.member == kSynthesized) parent.mtime_ns = std::max(parent.mtime_ns, child_mtime);
+  }
+  for (Node& n : nodes) {
+    if (n.mtime_ns == INT64_MIN) n.mtime_ns = 0;
+  }
+
+  // 5. Keys and values, sorted, into one table.
+  auto record_of = [&](const Node& n) {
+    EntryRecord rec;
+    rec.type = n.type;
+    rec.inode = InodeId{n.inode};
+    rec.parent = InodeId{n.inode == kRootInode.value ? kRootInode.value
+                                                     : nodes[n.parent_node].inode};
+    rec.mtime_ns = n.mtime_ns;
+    rec.nlink = n.nlink;
+    if (n.member == kSynthesized) {
+      rec.mode = S_IFDIR | 0755;
+      return rec;
+    }
+    const MemberEntry& m = members_[n.member];
+    rec.mode = TypeBits(n.type) | (m.mode & 07777);
+    rec.uid = m.uid;
+    rec.gid = m.gid;
+    if (n.type == EntryType::kFile) {
+      rec.size = m.size;
+      rec.shard = m.shard;
+      rec.offset = m.offset;
+      rec.xxh3 = m.xxh3;
+      if (m.has_checksum) rec.flags |= kEntryHasChecksum;
+    } else if (n.type == EntryType::kSymlink) {
+      rec.target = m.link_target;
+      rec.size = m.link_target.size();
+    }
+    return rec;
+  };
+
+  std::vector<std::pair<std::string, std::string>> kvs;
+  kvs.reserve(nodes.size() * 2 + shards_.size() + 16);
+  DirentKeyBuffer dkey;
+  InodeKeyBuffer ikey;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.dropped) continue;
+    const Node& data = n.hardlink ? nodes[n.link_node] : n;
+    EntryRecord rec = record_of(data);
+    std::string value;
+    EncodeEntry(rec, &value);
+    if (i > 0) {
+      InodeId parent{nodes[n.parent_node].inode};
+      kvs.emplace_back(std::string(EncodeDirentKey(kDefaultView, parent, BaseName(n.path), dkey)),
+                       value);
+    }
+    if (!n.hardlink) {
+      kvs.emplace_back(std::string(EncodeInodeKey(kDefaultView, rec.inode, ikey)),
+                       std::move(value));
+    }
+  }
+
+  fs::path out_abs = fs::absolute(out_path).lexically_normal();
+  if (out_abs.filename().empty()) out_abs = out_abs.parent_path();
+  fs::path base = out_abs.parent_path();
+  ShardKeyBuffer skey;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    ShardMeta meta = shards_[i];
+    fs::path abs = fs::absolute(meta.path).lexically_normal();
+    fs::path rel = abs.lexically_relative(base);
+    if (!rel.empty() && *rel.begin() != "..") {
+      meta.path = rel.string();
+      meta.flags |= kShardPathRelative;
+    } else {
+      meta.path = abs.string();
+    }
+    std::string value;
+    EncodeShardMeta(meta, &value);
+    kvs.emplace_back(std::string(EncodeShardKey(ShardId{static_cast<uint32_t>(i)}, skey)),
+                     std::move(value));
+  }
+  auto meta = [&](std::string_view name, std::string value) {
+    kvs.emplace_back(EncodeMetaKey(name), std::move(value));
+  };
+  bool all_checksummed = std::all_of(members_.begin(), members_.end(), [](const MemberEntry& m) {
+    return m.type != EntryType::kFile || m.is_hardlink || m.has_checksum;
+  });
+  meta(kMetaSchemaVersion, std::to_string(kSchemaVersion));
+  meta(kMetaBuildOptions, options.build_options);
+  meta(kMetaCreatedBy, options.created_by);
+  meta(kMetaFiles, std::to_string(stats.files));
+  meta(kMetaDirs, std::to_string(stats.dirs));
+  meta(kMetaSymlinks, std::to_string(stats.symlinks));
+  meta(kMetaBytes, std::to_string(stats.bytes));
+  meta(kMetaMaxInode, std::to_string(next_inode - 1));
+  meta(kMetaChecksums, all_checksummed ? "xxh3" : "none");
+  std::sort(kvs.begin(), kvs.end());
+
+  // 6. Publish: write beside the output, then rename into place.
+  std::random_device rd;
+  std::string tmp = fmt::format("{}.tmp-{}-{:08x}", out_abs.string(), ::getpid(), rd());
+  std::error_code ec;
+  if (!fs::create_directory(tmp, ec)) {
+    return Status::IoError(fmt::format("{}: cannot create: {}", tmp, ec.message()));
+  }
+  Status s = WriteDatabase(tmp, kvs);
+  if (!s.ok()) {
+    fs::remove_all(tmp, ec);
+    return s.WithContext(out_path);
+  }
+  std::string old;
+  if (fs::exists(fs::symlink_status(out_abs))) {
+    old = fmt::format("{}.old-{}-{:08x}", out_abs.string(), ::getpid(), rd());
+    fs::rename(out_abs, old, ec);
+    if (ec) {
+      fs::remove_all(tmp, ec);
+      return Status::IoError(fmt::format("{}: cannot move aside: {}", out_path, ec.message()));
+    }
+  }
+  fs::rename(tmp, out_abs, ec);
+  if (ec) {
+    std::string msg = ec.message();
+    fs::remove_all(tmp, ec);
+    if (!old.empty()) fs::rename(old, out_abs, ec);
+    return Status::IoError(fmt::format("{}: cannot publish: {}", out_path, msg));
+  }
+  if (!old.empty()) fs::remove_all(old, ec);
+  SHARDFS_RETURN_IF_ERROR(SyncPath(base.string()));
+  for (const auto& entry : fs::directory_iterator(out_abs)) {
+    if (entry.is_regular_file()) stats.index_bytes += entry.file_size();
+  }
+  return stats;
+}
+
+}  // namespace shardfs::index

@@ -1,0 +1,94 @@
+// Building an index: members in, a complete RocksDB directory out.
+//
+// The writer assembles the tree the members describe, the way tar extraction
+// would: a later member of the same path replaces an earlier one, directories
+// that paths imply are synthesized, hard links become one inode with several
+// names. It then numbers inodes densely in tree order (root = 1, see
+// index/schema.h) and writes every key in one sorted pass.
+//
+// Publishing is atomic: the database is written to a temporary directory next
+// to the output and renamed into place only when complete, so a failed or
+// interrupted build leaves nothing that looks like an index.
+//
+// Not thread-safe; feed it from one thread.
+#ifndef SHARDFS_INDEX_INDEX_WRITER_H_
+#define SHARDFS_INDEX_INDEX_WRITER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "index/schema.h"
+#include "index/status.h"
+
+namespace shardfs::index {
+
+// One archive member, already normalised (NormalizeMemberPath).
+struct MemberEntry {
+  std::string path;
+  EntryType type = EntryType::kFile;
+  // A hard link: `link_target` is the normalised path of the file it names
+  // and the data fields are ignored.
+  bool is_hardlink = false;
+  uint32_t mode = 0;  // Permission bits; the type bits are derived from type.
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  int64_t mtime_ns = 0;
+  uint64_t size = 0;
+  ShardId shard;
+  uint64_t offset = 0;
+  bool has_checksum = false;
+  uint64_t xxh3 = 0;
+  std::string link_target;  // Symlink target (raw bytes) or hard link target.
+};
+
+struct WriteOptions {
+  // Replace an existing index at the output path.
+  bool force = false;
+  // Recorded in the index as meta "build_options".
+  std::string build_options;
+  std::string created_by;
+};
+
+struct WriteStats {
+  uint64_t files = 0;
+  uint64_t dirs = 0;  // Including the root and synthesized ones.
+  uint64_t synthesized_dirs = 0;
+  uint64_t symlinks = 0;
+  uint64_t hardlinks = 0;  // Names beyond the first of a file.
+  uint64_t bytes = 0;      // Content bytes of regular files, each inode once.
+  uint64_t replaced = 0;   // Members overridden by a later one of the same path.
+  std::vector<std::string> replaced_examples;  // The first few such paths.
+  uint64_t dropped = 0;    // Members that could not be placed in the tree.
+  std::vector<std::string> dropped_examples;   // "path: reason", the first few.
+  uint64_t index_bytes = 0;
+};
+
+class IndexWriter {
+ public:
+  // Registers a shard; ids are assigned in call order from 0. `meta.path` is
+  // the path as the user gave it; Finish stores it relative to the index's
+  // parent directory when the shard lies under it.
+  ShardId AddShard(ShardMeta meta);
+
+  // Adds a member. Members are ordered by call; a later one wins.
+  void AddMember(MemberEntry member);
+
+  size_t member_count() const { return members_.size(); }
+
+  // Assembles the tree and publishes the index at `out_path`.
+  // Returns AlreadyExists if `out_path` exists and !options.force; IoError
+  // naming the path if writing fails (nothing is left at `out_path` then).
+  Result<WriteStats> Finish(const std::string& out_path, const WriteOptions& options);
+
+ private:
+  std::vector<ShardMeta> shards_;
+  std::vector<MemberEntry> members_;
+};
+
+// Checks early, before a long scan, that `out_path` can be published.
+Status CheckOutputPath(const std::string& out_path, bool force);
+
+}  // namespace shardfs::index
+
+#endif  // SHARDFS_INDEX_INDEX_WRITER_H_

@@ -1,0 +1,51 @@
+#include "index/log.h"
+
+#include <syslog.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace shardfs::log {
+
+std::atomic<Level> g_level{Level::kInfo};
+namespace {
+std::atomic<bool> g_syslog{false};
+
+const char* Prefix(Level level) {
+  switch (level) {
+    case Level::kDebug: return "debug: ";
+    case Level::kInfo: return "";
+    case Level::kWarning: return "warning: ";
+    default: return "error: ";
+  }
+}
+
+int SyslogPriority(Level level) {
+  switch (level) {
+    case Level::kDebug: return LOG_DEBUG;
+    case Level::kInfo: return LOG_INFO;
+    case Level::kWarning: return LOG_WARNING;
+    default: return LOG_ERR;
+  }
+}
+}  // namespace
+
+void SetLevel(Level level) { g_level.store(level, std::memory_order_relaxed); }
+
+void UseSyslog(const char* ident) {
+  openlog(ident, LOG_PID, LOG_DAEMON);
+  g_syslog.store(true);
+}
+
+void Write(Level level, std::string_view message) {
+  if (g_syslog.load(std::memory_order_relaxed)) {
+    syslog(SyslogPriority(level), "%.*s", static_cast<int>(message.size()), message.data());
+    return;
+  }
+  std::string line = fmt::format("shardfs: {}{}\n", Prefix(level), message);
+  // One write per line keeps lines from different threads whole.
+  ssize_t unused = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)unused;
+}
+
+}  // namespace shardfs::log

@@ -1,0 +1,176 @@
+#include "index/schema.h"
+
+#include <cstring>
+
+namespace shardfs::index {
+namespace {
+
+void PutBig32(char* p, uint32_t v) {
+  for (int i = 3; i >= 0; --i, v >>= 8) p[i] = static_cast<char>(v & 0xff);
+}
+void PutBig64(char* p, uint64_t v) {
+  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<char>(v & 0xff);
+}
+uint32_t GetBig32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+uint64_t GetBig64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+template <typename T>
+void PutLittle(char* p, T v) {
+  using U = std::make_unsigned_t<T>;
+  U u = static_cast<U>(v);
+  for (size_t i = 0; i < sizeof(T); ++i, u >>= 8) p[i] = static_cast<char>(u & 0xff);
+}
+template <typename T>
+T GetLittle(const char* p) {
+  using U = std::make_unsigned_t<T>;
+  U u = 0;
+  for (size_t i = sizeof(T); i-- > 0;) u = static_cast<U>((u << 8) | static_cast<uint8_t>(p[i]));
+  return static_cast<T>(u);
+}
+
+}  // namespace
+
+std::string_view EncodeDirentPrefix(ViewId view, InodeId parent, DirentKeyBuffer& buf) {
+  buf[0] = kDirentPrefix;
+  PutBig32(&buf[1], view.value);
+  PutBig64(&buf[5], parent.value);
+  return {buf.data(), kDirentKeyHeader};
+}
+
+std::string_view EncodeDirentKey(ViewId view, InodeId parent, std::string_view name,
+                                 DirentKeyBuffer& buf) {
+  EncodeDirentPrefix(view, parent, buf);
+  std::memcpy(&buf[kDirentKeyHeader], name.data(), name.size());
+  return {buf.data(), kDirentKeyHeader + name.size()};
+}
+
+std::string_view EncodeInodeKey(ViewId view, InodeId inode, InodeKeyBuffer& buf) {
+  buf[0] = kInodePrefix;
+  PutBig32(&buf[1], view.value);
+  PutBig64(&buf[5], inode.value);
+  return {buf.data(), buf.size()};
+}
+
+std::string_view EncodeShardKey(ShardId shard, ShardKeyBuffer& buf) {
+  buf[0] = kShardPrefix;
+  PutBig32(&buf[1], shard.value);
+  return {buf.data(), buf.size()};
+}
+
+std::string EncodeMetaKey(std::string_view name) {
+  std::string key(1, kMetaPrefix);
+  key.append(name);
+  return key;
+}
+
+bool DecodeDirentKey(std::string_view key, ViewId* view, InodeId* parent,
+                     std::string_view* name) {
+  if (key.size() <= kDirentKeyHeader || key[0] != kDirentPrefix) return false;
+  view->value = GetBig32(&key[1]);
+  parent->value = GetBig64(&key[5]);
+  *name = key.substr(kDirentKeyHeader);
+  return true;
+}
+
+bool DecodeInodeKey(std::string_view key, ViewId* view, InodeId* inode) {
+  if (key.size() != kInodeKeySize || key[0] != kInodePrefix) return false;
+  view->value = GetBig32(&key[1]);
+  inode->value = GetBig64(&key[5]);
+  return true;
+}
+
+bool DecodeShardKey(std::string_view key, ShardId* shard) {
+  if (key.size() != kShardKeySize || key[0] != kShardPrefix) return false;
+  shard->value = GetBig32(&key[1]);
+  return true;
+}
+
+void EncodeEntry(const EntryRecord& rec, std::string* out) {
+  out->resize(kEntryFixedSize + rec.target.size());
+  char* p = out->data();
+  p[0] = static_cast<char>(rec.type);
+  p[1] = static_cast<char>(rec.flags);
+  PutLittle<uint32_t>(p + 2, rec.mode);
+  PutLittle<uint32_t>(p + 6, rec.uid);
+  PutLittle<uint32_t>(p + 10, rec.gid);
+  PutLittle<uint64_t>(p + 14, rec.inode.value);
+  PutLittle<uint64_t>(p + 22, rec.parent.value);
+  PutLittle<uint64_t>(p + 30, rec.size);
+  PutLittle<int64_t>(p + 38, rec.mtime_ns);
+  PutLittle<uint32_t>(p + 46, rec.nlink);
+  PutLittle<uint32_t>(p + 50, rec.shard.value);
+  PutLittle<uint64_t>(p + 54, rec.offset);
+  PutLittle<uint64_t>(p + 62, rec.xxh3);
+  if (!rec.target.empty()) std::memcpy(p + kEntryFixedSize, rec.target.data(), rec.target.size());
+}
+
+Status DecodeEntry(std::string_view value, EntryRecord* rec) {
+  if (value.size() < kEntryFixedSize) {
+    return Status::Corruption(
+        fmt::format("entry record of {} bytes, expected at least {}", value.size(),
+                    kEntryFixedSize));
+  }
+  const char* p = value.data();
+  uint8_t type = static_cast<uint8_t>(p[0]);
+  if (type < 1 || type > 3) {
+    return Status::Corruption(fmt::format("entry record with unknown type {}", type));
+  }
+  rec->type = static_cast<EntryType>(type);
+  rec->flags = static_cast<uint8_t>(p[1]);
+  rec->mode = GetLittle<uint32_t>(p + 2);
+  rec->uid = GetLittle<uint32_t>(p + 6);
+  rec->gid = GetLittle<uint32_t>(p + 10);
+  rec->inode.value = GetLittle<uint64_t>(p + 14);
+  rec->parent.value = GetLittle<uint64_t>(p + 22);
+  rec->size = GetLittle<uint64_t>(p + 30);
+  rec->mtime_ns = GetLittle<int64_t>(p + 38);
+  rec->nlink = GetLittle<uint32_t>(p + 46);
+  rec->shard.value = GetLittle<uint32_t>(p + 50);
+  rec->offset = GetLittle<uint64_t>(p + 54);
+  rec->xxh3 = GetLittle<uint64_t>(p + 62);
+  rec->target = value.substr(kEntryFixedSize);
+  if (rec->type != EntryType::kSymlink && !rec->target.empty()) {
+    return Status::Corruption("entry record: trailing bytes after a non-symlink");
+  }
+  if (rec->type == EntryType::kSymlink && rec->size != rec->target.size()) {
+    return Status::Corruption("entry record: symlink size differs from its target");
+  }
+  if (rec->offset + rec->size < rec->offset) {
+    return Status::Corruption("entry record: offset + size overflows");
+  }
+  return Status::Ok();
+}
+
+void EncodeShardMeta(const ShardMeta& meta, std::string* out) {
+  out->resize(25 + meta.path.size());
+  char* p = out->data();
+  PutLittle<uint64_t>(p, meta.size);
+  PutLittle<int64_t>(p + 8, meta.mtime_ns);
+  PutLittle<uint64_t>(p + 16, meta.fingerprint);
+  p[24] = static_cast<char>(meta.flags);
+  std::memcpy(p + 25, meta.path.data(), meta.path.size());
+}
+
+Status DecodeShardMeta(std::string_view value, ShardMeta* meta) {
+  if (value.size() < 26) {
+    return Status::Corruption(fmt::format("shard record of {} bytes, expected at least 26",
+                                          value.size()));
+  }
+  const char* p = value.data();
+  meta->size = GetLittle<uint64_t>(p);
+  meta->mtime_ns = GetLittle<int64_t>(p + 8);
+  meta->fingerprint = GetLittle<uint64_t>(p + 16);
+  meta->flags = static_cast<uint8_t>(p[24]);
+  meta->path.assign(value.substr(25));
+  return Status::Ok();
+}
+
+}  // namespace shardfs::index

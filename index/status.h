@@ -1,0 +1,96 @@
+// Status and Result<T>: the error currency at every library boundary.
+//
+// A Status is a code plus a human message that names the file, the offset and
+// what was expected ("shard a.tar: header at byte 512: checksum mismatch").
+// errno values appear only at the FUSE edge (src/fuse_adapter.cc, ToErrno).
+#ifndef SHARDFS_INDEX_STATUS_H_
+#define SHARDFS_INDEX_STATUS_H_
+
+#include <cassert>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include <fmt/format.h>
+
+namespace shardfs {
+
+class [[nodiscard]] Status {
+ public:
+  enum class Code {
+    kOk = 0,
+    kNotFound,
+    kInvalidArgument,  // Bad input: a malformed archive, a bad option.
+    kCorruption,       // Stored data disagrees with itself or its checksum.
+    kIoError,          // The operating system said no.
+    kNotSupported,     // Valid input we refuse (sparse members, newer schema).
+    kAlreadyExists,
+  };
+
+  Status() = default;
+  static Status Ok() { return Status(); }
+  static Status NotFound(std::string msg) { return {Code::kNotFound, std::move(msg)}; }
+  static Status InvalidArgument(std::string msg) {
+    return {Code::kInvalidArgument, std::move(msg)};
+  }
+  static Status Corruption(std::string msg) { return {Code::kCorruption, std::move(msg)}; }
+  static Status IoError(std::string msg) { return {Code::kIoError, std::move(msg)}; }
+  // An IoError whose message ends with strerror(err).
+  static Status FromErrno(int err, std::string_view what);
+  static Status NotSupported(std::string msg) { return {Code::kNotSupported, std::move(msg)}; }
+  static Status AlreadyExists(std::string msg) {
+    return {Code::kAlreadyExists, std::move(msg)};
+  }
+
+  bool ok() const { return code_ == Code::kOk; }
+  Code code() const { return code_; }
+  const std::string& message() const { return message_; }
+  // The errno an IoError came from, 0 otherwise.
+  int sys_errno() const { return errno_; }
+
+  // Returns a copy whose message is "<prefix>: <message>".
+  Status WithContext(std::string_view prefix) const;
+
+ private:
+  Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}
+  Code code_ = Code::kOk;
+  int errno_ = 0;
+  std::string message_;
+};
+
+// A value or a non-ok Status; a small std::expected.
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design.
+  Result(Status status) : v_(std::move(status)) {  // NOLINT
+    assert(!std::get<Status>(v_).ok());
+  }
+
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  const Status& status() const {
+    static const Status kOk;
+    return ok() ? kOk : std::get<Status>(v_);
+  }
+  T& value() & { return std::get<T>(v_); }
+  const T& value() const& { return std::get<T>(v_); }
+  T&& value() && { return std::get<T>(std::move(v_)); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+}  // namespace shardfs
+
+// Returns the Status of `expr` from the enclosing function if it is not ok.
+#define SHARDFS_RETURN_IF_ERROR(expr)            \
+  do {                                           \
+    ::shardfs::Status shardfs_status_ = (expr);  \
+    if (!shardfs_status_.ok()) return shardfs_status_; \
+  } while (0)
+
+#endif  // SHARDFS_INDEX_STATUS_H_

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every Debian package shardfs needs to build, test and benchmark.
+# Runs `apt-get update` once, then installs only what is missing.
+set -euo pipefail
+
+packages=(
+  # build
+  g++ meson ninja-build pkg-config
+  libfuse3-dev librocksdb-dev libarchive-dev libxxhash-dev libfmt-dev
+  libgtest-dev libgmock-dev
+  # run
+  fuse3
+  # tests: other tar writers and reference readers
+  tar libarchive-tools python3 busybox
+  # benchmark peers
+  squashfs-tools squashfuse archivemount
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,142 @@
+// `shardfs index build` and `shardfs index info`.
+#include <getopt.h>
+
+#include <fmt/format.h>
+
+#include "index/index_reader.h"
+#include "index/log.h"
+#include "src/command.h"
+#include "src/json_writer.h"
+#include "tools/index_build.h"
+#include "tools/progress.h"
+
+namespace shardfs::cli {
+
+int RunIndexBuild(int argc, char** argv) {
+  static const option kLong[] = {
+      {"out", required_argument, nullptr, 'o'},   {"no-checksum", no_argument, nullptr, 'n'},
+      {"jobs", required_argument, nullptr, 'j'},  {"force", no_argument, nullptr, 'F'},
+      {"quiet", no_argument, nullptr, 'q'},       {"from-list", required_argument, nullptr, 'L'},
+      {nullptr, 0, nullptr, 0}};
+  tools::IndexBuildOptions o;
+  optind = 0;
+  for (int c; (c = getopt_long(argc, argv, "+o:j:qF", kLong, nullptr)) != -1;) {
+    switch (c) {
+      case 'o': o.out = optarg; break;
+      case 'n': o.checksum = false; break;
+      case 'j':
+        try {
+          o.jobs = std::stoi(optarg);
+        } catch (...) {
+          o.jobs = -1;
+        }
+        if (o.jobs < 1) return UsageError("index build", "-j needs a positive number");
+        break;
+      case 'F': o.force = true; break;
+      case 'q': o.quiet = true; break;
+      case 'L': o.from_list = optarg; break;
+      default: return UsageError("index build", "unknown option");
+    }
+  }
+  for (int i = optind; i < argc; ++i) o.inputs.push_back(argv[i]);
+  if (o.out.empty()) return UsageError("index build", "--out INDEX is required");
+  if (o.inputs.empty() && o.from_list.empty()) {
+    return UsageError("index build", "no shards given");
+  }
+  if (o.quiet) log::SetLevel(log::Level::kWarning);
+
+  Result<tools::IndexBuildReport> r = tools::BuildIndex(o);
+  if (!r.ok()) {
+    log::Error("index build: {}", r.status().message());
+    return kExitFailure;
+  }
+  const auto& st = r->stats;
+  if (st.replaced) {
+    log::Warning("{} member(s) replaced by a later member of the same path (the later shard "
+                 "wins, as with tar extraction), e.g.: {}",
+                 st.replaced, fmt::join(st.replaced_examples, ", "));
+  }
+  if (r->rejected) {
+    log::Warning("{} member(s) left out (unsafe names or unsupported types), e.g.:", r->rejected);
+    for (const auto& ex : r->rejected_examples) log::Warning("  {}", ex);
+  }
+  if (st.dropped) {
+    log::Warning("{} member(s) could not be placed in the tree, e.g.:", st.dropped);
+    for (const auto& ex : st.dropped_examples) log::Warning("  {}", ex);
+  }
+  double secs = std::max(r->seconds, 1e-9);
+  log::Info("indexed {} shards ({}): {} files, {} dirs ({} implied), {} symlinks, {} hard links, "
+            "{} of content; index {} at {}",
+            r->shards, tools::HumanBytes(r->shard_bytes), st.files, st.dirs, st.synthesized_dirs,
+            st.symlinks, st.hardlinks, tools::HumanBytes(st.bytes),
+            tools::HumanBytes(st.index_bytes), o.out);
+  log::Info("{:.2f}s: {:.0f} entries/s, {}/s", secs, r->members / secs,
+            tools::HumanBytes(r->shard_bytes / secs));
+  return kExitOk;
+}
+
+int RunIndexInfo(int argc, char** argv) {
+  static const option kLong[] = {{"json", no_argument, nullptr, 'J'}, {nullptr, 0, nullptr, 0}};
+  bool json = false;
+  optind = 0;
+  for (int c; (c = getopt_long(argc, argv, "+", kLong, nullptr)) != -1;) {
+    if (c == 'J') {
+      json = true;
+    } else {
+      return UsageError("index info", "unknown option");
+    }
+  }
+  if (argc - optind != 1) return UsageError("index info", "expected one INDEX");
+  auto reader = index::IndexReader::Open(argv[optind]);
+  if (!reader.ok()) {
+    log::Error("{}", reader.status().message());
+    return kExitFailure;
+  }
+  const index::IndexReader& r = **reader;
+  uint64_t shard_bytes = 0;
+  for (const auto& s : r.shards()) shard_bytes += s.size;
+  if (json) {
+    JsonObject o;
+    o.Str("index", r.path())
+        .UNum("schema_version", r.MetaNumber(index::kMetaSchemaVersion))
+        .UNum("shards", r.shards().size())
+        .UNum("shard_bytes", shard_bytes)
+        .UNum("files", r.MetaNumber(index::kMetaFiles))
+        .UNum("dirs", r.MetaNumber(index::kMetaDirs))
+        .UNum("symlinks", r.MetaNumber(index::kMetaSymlinks))
+        .UNum("entries", r.MetaNumber(index::kMetaMaxInode))
+        .UNum("bytes", r.MetaNumber(index::kMetaBytes))
+        .Str("checksums", r.Meta(index::kMetaChecksums))
+        .Str("build_options", r.Meta(index::kMetaBuildOptions))
+        .Str("created_by", r.Meta(index::kMetaCreatedBy))
+        .UNum("index_bytes", r.DiskBytes());
+    fmt::print("{}\n", o.Finish());
+    for (size_t i = 0; i < r.shards().size(); ++i) {
+      const auto& s = r.shards()[i];
+      JsonObject so;
+      so.UNum("shard_id", i)
+          .Str("shard", r.ShardPath(index::ShardId{static_cast<uint32_t>(i)}))
+          .Str("stored_path", s.path)
+          .UNum("size", s.size)
+          .Num("mtime_ns", s.mtime_ns)
+          .Str("fingerprint", fmt::format("{:016x}", s.fingerprint));
+      fmt::print("{}\n", so.Finish());
+    }
+    return kExitOk;
+  }
+  fmt::print("index:          {}\n", r.path());
+  fmt::print("schema version: {}\n", r.Meta(index::kMetaSchemaVersion));
+  fmt::print("shards:         {} ({})\n", r.shards().size(), tools::HumanBytes(shard_bytes));
+  fmt::print("entries:        {} ({} files, {} dirs, {} symlinks)\n",
+             r.MetaNumber(index::kMetaMaxInode), r.Meta(index::kMetaFiles),
+             r.Meta(index::kMetaDirs), r.Meta(index::kMetaSymlinks));
+  fmt::print("content bytes:  {} ({})\n", r.Meta(index::kMetaBytes),
+             tools::HumanBytes(r.MetaNumber(index::kMetaBytes)));
+  fmt::print("checksums:      {}\n", r.Meta(index::kMetaChecksums));
+  fmt::print("build options:  {}\n", r.Meta(index::kMetaBuildOptions));
+  fmt::print("created by:     {}\n", r.Meta(index::kMetaCreatedBy));
+  fmt::print("index size:     {}\n", tools::HumanBytes(r.DiskBytes()));
+  return kExitOk;
+}
+
+}  // namespace shardfs::cli

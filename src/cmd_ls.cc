@@ -1,0 +1,203 @@
+// `shardfs ls` and `shardfs stat`: the indexed tree without mounting it.
+#include <getopt.h>
+#include <sys/stat.h>
+
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "index/index_reader.h"
+#include "index/log.h"
+#include "src/command.h"
+#include "src/json_writer.h"
+
+namespace shardfs::cli {
+namespace {
+
+using index::EntryRecord;
+using index::EntryType;
+using index::IndexReader;
+
+std::string ModeString(uint32_t mode) {
+  std::string s = "?---------";
+  s[0] = S_ISDIR(mode) ? 'd' : S_ISLNK(mode) ? 'l' : '-';
+  const char* rwx = "rwxrwxrwx";
+  for (int i = 0; i < 9; ++i) {
+    if (mode & (0400 >> i)) s[1 + i] = rwx[i];
+  }
+  if (mode & S_ISUID) s[3] = (mode & 0100) ? 's' : 'S';
+  if (mode & S_ISGID) s[6] = (mode & 0010) ? 's' : 'S';
+  if (mode & S_ISVTX) s[9] = (mode & 0001) ? 't' : 'T';
+  return s;
+}
+
+std::string TimeString(int64_t mtime_ns) {
+  time_t secs = static_cast<time_t>(mtime_ns / 1000000000);
+  if (mtime_ns < 0 && mtime_ns % 1000000000) --secs;
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string Joined(std::string_view dir, std::string_view name) {
+  if (dir.empty()) return std::string(name);
+  return fmt::format("{}/{}", dir, name);
+}
+
+std::string EntryJson(const IndexReader& r, std::string_view path, const EntryRecord& e) {
+  JsonObject o;
+  o.Str("path", path)
+      .Str("type", index::EntryTypeName(e.type))
+      .UNum("size", e.size)
+      .UNum("mode", e.mode & 07777)
+      .UNum("uid", e.uid)
+      .UNum("gid", e.gid)
+      .Num("mtime_ns", e.mtime_ns)
+      .UNum("nlink", e.nlink)
+      .UNum("inode", e.inode.value);
+  if (e.type == EntryType::kFile) {
+    o.Str("shard", r.ShardPath(e.shard)).UNum("shard_id", e.shard.value).UNum("offset", e.offset);
+    if (e.has_checksum()) {
+      o.Str("xxh3", fmt::format("{:016x}", e.xxh3));
+    } else {
+      o.Null("xxh3");
+    }
+  }
+  if (e.type == EntryType::kSymlink) o.Str("target", e.target);
+  return o.Finish();
+}
+
+std::string EntryLine(std::string_view name, const EntryRecord& e) {
+  std::string line = fmt::format("{} {:>3} {:>5} {:>5} {:>10} {} {}", ModeString(e.mode), e.nlink,
+                                 e.uid, e.gid, e.size, TimeString(e.mtime_ns), name);
+  if (e.type == EntryType::kSymlink) line += fmt::format(" -> {}", e.target);
+  return line;
+}
+
+Status ListDir(const IndexReader& r, std::string_view dir_path, const EntryRecord& dir,
+               bool recursive, bool json) {
+  std::vector<std::pair<std::string, index::InodeId>> subdirs;
+  if (!json && recursive) fmt::print("{}:\n", dir_path.empty() ? "." : dir_path);
+  SHARDFS_RETURN_IF_ERROR(
+      r.ForEachChild(dir.inode, "", [&](std::string_view name, const EntryRecord& e) {
+        std::string path = Joined(dir_path, name);
+        if (json) {
+          fmt::print("{}\n", EntryJson(r, path, e));
+        } else {
+          fmt::print("{}\n", EntryLine(name, e));
+        }
+        if (recursive && e.type == EntryType::kDir) subdirs.emplace_back(path, e.inode);
+        return true;
+      }));
+  for (const auto& [path, inode] : subdirs) {
+    if (!json) fmt::print("\n");
+    EntryRecord sub;
+    index::RecordHolder holder;
+    SHARDFS_RETURN_IF_ERROR(r.GetInode(inode, &sub, &holder));
+    SHARDFS_RETURN_IF_ERROR(ListDir(r, path, sub, recursive, json));
+  }
+  return Status::Ok();
+}
+
+std::string NormalizeArgPath(std::string p) {
+  while (!p.empty() && p.front() == '/') p.erase(0, 1);
+  while (!p.empty() && p.back() == '/') p.pop_back();
+  if (p == ".") p.clear();
+  return p;
+}
+
+}  // namespace
+
+int RunLs(int argc, char** argv) {
+  static const option kLong[] = {{"json", no_argument, nullptr, 'J'},
+                                 {"recursive", no_argument, nullptr, 'R'},
+                                 {nullptr, 0, nullptr, 0}};
+  bool json = false, recursive = false;
+  optind = 0;
+  for (int c; (c = getopt_long(argc, argv, "+R", kLong, nullptr)) != -1;) {
+    if (c == 'J') {
+      json = true;
+    } else if (c == 'R') {
+      recursive = true;
+    } else {
+      return UsageError("ls", "unknown option");
+    }
+  }
+  int n = argc - optind;
+  if (n < 1 || n > 2) return UsageError("ls", "expected INDEX [PATH]");
+  auto reader = IndexReader::Open(argv[optind]);
+  if (!reader.ok()) {
+    log::Error("{}", reader.status().message());
+    return kExitFailure;
+  }
+  std::string path = NormalizeArgPath(n == 2 ? argv[optind + 1] : "");
+  EntryRecord e;
+  index::RecordHolder holder;
+  Status s = (*reader)->Resolve(path, &e, &holder);
+  if (!s.ok()) {
+    log::Error("ls {}: {}", path.empty() ? "/" : path, s.message());
+    return kExitFailure;
+  }
+  if (e.type != EntryType::kDir) {
+    fmt::print("{}\n", json ? EntryJson(**reader, path, e) : EntryLine(path, e));
+    return kExitOk;
+  }
+  s = ListDir(**reader, path, e, recursive, json);
+  if (!s.ok()) {
+    log::Error("ls {}: {}", path, s.message());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+int RunStat(int argc, char** argv) {
+  static const option kLong[] = {{"json", no_argument, nullptr, 'J'}, {nullptr, 0, nullptr, 0}};
+  bool json = false;
+  optind = 0;
+  for (int c; (c = getopt_long(argc, argv, "+", kLong, nullptr)) != -1;) {
+    if (c == 'J') {
+      json = true;
+    } else {
+      return UsageError("stat", "unknown option");
+    }
+  }
+  if (argc - optind != 2) return UsageError("stat", "expected INDEX PATH");
+  auto reader = IndexReader::Open(argv[optind]);
+  if (!reader.ok()) {
+    log::Error("{}", reader.status().message());
+    return kExitFailure;
+  }
+  const IndexReader& r = **reader;
+  std::string path = NormalizeArgPath(argv[optind + 1]);
+  EntryRecord e;
+  index::RecordHolder holder;
+  Status s = r.Resolve(path, &e, &holder);
+  if (!s.ok()) {
+    log::Error("stat {}: {}", path.empty() ? "/" : path, s.message());
+    return kExitFailure;
+  }
+  if (json) {
+    fmt::print("{}\n", EntryJson(r, path, e));
+    return kExitOk;
+  }
+  fmt::print("  path: {}\n", path.empty() ? "/" : path);
+  fmt::print("  type: {}\n", index::EntryTypeName(e.type));
+  fmt::print("  size: {}\n", e.size);
+  fmt::print("  mode: {:04o} ({})\n", e.mode & 07777, ModeString(e.mode));
+  fmt::print("   uid: {}  gid: {}\n", e.uid, e.gid);
+  fmt::print(" mtime: {}.{:09d} UTC ({} ns)\n", TimeString(e.mtime_ns),
+             ((e.mtime_ns % 1000000000) + 1000000000) % 1000000000, e.mtime_ns);
+  fmt::print(" nlink: {}\n", e.nlink);
+  fmt::print(" inode: {}\n", e.inode.value);
+  if (e.type == EntryType::kFile) {
+    fmt::print(" shard: {}\n", r.ShardPath(e.shard));
+    fmt::print("offset: {}\n", e.offset);
+    fmt::print("  xxh3: {}\n", e.has_checksum() ? fmt::format("{:016x}", e.xxh3) : "(none)");
+  }
+  if (e.type == EntryType::kSymlink) fmt::print("target: {}\n", e.target);
+  return kExitOk;
+}
+
+}  // namespace shardfs::cli

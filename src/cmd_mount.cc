@@ -1,0 +1,207 @@
+// `shardfs mount` and `shardfs umount`.
+//
+// Without -f the command forks: the child mounts and serves, the parent
+// waits until the mount is in place (or has failed) and exits 0 (or with the
+// child's failure), so scripts may use the mountpoint as soon as it returns.
+#include <dirent.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "index/index_reader.h"
+#include "index/log.h"
+#include "src/command.h"
+#include "src/filesystem.h"
+#include "src/fuse_adapter.h"
+#include "src/mount_options.h"
+
+extern char** environ;
+
+namespace shardfs::cli {
+namespace {
+
+using mount::MountOptions;
+
+Status CheckMountpoint(const std::string& path, bool nonempty) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return Status::FromErrno(errno, fmt::format("mountpoint {}", path));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::InvalidArgument(fmt::format("mountpoint {}: not a directory", path));
+  }
+  if (nonempty) return Status::Ok();
+  DIR* d = ::opendir(path.c_str());
+  if (!d) return Status::FromErrno(errno, fmt::format("mountpoint {}", path));
+  bool empty = true;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      empty = false;
+      break;
+    }
+  }
+  ::closedir(d);
+  if (!empty) {
+    return Status::InvalidArgument(
+        fmt::format("mountpoint {}: not an empty directory (use -o nonempty to mount over it)",
+                    path));
+  }
+  return Status::Ok();
+}
+
+struct MountArgs {
+  bool foreground = false;
+  bool check = false;
+  bool allow_missing = false;
+  std::string index;
+  std::string mountpoint;
+  MountOptions options;
+};
+
+// Opens the index, checks shards if asked, mounts and serves. `on_mounted`
+// runs once the mount is in place.
+int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
+  index::ReaderOptions ro;
+  ro.block_cache_bytes = a.options.block_cache;
+  auto reader = index::IndexReader::Open(a.index, ro);
+  if (!reader.ok()) {
+    log::Error("{}", reader.status().message());
+    return kExitFailure;
+  }
+  if (a.options.fs.verify != mount::VerifyMode::kOff &&
+      (*reader)->Meta(index::kMetaChecksums) != "xxh3") {
+    log::Error("index {}: built without checksums (--no-checksum); verify=first|always needs "
+               "them", a.index);
+    return kExitFailure;
+  }
+  mount::Filesystem fs(std::move(reader).value(), a.options.fs);
+  if (a.check) {
+    std::vector<Status> problems = fs.shards().CheckAll();
+    if (!problems.empty()) {
+      if (!a.allow_missing) {
+        log::Error("{} of {} shards failed the check; not mounting (--allow-missing-shards "
+                   "mounts anyway, their files fail with EIO)",
+                   problems.size(), fs.shards().shard_count());
+        return kExitFailure;
+      }
+      log::Warning("{} of {} shards failed the check; their files fail with EIO",
+                   problems.size(), fs.shards().shard_count());
+    }
+  }
+  std::string fsname = std::filesystem::absolute(a.index).lexically_normal().string();
+  Status s = mount::ServeFuse(&fs, a.options, a.mountpoint, fsname, on_mounted);
+  if (!s.ok()) {
+    log::Error("mount {}: {}", a.mountpoint, s.message());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunMount(int argc, char** argv) {
+  static const option kLong[] = {{"foreground", no_argument, nullptr, 'f'},
+                                 {"check", no_argument, nullptr, 'c'},
+                                 {"allow-missing-shards", no_argument, nullptr, 'A'},
+                                 {"debug", no_argument, nullptr, 'd'},
+                                 {nullptr, 0, nullptr, 0}};
+  MountArgs a;
+  std::vector<std::string> o_lists;
+  optind = 0;
+  for (int c; (c = getopt_long(argc, argv, "+fo:d", kLong, nullptr)) != -1;) {
+    switch (c) {
+      case 'f': a.foreground = true; break;
+      case 'o': o_lists.push_back(optarg); break;
+      case 'c': a.check = true; break;
+      case 'A': a.allow_missing = true; break;
+      case 'd': a.foreground = true; o_lists.push_back("debug"); break;
+      default: return UsageError("mount", "unknown option");
+    }
+  }
+  if (argc - optind != 2) return UsageError("mount", "expected INDEX MOUNTPOINT");
+  a.index = std::filesystem::absolute(argv[optind]).lexically_normal().string();
+  a.mountpoint = std::filesystem::absolute(argv[optind + 1]).lexically_normal().string();
+  Status s = mount::ParseMountOptions(o_lists, &a.options);
+  if (!s.ok()) return UsageError("mount", s.message());
+  if (a.options.debug) log::SetLevel(log::Level::kDebug);
+  s = CheckMountpoint(a.mountpoint, a.options.nonempty);
+  if (!s.ok()) {
+    log::Error("{}", s.message());
+    return kExitFailure;
+  }
+
+  if (a.foreground) {
+    return MountAndServe(a, [&] { log::Info("mounted {} at {}", a.index, a.mountpoint); });
+  }
+
+  // Daemonise: the child reports "mounted" through a pipe; until then its
+  // stderr is ours, so errors reach the user.
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) {
+    log::Error("pipe: {}", std::strerror(errno));
+    return kExitFailure;
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    log::Error("fork: {}", std::strerror(errno));
+    return kExitFailure;
+  }
+  if (pid > 0) {
+    ::close(pipefd[1]);
+    char byte = 0;
+    ssize_t n;
+    do {
+      n = ::read(pipefd[0], &byte, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n == 1) return kExitOk;
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : kExitFailure;
+  }
+  ::close(pipefd[0]);
+  ::setsid();
+  if (::chdir("/") != 0) {  // Paths are absolute by now; do not pin the cwd.
+    log::Warning("chdir /: {}", std::strerror(errno));
+  }
+  return MountAndServe(a, [&] {
+    int null = ::open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      ::dup2(null, STDIN_FILENO);
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDERR_FILENO);
+      if (null > STDERR_FILENO) ::close(null);
+    }
+    log::UseSyslog("shardfs");
+    log::Info("mounted {} at {}", a.index, a.mountpoint);
+    char ok = 1;
+    ssize_t unused = ::write(pipefd[1], &ok, 1);
+    (void)unused;
+    ::close(pipefd[1]);
+  });
+}
+
+int RunUmount(int argc, char** argv) {
+  if (argc != 2) return UsageError("umount", "expected MOUNTPOINT");
+  const char* args[] = {"fusermount3", "-u", argv[1], nullptr};
+  pid_t pid;
+  int rc = ::posix_spawnp(&pid, "fusermount3", nullptr, nullptr, const_cast<char**>(args),
+                          environ);
+  if (rc != 0) {
+    log::Error("umount {}: cannot run fusermount3: {}", argv[1], std::strerror(rc));
+    return kExitFailure;
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace shardfs::cli

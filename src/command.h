@@ -1,0 +1,43 @@
+// The `shardfs` command line: one unit per subcommand, with its name, a short
+// help text and a run function (RocksDB ldb's one class per command).
+// Exit codes: 0 ok, 1 failure, 2 usage.
+#ifndef SHARDFS_SRC_COMMAND_H_
+#define SHARDFS_SRC_COMMAND_H_
+
+#include <string>
+#include <vector>
+
+namespace shardfs::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+struct Command {
+  const char* name;     // "index build", "ls", ...
+  const char* summary;  // One line for `shardfs --help`.
+  const char* usage;    // Printed by `shardfs NAME --help`.
+  // argv[0] is the command name; returns the exit code.
+  int (*run)(int argc, char** argv);
+};
+
+// Every command, in the order `shardfs --help` lists them.
+const std::vector<Command>& AllCommands();
+
+// Prints "shardfs NAME: REASON (see shardfs NAME --help)" and returns 2.
+int UsageError(const char* command, const std::string& reason);
+
+// Parses a size such as "64M", "1GiB", "4096". Returns false if malformed.
+bool ParseSize(const std::string& text, uint64_t* out);
+
+// Commands, defined in cmd_*.cc.
+int RunIndexBuild(int argc, char** argv);
+int RunIndexInfo(int argc, char** argv);
+int RunLs(int argc, char** argv);
+int RunStat(int argc, char** argv);
+int RunMount(int argc, char** argv);
+int RunUmount(int argc, char** argv);
+
+}  // namespace shardfs::cli
+
+#endif  // SHARDFS_SRC_COMMAND_H_

@@ -1,0 +1,211 @@
+#include "src/filesystem.h"
+
+#include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+#include "index/log.h"
+
+namespace shardfs::mount {
+namespace {
+
+constexpr size_t kVerifyChunk = 1 << 20;
+
+std::vector<ShardCache::Shard> ShardsOf(const index::IndexReader& r) {
+  std::vector<ShardCache::Shard> out;
+  for (uint32_t i = 0; i < r.shards().size(); ++i) {
+    out.push_back({r.ShardPath(index::ShardId{i}), r.shards()[i]});
+  }
+  return out;
+}
+
+// One buffer per thread for verification, allocated once.
+char* VerifyBuffer() {
+  thread_local std::unique_ptr<char[]> buf(new char[kVerifyChunk]);
+  return buf.get();
+}
+
+}  // namespace
+
+Status PreadExact(int fd, char* buf, size_t len, uint64_t pos) {
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = ::pread(fd, buf + done, len - done, static_cast<off_t>(pos + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, fmt::format("read at byte {}", pos + done));
+    }
+    if (n == 0) {
+      return Status::IoError(fmt::format("shard ends at byte {}, expected data up to byte {}",
+                                         pos + done, pos + len));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Filesystem::Filesystem(std::unique_ptr<index::IndexReader> reader, FilesystemOptions options)
+    : reader_(std::move(reader)),
+      options_(options),
+      shards_(ShardsOf(*reader_), ShardCacheOptions{options.max_open_shards}) {
+  if (options_.verify != VerifyMode::kOff) {
+    verified_words_ = reader_->MetaNumber(index::kMetaMaxInode) / 64 + 1;
+    verified_ = std::make_unique<std::atomic<uint64_t>[]>(verified_words_);
+  }
+}
+
+Status Filesystem::Lookup(InodeId parent, std::string_view name, EntryRecord* rec,
+                          index::RecordHolder* holder) const {
+  return reader_->Lookup(parent, name, rec, holder);
+}
+
+Status Filesystem::GetAttr(InodeId inode, EntryRecord* rec, index::RecordHolder* holder) const {
+  return reader_->GetInode(inode, rec, holder);
+}
+
+void Filesystem::ToStat(const EntryRecord& rec, struct stat* st) const {
+  *st = {};
+  st->st_ino = rec.inode.value;
+  st->st_mode = rec.mode;
+  if (options_.umask >= 0) {
+    st->st_mode = (rec.mode & ~07777u) | (rec.mode & 07777u & ~static_cast<uint32_t>(options_.umask));
+  }
+  st->st_nlink = rec.nlink;
+  st->st_uid = options_.uid >= 0 ? static_cast<uid_t>(options_.uid) : rec.uid;
+  st->st_gid = options_.gid >= 0 ? static_cast<gid_t>(options_.gid) : rec.gid;
+  st->st_size = static_cast<off_t>(rec.size);
+  st->st_blksize = 4096;
+  st->st_blocks = static_cast<blkcnt_t>((rec.size + 511) / 512);
+  int64_t sec = rec.mtime_ns / 1000000000;
+  int64_t nsec = rec.mtime_ns % 1000000000;
+  if (nsec < 0) {
+    nsec += 1000000000;
+    --sec;
+  }
+  st->st_mtim = {static_cast<time_t>(sec), static_cast<long>(nsec)};
+  st->st_atim = st->st_mtim;
+  st->st_ctim = st->st_mtim;
+}
+
+Status Filesystem::ReadDir(
+    InodeId dir, std::string_view start_after,
+    const std::function<bool(std::string_view, const EntryRecord&)>& fn) const {
+  return reader_->ForEachChild(dir, start_after, fn);
+}
+
+Status Filesystem::ReadLink(InodeId inode, std::string_view* target,
+                            index::RecordHolder* holder) const {
+  EntryRecord rec;
+  SHARDFS_RETURN_IF_ERROR(reader_->GetInode(inode, &rec, holder));
+  if (rec.type != index::EntryType::kSymlink) return Status::InvalidArgument("not a symlink");
+  *target = rec.target;
+  return Status::Ok();
+}
+
+bool Filesystem::IsVerified(InodeId inode) const {
+  uint64_t i = inode.value;
+  if (i / 64 >= verified_words_) return false;
+  return verified_[i / 64].load(std::memory_order_acquire) & (uint64_t{1} << (i % 64));
+}
+
+void Filesystem::SetVerified(InodeId inode) {
+  uint64_t i = inode.value;
+  if (i / 64 < verified_words_) {
+    verified_[i / 64].fetch_or(uint64_t{1} << (i % 64), std::memory_order_release);
+  }
+}
+
+Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) {
+  if (!rec.has_checksum()) {
+    return Status::NotSupported("the index has no checksum for this file");
+  }
+  char* buf = VerifyBuffer();
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  for (uint64_t done = 0; done < rec.size;) {
+    size_t len = static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, rec.size - done));
+    Status s = PreadExact(shard->fd(), buf, len, rec.offset + done);
+    if (!s.ok()) {
+      Status bad = s.WithContext(fmt::format("shard {}", reader_->ShardPath(rec.shard)));
+      shards_.MarkBad(rec.shard, bad);
+      return bad;
+    }
+    XXH3_64bits_update(&state, buf, len);
+    done += len;
+  }
+  uint64_t got = XXH3_64bits_digest(&state);
+  if (got != rec.xxh3) {
+    Status bad = Status::Corruption(fmt::format(
+        "shard {}: inode {} at byte {}: content checksum {:016x}, indexed {:016x}",
+        reader_->ShardPath(rec.shard), rec.inode.value, rec.offset, got, rec.xxh3));
+    shards_.MarkBad(rec.shard, bad);
+    return bad;
+  }
+  return Status::Ok();
+}
+
+Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range) {
+  EntryRecord rec;
+  index::RecordHolder holder;
+  SHARDFS_RETURN_IF_ERROR(reader_->GetInode(inode, &rec, &holder));
+  if (rec.type != index::EntryType::kFile) return Status::InvalidArgument("not a file");
+  *range = ReadRange{};
+  if (offset >= rec.size || size == 0) return Status::Ok();
+  Result<ShardHandle> shard = shards_.Get(rec.shard);
+  if (!shard.ok()) return shard.status();
+  // A shard truncated or replaced while mounted must not serve bytes: the
+  // size check is one fstat; content is covered by verify=first|always.
+  struct stat st;
+  const index::ShardMeta& meta = reader_->shards()[rec.shard.value];
+  if (::fstat((*shard)->fd(), &st) != 0 || static_cast<uint64_t>(st.st_size) != meta.size) {
+    Status bad = Status::Corruption(
+        fmt::format("shard {}: size changed while mounted ({} bytes, indexed as {})",
+                    reader_->ShardPath(rec.shard), st.st_size, meta.size));
+    shards_.MarkBad(rec.shard, bad);
+    return bad;
+  }
+  if (options_.verify == VerifyMode::kAlways ||
+      (options_.verify == VerifyMode::kFirst && !IsVerified(inode))) {
+    SHARDFS_RETURN_IF_ERROR(VerifyFile(rec, *shard));
+    SetVerified(inode);
+  }
+  range->shard = std::move(shard).value();
+  range->position = rec.offset + offset;
+  range->length = static_cast<size_t>(std::min<uint64_t>(size, rec.size - offset));
+  return Status::Ok();
+}
+
+Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n) {
+  ReadRange range;
+  *n = 0;
+  SHARDFS_RETURN_IF_ERROR(ResolveRead(inode, offset, size, &range));
+  if (range.length == 0) return Status::Ok();
+  Status s = PreadExact(range.shard->fd(), buf, range.length, range.position);
+  if (!s.ok()) {
+    EntryRecord rec;
+    index::RecordHolder holder;
+    if (reader_->GetInode(inode, &rec, &holder).ok()) {
+      s = s.WithContext(fmt::format("shard {}", reader_->ShardPath(rec.shard)));
+      shards_.MarkBad(rec.shard, s);
+    }
+    return s;
+  }
+  *n = range.length;
+  return Status::Ok();
+}
+
+void Filesystem::StatFs(struct statvfs* st) const {
+  *st = {};
+  st->f_bsize = 4096;
+  st->f_frsize = 4096;
+  st->f_blocks = (reader_->MetaNumber(index::kMetaBytes) + 4095) / 4096;
+  st->f_files = reader_->MetaNumber(index::kMetaMaxInode);
+  st->f_namemax = index::kMaxNameLength;
+  st->f_flag = ST_RDONLY;
+}
+
+}  // namespace shardfs::mount

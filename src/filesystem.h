@@ -1,0 +1,106 @@
+// The filesystem an index describes, as plain C++ on InodeIds: lookup,
+// getattr, readdir, readlink, read. No FUSE types here, so unit tests call it
+// directly; src/fuse_adapter.cc translates FUSE requests into these calls.
+//
+// Metadata comes from the index alone; no shard is opened for lookup,
+// getattr, readdir or readlink. A read resolves to a byte range of a shard:
+// one index lookup for the inode, then pread (or splice) at offset + position.
+//
+// Thread safety: after construction every method may be called from any
+// number of threads. The index reader is immutable, the shard cache guards
+// itself, the verified-inode bitmap is atomic words.
+#ifndef SHARDFS_SRC_FILESYSTEM_H_
+#define SHARDFS_SRC_FILESYSTEM_H_
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+
+#include "index/index_reader.h"
+#include "index/schema.h"
+#include "index/status.h"
+#include "src/shard_cache.h"
+
+namespace shardfs::mount {
+
+using index::EntryRecord;
+using index::InodeId;
+
+enum class VerifyMode {
+  kOff,     // Trust the shard check (size + fingerprint) alone.
+  kFirst,   // Check a file's XXH3 against the index on its first read.
+  kAlways,  // Check the whole file's XXH3 on every read (for small files).
+};
+
+struct FilesystemOptions {
+  VerifyMode verify = VerifyMode::kOff;
+  size_t max_open_shards = 128;
+  // Ownership and permission overrides for every entry (-o uid=,gid=,umask=).
+  int64_t uid = -1;
+  int64_t gid = -1;
+  int64_t umask = -1;
+};
+
+// A read resolved to a range of an open, checked shard.
+struct ReadRange {
+  ShardHandle shard;
+  uint64_t position = 0;  // Byte offset in the shard.
+  size_t length = 0;      // 0 at or past end of file.
+};
+
+class Filesystem {
+ public:
+  Filesystem(std::unique_ptr<index::IndexReader> reader, FilesystemOptions options);
+
+  // The child `name` of `parent`. NotFound if none; InvalidArgument if
+  // `parent` is not a directory.
+  Status Lookup(InodeId parent, std::string_view name, EntryRecord* rec,
+                index::RecordHolder* holder) const;
+  Status GetAttr(InodeId inode, EntryRecord* rec, index::RecordHolder* holder) const;
+  // Fills `st` from a record, applying the ownership overrides.
+  void ToStat(const EntryRecord& rec, struct stat* st) const;
+  // Calls fn(name, record) for each child in name order after `start_after`.
+  Status ReadDir(InodeId dir, std::string_view start_after,
+                 const std::function<bool(std::string_view, const EntryRecord&)>& fn) const;
+  // The target of a symlink; InvalidArgument if `inode` is not one.
+  Status ReadLink(InodeId inode, std::string_view* target, index::RecordHolder* holder) const;
+
+  // Resolves a read of `size` bytes at `offset` of file `inode`, clamped to
+  // the file's size. With verify=first/always the file's content is checked
+  // first. Returns IoError or Corruption (EIO) if the shard is bad or the
+  // content does not match.
+  Status ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range);
+  // Like ResolveRead, then preads the range into `buf` (of at least `size`
+  // bytes); a short read marks the shard bad and returns IoError.
+  Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n);
+
+  void StatFs(struct statvfs* st) const;
+  const index::IndexReader& reader() const { return *reader_; }
+  ShardCache& shards() { return shards_; }
+  const FilesystemOptions& options() const { return options_; }
+
+ private:
+  Status VerifyFile(const EntryRecord& rec, const ShardHandle& shard);
+  bool IsVerified(InodeId inode) const;
+  void SetVerified(InodeId inode);
+
+  const std::unique_ptr<index::IndexReader> reader_;
+  const FilesystemOptions options_;
+  ShardCache shards_;
+  // One bit per inode: content checked (verify=first).
+  std::unique_ptr<std::atomic<uint64_t>[]> verified_;
+  size_t verified_words_ = 0;
+};
+
+// Reads exactly `len` bytes at `pos`, retrying short reads. Returns IoError
+// if the file ends first.
+Status PreadExact(int fd, char* buf, size_t len, uint64_t pos);
+
+}  // namespace shardfs::mount
+
+#endif  // SHARDFS_SRC_FILESYSTEM_H_

@@ -1,0 +1,28 @@
+// The FUSE edge: libfuse3's low-level API on top of Filesystem. The only file
+// that includes <fuse_lowlevel.h>. Every operation is a noexcept trampoline
+// that answers each request exactly once; errno appears only here (ToErrno).
+#ifndef SHARDFS_SRC_FUSE_ADAPTER_H_
+#define SHARDFS_SRC_FUSE_ADAPTER_H_
+
+#include <functional>
+#include <string>
+
+#include "index/status.h"
+#include "src/filesystem.h"
+#include "src/mount_options.h"
+
+namespace shardfs::mount {
+
+// The errno a Status becomes at the FUSE edge.
+int ToErrno(const Status& s);
+
+// Mounts `fs` at `mountpoint` and serves requests until the filesystem is
+// unmounted or the process gets SIGINT, SIGTERM or SIGHUP (then it unmounts
+// cleanly). `on_mounted` runs once the mount is in place, before serving.
+// Returns IoError if the session cannot be created or mounted.
+Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string& mountpoint,
+                 const std::string& fsname, const std::function<void()>& on_mounted);
+
+}  // namespace shardfs::mount
+
+#endif  // SHARDFS_SRC_FUSE_ADAPTER_H_

@@ -1,0 +1,134 @@
+// shardfs: one command with subcommands. See man/shardfs.1.
+#include <clocale>
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "src/command.h"
+
+#ifndef SHARDFS_VERSION
+#define SHARDFS_VERSION "unknown"
+#endif
+
+namespace shardfs::cli {
+namespace {
+
+void PrintHelp() {
+  fmt::print("usage: shardfs COMMAND [OPTIONS] ...\n\n"
+             "Tar shards as a read-only directory tree, through a RocksDB offset index.\n\n"
+             "commands:\n");
+  for (const Command& c : AllCommands()) fmt::print("  {:<14} {}\n", c.name, c.summary);
+  fmt::print("\n`shardfs COMMAND --help` shows a command's options; man shardfs(1) has them all.\n");
+}
+
+bool WantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) return false;
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const std::vector<Command>& AllCommands() {
+  static const std::vector<Command> kCommands = {
+      {"index build", "scan tar shards and write an index",
+       "usage: shardfs index build --out INDEX [--no-checksum] [-j N] [--force] [--quiet]\n"
+       "                           [--from-list FILE] SHARD|DIR|GLOB...",
+       RunIndexBuild},
+      {"index info", "what an index holds", "usage: shardfs index info [--json] INDEX",
+       RunIndexInfo},
+      {"ls", "list a directory of the indexed tree",
+       "usage: shardfs ls [-R] [--json] INDEX [PATH]", RunLs},
+      {"stat", "one entry of the indexed tree, with its shard and offset",
+       "usage: shardfs stat [--json] INDEX PATH", RunStat},
+      {"mount", "mount an index as a read-only filesystem",
+       "usage: shardfs mount [-f] [-o OPT[,OPT...]] [--check] [--allow-missing-shards]\n"
+       "                     INDEX MOUNTPOINT",
+       RunMount},
+      {"umount", "unmount a shardfs mount", "usage: shardfs umount MOUNTPOINT", RunUmount},
+  };
+  return kCommands;
+}
+
+int UsageError(const char* command, const std::string& reason) {
+  fmt::print(stderr, "shardfs {}: {} (see shardfs {} --help)\n", command, reason, command);
+  return kExitUsage;
+}
+
+bool ParseSize(const std::string& text, uint64_t* out) {
+  size_t pos = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(text, &pos);
+  } catch (...) {
+    return false;
+  }
+  std::string suffix = text.substr(pos);
+  uint64_t mul = 1;
+  if (suffix.empty() || suffix == "B") {
+    mul = 1;
+  } else if (suffix == "K" || suffix == "KiB" || suffix == "k") {
+    mul = 1ull << 10;
+  } else if (suffix == "M" || suffix == "MiB") {
+    mul = 1ull << 20;
+  } else if (suffix == "G" || suffix == "GiB") {
+    mul = 1ull << 30;
+  } else if (suffix == "T" || suffix == "TiB") {
+    mul = 1ull << 40;
+  } else {
+    return false;
+  }
+  *out = n * mul;
+  return true;
+}
+
+}  // namespace shardfs::cli
+
+int main(int argc, char** argv) {
+  using namespace shardfs::cli;
+  // Names in archives are bytes; a UTF-8 locale lets libarchive hand pax
+  // UTF-8 names through unchanged.
+  if (!std::setlocale(LC_CTYPE, "C.UTF-8")) std::setlocale(LC_CTYPE, "");
+  if (argc < 2) {
+    PrintHelp();
+    return kExitUsage;
+  }
+  std::string first = argv[1];
+  if (first == "--help" || first == "-h" || first == "help") {
+    PrintHelp();
+    return kExitOk;
+  }
+  if (first == "--version" || first == "-V") {
+    fmt::print("shardfs {}\n", SHARDFS_VERSION);
+    return kExitOk;
+  }
+  for (const Command& c : AllCommands()) {
+    std::string name = c.name;
+    size_t space = name.find(' ');
+    int words = 1;
+    if (space != std::string::npos) {
+      if (name.substr(0, space) != first || argc < 3 || name.substr(space + 1) != argv[2]) {
+        continue;
+      }
+      words = 2;
+    } else if (name != first) {
+      continue;
+    }
+    int sub_argc = argc - words;
+    char** sub_argv = argv + words;
+    if (WantsHelp(sub_argc, sub_argv)) {
+      fmt::print("{}\n\n{}.\nAll options: man shardfs(1).\n", c.usage, c.summary);
+      return kExitOk;
+    }
+    return c.run(sub_argc, sub_argv);
+  }
+  if (first == "index") {
+    fmt::print(stderr, "shardfs index: expected 'build' or 'info' (see shardfs --help)\n");
+    return kExitUsage;
+  }
+  fmt::print(stderr, "shardfs: unknown command '{}' (see shardfs --help)\n", first);
+  return kExitUsage;
+}

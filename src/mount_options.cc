@@ -1,0 +1,155 @@
+#include "src/mount_options.h"
+
+#include <fuse_opt.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+namespace shardfs::mount {
+namespace {
+
+struct ParseState {
+  MountOptions* out;
+  Status status;
+};
+
+bool ParseNumber(std::string_view v, double* out) {
+  std::string s(v);
+  char* end = nullptr;
+  *out = std::strtod(s.c_str(), &end);
+  return !s.empty() && end && *end == '\0' && *out >= 0;
+}
+
+bool ParseBytes(std::string_view v, uint64_t* out) {
+  std::string s(v);
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(s.c_str(), &end, 10);
+  if (s.empty() || end == s.c_str()) return false;
+  std::string_view suffix(end);
+  uint64_t mul = 1;
+  if (suffix == "" || suffix == "B") {
+    mul = 1;
+  } else if (suffix == "K" || suffix == "KiB") {
+    mul = 1ull << 10;
+  } else if (suffix == "M" || suffix == "MiB") {
+    mul = 1ull << 20;
+  } else if (suffix == "G" || suffix == "GiB") {
+    mul = 1ull << 30;
+  } else {
+    return false;
+  }
+  *out = n * mul;
+  return true;
+}
+
+bool ParseBool(std::string_view v, bool* out) {
+  if (v == "1" || v == "yes" || v == "on" || v == "true") {
+    *out = true;
+  } else if (v == "0" || v == "no" || v == "off" || v == "false") {
+    *out = false;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// fuse_opt hands every option here (FUSE_OPT_KEY_OPT); returns 0 to consume
+// ours, 1 to keep the rest for libfuse.
+int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
+  auto* st = static_cast<ParseState*>(data);
+  if (key != FUSE_OPT_KEY_OPT || !st->status.ok()) return 1;
+  std::string_view a(arg);
+  size_t eq = a.find('=');
+  std::string_view name = a.substr(0, eq);
+  std::string_view value = eq == std::string_view::npos ? "" : a.substr(eq + 1);
+  MountOptions& o = *st->out;
+  auto bad = [&](const char* expected) {
+    st->status = Status::InvalidArgument(
+        fmt::format("-o {}: expected {}", arg, expected));
+    return 0;
+  };
+  double d = 0;
+  uint64_t n = 0;
+  if (name == "entry_timeout") {
+    if (!ParseNumber(value, &o.entry_timeout)) return bad("seconds");
+  } else if (name == "attr_timeout") {
+    if (!ParseNumber(value, &o.attr_timeout)) return bad("seconds");
+  } else if (name == "threads") {
+    if (!ParseNumber(value, &d) || d < 1 || d > 1024) return bad("a thread count 1..1024");
+    o.threads = static_cast<unsigned>(d);
+  } else if (name == "idle_threads") {
+    if (!ParseNumber(value, &d) || d < 1 || d > 1024) return bad("a thread count 1..1024");
+    o.idle_threads = static_cast<unsigned>(d);
+  } else if (name == "clone_fd") {
+    if (!ParseBool(value, &o.clone_fd)) return bad("0 or 1");
+  } else if (name == "kernel_open") {
+    if (!ParseBool(value, &o.kernel_open)) return bad("0 or 1");
+  } else if (name == "splice") {
+    if (!ParseBool(value, &o.splice)) return bad("0 or 1");
+  } else if (name == "block_cache") {
+    if (!ParseBytes(value, &o.block_cache)) return bad("a size such as 16M");
+  } else if (name == "max_open_shards") {
+    if (!ParseNumber(value, &d) || d < 1) return bad("a positive count");
+    o.fs.max_open_shards = static_cast<size_t>(d);
+  } else if (name == "verify") {
+    if (value == "off") {
+      o.fs.verify = VerifyMode::kOff;
+    } else if (value == "first") {
+      o.fs.verify = VerifyMode::kFirst;
+    } else if (value == "always") {
+      o.fs.verify = VerifyMode::kAlways;
+    } else {
+      return bad("off, first or always");
+    }
+  } else if (name == "uid" || name == "gid" || name == "umask") {
+    if (!ParseBytes(value, &n) && name != "umask") return bad("a number");
+    if (name == "uid") o.fs.uid = static_cast<int64_t>(n);
+    if (name == "gid") o.fs.gid = static_cast<int64_t>(n);
+    if (name == "umask") {
+      char* end = nullptr;
+      std::string s(value);
+      long m = std::strtol(s.c_str(), &end, 8);
+      if (s.empty() || *end || m < 0 || m > 07777) return bad("an octal mask");
+      o.fs.umask = m;
+    }
+  } else if (name == "nonempty") {
+    o.nonempty = true;
+  } else if (name == "debug") {
+    o.debug = true;
+    return 1;
+  } else if (name == "rw") {
+    st->status = Status::InvalidArgument("-o rw: shardfs is read-only");
+    return 0;
+  } else if (name == "ro") {
+    return 0;  // Always read-only.
+  } else {
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Status ParseMountOptions(const std::vector<std::string>& o_lists, MountOptions* out) {
+  std::vector<std::string> argv_store = {"shardfs"};
+  for (const std::string& l : o_lists) {
+    argv_store.push_back("-o");
+    argv_store.push_back(l);
+  }
+  std::vector<char*> argv;
+  for (auto& s : argv_store) argv.push_back(s.data());
+  struct fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  static const struct fuse_opt kOpts[] = {FUSE_OPT_END};
+  ParseState st{out, Status::Ok()};
+  if (fuse_opt_parse(&args, &st, kOpts, &OptProc) != 0) {
+    fuse_opt_free_args(&args);
+    return Status::InvalidArgument("cannot parse -o options");
+  }
+  // What is left is "shardfs" and possibly "-o<list>" for libfuse.
+  for (int i = 1; i < args.argc; ++i) out->fuse_args.push_back(args.argv[i]);
+  fuse_opt_free_args(&args);
+  return st.status;
+}
+
+}  // namespace shardfs::mount

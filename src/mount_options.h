@@ -1,0 +1,46 @@
+// Options of `shardfs mount`, from `-o` strings through a fuse_opt table into
+// one struct. Options shardfs does not know are passed on to libfuse (e.g.
+// allow_other, max_read, fsname). Every option is documented in man/shardfs.1.
+#ifndef SHARDFS_SRC_MOUNT_OPTIONS_H_
+#define SHARDFS_SRC_MOUNT_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "index/status.h"
+#include "src/filesystem.h"
+
+namespace shardfs::mount {
+
+struct MountOptions {
+  // Kernel cache lifetimes, in seconds. The content is immutable.
+  double entry_timeout = 1e6;
+  double attr_timeout = 1e6;
+  // Worker threads of the multi-threaded loop, at most; and idle ones kept.
+  unsigned threads = 16;
+  unsigned idle_threads = 4;
+  // One /dev/fuse descriptor per worker thread.
+  bool clone_fd = true;
+  // Let the kernel serve open/flush itself where it can (answers open and
+  // flush with ENOSYS; FUSE_CAP_NO_OPEN_SUPPORT).
+  bool kernel_open = true;
+  // Splice read replies from the shard descriptor into the kernel.
+  bool splice = true;
+  // RocksDB block cache for index blocks, bytes.
+  uint64_t block_cache = 16ull << 20;
+  // Pass -o nonempty semantics: allow a mountpoint that is not empty.
+  bool nonempty = false;
+  bool debug = false;
+  FilesystemOptions fs;
+  // Options for libfuse, in "-o a,b" form.
+  std::vector<std::string> fuse_args;
+};
+
+// Parses the comma-separated lists given with -o. Returns InvalidArgument
+// naming the option for a bad value.
+Status ParseMountOptions(const std::vector<std::string>& o_lists, MountOptions* out);
+
+}  // namespace shardfs::mount
+
+#endif  // SHARDFS_SRC_MOUNT_OPTIONS_H_

@@ -1,0 +1,88 @@
+// Open shard files for the read path: opened lazily, checked against the
+// index before first use, kept in a bounded LRU.
+//
+// A shard is checked (size, then the fingerprint of index/fingerprint.h)
+// each time it is opened. A shard that is missing, unreadable or differs is
+// marked bad: every read of its files fails with EIO and the reason is logged
+// once per shard. Bytes are never served from a shard that failed its check.
+//
+// Thread safety: all methods may be called from any thread. The LRU and the
+// fd table are guarded by mu_; a ShardHandle keeps its fd open while held,
+// even if the cache evicts it meanwhile, so a read never uses a closed or
+// reused descriptor.
+#ifndef SHARDFS_SRC_SHARD_CACHE_H_
+#define SHARDFS_SRC_SHARD_CACHE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "index/schema.h"
+#include "index/status.h"
+
+namespace shardfs::mount {
+
+// An open shard file; closes it when the last holder lets go.
+class OpenShard {
+ public:
+  explicit OpenShard(int fd) : fd_(fd) {}
+  ~OpenShard();
+  OpenShard(const OpenShard&) = delete;
+  OpenShard& operator=(const OpenShard&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  const int fd_;
+};
+using ShardHandle = std::shared_ptr<OpenShard>;
+
+struct ShardCacheOptions {
+  size_t max_open = 128;  // Open shard files at most (plus those held).
+};
+
+class ShardCache {
+ public:
+  struct Shard {
+    std::string path;  // Where to open it.
+    index::ShardMeta meta;
+  };
+  ShardCache(std::vector<Shard> shards, ShardCacheOptions options);
+
+  // Returns the open, checked shard `id`, opening it if needed.
+  // Returns IoError (logged once per shard) if the shard is missing or
+  // unreadable, Corruption if it differs from what was indexed.
+  Result<ShardHandle> Get(index::ShardId id);
+
+  // Marks shard `id` bad with `reason` (e.g. a short read while mounted),
+  // logging once. Later Gets fail until Recheck succeeds.
+  void MarkBad(index::ShardId id, const Status& reason);
+
+  // Opens and checks every shard now. Returns the problems, one per shard.
+  std::vector<Status> CheckAll();
+
+  size_t open_count() const;
+  size_t shard_count() const { return shards_.size(); }
+
+ private:
+  struct Slot {
+    ShardHandle handle;                     // Guarded by mu_.
+    std::list<uint32_t>::iterator lru_pos;  // Guarded by mu_; valid if handle.
+    Status bad;                             // Guarded by mu_.
+    std::atomic<bool> logged{false};
+  };
+  Result<ShardHandle> Open(uint32_t id);
+
+  const std::vector<Shard> shards_;
+  ShardCacheOptions options_;
+  mutable std::mutex mu_;
+  std::unique_ptr<Slot[]> slots_;
+  std::list<uint32_t> lru_;  // Guarded by mu_; most recent first.
+};
+
+}  // namespace shardfs::mount
+
+#endif  // SHARDFS_SRC_SHARD_CACHE_H_

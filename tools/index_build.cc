@@ -1,0 +1,212 @@
+#include "tools/index_build.h"
+
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "index/log.h"
+#include "index/member_path.h"
+#include "tools/progress.h"
+#include "tools/tar_scanner.h"
+
+namespace shardfs::tools {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr size_t kExamples = 5;
+
+struct ShardScan {
+  Status status;
+  ShardInfo info;
+  std::vector<index::MemberEntry> members;
+  uint64_t rejected = 0;
+  std::vector<std::string> rejected_examples;
+};
+
+bool HasGlobChars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+
+Status ExpandOne(const std::string& input, std::vector<std::string>* out) {
+  struct stat st;
+  if (::stat(input.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      out->push_back(input);
+      return Status::Ok();
+    }
+    std::vector<std::string> found;
+    for (const auto& e : fs::directory_iterator(input)) {
+      if (e.path().extension() == ".tar" && e.is_regular_file()) found.push_back(e.path());
+    }
+    if (found.empty()) {
+      return Status::InvalidArgument(fmt::format("{}: directory has no *.tar files", input));
+    }
+    std::sort(found.begin(), found.end());
+    out->insert(out->end(), found.begin(), found.end());
+    return Status::Ok();
+  }
+  if (HasGlobChars(input)) {
+    glob_t g{};
+    int rc = ::glob(input.c_str(), 0, nullptr, &g);
+    if (rc == 0) {
+      for (size_t i = 0; i < g.gl_pathc; ++i) out->push_back(g.gl_pathv[i]);  // Sorted by glob.
+    }
+    ::globfree(&g);
+    if (rc == 0) return Status::Ok();
+    return Status::InvalidArgument(fmt::format("{}: pattern matches no file", input));
+  }
+  return Status::FromErrno(errno, input);
+}
+
+index::EntryType TypeOf(MemberKind kind) {
+  switch (kind) {
+    case MemberKind::kDir: return index::EntryType::kDir;
+    case MemberKind::kSymlink: return index::EntryType::kSymlink;
+    default: return index::EntryType::kFile;
+  }
+}
+
+void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress* progress,
+             ShardScan* out) {
+  ScanOptions so;
+  so.checksum = checksum;
+  uint64_t last_end = 0;
+  out->status = ScanTar(
+      path, so,
+      [&](ScannedMember&& m) -> Status {
+        uint64_t end = m.data_offset + m.size;
+        progress->Add(1, end > last_end ? end - last_end : 0);
+        last_end = std::max(last_end, end);
+        auto reject = [&](std::string_view why) {
+          ++out->rejected;
+          if (out->rejected_examples.size() < kExamples) {
+            out->rejected_examples.push_back(
+                fmt::format("{}: member '{}' at byte {}: {}", path, m.path, m.header_offset, why));
+          }
+          return Status::Ok();
+        };
+        if (m.kind == MemberKind::kOther) return reject(fmt::format("{} not supported", m.other_type));
+        Result<std::string> norm = index::NormalizeMemberPath(m.path);
+        if (!norm.ok()) return reject(norm.status().message());
+        index::MemberEntry e;
+        e.path = std::move(norm).value();
+        e.type = TypeOf(m.kind);
+        e.mode = m.mode;
+        e.uid = static_cast<uint32_t>(std::clamp<int64_t>(m.uid, 0, UINT32_MAX));
+        e.gid = static_cast<uint32_t>(std::clamp<int64_t>(m.gid, 0, UINT32_MAX));
+        e.mtime_ns = m.mtime_ns;
+        e.size = m.size;
+        e.shard = id;
+        e.offset = m.data_offset;
+        e.has_checksum = m.has_checksum;
+        e.xxh3 = m.xxh3;
+        if (m.kind == MemberKind::kHardlink) {
+          Result<std::string> target = index::NormalizeMemberPath(m.link_target);
+          if (!target.ok()) return reject("hard link target: " + target.status().message());
+          e.is_hardlink = true;
+          e.link_target = std::move(target).value();
+        } else {
+          e.link_target = std::move(m.link_target);
+        }
+        out->members.push_back(std::move(e));
+        return Status::Ok();
+      },
+      &out->info);
+  progress->UnitDone();
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string>& inputs,
+                                                   const std::string& from_list) {
+  std::vector<std::string> all = inputs;
+  if (!from_list.empty()) {
+    std::ifstream in(from_list);
+    if (!in) return Status::FromErrno(errno, fmt::format("--from-list {}", from_list));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty()) all.push_back(line);
+    }
+  }
+  std::vector<std::string> out;
+  for (const std::string& input : all) SHARDFS_RETURN_IF_ERROR(ExpandOne(input, &out));
+  if (out.empty()) return Status::InvalidArgument("no shards given");
+  return out;
+}
+
+Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  SHARDFS_RETURN_IF_ERROR(index::CheckOutputPath(options.out, options.force));
+  Result<std::vector<std::string>> shards = ExpandShardInputs(options.inputs, options.from_list);
+  if (!shards.ok()) return shards.status();
+  IndexBuildReport report;
+  report.shards = shards->size();
+  for (const std::string& s : *shards) {
+    struct stat st;
+    if (::stat(s.c_str(), &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", s));
+    report.shard_bytes += static_cast<uint64_t>(st.st_size);
+  }
+
+  int jobs = options.jobs > 0 ? options.jobs
+                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  jobs = std::min<int>(jobs, static_cast<int>(shards->size()));
+  std::vector<ShardScan> scans(shards->size());
+  {
+    Progress progress("index build", "shards", shards->size(), report.shard_bytes, options.quiet);
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    auto worker = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < shards->size() && !failed.load();) {
+        ScanOne((*shards)[i], index::ShardId{static_cast<uint32_t>(i)}, options.checksum,
+                &progress, &scans[i]);
+        if (!scans[i].status.ok()) failed = true;
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 1; t < jobs; ++t) threads.emplace_back(worker);
+    worker();
+    for (auto& t : threads) t.join();
+    progress.Stop();
+  }
+
+  // Shards after a failure may not have been scanned; report the failure.
+  for (const ShardScan& scan : scans) {
+    if (!scan.status.ok()) return scan.status;
+  }
+  index::IndexWriter writer;
+  for (size_t i = 0; i < scans.size(); ++i) {
+    ShardScan& scan = scans[i];
+    index::ShardMeta meta;
+    meta.path = (*shards)[i];
+    meta.size = scan.info.size;
+    meta.mtime_ns = scan.info.mtime_ns;
+    meta.fingerprint = scan.info.fingerprint;
+    writer.AddShard(std::move(meta));
+    report.members += scan.info.members;
+    report.rejected += scan.rejected;
+    for (auto& ex : scan.rejected_examples) {
+      if (report.rejected_examples.size() < kExamples) report.rejected_examples.push_back(ex);
+    }
+    for (auto& m : scan.members) writer.AddMember(std::move(m));
+    scan.members.clear();
+    scan.members.shrink_to_fit();
+  }
+
+  index::WriteOptions wo;
+  wo.force = options.force;
+  wo.build_options = fmt::format("checksum={} jobs={} shards={}", options.checksum ? "xxh3" : "off",
+                                 jobs, shards->size());
+  wo.created_by = "shardfs index build";
+  Result<index::WriteStats> stats = writer.Finish(options.out, wo);
+  if (!stats.ok()) return stats.status();
+  report.stats = std::move(stats).value();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace shardfs::tools

@@ -1,0 +1,47 @@
+// `shardfs index build`: scan tar shards in parallel and publish an index.
+#ifndef SHARDFS_TOOLS_INDEX_BUILD_H_
+#define SHARDFS_TOOLS_INDEX_BUILD_H_
+
+#include <string>
+#include <vector>
+
+#include "index/index_writer.h"
+#include "index/status.h"
+
+namespace shardfs::tools {
+
+struct IndexBuildOptions {
+  std::vector<std::string> inputs;  // Shard files, directories of *.tar, globs.
+  std::string from_list;            // A file with one shard path per line.
+  std::string out;
+  bool checksum = true;
+  int jobs = 0;  // 0: one per core.
+  bool force = false;
+  bool quiet = false;
+};
+
+struct IndexBuildReport {
+  index::WriteStats stats;
+  uint64_t shards = 0;
+  uint64_t members = 0;
+  uint64_t shard_bytes = 0;
+  uint64_t rejected = 0;  // Members whose names or types cannot be in a tree.
+  std::vector<std::string> rejected_examples;
+  double seconds = 0;
+};
+
+// Expands inputs to shard paths, in the order given: a directory contributes
+// its *.tar files in name order, a pattern with * ? or [ its glob(3) matches
+// in name order. Returns InvalidArgument naming an input that matches nothing.
+Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string>& inputs,
+                                                   const std::string& from_list);
+
+// Scans every shard (options.jobs at a time; the index is the same whatever
+// the number) and publishes the index at options.out. A shard that fails to
+// scan fails the build, naming the shard and byte offset; nothing is
+// published then.
+Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options);
+
+}  // namespace shardfs::tools
+
+#endif  // SHARDFS_TOOLS_INDEX_BUILD_H_

@@ -1,0 +1,231 @@
+#include "tools/tar_scanner.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <memory>
+
+#include "index/fingerprint.h"
+
+namespace shardfs::tools {
+namespace {
+
+constexpr uint64_t kBlock = 512;
+
+struct Mapping {
+  const char* base = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (base) ::munmap(const_cast<char*>(base), size);
+  }
+};
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// libarchive pulls its input through this callback; it gets the whole mapping
+// as one block, once.
+struct Source {
+  const Mapping* map;
+  bool done = false;
+};
+
+la_ssize_t ReadWhole(struct archive*, void* client, const void** buf) {
+  auto* src = static_cast<Source*>(client);
+  if (src->done) return 0;
+  src->done = true;
+  *buf = src->map->base;
+  return static_cast<la_ssize_t>(src->map->size);
+}
+
+const char* PathOf(struct archive_entry* e) {
+  const char* p = archive_entry_pathname(e);
+  return p ? p : archive_entry_pathname_utf8(e);
+}
+
+const char* SymlinkOf(struct archive_entry* e) {
+  const char* p = archive_entry_symlink(e);
+  return p ? p : archive_entry_symlink_utf8(e);
+}
+
+const char* HardlinkOf(struct archive_entry* e) {
+  const char* p = archive_entry_hardlink(e);
+  return p ? p : archive_entry_hardlink_utf8(e);
+}
+
+const char* OtherTypeName(mode_t type) {
+  switch (type) {
+    case AE_IFIFO: return "fifo";
+    case AE_IFCHR: return "character device";
+    case AE_IFBLK: return "block device";
+    case AE_IFSOCK: return "socket";
+    default: return "unknown type";
+  }
+}
+
+}  // namespace
+
+Status ScanTar(const std::string& path, const ScanOptions& options,
+               const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info) {
+  auto fail = [&](uint64_t offset, std::string_view what) {
+    return Status::InvalidArgument(fmt::format("shard {}: at byte {}: {}", path, offset, what));
+  };
+  Fd fd;
+  fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd.fd < 0) return Status::FromErrno(errno, fmt::format("shard {}", path));
+  struct stat st;
+  if (::fstat(fd.fd, &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", path));
+  if (!S_ISREG(st.st_mode)) {
+    return Status::InvalidArgument(fmt::format("shard {}: not a regular file", path));
+  }
+  if (st.st_size == 0) {
+    return Status::InvalidArgument(fmt::format("shard {}: empty file, not a tar archive", path));
+  }
+  *info = ShardInfo{};
+  info->size = static_cast<uint64_t>(st.st_size);
+  info->mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  Result<uint64_t> fp = index::ShardFingerprint(fd.fd, info->size);
+  if (!fp.ok()) return fp.status().WithContext(fmt::format("shard {}", path));
+  info->fingerprint = *fp;
+
+  Mapping map;
+  void* m = ::mmap(nullptr, info->size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
+  if (m == MAP_FAILED) return Status::FromErrno(errno, fmt::format("shard {}: mmap", path));
+  map.base = static_cast<const char*>(m);
+  map.size = info->size;
+  if (options.checksum) ::madvise(m, map.size, MADV_SEQUENTIAL);
+
+  std::unique_ptr<struct archive, decltype(&archive_read_free)> a(archive_read_new(),
+                                                                  &archive_read_free);
+  archive_read_support_format_tar(a.get());
+  archive_read_support_format_gnutar(a.get());
+  Source src{&map};
+  if (archive_read_open2(a.get(), &src, nullptr, &ReadWhole, nullptr, nullptr) != ARCHIVE_OK) {
+    return fail(0, fmt::format("not an uncompressed tar archive: {}",
+                               archive_error_string(a.get())));
+  }
+
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(),
+                                                                 &XXH3_freeState);
+  uint64_t next_header = 0;  // Where we expect the next header to start.
+  for (;;) {
+    struct archive_entry* e = nullptr;
+    int r = archive_read_next_header(a.get(), &e);
+    if (r == ARCHIVE_EOF) break;
+    if (r == ARCHIVE_WARN) {
+      // libarchive recovered (e.g. a name it could not convert); keep going.
+    } else if (r != ARCHIVE_OK) {
+      const char* err = archive_error_string(a.get());
+      return fail(next_header, fmt::format("bad header: {}", err ? err : "unreadable"));
+    }
+    ScannedMember mem;
+    mem.header_offset = static_cast<uint64_t>(archive_read_header_position(a.get()));
+    const char* name = PathOf(e);
+    if (!name) return fail(mem.header_offset, "member without a readable name");
+    mem.path = name;
+    mem.mode = archive_entry_perm(e) & 07777;
+    mem.uid = archive_entry_uid(e);
+    mem.gid = archive_entry_gid(e);
+    mem.mtime_ns = static_cast<int64_t>(archive_entry_mtime(e)) * 1000000000 +
+                   archive_entry_mtime_nsec(e);
+    int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+    if (size < 0) return fail(mem.header_offset, fmt::format("member '{}': negative size", name));
+    mem.size = static_cast<uint64_t>(size);
+    if (const char* hl = HardlinkOf(e)) {
+      mem.kind = MemberKind::kHardlink;
+      mem.link_target = hl;
+      mem.size = 0;
+    } else {
+      switch (archive_entry_filetype(e)) {
+        case AE_IFREG: mem.kind = MemberKind::kFile; break;
+        case AE_IFDIR: mem.kind = MemberKind::kDir; mem.size = 0; break;
+        case AE_IFLNK: {
+          mem.kind = MemberKind::kSymlink;
+          const char* t = SymlinkOf(e);
+          mem.link_target = t ? t : "";
+          mem.size = 0;
+          break;
+        }
+        default:
+          mem.kind = MemberKind::kOther;
+          mem.other_type = OtherTypeName(archive_entry_filetype(e));
+          mem.size = 0;
+      }
+    }
+    if (mem.kind == MemberKind::kFile && archive_entry_sparse_count(e) > 0) {
+      return Status::NotSupported(fmt::format(
+          "shard {}: member '{}' at byte {}: sparse member, its data is not one contiguous "
+          "range (re-create the shard without --sparse)",
+          path, name, mem.header_offset));
+    }
+
+    if (mem.kind == MemberKind::kFile && mem.size > 0) {
+      if (options.checksum) XXH3_64bits_reset(hash.get());
+      uint64_t seen = 0;
+      bool first = true;
+      for (;;) {
+        const void* buf = nullptr;
+        size_t len = 0;
+        la_int64_t block_off = 0;
+        r = archive_read_data_block(a.get(), &buf, &len, &block_off);
+        if (r == ARCHIVE_EOF) break;
+        if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+          const char* err = archive_error_string(a.get());
+          return fail(first ? mem.header_offset : mem.data_offset + seen,
+                      fmt::format("member '{}': data unreadable: {}", name,
+                                  err ? err : "truncated"));
+        }
+        const char* p = static_cast<const char*>(buf);
+        if (p < map.base || p + len > map.base + map.size || block_off < 0) {
+          return Status::NotSupported(fmt::format(
+              "shard {}: member '{}' at byte {}: data is not a contiguous range of the shard",
+              path, name, mem.header_offset));
+        }
+        uint64_t at = static_cast<uint64_t>(p - map.base);
+        if (first) {
+          mem.data_offset = at - static_cast<uint64_t>(block_off);
+          first = false;
+        }
+        if (at != mem.data_offset + static_cast<uint64_t>(block_off)) {
+          return Status::NotSupported(fmt::format(
+              "shard {}: member '{}' at byte {}: data is not a contiguous range of the shard",
+              path, name, mem.header_offset));
+        }
+        if (options.checksum) XXH3_64bits_update(hash.get(), p, len);
+        seen = static_cast<uint64_t>(block_off) + len;
+      }
+      if (seen != mem.size || mem.data_offset + mem.size > map.size) {
+        return fail(mem.header_offset,
+                    fmt::format("member '{}': {} bytes of data, header says {} (truncated)",
+                                name, seen, mem.size));
+      }
+      if (options.checksum) {
+        mem.has_checksum = true;
+        mem.xxh3 = XXH3_64bits_digest(hash.get());
+      }
+      next_header = mem.data_offset + (mem.size + kBlock - 1) / kBlock * kBlock;
+      info->data_bytes += mem.size;
+    } else {
+      if (mem.kind == MemberKind::kFile) {
+        mem.has_checksum = options.checksum;
+        mem.xxh3 = options.checksum ? XXH3_64bits(nullptr, 0) : 0;
+      }
+      next_header = mem.header_offset + kBlock;
+    }
+    ++info->members;
+    SHARDFS_RETURN_IF_ERROR(on_member(std::move(mem)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardfs::tools

@@ -1,0 +1,66 @@
+// Scanning one uncompressed tar shard: every member's metadata and the exact
+// byte range of its data inside the shard.
+//
+// The shard is mapped whole and handed to libarchive as its only block, so
+// the data pointers libarchive returns point into the mapping and give each
+// member's data offset exactly. A
+// pointer outside the mapping means libarchive copied the data; such a member
+// is refused, never guessed at. GNU sparse members are refused too: their
+// data is not one contiguous range.
+//
+// Thread-safe: each call owns its archive and mapping; scan shards in
+// parallel by calling ScanTar from several threads.
+#ifndef SHARDFS_TOOLS_TAR_SCANNER_H_
+#define SHARDFS_TOOLS_TAR_SCANNER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "index/status.h"
+
+namespace shardfs::tools {
+
+enum class MemberKind { kFile, kDir, kSymlink, kHardlink, kOther };
+
+struct ScannedMember {
+  std::string path;          // Raw, as the archive spells it.
+  MemberKind kind = MemberKind::kFile;
+  const char* other_type = "";  // For kOther: "fifo", "char device", ...
+  uint32_t mode = 0;         // Permission bits.
+  int64_t uid = 0;
+  int64_t gid = 0;
+  int64_t mtime_ns = 0;
+  uint64_t size = 0;
+  uint64_t header_offset = 0;  // Where the member's first header starts.
+  uint64_t data_offset = 0;    // Where its data starts (0 for empty members).
+  bool has_checksum = false;
+  uint64_t xxh3 = 0;
+  std::string link_target;   // Symlink target or hard link target, raw.
+};
+
+struct ShardInfo {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint64_t fingerprint = 0;
+  uint64_t members = 0;
+  uint64_t data_bytes = 0;
+};
+
+struct ScanOptions {
+  // Hash every member's content with XXH3-64 (reads the data). Off: only
+  // headers are read and the scan's cost follows member count, not bytes.
+  bool checksum = true;
+};
+
+// Scans the shard at `path`, calling `on_member` for each member in archive
+// order; a non-ok Status from `on_member` stops the scan and is returned.
+// Returns InvalidArgument naming the shard and byte offset for anything that
+// is not a well-formed uncompressed tar (truncated, bad checksum, ...), and
+// NotSupported for members without one contiguous data range.
+Status ScanTar(const std::string& path, const ScanOptions& options,
+               const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info);
+
+}  // namespace shardfs::tools
+
+#endif  // SHARDFS_TOOLS_TAR_SCANNER_H_
