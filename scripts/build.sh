@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Installs what is missing and builds shardfs into BUILD_DIR (default: build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+build_dir="${BUILD_DIR:-build}"
+if [[ ! -f "$build_dir/build.ninja" ]]; then
+  meson setup "$build_dir" ${MESON_ARGS:-} >/dev/null
+fi
+ninja -C "$build_dir" >/dev/null
