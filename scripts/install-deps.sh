@@ -12,6 +12,8 @@ packages=(
   fuse3
   # tests: other tar writers and reference readers
   tar libarchive-tools python3 busybox
+  # sanitizer and fuzz build
+  clang libclang-rt-14-dev llvm
   # benchmark peers
   squashfs-tools squashfuse archivemount
 )

@@ -36,7 +36,8 @@ struct Fd {
 // libarchive pulls its input through this callback; it gets the whole mapping
 // as one block, once.
 struct Source {
-  const Mapping* map;
+  const char* base;
+  size_t size;
   bool done = false;
 };
 
@@ -44,8 +45,8 @@ la_ssize_t ReadWhole(struct archive*, void* client, const void** buf) {
   auto* src = static_cast<Source*>(client);
   if (src->done) return 0;
   src->done = true;
-  *buf = src->map->base;
-  return static_cast<la_ssize_t>(src->map->size);
+  *buf = src->base;
+  return static_cast<la_ssize_t>(src->size);
 }
 
 const char* PathOf(struct archive_entry* e) {
@@ -73,13 +74,19 @@ const char* OtherTypeName(mode_t type) {
   }
 }
 
+// Nanoseconds since the epoch, saturated: a header may claim any year.
+int64_t MtimeNs(int64_t sec, long nsec) {
+  constexpr int64_t kMaxSec = INT64_MAX / 1000000000 - 1;
+  if (sec > kMaxSec) return kMaxSec * 1000000000;
+  if (sec < -kMaxSec) return -kMaxSec * 1000000000;
+  if (nsec < 0 || nsec > 999999999) nsec = 0;
+  return sec * 1000000000 + nsec;
+}
+
 }  // namespace
 
 Status ScanTar(const std::string& path, const ScanOptions& options,
                const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info) {
-  auto fail = [&](uint64_t offset, std::string_view what) {
-    return Status::InvalidArgument(fmt::format("shard {}: at byte {}: {}", path, offset, what));
-  };
   Fd fd;
   fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd.fd < 0) return Status::FromErrno(errno, fmt::format("shard {}", path));
@@ -104,12 +111,24 @@ Status ScanTar(const std::string& path, const ScanOptions& options,
   map.base = static_cast<const char*>(m);
   map.size = info->size;
   if (options.checksum) ::madvise(m, map.size, MADV_SEQUENTIAL);
+  return ScanTarBytes(path, map.base, map.size, options, on_member, info);
+}
 
+Status ScanTarBytes(std::string_view path, const char* data, size_t size,
+                    const ScanOptions& options,
+                    const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info) {
+  auto fail = [&](uint64_t offset, std::string_view what) {
+    return Status::InvalidArgument(fmt::format("shard {}: at byte {}: {}", path, offset, what));
+  };
+  if (size == 0) {
+    return Status::InvalidArgument(fmt::format("shard {}: empty file, not a tar archive", path));
+  }
+  const char* const base = data;
   std::unique_ptr<struct archive, decltype(&archive_read_free)> a(archive_read_new(),
                                                                   &archive_read_free);
   archive_read_support_format_tar(a.get());
   archive_read_support_format_gnutar(a.get());
-  Source src{&map};
+  Source src{data, size};
   if (archive_read_open2(a.get(), &src, nullptr, &ReadWhole, nullptr, nullptr) != ARCHIVE_OK) {
     return fail(0, fmt::format("not an uncompressed tar archive: {}",
                                archive_error_string(a.get())));
@@ -136,11 +155,12 @@ Status ScanTar(const std::string& path, const ScanOptions& options,
     mem.mode = archive_entry_perm(e) & 07777;
     mem.uid = archive_entry_uid(e);
     mem.gid = archive_entry_gid(e);
-    mem.mtime_ns = static_cast<int64_t>(archive_entry_mtime(e)) * 1000000000 +
-                   archive_entry_mtime_nsec(e);
-    int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
-    if (size < 0) return fail(mem.header_offset, fmt::format("member '{}': negative size", name));
-    mem.size = static_cast<uint64_t>(size);
+    mem.mtime_ns = MtimeNs(archive_entry_mtime(e), archive_entry_mtime_nsec(e));
+    int64_t member_size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+    if (member_size < 0) {
+      return fail(mem.header_offset, fmt::format("member '{}': negative size", name));
+    }
+    mem.size = static_cast<uint64_t>(member_size);
     if (const char* hl = HardlinkOf(e)) {
       mem.kind = MemberKind::kHardlink;
       mem.link_target = hl;
@@ -186,12 +206,12 @@ Status ScanTar(const std::string& path, const ScanOptions& options,
                                   err ? err : "truncated"));
         }
         const char* p = static_cast<const char*>(buf);
-        if (p < map.base || p + len > map.base + map.size || block_off < 0) {
+        if (p < base || p + len > base + size || block_off < 0) {
           return Status::NotSupported(fmt::format(
               "shard {}: member '{}' at byte {}: data is not a contiguous range of the shard",
               path, name, mem.header_offset));
         }
-        uint64_t at = static_cast<uint64_t>(p - map.base);
+        uint64_t at = static_cast<uint64_t>(p - base);
         if (first) {
           mem.data_offset = at - static_cast<uint64_t>(block_off);
           first = false;
@@ -204,7 +224,7 @@ Status ScanTar(const std::string& path, const ScanOptions& options,
         if (options.checksum) XXH3_64bits_update(hash.get(), p, len);
         seen = static_cast<uint64_t>(block_off) + len;
       }
-      if (seen != mem.size || mem.data_offset + mem.size > map.size) {
+      if (seen != mem.size || mem.data_offset + mem.size > size) {
         return fail(mem.header_offset,
                     fmt::format("member '{}': {} bytes of data, header says {} (truncated)",
                                 name, seen, mem.size));

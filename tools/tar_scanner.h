@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "index/status.h"
 
@@ -60,6 +61,13 @@ struct ScanOptions {
 // NotSupported for members without one contiguous data range.
 Status ScanTar(const std::string& path, const ScanOptions& options,
                const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info);
+
+// The scan itself, over a shard already in memory (`data`, `size` bytes);
+// `name` is used in messages. Adds to info->members and info->data_bytes.
+// ScanTar maps the file and calls this; fuzzers call it directly.
+Status ScanTarBytes(std::string_view name, const char* data, size_t size,
+                    const ScanOptions& options,
+                    const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info);
 
 }  // namespace shardfs::tools
 
