@@ -6,14 +6,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <random>
-#include <unordered_map>
 
 #include <rocksdb/db.h>
 #include <rocksdb/sst_file_writer.h>
 
 #include "index/db_options.h"
+#include "index/log.h"
 #include "index/member_path.h"
 
 namespace shardfs::index {
@@ -58,19 +60,22 @@ Status SyncPath(const std::string& path) {
   return Status::Ok();
 }
 
-// Writes the sorted key/values into a fresh database at `dir`.
-Status WriteDatabase(const std::string& dir,
-                     const std::vector<std::pair<std::string, std::string>>& kvs) {
+// Writes a fresh database at `dir` from `emit`, which calls its argument
+// with every key/value in ascending key order.
+using KvSink = std::function<Status(std::string_view, std::string_view)>;
+Status WriteDatabase(const std::string& dir, const std::function<Status(const KvSink&)>& emit) {
   rocksdb::Options options = WriterDbOptions();
   std::string sst = dir + "/bulk.sst";
   {
     rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), options);
     rocksdb::Status s = writer.Open(sst);
     if (!s.ok()) return Status::IoError(fmt::format("{}: {}", sst, s.ToString()));
-    for (const auto& [key, value] : kvs) {
-      s = writer.Put(key, value);
-      if (!s.ok()) return Status::IoError(fmt::format("{}: {}", sst, s.ToString()));
-    }
+    SHARDFS_RETURN_IF_ERROR(emit([&](std::string_view key, std::string_view value) {
+      rocksdb::Status ps = writer.Put(rocksdb::Slice(key.data(), key.size()),
+                                      rocksdb::Slice(value.data(), value.size()));
+      if (!ps.ok()) return Status::IoError(fmt::format("{}: {}", sst, ps.ToString()));
+      return Status::Ok();
+    }));
     s = writer.Finish();
     if (!s.ok()) return Status::IoError(fmt::format("{}: {}", sst, s.ToString()));
   }
@@ -91,6 +96,12 @@ Status WriteDatabase(const std::string& dir,
     if (entry.is_regular_file()) SHARDFS_RETURN_IF_ERROR(SyncPath(entry.path()));
   }
   return SyncPath(dir);
+}
+
+// True if `dir` is a proper ancestor of `path` ("" is everyone's).
+bool IsAncestor(std::string_view dir, std::string_view path) {
+  if (dir.empty()) return !path.empty();
+  return path.size() > dir.size() && path[dir.size()] == '/' && path.starts_with(dir);
 }
 
 }  // namespace
@@ -120,6 +131,11 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
                                        const WriteOptions& options) {
   SHARDFS_RETURN_IF_ERROR(CheckOutputPath(out_path, options.force));
   WriteStats stats;
+  const auto start = std::chrono::steady_clock::now();
+  auto phase = [&](const char* what) {
+    log::Debug("index write: {} done at {:.3f}s", what,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  };
 
   // 1. Tree order; of several members with one path the last added wins.
   std::vector<uint32_t> order(members_.size());
@@ -127,9 +143,26 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     return TreeOrderLess(members_[a].path, members_[b].path);
   });
+  phase("sort");
+
+  // 2. One pass in tree order with the chain of open ancestors on a stack:
+  // synthesize missing directories right before their first descendant (so
+  // `nodes` stays in tree order), and let a non-directory in the way give
+  // way to the directory its descendants imply (tar could not extract them
+  // otherwise).
   std::vector<Node> nodes;
-  nodes.reserve(order.size() + 1);
+  nodes.reserve(order.size() + order.size() / 8 + 1);
   nodes.push_back(Node{});  // The root, synthesized unless a member names it.
+  std::vector<size_t> stack = {0};
+  auto make_dir = [&](Node& up) {
+    if (up.type == EntryType::kDir && !up.hardlink) return;
+    ++stats.dropped;
+    AddExample(&stats.dropped_examples,
+               fmt::format("{}: not a directory but has entries below it", up.path));
+    up.member = kSynthesized;
+    up.type = EntryType::kDir;
+    up.hardlink = false;
+  };
   for (size_t i = 0; i < order.size(); ++i) {
     const MemberEntry& m = members_[order[i]];
     if (i + 1 < order.size() && members_[order[i + 1]].path == m.path) {
@@ -148,68 +181,59 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
       }
       continue;
     }
+    while (!IsAncestor(nodes[stack.back()].path, m.path)) stack.pop_back();
+    make_dir(nodes[stack.back()]);
+    // Synthesize the directories between the deepest open ancestor and m.
+    std::string_view have = nodes[stack.back()].path;
+    for (;;) {
+      size_t from = have.empty() ? 0 : have.size() + 1;
+      size_t slash = std::string_view(m.path).find('/', from);
+      if (slash == std::string_view::npos) break;
+      Node synth;
+      synth.path = std::string_view(m.path).substr(0, slash);
+      synth.parent_node = stack.back();
+      nodes.push_back(synth);
+      stack.push_back(nodes.size() - 1);
+      have = synth.path;
+    }
     Node n;
     n.path = m.path;
     n.member = order[i];
     n.type = m.type;
     n.hardlink = m.is_hardlink;
+    n.parent_node = stack.back();
     nodes.push_back(n);
+    stack.push_back(nodes.size() - 1);
   }
-
-  // 2. Every ancestor must be a directory: synthesize missing ones, and a
-  // non-directory in the way gives way to the directory its descendants
-  // imply (tar would fail to extract those descendants otherwise).
-  std::unordered_map<std::string_view, size_t> by_path;
-  by_path.reserve(nodes.size() * 2);
-  for (size_t i = 0; i < nodes.size(); ++i) by_path.emplace(nodes[i].path, i);
-  for (size_t i = 1; i < nodes.size(); ++i) {
-    std::string_view p = nodes[i].path;
-    while (!p.empty()) {
-      p = ParentPath(p);
-      auto it = by_path.find(p);
-      if (it != by_path.end()) {
-        Node& up = nodes[it->second];
-        if (up.type == EntryType::kDir && !up.hardlink) break;
-        ++stats.dropped;
-        AddExample(&stats.dropped_examples,
-                   fmt::format("{}: not a directory but has entries below it", up.path));
-        up.member = kSynthesized;
-        up.type = EntryType::kDir;
-        up.hardlink = false;
-        break;
-      }
-      Node synth;
-      synth.path = p;
-      nodes.push_back(synth);  // May reallocate; only indices are held.
-      by_path.emplace(p, nodes.size() - 1);
-    }
-  }
-  std::sort(nodes.begin(), nodes.end(),
-            [](const Node& a, const Node& b) { return TreeOrderLess(a.path, b.path); });
-  by_path.clear();
-  for (size_t i = 0; i < nodes.size(); ++i) by_path.emplace(nodes[i].path, i);
+  phase("tree");
 
   // 3. Hard links resolve to a regular file, following chains.
+  auto find_node = [&](std::string_view path) -> const Node* {
+    auto it = std::lower_bound(nodes.begin(), nodes.end(), path,
+                               [](const Node& n, std::string_view p) {
+                                 return TreeOrderLess(n.path, p);
+                               });
+    return it != nodes.end() && it->path == path ? &*it : nullptr;
+  };
   for (Node& n : nodes) {
     if (!n.hardlink) continue;
     std::string_view target = members_[n.member].link_target;
     const char* reason = nullptr;
     for (int hops = 0;; ++hops) {
-      auto it = by_path.find(target);
-      if (it == by_path.end()) {
+      const Node* t = find_node(target);
+      if (!t) {
         reason = "hard link to a path that is not in the archive";
         break;
       }
-      const Node& t = nodes[it->second];
-      if (t.hardlink && hops < 32) {
-        target = members_[t.member].link_target;
+      if (t->hardlink && hops < 32) {
+        target = members_[t->member].link_target;
         continue;
       }
-      if (t.hardlink || t.type != EntryType::kFile || t.member == kSynthesized) {
+      if (t->hardlink || t->type != EntryType::kFile || t->member == kSynthesized) {
         reason = "hard link to something that is not a regular file";
         break;
       }
-      n.link_node = it->second;
+      n.link_node = static_cast<size_t>(t - nodes.data());
       break;
     }
     if (reason) {
@@ -219,12 +243,11 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
     }
   }
 
-  // 4. Inodes in tree order, parents, link counts.
+  // 4. Inodes in tree order, link counts.
   uint64_t next_inode = kRootInode.value;
   for (size_t i = 0; i < nodes.size(); ++i) {
     Node& n = nodes[i];
     if (n.dropped) continue;
-    if (i > 0) n.parent_node = by_path.at(ParentPath(n.path));
     if (n.hardlink) {
       ++nodes[n.link_node].nlink;
       ++stats.hardlinks;
@@ -258,8 +281,11 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   for (Node& n : nodes) {
     if (n.mtime_ns == INT64_MIN) n.mtime_ns = 0;
   }
+  phase("inodes");
 
-  // 5. Keys and values, sorted, into one table.
+  // 5. Keys in ascending order, without a sort: 'D' keys ordered by parent
+  // inode (a stable counting sort; siblings are already in name order), then
+  // 'I' keys in inode order (tree order), then 'M' and 'S'.
   auto record_of = [&](const Node& n) {
     EntryRecord rec;
     rec.type = n.type;
@@ -288,32 +314,22 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
     }
     return rec;
   };
-
-  std::vector<std::pair<std::string, std::string>> kvs;
-  kvs.reserve(nodes.size() * 2 + shards_.size() + 16);
-  DirentKeyBuffer dkey;
-  InodeKeyBuffer ikey;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const Node& n = nodes[i];
-    if (n.dropped) continue;
-    const Node& data = n.hardlink ? nodes[n.link_node] : n;
-    EntryRecord rec = record_of(data);
-    std::string value;
-    EncodeEntry(rec, &value);
-    if (i > 0) {
-      InodeId parent{nodes[n.parent_node].inode};
-      kvs.emplace_back(std::string(EncodeDirentKey(kDefaultView, parent, BaseName(n.path), dkey)),
-                       value);
-    }
-    if (!n.hardlink) {
-      kvs.emplace_back(std::string(EncodeInodeKey(kDefaultView, rec.inode, ikey)),
-                       std::move(value));
+  std::vector<uint32_t> by_parent_start(next_inode + 1, 0);
+  for (size_t i = 1; i < nodes.size(); ++i) {
+    if (!nodes[i].dropped) ++by_parent_start[nodes[nodes[i].parent_node].inode + 1];
+  }
+  for (size_t k = 1; k < by_parent_start.size(); ++k) by_parent_start[k] += by_parent_start[k - 1];
+  std::vector<uint32_t> by_parent(by_parent_start.back());
+  for (size_t i = 1; i < nodes.size(); ++i) {
+    if (!nodes[i].dropped) {
+      by_parent[by_parent_start[nodes[nodes[i].parent_node].inode]++] = static_cast<uint32_t>(i);
     }
   }
 
   fs::path out_abs = fs::absolute(out_path).lexically_normal();
   if (out_abs.filename().empty()) out_abs = out_abs.parent_path();
   fs::path base = out_abs.parent_path();
+  std::vector<std::pair<std::string, std::string>> small_kvs;  // 'M' and 'S'.
   ShardKeyBuffer skey;
   for (size_t i = 0; i < shards_.size(); ++i) {
     ShardMeta meta = shards_[i];
@@ -327,11 +343,11 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
     }
     std::string value;
     EncodeShardMeta(meta, &value);
-    kvs.emplace_back(std::string(EncodeShardKey(ShardId{static_cast<uint32_t>(i)}, skey)),
-                     std::move(value));
+    small_kvs.emplace_back(std::string(EncodeShardKey(ShardId{static_cast<uint32_t>(i)}, skey)),
+                           std::move(value));
   }
   auto meta = [&](std::string_view name, std::string value) {
-    kvs.emplace_back(EncodeMetaKey(name), std::move(value));
+    small_kvs.emplace_back(EncodeMetaKey(name), std::move(value));
   };
   bool all_checksummed = std::all_of(members_.begin(), members_.end(), [](const MemberEntry& m) {
     return m.type != EntryType::kFile || m.is_hardlink || m.has_checksum;
@@ -345,7 +361,29 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   meta(kMetaBytes, std::to_string(stats.bytes));
   meta(kMetaMaxInode, std::to_string(next_inode - 1));
   meta(kMetaChecksums, all_checksummed ? "xxh3" : "none");
-  std::sort(kvs.begin(), kvs.end());
+  std::sort(small_kvs.begin(), small_kvs.end());
+  static_assert(kDirentPrefix < kInodePrefix && kInodePrefix < kMetaPrefix &&
+                kMetaPrefix < kShardPrefix);
+
+  auto emit = [&](const KvSink& put) -> Status {
+    DirentKeyBuffer dkey;
+    InodeKeyBuffer ikey;
+    std::string value;
+    for (uint32_t i : by_parent) {
+      const Node& n = nodes[i];
+      EncodeEntry(record_of(n.hardlink ? nodes[n.link_node] : n), &value);
+      InodeId parent{nodes[n.parent_node].inode};
+      SHARDFS_RETURN_IF_ERROR(
+          put(EncodeDirentKey(kDefaultView, parent, BaseName(n.path), dkey), value));
+    }
+    for (const Node& n : nodes) {
+      if (n.dropped || n.hardlink) continue;
+      EncodeEntry(record_of(n), &value);
+      SHARDFS_RETURN_IF_ERROR(put(EncodeInodeKey(kDefaultView, InodeId{n.inode}, ikey), value));
+    }
+    for (const auto& [key, v] : small_kvs) SHARDFS_RETURN_IF_ERROR(put(key, v));
+    return Status::Ok();
+  };
 
   // 6. Publish: write beside the output, then rename into place.
   std::random_device rd;
@@ -354,11 +392,12 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   if (!fs::create_directory(tmp, ec)) {
     return Status::IoError(fmt::format("{}: cannot create: {}", tmp, ec.message()));
   }
-  Status s = WriteDatabase(tmp, kvs);
+  Status s = WriteDatabase(tmp, emit);
   if (!s.ok()) {
     fs::remove_all(tmp, ec);
     return s.WithContext(out_path);
   }
+  phase("database");
   std::string old;
   if (fs::exists(fs::symlink_status(out_abs))) {
     old = fmt::format("{}.old-{}-{:08x}", out_abs.string(), ::getpid(), rd());

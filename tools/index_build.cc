@@ -174,6 +174,8 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
     progress.Stop();
   }
 
+  log::Debug("index build: scanned {} shards in {:.3f}s", shards->size(),
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   // Shards after a failure may not have been scanned; report the failure.
   for (const ShardScan& scan : scans) {
     if (!scan.status.ok()) return scan.status;
