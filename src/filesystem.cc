@@ -51,7 +51,7 @@ Status PreadExact(int fd, char* buf, size_t len, uint64_t pos) {
 Filesystem::Filesystem(std::unique_ptr<index::IndexReader> reader, FilesystemOptions options)
     : reader_(std::move(reader)),
       options_(options),
-      shards_(ShardsOf(*reader_), ShardCacheOptions{options.max_open_shards}) {
+      shards_(ShardsOf(*reader_), ShardCacheOptions{options.max_open_shards, options.readahead}) {
   if (options_.verify != VerifyMode::kOff) {
     verified_words_ = reader_->MetaNumber(index::kMetaMaxInode) / 64 + 1;
     verified_ = std::make_unique<std::atomic<uint64_t>[]>(verified_words_);
@@ -176,6 +176,7 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
   range->shard = std::move(shard).value();
   range->position = rec.offset + offset;
   range->length = static_cast<size_t>(std::min<uint64_t>(size, rec.size - offset));
+  shards_.NoteRead(rec.shard, range->shard->fd(), range->position, range->length);
   return Status::Ok();
 }
 

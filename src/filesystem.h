@@ -40,6 +40,7 @@ enum class VerifyMode {
 struct FilesystemOptions {
   VerifyMode verify = VerifyMode::kOff;
   size_t max_open_shards = 128;
+  uint64_t readahead = 8 << 20;  // See ShardCacheOptions::readahead.
   // Ownership and permission overrides for every entry (-o uid=,gid=,umask=).
   int64_t uid = -1;
   int64_t gid = -1;

@@ -89,6 +89,8 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
     if (!ParseBool(value, &o.splice)) return bad("0 or 1");
   } else if (name == "block_cache") {
     if (!ParseBytes(value, &o.block_cache)) return bad("a size such as 16M");
+  } else if (name == "readahead") {
+    if (!ParseBytes(value, &o.fs.readahead)) return bad("a size such as 8M, or 0");
   } else if (name == "max_open_shards") {
     if (!ParseNumber(value, &d) || d < 1) return bad("a positive count");
     o.fs.max_open_shards = static_cast<size_t>(d);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "index/fingerprint.h"
@@ -92,6 +93,25 @@ void ShardCache::MarkBad(index::ShardId id, const Status& reason) {
   if (!slot.logged.exchange(true)) {
     log::Error("{}; reads of its files fail with EIO", reason.message());
   }
+}
+
+void ShardCache::NoteRead(index::ShardId id, int fd, uint64_t pos, size_t len) {
+  if (options_.readahead == 0 || id.value >= shards_.size()) return;
+  Slot& slot = slots_[id.value];
+  uint64_t last = slot.next_pos.exchange(pos + len, std::memory_order_relaxed);
+  // Sequential: this read starts at or shortly after where the last ended
+  // (tar headers and padding lie between members).
+  constexpr uint64_t kGap = 64 * 1024;
+  if (pos < last || pos - last > kGap) return;
+  uint64_t window = options_.readahead;
+  uint64_t have = slot.prefetched.load(std::memory_order_relaxed);
+  if (have > pos + len + window / 2) return;  // Still well ahead.
+  uint64_t from = std::max(have, pos + len);
+  uint64_t to = std::min(pos + len + window, shards_[id.value].meta.size);
+  if (to <= from) return;
+  if (!slot.prefetched.compare_exchange_strong(have, to, std::memory_order_relaxed)) return;
+  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
+                  POSIX_FADV_WILLNEED);
 }
 
 std::vector<Status> ShardCache::CheckAll() {
