@@ -1,10 +1,14 @@
 // shardfs: one command with subcommands. See man/shardfs.1.
+#include <getopt.h>
+
 #include <clocale>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "index/log.h"
 #include "src/command.h"
 
 #ifndef SHARDFS_VERSION
@@ -49,6 +53,16 @@ const std::vector<Command>& AllCommands() {
        "                     INDEX MOUNTPOINT",
        RunMount},
       {"umount", "unmount a shardfs mount", "usage: shardfs umount MOUNTPOINT", RunUmount},
+      {"pack", "pack a directory tree into tar shards and an index",
+       "usage: shardfs pack SRC_DIR --out OUT_DIR [--shard-size SIZE] [--max-files N]\n"
+       "                    [--name PATTERN] [-j N] [--from-list FILE] [--exclude GLOB]...\n"
+       "                    [--skip-unreadable] [--skip-special] [--follow-symlinks]\n"
+       "                    [--quiet] [--force]",
+       RunPack},
+      {"verify", "compare a packed tree with its source",
+       "usage: shardfs verify INDEX SRC_DIR [--full] [-j N] [--quiet]\n"
+       "       shardfs verify --mounted MOUNTPOINT SRC_DIR [--full] [-j N] [--quiet]",
+       RunVerify},
   };
   return kCommands;
 }
@@ -89,11 +103,18 @@ bool ParseSize(const std::string& text, uint64_t* out) {
 
 int main(int argc, char** argv) {
   using namespace shardfs::cli;
-  // Names in archives are bytes; a UTF-8 locale lets libarchive hand pax
-  // UTF-8 names through unchanged.
-  if (!std::setlocale(LC_CTYPE, "C.UTF-8")) std::setlocale(LC_CTYPE, "");
+  // Names in archives are bytes, and stay bytes: in the "C" locale
+  // libarchive hands pax UTF-8 names through as they are stored (in a UTF-8
+  // locale it would normalise them to NFC, naming paths tar never wrote).
+  std::setlocale(LC_ALL, "C");
+  // Commands report unknown options in their one usage line; getopt's own
+  // message would make it two.
+  opterr = 0;
+  if (const char* debug = std::getenv("SHARDFS_DEBUG"); debug && *debug && *debug != '0') {
+    shardfs::log::SetLevel(shardfs::log::Level::kDebug);
+  }
   if (argc < 2) {
-    PrintHelp();
+    fmt::print(stderr, "shardfs: missing command (see shardfs --help)\n");
     return kExitUsage;
   }
   std::string first = argv[1];

@@ -83,6 +83,53 @@ int64_t MtimeNs(int64_t sec, long nsec) {
   return sec * 1000000000 + nsec;
 }
 
+// libarchive reads a pax "mtime=-1.25" as -1 s + 0.25 s; POSIX means the
+// whole value is negative. For a member whose first header at `header` is a
+// pax 'x' header, returns the mtime its record says, parsed exactly, or
+// false if there is none to be read.
+bool PaxMtimeNs(const char* data, size_t size, uint64_t header, int64_t* out) {
+  if (header + 512 > size || data[header + 156] != 'x') return false;
+  uint64_t len = 0;
+  for (int i = 124; i < 136 && data[header + i] >= '0' && data[header + i] <= '7'; ++i) {
+    len = len * 8 + static_cast<uint64_t>(data[header + i] - '0');
+  }
+  if (len > size - header - 512) return false;
+  std::string_view recs(data + header + 512, len);
+  while (!recs.empty()) {
+    size_t space = recs.find(' ');
+    uint64_t rec_len = 0;
+    for (size_t i = 0; i < space && i < recs.size() && recs[i] >= '0' && recs[i] <= '9'; ++i) {
+      rec_len = rec_len * 10 + static_cast<uint64_t>(recs[i] - '0');
+    }
+    if (space == std::string_view::npos || rec_len <= space + 1 || rec_len > recs.size()) {
+      return false;
+    }
+    std::string_view kv = recs.substr(space + 1, rec_len - space - 2);  // Drop '\n'.
+    recs.remove_prefix(rec_len);
+    if (!kv.starts_with("mtime=")) continue;
+    std::string_view v = kv.substr(6);
+    bool negative = !v.empty() && v[0] == '-';
+    if (negative) v.remove_prefix(1);
+    int64_t sec = 0, nsec = 0;
+    size_t i = 0;
+    for (; i < v.size() && v[i] >= '0' && v[i] <= '9'; ++i) {
+      if (sec > INT64_MAX / 1000000000 / 10) return false;
+      sec = sec * 10 + (v[i] - '0');
+    }
+    if (i < v.size() && v[i] == '.') {
+      int64_t scale = 100000000;
+      for (++i; i < v.size() && v[i] >= '0' && v[i] <= '9'; ++i, scale /= 10) {
+        nsec += (v[i] - '0') * scale;
+      }
+    }
+    if (i != v.size()) return false;
+    int64_t ns = sec * 1000000000 + nsec;
+    *out = negative ? -ns : ns;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Status ScanTar(const std::string& path, const ScanOptions& options,
@@ -156,6 +203,9 @@ Status ScanTarBytes(std::string_view path, const char* data, size_t size,
     mem.uid = archive_entry_uid(e);
     mem.gid = archive_entry_gid(e);
     mem.mtime_ns = MtimeNs(archive_entry_mtime(e), archive_entry_mtime_nsec(e));
+    if (mem.mtime_ns < 0 && archive_entry_mtime_nsec(e) != 0) {
+      PaxMtimeNs(data, size, mem.header_offset, &mem.mtime_ns);
+    }
     int64_t member_size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
     if (member_size < 0) {
       return fail(mem.header_offset, fmt::format("member '{}': negative size", name));
@@ -240,7 +290,14 @@ Status ScanTarBytes(std::string_view path, const char* data, size_t size,
         mem.has_checksum = options.checksum;
         mem.xxh3 = options.checksum ? XXH3_64bits(nullptr, 0) : 0;
       }
-      next_header = mem.header_offset + kBlock;
+      // Past this member's last header (one block after header_offset only
+      // without extension headers: long names and pax records add blocks)
+      // and any data the header declares.
+      int64_t consumed = archive_filter_bytes(a.get(), 0);
+      next_header = consumed > 0 ? static_cast<uint64_t>(consumed) +
+                                       (static_cast<uint64_t>(member_size) + kBlock - 1) /
+                                           kBlock * kBlock
+                                 : mem.header_offset + kBlock;
     }
     ++info->members;
     SHARDFS_RETURN_IF_ERROR(on_member(std::move(mem)));
