@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <charconv>
 #include <filesystem>
 
@@ -42,6 +43,7 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
                                                        const ReaderOptions& options) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::NotFound(fmt::format("index {}: no such index", path));
     return Status::FromErrno(errno, fmt::format("index {}", path));
   }
   if (!S_ISDIR(st.st_mode) || ::access((path + "/CURRENT").c_str(), F_OK) != 0) {
@@ -108,6 +110,7 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
 Status IndexReader::Lookup(InodeId parent, std::string_view name, EntryRecord* rec,
                            RecordHolder* holder) const {
   if (name.size() > kMaxNameLength) return Status::NotFound("name too long");
+  holder->Reset();  // A holder may be reused; RocksDB needs it unpinned.
   DirentKeyBuffer buf;
   std::string_view key = EncodeDirentKey(view_, parent, name, buf);
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), db_->DefaultColumnFamily(),
@@ -118,6 +121,7 @@ Status IndexReader::Lookup(InodeId parent, std::string_view name, EntryRecord* r
 }
 
 Status IndexReader::GetInode(InodeId inode, EntryRecord* rec, RecordHolder* holder) const {
+  holder->Reset();  // A holder may be reused; RocksDB needs it unpinned.
   InodeKeyBuffer buf;
   std::string_view key = EncodeInodeKey(view_, inode, buf);
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), db_->DefaultColumnFamily(),

@@ -1,0 +1,547 @@
+"""Shared helpers of the shardfs integration tests (Python 3 stdlib only).
+
+The reference model is always the source tree itself (what tar archived), read
+with os.lstat/os.readlink, never the code's own output.
+
+- make_hostile_tree(root): a tree with every awkward case we know of.
+- tar_into_shards(src, out_dir, n): the tree as n GNU tar (posix) shards.
+- walk_reference(root): {path bytes: Entry} for every path below root.
+- Mount: `shardfs mount -f` as a context manager that always unmounts.
+- run_shardfs(...): the CLI, with bytes arguments and captured output.
+"""
+
+import collections
+import hashlib
+import json
+import os
+import random
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+import unittest
+
+SHARDFS = os.environ.get("SHARDFS", "")
+
+# A fixed base time so mtimes are far from "now" and differ from ctimes.
+BASE_TIME_S = 1_600_000_000
+
+
+def require_shardfs():
+    """Fails loudly (never skips) if the binary under test is not there."""
+    if not SHARDFS or not os.access(SHARDFS, os.X_OK):
+        raise RuntimeError(
+            "SHARDFS must name the built shardfs binary (meson test sets it); got %r" % SHARDFS)
+
+
+def require_fuse():
+    """Fails loudly if FUSE cannot be used here: a FUSE test never skips."""
+    try:
+        fd = os.open("/dev/fuse", os.O_RDWR)
+    except OSError as e:
+        raise RuntimeError("/dev/fuse is unusable (%s): FUSE tests cannot run" % e) from e
+    os.close(fd)
+    if shutil.which("fusermount3") is None:
+        raise RuntimeError("fusermount3 not found: FUSE tests cannot run")
+
+
+def run_shardfs(*args, check=None, timeout=120, **kw):
+    """Runs shardfs with `args` (str or bytes). Returns CompletedProcess with
+    bytes stdout/stderr. check=N asserts the exit code is N."""
+    require_shardfs()
+    argv = [SHARDFS] + [a if isinstance(a, bytes) else str(a) for a in args]
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout, **kw)
+    if check is not None and p.returncode != check:
+        raise AssertionError("shardfs %r exited %d, expected %d\nstdout: %s\nstderr: %s" % (
+            args, p.returncode, check, p.stdout[-4000:], p.stderr[-4000:]))
+    return p
+
+
+def json_lines(data):
+    """Parses JSON Lines output; paths/targets come back as raw bytes."""
+    out = []
+    for line in data.decode("utf-8").splitlines():
+        if not line.strip():
+            continue
+        obj = json.loads(line)
+        for k in ("path", "target"):
+            if k in obj and isinstance(obj[k], str):
+                obj[k] = os.fsencode(obj[k])
+        out.append(obj)
+    return out
+
+
+def build_index(shards, out, *extra, check=0):
+    return run_shardfs("index", "build", "--quiet", "--out", out, *extra, *shards, check=check)
+
+
+def index_entries(idx):
+    """{path bytes: json object} for every entry of the index (root excluded)."""
+    p = run_shardfs("ls", "-R", "--json", idx, check=0)
+    entries = {}
+    for obj in json_lines(p.stdout):
+        if obj["path"] in entries:
+            raise AssertionError("ls -R --json lists %r twice" % obj["path"])
+        entries[obj["path"]] = obj
+    return entries
+
+
+def index_info(idx):
+    p = run_shardfs("index", "info", "--json", idx, check=0)
+    lines = json_lines(p.stdout)
+    return lines[0], lines[1:]
+
+
+# ---------------------------------------------------------------------------
+# The hostile tree.
+
+def _write(path, data, mode=0o644):
+    with open(path, "wb") as f:
+        f.write(data)
+    os.chmod(path, mode)
+
+
+def make_hostile_tree(root, seed=1234):
+    """Fills `root` (an existing empty directory) with awkward names, types,
+    sizes, modes and times. Returns the number of entries created.
+
+    Hard links are kept inside one top-level directory ("links") so that a
+    shard split by top-level entry keeps every name of a file together."""
+    rnd = random.Random(seed)
+    r = os.fsencode(root)
+    j = os.path.join
+
+    def rbytes(n):
+        return rnd.randbytes(n)
+
+    # Nested directories, empty files, empty directories.
+    os.makedirs(j(r, b"nested/a/b/c/d"))
+    _write(j(r, b"nested/a/b/c/d/deep.txt"), b"deep\n")
+    _write(j(r, b"nested/a/empty_file"), b"")
+    os.makedirs(j(r, b"nested/empty_dir"))
+    os.makedirs(j(r, b"nested/a/b/empty_sub/also_empty"))
+    os.makedirs(j(r, b"empty_top_dir"))
+
+    # Unicode and odd names.
+    odd = j(r, b"names")
+    os.mkdir(odd)
+    for name in ["caf\u00e9.txt", "\u65e5\u672c\u8a9e", "emoji_\U0001F600\U0001F4E6.dat",
+                 "with space", " leading space", "trailing space ", "-leading-dash",
+                 "--double-dash", "new\nline", "tab\there", "quote'single", 'quote"double',
+                 "back\\slash", "star*", "question?", "bracket[x]", "glob*?[", "semi;colon",
+                 "dollar$HOME", "percent%s", "colon:name", "hash#", "tilde~", "comma,name",
+                 "=equals", "..dots", ".hidden", "..."]:
+        _write(j(odd, os.fsencode(name)), name.encode("utf-8") + b"\n")
+    os.mkdir(j(odd, "dir with space/".encode()))
+    _write(j(odd, "dir with space/inner \u00e9".encode()), b"inner")
+    _write(j(odd, b"\xff\xfe.bin"), b"not utf-8 name\n")          # Not UTF-8.
+    _write(j(odd, b"latin1_\xe9t\xe9"), b"latin-1 name\n")         # Not UTF-8 either.
+
+    # Name lengths: 100 (ustar name field), 101 (one past it), 255 (NAME_MAX).
+    lens = j(r, b"lengths")
+    os.mkdir(lens)
+    for n in (99, 100, 101, 154, 155, 156, 254, 255):
+        _write(j(lens, b"n" * (n - 4) + b".txt"), b"%d\n" % n)
+    os.mkdir(j(lens, b"D" * 255))
+    _write(j(lens, b"D" * 255, b"F" * 255), b"255/255\n")
+    # A path over 300 bytes (and one over 1000).
+    p = j(lens, b"long")
+    for i in range(12):
+        p = j(p, (b"%02d" % i) + b"x" * 98)
+    os.makedirs(p)
+    _write(j(p, b"y" * 200), b"very long path\n")
+
+    # Symlinks.
+    sl = j(r, b"symlinks")
+    os.mkdir(sl)
+    os.mkdir(j(sl, b"target_dir"))
+    _write(j(sl, b"target_dir/t.txt"), b"target\n")
+    os.symlink(b"target_dir/t.txt", j(sl, b"relative"))
+    os.symlink(b"../nested/a/b/c/d/deep.txt", j(sl, b"up_relative"))
+    os.symlink(b"/dev/null", j(sl, b"absolute"))
+    os.symlink(b"does/not/exist", j(sl, b"dangling"))
+    os.symlink(b"target_dir", j(sl, b"to_dir"))
+    os.symlink(b"relative", j(sl, b"chain"))
+    os.symlink("caf\u00e9 \u65e5\u672c".encode(), j(sl, b"unicode_target"))
+    os.symlink(b"t" * 200 + b"/" + b"u" * 200, j(sl, b"long_target"))
+    os.symlink(b"\xff\xfe.bin", j(sl, b"bytes_target"))
+    os.symlink(b"new\nline target", j(sl, b"newline_target"))
+
+    # Hard links: one file with 2 names, one with 3.
+    hl = j(r, b"links")
+    os.makedirs(j(hl, b"sub"))
+    _write(j(hl, b"two_a"), rbytes(3000))
+    os.link(j(hl, b"two_a"), j(hl, b"two_b"))
+    _write(j(hl, b"three_a"), rbytes(700))
+    os.link(j(hl, b"three_a"), j(hl, b"three_b"))
+    os.link(j(hl, b"three_a"), j(hl, b"sub/three_c"))
+    _write(j(hl, b"empty_linked"), b"")
+    os.link(j(hl, b"empty_linked"), j(hl, b"empty_linked2"))
+
+    # Sizes around block boundaries, and random content.
+    sz = j(r, b"sizes")
+    os.mkdir(sz)
+    for n in (0, 1, 2, 511, 512, 513, 1023, 1024, 1025, 4095, 4096, 4097, 65535, 65536,
+              65537, 131072 + 3, (1 << 20) + 7):
+        _write(j(sz, b"size_%d" % n), rbytes(n))
+    _write(j(sz, b"zeros_300k"), bytes(300 * 1024))
+
+    # Modes and owners.
+    md = j(r, b"modes")
+    os.mkdir(md)
+    _write(j(md, b"m0600"), b"secret\n", 0o600)
+    _write(j(md, b"m0755"), b"#!/bin/sh\nexit 0\n", 0o755)
+    _write(j(md, b"m0444"), b"read only\n", 0o444)
+    _write(j(md, b"m0000"), b"no access\n", 0o000)
+    _write(j(md, b"m4755"), b"setuid\n", 0o4755)
+    _write(j(md, b"m2711"), b"setgid\n", 0o2711)
+    os.mkdir(j(md, b"sticky1777"))
+    _write(j(md, b"sticky1777/in_sticky"), b"x")
+    os.chmod(j(md, b"sticky1777"), 0o1777)
+    os.mkdir(j(md, b"d0700"))
+    os.chmod(j(md, b"d0700"), 0o700)
+    os.mkdir(j(md, b"d0555"))
+    _write(j(md, b"d0555/in_ro_dir"), b"y")
+    _write(j(md, b"owned"), b"owned by someone else\n")
+    # Large ids need pax headers (ustar's octal field stops at 2097151).
+    os.chown(j(md, b"owned"), 1234567, 7654321)
+    _write(j(md, b"owned_small"), b"1000:1000\n")
+    os.chown(j(md, b"owned_small"), 1000, 1000)
+
+    # A directory of 2,000 small files.
+    many = j(r, b"many")
+    os.mkdir(many)
+    for i in range(2000):
+        _write(j(many, b"f%04d.txt" % i), rbytes(rnd.randrange(0, 200)))
+
+    # Sample keys with several extensions, as in webdataset shards.
+    smp = j(r, b"samples")
+    os.mkdir(smp)
+    for i in range(1, 6):
+        key = b"s%03d" % i
+        _write(j(smp, key + b".jpg"), b"\xff\xd8\xff\xe0" + rbytes(rnd.randrange(500, 5000)))
+        _write(j(smp, key + b".json"), json.dumps({"key": key.decode(), "i": i}).encode())
+        _write(j(smp, key + b".cls"), b"%d\n" % (i % 3))
+
+    # Top-level odd names too (each top-level entry lands in one shard).
+    _write(j(r, b"-top-dash"), b"top dash\n")
+    _write(j(r, "top \u00e9\U0001F600".encode()), b"top unicode\n")
+    _write(j(r, b"top_\xff\xfe.bin"), b"top non utf-8\n")
+    _write(j(r, b"top_empty"), b"")
+
+    # Times: every entry gets a distinct sub-second mtime (a few whole
+    # seconds and one before the epoch too); directories last, deepest first,
+    # since creating entries changes a directory's mtime.
+    paths = []
+    for dirpath, dirnames, filenames in os.walk(r):
+        for n in dirnames + filenames:
+            paths.append(j(dirpath, n))
+    paths.sort()
+    for i, p in enumerate(paths):
+        if os.path.isdir(p) and not os.path.islink(p):
+            continue
+        ns = BASE_TIME_S * 10**9 + i * 1_000_003_917 + rnd.randrange(1, 10**9)
+        if i % 97 == 0:
+            ns -= ns % 10**9  # A whole second.
+        os.utime(p, ns=(ns, ns), follow_symlinks=False)
+    old = j(r, b"nested/before_epoch")
+    _write(old, b"1969\n")
+    # Whole seconds: libarchive misreads negative fractions (see test_cli).
+    os.utime(old, ns=(-86_400 * 10**9 - 10**9,) * 2)
+    dirs = [p for p in paths if os.path.isdir(p) and not os.path.islink(p)]
+    dirs.sort(key=lambda p: -p.count(b"/"))
+    for i, p in enumerate(dirs):
+        ns = BASE_TIME_S * 10**9 - (i + 1) * 7_777_777_777 + rnd.randrange(1, 10**9)
+        os.utime(p, ns=(ns, ns))
+    os.chmod(j(md, b"d0555"), 0o555)
+    return len(paths) + 1
+
+
+# ---------------------------------------------------------------------------
+# Shards.
+
+def tar_into_shards(src, out_dir, n, prefix="shard"):
+    """Splits the top-level entries of `src` (sorted by name) round-robin into
+    `n` GNU tar --format=posix shards, each made with `tar -C src`; the union
+    of the shards is the tree (without its root directory). Returns the shard
+    paths in order."""
+    names = sorted(os.listdir(os.fsencode(src)))
+    if len(names) < n:
+        raise ValueError("%d top-level entries cannot fill %d shards" % (len(names), n))
+    shards = []
+    for i in range(n):
+        part = names[i::n]
+        out = os.path.join(out_dir, "%s-%03d.tar" % (prefix, i))
+        tar_create(out, src, part)
+        shards.append(out)
+    return shards
+
+
+def tar_create(out, src, members, extra=()):
+    """`tar --format=posix -c` of `members` (bytes or str, relative to src)."""
+    argv = ["tar", "--format=posix", "--sort=name", "-cf", out, *extra, "-C", src, "--"]
+    argv += [os.fsencode(m) for m in members]
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        raise RuntimeError("tar failed (%d): %s" % (p.returncode, p.stderr.decode(errors="replace")))
+    return out
+
+
+def tar_mtime_quantum_ns():
+    """The mtime resolution, in ns, that `tar --format=posix` keeps here
+    (probed: a file with a 9-digit fraction is archived, the pax record read
+    back). 1 means nanoseconds are kept."""
+    import tarfile
+    with tempfile.TemporaryDirectory() as d:
+        f = os.path.join(d, "probe")
+        _write(f, b"x")
+        os.utime(f, ns=(BASE_TIME_S * 10**9 + 123456789,) * 2)
+        t = tar_create(os.path.join(d, "probe.tar"), d, ["probe"])
+        with tarfile.open(t, format=tarfile.PAX_FORMAT) as tf:
+            m = tf.getmember("probe")
+            raw = m.pax_headers.get("mtime")
+        if raw is None:
+            return 10**9
+        frac = raw.partition(".")[2]
+        return 10 ** (9 - len(frac))
+
+
+def quantize_ns(ns, q):
+    return ns - (ns % q) if q > 1 else ns
+
+
+# ---------------------------------------------------------------------------
+# The reference walker.
+
+Entry = collections.namedtuple(
+    "Entry", "type size mode mtime_ns nlink target sha256 uid gid ino")
+
+
+def _type_of(st):
+    if stat.S_ISDIR(st.st_mode):
+        return "dir"
+    if stat.S_ISLNK(st.st_mode):
+        return "symlink"
+    if stat.S_ISREG(st.st_mode):
+        return "file"
+    return "other"
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def walk_reference(root, content=True):
+    """{relative path bytes: Entry} for every path below `root` (the root
+    itself is b""). Uses only os.lstat/os.readlink/open; never follows
+    symlinks. `ino` is the (st_dev, st_ino) pair, for hard link identity."""
+    root = os.fsencode(root)
+    out = {}
+
+    def visit(rel):
+        full = os.path.join(root, rel) if rel else root
+        st = os.lstat(full)
+        t = _type_of(st)
+        target = os.readlink(full) if t == "symlink" else None
+        digest = sha256_file(full) if (content and t == "file") else None
+        out[rel] = Entry(t, st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_nlink,
+                         target, digest, st.st_uid, st.st_gid, (st.st_dev, st.st_ino))
+        if t == "dir":
+            for name in sorted(os.listdir(full)):
+                visit(os.path.join(rel, name) if rel else name)
+
+    visit(b"")
+    return out
+
+
+def list_dirs(ref):
+    """{dir path: sorted child names} from a walk_reference result."""
+    kids = {p: [] for p, e in ref.items() if e.type == "dir"}
+    for p in ref:
+        if p:
+            kids[os.path.dirname(p)].append(os.path.basename(p))
+    return {p: sorted(v) for p, v in kids.items()}
+
+
+def tree_counts(ref):
+    """What an index of the tree should report: distinct inodes by type,
+    content bytes (each file inode once), entries (inodes, root included)."""
+    seen = {}
+    for p, e in ref.items():
+        seen.setdefault(e.ino, e)
+    c = collections.Counter(e.type for e in seen.values())
+    nbytes = sum(e.size for e in seen.values() if e.type == "file")
+    return {"files": c["file"], "dirs": c["dir"], "symlinks": c["symlink"],
+            "entries": len(seen), "bytes": nbytes}
+
+
+def compare_entry(tc, label, want, got, quantum_ns=1, dir_size=False):
+    """Asserts that `got` (an Entry read from the mount or an extracted copy)
+    matches `want` from the source tree. Directory sizes are file-system
+    specific and only compared when dir_size."""
+    tc.assertEqual(got.type, want.type, "%r: type" % label)
+    if want.type != "dir" or dir_size:
+        tc.assertEqual(got.size, want.size, "%r: size" % label)
+    tc.assertEqual(got.mode, want.mode, "%r: mode %o vs %o" % (label, got.mode, want.mode))
+    tc.assertEqual(got.mtime_ns, quantize_ns(want.mtime_ns, quantum_ns), "%r: mtime_ns" % label)
+    tc.assertEqual(got.nlink, want.nlink, "%r: nlink" % label)
+    tc.assertEqual(got.target, want.target, "%r: symlink target" % label)
+    tc.assertEqual(got.uid, want.uid, "%r: uid" % label)
+    tc.assertEqual(got.gid, want.gid, "%r: gid" % label)
+    if want.sha256 is not None and got.sha256 is not None:
+        tc.assertEqual(got.sha256, want.sha256, "%r: content" % label)
+
+
+# ---------------------------------------------------------------------------
+# Mounting.
+
+def _fusermount_u(mnt):
+    return subprocess.run(["fusermount3", "-u", mnt], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+
+
+def unmount(mnt, tries=25):
+    """Unmounts `mnt` with fusermount3 -u, retrying while it is busy; as a
+    last resort detaches it lazily. Returns an error text or None."""
+    last = b""
+    for _ in range(tries):
+        if not os.path.ismount(mnt):
+            return None
+        p = _fusermount_u(mnt)
+        if p.returncode == 0 and not os.path.ismount(mnt):
+            return None
+        last = p.stderr
+        time.sleep(0.2)
+    if os.path.ismount(mnt):
+        subprocess.run(["fusermount3", "-u", "-z", mnt], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+        return "fusermount3 -u %s kept failing (%s); detached lazily" % (
+            mnt, last.decode(errors="replace").strip())
+    return None
+
+
+class MountError(AssertionError):
+    pass
+
+
+class Mount:
+    """`shardfs mount -f IDX MNT [-o OPTS] [extra args]` for a `with` block.
+
+    Enter starts the daemon (stderr to a temp file) and waits until MNT is a
+    mount point (20 s deadline; if the daemon dies first, fails with its
+    stderr). Exit always unmounts with fusermount3 -u (retrying while busy),
+    waits for the daemon and kills it, by its PID only, if it does not end.
+    After exit, `returncode` holds the daemon's exit code and `stderr()` its
+    log; with check_exit (the default) a non-zero exit fails the test."""
+
+    def __init__(self, idx, mnt, options=None, extra_args=(), deadline=20.0, check_exit=True):
+        self.idx = idx
+        self.mnt = mnt
+        self.options = options
+        self.extra_args = list(extra_args)
+        self.deadline = deadline
+        self.check_exit = check_exit
+        self.proc = None
+        self.returncode = None
+        self._log = None
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def stderr(self):
+        if self._log is None:
+            return ""
+        self._log.flush()
+        with open(self._log.name, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def __enter__(self):
+        require_shardfs()
+        require_fuse()
+        if os.path.ismount(self.mnt):
+            raise MountError("%s is already a mount point" % self.mnt)
+        argv = [SHARDFS, "mount", "-f"] + self.extra_args
+        if self.options:
+            argv += ["-o", self.options]
+        argv += [self.idx, self.mnt]
+        self._log = tempfile.NamedTemporaryFile(prefix="shardfs-mount-", suffix=".log")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=self._log)
+        end = time.monotonic() + self.deadline
+        try:
+            while not os.path.ismount(self.mnt):
+                if self.proc.poll() is not None:
+                    raise MountError("shardfs mount exited %d before mounting %s:\n%s" % (
+                        self.proc.returncode, self.mnt, self.stderr()))
+                if time.monotonic() > end:
+                    raise MountError("%s not mounted after %.0f s:\n%s" % (
+                        self.mnt, self.deadline, self.stderr()))
+                time.sleep(0.02)
+        except BaseException:
+            self._teardown()
+            raise
+        return self
+
+    def _teardown(self):
+        problem = unmount(self.mnt)
+        if self.proc is not None:
+            try:
+                self.returncode = self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()  # Only the daemon we started.
+                self.returncode = self.proc.wait(timeout=15)
+                problem = (problem or "") + " daemon pid %d did not exit; killed" % self.proc.pid
+        return problem
+
+    def __exit__(self, exc_type, exc, tb):
+        problem = self._teardown()
+        log = self.stderr()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        self._final_log = log
+        if exc_type is not None:
+            return False
+        if problem:
+            raise MountError("%s\n%s" % (problem, log))
+        if self.check_exit and self.returncode != 0:
+            raise MountError("shardfs mount exited %d after unmount:\n%s" % (
+                self.returncode, log))
+        return False
+
+    def final_log(self):
+        return getattr(self, "_final_log", None) or self.stderr()
+
+
+def wait_until(pred, timeout=10.0, interval=0.02):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
+
+
+def pid_alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def main():
+    """unittest.main that exits non-zero on failure, verbose for the log."""
+    require_shardfs()
+    unittest.main(verbosity=2)
