@@ -1,6 +1,8 @@
 #include "index/index_reader.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
@@ -61,6 +63,16 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
         fmt::format("index {}: cannot open as a shardfs index: {}", path, s.ToString()));
   }
   r->db_.reset(raw);
+  if (options.prefetch) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      if (e.path().extension() != ".sst") continue;
+      int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);  // Starts I/O, does not wait.
+      ::close(fd);
+    }
+  }
 
   std::unique_ptr<rocksdb::Iterator> it(r->db_->NewIterator(rocksdb::ReadOptions()));
   const std::string meta_prefix(1, kMetaPrefix);

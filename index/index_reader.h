@@ -30,6 +30,10 @@ struct ReaderOptions {
   // RocksDB block cache, which also holds index and filter blocks.
   size_t block_cache_bytes = 16 << 20;
   ViewId view = kDefaultView;
+  // Ask the kernel, without waiting, to read the index's table files into
+  // the page cache (posix_fadvise WILLNEED), so a cold metadata walk does
+  // not pay one disk read per block.
+  bool prefetch = false;
 };
 
 // Holds the bytes a decoded EntryRecord points into (its symlink target).

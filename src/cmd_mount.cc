@@ -72,6 +72,7 @@ struct MountArgs {
 int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
   index::ReaderOptions ro;
   ro.block_cache_bytes = a.options.block_cache;
+  ro.prefetch = a.options.prefetch_index;
   auto reader = index::IndexReader::Open(a.index, ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());

@@ -87,6 +87,8 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
     if (!ParseBool(value, &o.kernel_open)) return bad("0 or 1");
   } else if (name == "splice") {
     if (!ParseBool(value, &o.splice)) return bad("0 or 1");
+  } else if (name == "prefetch_index") {
+    if (!ParseBool(value, &o.prefetch_index)) return bad("0 or 1");
   } else if (name == "block_cache") {
     if (!ParseBytes(value, &o.block_cache)) return bad("a size such as 16M");
   } else if (name == "readahead") {

@@ -29,6 +29,8 @@ struct MountOptions {
   bool splice = true;
   // RocksDB block cache for index blocks, bytes.
   uint64_t block_cache = 16ull << 20;
+  // Start reading the index into the page cache at mount (not waited for).
+  bool prefetch_index = true;
   // Pass -o nonempty semantics: allow a mountpoint that is not empty.
   bool nonempty = false;
   bool debug = false;
