@@ -37,6 +37,7 @@ struct ReaderOptions {
 };
 
 // Holds the bytes a decoded EntryRecord points into (its symlink target).
+// May be reused for several calls; must not outlive the IndexReader.
 using RecordHolder = rocksdb::PinnableSlice;
 
 class IndexReader {

@@ -349,8 +349,10 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   auto meta = [&](std::string_view name, std::string value) {
     small_kvs.emplace_back(EncodeMetaKey(name), std::move(value));
   };
-  bool all_checksummed = std::all_of(members_.begin(), members_.end(), [](const MemberEntry& m) {
-    return m.type != EntryType::kFile || m.is_hardlink || m.has_checksum;
+  // Checksums "xxh3" only if every file that made it into the tree has one.
+  bool all_checksummed = std::all_of(nodes.begin(), nodes.end(), [&](const Node& n) {
+    return n.dropped || n.hardlink || n.type != EntryType::kFile || n.member == kSynthesized ||
+           members_[n.member].has_checksum;
   });
   meta(kMetaSchemaVersion, std::to_string(kSchemaVersion));
   meta(kMetaBuildOptions, options.build_options);

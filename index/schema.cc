@@ -160,8 +160,8 @@ void EncodeShardMeta(const ShardMeta& meta, std::string* out) {
 }
 
 Status DecodeShardMeta(std::string_view value, ShardMeta* meta) {
-  if (value.size() < 26) {
-    return Status::Corruption(fmt::format("shard record of {} bytes, expected at least 26",
+  if (value.size() < 25) {
+    return Status::Corruption(fmt::format("shard record of {} bytes, expected at least 25",
                                           value.size()));
   }
   const char* p = value.data();

@@ -58,8 +58,8 @@ class Filesystem {
  public:
   Filesystem(std::unique_ptr<index::IndexReader> reader, FilesystemOptions options);
 
-  // The child `name` of `parent`. NotFound if none; InvalidArgument if
-  // `parent` is not a directory.
+  // The child `name` of `parent`. NotFound if none, also when `parent` is
+  // not a directory (it has no children).
   Status Lookup(InodeId parent, std::string_view name, EntryRecord* rec,
                 index::RecordHolder* holder) const;
   Status GetAttr(InodeId inode, EntryRecord* rec, index::RecordHolder* holder) const;

@@ -1,0 +1,552 @@
+// index/index_writer.h -> index/index_reader.h with hand-built members: the
+// tree the writer assembles is checked against trees worked out by hand.
+#include "index/index_writer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "index/db_options.h"
+#include "index/index_reader.h"
+#include "index/schema.h"
+#include "tests/unit/test_util.h"
+
+namespace shardfs::index {
+namespace {
+
+namespace fs = std::filesystem;
+using shardfs::testing::TempDir;
+using ::testing::HasSubstr;
+
+MemberEntry File(std::string path, uint64_t size, int64_t mtime_ns, uint64_t offset = 512,
+                 uint32_t mode = 0644) {
+  MemberEntry m;
+  m.path = std::move(path);
+  m.type = EntryType::kFile;
+  m.size = size;
+  m.mtime_ns = mtime_ns;
+  m.offset = offset;
+  m.mode = mode;
+  m.uid = 1000;
+  m.gid = 100;
+  m.has_checksum = true;
+  m.xxh3 = 0x1234 + size;
+  return m;
+}
+
+MemberEntry Dir(std::string path, int64_t mtime_ns, uint32_t mode = 0755) {
+  MemberEntry m;
+  m.path = std::move(path);
+  m.type = EntryType::kDir;
+  m.mtime_ns = mtime_ns;
+  m.mode = mode;
+  return m;
+}
+
+MemberEntry Symlink(std::string path, std::string target, int64_t mtime_ns = 7) {
+  MemberEntry m;
+  m.path = std::move(path);
+  m.type = EntryType::kSymlink;
+  m.link_target = std::move(target);
+  m.mtime_ns = mtime_ns;
+  m.mode = 0777;
+  return m;
+}
+
+MemberEntry HardLink(std::string path, std::string target) {
+  MemberEntry m;
+  m.path = std::move(path);
+  m.type = EntryType::kFile;
+  m.is_hardlink = true;
+  m.link_target = std::move(target);
+  m.size = 999999;  // Ignored for hard links.
+  m.mtime_ns = 1;
+  return m;
+}
+
+class IndexWriterTest : public ::testing::Test {
+ protected:
+  // Writes `members` (one shard) and opens the result.
+  std::unique_ptr<IndexReader> Build(const std::vector<MemberEntry>& members,
+                                     WriteStats* stats = nullptr) {
+    IndexWriter w;
+    ShardMeta meta;
+    meta.path = dir_ / "s.tar";
+    meta.size = 1 << 20;
+    w.AddShard(meta);
+    for (const MemberEntry& m : members) w.AddMember(m);
+    Result<WriteStats> r = w.Finish(dir_ / "idx", WriteOptions{});
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    if (!r.ok()) return nullptr;
+    if (stats) *stats = r.value();
+    Result<std::unique_ptr<IndexReader>> reader = IndexReader::Open(dir_ / "idx");
+    EXPECT_TRUE(reader.ok()) << reader.status().message();
+    return reader.ok() ? std::move(reader).value() : nullptr;
+  }
+
+  static EntryRecord At(const IndexReader& r, std::string_view path) {
+    EntryRecord rec;
+    RecordHolder holder;
+    Status s = r.Resolve(path, &rec, &holder);
+    EXPECT_TRUE(s.ok()) << "'" << path << "': " << s.message();
+    rec.target = {};  // Points into holder, which dies here.
+    return rec;
+  }
+
+  static bool Exists(const IndexReader& r, std::string_view path) {
+    EntryRecord rec;
+    RecordHolder holder;
+    return r.Resolve(path, &rec, &holder).ok();
+  }
+
+  static std::vector<std::string> Children(const IndexReader& r, InodeId dir,
+                                           std::string_view start_after = "") {
+    std::vector<std::string> names;
+    Status s = r.ForEachChild(dir, start_after, [&](std::string_view name, const EntryRecord&) {
+      names.emplace_back(name);
+      return true;
+    });
+    EXPECT_TRUE(s.ok()) << s.message();
+    return names;
+  }
+
+  // Depth-first preorder of the tree as the reader shows it, name order.
+  static void Preorder(const IndexReader& r, InodeId dir, const std::string& prefix,
+                       std::vector<std::pair<std::string, uint64_t>>* out) {
+    std::vector<std::pair<std::string, EntryRecord>> kids;
+    Status s = r.ForEachChild(dir, "", [&](std::string_view name, const EntryRecord& rec) {
+      kids.emplace_back(std::string(name), rec);
+      return true;
+    });
+    ASSERT_TRUE(s.ok()) << s.message();
+    for (const auto& [name, rec] : kids) {
+      std::string path = prefix.empty() ? name : prefix + "/" + name;
+      out->emplace_back(path, rec.inode.value);
+      if (rec.type == EntryType::kDir) Preorder(r, rec.inode, path, out);
+    }
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(IndexWriterTest, InodesAreDenseInTreeOrderWithRootOne) {
+  WriteStats stats;
+  auto r = Build({File("b/file2", 2, 10), Dir("a", 20), File("a/x", 3, 30), File("c/d/e", 4, 40),
+                  File("a.b", 5, 50), File("a0", 6, 60)},
+                 &stats);
+  ASSERT_TRUE(r);
+  // Worked out by hand: depth-first, siblings by bytes, '/' before all.
+  const std::vector<std::string> want = {"a",       "a/x", "a.b", "a0",   "b",
+                                         "b/file2", "c",   "c/d", "c/d/e"};
+  std::vector<std::pair<std::string, uint64_t>> got;
+  Preorder(*r, kRootInode, "", &got);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].first, want[i]);
+    EXPECT_EQ(got[i].second, i + 2) << want[i];  // Root is 1.
+  }
+  EXPECT_EQ(At(*r, "").inode, kRootInode);
+  EXPECT_EQ(At(*r, "").parent, kRootInode);
+  EXPECT_EQ(r->MetaNumber(kMetaMaxInode), 10u);
+  EXPECT_EQ(r->MetaNumber(kMetaFiles), 5u);
+  EXPECT_EQ(r->MetaNumber(kMetaDirs), 5u);  // root, a, b, c, c/d
+  EXPECT_EQ(r->MetaNumber(kMetaBytes), 2u + 3 + 4 + 5 + 6);
+  EXPECT_EQ(r->Meta(kMetaChecksums), "xxh3");
+  EXPECT_EQ(r->Meta(kMetaSchemaVersion), std::to_string(kSchemaVersion));
+  EXPECT_EQ(stats.files, 5u);
+  EXPECT_EQ(stats.dirs, 5u);
+  for (uint64_t i = 1; i <= 10; ++i) {
+    EntryRecord rec;
+    RecordHolder holder;
+    ASSERT_TRUE(r->GetInode(InodeId{i}, &rec, &holder).ok()) << i;
+    EXPECT_EQ(rec.inode.value, i);
+  }
+  EntryRecord rec;
+  RecordHolder holder;
+  EXPECT_EQ(r->GetInode(InodeId{11}, &rec, &holder).code(), Status::Code::kNotFound);
+  EXPECT_EQ(r->GetInode(InodeId{0}, &rec, &holder).code(), Status::Code::kNotFound);
+  // Parents are the inodes of the containing directories.
+  EXPECT_EQ(At(*r, "c/d/e").parent, At(*r, "c/d").inode);
+  EXPECT_EQ(At(*r, "a/x").parent, At(*r, "a").inode);
+  EXPECT_EQ(At(*r, "a0").parent, kRootInode);
+}
+
+TEST_F(IndexWriterTest, FileRecordsCarryTheMemberFields) {
+  MemberEntry f = File("d/f.bin", 12345, -1500000000, 4096, 04751);
+  f.uid = 4000000000u;
+  f.gid = 77;
+  MemberEntry g = File("d/nosum", 1, 2, 9999, 0600);
+  g.has_checksum = false;
+  g.mode = 0170600;  // Type bits from the member are ignored.
+  auto r = Build({f, g, Symlink("d/l", "../some where/\xff")});
+  ASSERT_TRUE(r);
+  EntryRecord rec = At(*r, "d/f.bin");
+  EXPECT_EQ(rec.type, EntryType::kFile);
+  EXPECT_EQ(rec.mode, static_cast<uint32_t>(S_IFREG | 04751));
+  EXPECT_EQ(rec.uid, 4000000000u);
+  EXPECT_EQ(rec.gid, 77u);
+  EXPECT_EQ(rec.size, 12345u);
+  EXPECT_EQ(rec.mtime_ns, -1500000000);
+  EXPECT_EQ(rec.offset, 4096u);
+  EXPECT_EQ(rec.shard.value, 0u);
+  EXPECT_TRUE(rec.has_checksum());
+  EXPECT_EQ(rec.xxh3, 0x1234u + 12345);
+  EXPECT_EQ(rec.nlink, 1u);
+  EntryRecord nosum = At(*r, "d/nosum");
+  EXPECT_FALSE(nosum.has_checksum());
+  EXPECT_EQ(nosum.mode, static_cast<uint32_t>(S_IFREG | 0600));
+  EXPECT_EQ(r->Meta(kMetaChecksums), "none");
+
+  EntryRecord link;
+  RecordHolder holder;
+  ASSERT_TRUE(r->Resolve("d/l", &link, &holder).ok());
+  EXPECT_EQ(link.type, EntryType::kSymlink);
+  EXPECT_EQ(link.mode, static_cast<uint32_t>(S_IFLNK | 0777));
+  EXPECT_EQ(link.target, "../some where/\xff");
+  EXPECT_EQ(link.size, link.target.size());
+}
+
+TEST_F(IndexWriterTest, LaterMemberOfTheSamePathWins) {
+  WriteStats stats;
+  auto r = Build({File("f", 1, 10, 100), Dir("d", 5), File("f", 2, 20, 200), File("g", 7, 1),
+                  File("d", 3, 30, 300), Symlink("f", "target-3")},
+                 &stats);
+  ASSERT_TRUE(r);
+  EntryRecord f;
+  RecordHolder holder;
+  ASSERT_TRUE(r->Resolve("f", &f, &holder).ok());
+  EXPECT_EQ(f.type, EntryType::kSymlink);
+  EXPECT_EQ(f.target, "target-3");
+  EntryRecord d = At(*r, "d");
+  EXPECT_EQ(d.type, EntryType::kFile);
+  EXPECT_EQ(d.offset, 300u);
+  EXPECT_EQ(d.size, 3u);
+  EXPECT_EQ(Children(*r, kRootInode), (std::vector<std::string>{"d", "f", "g"}));
+  EXPECT_EQ(stats.replaced, 3u);
+  EXPECT_THAT(stats.replaced_examples, ::testing::UnorderedElementsAre("d", "f"));
+}
+
+TEST_F(IndexWriterTest, MissingParentsAreSynthesized) {
+  WriteStats stats;
+  auto r = Build({Dir("", 42, 0700), File("x/y/z", 1, 500), File("x/y/w", 1, 900),
+                  File("x/q", 1, 300), Symlink("x/s", "q", 100)},
+                 &stats);
+  ASSERT_TRUE(r);
+  EntryRecord x = At(*r, "x");
+  EntryRecord y = At(*r, "x/y");
+  EXPECT_EQ(x.type, EntryType::kDir);
+  EXPECT_EQ(x.mode, static_cast<uint32_t>(S_IFDIR | 0755));
+  EXPECT_EQ(y.mode, static_cast<uint32_t>(S_IFDIR | 0755));
+  EXPECT_EQ(y.mtime_ns, 900);  // Newest child.
+  EXPECT_EQ(x.mtime_ns, 900);  // Newest child, y, itself synthesized.
+  EXPECT_EQ(x.uid, 0u);
+  // The root was a member: its own mode and mtime stay.
+  EntryRecord root = At(*r, "");
+  EXPECT_EQ(root.mode, static_cast<uint32_t>(S_IFDIR | 0700));
+  EXPECT_EQ(root.mtime_ns, 42);
+  EXPECT_EQ(stats.synthesized_dirs, 2u);
+  EXPECT_EQ(stats.dirs, 3u);
+  EXPECT_EQ(stats.files, 3u);
+  EXPECT_EQ(stats.symlinks, 1u);
+}
+
+TEST_F(IndexWriterTest, SynthesizedRootTakesNewestChild) {
+  auto r = Build({File("old", 1, 100), Dir("new", 5000), File("new/inner", 1, 90000)});
+  ASSERT_TRUE(r);
+  EntryRecord root = At(*r, "");
+  EXPECT_EQ(root.mode, static_cast<uint32_t>(S_IFDIR | 0755));
+  // "new" is a member (mtime 5000), so the root's newest child is 5000,
+  // not the grandchild.
+  EXPECT_EQ(root.mtime_ns, 5000);
+}
+
+TEST_F(IndexWriterTest, DirectoryLinkCountIsTwoPlusSubdirectories) {
+  auto r = Build({Dir("p", 1), Dir("p/s1", 1), File("p/f", 1, 1), File("p/s2/deep/f", 1, 1),
+                  File("top", 1, 1), Symlink("p/link", "s1")});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(At(*r, "").nlink, 3u);   // p
+  EXPECT_EQ(At(*r, "p").nlink, 4u);  // s1, s2
+  EXPECT_EQ(At(*r, "p/s1").nlink, 2u);
+  EXPECT_EQ(At(*r, "p/s2").nlink, 3u);  // deep
+  EXPECT_EQ(At(*r, "p/s2/deep").nlink, 2u);
+  EXPECT_EQ(At(*r, "p/f").nlink, 1u);
+  EXPECT_EQ(At(*r, "p/link").nlink, 1u);
+}
+
+TEST_F(IndexWriterTest, HardLinksShareOneInode) {
+  WriteStats stats;
+  // A link may come before its target in tree order ("a/..." < "data/...").
+  auto r = Build({File("data/f", 100, 77, 4096), HardLink("links/h1", "data/f"),
+                  HardLink("a/h0", "data/f"), HardLink("links/h2", "links/h1")},
+                 &stats);
+  ASSERT_TRUE(r);
+  EntryRecord f = At(*r, "data/f");
+  for (const char* p : {"links/h1", "a/h0", "links/h2"}) {
+    EntryRecord h = At(*r, p);
+    EXPECT_EQ(h.inode, f.inode) << p;
+    EXPECT_EQ(h.size, 100u) << p;
+    EXPECT_EQ(h.offset, 4096u) << p;
+    EXPECT_EQ(h.mtime_ns, 77) << p;
+    EXPECT_EQ(h.nlink, 4u) << p;
+  }
+  EXPECT_EQ(f.nlink, 4u);
+  EXPECT_EQ(stats.hardlinks, 3u);
+  EXPECT_EQ(stats.files, 1u);
+  EXPECT_EQ(r->MetaNumber(kMetaBytes), 100u);  // Each inode once.
+  EXPECT_EQ(r->MetaNumber(kMetaFiles), 1u);
+  // Inodes: root, a, data, data/f, links -> 5; no inode for a link name.
+  EXPECT_EQ(r->MetaNumber(kMetaMaxInode), 5u);
+}
+
+TEST_F(IndexWriterTest, BadHardLinksAreDropped) {
+  WriteStats stats;
+  auto r = Build({File("f", 1, 1), Dir("d", 1), HardLink("to-missing", "nowhere"),
+                  HardLink("to-dir", "d"), HardLink("ok", "f")},
+                 &stats);
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(Exists(*r, "to-missing"));
+  EXPECT_FALSE(Exists(*r, "to-dir"));
+  EXPECT_EQ(At(*r, "ok").inode, At(*r, "f").inode);
+  EXPECT_EQ(At(*r, "f").nlink, 2u);
+  EXPECT_EQ(stats.dropped, 2u);
+  EXPECT_THAT(stats.dropped_examples,
+              ::testing::UnorderedElementsAre(HasSubstr("to-missing"), HasSubstr("to-dir")));
+  EXPECT_EQ(Children(*r, kRootInode), (std::vector<std::string>{"d", "f", "ok"}));
+}
+
+TEST_F(IndexWriterTest, NonDirectoryWithChildrenBecomesADirectory) {
+  WriteStats stats;
+  auto r = Build({File("n", 5, 1), File("n/child", 1, 2), Symlink("s", "x"), Dir("s/inner", 3),
+                  File("plain", 1, 1)},
+                 &stats);
+  ASSERT_TRUE(r);
+  EntryRecord n = At(*r, "n");
+  EXPECT_EQ(n.type, EntryType::kDir);
+  EXPECT_EQ(n.mode, static_cast<uint32_t>(S_IFDIR | 0755));
+  EXPECT_EQ(At(*r, "n/child").size, 1u);
+  EXPECT_EQ(At(*r, "s").type, EntryType::kDir);
+  EXPECT_EQ(At(*r, "s/inner").type, EntryType::kDir);
+  EXPECT_EQ(stats.dropped, 2u);
+  EXPECT_THAT(stats.dropped_examples,
+              ::testing::UnorderedElementsAre(HasSubstr("n: not a directory"),
+                                              HasSubstr("s: not a directory")));
+  EXPECT_EQ(r->MetaNumber(kMetaFiles), 2u);  // n/child, plain
+}
+
+TEST_F(IndexWriterTest, RootMustBeADirectory) {
+  WriteStats stats;
+  auto r = Build({File("", 1, 1), File("a", 1, 1)}, &stats);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(At(*r, "").type, EntryType::kDir);
+  EXPECT_EQ(stats.dropped, 1u);
+}
+
+TEST_F(IndexWriterTest, LookupForEachChildAndResolve) {
+  std::vector<MemberEntry> ms;
+  for (std::string name : {"b", "a b", "A", "\xff", "a", "a\n", "aa"}) {
+    ms.push_back(File("dir/" + name, name.size(), 1));
+  }
+  ms.push_back(File("dir/a/deeper", 9, 1));  // "a" becomes a directory.
+  ms.push_back(File("file", 1, 1));
+  auto r = Build(ms);
+  ASSERT_TRUE(r);
+  InodeId dir = At(*r, "dir").inode;
+  const std::vector<std::string> all = {"A", "a", "a\n", "a b", "aa", "b", "\xff"};
+  EXPECT_EQ(Children(*r, dir), all);
+  EXPECT_EQ(Children(*r, dir, "a"), (std::vector<std::string>{"a\n", "a b", "aa", "b", "\xff"}));
+  EXPECT_EQ(Children(*r, dir, "ab"), (std::vector<std::string>{"b", "\xff"}));  // Not a name.
+  EXPECT_EQ(Children(*r, dir, "\xff"), std::vector<std::string>{});
+  EXPECT_EQ(Children(*r, At(*r, "file").inode), std::vector<std::string>{});
+  // The callback can stop early.
+  int calls = 0;
+  ASSERT_TRUE(r->ForEachChild(dir, "", [&](std::string_view, const EntryRecord&) {
+                 return ++calls < 3;
+               }).ok());
+  EXPECT_EQ(calls, 3);
+  // Children carry their own records.
+  ASSERT_TRUE(r->ForEachChild(dir, "", [&](std::string_view name, const EntryRecord& rec) {
+                 if (name != "a") {
+                   EXPECT_EQ(rec.size, name.size()) << name;
+                 }
+                 EXPECT_EQ(rec.parent, dir);
+                 return true;
+               }).ok());
+
+  EntryRecord rec;
+  RecordHolder holder;
+  ASSERT_TRUE(r->Lookup(dir, "a b", &rec, &holder).ok());
+  EXPECT_EQ(rec.size, 3u);
+  EXPECT_EQ(r->Lookup(dir, "a c", &rec, &holder).code(), Status::Code::kNotFound);
+  EXPECT_EQ(r->Lookup(dir, std::string(300, 'x'), &rec, &holder).code(), Status::Code::kNotFound);
+  EXPECT_EQ(r->Lookup(kRootInode, "a b", &rec, &holder).code(), Status::Code::kNotFound);
+  ASSERT_TRUE(r->Resolve("./dir//a/./deeper", &rec, &holder).ok());
+  EXPECT_EQ(rec.size, 9u);
+  ASSERT_TRUE(r->Resolve("", &rec, &holder).ok());
+  EXPECT_EQ(rec.inode, kRootInode);
+  EXPECT_EQ(r->Resolve("dir/nope", &rec, &holder).code(), Status::Code::kNotFound);
+  EXPECT_EQ(r->Resolve("file/x", &rec, &holder).code(), Status::Code::kNotFound);
+}
+
+TEST_F(IndexWriterTest, ShardPathRelativeUnderTheIndexParentAbsoluteElsewhere) {
+  TempDir elsewhere;
+  const std::string home = dir_ / "home";
+  fs::create_directories(home + "/shards/sub");
+  IndexWriter w;
+  ShardMeta inside;
+  inside.path = home + "/shards/sub/../a.tar";
+  w.AddShard(inside);
+  ShardMeta beside;
+  beside.path = home + "/b.tar";
+  w.AddShard(beside);
+  ShardMeta outside;
+  outside.path = elsewhere / "c.tar";
+  w.AddShard(outside);
+  w.AddMember(File("f", 1, 1));
+  Result<WriteStats> stats = w.Finish(home + "/idx", WriteOptions{});
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+
+  {
+    auto r = IndexReader::Open(home + "/idx");
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const auto& shards = (*r)->shards();
+    ASSERT_EQ(shards.size(), 3u);
+    EXPECT_EQ(shards[0].path, "shards/a.tar");
+    EXPECT_TRUE(shards[0].flags & kShardPathRelative);
+    EXPECT_EQ(shards[1].path, "b.tar");
+    EXPECT_TRUE(shards[1].flags & kShardPathRelative);
+    EXPECT_EQ(shards[2].path, elsewhere / "c.tar");
+    EXPECT_FALSE(shards[2].flags & kShardPathRelative);
+    EXPECT_EQ(fs::path((*r)->ShardPath(ShardId{0})).lexically_normal(),
+              fs::path(home + "/shards/a.tar"));
+    EXPECT_EQ((*r)->ShardPath(ShardId{2}), elsewhere / "c.tar");
+  }
+  // Move the index with its shards: relative paths follow, absolute stay.
+  const std::string moved = dir_ / "moved";
+  fs::rename(home, moved);
+  auto r = IndexReader::Open(moved + "/idx/");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(fs::path((*r)->ShardPath(ShardId{0})).lexically_normal(),
+            fs::path(moved + "/shards/a.tar"));
+  EXPECT_EQ(fs::path((*r)->ShardPath(ShardId{1})).lexically_normal(), fs::path(moved + "/b.tar"));
+  EXPECT_EQ((*r)->ShardPath(ShardId{2}), elsewhere / "c.tar");
+}
+
+TEST_F(IndexWriterTest, FinishRefusesExistingOutputUnlessForced) {
+  const std::string out = dir_ / "idx";
+  {
+    IndexWriter w;
+    w.AddMember(File("first", 1, 1));
+    ASSERT_TRUE(w.Finish(out, WriteOptions{}).ok());
+  }
+  {
+    IndexWriter w;
+    w.AddMember(File("second", 1, 1));
+    Result<WriteStats> again = w.Finish(out, WriteOptions{});
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.status().code(), Status::Code::kAlreadyExists);
+    EXPECT_THAT(again.status().message(), HasSubstr(out));
+    auto r = IndexReader::Open(out);
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(Exists(**r, "first"));
+  }
+  {
+    IndexWriter w;
+    w.AddMember(File("second", 1, 1));
+    WriteOptions force;
+    force.force = true;
+    Result<WriteStats> replaced = w.Finish(out, force);
+    ASSERT_TRUE(replaced.ok()) << replaced.status().message();
+    auto r = IndexReader::Open(out);
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(Exists(**r, "first"));
+    EXPECT_TRUE(Exists(**r, "second"));
+  }
+  // A plain file in the way is refused too, and replaced with force.
+  testing::WriteFile(dir_ / "plain", "not an index");
+  {
+    IndexWriter w;
+    EXPECT_EQ(w.Finish(dir_ / "plain", WriteOptions{}).status().code(),
+              Status::Code::kAlreadyExists);
+    WriteOptions force;
+    force.force = true;
+    ASSERT_TRUE(w.Finish(dir_ / "plain", force).ok());
+    EXPECT_TRUE(IndexReader::Open(dir_ / "plain").ok());
+  }
+  // Nothing temporary is left beside the outputs.
+  for (const auto& e : fs::directory_iterator(dir_.path())) {
+    std::string name = e.path().filename();
+    EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name;
+    EXPECT_EQ(name.find(".old-"), std::string::npos) << name;
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_.path()), fs::directory_iterator()), 2);
+}
+
+TEST_F(IndexWriterTest, FinishIntoAMissingDirectoryFailsAndLeavesNothing) {
+  IndexWriter w;
+  w.AddMember(File("f", 1, 1));
+  Result<WriteStats> r = w.Finish(dir_ / "no/such/dir/idx", WriteOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr(dir_ / "no/such/dir/idx"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_.path()), fs::directory_iterator()), 0);
+}
+
+// A RocksDB database written directly, with the given meta entries.
+void WriteRawDb(const std::string& path, const std::map<std::string, std::string>& kvs) {
+  rocksdb::Options o;
+  o.create_if_missing = true;
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(o, path, &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  for (const auto& [k, v] : kvs) ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), k, v).ok());
+  ASSERT_TRUE(db->Close().ok());
+}
+
+TEST_F(IndexWriterTest, OpenRejectsWhatIsNotAnIndex) {
+  auto missing = IndexReader::Open(dir_ / "missing");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Status::Code::kNotFound) << missing.status().message();
+  EXPECT_THAT(missing.status().message(), HasSubstr(dir_ / "missing"));
+
+  fs::create_directory(dir_ / "plain-dir");
+  auto plain = IndexReader::Open(dir_ / "plain-dir");
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(plain.status().message(), HasSubstr(dir_ / "plain-dir"));
+
+  testing::WriteFile(dir_ / "file", "x");
+  auto file = IndexReader::Open(dir_ / "file");
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().code(), Status::Code::kInvalidArgument);
+
+  WriteRawDb(dir_ / "no-version", {{EncodeMetaKey(kMetaFiles), "1"}});
+  auto no_version = IndexReader::Open(dir_ / "no-version");
+  ASSERT_FALSE(no_version.ok());
+  EXPECT_EQ(no_version.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(no_version.status().message(), HasSubstr("schema"));
+
+  WriteRawDb(dir_ / "future", {{EncodeMetaKey(kMetaSchemaVersion), "999"}});
+  auto future = IndexReader::Open(dir_ / "future");
+  ASSERT_FALSE(future.ok());
+  EXPECT_EQ(future.status().code(), Status::Code::kNotSupported);
+  EXPECT_THAT(future.status().message(), HasSubstr("999"));
+
+  WriteRawDb(dir_ / "garbled", {{EncodeMetaKey(kMetaSchemaVersion), "one"}});
+  auto garbled = IndexReader::Open(dir_ / "garbled");
+  ASSERT_FALSE(garbled.ok());
+  EXPECT_EQ(garbled.status().code(), Status::Code::kCorruption);
+
+  // The current version, written by hand, opens.
+  WriteRawDb(dir_ / "current",
+             {{EncodeMetaKey(kMetaSchemaVersion), std::to_string(kSchemaVersion)}});
+  EXPECT_TRUE(IndexReader::Open(dir_ / "current").ok());
+}
+
+}  // namespace
+}  // namespace shardfs::index
