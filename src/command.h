@@ -37,6 +37,8 @@ int RunLs(int argc, char** argv);
 int RunStat(int argc, char** argv);
 int RunMount(int argc, char** argv);
 int RunUmount(int argc, char** argv);
+int RunPack(int argc, char** argv);
+int RunVerify(int argc, char** argv);
 
 }  // namespace shardfs::cli
 

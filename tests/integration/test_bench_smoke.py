@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Smoke test of the benchmark (tools/bench/shardfs_bench.py + bench_reader).
+
+Runs the bench at a tiny size (2,000 samples, one rep, every system that exists
+here, a 5 s archivemount budget) into a temporary work dir and checks that it
+completes, that each system's checksum equals the loose tree's (or that its
+status says why not), that the loose tree's checksum is right (computed here
+with libxxhash through ctypes, not by bench_reader), that the JSON has the
+expected keys, and that no mount or daemon is left behind. Then, on the same
+cached dataset: a shard corrupted behind the index's back must make shardfs
+FAILED and untimed, and Ctrl-C in the middle of a run must leave nothing
+mounted."""
+
+import ctypes
+import ctypes.util
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shardfs_testlib as tl  # noqa: E402
+
+SOURCE_ROOT = os.environ.get("SHARDFS_SOURCE_ROOT", "")
+BUILD_ROOT = os.environ.get("SHARDFS_BUILD_ROOT", "")
+SCRIPT = os.path.join(SOURCE_ROOT, "tools", "bench", "shardfs_bench.py")
+READER = os.path.join(BUILD_ROOT, "tools", "bench", "bench_reader")
+ALL_SYSTEMS = ["loose", "squashfuse", "kernel", "archivemount", "raw", "shardfs"]
+READ_FIGURES = ["read_tree1_warm", "read_rand4_warm"]
+SMALL = ["--files", "2000", "--classes", "20", "--reps", "1"]
+
+
+def mounts_under(prefix):
+    prefix = os.path.realpath(prefix).rstrip("/") + "/"
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mp = line.split()[4].replace("\\040", " ")
+            if (mp + "/").startswith(prefix):
+                found.append(mp)
+    return found
+
+
+def processes_mentioning(text):
+    """PIDs whose command line mentions `text` (our temp dir): left-behind daemons."""
+    pids = []
+    me = os.getpid()
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me:
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                if text.encode() in f.read() and tl.pid_alive(int(d)):
+                    pids.append(int(d))
+        except OSError:
+            pass
+    return pids
+
+
+def xxh3_sum(tree):
+    """Sum mod 2^64 of XXH3-64 of every file below tree: the reader's checksum, computed here."""
+    name = ctypes.util.find_library("xxhash")
+    if not name:
+        raise RuntimeError("libxxhash not found (needed to check bench_reader independently)")
+    lib = ctypes.CDLL(name)
+    lib.XXH3_64bits.restype = ctypes.c_uint64
+    lib.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    total, files = 0, 0
+    for d, _, names in os.walk(tree):
+        for n in names:
+            with open(os.path.join(d, n), "rb") as f:
+                data = f.read()
+            total = (total + lib.XXH3_64bits(data, len(data))) % (1 << 64)
+            files += 1
+    return "%016x" % total, files
+
+
+class BenchSmokeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        tl.require_shardfs()
+        tl.require_fuse()
+        for p in (SCRIPT, READER):
+            if not os.path.exists(p):
+                raise RuntimeError("%s missing (SHARDFS_SOURCE_ROOT/SHARDFS_BUILD_ROOT set?)" % p)
+        cls.tmp = tempfile.mkdtemp(prefix="shardfs-bench-smoke-")
+        cls.workdir = os.path.join(cls.tmp, "work")
+        cls.json_path = os.path.join(cls.tmp, "out.json")
+        start = time.monotonic()
+        cls.proc = cls.bench(SMALL + ["--archivemount-budget", "5", "--json", cls.json_path])
+        cls.seconds = time.monotonic() - start
+        sys.stderr.write("bench smoke run: %.1f s\n%s\n" % (cls.seconds, cls.proc.stdout))
+        cls.report = None
+        if os.path.exists(cls.json_path):
+            with open(cls.json_path) as f:
+                cls.report = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        for mp in mounts_under(cls.tmp):  # Only if a test already failed on this.
+            subprocess.run(["umount", "-l", mp])
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    @classmethod
+    def bench(cls, args, timeout=240):
+        argv = [sys.executable, SCRIPT, "--workdir", cls.workdir, "--shardfs", tl.SHARDFS,
+                "--bench-reader", READER] + args
+        return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=timeout, text=True)
+
+    def assertNothingLeft(self):
+        self.assertEqual(mounts_under(self.tmp), [])
+        self.assertEqual(processes_mentioning(self.tmp), [])
+
+    def test_completes_with_expected_json(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
+        self.assertIn("targets (shardfs)", self.proc.stdout)
+        r = self.report
+        self.assertIsNotNone(r, "no JSON written")
+        for k in ("schema", "params", "environment", "dataset", "build", "reference",
+                  "systems", "targets"):
+            self.assertIn(k, r)
+        self.assertEqual(r["dataset"]["samples"], 2000)
+        self.assertEqual(r["dataset"]["dirs"], 21)
+        for k in ("pack_method", "pack_seconds", "index_build_seconds", "index_bytes", "shards"):
+            self.assertIn(k, r["build"])
+        self.assertGreater(r["build"]["index_bytes"], 0)
+        self.assertEqual(sorted(r["systems"]), sorted(ALL_SYSTEMS))
+        for name, s in r["systems"].items():
+            for k in ("status", "reason", "checksum", "figures", "peak_rss_bytes"):
+                self.assertIn(k, s, name)
+            for fname, f in s["figures"].items():
+                for k in ("unit", "status", "samples_seconds", "median", "min", "max"):
+                    self.assertIn(k, f, "%s %s" % (name, fname))
+        self.assertEqual(len(r["targets"]), 10)
+        for t in r["targets"]:
+            self.assertIn(t["status"], ("met", "not met", "n/a"), t)
+        # The target table and the shardfs figures are there.
+        sh = r["systems"]["shardfs"]["figures"]
+        for k in ["mount_warm", "walk_warm", "lstat_warm"] + READ_FIGURES:
+            self.assertEqual(sh[k]["status"], "ok", k)
+            self.assertEqual(len(sh[k]["samples_seconds"]), 1, k)
+        self.assertIsNotNone(sh["read_tree1_warm"]["ratio_vs_loose"])
+        self.assertGreater(r["systems"]["shardfs"]["peak_rss_bytes"], 0)
+        self.assertLess(self.seconds, 120, "the smoke run should stay well under a minute")
+
+    def test_cold_runs_and_skips_are_reported(self):
+        r = self.report
+        env = r["environment"]
+        if os.geteuid() == 0:
+            self.assertTrue(env["cold_runs"])
+            for k in ("mount_cold", "lstat_cold", "read_tree1_cold", "read_rand4_cold"):
+                self.assertEqual(r["systems"]["shardfs"]["figures"][k]["status"], "ok", k)
+            for t in r["targets"]:
+                self.assertNotEqual(t["status"], "n/a", t)
+        else:
+            self.assertFalse(env["cold_runs"])
+            self.assertTrue(any("cold" in s for s in env["skipped"]), env["skipped"])
+            self.assertEqual(r["systems"]["kernel"]["status"], "skipped")
+
+    def test_checksums(self):
+        r = self.report
+        want, nfiles = xxh3_sum(os.path.join(r["dataset"]["path"]))
+        self.assertEqual(nfiles, r["dataset"]["files"])
+        self.assertEqual(r["systems"]["loose"]["checksum"], want)
+        self.assertEqual(r["reference"]["read"]["checksum"], want)
+        for name, s in r["systems"].items():
+            if s["status"] == "ok":
+                if name != "raw":
+                    self.assertEqual(s["checksum"], want, name)
+                for k in READ_FIGURES:
+                    f = s["figures"].get(k)
+                    if f and f["status"] == "ok":
+                        self.assertEqual(f["files"], nfiles, (name, k))
+            else:
+                self.assertIn(s["status"], ("FAILED", "timeout", "skipped"), name)
+                self.assertTrue(s["reason"], "%s is %s without a reason" % (name, s["status"]))
+        # These are correct implementations: anything else is a bench bug.
+        must_pass = ["loose", "raw", "shardfs"]
+        if shutil.which("squashfuse_ll") or shutil.which("squashfuse"):
+            must_pass.append("squashfuse")
+        if os.geteuid() == 0:
+            must_pass.append("kernel")
+        for name in must_pass:
+            self.assertEqual(r["systems"][name]["status"], "ok",
+                             "%s: %s" % (name, r["systems"][name]["reason"]))
+        if shutil.which("archivemount"):
+            self.assertIn(r["systems"]["archivemount"]["status"], ("ok", "timeout"))
+
+    def test_no_mount_or_daemon_left(self):
+        self.assertNothingLeft()
+        # The run's scratch (mountpoints) is removed; the dataset cache stays.
+        self.assertEqual(glob.glob(os.path.join(self.workdir, "run-*")), [])
+        self.assertEqual(len(glob.glob(os.path.join(self.workdir, "dataset-*", "tree"))), 1)
+
+    def test_wrong_bytes_are_failed_not_timed(self):
+        packs = glob.glob(os.path.join(self.workdir, "dataset-*", "pack-*", "pack.json"))
+        self.assertEqual(len(packs), 1)
+        with open(packs[0]) as f:
+            pack = json.load(f)
+        # A byte in the middle of one member, far from the shard's ends (which the
+        # shard fingerprint covers), size and mtime kept: the index cannot tell.
+        shard = pack["shards"][0]
+        size = os.path.getsize(shard)
+        self.assertGreater(size, 1 << 20)
+        tree = self.report["dataset"]["path"]
+        rel = None
+        for d, _, names in os.walk(tree):
+            for n in sorted(names):
+                if n.endswith(".jpg"):
+                    rel = os.path.relpath(os.path.join(d, n), tree)
+                    p = tl.run_shardfs("stat", "--json", pack["index"], rel, check=0)
+                    obj = tl.json_lines(p.stdout)[0]
+                    mid = obj["offset"] + obj["size"] // 2
+                    if obj["size"] > 0 and (1 << 17) < mid < size - (1 << 17):
+                        break
+                    rel = None
+            if rel:
+                break
+        self.assertIsNotNone(rel)
+        st = os.stat(shard)
+        with open(shard, "r+b") as f:
+            f.seek(mid)
+            orig = f.read(1)
+            f.seek(mid)
+            f.write(bytes([orig[0] ^ 0xFF]))
+        os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
+        try:
+            out = os.path.join(self.tmp, "corrupt.json")
+            p = self.bench(SMALL + ["--systems", "shardfs", "--reuse-pack", "--json", out])
+            self.assertEqual(p.returncode, 0, p.stderr[-4000:])
+            with open(out) as f:
+                r = json.load(f)
+        finally:
+            with open(shard, "r+b") as f:
+                f.seek(mid)
+                f.write(orig)
+            os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
+        s = r["systems"]["shardfs"]
+        self.assertEqual(s["status"], "FAILED", s)
+        self.assertIn("checksum", s["reason"])
+        self.assertNotEqual(s["checksum"], r["systems"]["loose"]["checksum"])
+        for k in READ_FIGURES + ["read_tree1_cold", "read_rand4_cold"]:
+            f = s["figures"].get(k)
+            self.assertTrue(f is None or f["samples_seconds"] == [], (k, f))
+        self.assertIn("FAILED", p.stdout)
+        self.assertNothingLeft()
+
+    def test_interrupt_unmounts(self):
+        argv = [sys.executable, SCRIPT, "--workdir", self.workdir, "--shardfs", tl.SHARDFS,
+                "--bench-reader", READER, "--systems", "shardfs", "--reuse-pack",
+                "--hold", "60"] + SMALL
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            mounted = tl.wait_until(lambda: mounts_under(self.tmp) or p.poll() is not None,
+                                    timeout=90)
+            self.assertTrue(mounted and p.poll() is None,
+                            "the bench never mounted (rc %s)" % p.poll())
+            p.send_signal(signal.SIGINT)
+            _, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.assertEqual(p.returncode, 130, err[-3000:])
+        self.assertIn("interrupted", err)
+        self.assertNothingLeft()
+
+
+if __name__ == "__main__":
+    tl.main()
