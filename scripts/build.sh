@@ -7,4 +7,5 @@ build_dir="${BUILD_DIR:-build}"
 if [[ ! -f "$build_dir/build.ninja" ]]; then
   meson setup "$build_dir" ${MESON_ARGS:-} >/dev/null
 fi
-ninja -C "$build_dir" >/dev/null
+# Progress lines are noise; warnings and errors are not.
+ninja -C "$build_dir" | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }

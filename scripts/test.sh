@@ -21,7 +21,7 @@ if [[ "${SKIP_SANITIZE:-0}" != 1 ]]; then
     CC=clang CXX=clang++ meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
       -Dfuzz=true -Dcpp_args=-fno-sanitize-recover=all >/dev/null
   fi
-  ninja -C build-asan >/dev/null
+  ninja -C build-asan | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
   builds+=(build-asan)
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     meson test -C build-asan --print-errorlogs --num-processes 2 || status=$?

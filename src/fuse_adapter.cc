@@ -395,6 +395,7 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
 
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &ctx);
+  fuse_opt_free_args(&args);  // Parsing may have copied them.
   if (!se) return Status::InvalidArgument("cannot create the FUSE session (bad -o option?)");
   std::unique_ptr<fuse_session, decltype(&fuse_session_destroy)> session(se,
                                                                           &fuse_session_destroy);

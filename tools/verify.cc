@@ -108,7 +108,8 @@ Status ListIndex(const index::IndexReader& r, std::vector<PackedEntry>* out) {
   out->push_back(convert("", root));
   std::vector<std::pair<std::string, index::InodeId>> dirs = {{"", index::kRootInode}};
   while (!dirs.empty()) {
-    auto [dir, inode] = std::move(dirs.back());
+    std::string dir = std::move(dirs.back().first);
+    index::InodeId inode = dirs.back().second;
     dirs.pop_back();
     SHARDFS_RETURN_IF_ERROR(
         r.ForEachChild(inode, "", [&](std::string_view name, const index::EntryRecord& e) {
