@@ -23,7 +23,7 @@ if [[ "${SKIP_SANITIZE:-0}" != 1 ]]; then
   fi
   ninja -C build-asan | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
   builds+=(build-asan)
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  SHARDFS_SANITIZED=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     meson test -C build-asan --print-errorlogs --num-processes 2 || status=$?
 
   fuzz_seconds="${FUZZ_SECONDS:-30}"
