@@ -281,6 +281,18 @@ class MountErrorsTest(unittest.TestCase):
             self.assertServes(fx, m, [r for r in fx.content if not r.startswith("a/")])
             self.assertErrno(errno.EIO, read_file, os.path.join(fx.mnt, "a/f1.bin"))
 
+    def test_index_whose_shards_all_moved_is_refused(self):
+        fx = self.fixture()
+        moved = os.path.join(fx.d, "moved")
+        os.rename(os.path.dirname(fx.shard_of("a")), moved)
+        err = self.expect_refused(["-f", fx.idx, fx.mnt], fx.mnt)
+        self.assertIn("none of its 3 shards", err)
+        self.assertIn(os.path.basename(fx.shard_of("a")), err)
+        self.assertEqual(self.daemons_of(fx.mnt), [])
+        with tl.Mount(fx.idx, fx.mnt, extra_args=["--allow-missing-shards"]):
+            self.assertEqual(sorted(os.listdir(fx.mnt)), ["a", "b", "c"])
+            self.assertErrno(errno.EIO, read_file, os.path.join(fx.mnt, "a/f1.bin"))
+
     def test_check_passes_a_healthy_index(self):
         fx = self.fixture()
         with tl.Mount(fx.idx, fx.mnt, extra_args=["--check"]) as m:
