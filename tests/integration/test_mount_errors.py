@@ -191,6 +191,42 @@ class MountErrorsTest(unittest.TestCase):
             self.assertServes(fx, m, [r for r in fx.content if not r.startswith("c/")])
         self.assertIn(os.path.basename(shard), m.final_log())
 
+    def test_shard_deleted_or_replaced_while_mounted_serves_the_indexed_bytes(self):
+        # Once checked and open, a shard is read through its descriptor: deleting
+        # its name, or renaming other bytes over it, cannot change what is served.
+        fx = self.fixture()
+        with tl.Mount(fx.idx, fx.mnt) as m:
+            self.assertServes(fx, m, ["b/f0.bin", "c/f0.bin"])
+            os.unlink(fx.shard_of("b"))
+            other = fx.shard_of("c") + ".new"
+            write_file(other, random.Random(5).randbytes(os.path.getsize(fx.shard_of("c"))))
+            os.rename(other, fx.shard_of("c"))
+            self.assertServes(fx, m, [r for r in fx.content if r[0] in "bc"])
+            self.assertServes(fx, m, fx.content)
+
+    def test_shard_unreadable_before_first_use_gives_eio(self):
+        # The daemon runs without the capabilities that let root read anything,
+        # so a shard made unreadable after indexing cannot be opened: EIO.
+        fx = self.fixture()
+        os.chmod(fx.shard_of("a"), 0)
+        setpriv = shutil.which("setpriv")
+        self.assertIsNotNone(setpriv, "setpriv (util-linux) is needed for this test")
+        log = os.path.join(self.tmp, "unreadable.log")
+        with open(log, "wb") as logf:
+            p = subprocess.Popen([setpriv, "--inh-caps=-dac_override,-dac_read_search",
+                                  "--bounding-set=-dac_override,-dac_read_search", tl.SHARDFS,
+                                  "mount", "-f", fx.idx, fx.mnt], stderr=logf)
+        try:
+            self.assertTrue(tl.wait_until(lambda: os.path.ismount(fx.mnt), timeout=20),
+                            read_file(log).decode(errors="replace"))
+            self.assertErrno(errno.EIO, read_file, os.path.join(fx.mnt, "a/f1.bin"))
+            for rel in ("b/f1.bin", "c/f2.bin"):
+                self.assertEqual(read_file(os.path.join(fx.mnt, rel)), fx.content[rel])
+        finally:
+            self.assertIsNone(tl.unmount(fx.mnt))
+            self.assertEqual(p.wait(timeout=15), 0)
+        self.assertIn(b"Permission denied", read_file(log))
+
     def make_middle_altered_shard(self):
         """One shard of three 200 KiB members; the middle one is then changed
         in place, far from the 64 KiB head and tail the fingerprint reads.
