@@ -61,7 +61,12 @@ void OpInit(void* userdata, fuse_conn_info* conn) noexcept {
   } else {
     conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
   }
+  // Always readdirplus: attributes come from the same scan as the names, and
+  // a walker that lists a directory before it stats the entries (find, du,
+  // ls -l, os.walk) then needs no LOOKUP per entry. The "auto" mode would
+  // drop to plain readdir after the first chunk of a large directory.
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
   // The content never changes: no need to drop cached pages on mtime checks.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
@@ -269,17 +274,15 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) noexcept {
   fuse_reply_statfs(req, &st);
 }
 
+// Archives' extended attributes are not shown. ENOSYS (rather than ENODATA
+// per call) makes the kernel remember that and answer every later getxattr
+// and listxattr itself, with EOPNOTSUPP and no round trip: `ls -l` asks for
+// ACLs and capabilities on every file it lists.
 void OpGetxattr(fuse_req_t req, fuse_ino_t, const char*, size_t) noexcept {
-  fuse_reply_err(req, ENODATA);
+  fuse_reply_err(req, ENOSYS);
 }
 
-void OpListxattr(fuse_req_t req, fuse_ino_t, size_t size) noexcept {
-  if (size == 0) {
-    fuse_reply_xattr(req, 0);
-  } else {
-    fuse_reply_buf(req, nullptr, 0);
-  }
-}
+void OpListxattr(fuse_req_t req, fuse_ino_t, size_t) noexcept { fuse_reply_err(req, ENOSYS); }
 
 void OpAccess(fuse_req_t req, fuse_ino_t, int mask) noexcept {
   // Permission bits are checked by the kernel (default_permissions).
