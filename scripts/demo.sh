@@ -42,4 +42,9 @@ df -h "$mnt" | tail -n 1
 
 echo "== shardfs umount"
 "$shardfs" umount "$mnt"
+
+echo "== migration: shardfs pack the loose sample, then verify it"
+"$shardfs" pack --quiet "$work/sample" --out "$work/packed" --shard-size 64K
+ls "$work/packed"
+"$shardfs" verify --quiet "$work/packed/index" "$work/sample" && echo "verify: identical"
 echo "demo done"
