@@ -354,7 +354,9 @@ class DefaultMountTree(_MountTreeTests, unittest.TestCase):
 
 
 class DaemonOpenPreadMountTree(_MountTreeTests, unittest.TestCase):
-    OPTIONS = "kernel_open=0,splice=0,clone_fd=0,threads=2"
+    # Also max_open_shards=1: reads alternate between 3 shards, so every switch
+    # evicts, closes, reopens and re-checks a shard.
+    OPTIONS = "kernel_open=0,splice=0,clone_fd=0,threads=2,max_open_shards=1"
 
 
 if __name__ == "__main__":
