@@ -12,9 +12,10 @@ namespace shardfs::index {
 // do not exist stop at the filter), LZ4 blocks where this RocksDB has LZ4.
 rocksdb::Options WriterDbOptions();
 
-// Options for read-only use: a bounded block cache that also holds index and
-// filter blocks (so memory stays bounded however large the index), the same
-// filter policy, no info log written into the index directory.
+// Options for read-only use: a bounded block cache for data blocks, index and
+// filter blocks held by the table reader (loaded once at open, ~2.5 MB per
+// million entries), the same filter policy, no info log written into the
+// index directory.
 rocksdb::Options ReaderDbOptions(size_t block_cache_bytes);
 
 }  // namespace shardfs::index
