@@ -174,6 +174,7 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
     SetVerified(inode);
   }
   range->shard = std::move(shard).value();
+  range->shard_id = rec.shard;
   range->position = rec.offset + offset;
   range->length = static_cast<size_t>(std::min<uint64_t>(size, rec.size - offset));
   shards_.NoteRead(rec.shard, range->shard->fd(), range->position, range->length);
@@ -187,12 +188,8 @@ Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, 
   if (range.length == 0) return Status::Ok();
   Status s = PreadExact(range.shard->fd(), buf, range.length, range.position);
   if (!s.ok()) {
-    EntryRecord rec;
-    index::RecordHolder holder;
-    if (reader_->GetInode(inode, &rec, &holder).ok()) {
-      s = s.WithContext(fmt::format("shard {}", reader_->ShardPath(rec.shard)));
-      shards_.MarkBad(rec.shard, s);
-    }
+    s = s.WithContext(fmt::format("shard {}", reader_->ShardPath(range.shard_id)));
+    shards_.MarkBad(range.shard_id, s);
     return s;
   }
   *n = range.length;

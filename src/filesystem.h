@@ -50,6 +50,7 @@ struct FilesystemOptions {
 // A read resolved to a range of an open, checked shard.
 struct ReadRange {
   ShardHandle shard;
+  index::ShardId shard_id;
   uint64_t position = 0;  // Byte offset in the shard.
   size_t length = 0;      // 0 at or past end of file.
 };
