@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <filesystem>
+#include <vector>
 
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
@@ -192,6 +193,57 @@ Status IndexReader::Resolve(std::string_view path, EntryRecord* rec,
     InodeId parent = rec->inode;
     holder->Reset();
     SHARDFS_RETURN_IF_ERROR(Lookup(parent, comp, rec, holder));
+  }
+  return Status::Ok();
+}
+
+Status IndexReader::ForEachInode(InodeId first,
+                                 const std::function<bool(const EntryRecord&)>& fn) const {
+  InodeKeyBuffer buf;
+  std::string_view start = EncodeInodeKey(view_, first, buf);
+  // Keys of this view's inodes share the type byte and the view id.
+  std::string prefix(start.substr(0, kInodeKeySize - 8));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(rocksdb::Slice(start.data(), start.size())); it->Valid(); it->Next()) {
+    std::string_view key = View(it->key());
+    if (key.compare(0, prefix.size(), prefix) != 0) break;
+    EntryRecord rec;
+    SHARDFS_RETURN_IF_ERROR(DecodeEntry(View(it->value()), &rec));
+    if (!fn(rec)) return Status::Ok();
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "inode scan");
+  return Status::Ok();
+}
+
+Status IndexReader::PathOf(InodeId inode, std::string* path) const {
+  std::vector<std::string> names;
+  RecordHolder holder;
+  EntryRecord rec;
+  SHARDFS_RETURN_IF_ERROR(GetInode(inode, &rec, &holder));
+  while (rec.inode != kRootInode) {
+    // A well-formed tree is far shallower; a parent cycle is corruption.
+    if (names.size() > 4096) return Status::Corruption("parent chain too deep (a cycle?)");
+    InodeId self = rec.inode;
+    InodeId parent = rec.parent;
+    bool found = false;
+    SHARDFS_RETURN_IF_ERROR(
+        ForEachChild(parent, "", [&](std::string_view name, const EntryRecord& child) {
+          if (child.inode != self) return true;
+          names.emplace_back(name);
+          found = true;
+          return false;
+        }));
+    if (!found) {
+      return Status::Corruption(
+          fmt::format("inode {} is not in its parent {}", self.value, parent.value));
+    }
+    holder.Reset();
+    SHARDFS_RETURN_IF_ERROR(GetInode(parent, &rec, &holder));
+  }
+  path->clear();
+  for (auto n = names.rbegin(); n != names.rend(); ++n) {
+    if (!path->empty()) path->push_back('/');
+    path->append(*n);
   }
   return Status::Ok();
 }

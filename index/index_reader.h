@@ -59,6 +59,13 @@ class IndexReader {
   // after `start_after` ("" = from the first), until `fn` returns false.
   Status ForEachChild(InodeId dir, std::string_view start_after,
                       const std::function<bool(std::string_view, const EntryRecord&)>& fn) const;
+  // Calls `fn(record)` for each entry from inode `first` on, in inode order
+  // (the tree order: a directory, then its subtree), until `fn` returns false.
+  // One seek, then sequential: cheaper than a GetInode per inode.
+  Status ForEachInode(InodeId first, const std::function<bool(const EntryRecord&)>& fn) const;
+  // The '/'-separated path of `inode` from the root ("" for the root), built
+  // by finding each ancestor's name among its parent's children.
+  Status PathOf(InodeId inode, std::string* path) const;
   // Resolves a '/'-separated path from the root, one Lookup per component.
   Status Resolve(std::string_view path, EntryRecord* rec, RecordHolder* holder) const;
 

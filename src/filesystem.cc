@@ -177,22 +177,74 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
   range->shard_id = rec.shard;
   range->position = rec.offset + offset;
   range->length = static_cast<size_t>(std::min<uint64_t>(size, rec.size - offset));
-  shards_.NoteRead(rec.shard, range->shard->fd(), range->position, range->length);
+  bool sequential = shards_.NoteRead(rec.shard, range->shard->fd(), range->position, range->length);
+  range->sequential_to_eof = sequential && offset + range->length == rec.size;
+  return Status::Ok();
+}
+
+Status Filesystem::PlanAhead(InodeId inode, uint64_t max_bytes,
+                             std::vector<AheadFile>* files) const {
+  files->clear();
+  EntryRecord first;
+  index::RecordHolder holder;
+  SHARDFS_RETURN_IF_ERROR(reader_->GetInode(inode, &first, &holder));
+  if (first.type != index::EntryType::kFile) return Status::Ok();
+  // Between two members: their headers (a pax header, a long name) and
+  // padding. A larger jump means the next inode is not the next member.
+  constexpr uint64_t kMaxGap = 64 * 1024;
+  constexpr int kMaxStepOver = 64;  // Directories etc. between two files.
+  uint64_t end = first.offset + first.size;
+  uint64_t bytes = 0;
+  int stepped_over = 0;
+  return reader_->ForEachInode(InodeId{inode.value + 1}, [&](const EntryRecord& rec) {
+    if (rec.type != index::EntryType::kFile || rec.size == 0) {
+      // Empty files have no data; directories hold no bytes.
+      return ++stepped_over <= kMaxStepOver;
+    }
+    if (rec.shard != first.shard || rec.offset < end || rec.offset - end > kMaxGap ||
+        rec.size > kMaxAheadFile || bytes + rec.size > max_bytes) {
+      return false;
+    }
+    files->push_back({rec.inode, rec.offset, rec.size, rec.xxh3, rec.has_checksum()});
+    bytes += rec.size;
+    end = rec.offset + rec.size;
+    stepped_over = 0;
+    return true;
+  });
+}
+
+Status Filesystem::ReadAheadFile(const AheadFile& f, const ShardHandle& shard, char* buf) {
+  SHARDFS_RETURN_IF_ERROR(PreadExact(shard->fd(), buf, f.size, f.position));
+  bool check = options_.verify == VerifyMode::kAlways ||
+               (options_.verify == VerifyMode::kFirst && !IsVerified(f.inode));
+  if (!check) return Status::Ok();
+  if (!f.has_checksum) return Status::NotSupported("the index has no checksum for this file");
+  if (XXH3_64bits(buf, f.size) != f.xxh3) {
+    return Status::Corruption(fmt::format("inode {}: content checksum differs", f.inode.value));
+  }
+  SetVerified(f.inode);
   return Status::Ok();
 }
 
 Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n) {
   ReadRange range;
   *n = 0;
-  SHARDFS_RETURN_IF_ERROR(ResolveRead(inode, offset, size, &range));
-  if (range.length == 0) return Status::Ok();
-  Status s = PreadExact(range.shard->fd(), buf, range.length, range.position);
+  SHARDFS_RETURN_IF_ERROR(Read(inode, offset, size, buf, &range));
+  *n = range.length;
+  return Status::Ok();
+}
+
+Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, ReadRange* range) {
+  *range = ReadRange{};
+  SHARDFS_RETURN_IF_ERROR(ResolveRead(inode, offset, size, range));
+  if (range->length == 0) return Status::Ok();
+  Status s = PreadExact(range->shard->fd(), buf, range->length, range->position);
   if (!s.ok()) {
-    s = s.WithContext(fmt::format("shard {}", reader_->ShardPath(range.shard_id)));
-    shards_.MarkBad(range.shard_id, s);
+    s = s.WithContext(fmt::format("shard {}", reader_->ShardPath(range->shard_id)));
+    shards_.MarkBad(range->shard_id, s);
+    *range = ReadRange{};
     return s;
   }
-  *n = range.length;
   return Status::Ok();
 }
 

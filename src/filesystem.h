@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "index/index_reader.h"
 #include "index/schema.h"
@@ -41,6 +42,10 @@ struct FilesystemOptions {
   VerifyMode verify = VerifyMode::kOff;
   size_t max_open_shards = 128;
   uint64_t readahead = 8 << 20;  // See ShardCacheOptions::readahead.
+  // When a reader finishes a file and its reads run sequentially through a
+  // shard, the files that follow it in the shard, up to this many bytes, are
+  // offered for the kernel's page cache (see PlanAhead); 0 turns it off.
+  uint64_t push_ahead = 4 << 20;
   // Ownership and permission overrides for every entry (-o uid=,gid=,umask=).
   int64_t uid = -1;
   int64_t gid = -1;
@@ -53,6 +58,18 @@ struct ReadRange {
   index::ShardId shard_id;
   uint64_t position = 0;  // Byte offset in the shard.
   size_t length = 0;      // 0 at or past end of file.
+  // The range ends where the file ends, and reads of this shard have been
+  // running sequentially: a reader walking the files in shard order.
+  bool sequential_to_eof = false;
+};
+
+// A file planned for pushing into the kernel's page cache ahead of a reader.
+struct AheadFile {
+  InodeId inode;
+  uint64_t position = 0;  // Byte offset of its data in the shard.
+  uint64_t size = 0;
+  uint64_t xxh3 = 0;
+  bool has_checksum = false;
 };
 
 class Filesystem {
@@ -80,6 +97,22 @@ class Filesystem {
   // Like ResolveRead, then preads the range into `buf` (of at least `size`
   // bytes); a short read marks the shard bad and returns IoError.
   Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n);
+  // The same, also returning the range read (range->length bytes).
+  Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, ReadRange* range);
+
+  // Push-ahead, for a reader that walks the files of a shard in order:
+  // fills `files` with the regular files that follow `inode` in inode order
+  // and lie back to back after it in the same shard (at most a small gap of
+  // tar headers between them), `max_bytes` of data at most, each no larger
+  // than kMaxAheadFile. Directories between them are stepped over. Empty when
+  // the shard's files are not in inode order.
+  Status PlanAhead(InodeId inode, uint64_t max_bytes, std::vector<AheadFile>* files) const;
+  // Reads planned file `f` whole from `shard` into `buf` (f.size bytes),
+  // checking its XXH3 when verify is first (once) or always. Returns
+  // Corruption on a mismatch (nothing is marked: a read of the file will
+  // report it), IoError if the shard is short.
+  Status ReadAheadFile(const AheadFile& f, const ShardHandle& shard, char* buf);
+  static constexpr uint64_t kMaxAheadFile = 1 << 20;
 
   void StatFs(struct statvfs* st) const;
   const index::IndexReader& reader() const { return *reader_; }

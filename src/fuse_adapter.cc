@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "index/log.h"
+#include "src/dir_prefill.h"
 
 namespace shardfs::mount {
 namespace {
@@ -20,6 +21,8 @@ struct Context {
   MountOptions options;
   bool kernel_open = false;  // Set in init when the kernel can open alone.
   bool splice = false;
+  fuse_session* se = nullptr;
+  DirPrefill* prefill = nullptr;  // Null with -o prefill_dirs=0.
 };
 
 // A directory's listing, loaded once at opendir (one prefix scan) and served
@@ -85,13 +88,21 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
   EntryRecord rec;
   index::RecordHolder holder;
   Status s = c.fs->Lookup(InodeId{parent}, std::string_view(name, len), &rec, &holder);
-  if (!s.ok()) {
+  fuse_entry_param e;
+  if (s.code() == Status::Code::kNotFound) {
+    // A negative entry: the kernel remembers that the name does not exist
+    // (the tree never changes) and answers the next lookup of it itself.
+    e = {};
+    e.entry_timeout = c.options.entry_timeout;
+    fuse_reply_entry(req, &e);
+  } else if (!s.ok()) {
     fuse_reply_err(req, ToErrno(s));
     return;
+  } else {
+    FillEntry(c, rec, &e);
+    fuse_reply_entry(req, &e);
   }
-  fuse_entry_param e;
-  FillEntry(c, rec, &e);
-  fuse_reply_entry(req, &e);
+  if (c.prefill) c.prefill->NoteMiss(InodeId{parent});
 }
 
 void OpForget(fuse_req_t req, fuse_ino_t, uint64_t) noexcept {
@@ -146,6 +157,48 @@ void OpOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
   fuse_reply_open(req, fi);
 }
 
+// After a read that finished file `ino` of a sequentially read shard: hands
+// the files that follow it in the shard to the kernel's page cache
+// (FUSE_NOTIFY_STORE), so the reader's next opens and reads of them are
+// served by the kernel without a round trip each. Only files the kernel
+// already knows (looked up, or listed by readdirplus or the dentry prefill)
+// can be stored; the first unknown one ends the push.
+void PushAhead(Context& c, fuse_ino_t ino, const ReadRange& range) noexcept {
+  if (c.options.fs.push_ahead == 0 || !range.sequential_to_eof) return;
+  ShardCache& shards = c.fs->shards();
+  if (!shards.BeginPush(range.shard_id)) return;
+  uint64_t end = 0;
+  size_t pushed = 0;
+  try {
+    thread_local std::vector<AheadFile> files;
+    thread_local std::unique_ptr<char[]> buf(new char[Filesystem::kMaxAheadFile]);
+    Status s = c.fs->PlanAhead(InodeId{ino}, c.options.fs.push_ahead, &files);
+    for (size_t i = 0; s.ok() && i < files.size(); ++i) {
+      const AheadFile& f = files[i];
+      // The reader overtook the push (its read of a file not yet pushed
+      // reached another thread): skip ahead of it.
+      if (f.position < shards.LastReadEnd(range.shard_id)) continue;
+      s = c.fs->ReadAheadFile(f, range.shard, buf.get());
+      if (!s.ok()) break;
+      fuse_bufvec bv{};
+      bv.count = 1;
+      bv.buf[0].size = f.size;
+      bv.buf[0].mem = buf.get();
+      int rc = fuse_lowlevel_notify_store(c.se, f.inode.value, 0, &bv, fuse_buf_copy_flags{});
+      if (rc != 0) {
+        log::Debug("push-ahead: inode {}: {}", f.inode.value, std::strerror(-rc));
+        break;
+      }
+      end = f.position + f.size;
+      ++pushed;
+    }
+    if (!s.ok()) log::Debug("push-ahead after inode {}: {}", ino, s.message());
+    log::Debug("push-ahead after inode {}: {} of {} files", ino, pushed, files.size());
+  } catch (const std::bad_alloc&) {
+  }
+  shards.EndPush(range.shard_id, end);
+}
+
 void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) noexcept {
   Context& c = Ctx(req);
   if (off < 0) {
@@ -170,16 +223,18 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
     buf.buf[0].fd = range.shard->fd();
     buf.buf[0].pos = static_cast<off_t>(range.position);
     fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+    PushAhead(c, ino, range);
     return;
   }
   char* buf = ThreadBuffer(size);
-  size_t n = 0;
-  Status s = c.fs->Read(InodeId{ino}, static_cast<uint64_t>(off), size, buf, &n);
+  ReadRange range;
+  Status s = c.fs->Read(InodeId{ino}, static_cast<uint64_t>(off), size, buf, &range);
   if (!s.ok()) {
     fuse_reply_err(req, ToErrno(s));
     return;
   }
-  fuse_reply_buf(req, buf, n);
+  fuse_reply_buf(req, buf, range.length);
+  PushAhead(c, ino, range);
 }
 
 void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept {
@@ -397,6 +452,9 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   for (auto& a : arg_store) argv.push_back(a.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
 
+  // Declared before the session so that it is destroyed after it: closing
+  // the session's descriptor ends a listing the prefill thread is in.
+  std::unique_ptr<DirPrefill> prefill;
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &ctx);
   fuse_opt_free_args(&args);  // Parsing may have copied them.
   if (!se) return Status::InvalidArgument("cannot create the FUSE session (bad -o option?)");
@@ -408,6 +466,11 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     return Status::IoError(fmt::format("cannot mount at {}", mountpoint));
+  }
+  ctx.se = se;
+  if (options.prefill_dirs) {
+    prefill = std::make_unique<DirPrefill>(&fs->reader(), mountpoint);
+    ctx.prefill = prefill.get();
   }
   on_mounted();
   fuse_loop_config* cfg = fuse_loop_cfg_create();

@@ -89,6 +89,10 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
     if (!ParseBool(value, &o.splice)) return bad("0 or 1");
   } else if (name == "prefetch_index") {
     if (!ParseBool(value, &o.prefetch_index)) return bad("0 or 1");
+  } else if (name == "prefill_dirs") {
+    if (!ParseBool(value, &o.prefill_dirs)) return bad("0 or 1");
+  } else if (name == "push_ahead") {
+    if (!ParseBytes(value, &o.fs.push_ahead)) return bad("a size such as 4M, or 0");
   } else if (name == "block_cache") {
     if (!ParseBytes(value, &o.block_cache)) return bad("a size such as 16M");
   } else if (name == "readahead") {

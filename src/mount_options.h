@@ -31,6 +31,10 @@ struct MountOptions {
   uint64_t block_cache = 16ull << 20;
   // Start reading the index into the page cache at mount (not waited for).
   bool prefetch_index = true;
+  // List a directory in the background once two names in it were looked up
+  // (kernel dentry-cache misses): the kernel then holds all of its entries
+  // and later lookups in it need no round trip.
+  bool prefill_dirs = true;
   // Pass -o nonempty semantics: allow a mountpoint that is not empty.
   bool nonempty = false;
   bool debug = false;

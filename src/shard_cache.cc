@@ -95,23 +95,38 @@ void ShardCache::MarkBad(index::ShardId id, const Status& reason) {
   }
 }
 
-void ShardCache::NoteRead(index::ShardId id, int fd, uint64_t pos, size_t len) {
-  if (options_.readahead == 0 || id.value >= shards_.size()) return;
+bool ShardCache::NoteRead(index::ShardId id, int fd, uint64_t pos, size_t len) {
+  if (id.value >= shards_.size()) return false;
   Slot& slot = slots_[id.value];
   uint64_t last = slot.next_pos.exchange(pos + len, std::memory_order_relaxed);
+  uint64_t pushed = slot.pushed_end.load(std::memory_order_relaxed);
   // Sequential: this read starts at or shortly after where the last ended
   // (tar headers and padding lie between members).
   constexpr uint64_t kGap = 64 * 1024;
-  if (pos < last || pos - last > kGap) return;
+  auto follows = [&](uint64_t end) { return pos >= end && pos - end <= kGap; };
+  if (!follows(last) && !(pushed != 0 && follows(pushed))) return false;
   uint64_t window = options_.readahead;
+  if (window == 0) return true;
   uint64_t have = slot.prefetched.load(std::memory_order_relaxed);
-  if (have > pos + len + window / 2) return;  // Still well ahead.
+  if (have > pos + len + window / 2) return true;  // Still well ahead.
   uint64_t from = std::max(have, pos + len);
   uint64_t to = std::min(pos + len + window, shards_[id.value].meta.size);
-  if (to <= from) return;
-  if (!slot.prefetched.compare_exchange_strong(have, to, std::memory_order_relaxed)) return;
+  if (to <= from) return true;
+  if (!slot.prefetched.compare_exchange_strong(have, to, std::memory_order_relaxed)) return true;
   ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
                   POSIX_FADV_WILLNEED);
+  return true;
+}
+
+bool ShardCache::BeginPush(index::ShardId id) {
+  if (id.value >= shards_.size()) return false;
+  return !slots_[id.value].pushing.exchange(true, std::memory_order_acquire);
+}
+
+void ShardCache::EndPush(index::ShardId id, uint64_t end) {
+  Slot& slot = slots_[id.value];
+  if (end != 0) slot.pushed_end.store(end, std::memory_order_relaxed);
+  slot.pushing.store(false, std::memory_order_release);
 }
 
 std::vector<Status> ShardCache::CheckAll() {

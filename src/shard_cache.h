@@ -65,10 +65,22 @@ class ShardCache {
   void MarkBad(index::ShardId id, const Status& reason);
 
   // Tells the cache that [pos, pos + len) of shard `id` (open as `fd`) is
-  // being read. When reads of a shard run sequentially, the next
-  // options.readahead bytes are requested from the kernel ahead of time, so a
-  // tree-order walk of many small files streams the shard. Lock-free.
-  void NoteRead(index::ShardId id, int fd, uint64_t pos, size_t len);
+  // being read. Returns whether reads of the shard run sequentially: this one
+  // starts at or shortly after where the last one, or the last push-ahead,
+  // ended. When they do, the next options.readahead bytes are requested from
+  // the kernel ahead of time, so a tree-order walk of many small files
+  // streams the shard. Lock-free.
+  bool NoteRead(index::ShardId id, int fd, uint64_t pos, size_t len);
+
+  // Push-ahead of shard `id`: at most one at a time per shard. BeginPush
+  // returns false if one is running; EndPush records where it stopped.
+  bool BeginPush(index::ShardId id);
+  void EndPush(index::ShardId id, uint64_t end);
+  // Where the last read of shard `id` ended: a push-ahead that finds the
+  // reader ahead of it skips what the reader has passed.
+  uint64_t LastReadEnd(index::ShardId id) const {
+    return slots_[id.value].next_pos.load(std::memory_order_relaxed);
+  }
 
   // Opens and checks every shard now. Returns the problems, one per shard.
   std::vector<Status> CheckAll();
@@ -84,6 +96,8 @@ class ShardCache {
     std::atomic<bool> logged{false};
     std::atomic<uint64_t> next_pos{0};    // End of the last read.
     std::atomic<uint64_t> prefetched{0};  // Readahead requested up to here.
+    std::atomic<uint64_t> pushed_end{0};  // End of the last push-ahead.
+    std::atomic<bool> pushing{false};
   };
   Result<ShardHandle> Open(uint32_t id);
 

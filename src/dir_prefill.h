@@ -1,0 +1,68 @@
+// Dentry prefill: lists directories through the mount, in the background, so
+// the kernel holds every entry of a directory once a program starts looking
+// names up in it one by one.
+//
+// Every LOOKUP that reaches the daemon is a miss of the kernel's dentry
+// cache and costs a round trip. A program that opens files from a list (a
+// training loader with a manifest, `rsync --files-from`, an lstat walk)
+// looks up each name of a directory in turn. On the second miss in a
+// directory, a background thread opens that directory through the mount and
+// reads it to the end: the kernel turns the readdirplus replies into
+// dentries and inodes with the mount's entry/attr timeouts, and the lookups
+// that follow are answered by the kernel itself. Each directory is listed
+// at most once per mount.
+//
+// While a listing runs it holds the directory open, so an unmount in that
+// moment fails with EBUSY, as it would with any open file on the mount.
+//
+// Thread safety: NoteMiss may be called from any thread.
+#ifndef SHARDFS_SRC_DIR_PREFILL_H_
+#define SHARDFS_SRC_DIR_PREFILL_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "index/index_reader.h"
+
+namespace shardfs::mount {
+
+class DirPrefill {
+ public:
+  // Lists directories of `reader` under `mountpoint` (an absolute path).
+  DirPrefill(const index::IndexReader* reader, std::string mountpoint);
+  // Stops the thread; a listing in progress ends first (or fails once the
+  // FUSE connection is gone).
+  ~DirPrefill();
+  DirPrefill(const DirPrefill&) = delete;
+  DirPrefill& operator=(const DirPrefill&) = delete;
+
+  // A lookup in directory `dir` reached the daemon.
+  void NoteMiss(index::InodeId dir);
+
+  // Directories listed so far (for the debug log and tests).
+  uint64_t listed() const;
+
+ private:
+  void Run();
+  void List(index::InodeId dir);
+
+  const index::IndexReader* const reader_;
+  const std::string mountpoint_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  // Misses per directory; kQueued once it has been queued.
+  std::unordered_map<uint64_t, uint32_t> misses_;  // Guarded by mu_.
+  std::deque<uint64_t> queue_;                     // Guarded by mu_.
+  bool stop_ = false;                              // Guarded by mu_.
+  uint64_t listed_ = 0;                            // Guarded by mu_.
+  std::thread thread_;
+};
+
+}  // namespace shardfs::mount
+
+#endif  // SHARDFS_SRC_DIR_PREFILL_H_

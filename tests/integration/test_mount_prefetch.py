@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""What the mount does ahead of a program so that the kernel answers it alone:
+the dentry prefill (a directory listed in the background once names in it are
+looked up one by one) and push-ahead (files that follow a sequentially read
+file in its shard stored into the kernel's page cache).
+
+Both are observed through the daemon's debug log, which has a line per
+request the kernel sent: after the prefill, lookups of the other names in that
+directory send none; after a push, reading the pushed files sends no READ. The
+same runs with the feature off show the requests, so the checks can fail. The
+bytes read are compared with the source in every case."""
+
+import hashlib
+import os
+import random
+import re
+import shutil
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shardfs_testlib as tl  # noqa: E402
+
+FILES_PER_DIR = 200
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+class MountPrefetchTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        tl.require_shardfs()
+        tl.require_fuse()
+        cls.tmp = tempfile.mkdtemp(prefix="shardfs-prefetch-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
+        cls.src = os.path.join(cls.tmp, "src")
+        rnd = random.Random(7)
+        cls.want = {}
+        for d in ("cls0", "cls1"):
+            os.makedirs(os.path.join(cls.src, d))
+            for i in range(FILES_PER_DIR):
+                rel = "%s/f%03d.bin" % (d, i)
+                data = rnd.randbytes(rnd.randint(1000, 20000))
+                with open(os.path.join(cls.src, rel), "wb") as f:
+                    f.write(data)
+                cls.want[rel] = sha(data)
+        cls.out = os.path.join(cls.tmp, "packed")
+        tl.run_shardfs("pack", cls.src, "--out", cls.out, "--quiet", check=0)
+        cls.idx = os.path.join(cls.out, "index")
+        cls.mnt = os.path.join(cls.tmp, "mnt")
+        os.mkdir(cls.mnt)
+
+    def names(self, d):
+        return sorted(n for n in self.want if n.startswith(d + "/"))
+
+    def mount(self, options):
+        return tl.Mount(self.idx, self.mnt, options="debug" + ("," + options if options else ""))
+
+    def requests(self, log, opcode):
+        return len(re.findall(r"opcode: %s \(" % opcode, log))
+
+    def check_bytes(self, rel):
+        with open(os.path.join(self.mnt, rel), "rb") as f:
+            self.assertEqual(sha(f.read()), self.want[rel], rel)
+
+    def test_prefill_lists_a_directory_after_two_lookups(self):
+        with self.mount(None) as m:
+            names = self.names("cls0")
+            ino = os.stat(os.path.join(self.mnt, "cls0")).st_ino
+            for rel in names[:2]:
+                os.lstat(os.path.join(self.mnt, rel))
+            marker = "prefill: listed directory inode %d" % ino
+            self.assertTrue(tl.wait_until(lambda: marker in m.stderr()),
+                            "no prefill of cls0:\n" + m.stderr()[-3000:])
+            before = len(m.stderr())
+            for rel in names:
+                st = os.lstat(os.path.join(self.mnt, rel))
+                self.assertEqual(st.st_size, os.lstat(os.path.join(self.src, rel)).st_size)
+            after = m.stderr()[before:]
+            self.assertEqual(self.requests(after, "LOOKUP"), 0, after[-3000:])
+            # A name that does not exist is remembered too (negative entry).
+            for _ in range(3):
+                self.assertFalse(os.path.lexists(os.path.join(self.mnt, "cls0", "nope")))
+            self.assertEqual(self.requests(m.stderr()[before:], "LOOKUP"), 1)
+            for rel in names[:20]:
+                self.check_bytes(rel)
+
+    def test_without_prefill_every_name_is_a_lookup(self):
+        with self.mount("prefill_dirs=0") as m:
+            before = len(m.stderr())
+            for rel in self.names("cls0"):
+                os.lstat(os.path.join(self.mnt, rel))
+            log = m.stderr()[before:]
+            self.assertGreaterEqual(self.requests(log, "LOOKUP"), FILES_PER_DIR)
+            self.assertNotIn("prefill:", m.stderr())
+
+    def read_in_order(self, options):
+        """Lists cls1, reads its first two files; returns (mount log after the
+        push, files pushed, READ requests while reading the pushed files)."""
+        with self.mount(options) as m:
+            names = self.names("cls1")
+            os.listdir(os.path.join(self.mnt, "cls1"))  # The kernel knows the inodes.
+            for rel in names[:2]:
+                self.check_bytes(rel)
+            pushed = 0
+            if options != "push_ahead=0":
+                pat = re.compile(r"push-ahead after inode \d+: (\d+) of \d+ files")
+                self.assertTrue(tl.wait_until(lambda: pat.search(m.stderr())),
+                                "no push-ahead:\n" + m.stderr()[-3000:])
+                pushed = max(int(x) for x in pat.findall(m.stderr()))
+            before = len(m.stderr())
+            upto = max(pushed, 50)
+            for rel in names[2:2 + upto]:
+                self.check_bytes(rel)
+            log = m.stderr()[before:]
+            for rel in names:
+                self.check_bytes(rel)
+            return log, pushed, self.requests(log, "READ")
+
+    def test_push_ahead_serves_the_following_files_without_reads(self):
+        log, pushed, reads = self.read_in_order(None)
+        # 4 MiB holds all of the directory's ~2 MB.
+        self.assertGreaterEqual(pushed, 100, log[-3000:])
+        self.assertEqual(reads, 0, log[-3000:])
+
+    def test_without_push_ahead_every_file_is_a_read(self):
+        log, pushed, reads = self.read_in_order("push_ahead=0")
+        self.assertGreaterEqual(reads, 50, log[-3000:])
+        self.assertNotIn("push-ahead", log)
+
+    def test_verify_first_pushes_checked_bytes(self):
+        log, pushed, reads = self.read_in_order("verify=first")
+        self.assertGreaterEqual(pushed, 100, log[-3000:])
+        self.assertEqual(reads, 0, log[-3000:])
+
+
+if __name__ == "__main__":
+    tl.main()
