@@ -9,6 +9,8 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <string_view>
+#include <vector>
 
 #include "index/log.h"
 
@@ -38,10 +40,17 @@ void DirPrefill::NoteMiss(index::InodeId dir) {
     std::lock_guard<std::mutex> lock(mu_);
     uint32_t& n = misses_[dir.value];
     if (n == kQueued || ++n < kMissesBeforeListing) return;
-    n = kQueued;
-    queue_.push_back(dir.value);
+    QueueLocked({dir.value, "", false});
   }
   cv_.notify_one();
+}
+
+bool DirPrefill::QueueLocked(Job job) {
+  uint32_t& n = misses_[job.dir];
+  if (n == kQueued) return false;
+  n = kQueued;
+  queue_.push_back(std::move(job));
+  return true;
 }
 
 uint64_t DirPrefill::listed() const {
@@ -54,38 +63,67 @@ void DirPrefill::Run() {
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (stop_) return;
-    uint64_t dir = queue_.front();
+    Job job = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    List(index::InodeId{dir});
+    if (List(job) && !job.ahead) QueueSiblings(job);
     lock.lock();
     ++listed_;
   }
 }
 
-void DirPrefill::List(index::InodeId dir) {
-  std::string rel;
-  Status s = reader_->PathOf(dir, &rel);
-  if (!s.ok()) {
-    log::Debug("prefill: inode {}: {}", dir.value, s.message());
-    return;
+bool DirPrefill::List(Job& job) {
+  index::InodeId dir{job.dir};
+  if (job.path.empty() && dir != index::kRootInode) {
+    Status s = reader_->PathOf(dir, &job.path);
+    if (!s.ok()) {
+      log::Debug("prefill: inode {}: {}", dir.value, s.message());
+      return false;
+    }
   }
-  std::string path = rel.empty() ? mountpoint_ : mountpoint_ + "/" + rel;
+  std::string path = job.path.empty() ? mountpoint_ : mountpoint_ + "/" + job.path;
   int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
     log::Debug("prefill: {}: {}", path, std::strerror(errno));
-    return;
+    return false;
   }
   auto buf = std::make_unique<char[]>(kDentsBuffer);
   long n;
   while ((n = ::syscall(SYS_getdents64, fd, buf.get(), kDentsBuffer)) > 0) {
   }
+  ::close(fd);
   if (n < 0) {
     log::Debug("prefill: {}: {}", path, std::strerror(errno));
-  } else {
-    log::Debug("prefill: listed directory inode {}", dir.value);
+    return false;
   }
-  ::close(fd);
+  log::Debug("prefill: listed directory inode {}{}", dir.value, job.ahead ? " (ahead)" : "");
+  return true;
+}
+
+void DirPrefill::QueueSiblings(const Job& job) {
+  if (job.dir == index::kRootInode.value) return;
+  index::EntryRecord self;
+  index::RecordHolder holder;
+  if (!reader_->GetInode(index::InodeId{job.dir}, &self, &holder).ok()) return;
+  size_t slash = job.path.rfind('/');
+  std::string parent_path = slash == std::string::npos ? "" : job.path.substr(0, slash);
+  std::string_view name = slash == std::string::npos ? std::string_view(job.path)
+                                                     : std::string_view(job.path).substr(slash + 1);
+  std::vector<Job> next;
+  Status s = reader_->ForEachChild(
+      self.parent, name, [&](std::string_view sib, const index::EntryRecord& rec) {
+        if (rec.type != index::EntryType::kDir) return true;
+        std::string p =
+            parent_path.empty() ? std::string(sib) : parent_path + "/" + std::string(sib);
+        next.push_back({rec.inode.value, std::move(p), true});
+        return next.size() < static_cast<size_t>(kListAhead);
+      });
+  if (!s.ok() || next.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Job& j : next) QueueLocked(std::move(j));
+  }
+  cv_.notify_one();
 }
 
 }  // namespace shardfs::mount

@@ -9,8 +9,10 @@
 // directory, a background thread opens that directory through the mount and
 // reads it to the end: the kernel turns the readdirplus replies into
 // dentries and inodes with the mount's entry/attr timeouts, and the lookups
-// that follow are answered by the kernel itself. Each directory is listed
-// at most once per mount.
+// that follow are answered by the kernel itself. Such a program usually goes
+// on to the next directories in name order, so the next kListAhead sibling
+// directories are listed after it. Each directory is listed at most once per
+// mount.
 //
 // While a listing runs it holds the directory open, so an unmount in that
 // moment fails with EBUSY, as it would with any open file on the mount.
@@ -33,6 +35,8 @@ namespace shardfs::mount {
 
 class DirPrefill {
  public:
+  static constexpr int kListAhead = 3;
+
   // Lists directories of `reader` under `mountpoint` (an absolute path).
   DirPrefill(const index::IndexReader* reader, std::string mountpoint);
   // Stops the thread; a listing in progress ends first (or fails once the
@@ -48,8 +52,18 @@ class DirPrefill {
   uint64_t listed() const;
 
  private:
+  struct Job {
+    uint64_t dir;
+    std::string path;  // From the root; empty until known.
+    bool ahead;        // Listed ahead of use: lists no siblings itself.
+  };
   void Run();
-  void List(index::InodeId dir);
+  // Lists `job.dir`; returns its path, or "" (and false) if it failed.
+  bool List(Job& job);
+  // Queues the directories that follow `job.dir` among its siblings.
+  void QueueSiblings(const Job& job);
+  // Queues `dir` unless it was queued before. Caller holds mu_.
+  bool QueueLocked(Job job);
 
   const index::IndexReader* const reader_;
   const std::string mountpoint_;
@@ -57,7 +71,7 @@ class DirPrefill {
   std::condition_variable cv_;
   // Misses per directory; kQueued once it has been queued.
   std::unordered_map<uint64_t, uint32_t> misses_;  // Guarded by mu_.
-  std::deque<uint64_t> queue_;                     // Guarded by mu_.
+  std::deque<Job> queue_;                          // Guarded by mu_.
   bool stop_ = false;                              // Guarded by mu_.
   uint64_t listed_ = 0;                            // Guarded by mu_.
   std::thread thread_;
