@@ -87,6 +87,15 @@ class MountPrefetchTest(unittest.TestCase):
             self.assertEqual(self.requests(m.stderr()[before:], "LOOKUP"), 1)
             for rel in names[:20]:
                 self.check_bytes(rel)
+            # The next sibling directory was listed ahead: no lookup at all.
+            ino1 = os.stat(os.path.join(self.mnt, "cls1")).st_ino
+            ahead = "prefill: listed directory inode %d (ahead)" % ino1
+            self.assertTrue(tl.wait_until(lambda: ahead in m.stderr()),
+                            "cls1 not listed ahead:\n" + m.stderr()[-3000:])
+            before = len(m.stderr())
+            for rel in self.names("cls1"):
+                os.lstat(os.path.join(self.mnt, rel))
+            self.assertEqual(self.requests(m.stderr()[before:], "LOOKUP"), 0)
 
     def test_without_prefill_every_name_is_a_lookup(self):
         with self.mount("prefill_dirs=0") as m:
