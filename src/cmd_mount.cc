@@ -5,17 +5,17 @@
 // child's failure), so scripts may use the mountpoint as soon as it returns.
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <getopt.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 #include "index/index_reader.h"
 #include "index/log.h"
@@ -84,7 +84,17 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
                "them", a.index);
     return kExitFailure;
   }
-  mount::Filesystem fs(std::move(reader).value(), a.options.fs);
+  mount::FilesystemOptions fs_options = a.options.fs;
+  if (a.options.push_random_auto) {
+    uint64_t shard_bytes = 0;
+    for (const index::ShardMeta& m : (*reader)->shards()) shard_bytes += m.size;
+    struct sysinfo si;
+    uint64_t memory = ::sysinfo(&si) == 0 ? uint64_t{si.totalram} * si.mem_unit : 0;
+    fs_options.push_random = shard_bytes <= memory / 2 ? MountOptions::kAutoPushRandom : 0;
+    log::Debug("push_random=auto: shards {} bytes, memory {} bytes: push_random={}", shard_bytes,
+               memory, fs_options.push_random);
+  }
+  mount::Filesystem fs(std::move(reader).value(), fs_options);
   // A cheap look at every shard (one stat each, no reads): an index whose
   // shards have all moved is refused; single missing shards are logged and
   // their files fail with EIO. --check reads and fingerprints them all.

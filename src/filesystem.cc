@@ -56,6 +56,10 @@ Filesystem::Filesystem(std::unique_ptr<index::IndexReader> reader, FilesystemOpt
     verified_words_ = reader_->MetaNumber(index::kMetaMaxInode) / 64 + 1;
     verified_ = std::make_unique<std::atomic<uint64_t>[]>(verified_words_);
   }
+  if (options_.push_ahead != 0 || options_.push_random != 0) {
+    pushed_words_ = reader_->MetaNumber(index::kMetaMaxInode) / 64 + 1;
+    pushed_ = std::make_unique<std::atomic<uint64_t>[]>(pushed_words_);
+  }
 }
 
 Status Filesystem::Lookup(InodeId parent, std::string_view name, EntryRecord* rec,
@@ -104,6 +108,19 @@ Status Filesystem::ReadLink(InodeId inode, std::string_view* target,
   if (rec.type != index::EntryType::kSymlink) return Status::InvalidArgument("not a symlink");
   *target = rec.target;
   return Status::Ok();
+}
+
+bool Filesystem::IsPushed(InodeId inode) const {
+  uint64_t i = inode.value;
+  if (i / 64 >= pushed_words_) return false;
+  return pushed_[i / 64].load(std::memory_order_relaxed) & (uint64_t{1} << (i % 64));
+}
+
+void Filesystem::MarkPushed(InodeId inode) {
+  uint64_t i = inode.value;
+  if (i / 64 < pushed_words_) {
+    pushed_[i / 64].fetch_or(uint64_t{1} << (i % 64), std::memory_order_relaxed);
+  }
 }
 
 bool Filesystem::IsVerified(InodeId inode) const {
@@ -179,10 +196,11 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
   range->length = static_cast<size_t>(std::min<uint64_t>(size, rec.size - offset));
   bool sequential = shards_.NoteRead(rec.shard, range->shard->fd(), range->position, range->length);
   range->sequential_to_eof = sequential && offset + range->length == rec.size;
+  range->whole_file = offset == 0 && range->length == rec.size;
   return Status::Ok();
 }
 
-Status Filesystem::PlanAhead(InodeId inode, uint64_t max_bytes,
+Status Filesystem::PlanAhead(InodeId inode, uint64_t max_bytes, bool stop_at_pushed,
                              std::vector<AheadFile>* files) const {
   files->clear();
   EntryRecord first;
@@ -205,10 +223,11 @@ Status Filesystem::PlanAhead(InodeId inode, uint64_t max_bytes,
         rec.size > kMaxAheadFile || bytes + rec.size > max_bytes) {
       return false;
     }
-    files->push_back({rec.inode, rec.offset, rec.size, rec.xxh3, rec.has_checksum()});
-    bytes += rec.size;
     end = rec.offset + rec.size;
+    bytes += rec.size;
     stepped_over = 0;
+    if (IsPushed(rec.inode)) return !stop_at_pushed;
+    files->push_back({rec.inode, rec.offset, rec.size, rec.xxh3, rec.has_checksum()});
     return true;
   });
 }

@@ -46,6 +46,11 @@ struct FilesystemOptions {
   // shard, the files that follow it in the shard, up to this many bytes, are
   // offered for the kernel's page cache (see PlanAhead); 0 turns it off.
   uint64_t push_ahead = 4 << 20;
+  // The same for a read of a whole file that is not part of a sequential
+  // walk (a shuffled loader): the files after it, up to this many bytes and
+  // up to the first one already pushed, so that over an epoch each file is
+  // pushed once and most reads find it in the kernel. 0 turns it off.
+  uint64_t push_random = 0;
   // Ownership and permission overrides for every entry (-o uid=,gid=,umask=).
   int64_t uid = -1;
   int64_t gid = -1;
@@ -61,6 +66,7 @@ struct ReadRange {
   // The range ends where the file ends, and reads of this shard have been
   // running sequentially: a reader walking the files in shard order.
   bool sequential_to_eof = false;
+  bool whole_file = false;  // The range is the whole file.
 };
 
 // A file planned for pushing into the kernel's page cache ahead of a reader.
@@ -106,7 +112,13 @@ class Filesystem {
   // tar headers between them), `max_bytes` of data at most, each no larger
   // than kMaxAheadFile. Directories between them are stepped over. Empty when
   // the shard's files are not in inode order.
-  Status PlanAhead(InodeId inode, uint64_t max_bytes, std::vector<AheadFile>* files) const;
+  // With `stop_at_pushed`, the plan ends before the first file already
+  // pushed (MarkPushed); without, such files are left out.
+  Status PlanAhead(InodeId inode, uint64_t max_bytes, bool stop_at_pushed,
+                   std::vector<AheadFile>* files) const;
+  // Files handed to the kernel's page cache, one bit per inode.
+  void MarkPushed(InodeId inode);
+  bool IsPushed(InodeId inode) const;
   // Reads planned file `f` whole from `shard` into `buf` (f.size bytes),
   // checking its XXH3 when verify is first (once) or always. Returns
   // Corruption on a mismatch (nothing is marked: a read of the file will
@@ -130,6 +142,9 @@ class Filesystem {
   // One bit per inode: content checked (verify=first).
   std::unique_ptr<std::atomic<uint64_t>[]> verified_;
   size_t verified_words_ = 0;
+  // One bit per inode: pushed into the kernel's page cache.
+  std::unique_ptr<std::atomic<uint64_t>[]> pushed_;
+  size_t pushed_words_ = 0;
 };
 
 // Reads exactly `len` bytes at `pos`, retrying short reads. Returns IoError

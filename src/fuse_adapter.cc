@@ -164,7 +164,9 @@ void OpOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
 // already knows (looked up, or listed by readdirplus or the dentry prefill)
 // can be stored; the first unknown one ends the push.
 void PushAhead(Context& c, fuse_ino_t ino, const ReadRange& range) noexcept {
-  if (c.options.fs.push_ahead == 0 || !range.sequential_to_eof) return;
+  const FilesystemOptions& o = c.fs->options();
+  uint64_t window = range.sequential_to_eof ? o.push_ahead : range.whole_file ? o.push_random : 0;
+  if (window == 0) return;
   ShardCache& shards = c.fs->shards();
   if (!shards.BeginPush(range.shard_id)) return;
   uint64_t end = 0;
@@ -172,7 +174,7 @@ void PushAhead(Context& c, fuse_ino_t ino, const ReadRange& range) noexcept {
   try {
     thread_local std::vector<AheadFile> files;
     thread_local std::unique_ptr<char[]> buf(new char[Filesystem::kMaxAheadFile]);
-    Status s = c.fs->PlanAhead(InodeId{ino}, c.options.fs.push_ahead, &files);
+    Status s = c.fs->PlanAhead(InodeId{ino}, window, !range.sequential_to_eof, &files);
     for (size_t i = 0; s.ok() && i < files.size(); ++i) {
       const AheadFile& f = files[i];
       // The reader overtook the push (its read of a file not yet pushed
@@ -189,6 +191,7 @@ void PushAhead(Context& c, fuse_ino_t ino, const ReadRange& range) noexcept {
         log::Debug("push-ahead: inode {}: {}", f.inode.value, std::strerror(-rc));
         break;
       }
+      c.fs->MarkPushed(f.inode);
       end = f.position + f.size;
       ++pushed;
     }

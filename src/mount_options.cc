@@ -93,6 +93,14 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
     if (!ParseBool(value, &o.prefill_dirs)) return bad("0 or 1");
   } else if (name == "push_ahead") {
     if (!ParseBytes(value, &o.fs.push_ahead)) return bad("a size such as 4M, or 0");
+  } else if (name == "push_random") {
+    if (value == "auto") {
+      o.push_random_auto = true;
+    } else if (ParseBytes(value, &o.fs.push_random)) {
+      o.push_random_auto = false;
+    } else {
+      return bad("a size such as 1M, 0, or auto");
+    }
   } else if (name == "block_cache") {
     if (!ParseBytes(value, &o.block_cache)) return bad("a size such as 16M");
   } else if (name == "readahead") {

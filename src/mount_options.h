@@ -35,6 +35,11 @@ struct MountOptions {
   // (kernel dentry-cache misses): the kernel then holds all of its entries
   // and later lookups in it need no round trip.
   bool prefill_dirs = true;
+  // push_random=auto: FilesystemOptions::push_random is kAutoPushRandom
+  // when the shards together take at most half of the machine's memory
+  // (pushed files then stay cached until they are read), else 0.
+  bool push_random_auto = true;
+  static constexpr uint64_t kAutoPushRandom = 1 << 20;
   // Pass -o nonempty semantics: allow a mountpoint that is not empty.
   bool nonempty = false;
   bool debug = false;

@@ -108,8 +108,10 @@ class MountPrefetchTest(unittest.TestCase):
 
     def read_in_order(self, options):
         """Lists cls1, reads its first two files; returns (mount log after the
-        push, files pushed, READ requests while reading the pushed files)."""
-        with self.mount(options) as m:
+        push, files pushed, READ requests while reading the pushed files).
+        The random-read push is off: cls1 starts far into the shard, so the
+        first read is not part of a sequential walk."""
+        with self.mount("push_random=0" + ("," + options if options else "")) as m:
             names = self.names("cls1")
             os.listdir(os.path.join(self.mnt, "cls1"))  # The kernel knows the inodes.
             for rel in names[:2]:
@@ -144,6 +146,45 @@ class MountPrefetchTest(unittest.TestCase):
         log, pushed, reads = self.read_in_order("verify=first")
         self.assertGreaterEqual(pushed, 100, log[-3000:])
         self.assertEqual(reads, 0, log[-3000:])
+
+    def test_random_reads_push_the_files_after_them_once(self):
+        pat = re.compile(r"push-ahead after inode (\d+): (\d+) of (\d+) files")
+
+        def pushes(log, ino):
+            return [(int(n), int(t)) for i, n, t in pat.findall(log) if int(i) == ino]
+
+        with self.mount("push_ahead=0") as m:
+            self.assertIn("push_random=auto: shards", m.stderr())
+            self.assertIn("push_random=1048576", m.stderr())  # Tiny shards.
+            names = self.names("cls0")
+            os.listdir(os.path.join(self.mnt, "cls0"))
+            ino = {rel: os.stat(os.path.join(self.mnt, rel)).st_ino for rel in names}
+            # A read in the middle of the shard: not sequential, whole file.
+            self.check_bytes(names[100])
+            self.assertTrue(tl.wait_until(lambda: pushes(m.stderr(), ino[names[100]])),
+                            m.stderr()[-3000:])
+            n, _ = pushes(m.stderr(), ino[names[100]])[0]
+            self.assertGreaterEqual(n, 50)  # ~1 MiB of 1-20 kB files.
+            before = len(m.stderr())
+            for rel in names[101:101 + n]:
+                self.check_bytes(rel)
+            self.assertEqual(self.requests(m.stderr()[before:], "READ"), 0)
+            # Earlier in the shard: the push ends where the pushed run starts
+            # (names[100] itself was read, not pushed).
+            self.check_bytes(names[95])
+            self.assertTrue(tl.wait_until(lambda: pushes(m.stderr(), ino[names[95]])))
+            self.assertEqual(pushes(m.stderr(), ino[names[95]])[0], (5, 5))
+
+    def test_random_push_off(self):
+        with self.mount("push_ahead=0,push_random=0") as m:
+            names = self.names("cls0")
+            os.listdir(os.path.join(self.mnt, "cls0"))
+            self.check_bytes(names[100])
+            before = len(m.stderr())
+            for rel in names[101:151]:
+                self.check_bytes(rel)
+            self.assertGreaterEqual(self.requests(m.stderr()[before:], "READ"), 50)
+            self.assertNotIn("push-ahead", m.stderr())
 
 
 if __name__ == "__main__":

@@ -501,9 +501,10 @@ class PushAheadTest : public ::testing::Test {
   }
 
   // The names PlanAhead gives after `path`, `max_bytes` at most.
-  std::vector<std::string> Plan(Filesystem& fs, std::string_view path, uint64_t max_bytes) {
+  std::vector<std::string> Plan(Filesystem& fs, std::string_view path, uint64_t max_bytes,
+                                bool stop_at_pushed = false) {
     std::vector<AheadFile> files;
-    Status s = fs.PlanAhead(InodeOf(fs, path), max_bytes, &files);
+    Status s = fs.PlanAhead(InodeOf(fs, path), max_bytes, stop_at_pushed, &files);
     EXPECT_TRUE(s.ok()) << s.message();
     std::vector<std::string> names;
     for (const AheadFile& f : files) {
@@ -570,7 +571,7 @@ TEST_F(PushAheadTest, PlansTheFilesThatFollowInTheShard) {
 
   // The planned ranges are the files' bytes.
   std::vector<AheadFile> files;
-  ASSERT_TRUE(fs->PlanAhead(InodeOf(*fs, "a/f0"), 1 << 20, &files).ok());
+  ASSERT_TRUE(fs->PlanAhead(InodeOf(*fs, "a/f0"), 1 << 20, false, &files).ok());
   ASSERT_EQ(files.size(), 7u);
   std::string got;
   for (const AheadFile& f : files) {
@@ -583,6 +584,21 @@ TEST_F(PushAheadTest, PlansTheFilesThatFollowInTheShard) {
     ASSERT_TRUE(s.ok()) << p << ": " << s.message();
     EXPECT_EQ(got, testing::ReadFile(src_ + "/" + p)) << p;
   }
+}
+
+TEST_F(PushAheadTest, FilesAlreadyPushedAreLeftOutOrEndThePlan) {
+  ASSERT_NO_FATAL_FAILURE(Tar(dir_ / "s.tar", TreeOrder()));
+  ASSERT_NO_FATAL_FAILURE(Index({dir_ / "s.tar"}));
+  auto fs = Open(idx_);
+  ASSERT_TRUE(fs);
+  EXPECT_FALSE(fs->IsPushed(InodeOf(*fs, "a/f3")));
+  fs->MarkPushed(InodeOf(*fs, "a/f3"));
+  EXPECT_TRUE(fs->IsPushed(InodeOf(*fs, "a/f3")));
+  EXPECT_EQ(Plan(*fs, "a/f0", 1 << 20),
+            (std::vector<std::string>{"a/f1", "a/f2", "a/f4", "b/f0", "b/f1", "b/f2"}));
+  EXPECT_EQ(Plan(*fs, "a/f0", 1 << 20, true), (std::vector<std::string>{"a/f1", "a/f2"}));
+  // A pushed file still counts against the byte budget.
+  EXPECT_EQ(Plan(*fs, "a/f2", 7000), (std::vector<std::string>{"a/f4"}));
 }
 
 TEST_F(PushAheadTest, NothingWhenTheShardIsNotInInodeOrder) {
@@ -613,7 +629,7 @@ TEST_F(PushAheadTest, VerifiedBeforeItIsPushed) {
   auto fs = Open(idx_, FilesystemOptions{.verify = VerifyMode::kFirst});
   ASSERT_TRUE(fs);
   std::vector<AheadFile> files;
-  ASSERT_TRUE(fs->PlanAhead(InodeOf(*fs, "a/f0"), 1 << 20, &files).ok());
+  ASSERT_TRUE(fs->PlanAhead(InodeOf(*fs, "a/f0"), 1 << 20, false, &files).ok());
   ASSERT_GE(files.size(), 2u);
   // Alter one byte of the second planned file in place: same size, same
   // fingerprint (it is in the middle), different content.
