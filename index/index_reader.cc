@@ -64,16 +64,6 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
         fmt::format("index {}: cannot open as a shardfs index: {}", path, s.ToString()));
   }
   r->db_.reset(raw);
-  if (options.prefetch) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(path, ec)) {
-      if (e.path().extension() != ".sst") continue;
-      int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;
-      ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);  // Starts I/O, does not wait.
-      ::close(fd);
-    }
-  }
 
   std::unique_ptr<rocksdb::Iterator> it(r->db_->NewIterator(rocksdb::ReadOptions()));
   const std::string meta_prefix(1, kMetaPrefix);
@@ -117,6 +107,17 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
     r->shards_.push_back(std::move(meta));
   }
   if (!it->status().ok()) return FromRocks(it->status(), fmt::format("index {}", path));
+  // Last: the readahead would otherwise queue ahead of the reads above.
+  if (options.prefetch) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      if (e.path().extension() != ".sst") continue;
+      int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);  // Starts I/O, does not wait.
+      ::close(fd);
+    }
+  }
   return r;
 }
 
