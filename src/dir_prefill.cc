@@ -5,9 +5,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -17,7 +17,6 @@
 namespace shardfs::mount {
 namespace {
 
-constexpr uint32_t kQueued = std::numeric_limits<uint32_t>::max();
 constexpr uint32_t kMissesBeforeListing = 2;
 constexpr size_t kDentsBuffer = 64 * 1024;
 
@@ -38,17 +37,21 @@ DirPrefill::~DirPrefill() {
 void DirPrefill::NoteMiss(index::InodeId dir) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    uint32_t& n = misses_[dir.value];
-    if (n == kQueued || ++n < kMissesBeforeListing) return;
+    DirState& d = dirs_[dir.value];
+    if (d.queued) return;
+    uint64_t threshold = uint64_t{kMissesBeforeListing} << (2 * std::min(d.listings, 15u));
+    if (++d.misses < threshold) return;
     QueueLocked({dir.value, "", false});
   }
   cv_.notify_one();
 }
 
 bool DirPrefill::QueueLocked(Job job) {
-  uint32_t& n = misses_[job.dir];
-  if (n == kQueued) return false;
-  n = kQueued;
+  DirState& d = dirs_[job.dir];
+  if (d.queued || (job.ahead && d.listings > 0)) return false;
+  d.queued = true;
+  d.misses = 0;
+  ++d.listings;
   queue_.push_back(std::move(job));
   return true;
 }
@@ -68,6 +71,7 @@ void DirPrefill::Run() {
     lock.unlock();
     if (List(job) && !job.ahead) QueueSiblings(job);
     lock.lock();
+    dirs_[job.dir].queued = false;
     ++listed_;
   }
 }

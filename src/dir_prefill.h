@@ -11,8 +11,10 @@
 // dentries and inodes with the mount's entry/attr timeouts, and the lookups
 // that follow are answered by the kernel itself. Such a program usually goes
 // on to the next directories in name order, so the next kListAhead sibling
-// directories are listed after it. Each directory is listed at most once per
-// mount.
+// directories are listed after it. When the kernel has dropped a listed
+// directory's entries (memory pressure), misses come back and it is listed
+// again, after 4x as many misses each time, so a directory too big for the
+// kernel's cache is not listed over and over.
 //
 // While a listing runs it holds the directory open, so an unmount in that
 // moment fails with EBUSY, as it would with any open file on the mount.
@@ -69,8 +71,12 @@ class DirPrefill {
   const std::string mountpoint_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  // Misses per directory; kQueued once it has been queued.
-  std::unordered_map<uint64_t, uint32_t> misses_;  // Guarded by mu_.
+  struct DirState {
+    uint32_t misses = 0;    // Since the last listing.
+    uint32_t listings = 0;  // Queued so far.
+    bool queued = false;    // Queued or being listed.
+  };
+  std::unordered_map<uint64_t, DirState> dirs_;    // Guarded by mu_.
   std::deque<Job> queue_;                          // Guarded by mu_.
   bool stop_ = false;                              // Guarded by mu_.
   uint64_t listed_ = 0;                            // Guarded by mu_.
