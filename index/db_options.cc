@@ -20,9 +20,9 @@ class NullLogger : public rocksdb::Logger {
   void Logv(const char*, va_list) override {}
 };
 
-rocksdb::BlockBasedTableOptions TableOptions() {
+rocksdb::BlockBasedTableOptions TableOptions(bool filter = true) {
   rocksdb::BlockBasedTableOptions t;
-  t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  if (filter) t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   t.whole_key_filtering = true;
   t.block_size = 4096;
   return t;
@@ -37,12 +37,12 @@ rocksdb::CompressionType BestCompression() {
 
 }  // namespace
 
-rocksdb::Options WriterDbOptions() {
+rocksdb::Options WriterDbOptions(bool filter) {
   rocksdb::Options o;
   o.create_if_missing = true;
   o.error_if_exists = true;
   o.compression = BestCompression();
-  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(TableOptions()));
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(TableOptions(filter)));
   o.info_log = std::make_shared<NullLogger>();
   o.max_background_jobs = 1;
   return o;

@@ -8,9 +8,12 @@
 
 namespace shardfs::index {
 
-// Options for the builder: bloom filters on whole keys (lookups of names that
-// do not exist stop at the filter), LZ4 blocks where this RocksDB has LZ4.
-rocksdb::Options WriterDbOptions();
+// Options for the builder: LZ4 blocks where this RocksDB has LZ4 and, with
+// `filter`, bloom filters on whole keys (lookups of names that do not exist
+// stop at the filter). Table files whose keys are only ever looked up when
+// they exist ('I': the kernel asks only for inodes it was given) or scanned
+// ('M', 'S') are written without: a filter there is never consulted usefully.
+rocksdb::Options WriterDbOptions(bool filter = true);
 
 // Options for read-only use: a bounded block cache for data blocks, index and
 // filter blocks held by the table reader (loaded once at open, ~2.5 MB per

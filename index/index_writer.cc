@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <random>
+#include <thread>
 
 #include <rocksdb/db.h>
 #include <rocksdb/sst_file_writer.h>
@@ -24,6 +25,7 @@ namespace {
 
 constexpr size_t kExamples = 5;
 constexpr int64_t kSynthesized = -1;
+constexpr size_t kParallelSortMin = 1 << 14;
 
 struct Node {
   std::string_view path;
@@ -60,38 +62,79 @@ Status SyncPath(const std::string& path) {
   return Status::Ok();
 }
 
-// Writes a fresh database at `dir` from `emit`, which calls its argument
-// with every key/value in ascending key order.
+// One table file of the bulk load. `emit` calls its argument with every
+// key/value of the file in ascending order; the key ranges of the parts of
+// one database do not overlap.
 using KvSink = std::function<Status(std::string_view, std::string_view)>;
-Status WriteDatabase(const std::string& dir, const std::function<Status(const KvSink&)>& emit) {
-  rocksdb::Options options = WriterDbOptions();
-  std::string sst = dir + "/bulk.sst";
-  {
-    rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), options);
-    rocksdb::Status s = writer.Open(sst);
-    if (!s.ok()) return Status::IoError(fmt::format("{}: {}", sst, s.ToString()));
-    SHARDFS_RETURN_IF_ERROR(emit([&](std::string_view key, std::string_view value) {
-      rocksdb::Status ps = writer.Put(rocksdb::Slice(key.data(), key.size()),
-                                      rocksdb::Slice(value.data(), value.size()));
-      if (!ps.ok()) return Status::IoError(fmt::format("{}: {}", sst, ps.ToString()));
-      return Status::Ok();
-    }));
-    s = writer.Finish();
-    if (!s.ok()) return Status::IoError(fmt::format("{}: {}", sst, s.ToString()));
+struct TablePart {
+  std::string file;    // Path of the table file to write.
+  bool filter = true;  // See WriterDbOptions.
+  std::function<Status(const KvSink&)> emit;
+  Status status;
+  bool empty = true;  // Nothing was emitted; no file is left.
+};
+
+void WriteTable(TablePart* part) {
+  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), WriterDbOptions(part->filter));
+  rocksdb::Status s = writer.Open(part->file);
+  if (!s.ok()) {
+    part->status = Status::IoError(fmt::format("{}: {}", part->file, s.ToString()));
+    return;
   }
+  part->status = part->emit([&](std::string_view key, std::string_view value) {
+    part->empty = false;
+    rocksdb::Status ps = writer.Put(rocksdb::Slice(key.data(), key.size()),
+                                    rocksdb::Slice(value.data(), value.size()));
+    if (!ps.ok()) return Status::IoError(fmt::format("{}: {}", part->file, ps.ToString()));
+    return Status::Ok();
+  });
+  if (!part->status.ok()) return;
+  if (part->empty) {
+    // RocksDB refuses to finish a table without entries; drop the file.
+    writer.Finish().PermitUncheckedError();
+    std::error_code ec;
+    fs::remove(part->file, ec);
+    return;
+  }
+  s = writer.Finish();
+  if (!s.ok()) part->status = Status::IoError(fmt::format("{}: {}", part->file, s.ToString()));
+}
+
+// Writes a fresh database at `dir` holding the keys of `parts`. The table
+// files are independent, so each part is written on its own thread; one
+// ingest then adds them all.
+Status WriteDatabase(const std::string& dir, std::vector<TablePart>& parts) {
+  const auto start = std::chrono::steady_clock::now();
+  auto phase = [&](const char* what) {
+    log::Debug("index write: {} after {:.3f}s", what,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  };
+  {
+    std::vector<std::thread> threads;
+    for (size_t i = 1; i < parts.size(); ++i) threads.emplace_back(WriteTable, &parts[i]);
+    WriteTable(&parts[0]);
+    for (std::thread& t : threads) t.join();
+  }
+  std::vector<std::string> files;
+  for (const TablePart& part : parts) {
+    SHARDFS_RETURN_IF_ERROR(part.status);
+    if (!part.empty) files.push_back(part.file);
+  }
+  phase("table files");
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
+  rocksdb::Status s = rocksdb::DB::Open(WriterDbOptions(), dir, &raw);
   if (!s.ok()) return Status::IoError(fmt::format("{}: {}", dir, s.ToString()));
   std::unique_ptr<rocksdb::DB> db(raw);
   rocksdb::IngestExternalFileOptions ingest;
   ingest.move_files = true;
-  s = db->IngestExternalFile({sst}, ingest);
+  s = db->IngestExternalFile(files, ingest);
   if (!s.ok()) return Status::IoError(fmt::format("{}: ingest: {}", dir, s.ToString()));
   s = db->Close();
   if (!s.ok()) return Status::IoError(fmt::format("{}: close: {}", dir, s.ToString()));
   db.reset();
+  phase("ingest");
   std::error_code ec;
-  fs::remove(sst, ec);  // Ingest hard-linked it; the link name is spare.
+  for (const std::string& file : files) fs::remove(file, ec);  // Ingest hard-linked them.
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.is_regular_file()) SHARDFS_RETURN_IF_ERROR(SyncPath(entry.path()));
   }
@@ -140,9 +183,21 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   // 1. Tree order; of several members with one path the last added wins.
   std::vector<uint32_t> order(members_.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+  auto less = [&](uint32_t a, uint32_t b) {
     return TreeOrderLess(members_[a].path, members_[b].path);
-  });
+  };
+  // Shards written by `shardfs pack` (and many others) are already in tree
+  // order; checking costs one comparison per member. Otherwise large inputs
+  // sort in two halves on two threads and merge, which keeps the sort stable.
+  if (order.size() < kParallelSortMin) {
+    std::stable_sort(order.begin(), order.end(), less);
+  } else if (!std::is_sorted(order.begin(), order.end(), less)) {
+    auto mid = order.begin() + static_cast<ptrdiff_t>(order.size() / 2);
+    std::thread first([&] { std::stable_sort(order.begin(), mid, less); });
+    std::stable_sort(mid, order.end(), less);
+    first.join();
+    std::inplace_merge(order.begin(), mid, order.end(), less);
+  }
   phase("sort");
 
   // 2. One pass in tree order with the chain of open ancestors on a stack:
@@ -283,9 +338,10 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   }
   phase("inodes");
 
-  // 5. Keys in ascending order, without a sort: 'D' keys ordered by parent
-  // inode (a stable counting sort; siblings are already in name order), then
-  // 'I' keys in inode order (tree order), then 'M' and 'S'.
+  // 5. Keys in ascending order, without a sort, in two table files written
+  // side by side: 'D' keys ordered by parent inode (a stable counting sort;
+  // siblings are already in name order), with a bloom filter for names that
+  // do not exist; then 'I' keys in inode order (tree order), 'M' and 'S'.
   auto record_of = [&](const Node& n) {
     EntryRecord rec;
     rec.type = n.type;
@@ -367,9 +423,9 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   static_assert(kDirentPrefix < kInodePrefix && kInodePrefix < kMetaPrefix &&
                 kMetaPrefix < kShardPrefix);
 
-  auto emit = [&](const KvSink& put) -> Status {
+  std::vector<TablePart> parts(2);
+  parts[0].emit = [&](const KvSink& put) -> Status {
     DirentKeyBuffer dkey;
-    InodeKeyBuffer ikey;
     std::string value;
     for (uint32_t i : by_parent) {
       const Node& n = nodes[i];
@@ -378,6 +434,12 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
       SHARDFS_RETURN_IF_ERROR(
           put(EncodeDirentKey(kDefaultView, parent, BaseName(n.path), dkey), value));
     }
+    return Status::Ok();
+  };
+  parts[1].filter = false;
+  parts[1].emit = [&](const KvSink& put) -> Status {
+    InodeKeyBuffer ikey;
+    std::string value;
     for (const Node& n : nodes) {
       if (n.dropped || n.hardlink) continue;
       EncodeEntry(record_of(n), &value);
@@ -394,7 +456,9 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   if (!fs::create_directory(tmp, ec)) {
     return Status::IoError(fmt::format("{}: cannot create: {}", tmp, ec.message()));
   }
-  Status s = WriteDatabase(tmp, emit);
+  parts[0].file = tmp + "/dirents.sst";
+  parts[1].file = tmp + "/inodes.sst";
+  Status s = WriteDatabase(tmp, parts);
   if (!s.ok()) {
     fs::remove_all(tmp, ec);
     return s.WithContext(out_path);

@@ -74,6 +74,10 @@ class IndexWriter {
   // Adds a member. Members are ordered by call; a later one wins.
   void AddMember(MemberEntry member);
 
+  // Makes room for `members` members in all, so that adding them does not
+  // move the ones already added.
+  void Reserve(size_t members) { members_.reserve(members); }
+
   size_t member_count() const { return members_.size(); }
 
   // Assembles the tree and publishes the index at `out_path`.

@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t kExamples = 5;
+constexpr uint64_t kProgressBatch = 256;
 
 struct ShardScan {
   Status status;
@@ -76,12 +77,19 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
   ScanOptions so;
   so.checksum = checksum;
   uint64_t last_end = 0;
+  // Progress counters are shared by the scanning threads: add in batches, so
+  // that they do not bounce a cache line between cores on every member.
+  uint64_t pending_entries = 0, pending_bytes = 0;
   out->status = ScanTar(
       path, so,
       [&](ScannedMember&& m) -> Status {
         uint64_t end = m.data_offset + m.size;
-        progress->Add(1, end > last_end ? end - last_end : 0);
+        pending_bytes += end > last_end ? end - last_end : 0;
         last_end = std::max(last_end, end);
+        if (++pending_entries == kProgressBatch) {
+          progress->Add(pending_entries, pending_bytes);
+          pending_entries = pending_bytes = 0;
+        }
         auto reject = [&](std::string_view why) {
           ++out->rejected;
           if (out->rejected_examples.size() < kExamples) {
@@ -117,6 +125,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
         return Status::Ok();
       },
       &out->info);
+  progress->Add(pending_entries, pending_bytes);
   progress->UnitDone();
 }
 
@@ -181,6 +190,9 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
     if (!scan.status.ok()) return scan.status;
   }
   index::IndexWriter writer;
+  size_t total_members = 0;
+  for (const ShardScan& scan : scans) total_members += scan.members.size();
+  writer.Reserve(total_members);
   for (size_t i = 0; i < scans.size(); ++i) {
     ShardScan& scan = scans[i];
     index::ShardMeta meta;

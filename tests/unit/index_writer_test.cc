@@ -233,6 +233,41 @@ TEST_F(IndexWriterTest, LaterMemberOfTheSamePathWins) {
   EXPECT_THAT(stats.replaced_examples, ::testing::UnorderedElementsAre("d", "f"));
 }
 
+// Enough members, out of order, that the sort runs on two threads; every
+// path is added twice, the copies far apart, and the later copy must win.
+TEST_F(IndexWriterTest, LaterMemberWinsInALargeUnsortedInput) {
+  constexpr int kFiles = 40000;
+  std::vector<MemberEntry> members;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = kFiles; i-- > 0;) {
+      members.push_back(File(fmt::format("d{}/f{}", i % 7, i), 1 + pass, 1, 512 + 1024 * pass));
+    }
+  }
+  WriteStats stats;
+  auto r = Build(members, &stats);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(stats.files, static_cast<uint64_t>(kFiles));
+  EXPECT_EQ(stats.replaced, static_cast<uint64_t>(kFiles));
+  for (int i : {0, 1, kFiles / 2, kFiles - 1}) {
+    EntryRecord f = At(*r, fmt::format("d{}/f{}", i % 7, i));
+    EXPECT_EQ(f.size, 2u) << i;
+    EXPECT_EQ(f.offset, 1536u) << i;
+  }
+  EXPECT_EQ(Children(*r, kRootInode).size(), 7u);
+}
+
+// Only the root: there are no directory entries at all, only 'I' and 'M'.
+TEST_F(IndexWriterTest, RootAlone) {
+  WriteStats stats;
+  auto r = Build({Dir("", 42, 0700)}, &stats);
+  ASSERT_TRUE(r);
+  EntryRecord root = At(*r, "");
+  EXPECT_EQ(root.mode, static_cast<uint32_t>(S_IFDIR | 0700));
+  EXPECT_EQ(root.mtime_ns, 42);
+  EXPECT_TRUE(Children(*r, kRootInode).empty());
+  EXPECT_EQ(stats.dirs, 1u);
+}
+
 TEST_F(IndexWriterTest, MissingParentsAreSynthesized) {
   WriteStats stats;
   auto r = Build({Dir("", 42, 0700), File("x/y/z", 1, 500), File("x/y/w", 1, 900),
