@@ -113,6 +113,13 @@ void DirPrefill::QueueSiblings(const Job& job) {
   std::string parent_path = slash == std::string::npos ? "" : job.path.substr(0, slash);
   std::string_view name = slash == std::string::npos ? std::string_view(job.path)
                                                      : std::string_view(job.path).substr(slash + 1);
+  size_t want;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    DirState& parent = dirs_[self.parent.value];
+    want = parent.list_ahead;
+    parent.list_ahead = std::min(parent.list_ahead * 2, kMaxListAhead);
+  }
   std::vector<Job> next;
   Status s = reader_->ForEachChild(
       self.parent, name, [&](std::string_view sib, const index::EntryRecord& rec) {
@@ -120,7 +127,7 @@ void DirPrefill::QueueSiblings(const Job& job) {
         std::string p =
             parent_path.empty() ? std::string(sib) : parent_path + "/" + std::string(sib);
         next.push_back({rec.inode.value, std::move(p), true});
-        return next.size() < static_cast<size_t>(kListAhead);
+        return next.size() < want;
       });
   if (!s.ok() || next.empty()) return;
   {

@@ -10,8 +10,10 @@
 // reads it to the end: the kernel turns the readdirplus replies into
 // dentries and inodes with the mount's entry/attr timeouts, and the lookups
 // that follow are answered by the kernel itself. Such a program usually goes
-// on to the next directories in name order, so the next kListAhead sibling
-// directories are listed after it. When the kernel has dropped a listed
+// on to the next directories in name order, so the sibling directories that
+// follow are listed after it: kListAhead at first, twice as many each time
+// another child of the same parent needs a listing on misses (the program
+// outran the listing), up to kMaxListAhead. When the kernel has dropped a listed
 // directory's entries (memory pressure), misses come back and it is listed
 // again, after 4x as many misses each time, so a directory too big for the
 // kernel's cache is not listed over and over.
@@ -37,7 +39,8 @@ namespace shardfs::mount {
 
 class DirPrefill {
  public:
-  static constexpr int kListAhead = 3;
+  static constexpr uint32_t kListAhead = 2;
+  static constexpr uint32_t kMaxListAhead = 64;
 
   // Lists directories of `reader` under `mountpoint` (an absolute path).
   DirPrefill(const index::IndexReader* reader, std::string mountpoint);
@@ -75,6 +78,7 @@ class DirPrefill {
     uint32_t misses = 0;    // Since the last listing.
     uint32_t listings = 0;  // Queued so far.
     bool queued = false;    // Queued or being listed.
+    uint32_t list_ahead = kListAhead;  // Children to list ahead, as a parent.
   };
   std::unordered_map<uint64_t, DirState> dirs_;    // Guarded by mu_.
   std::deque<Job> queue_;                          // Guarded by mu_.

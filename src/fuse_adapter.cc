@@ -1,6 +1,7 @@
 #include "src/fuse_adapter.h"
 
 #define FUSE_USE_VERSION 314
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 
 #include <cerrno>
@@ -165,21 +166,32 @@ void OpOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
 // can be stored; the first unknown one ends the push.
 void PushAhead(Context& c, fuse_ino_t ino, const ReadRange& range) noexcept {
   const FilesystemOptions& o = c.fs->options();
-  uint64_t window = range.sequential_to_eof ? o.push_ahead : range.whole_file ? o.push_random : 0;
+  const bool sequential = range.sequential_to_eof;
+  uint64_t window = sequential ? o.push_ahead : range.whole_file ? o.push_random : 0;
   if (window == 0) return;
   ShardCache& shards = c.fs->shards();
-  if (!shards.BeginPush(range.shard_id)) return;
+  // One sequential push per shard at a time: a reader that overtakes it
+  // would otherwise start another over the same files. Pushes after random
+  // reads run side by side; the pushed bits keep them apart.
+  if (sequential && !shards.BeginPush(range.shard_id)) return;
   uint64_t end = 0;
   size_t pushed = 0;
   try {
     thread_local std::vector<AheadFile> files;
     thread_local std::unique_ptr<char[]> buf(new char[Filesystem::kMaxAheadFile]);
-    Status s = c.fs->PlanAhead(InodeId{ino}, window, !range.sequential_to_eof, &files);
+    Status s = c.fs->PlanAhead(InodeId{ino}, window, !sequential, &files);
+    if (s.ok() && !sequential && !files.empty()) {
+      // One request for the run instead of readahead ramping up per file.
+      uint64_t from = files.front().position;
+      uint64_t to = files.back().position + files.back().size;
+      ::posix_fadvise(range.shard->fd(), static_cast<off_t>(from), static_cast<off_t>(to - from),
+                      POSIX_FADV_WILLNEED);
+    }
     for (size_t i = 0; s.ok() && i < files.size(); ++i) {
       const AheadFile& f = files[i];
       // The reader overtook the push (its read of a file not yet pushed
       // reached another thread): skip ahead of it.
-      if (f.position < shards.LastReadEnd(range.shard_id)) continue;
+      if (sequential && f.position < shards.LastReadEnd(range.shard_id)) continue;
       s = c.fs->ReadAheadFile(f, range.shard, buf.get());
       if (!s.ok()) break;
       fuse_bufvec bv{};
@@ -199,7 +211,7 @@ void PushAhead(Context& c, fuse_ino_t ino, const ReadRange& range) noexcept {
     log::Debug("push-ahead after inode {}: {} of {} files", ino, pushed, files.size());
   } catch (const std::bad_alloc&) {
   }
-  shards.EndPush(range.shard_id, end);
+  if (sequential) shards.EndPush(range.shard_id, end);
 }
 
 void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) noexcept {

@@ -39,7 +39,7 @@ struct MountOptions {
   // when the shards together take at most half of the machine's memory
   // (pushed files then stay cached until they are read), else 0.
   bool push_random_auto = true;
-  static constexpr uint64_t kAutoPushRandom = 1 << 20;
+  static constexpr uint64_t kAutoPushRandom = 4 << 20;
   // Pass -o nonempty semantics: allow a mountpoint that is not empty.
   bool nonempty = false;
   bool debug = false;
