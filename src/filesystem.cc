@@ -1,5 +1,6 @@
 #include "src/filesystem.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
@@ -53,12 +54,10 @@ Filesystem::Filesystem(std::unique_ptr<index::IndexReader> reader, FilesystemOpt
       options_(options),
       shards_(ShardsOf(*reader_), ShardCacheOptions{options.max_open_shards, options.readahead}) {
   if (options_.verify != VerifyMode::kOff) {
-    verified_words_ = reader_->MetaNumber(index::kMetaMaxInode) / 64 + 1;
-    verified_ = std::make_unique<std::atomic<uint64_t>[]>(verified_words_);
+    verified_ = InodeBits(reader_->MetaNumber(index::kMetaMaxInode));
   }
   if (options_.push_ahead != 0 || options_.push_random != 0) {
-    pushed_words_ = reader_->MetaNumber(index::kMetaMaxInode) / 64 + 1;
-    pushed_ = std::make_unique<std::atomic<uint64_t>[]>(pushed_words_);
+    pushed_ = InodeBits(reader_->MetaNumber(index::kMetaMaxInode));
   }
 }
 
@@ -110,30 +109,19 @@ Status Filesystem::ReadLink(InodeId inode, std::string_view* target,
   return Status::Ok();
 }
 
-bool Filesystem::IsPushed(InodeId inode) const {
+InodeBits::InodeBits(uint64_t max_inode)
+    : words_(std::make_unique<std::atomic<uint64_t>[]>(max_inode / 64 + 1)),
+      size_(max_inode / 64 + 1) {}
+
+bool InodeBits::Test(InodeId inode) const {
   uint64_t i = inode.value;
-  if (i / 64 >= pushed_words_) return false;
-  return pushed_[i / 64].load(std::memory_order_relaxed) & (uint64_t{1} << (i % 64));
+  if (i / 64 >= size_) return false;
+  return words_[i / 64].load(std::memory_order_acquire) & (uint64_t{1} << (i % 64));
 }
 
-void Filesystem::MarkPushed(InodeId inode) {
+void InodeBits::Set(InodeId inode) {
   uint64_t i = inode.value;
-  if (i / 64 < pushed_words_) {
-    pushed_[i / 64].fetch_or(uint64_t{1} << (i % 64), std::memory_order_relaxed);
-  }
-}
-
-bool Filesystem::IsVerified(InodeId inode) const {
-  uint64_t i = inode.value;
-  if (i / 64 >= verified_words_) return false;
-  return verified_[i / 64].load(std::memory_order_acquire) & (uint64_t{1} << (i % 64));
-}
-
-void Filesystem::SetVerified(InodeId inode) {
-  uint64_t i = inode.value;
-  if (i / 64 < verified_words_) {
-    verified_[i / 64].fetch_or(uint64_t{1} << (i % 64), std::memory_order_release);
-  }
+  if (i / 64 < size_) words_[i / 64].fetch_or(uint64_t{1} << (i % 64), std::memory_order_release);
 }
 
 Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) {
@@ -186,9 +174,9 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
     return bad;
   }
   if (options_.verify == VerifyMode::kAlways ||
-      (options_.verify == VerifyMode::kFirst && !IsVerified(inode))) {
+      (options_.verify == VerifyMode::kFirst && !verified_.Test(inode))) {
     SHARDFS_RETURN_IF_ERROR(VerifyFile(rec, *shard));
-    SetVerified(inode);
+    verified_.Set(inode);
   }
   range->shard = std::move(shard).value();
   range->shard_id = rec.shard;
@@ -235,13 +223,13 @@ Status Filesystem::PlanAhead(InodeId inode, uint64_t max_bytes, bool stop_at_pus
 Status Filesystem::ReadAheadFile(const AheadFile& f, const ShardHandle& shard, char* buf) {
   SHARDFS_RETURN_IF_ERROR(PreadExact(shard->fd(), buf, f.size, f.position));
   bool check = options_.verify == VerifyMode::kAlways ||
-               (options_.verify == VerifyMode::kFirst && !IsVerified(f.inode));
+               (options_.verify == VerifyMode::kFirst && !verified_.Test(f.inode));
   if (!check) return Status::Ok();
   if (!f.has_checksum) return Status::NotSupported("the index has no checksum for this file");
   if (XXH3_64bits(buf, f.size) != f.xxh3) {
     return Status::Corruption(fmt::format("inode {}: content checksum differs", f.inode.value));
   }
-  SetVerified(f.inode);
+  verified_.Set(f.inode);
   return Status::Ok();
 }
 

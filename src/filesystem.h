@@ -51,6 +51,10 @@ struct FilesystemOptions {
   // up to the first one already pushed, so that over an epoch each file is
   // pushed once and most reads find it in the kernel. 0 turns it off.
   uint64_t push_random = 0;
+  // Behind a sequential reader of a shard (read replies and pushes), drop
+  // the shard's own cached pages, in 2 MiB steps 2 MiB behind: the kernel
+  // keeps the files' copy, so the data is not held in memory twice.
+  bool drop_behind = true;
   // Ownership and permission overrides for every entry (-o uid=,gid=,umask=).
   int64_t uid = -1;
   int64_t gid = -1;
@@ -76,6 +80,19 @@ struct AheadFile {
   uint64_t size = 0;
   uint64_t xxh3 = 0;
   bool has_checksum = false;
+};
+
+// One bit per inode up to a maximum, set and tested from any thread.
+class InodeBits {
+ public:
+  InodeBits() = default;
+  explicit InodeBits(uint64_t max_inode);
+  bool Test(InodeId inode) const;
+  void Set(InodeId inode);  // Beyond the maximum: ignored.
+
+ private:
+  std::unique_ptr<std::atomic<uint64_t>[]> words_;
+  size_t size_ = 0;  // Words.
 };
 
 class Filesystem {
@@ -117,14 +134,20 @@ class Filesystem {
   Status PlanAhead(InodeId inode, uint64_t max_bytes, bool stop_at_pushed,
                    std::vector<AheadFile>* files) const;
   // Files handed to the kernel's page cache, one bit per inode.
-  void MarkPushed(InodeId inode);
-  bool IsPushed(InodeId inode) const;
+  void MarkPushed(InodeId inode) { pushed_.Set(inode); }
+  bool IsPushed(InodeId inode) const { return pushed_.Test(inode); }
   // Reads planned file `f` whole from `shard` into `buf` (f.size bytes),
   // checking its XXH3 when verify is first (once) or always. Returns
   // Corruption on a mismatch (nothing is marked: a read of the file will
   // report it), IoError if the shard is short.
   Status ReadAheadFile(const AheadFile& f, const ShardHandle& shard, char* buf);
   static constexpr uint64_t kMaxAheadFile = 1 << 20;
+
+  // A sequential reader's data up to byte `end` of the range's shard is now
+  // in the kernel's page cache as file content (see drop_behind).
+  void DeliveredUpTo(const ReadRange& range, uint64_t end) {
+    if (options_.drop_behind) shards_.DropBehind(range.shard_id, range.shard->fd(), end);
+  }
 
   void StatFs(struct statvfs* st) const;
   const index::IndexReader& reader() const { return *reader_; }
@@ -133,18 +156,14 @@ class Filesystem {
 
  private:
   Status VerifyFile(const EntryRecord& rec, const ShardHandle& shard);
-  bool IsVerified(InodeId inode) const;
-  void SetVerified(InodeId inode);
 
   const std::unique_ptr<index::IndexReader> reader_;
   const FilesystemOptions options_;
   ShardCache shards_;
   // One bit per inode: content checked (verify=first).
-  std::unique_ptr<std::atomic<uint64_t>[]> verified_;
-  size_t verified_words_ = 0;
+  InodeBits verified_;
   // One bit per inode: pushed into the kernel's page cache.
-  std::unique_ptr<std::atomic<uint64_t>[]> pushed_;
-  size_t pushed_words_ = 0;
+  InodeBits pushed_;
 };
 
 // Reads exactly `len` bytes at `pos`, retrying short reads. Returns IoError

@@ -207,6 +207,7 @@ void PushAhead(Context& c, fuse_ino_t ino, const ReadRange& range) noexcept {
       end = f.position + f.size;
       ++pushed;
     }
+    if (sequential && pushed > 0) c.fs->DeliveredUpTo(range, end);
     if (!s.ok()) log::Debug("push-ahead after inode {}: {}", ino, s.message());
     log::Debug("push-ahead after inode {}: {} of {} files", ino, pushed, files.size());
   } catch (const std::bad_alloc&) {
@@ -237,7 +238,9 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
     buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
     buf.buf[0].fd = range.shard->fd();
     buf.buf[0].pos = static_cast<off_t>(range.position);
-    fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+    if (fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE) == 0 && range.sequential_to_eof) {
+      c.fs->DeliveredUpTo(range, range.position + range.length);
+    }
     PushAhead(c, ino, range);
     return;
   }
@@ -248,7 +251,9 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
     fuse_reply_err(req, ToErrno(s));
     return;
   }
-  fuse_reply_buf(req, buf, range.length);
+  if (fuse_reply_buf(req, buf, range.length) == 0 && range.sequential_to_eof) {
+    c.fs->DeliveredUpTo(range, range.position + range.length);
+  }
   PushAhead(c, ino, range);
 }
 

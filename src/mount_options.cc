@@ -93,6 +93,8 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
     if (!ParseBool(value, &o.prefill_dirs)) return bad("0 or 1");
   } else if (name == "push_ahead") {
     if (!ParseBytes(value, &o.fs.push_ahead)) return bad("a size such as 4M, or 0");
+  } else if (name == "drop_behind") {
+    if (!ParseBool(value, &o.fs.drop_behind)) return bad("0 or 1");
   } else if (name == "push_random") {
     if (value == "auto") {
       o.push_random_auto = true;

@@ -118,6 +118,18 @@ bool ShardCache::NoteRead(index::ShardId id, int fd, uint64_t pos, size_t len) {
   return true;
 }
 
+void ShardCache::DropBehind(index::ShardId id, int fd, uint64_t end) {
+  constexpr uint64_t kStep = 2 << 20;
+  if (id.value >= shards_.size() || end < 2 * kStep) return;
+  Slot& slot = slots_[id.value];
+  uint64_t to = (end - kStep) / kStep * kStep;
+  uint64_t from = slot.dropped.load(std::memory_order_relaxed);
+  if (to <= from || !slot.dropped.compare_exchange_strong(from, to, std::memory_order_relaxed)) {
+    return;
+  }
+  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from), POSIX_FADV_DONTNEED);
+}
+
 bool ShardCache::BeginPush(index::ShardId id) {
   if (id.value >= shards_.size()) return false;
   return !slots_[id.value].pushing.exchange(true, std::memory_order_acquire);

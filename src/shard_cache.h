@@ -76,6 +76,10 @@ class ShardCache {
   // returns false if one is running; EndPush records where it stopped.
   bool BeginPush(index::ShardId id);
   void EndPush(index::ShardId id, uint64_t end);
+  // Drops the cached pages of shard `id` (open as `fd`) before `end` minus
+  // 2 MiB, in whole 2 MiB steps (large page-cache folios are only dropped
+  // whole), from where the last call stopped. Lock-free.
+  void DropBehind(index::ShardId id, int fd, uint64_t end);
   // Where the last read of shard `id` ended: a push-ahead that finds the
   // reader ahead of it skips what the reader has passed.
   uint64_t LastReadEnd(index::ShardId id) const {
@@ -98,6 +102,7 @@ class ShardCache {
     std::atomic<uint64_t> prefetched{0};  // Readahead requested up to here.
     std::atomic<uint64_t> pushed_end{0};  // End of the last push-ahead.
     std::atomic<bool> pushing{false};
+    std::atomic<uint64_t> dropped{0};  // DropBehind done up to here.
   };
   Result<ShardHandle> Open(uint32_t id);
 

@@ -10,7 +10,11 @@ directory send none; after a push, reading the pushed files sends no READ. The
 same runs with the feature off show the requests, so the checks can fail. The
 bytes read are compared with the source in every case."""
 
+import ctypes
+import glob
 import hashlib
+import json
+import mmap
 import os
 import random
 import re
@@ -23,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
 
 FILES_PER_DIR = 200
+PAGE = 4096
 
 
 def sha(data):
@@ -186,6 +191,54 @@ class MountPrefetchTest(unittest.TestCase):
             self.assertGreaterEqual(self.requests(m.stderr()[before:], "READ"), 50)
             self.assertNotIn("push-ahead", m.stderr())
 
+    def resident_pages(self, rel):
+        """How many of the shard's pages wholly inside `rel`'s data are in
+        the page cache (mincore), how many there are, and where its data
+        ends in the shard."""
+        info = json.loads(tl.run_shardfs("stat", "--json", self.idx, rel, check=0).stdout)
+        end = info["offset"] + info["size"]
+        first = (info["offset"] + PAGE - 1) // PAGE * PAGE
+        last = end // PAGE * PAGE
+        if last <= first:
+            return 0, 0, end  # No page wholly inside this file.
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        fd = os.open(info["shard"], os.O_RDONLY)
+        try:
+            addr = libc.mmap(None, last - first, mmap.PROT_READ, mmap.MAP_SHARED, fd, first)
+            self.assertNotEqual(addr, ctypes.c_void_p(-1).value)
+            vec = ctypes.create_string_buffer((last - first) // PAGE)
+            self.assertEqual(libc.mincore(addr, last - first, vec), 0)
+            libc.munmap(addr, last - first)
+        finally:
+            os.close(fd)
+        return sum(b & 1 for b in vec.raw), (last - first) // PAGE, end
+
+    def drop_behind_run(self, options):
+        """Reads every file in tree order (~4 MB of shard); returns the
+        resident shard pages of the files in the shard's first 1.5 MiB."""
+        for shard in glob.glob(os.path.join(self.out, "*.tar")):
+            with open(shard, "rb") as f:  # Every page of the shards cached.
+                while f.read(1 << 20):
+                    pass
+        with self.mount("push_random=0," + options):
+            for rel in sorted(self.want):
+                self.check_bytes(rel)
+            pages = [self.resident_pages(rel) for rel in self.names("cls0")]
+        return [(g, t) for g, t, end in pages if end < 3 << 19]
+
+    def test_drop_behind_keeps_one_copy(self):
+        runs = self.drop_behind_run("drop_behind=1")
+        total = sum(t for _, t in runs)
+        self.assertGreaterEqual(total, 100)
+        left = sum(g for g, _ in runs)
+        self.assertEqual(left, 0, "shard pages left cached: %d of %d" % (left, total))
+        runs = self.drop_behind_run("drop_behind=0")
+        self.assertEqual(sum(g for g, _ in runs), sum(t for _, t in runs))
 
 if __name__ == "__main__":
     tl.main()

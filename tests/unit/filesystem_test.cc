@@ -32,6 +32,19 @@ using shardfs::testing::CommandResult;
 using shardfs::testing::TempDir;
 using ::testing::HasSubstr;
 
+// Indexes `shards` at `idx`.
+void IndexShards(const std::vector<std::string>& shards, const std::string& idx,
+                 bool checksum = true) {
+  tools::IndexBuildOptions o;
+  o.inputs = shards;
+  o.out = idx;
+  o.jobs = 1;
+  o.quiet = true;
+  o.checksum = checksum;
+  Result<tools::IndexBuildReport> built = tools::BuildIndex(o);
+  ASSERT_TRUE(built.ok()) << built.status().message();
+}
+
 // Archives the top-level names of `src` into `shard` (GNU tar, posix
 // format: nanosecond mtimes) and indexes it at `idx`.
 void MakeIndexedShard(const std::string& src, const std::string& shard, const std::string& idx,
@@ -40,14 +53,7 @@ void MakeIndexedShard(const std::string& src, const std::string& shard, const st
   for (const std::string& n : testing::TopLevelNames(src)) argv.push_back(n);
   CommandResult r = testing::Run(argv);
   ASSERT_TRUE(r.ok()) << r.describe;
-  tools::IndexBuildOptions o;
-  o.inputs = {shard};
-  o.out = idx;
-  o.jobs = 1;
-  o.quiet = true;
-  o.checksum = checksum;
-  Result<tools::IndexBuildReport> built = tools::BuildIndex(o);
-  ASSERT_TRUE(built.ok()) << built.status().message();
+  IndexShards({shard}, idx, checksum);
 }
 
 std::unique_ptr<Filesystem> Open(const std::string& idx, FilesystemOptions options = {}) {
@@ -489,16 +495,7 @@ class PushAheadTest : public ::testing::Test {
             "b", "b/f0", "b/f1", "b/f2", "b/z-big", "c",    "c/f0"};
   }
 
-  void Index(const std::vector<std::string>& shards, bool checksum = true) {
-    tools::IndexBuildOptions o;
-    o.inputs = shards;
-    o.out = idx_;
-    o.jobs = 1;
-    o.quiet = true;
-    o.checksum = checksum;
-    Result<tools::IndexBuildReport> built = tools::BuildIndex(o);
-    ASSERT_TRUE(built.ok()) << built.status().message();
-  }
+  void Index(const std::vector<std::string>& shards) { IndexShards(shards, idx_); }
 
   // The names PlanAhead gives after `path`, `max_bytes` at most.
   std::vector<std::string> Plan(Filesystem& fs, std::string_view path, uint64_t max_bytes,
