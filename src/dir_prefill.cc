@@ -1,6 +1,5 @@
 #include "src/dir_prefill.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -46,19 +45,13 @@ void DirPrefill::NoteMiss(index::InodeId dir) {
   cv_.notify_one();
 }
 
-bool DirPrefill::QueueLocked(Job job) {
+void DirPrefill::QueueLocked(Job job) {
   DirState& d = dirs_[job.dir];
-  if (d.queued || (job.ahead && d.listings > 0)) return false;
+  if (d.queued || (job.ahead && d.listings > 0)) return;
   d.queued = true;
   d.misses = 0;
   ++d.listings;
   queue_.push_back(std::move(job));
-  return true;
-}
-
-uint64_t DirPrefill::listed() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return listed_;
 }
 
 void DirPrefill::Run() {
@@ -72,7 +65,6 @@ void DirPrefill::Run() {
     if (List(job) && !job.ahead) QueueSiblings(job);
     lock.lock();
     dirs_[job.dir].queued = false;
-    ++listed_;
   }
 }
 

@@ -53,9 +53,6 @@ class DirPrefill {
   // A lookup in directory `dir` reached the daemon.
   void NoteMiss(index::InodeId dir);
 
-  // Directories listed so far (for the debug log and tests).
-  uint64_t listed() const;
-
  private:
   struct Job {
     uint64_t dir;
@@ -63,12 +60,13 @@ class DirPrefill {
     bool ahead;        // Listed ahead of use: lists no siblings itself.
   };
   void Run();
-  // Lists `job.dir`; returns its path, or "" (and false) if it failed.
+  // Lists `job.dir`, filling in `job.path` if empty; false if it failed.
   bool List(Job& job);
   // Queues the directories that follow `job.dir` among its siblings.
   void QueueSiblings(const Job& job);
-  // Queues `dir` unless it was queued before. Caller holds mu_.
-  bool QueueLocked(Job job);
+  // Queues `job` unless its directory is queued already, or was listed
+  // before and `job` is only a list-ahead. Caller holds mu_.
+  void QueueLocked(Job job);
 
   const index::IndexReader* const reader_;
   const std::string mountpoint_;
@@ -83,7 +81,6 @@ class DirPrefill {
   std::unordered_map<uint64_t, DirState> dirs_;    // Guarded by mu_.
   std::deque<Job> queue_;                          // Guarded by mu_.
   bool stop_ = false;                              // Guarded by mu_.
-  uint64_t listed_ = 0;                            // Guarded by mu_.
   std::thread thread_;
 };
 

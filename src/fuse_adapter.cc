@@ -215,6 +215,16 @@ void PushAhead(Context& c, fuse_ino_t ino, const ReadRange& range) noexcept {
   if (sequential) shards.EndPush(range.shard_id, end);
 }
 
+// After a read reply (`replied` is fuse_reply_*'s result): the kernel now
+// holds the range, so a sequential reader's shard pages behind it can go;
+// then the files that follow are pushed.
+void AfterReply(Context& c, fuse_ino_t ino, const ReadRange& range, int replied) noexcept {
+  if (replied == 0 && range.sequential_to_eof) {
+    c.fs->DeliveredUpTo(range, range.position + range.length);
+  }
+  PushAhead(c, ino, range);
+}
+
 void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) noexcept {
   Context& c = Ctx(req);
   if (off < 0) {
@@ -238,10 +248,7 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
     buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
     buf.buf[0].fd = range.shard->fd();
     buf.buf[0].pos = static_cast<off_t>(range.position);
-    if (fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE) == 0 && range.sequential_to_eof) {
-      c.fs->DeliveredUpTo(range, range.position + range.length);
-    }
-    PushAhead(c, ino, range);
+    AfterReply(c, ino, range, fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE));
     return;
   }
   char* buf = ThreadBuffer(size);
@@ -251,10 +258,7 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
     fuse_reply_err(req, ToErrno(s));
     return;
   }
-  if (fuse_reply_buf(req, buf, range.length) == 0 && range.sequential_to_eof) {
-    c.fs->DeliveredUpTo(range, range.position + range.length);
-  }
-  PushAhead(c, ino, range);
+  AfterReply(c, ino, range, fuse_reply_buf(req, buf, range.length));
 }
 
 void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept {
