@@ -9,11 +9,13 @@
 #include <getopt.h>
 #include <malloc.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -59,6 +61,28 @@ Status CheckMountpoint(const std::string& path, bool nonempty) {
   return Status::Ok();
 }
 
+// Raises the soft limit of open files to the hard limit, and returns
+// `max_open_shards` clamped so that the cached shards, the descriptors that
+// reads and pushes hold a moment longer, and the daemon's own (/dev/fuse
+// clones, the index's table files) fit under it.
+size_t ClampOpenShards(size_t max_open_shards) {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return max_open_shards;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+  }
+  // Half the limit for shards, the rest for everything else; at least 1.
+  rlim_t room = rl.rlim_cur == RLIM_INFINITY ? max_open_shards : rl.rlim_cur / 2;
+  size_t clamped = std::max<size_t>(1, std::min<size_t>(max_open_shards, room));
+  if (clamped < max_open_shards) {
+    log::Info("max_open_shards={} lowered to {}: the open-files limit is {}", max_open_shards,
+              clamped, static_cast<uint64_t>(rl.rlim_cur));
+  }
+  return clamped;
+}
+
 struct MountArgs {
   bool foreground = false;
   bool check = false;
@@ -90,17 +114,19 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
                "them", a.index);
     return kExitFailure;
   }
-  mount::FilesystemOptions fs_options = a.options.fs;
-  if (a.options.push_random_auto) {
+  MountOptions options = a.options;
+  if (options.push_random_auto) {
     uint64_t shard_bytes = 0;
     for (const index::ShardMeta& m : (*reader)->shards()) shard_bytes += m.size;
     struct sysinfo si;
     uint64_t memory = ::sysinfo(&si) == 0 ? uint64_t{si.totalram} * si.mem_unit : 0;
-    fs_options.push_random = shard_bytes <= memory / 2 ? MountOptions::kAutoPushRandom : 0;
+    options.push.random_bytes =
+        shard_bytes <= memory / 2 ? MountOptions::kAutoPushRandom : 0;
     log::Debug("push_random=auto: shards {} bytes, memory {} bytes: push_random={}", shard_bytes,
-               memory, fs_options.push_random);
+               memory, options.push.random_bytes);
   }
-  mount::Filesystem fs(std::move(reader).value(), fs_options);
+  options.fs.max_open_shards = ClampOpenShards(options.fs.max_open_shards);
+  mount::Filesystem fs(std::move(reader).value(), options.fs);
   // A cheap look at every shard (one stat each, no reads): an index whose
   // shards have all moved is refused; single missing shards are logged and
   // their files fail with EIO. --check reads and fingerprints them all.
@@ -124,20 +150,20 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
     }
   }
   if (a.check) {
-    std::vector<Status> problems = fs.shards().CheckAll();
+    std::vector<Status> problems = fs.shard_cache().CheckAll();
     if (!problems.empty()) {
       if (!a.allow_missing) {
         log::Error("{} of {} shards failed the check; not mounting (--allow-missing-shards "
                    "mounts anyway, their files fail with EIO)",
-                   problems.size(), fs.shards().shard_count());
+                   problems.size(), fs.shard_cache().shard_count());
         return kExitFailure;
       }
       log::Warning("{} of {} shards failed the check; their files fail with EIO",
-                   problems.size(), fs.shards().shard_count());
+                   problems.size(), fs.shard_cache().shard_count());
     }
   }
   std::string fsname = std::filesystem::absolute(a.index).lexically_normal().string();
-  Status s = mount::ServeFuse(&fs, a.options, a.mountpoint, fsname, on_mounted);
+  Status s = mount::ServeFuse(&fs, options, a.mountpoint, fsname, on_mounted);
   if (!s.ok()) {
     log::Error("mount {}: {}", a.mountpoint, s.message());
     return kExitFailure;

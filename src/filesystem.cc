@@ -52,12 +52,9 @@ Status PreadExact(int fd, char* buf, size_t len, uint64_t pos) {
 Filesystem::Filesystem(std::unique_ptr<index::IndexReader> reader, FilesystemOptions options)
     : reader_(std::move(reader)),
       options_(options),
-      shards_(ShardsOf(*reader_), ShardCacheOptions{options.max_open_shards, options.readahead}) {
+      shards_(ShardsOf(*reader_), ShardCacheOptions{options.max_open_shards}) {
   if (options_.verify != VerifyMode::kOff) {
     verified_ = InodeBits(reader_->MetaNumber(index::kMetaMaxInode));
-  }
-  if (options_.push_ahead != 0 || options_.push_random != 0) {
-    pushed_ = InodeBits(reader_->MetaNumber(index::kMetaMaxInode));
   }
 }
 
@@ -107,6 +104,57 @@ Status Filesystem::ReadLink(InodeId inode, std::string_view* target,
   if (rec.type != index::EntryType::kSymlink) return Status::InvalidArgument("not a symlink");
   *target = rec.target;
   return Status::Ok();
+}
+
+Result<DirCursor> DirCursor::Open(const Filesystem& fs, InodeId dir) {
+  DirCursor c;
+  index::RecordHolder holder;
+  SHARDFS_RETURN_IF_ERROR(fs.GetAttr(dir, &c.self_, &holder));
+  if (c.self_.type != index::EntryType::kDir) {
+    return Status::InvalidArgument(fmt::format("inode {}: not a directory", dir.value));
+  }
+  c.self_.target = {};
+  c.resume_after_.reserve(index::kMaxNameLength);
+  c.scratch_.reserve(index::kMaxNameLength);
+  return c;
+}
+
+Status DirCursor::Read(const Filesystem& fs, uint64_t off, const EntryFn& fn) {
+  for (; off < 2; ++off) {
+    EntryRecord dot;
+    dot.type = index::EntryType::kDir;
+    dot.mode = S_IFDIR;
+    dot.inode = off == 0 ? self_.inode : self_.parent;
+    if (!fn(off + 1, off == 0 ? "." : "..", dot)) {
+      next_off_ = off;
+      return Status::Ok();
+    }
+  }
+  // Resume after the name the last call ended on, or count from the first.
+  std::string_view start_after;
+  uint64_t skip = 0;
+  if (off == next_off_ && off > 2) {
+    start_after = resume_after_;
+  } else {
+    skip = off - 2;
+  }
+  // The name the next call resumes after; both strings keep their capacity.
+  std::string& last = scratch_;
+  last = resume_after_;
+  Status s = fs.ReadDir(self_.inode, start_after, [&](std::string_view name, const EntryRecord& rec) {
+    if (skip > 0) {
+      --skip;
+      last.assign(name);
+      return true;
+    }
+    if (!fn(off + 1, name, rec)) return false;
+    ++off;
+    last.assign(name);
+    return true;
+  });
+  next_off_ = off;
+  resume_after_.swap(last);
+  return s;
 }
 
 InodeBits::InodeBits(uint64_t max_inode)
@@ -182,45 +230,12 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
   range->shard_id = rec.shard;
   range->position = rec.offset + offset;
   range->length = static_cast<size_t>(std::min<uint64_t>(size, rec.size - offset));
-  bool sequential = shards_.NoteRead(rec.shard, range->shard->fd(), range->position, range->length);
-  range->sequential_to_eof = sequential && offset + range->length == rec.size;
-  range->whole_file = offset == 0 && range->length == rec.size;
+  range->ends_file = offset + range->length == rec.size;
+  range->whole_file = offset == 0 && range->ends_file;
   return Status::Ok();
 }
 
-Status Filesystem::PlanAhead(InodeId inode, uint64_t max_bytes, bool stop_at_pushed,
-                             std::vector<AheadFile>* files) const {
-  files->clear();
-  EntryRecord first;
-  index::RecordHolder holder;
-  SHARDFS_RETURN_IF_ERROR(reader_->GetInode(inode, &first, &holder));
-  if (first.type != index::EntryType::kFile) return Status::Ok();
-  // Between two members: their headers (a pax header, a long name) and
-  // padding. A larger jump means the next inode is not the next member.
-  constexpr uint64_t kMaxGap = 64 * 1024;
-  constexpr int kMaxStepOver = 64;  // Directories etc. between two files.
-  uint64_t end = first.offset + first.size;
-  uint64_t bytes = 0;
-  int stepped_over = 0;
-  return reader_->ForEachInode(InodeId{inode.value + 1}, [&](const EntryRecord& rec) {
-    if (rec.type != index::EntryType::kFile || rec.size == 0) {
-      // Empty files have no data; directories hold no bytes.
-      return ++stepped_over <= kMaxStepOver;
-    }
-    if (rec.shard != first.shard || rec.offset < end || rec.offset - end > kMaxGap ||
-        rec.size > kMaxAheadFile || bytes + rec.size > max_bytes) {
-      return false;
-    }
-    end = rec.offset + rec.size;
-    bytes += rec.size;
-    stepped_over = 0;
-    if (IsPushed(rec.inode)) return !stop_at_pushed;
-    files->push_back({rec.inode, rec.offset, rec.size, rec.xxh3, rec.has_checksum()});
-    return true;
-  });
-}
-
-Status Filesystem::ReadAheadFile(const AheadFile& f, const ShardHandle& shard, char* buf) {
+Status Filesystem::ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf) {
   SHARDFS_RETURN_IF_ERROR(PreadExact(shard->fd(), buf, f.size, f.position));
   bool check = options_.verify == VerifyMode::kAlways ||
                (options_.verify == VerifyMode::kFirst && !verified_.Test(f.inode));

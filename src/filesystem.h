@@ -9,6 +9,9 @@
 // Thread safety: after construction every method may be called from any
 // number of threads. The index reader is immutable, the shard cache guards
 // itself, the verified-inode bitmap is atomic words.
+//
+// What the mount does ahead of a reader (readahead in shards, drop-behind,
+// pushes into the kernel's page cache) is src/push_ahead.h.
 #ifndef SHARDFS_SRC_FILESYSTEM_H_
 #define SHARDFS_SRC_FILESYSTEM_H_
 
@@ -19,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -41,20 +45,6 @@ enum class VerifyMode {
 struct FilesystemOptions {
   VerifyMode verify = VerifyMode::kOff;
   size_t max_open_shards = 128;
-  uint64_t readahead = 8 << 20;  // See ShardCacheOptions::readahead.
-  // When a reader finishes a file and its reads run sequentially through a
-  // shard, the files that follow it in the shard, up to this many bytes, are
-  // offered for the kernel's page cache (see PlanAhead); 0 turns it off.
-  uint64_t push_ahead = 4 << 20;
-  // The same for a read of a whole file that is not part of a sequential
-  // walk (a shuffled loader): the files after it, up to this many bytes and
-  // up to the first one already pushed, so that over an epoch each file is
-  // pushed once and most reads find it in the kernel. 0 turns it off.
-  uint64_t push_random = 0;
-  // Behind a sequential reader of a shard (read replies and pushes), drop
-  // the shard's own cached pages, in 2 MiB steps 2 MiB behind: the kernel
-  // keeps the files' copy, so the data is not held in memory twice.
-  bool drop_behind = true;
   // Ownership and permission overrides for every entry (-o uid=,gid=,umask=).
   int64_t uid = -1;
   int64_t gid = -1;
@@ -67,14 +57,16 @@ struct ReadRange {
   index::ShardId shard_id;
   uint64_t position = 0;  // Byte offset in the shard.
   size_t length = 0;      // 0 at or past end of file.
-  // The range ends where the file ends, and reads of this shard have been
-  // running sequentially: a reader walking the files in shard order.
-  bool sequential_to_eof = false;
+  bool ends_file = false;   // The range ends where the file ends.
   bool whole_file = false;  // The range is the whole file.
+  // Set by PushAhead::NoteRead: the range ends the file, and reads of this
+  // shard have been running sequentially (a reader walking the shard).
+  bool sequential_to_eof = false;
 };
 
-// A file planned for pushing into the kernel's page cache ahead of a reader.
-struct AheadFile {
+// A file planned for pushing into the kernel's page cache ahead of a reader
+// (see src/push_ahead.h).
+struct PlannedFile {
   InodeId inode;
   uint64_t position = 0;  // Byte offset of its data in the shard.
   uint64_t size = 0;
@@ -93,6 +85,41 @@ class InodeBits {
  private:
   std::unique_ptr<std::atomic<uint64_t>[]> words_;
   size_t size_ = 0;  // Words.
+};
+
+class Filesystem;
+
+// An open directory read by offsets, as readdir does: 0 is ".", 1 is "..",
+// 2 + i is the i-th child in name order. The children are streamed from the
+// index: a cursor holds only where the last call ended (the name to resume
+// after), so an open directory costs the same whatever its size. Reading on
+// from there is one seek into the index; any other offset (seekdir) is
+// reached by counting from the first child.
+//
+// Thread safety: one cursor must not be used by two threads at once.
+class DirCursor {
+ public:
+  // Called for each entry: `next_off` is the offset of the entry after it
+  // (what telldir gives after it). "." and ".." have rec.inode set and
+  // rec.mode = S_IFDIR only. Returns false if it did not take the entry.
+  using EntryFn = std::function<bool(uint64_t next_off, std::string_view name,
+                                     const EntryRecord& rec)>;
+
+  // Opens directory `dir`. NotFound if there is none, NotADirectory (as
+  // InvalidArgument) if it is not a directory.
+  static Result<DirCursor> Open(const Filesystem& fs, InodeId dir);
+
+  // Calls `fn` for each entry from offset `off` on, until `fn` returns
+  // false or the directory ends.
+  Status Read(const Filesystem& fs, uint64_t off, const EntryFn& fn);
+
+  InodeId inode() const { return self_.inode; }
+
+ private:
+  EntryRecord self_;         // self_.target is cleared.
+  uint64_t next_off_ = 0;    // Where the last Read stopped.
+  std::string resume_after_; // The child before next_off_, if next_off_ > 2.
+  std::string scratch_;
 };
 
 class Filesystem {
@@ -123,35 +150,16 @@ class Filesystem {
   // The same, also returning the range read (range->length bytes).
   Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, ReadRange* range);
 
-  // Push-ahead, for a reader that walks the files of a shard in order:
-  // fills `files` with the regular files that follow `inode` in inode order
-  // and lie back to back after it in the same shard (at most a small gap of
-  // tar headers between them), `max_bytes` of data at most, each no larger
-  // than kMaxAheadFile. Directories between them are stepped over. Empty when
-  // the shard's files are not in inode order.
-  // With `stop_at_pushed`, the plan ends before the first file already
-  // pushed (MarkPushed); without, such files are left out.
-  Status PlanAhead(InodeId inode, uint64_t max_bytes, bool stop_at_pushed,
-                   std::vector<AheadFile>* files) const;
-  // Files handed to the kernel's page cache, one bit per inode.
-  void MarkPushed(InodeId inode) { pushed_.Set(inode); }
-  bool IsPushed(InodeId inode) const { return pushed_.Test(inode); }
   // Reads planned file `f` whole from `shard` into `buf` (f.size bytes),
   // checking its XXH3 when verify is first (once) or always. Returns
   // Corruption on a mismatch (nothing is marked: a read of the file will
   // report it), IoError if the shard is short.
-  Status ReadAheadFile(const AheadFile& f, const ShardHandle& shard, char* buf);
-  static constexpr uint64_t kMaxAheadFile = 1 << 20;
-
-  // A sequential reader's data up to byte `end` of the range's shard is now
-  // in the kernel's page cache as file content (see drop_behind).
-  void DeliveredUpTo(const ReadRange& range, uint64_t end) {
-    if (options_.drop_behind) shards_.DropBehind(range.shard_id, range.shard->fd(), end);
-  }
+  Status ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf);
+  static constexpr uint64_t kMaxPlannedFile = 1 << 20;
 
   void StatFs(struct statvfs* st) const;
   const index::IndexReader& reader() const { return *reader_; }
-  ShardCache& shards() { return shards_; }
+  ShardCache& shard_cache() { return shards_; }
   const FilesystemOptions& options() const { return options_; }
 
  private:
@@ -162,8 +170,6 @@ class Filesystem {
   ShardCache shards_;
   // One bit per inode: content checked (verify=first).
   InodeBits verified_;
-  // One bit per inode: pushed into the kernel's page cache.
-  InodeBits pushed_;
 };
 
 // Reads exactly `len` bytes at `pos`, retrying short reads. Returns IoError

@@ -4,15 +4,27 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 
+#include <poll.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdarg>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "index/log.h"
 #include "src/dir_prefill.h"
+#include "src/push_ahead.h"
 
 namespace shardfs::mount {
 namespace {
@@ -23,26 +35,28 @@ struct Context {
   bool kernel_open = false;  // Set in init when the kernel can open alone.
   bool splice = false;
   fuse_session* se = nullptr;
+  PushAhead* push = nullptr;
   DirPrefill* prefill = nullptr;  // Null with -o prefill_dirs=0.
 };
 
-// A directory's listing, loaded once at opendir (one prefix scan) and served
-// by offset to readdir/readdirplus. Owned by the open directory handle.
-struct DirListing {
-  struct Entry {
-    std::string name;
-    EntryRecord rec;  // rec.target is cleared: it pointed into the scan.
-  };
-  EntryRecord self;
-  std::vector<Entry> entries;
+// An open directory: a cursor streaming its entries from the index, so a
+// handle costs the same whatever the directory's size.
+struct DirHandle {
+  std::mutex mu;  // readdir calls on one handle may overlap.
+  DirCursor cursor;  // Guarded by mu.
 };
 
 Context& Ctx(fuse_req_t req) { return *static_cast<Context*>(fuse_req_userdata(req)); }
 
-// A buffer per worker thread for replies built in user space.
-char* ThreadBuffer(size_t size) {
+// A buffer per worker thread for replies built in user space; null if it
+// cannot be had (the request then gets ENOMEM).
+char* ThreadBuffer(size_t size) noexcept {
   thread_local std::vector<char> buf;
-  if (buf.size() < size) buf.resize(size);
+  try {
+    if (buf.size() < size) buf.resize(size);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
   return buf.data();
 }
 
@@ -137,6 +151,10 @@ void OpReadlink(fuse_req_t req, fuse_ino_t ino) noexcept {
     return;
   }
   char* buf = ThreadBuffer(target.size() + 1);
+  if (!buf) {
+    fuse_reply_err(req, ENOMEM);
+    return;
+  }
   std::memcpy(buf, target.data(), target.size());
   buf[target.size()] = '\0';
   fuse_reply_readlink(req, buf);
@@ -158,82 +176,17 @@ void OpOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
   fuse_reply_open(req, fi);
 }
 
-// After a read that finished file `ino` of a sequentially read shard: hands
-// the files that follow it in the shard to the kernel's page cache
-// (FUSE_NOTIFY_STORE), so the reader's next opens and reads of them are
-// served by the kernel without a round trip each. Only files the kernel
-// already knows (looked up, or listed by readdirplus or the dentry prefill)
-// can be stored; the first unknown one ends the push.
-void PushAhead(Context& c, fuse_ino_t ino, const ReadRange& range) noexcept {
-  const FilesystemOptions& o = c.fs->options();
-  const bool sequential = range.sequential_to_eof;
-  uint64_t window = sequential ? o.push_ahead : range.whole_file ? o.push_random : 0;
-  if (window == 0) return;
-  ShardCache& shards = c.fs->shards();
-  // One sequential push per shard at a time: a reader that overtakes it
-  // would otherwise start another over the same files. Pushes after random
-  // reads run side by side; the pushed bits keep them apart.
-  if (sequential && !shards.BeginPush(range.shard_id)) return;
-  uint64_t end = 0;
-  size_t pushed = 0;
-  try {
-    thread_local std::vector<AheadFile> files;
-    thread_local std::unique_ptr<char[]> buf(new char[Filesystem::kMaxAheadFile]);
-    Status s = c.fs->PlanAhead(InodeId{ino}, window, !sequential, &files);
-    if (s.ok() && !sequential && !files.empty()) {
-      // One request for the run instead of readahead ramping up per file.
-      uint64_t from = files.front().position;
-      uint64_t to = files.back().position + files.back().size;
-      ::posix_fadvise(range.shard->fd(), static_cast<off_t>(from), static_cast<off_t>(to - from),
-                      POSIX_FADV_WILLNEED);
-    }
-    for (size_t i = 0; s.ok() && i < files.size(); ++i) {
-      const AheadFile& f = files[i];
-      // The reader overtook the push (its read of a file not yet pushed
-      // reached another thread): skip ahead of it.
-      if (sequential && f.position < shards.LastReadEnd(range.shard_id)) continue;
-      s = c.fs->ReadAheadFile(f, range.shard, buf.get());
-      if (!s.ok()) break;
-      fuse_bufvec bv{};
-      bv.count = 1;
-      bv.buf[0].size = f.size;
-      bv.buf[0].mem = buf.get();
-      int rc = fuse_lowlevel_notify_store(c.se, f.inode.value, 0, &bv, fuse_buf_copy_flags{});
-      if (rc != 0) {
-        log::Debug("push-ahead: inode {}: {}", f.inode.value, std::strerror(-rc));
-        break;
-      }
-      c.fs->MarkPushed(f.inode);
-      end = f.position + f.size;
-      ++pushed;
-    }
-    if (sequential && pushed > 0) c.fs->DeliveredUpTo(range, end);
-    if (!s.ok()) log::Debug("push-ahead after inode {}: {}", ino, s.message());
-    log::Debug("push-ahead after inode {}: {} of {} files", ino, pushed, files.size());
-  } catch (const std::bad_alloc&) {
-  }
-  if (sequential) shards.EndPush(range.shard_id, end);
-}
-
-// After a read reply (`replied` is fuse_reply_*'s result): the kernel now
-// holds the range, so a sequential reader's shard pages behind it can go;
-// then the files that follow are pushed.
-void AfterReply(Context& c, fuse_ino_t ino, const ReadRange& range, int replied) noexcept {
-  if (replied == 0 && range.sequential_to_eof) {
-    c.fs->DeliveredUpTo(range, range.position + range.length);
-  }
-  PushAhead(c, ino, range);
-}
-
 void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) noexcept {
   Context& c = Ctx(req);
   if (off < 0) {
     fuse_reply_err(req, EINVAL);
     return;
   }
+  const InodeId inode{ino};
+  ReadRange range;
+  int replied;
   if (c.splice) {
-    ReadRange range;
-    Status s = c.fs->ResolveRead(InodeId{ino}, static_cast<uint64_t>(off), size, &range);
+    Status s = c.fs->ResolveRead(inode, static_cast<uint64_t>(off), size, &range);
     if (!s.ok()) {
       fuse_reply_err(req, ToErrno(s));
       return;
@@ -242,23 +195,30 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
       fuse_reply_buf(req, nullptr, 0);
       return;
     }
+    c.push->NoteRead(inode, &range);
     fuse_bufvec buf{};
     buf.count = 1;
     buf.buf[0].size = range.length;
     buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
     buf.buf[0].fd = range.shard->fd();
     buf.buf[0].pos = static_cast<off_t>(range.position);
-    AfterReply(c, ino, range, fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE));
-    return;
+    replied = fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+  } else {
+    char* buf = ThreadBuffer(size);
+    if (!buf) {
+      fuse_reply_err(req, ENOMEM);
+      return;
+    }
+    Status s = c.fs->Read(inode, static_cast<uint64_t>(off), size, buf, &range);
+    if (!s.ok()) {
+      fuse_reply_err(req, ToErrno(s));
+      return;
+    }
+    if (range.length > 0) c.push->NoteRead(inode, &range);
+    replied = fuse_reply_buf(req, buf, range.length);
   }
-  char* buf = ThreadBuffer(size);
-  ReadRange range;
-  Status s = c.fs->Read(InodeId{ino}, static_cast<uint64_t>(off), size, buf, &range);
-  if (!s.ok()) {
-    fuse_reply_err(req, ToErrno(s));
-    return;
-  }
-  AfterReply(c, ino, range, fuse_reply_buf(req, buf, range.length));
+  // Hands work to the pushers; never waits for them.
+  c.push->AfterReply(inode, range, replied == 0);
 }
 
 void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept {
@@ -270,65 +230,70 @@ void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept { fuse_repl
 
 void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
   Context& c = Ctx(req);
-  try {
-    auto listing = std::make_unique<DirListing>();
-    index::RecordHolder holder;
-    Status s = c.fs->GetAttr(InodeId{ino}, &listing->self, &holder);
-    if (s.ok() && listing->self.type != index::EntryType::kDir) {
-      s = Status::InvalidArgument("not a directory");
-    }
-    if (s.ok()) {
-      s = c.fs->ReadDir(InodeId{ino}, "", [&](std::string_view name, const EntryRecord& rec) {
-        listing->entries.push_back({std::string(name), rec});
-        listing->entries.back().rec.target = {};
-        return true;
-      });
-    }
-    if (!s.ok()) {
-      fuse_reply_err(req, s.code() == Status::Code::kInvalidArgument ? ENOTDIR : ToErrno(s));
-      return;
-    }
-    listing->self.target = {};
-    fi->fh = reinterpret_cast<uint64_t>(listing.release());
-    fi->keep_cache = 1;
-    fi->cache_readdir = 1;
-    fuse_reply_open(req, fi);
-  } catch (const std::bad_alloc&) {
-    fuse_reply_err(req, ENOMEM);
+  Result<DirCursor> cursor = DirCursor::Open(*c.fs, InodeId{ino});
+  if (!cursor.ok()) {
+    fuse_reply_err(req, cursor.status().code() == Status::Code::kInvalidArgument
+                            ? ENOTDIR
+                            : ToErrno(cursor.status()));
+    return;
   }
+  auto* handle = new (std::nothrow) DirHandle{{}, std::move(cursor).value()};
+  if (!handle) {
+    fuse_reply_err(req, ENOMEM);
+    return;
+  }
+  fi->fh = reinterpret_cast<uint64_t>(handle);
+  fi->keep_cache = 1;
+  fi->cache_readdir = 1;
+  if (fuse_reply_open(req, fi) != 0) delete handle;  // The kernel will not release it.
 }
 
 void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool plus) noexcept {
   Context& c = Ctx(req);
-  auto* listing = reinterpret_cast<DirListing*>(fi->fh);
+  auto* handle = reinterpret_cast<DirHandle*>(fi->fh);
   char* buf = ThreadBuffer(size);
+  if (!buf) {
+    fuse_reply_err(req, ENOMEM);
+    return;
+  }
   size_t used = 0;
-  // Offsets: 0 ".", 1 "..", then 2 + i for entries[i]; an entry's offset
-  // field is the offset of the next one.
-  size_t total = listing->entries.size() + 2;
-  for (size_t i = static_cast<size_t>(off < 0 ? 0 : off); i < total; ++i) {
-    const char* name;
-    fuse_entry_param e{};
-    if (i < 2) {
-      name = i == 0 ? "." : "..";
-      e.attr.st_ino = i == 0 ? listing->self.inode.value : listing->self.parent.value;
-      e.attr.st_mode = S_IFDIR;
-    } else {
-      const DirListing::Entry& entry = listing->entries[i - 2];
-      name = entry.name.c_str();
-      if (plus) {
-        FillEntry(c, entry.rec, &e);
-      } else {
-        e.attr.st_ino = entry.rec.inode.value;
-        e.attr.st_mode = entry.rec.mode;
-      }
+  Status s;
+  try {
+    std::lock_guard<std::mutex> lock(handle->mu);
+    s = handle->cursor.Read(
+        *c.fs, static_cast<uint64_t>(off < 0 ? 0 : off),
+        [&](uint64_t next_off, std::string_view name, const EntryRecord& rec) {
+          // libfuse wants a NUL-terminated name.
+          char cname[index::kMaxNameLength + 1];
+          size_t n = std::min(name.size(), index::kMaxNameLength);
+          std::memcpy(cname, name.data(), n);
+          cname[n] = '\0';
+          fuse_entry_param e{};
+          bool dots = name == "." || name == "..";  // Children never have these names.
+          if (plus && !dots) {
+            FillEntry(c, rec, &e);
+          } else {
+            e.attr.st_ino = rec.inode.value;
+            e.attr.st_mode = rec.mode;
+          }
+          size_t want = plus ? fuse_add_direntry_plus(req, buf + used, size - used, cname, &e,
+                                                      static_cast<off_t>(next_off))
+                             : fuse_add_direntry(req, buf + used, size - used, cname, &e.attr,
+                                                 static_cast<off_t>(next_off));
+          if (want > size - used) return false;
+          used += want;
+          return true;
+        });
+  } catch (const std::bad_alloc&) {
+    s = Status::IoError("out of memory");
+    if (used == 0) {
+      fuse_reply_err(req, ENOMEM);
+      return;
     }
-    size_t want = plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
-                                                static_cast<off_t>(i + 1))
-                       : fuse_add_direntry(req, buf + used, size - used, name, &e.attr,
-                                           static_cast<off_t>(i + 1));
-    if (want > size - used) break;
-    used += want;
+  }
+  if (!s.ok() && used == 0) {
+    fuse_reply_err(req, ToErrno(s));
+    return;
   }
   fuse_reply_buf(req, buf, used);
 }
@@ -343,7 +308,7 @@ void OpReaddirplus(fuse_req_t req, fuse_ino_t, size_t size, off_t off,
 }
 
 void OpReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
-  delete reinterpret_cast<DirListing*>(fi->fh);
+  delete reinterpret_cast<DirHandle*>(fi->fh);
   fuse_reply_err(req, 0);
 }
 
@@ -409,6 +374,109 @@ void LibfuseLog(enum fuse_log_level level, const char* fmt, va_list ap) {
   if (log::Enabled(l)) log::Write(l, fmt::format("fuse: {}", msg));
 }
 
+// SIGINT, SIGTERM and SIGHUP unmount cleanly, in an order that cannot
+// hang: a pusher may be waiting for a page lock that only the answer to a
+// queued READ releases, so the pushers are stopped first, while the workers
+// still serve, and only then is the session loop ended. (libfuse's own
+// handlers end the loop at once.) The handler only writes to a pipe; a
+// watcher thread does the rest.
+class SignalStop {
+ public:
+  static Result<SignalStop> Install() {
+    SignalStop s;
+    if (::pipe2(s.pipe_.data(), O_CLOEXEC | O_NONBLOCK) != 0) {
+      return Status::FromErrno(errno, "signal pipe");
+    }
+    wake_fd_.store(s.pipe_[1]);
+    struct sigaction sa {};
+    sa.sa_handler = &SignalStop::OnSignal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &sa, &s.old_[i]);
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ign, &s.old_pipe_);
+    s.installed_ = true;
+    return s;
+  }
+  SignalStop(SignalStop&& o) noexcept
+      : pipe_(std::exchange(o.pipe_, {-1, -1})),
+        old_(o.old_),
+        old_pipe_(o.old_pipe_),
+        installed_(std::exchange(o.installed_, false)) {}
+  ~SignalStop() {
+    LoopEnded();
+    if (installed_) {
+      for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+      ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+      wake_fd_.store(-1);
+    }
+    for (int fd : pipe_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+  // Starts watching: on a signal, runs `before_exit`, then ends `se`'s loop,
+  // which the calling thread is about to run.
+  void Watch(fuse_session* se, std::function<void()> before_exit) {
+    loop_thread_ = ::pthread_self();
+    watcher_ = std::thread([this, se, before_exit = std::move(before_exit)] {
+      pollfd p{pipe_[0], POLLIN, 0};
+      for (;;) {
+        if (::poll(&p, 1, -1) < 0 && errno != EINTR) return;
+        char b[16];
+        while (::read(pipe_[0], b, sizeof b) > 0) {
+        }
+        if (loop_ended_.load()) return;
+        if (p.revents & POLLIN) break;
+      }
+      log::Info("signal: unmounting");
+      before_exit();
+      exiting_.store(true);
+      fuse_session_exit(se);
+      // The loop's thread sleeps until a worker or a signal wakes it; a
+      // signal sent just before it went to sleep would be lost, so repeat.
+      while (!loop_ended_.load()) {
+        ::pthread_kill(loop_thread_, SIGTERM);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+  }
+
+  // The loop returned: the watcher ends.
+  void LoopEnded() {
+    if (!watcher_.joinable()) return;
+    loop_ended_.store(true);
+    char b = 0;
+    ssize_t n = ::write(pipe_[1], &b, 1);
+    (void)n;
+    watcher_.join();
+  }
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
+  SignalStop() = default;
+  static void OnSignal(int) {
+    int saved = errno;
+    int fd = wake_fd_.load();
+    if (fd >= 0 && !exiting_.load()) {
+      char b = 1;
+      ssize_t n = ::write(fd, &b, 1);
+      (void)n;
+    }
+    errno = saved;
+  }
+
+  static inline std::atomic<int> wake_fd_{-1};
+  static inline std::atomic<bool> exiting_{false};
+  std::array<int, 2> pipe_ = {-1, -1};
+  std::array<struct sigaction, 3> old_{};
+  struct sigaction old_pipe_ {};
+  bool installed_ = false;
+  pthread_t loop_thread_{};
+  std::atomic<bool> loop_ended_{false};
+  std::thread watcher_;
+};
+
 std::string EscapeOption(std::string_view s) {
   std::string out;
   for (char ch : s) {
@@ -466,6 +534,14 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   ops.fallocate = OpFallocate;
 
   Context ctx{fs, options};
+  PushAhead push(fs, options.push, [&ctx](InodeId inode, const char* data, size_t size) {
+    fuse_bufvec bv{};
+    bv.count = 1;
+    bv.buf[0].size = size;
+    bv.buf[0].mem = const_cast<char*>(data);
+    return fuse_lowlevel_notify_store(ctx.se, inode.value, 0, &bv, fuse_buf_copy_flags{});
+  });
+  ctx.push = &push;
   std::vector<std::string> arg_store = {
       "shardfs", "-o",
       fmt::format("ro,default_permissions,noatime,subtype=shardfs,fsname={}",
@@ -484,11 +560,9 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   if (!se) return Status::InvalidArgument("cannot create the FUSE session (bad -o option?)");
   std::unique_ptr<fuse_session, decltype(&fuse_session_destroy)> session(se,
                                                                           &fuse_session_destroy);
-  if (fuse_set_signal_handlers(se) != 0) {
-    return Status::IoError("cannot install signal handlers");
-  }
+  Result<SignalStop> signals = SignalStop::Install();
+  if (!signals.ok()) return signals.status();
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
-    fuse_remove_signal_handlers(se);
     return Status::IoError(fmt::format("cannot mount at {}", mountpoint));
   }
   ctx.se = se;
@@ -496,15 +570,27 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
     prefill = std::make_unique<DirPrefill>(&fs->reader(), mountpoint);
     ctx.prefill = prefill.get();
   }
+  push.Start();
   on_mounted();
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(cfg, options.clone_fd ? 1 : 0);
   fuse_loop_cfg_set_max_threads(cfg, options.threads);
   fuse_loop_cfg_set_idle_threads(cfg, std::min(options.idle_threads, options.threads));
+  // A signal stops the pushers while the workers still answer READs, then
+  // ends the loop (see SignalStop).
+  signals->Watch(se, [&push] { push.Stop(); });
   int rc = fuse_session_loop_mt(se, cfg);
+  signals->LoopEnded();
   fuse_loop_cfg_destroy(cfg);
+  // Ended by an unmount: the connection is gone, so no store can be waiting.
+  push.Stop();
+  PushStats ps = push.stats();
+  log::Debug("push: {} jobs run, {} dropped (busy {}, full {}, stale {}), {} files ({} bytes) "
+             "pushed, {} skipped as read, {} store errors",
+             ps.jobs_run, ps.jobs_dropped_busy + ps.jobs_dropped_full + ps.jobs_dropped_stale,
+             ps.jobs_dropped_busy, ps.jobs_dropped_full, ps.jobs_dropped_stale, ps.files_pushed,
+             ps.bytes_pushed, ps.files_skipped_read, ps.store_errors);
   fuse_session_unmount(se);
-  fuse_remove_signal_handlers(se);
   if (rc != 0 && rc != SIGINT && rc != SIGTERM && rc != SIGHUP) {
     return Status::IoError(fmt::format("FUSE session loop ended with {}", rc));
   }

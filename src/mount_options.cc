@@ -92,21 +92,24 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
   } else if (name == "prefill_dirs") {
     if (!ParseBool(value, &o.prefill_dirs)) return bad("0 or 1");
   } else if (name == "push_ahead") {
-    if (!ParseBytes(value, &o.fs.push_ahead)) return bad("a size such as 4M, or 0");
+    if (!ParseBytes(value, &o.push.sequential_bytes)) return bad("a size such as 4M, or 0");
   } else if (name == "drop_behind") {
-    if (!ParseBool(value, &o.fs.drop_behind)) return bad("0 or 1");
+    if (!ParseBool(value, &o.push.drop_behind)) return bad("0 or 1");
   } else if (name == "push_random") {
     if (value == "auto") {
       o.push_random_auto = true;
-    } else if (ParseBytes(value, &o.fs.push_random)) {
+    } else if (ParseBytes(value, &o.push.random_bytes)) {
       o.push_random_auto = false;
     } else {
       return bad("a size such as 1M, 0, or auto");
     }
+  } else if (name == "push_threads") {
+    if (!ParseNumber(value, &d) || d < 1 || d > 64) return bad("a thread count 1..64");
+    o.push.threads = static_cast<unsigned>(d);
   } else if (name == "block_cache") {
     if (!ParseBytes(value, &o.block_cache)) return bad("a size such as 16M");
   } else if (name == "readahead") {
-    if (!ParseBytes(value, &o.fs.readahead)) return bad("a size such as 8M, or 0");
+    if (!ParseBytes(value, &o.push.shard_readahead)) return bad("a size such as 8M, or 0");
   } else if (name == "max_open_shards") {
     if (!ParseNumber(value, &d) || d < 1) return bad("a positive count");
     o.fs.max_open_shards = static_cast<size_t>(d);

@@ -10,6 +10,7 @@
 
 #include "index/status.h"
 #include "src/filesystem.h"
+#include "src/push_ahead.h"
 
 namespace shardfs::mount {
 
@@ -35,7 +36,7 @@ struct MountOptions {
   // (kernel dentry-cache misses): the kernel then holds all of its entries
   // and later lookups in it need no round trip.
   bool prefill_dirs = true;
-  // push_random=auto: FilesystemOptions::push_random is kAutoPushRandom
+  // push_random=auto: push.random_bytes is kAutoPushRandom
   // when the shards together take at most half of the machine's memory
   // (pushed files then stay cached until they are read), else 0.
   bool push_random_auto = true;
@@ -44,6 +45,7 @@ struct MountOptions {
   bool nonempty = false;
   bool debug = false;
   FilesystemOptions fs;
+  PushOptions push;
   // Options for libfuse, in "-o a,b" form.
   std::vector<std::string> fuse_args;
 };

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 
 #include "index/fingerprint.h"
 #include "index/log.h"
@@ -21,16 +22,40 @@ ShardCache::ShardCache(std::vector<Shard> shards, ShardCacheOptions options)
   if (options_.max_open == 0) options_.max_open = 1;
 }
 
+namespace {
+
+// Out of descriptors or memory: says nothing about the shard.
+bool Transient(int err) {
+  return err == EMFILE || err == ENFILE || err == ENOMEM || err == EAGAIN || err == ENOBUFS ||
+         err == EINTR;
+}
+
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
+}  // namespace
+
 Result<ShardHandle> ShardCache::Open(uint32_t id) {
   const Shard& s = shards_[id];
-  int fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOATIME);
-  if (fd < 0 && errno == EPERM) fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO (or a device) where the shard should be must not
+  // block the open; it is refused right after, on fstat.
+  constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+  int fd = ::open(s.path.c_str(), kFlags | O_NOATIME);
+  if (fd < 0 && errno == EPERM) fd = ::open(s.path.c_str(), kFlags);
   if (fd < 0) return Status::FromErrno(errno, fmt::format("shard {}", s.path));
   auto handle = std::make_shared<OpenShard>(fd);
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", s.path));
   if (!S_ISREG(st.st_mode)) {
-    return Status::Corruption(fmt::format("shard {}: not a regular file any more", s.path));
+    return Status::Corruption(fmt::format("shard {}: is {}, not a regular file", s.path,
+                                          FileKind(st.st_mode)));
   }
   if (static_cast<uint64_t>(st.st_size) != s.meta.size) {
     return Status::Corruption(fmt::format("shard {}: size is {} bytes, indexed as {}", s.path,
@@ -58,17 +83,35 @@ Result<ShardHandle> ShardCache::Get(index::ShardId id) {
       lru_.splice(lru_.begin(), lru_, slot.lru_pos);
       return slot.handle;
     }
-    if (!slot.bad.ok()) return slot.bad;
+    if (!slot.bad.ok() && Clock::now() < slot.recheck_at) return slot.bad;
   }
   // Open and check outside the lock: it reads 128 KiB. Two threads may race
   // to open the same shard; the second keeps the first's handle.
   Result<ShardHandle> opened = Open(id.value);
   if (!opened.ok()) {
-    MarkBad(id, opened.status());
-    return opened.status();
+    const Status& s = opened.status();
+    if (Transient(s.sys_errno())) {
+      bool first;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        first = !std::exchange(slot.logged_transient, true);
+      }
+      if (first) log::Warning("{}; that read fails with EIO, the next tries again", s.message());
+      return s;
+    }
+    MarkBad(id, s);
+    return s;
   }
+  bool healed = false;
   std::lock_guard<std::mutex> lock(mu_);
   if (slot.handle) return slot.handle;
+  if (!slot.bad.ok()) {
+    healed = true;
+    slot.bad = Status::Ok();
+    slot.backoff = std::chrono::milliseconds{0};
+    slot.logged = false;
+  }
+  slot.logged_transient = false;
   slot.handle = *opened;
   lru_.push_front(id.value);
   slot.lru_pos = lru_.begin();
@@ -77,68 +120,26 @@ Result<ShardHandle> ShardCache::Get(index::ShardId id) {
     lru_.pop_back();
     slots_[victim].handle.reset();  // Closes once the last reader lets go.
   }
+  if (healed) log::Info("shard {}: checked again and serving", shards_[id.value].path);
   return slot.handle;
 }
 
 void ShardCache::MarkBad(index::ShardId id, const Status& reason) {
   Slot& slot = slots_[id.value];
+  bool log_it;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (slot.bad.ok()) slot.bad = reason;
+    slot.bad = reason;
+    slot.backoff = slot.backoff.count() == 0 ? kFirstRecheck
+                                             : std::min(slot.backoff * 2, kMaxRecheck);
+    slot.recheck_at = Clock::now() + slot.backoff;
     if (slot.handle) {
       lru_.erase(slot.lru_pos);
       slot.handle.reset();
     }
+    log_it = !std::exchange(slot.logged, true);
   }
-  if (!slot.logged.exchange(true)) {
-    log::Error("{}; reads of its files fail with EIO", reason.message());
-  }
-}
-
-bool ShardCache::NoteRead(index::ShardId id, int fd, uint64_t pos, size_t len) {
-  if (id.value >= shards_.size()) return false;
-  Slot& slot = slots_[id.value];
-  uint64_t last = slot.next_pos.exchange(pos + len, std::memory_order_relaxed);
-  uint64_t pushed = slot.pushed_end.load(std::memory_order_relaxed);
-  // Sequential: this read starts at or shortly after where the last ended
-  // (tar headers and padding lie between members).
-  constexpr uint64_t kGap = 64 * 1024;
-  auto follows = [&](uint64_t end) { return pos >= end && pos - end <= kGap; };
-  if (!follows(last) && !(pushed != 0 && follows(pushed))) return false;
-  uint64_t window = options_.readahead;
-  if (window == 0) return true;
-  uint64_t have = slot.prefetched.load(std::memory_order_relaxed);
-  if (have > pos + len + window / 2) return true;  // Still well ahead.
-  uint64_t from = std::max(have, pos + len);
-  uint64_t to = std::min(pos + len + window, shards_[id.value].meta.size);
-  if (to <= from) return true;
-  if (!slot.prefetched.compare_exchange_strong(have, to, std::memory_order_relaxed)) return true;
-  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
-                  POSIX_FADV_WILLNEED);
-  return true;
-}
-
-void ShardCache::DropBehind(index::ShardId id, int fd, uint64_t end) {
-  constexpr uint64_t kStep = 2 << 20;
-  if (id.value >= shards_.size() || end < 2 * kStep) return;
-  Slot& slot = slots_[id.value];
-  uint64_t to = (end - kStep) / kStep * kStep;
-  uint64_t from = slot.dropped.load(std::memory_order_relaxed);
-  if (to <= from || !slot.dropped.compare_exchange_strong(from, to, std::memory_order_relaxed)) {
-    return;
-  }
-  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from), POSIX_FADV_DONTNEED);
-}
-
-bool ShardCache::BeginPush(index::ShardId id) {
-  if (id.value >= shards_.size()) return false;
-  return !slots_[id.value].pushing.exchange(true, std::memory_order_acquire);
-}
-
-void ShardCache::EndPush(index::ShardId id, uint64_t end) {
-  Slot& slot = slots_[id.value];
-  if (end != 0) slot.pushed_end.store(end, std::memory_order_relaxed);
-  slot.pushing.store(false, std::memory_order_release);
+  if (log_it) log::Error("{}; reads of its files fail with EIO", reason.message());
 }
 
 std::vector<Status> ShardCache::CheckAll() {

@@ -20,6 +20,7 @@
 
 #include "index/fingerprint.h"
 #include "index/index_reader.h"
+#include "tests/unit/mount_test_util.h"
 #include "tests/unit/test_util.h"
 #include "tools/index_build.h"
 
@@ -31,19 +32,9 @@ using index::EntryType;
 using shardfs::testing::CommandResult;
 using shardfs::testing::TempDir;
 using ::testing::HasSubstr;
-
-// Indexes `shards` at `idx`.
-void IndexShards(const std::vector<std::string>& shards, const std::string& idx,
-                 bool checksum = true) {
-  tools::IndexBuildOptions o;
-  o.inputs = shards;
-  o.out = idx;
-  o.jobs = 1;
-  o.quiet = true;
-  o.checksum = checksum;
-  Result<tools::IndexBuildReport> built = tools::BuildIndex(o);
-  ASSERT_TRUE(built.ok()) << built.status().message();
-}
+using mount_testing::IndexShards;
+using mount_testing::InodeOf;
+using mount_testing::OpenFs;
 
 // Archives the top-level names of `src` into `shard` (GNU tar, posix
 // format: nanosecond mtimes) and indexes it at `idx`.
@@ -57,18 +48,7 @@ void MakeIndexedShard(const std::string& src, const std::string& shard, const st
 }
 
 std::unique_ptr<Filesystem> Open(const std::string& idx, FilesystemOptions options = {}) {
-  auto r = index::IndexReader::Open(idx);
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  if (!r.ok()) return nullptr;
-  return std::make_unique<Filesystem>(std::move(r).value(), options);
-}
-
-InodeId InodeOf(const Filesystem& fs, std::string_view path) {
-  EntryRecord rec;
-  index::RecordHolder holder;
-  Status s = fs.reader().Resolve(path, &rec, &holder);
-  EXPECT_TRUE(s.ok()) << path << ": " << s.message();
-  return rec.inode;
+  return OpenFs(idx, options);
 }
 
 // Reads [offset, offset + size) through Filesystem::Read.
@@ -452,226 +432,6 @@ TEST_F(ShardDamageTest, VerifyNeedsChecksumsInTheIndex) {
   Status s = ReadAt(*fs, InodeOf(*fs, "a-head.bin"), 0, 10, &got);
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(got.empty());
-}
-
-// Push-ahead planning and the inode-order scan it rests on, over shards
-// whose members are in tree order (tar --sort=name), as `shardfs pack`
-// writes them.
-class PushAheadTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    src_ = dir_ / "src";
-    for (const char* d : {"a", "b", "c"}) fs::create_directories(src_ + "/" + d);
-    // a/ holds 5 small files, b/ 3 more and a file bigger than
-    // kMaxAheadFile, c/ one small file after it.
-    for (int i = 0; i < 5; ++i) {
-      testing::WriteFile(fmt::format("{}/a/f{}", src_, i),
-                         testing::PseudoRandomBytes(1000 + 700 * i, 40 + i));
-    }
-    testing::WriteFile(src_ + "/a/g-empty", "");
-    for (int i = 0; i < 3; ++i) {
-      testing::WriteFile(fmt::format("{}/b/f{}", src_, i),
-                         testing::PseudoRandomBytes(3000 + i, 50 + i));
-    }
-    testing::WriteFile(src_ + "/b/z-big",
-                       testing::PseudoRandomBytes(Filesystem::kMaxAheadFile + 1, 60));
-    testing::WriteFile(src_ + "/c/f0", testing::PseudoRandomBytes(500, 61));
-  }
-
-  // Tars `names` (relative to src_) in the order given into `shard`.
-  void Tar(const std::string& shard, const std::vector<std::string>& names,
-           const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {"tar", "--format=gnu", "--no-recursion", "-C", src_};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    argv.push_back("-cf");
-    argv.push_back(shard);
-    argv.insert(argv.end(), names.begin(), names.end());
-    CommandResult r = testing::Run(argv);
-    ASSERT_TRUE(r.ok()) << r.describe;
-  }
-
-  std::vector<std::string> TreeOrder() {
-    return {"a", "a/f0", "a/f1", "a/f2", "a/f3",    "a/f4", "a/g-empty",
-            "b", "b/f0", "b/f1", "b/f2", "b/z-big", "c",    "c/f0"};
-  }
-
-  void Index(const std::vector<std::string>& shards) { IndexShards(shards, idx_); }
-
-  // The names PlanAhead gives after `path`, `max_bytes` at most.
-  std::vector<std::string> Plan(Filesystem& fs, std::string_view path, uint64_t max_bytes,
-                                bool stop_at_pushed = false) {
-    std::vector<AheadFile> files;
-    Status s = fs.PlanAhead(InodeOf(fs, path), max_bytes, stop_at_pushed, &files);
-    EXPECT_TRUE(s.ok()) << s.message();
-    std::vector<std::string> names;
-    for (const AheadFile& f : files) {
-      std::string p;
-      EXPECT_TRUE(fs.reader().PathOf(f.inode, &p).ok());
-      names.push_back(p);
-    }
-    return names;
-  }
-
-  TempDir dir_;
-  std::string src_;
-  std::string idx_ = dir_ / "idx";
-};
-
-TEST_F(PushAheadTest, InodeScanAndPathOfCoverTheTree) {
-  ASSERT_NO_FATAL_FAILURE(Tar(dir_ / "s.tar", TreeOrder()));
-  ASSERT_NO_FATAL_FAILURE(Index({dir_ / "s.tar"}));
-  auto fs = Open(idx_);
-  ASSERT_TRUE(fs);
-  std::vector<std::string> paths;
-  uint64_t next = 1;
-  Status s = fs->reader().ForEachInode(index::kRootInode, [&](const EntryRecord& rec) {
-    EXPECT_EQ(rec.inode.value, next++);
-    std::string p;
-    Status ps = fs->reader().PathOf(rec.inode, &p);
-    EXPECT_TRUE(ps.ok()) << ps.message();
-    paths.push_back(p);
-    return true;
-  });
-  ASSERT_TRUE(s.ok()) << s.message();
-  std::vector<std::string> want = {""};
-  for (const std::string& n : TreeOrder()) want.push_back(n);
-  EXPECT_EQ(paths, want);
-  // From the middle, and stopping early.
-  std::vector<uint64_t> seen;
-  ASSERT_TRUE(fs->reader()
-                  .ForEachInode(InodeId{4},
-                                [&](const EntryRecord& rec) {
-                                  seen.push_back(rec.inode.value);
-                                  return seen.size() < 3;
-                                })
-                  .ok());
-  EXPECT_EQ(seen, (std::vector<uint64_t>{4, 5, 6}));
-  std::string p;
-  EXPECT_EQ(fs->reader().PathOf(InodeId{999}, &p).code(), Status::Code::kNotFound);
-}
-
-TEST_F(PushAheadTest, PlansTheFilesThatFollowInTheShard) {
-  ASSERT_NO_FATAL_FAILURE(Tar(dir_ / "s.tar", TreeOrder()));
-  ASSERT_NO_FATAL_FAILURE(Index({dir_ / "s.tar"}));
-  auto fs = Open(idx_);
-  ASSERT_TRUE(fs);
-  // Steps over the empty file and directory b, stops before the file too
-  // big to push.
-  EXPECT_EQ(Plan(*fs, "a/f2", 1 << 20),
-            (std::vector<std::string>{"a/f3", "a/f4", "b/f0", "b/f1", "b/f2"}));
-  // The byte budget: f3 (3100) + f4 (3800) fit in 7000, b/f0 does not.
-  EXPECT_EQ(Plan(*fs, "a/f2", 7000), (std::vector<std::string>{"a/f3", "a/f4"}));
-  EXPECT_TRUE(Plan(*fs, "b/z-big", 1 << 20) == std::vector<std::string>{"c/f0"});
-  EXPECT_TRUE(Plan(*fs, "c/f0", 1 << 20).empty());
-  // Not a file: nothing.
-  EXPECT_TRUE(Plan(*fs, "a", 1 << 20).empty());
-
-  // The planned ranges are the files' bytes.
-  std::vector<AheadFile> files;
-  ASSERT_TRUE(fs->PlanAhead(InodeOf(*fs, "a/f0"), 1 << 20, false, &files).ok());
-  ASSERT_EQ(files.size(), 7u);
-  std::string got;
-  for (const AheadFile& f : files) {
-    std::string p;
-    ASSERT_TRUE(fs->reader().PathOf(f.inode, &p).ok());
-    Result<ShardHandle> shard = fs->shards().Get(index::ShardId{0});
-    ASSERT_TRUE(shard.ok());
-    got.assign(f.size, '\0');
-    Status s = fs->ReadAheadFile(f, *shard, got.data());
-    ASSERT_TRUE(s.ok()) << p << ": " << s.message();
-    EXPECT_EQ(got, testing::ReadFile(src_ + "/" + p)) << p;
-  }
-}
-
-TEST_F(PushAheadTest, FilesAlreadyPushedAreLeftOutOrEndThePlan) {
-  ASSERT_NO_FATAL_FAILURE(Tar(dir_ / "s.tar", TreeOrder()));
-  ASSERT_NO_FATAL_FAILURE(Index({dir_ / "s.tar"}));
-  auto fs = Open(idx_);
-  ASSERT_TRUE(fs);
-  EXPECT_FALSE(fs->IsPushed(InodeOf(*fs, "a/f3")));
-  fs->MarkPushed(InodeOf(*fs, "a/f3"));
-  EXPECT_TRUE(fs->IsPushed(InodeOf(*fs, "a/f3")));
-  EXPECT_EQ(Plan(*fs, "a/f0", 1 << 20),
-            (std::vector<std::string>{"a/f1", "a/f2", "a/f4", "b/f0", "b/f1", "b/f2"}));
-  EXPECT_EQ(Plan(*fs, "a/f0", 1 << 20, true), (std::vector<std::string>{"a/f1", "a/f2"}));
-  // A pushed file still counts against the byte budget.
-  EXPECT_EQ(Plan(*fs, "a/f2", 7000), (std::vector<std::string>{"a/f4"}));
-}
-
-TEST_F(PushAheadTest, NothingWhenTheShardIsNotInInodeOrder) {
-  // Reverse order: the next inode lies before, not after, in the shard.
-  std::vector<std::string> names = TreeOrder();
-  std::reverse(names.begin(), names.end());
-  ASSERT_NO_FATAL_FAILURE(Tar(dir_ / "s.tar", names));
-  ASSERT_NO_FATAL_FAILURE(Index({dir_ / "s.tar"}));
-  auto fs = Open(idx_);
-  ASSERT_TRUE(fs);
-  EXPECT_TRUE(Plan(*fs, "a/f0", 1 << 20).empty());
-}
-
-TEST_F(PushAheadTest, StopsAtTheShardBoundary) {
-  ASSERT_NO_FATAL_FAILURE(Tar(dir_ / "s1.tar", {"a", "a/f0", "a/f1", "a/f2"}));
-  ASSERT_NO_FATAL_FAILURE(Tar(dir_ / "s2.tar", {"a/f3", "a/f4"}));
-  ASSERT_NO_FATAL_FAILURE(Index({dir_ / "s1.tar", dir_ / "s2.tar"}));
-  auto fs = Open(idx_);
-  ASSERT_TRUE(fs);
-  EXPECT_EQ(Plan(*fs, "a/f0", 1 << 20), (std::vector<std::string>{"a/f1", "a/f2"}));
-  EXPECT_TRUE(Plan(*fs, "a/f2", 1 << 20).empty());
-  EXPECT_EQ(Plan(*fs, "a/f3", 1 << 20), (std::vector<std::string>{"a/f4"}));
-}
-
-TEST_F(PushAheadTest, VerifiedBeforeItIsPushed) {
-  ASSERT_NO_FATAL_FAILURE(Tar(dir_ / "s.tar", TreeOrder()));
-  ASSERT_NO_FATAL_FAILURE(Index({dir_ / "s.tar"}));
-  auto fs = Open(idx_, FilesystemOptions{.verify = VerifyMode::kFirst});
-  ASSERT_TRUE(fs);
-  std::vector<AheadFile> files;
-  ASSERT_TRUE(fs->PlanAhead(InodeOf(*fs, "a/f0"), 1 << 20, false, &files).ok());
-  ASSERT_GE(files.size(), 2u);
-  // Alter one byte of the second planned file in place: same size, same
-  // fingerprint (it is in the middle), different content.
-  const AheadFile victim = files[1];
-  // Opened (and checked) before the change: it happens while mounted.
-  Result<ShardHandle> shard = fs->shards().Get(index::ShardId{0});
-  ASSERT_TRUE(shard.ok()) << shard.status().message();
-  {
-    int fd = ::open((dir_ / "s.tar").c_str(), O_WRONLY);
-    ASSERT_GE(fd, 0);
-    char x = 'X';
-    ASSERT_EQ(::pwrite(fd, &x, 1, static_cast<off_t>(victim.position + 10)), 1);
-    ::close(fd);
-  }
-  std::string buf(Filesystem::kMaxAheadFile, '\0');
-  EXPECT_TRUE(fs->ReadAheadFile(files[0], *shard, buf.data()).ok());
-  Status s = fs->ReadAheadFile(victim, *shard, buf.data());
-  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
-  // With verify=off the same bytes are read without a check: the mode is
-  // what protects pushed pages, not luck.
-  auto unverified = Open(idx_);
-  EXPECT_TRUE(unverified->ReadAheadFile(victim, *shard, buf.data()).ok());
-}
-
-TEST_F(PushAheadTest, SequentialToEofOnlyForAReaderWalkingTheShardInOrder) {
-  ASSERT_NO_FATAL_FAILURE(Tar(dir_ / "s.tar", TreeOrder()));
-  ASSERT_NO_FATAL_FAILURE(Index({dir_ / "s.tar"}));
-  auto seq = [&](Filesystem& fs, std::string_view path, uint64_t off, size_t size) {
-    ReadRange r;
-    Status s = fs.ResolveRead(InodeOf(fs, path), off, size, &r);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return r.sequential_to_eof;
-  };
-  {
-    auto fs = Open(idx_);
-    EXPECT_TRUE(seq(*fs, "a/f0", 0, 1 << 16));
-    EXPECT_TRUE(seq(*fs, "a/f1", 0, 1 << 16));
-    EXPECT_FALSE(seq(*fs, "a/f2", 0, 100));  // Not to the end of the file.
-    EXPECT_TRUE(seq(*fs, "a/f2", 100, 1 << 16));
-    EXPECT_FALSE(seq(*fs, "a/f1", 0, 1 << 16));  // Backwards.
-  }
-  {
-    auto fs = Open(idx_);
-    EXPECT_FALSE(seq(*fs, "c/f0", 0, 1 << 16));  // A jump past a 1 MiB file.
-  }
 }
 
 }  // namespace

@@ -1,0 +1,259 @@
+#include "src/push_ahead.h"
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "index/log.h"
+
+namespace shardfs::mount {
+namespace {
+
+// Between two members of a tar: their headers (a pax header, a long name)
+// and padding. A larger jump is not a reader walking the shard, and the
+// next inode lying further away is not the next member.
+constexpr uint64_t kMaxGap = 64 * 1024;
+// Directories and empty files stepped over between two pushed files.
+constexpr int kMaxStepOver = 64;
+// Drop-behind works in whole steps: large page-cache folios are only
+// dropped whole.
+constexpr uint64_t kDropStep = 2 << 20;
+
+uint64_t MaxInode(const Filesystem& fs) {
+  return fs.reader().MetaNumber(index::kMetaMaxInode);
+}
+
+}  // namespace
+
+struct PushAhead::Counters {
+  std::atomic<uint64_t> jobs_queued{0}, jobs_dropped_busy{0}, jobs_dropped_full{0},
+      jobs_dropped_stale{0}, jobs_run{0}, files_pushed{0}, bytes_pushed{0},
+      files_skipped_read{0}, store_errors{0};
+};
+
+PushAhead::PushAhead(Filesystem* fs, PushOptions options, Store store)
+    : fs_(fs),
+      options_(options),
+      shards_(std::make_unique<ShardState[]>(fs->reader().shards().size())),
+      shard_count_(fs->reader().shards().size()),
+      counters_(std::make_unique<Counters>()),
+      store_(std::move(store)) {
+  if (options_.sequential_bytes != 0 || options_.random_bytes != 0) {
+    read_ = InodeBits(MaxInode(*fs));
+    pushed_ = InodeBits(MaxInode(*fs));
+  }
+}
+
+PushAhead::~PushAhead() { Stop(); }
+
+void PushAhead::Start() {
+  if (options_.sequential_bytes == 0 && options_.random_bytes == 0) return;
+  unsigned n = std::max(1u, options_.threads);
+  for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { Run(); });
+}
+
+void PushAhead::Stop() {
+  stopping_.store(true, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    queue_.clear();
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+bool PushAhead::Sequential(ShardState& s, uint64_t pos, size_t len) const {
+  uint64_t last = s.next_pos.exchange(pos + len, std::memory_order_relaxed);
+  uint64_t pushed = s.pushed_end.load(std::memory_order_relaxed);
+  auto follows = [&](uint64_t end) { return pos >= end && pos - end <= kMaxGap; };
+  return follows(last) || (pushed != 0 && follows(pushed));
+}
+
+void PushAhead::Readahead(ShardState& s, uint64_t shard_size, int fd, uint64_t pos, size_t len) {
+  uint64_t window = options_.shard_readahead;
+  if (window == 0) return;
+  uint64_t have = s.prefetched.load(std::memory_order_relaxed);
+  if (have > pos + len + window / 2) return;  // Still well ahead.
+  uint64_t from = std::max(have, pos + len);
+  uint64_t to = std::min(pos + len + window, shard_size);
+  if (to <= from) return;
+  if (!s.prefetched.compare_exchange_strong(have, to, std::memory_order_relaxed)) return;
+  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
+                  POSIX_FADV_WILLNEED);
+}
+
+void PushAhead::DropBehind(ShardState& s, int fd, uint64_t end) {
+  if (!options_.drop_behind || end < 2 * kDropStep) return;
+  uint64_t to = (end - kDropStep) / kDropStep * kDropStep;
+  uint64_t from = s.dropped.load(std::memory_order_relaxed);
+  if (to <= from || !s.dropped.compare_exchange_strong(from, to, std::memory_order_relaxed)) {
+    return;
+  }
+  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
+                  POSIX_FADV_DONTNEED);
+}
+
+void PushAhead::NoteRead(InodeId inode, ReadRange* range) {
+  range->sequential_to_eof = false;
+  if (range->length == 0 || range->shard_id.value >= shard_count_) return;
+  read_.Set(inode);
+  ShardState& s = shards_[range->shard_id.value];
+  if (!Sequential(s, range->position, range->length)) return;
+  Readahead(s, fs_->reader().shards()[range->shard_id.value].size, range->shard->fd(),
+            range->position, range->length);
+  range->sequential_to_eof = range->ends_file;
+}
+
+void PushAhead::AfterReply(InodeId inode, const ReadRange& range, bool delivered) {
+  if (range.length == 0 || range.shard_id.value >= shard_count_) return;
+  ShardState& s = shards_[range.shard_id.value];
+  if (delivered && range.sequential_to_eof) {
+    DropBehind(s, range.shard->fd(), range.position + range.length);
+  }
+  bool sequential = range.sequential_to_eof;
+  uint64_t window = sequential ? options_.sequential_bytes
+                    : range.whole_file ? options_.random_bytes
+                                       : 0;
+  if (!delivered || window == 0 || threads_.empty()) return;
+  // One sequential push per shard at a time: a reader that overtakes it
+  // would otherwise start another over the same files.
+  if (sequential && s.busy.exchange(true, std::memory_order_acquire)) {
+    counters_->jobs_dropped_busy.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  Offer({inode, range.shard, range.shard_id, sequential, std::chrono::steady_clock::now()});
+}
+
+void PushAhead::Offer(Job job) {
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stop_ && queue_.size() < options_.queue_capacity) {
+      queue_.push_back(std::move(job));
+      queued = true;
+    }
+  }
+  if (queued) {
+    counters_->jobs_queued.fetch_add(1, std::memory_order_relaxed);
+    cv_.notify_one();
+    return;
+  }
+  counters_->jobs_dropped_full.fetch_add(1, std::memory_order_relaxed);
+  if (job.sequential) shards_[job.shard_id.value].busy.store(false, std::memory_order_release);
+}
+
+void PushAhead::Run() {
+  std::unique_ptr<char[]> buf(new char[kMaxFile]);
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    if (std::chrono::steady_clock::now() - job.queued > kMaxJobAge) {
+      counters_->jobs_dropped_stale.fetch_add(1, std::memory_order_relaxed);
+      if (job.sequential) {
+        shards_[job.shard_id.value].busy.store(false, std::memory_order_release);
+      }
+    } else {
+      RunJob(job, buf.get());
+    }
+    job = {};  // Lets go of the shard outside the lock.
+    lock.lock();
+  }
+}
+
+Status PushAhead::Plan(InodeId inode, uint64_t max_bytes, bool stop_at_pushed,
+                       std::vector<PlannedFile>* files) const {
+  files->clear();
+  const index::IndexReader& reader = fs_->reader();
+  EntryRecord first;
+  index::RecordHolder holder;
+  SHARDFS_RETURN_IF_ERROR(reader.GetInode(inode, &first, &holder));
+  if (first.type != index::EntryType::kFile) return Status::Ok();
+  uint64_t end = first.offset + first.size;
+  uint64_t bytes = 0;
+  int stepped_over = 0;
+  return reader.ForEachInode(InodeId{inode.value + 1}, [&](const EntryRecord& rec) {
+    if (rec.type != index::EntryType::kFile || rec.size == 0) {
+      return ++stepped_over <= kMaxStepOver;
+    }
+    if (rec.shard != first.shard || rec.offset < end || rec.offset - end > kMaxGap ||
+        rec.size > kMaxFile || bytes + rec.size > max_bytes) {
+      return false;
+    }
+    end = rec.offset + rec.size;
+    bytes += rec.size;
+    stepped_over = 0;
+    if (pushed_.Test(rec.inode)) return !stop_at_pushed;
+    if (read_.Test(rec.inode)) return true;
+    files->push_back({rec.inode, rec.offset, rec.size, rec.xxh3, rec.has_checksum()});
+    return true;
+  });
+}
+
+void PushAhead::RunJob(const Job& job, char* buf) {
+  counters_->jobs_run.fetch_add(1, std::memory_order_relaxed);
+  ShardState& s = shards_[job.shard_id.value];
+  const int fd = job.shard->fd();
+  uint64_t window = job.sequential ? options_.sequential_bytes : options_.random_bytes;
+  thread_local std::vector<PlannedFile> files;
+  Status st = Plan(job.inode, window, !job.sequential, &files);
+  if (st.ok() && !job.sequential && !files.empty()) {
+    // One disk request for the run instead of readahead ramping up per file.
+    uint64_t from = files.front().position;
+    uint64_t to = files.back().position + files.back().size;
+    ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
+                    POSIX_FADV_WILLNEED);
+  }
+  uint64_t end = 0;
+  size_t pushed = 0;
+  for (size_t i = 0; st.ok() && i < files.size(); ++i) {
+    if (stopping_.load(std::memory_order_relaxed)) break;
+    const PlannedFile& f = files[i];
+    // The reader overtook the push: skip what it has passed.
+    if (job.sequential && f.position < s.next_pos.load(std::memory_order_relaxed)) continue;
+    st = fs_->ReadPlannedFile(f, job.shard, buf);
+    if (!st.ok()) break;
+    // Checked again right before the store: a READ may have reached the
+    // file meanwhile, and its reader then holds the pages' locks.
+    if (read_.Test(f.inode)) {
+      counters_->files_skipped_read.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    int rc = store_(f.inode, buf, f.size);
+    if (rc != 0) {
+      counters_->store_errors.fetch_add(1, std::memory_order_relaxed);
+      log::Debug("push: inode {}: {}", f.inode.value, std::strerror(-rc));
+      break;
+    }
+    pushed_.Set(f.inode);
+    end = f.position + f.size;
+    ++pushed;
+    counters_->files_pushed.fetch_add(1, std::memory_order_relaxed);
+    counters_->bytes_pushed.fetch_add(f.size, std::memory_order_relaxed);
+  }
+  if (!st.ok()) log::Debug("push-ahead after inode {}: {}", job.inode.value, st.message());
+  log::Debug("push-ahead after inode {}: {} of {} files", job.inode.value, pushed, files.size());
+  if (job.sequential) {
+    if (pushed > 0) {
+      DropBehind(s, fd, end);
+      s.pushed_end.store(end, std::memory_order_relaxed);
+    }
+    s.busy.store(false, std::memory_order_release);
+  }
+}
+
+PushStats PushAhead::stats() const {
+  const Counters& c = *counters_;
+  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  return {get(c.jobs_queued),      get(c.jobs_dropped_busy), get(c.jobs_dropped_full),
+          get(c.jobs_dropped_stale), get(c.jobs_run),        get(c.files_pushed),
+          get(c.bytes_pushed),     get(c.files_skipped_read), get(c.store_errors)};
+}
+
+}  // namespace shardfs::mount

@@ -1,0 +1,176 @@
+// Push-ahead: what the mount does for a reader of the files of a shard
+// beyond answering its READs. Everything here is policy on plain C++ types;
+// the FUSE edge gives it a Store callback (FUSE_NOTIFY_STORE) and calls
+// NoteRead/AfterReply around each READ, so unit tests drive it without a
+// mount.
+//
+// Per shard it keeps where the last read ended, and from that:
+//  - shard readahead: a reader whose reads run sequentially through a shard
+//    gets the next `shard_readahead` bytes requested from the disk ahead of
+//    it (posix_fadvise WILLNEED);
+//  - drop-behind: behind such a reader the shard's own cached pages are
+//    dropped in 2 MiB steps, since the kernel keeps the files' copy;
+//  - push-ahead: when a read finishes a file, the files that follow it in
+//    the shard (`sequential_bytes` for a sequential reader, `random_bytes`
+//    after a whole-file read that is not part of a walk) are stored into the
+//    kernel's page cache, so the program opens and reads them without a
+//    round trip to the daemon.
+//
+// Why a push can never hang a reader. Storing a page makes the kernel take
+// that page's lock, and a reader that has started reading a file holds the
+// locks of the pages it waits for until the daemon answers its READ. A store
+// made on a request worker can therefore wait for a READ that is queued
+// behind that very worker; with every worker storing, nobody answers and
+// the mount hangs for good. So:
+//  1. Request workers never store and never wait for a pusher. AfterReply
+//     only offers a job to a bounded queue: it is dropped when the queue is
+//     full, or when the shard already has a sequential push queued or
+//     running.
+//  2. Stores run on pusher threads of their own (`threads`). A pusher may
+//     wait for a page lock, but such a lock belongs to a READ that the
+//     workers, which never wait for pushers, answer: the wait ends with it.
+//  3. A file that has had a READ is never stored (its pages are in the
+//     kernel, or being filled), nor one already pushed; the check is made
+//     again right before each store. A job that waited longer than
+//     kMaxJobAge is dropped: its reader has moved on.
+//  4. Stop() ends the pushers while the workers still serve, so shutdown
+//     cannot leave a pusher waiting on a READ nobody will answer (see
+//     ServeFuse).
+//
+// Thread safety: NoteRead, AfterReply, Plan, RunJob and stats may be called
+// from any thread. Per-shard state is atomics; the queue is guarded by mu_.
+#ifndef SHARDFS_SRC_PUSH_AHEAD_H_
+#define SHARDFS_SRC_PUSH_AHEAD_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "index/schema.h"
+#include "index/status.h"
+#include "src/filesystem.h"
+
+namespace shardfs::mount {
+
+struct PushOptions {
+  uint64_t sequential_bytes = 4 << 20;  // -o push_ahead; 0: off.
+  uint64_t random_bytes = 0;            // -o push_random; 0: off.
+  uint64_t shard_readahead = 8 << 20;   // -o readahead; 0: the kernel's own.
+  bool drop_behind = true;              // -o drop_behind.
+  unsigned threads = 2;                 // -o push_threads: pusher threads.
+  size_t queue_capacity = 64;           // Jobs waiting; more are dropped.
+};
+
+// Counters, for tests and the debug log.
+struct PushStats {
+  uint64_t jobs_queued = 0;
+  uint64_t jobs_dropped_busy = 0;   // A sequential push of the shard was pending.
+  uint64_t jobs_dropped_full = 0;   // The queue was full.
+  uint64_t jobs_dropped_stale = 0;  // Waited longer than kMaxJobAge.
+  uint64_t jobs_run = 0;
+  uint64_t files_pushed = 0;
+  uint64_t bytes_pushed = 0;
+  uint64_t files_skipped_read = 0;  // A READ had reached them.
+  uint64_t store_errors = 0;
+};
+
+class PushAhead {
+ public:
+  // Stores `size` bytes as the content of `inode` from offset 0 in the
+  // kernel's page cache. Returns 0, or a negative errno (-ENOENT: the
+  // kernel does not know the inode), which ends the push.
+  using Store = std::function<int(InodeId inode, const char* data, size_t size)>;
+
+  struct Job {
+    InodeId inode;      // The file whose read finished.
+    ShardHandle shard;  // Keeps the shard open until the job is done.
+    index::ShardId shard_id;
+    bool sequential = false;
+    std::chrono::steady_clock::time_point queued;
+  };
+
+  static constexpr std::chrono::milliseconds kMaxJobAge{250};
+  // Files larger than this are never pushed.
+  static constexpr uint64_t kMaxFile = Filesystem::kMaxPlannedFile;
+
+  // `fs` must outlive this object. `store` is only called by pushers and
+  // RunJob.
+  PushAhead(Filesystem* fs, PushOptions options, Store store);
+  ~PushAhead();  // Stop().
+  PushAhead(const PushAhead&) = delete;
+  PushAhead& operator=(const PushAhead&) = delete;
+
+  // Starts the pusher threads (none when both push windows are 0).
+  void Start();
+  // Ends the pushers: a store in progress finishes first, queued jobs are
+  // dropped. REQUIRES: READs are still answered while it runs.
+  void Stop();
+
+  // Request path, on a worker, before the reply to a READ that resolved to
+  // `range` (length > 0): notes the read, starts shard readahead for a
+  // sequential reader and sets range->sequential_to_eof. Never blocks.
+  void NoteRead(InodeId inode, ReadRange* range);
+  // Request path, after the reply (`delivered`: the reply reached the
+  // kernel): drop-behind, then offers a push job. Never blocks.
+  void AfterReply(InodeId inode, const ReadRange& range, bool delivered);
+
+  // The regular files that follow `inode` in inode order and lie back to
+  // back after it in the same shard (at most a small gap of tar headers),
+  // up to `max_bytes` of data, each at most kMaxFile; directories and empty
+  // files between them are stepped over. Files that had a READ or were
+  // pushed are left out but count against the budget; with
+  // `stop_at_pushed` the plan ends before the first file already pushed.
+  // Empty when the shard's files are not in inode order.
+  Status Plan(InodeId inode, uint64_t max_bytes, bool stop_at_pushed,
+              std::vector<PlannedFile>* files) const;
+  // Runs `job` on the calling thread (the pushers' body; tests call it).
+  void RunJob(const Job& job, char* buf);
+
+  bool WasRead(InodeId inode) const { return read_.Test(inode); }
+  bool WasPushed(InodeId inode) const { return pushed_.Test(inode); }
+  PushStats stats() const;
+  const PushOptions& options() const { return options_; }
+
+ private:
+  struct ShardState {
+    std::atomic<uint64_t> next_pos{0};    // End of the last read.
+    std::atomic<uint64_t> prefetched{0};  // Readahead requested up to here.
+    std::atomic<uint64_t> pushed_end{0};  // End of the last push.
+    std::atomic<bool> busy{false};        // A sequential push queued or running.
+    std::atomic<uint64_t> dropped{0};     // Drop-behind done up to here.
+  };
+  struct Counters;
+
+  bool Sequential(ShardState& s, uint64_t pos, size_t len) const;
+  void Readahead(ShardState& s, uint64_t shard_size, int fd, uint64_t pos, size_t len);
+  void DropBehind(ShardState& s, int fd, uint64_t end);
+  void Offer(Job job);
+  void Run();
+
+  Filesystem* const fs_;
+  const PushOptions options_;
+  const std::unique_ptr<ShardState[]> shards_;
+  const size_t shard_count_;
+  InodeBits read_;    // A READ reached the file.
+  InodeBits pushed_;  // Stored into the kernel's page cache.
+  std::unique_ptr<Counters> counters_;
+
+  const Store store_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;             // Guarded by mu_.
+  bool stop_ = false;                 // Guarded by mu_.
+  std::atomic<bool> stopping_{false};
+  std::vector<std::thread> threads_;  // Only touched by Start and Stop.
+};
+
+}  // namespace shardfs::mount
+
+#endif  // SHARDFS_SRC_PUSH_AHEAD_H_

@@ -1,0 +1,544 @@
+// src/push_ahead.h without a mount: which files a push plans and skips, its
+// budgets, what a job stores (through a recording Store), and that the
+// request path never waits for a pusher, even one stuck in a store.
+#include "src/push_ahead.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/unit/mount_test_util.h"
+#include "tests/unit/test_util.h"
+
+namespace shardfs::mount {
+namespace {
+
+namespace fs = std::filesystem;
+using mount_testing::IndexShards;
+using mount_testing::InodeOf;
+using mount_testing::OpenFs;
+using shardfs::testing::TempDir;
+
+// What a Store was asked to store, by inode.
+class RecordingStore {
+ public:
+  PushAhead::Store fn() {
+    return [this](InodeId inode, const char* data, size_t size) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (fail_at_ == inode) return -ENOENT;
+      stored_[inode.value].assign(data, size);
+      order_.push_back(inode.value);
+      return 0;
+    };
+  }
+  void FailAt(InodeId inode) { fail_at_ = inode; }
+  std::map<uint64_t, std::string> stored() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stored_;
+  }
+
+ private:
+  std::mutex mu_;
+  InodeId fail_at_{0};
+  std::map<uint64_t, std::string> stored_;
+  std::vector<uint64_t> order_;
+};
+
+// Shards whose members are in tree order (tar --sort=name), as `shardfs
+// pack` writes them.
+class PushAheadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    src_ = dir_ / "src";
+    for (const char* d : {"a", "b", "c"}) fs::create_directories(src_ + "/" + d);
+    // a/ holds 5 small files, b/ 3 more and a file bigger than
+    // kMaxPlannedFile, c/ one small file after it.
+    for (int i = 0; i < 5; ++i) {
+      shardfs::testing::WriteFile(fmt::format("{}/a/f{}", src_, i),
+                                  shardfs::testing::PseudoRandomBytes(1000 + 700 * i, 40 + i));
+    }
+    shardfs::testing::WriteFile(src_ + "/a/g-empty", "");
+    for (int i = 0; i < 3; ++i) {
+      shardfs::testing::WriteFile(fmt::format("{}/b/f{}", src_, i),
+                                  shardfs::testing::PseudoRandomBytes(3000 + i, 50 + i));
+    }
+    shardfs::testing::WriteFile(
+        src_ + "/b/z-big", shardfs::testing::PseudoRandomBytes(Filesystem::kMaxPlannedFile + 1, 60));
+    shardfs::testing::WriteFile(src_ + "/c/f0", shardfs::testing::PseudoRandomBytes(500, 61));
+  }
+
+  void Tar(const std::string& shard, const std::vector<std::string>& names) {
+    mount_testing::Tar(src_, shard, names);
+  }
+
+  static std::vector<std::string> TreeOrder() {
+    return {"a", "a/f0", "a/f1", "a/f2", "a/f3",    "a/f4", "a/g-empty",
+            "b", "b/f0", "b/f1", "b/f2", "b/z-big", "c",    "c/f0"};
+  }
+
+  // Indexes one shard of the tree in tree order and opens it.
+  std::unique_ptr<Filesystem> OpenTree(FilesystemOptions o = {}) {
+    Tar(dir_ / "s.tar", TreeOrder());
+    IndexShards({dir_ / "s.tar"}, idx_);
+    return OpenFs(idx_, o);
+  }
+
+  std::vector<std::string> Names(const Filesystem& fs, const std::vector<PlannedFile>& files) {
+    std::vector<std::string> names;
+    for (const PlannedFile& f : files) {
+      std::string p;
+      EXPECT_TRUE(fs.reader().PathOf(f.inode, &p).ok());
+      names.push_back(p);
+    }
+    return names;
+  }
+
+  // The names PushAhead::Plan gives after `path`, `max_bytes` at most.
+  std::vector<std::string> Plan(const Filesystem& fs, const PushAhead& push,
+                                std::string_view path, uint64_t max_bytes,
+                                bool stop_at_pushed = false) {
+    std::vector<PlannedFile> files;
+    Status s = push.Plan(InodeOf(fs, path), max_bytes, stop_at_pushed, &files);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return Names(fs, files);
+  }
+
+  // A read of the whole file `path`, resolved and noted as the FUSE edge
+  // does before its reply.
+  ReadRange ReadWhole(Filesystem& fs, PushAhead& push, std::string_view path) {
+    ReadRange r;
+    Status s = fs.ResolveRead(InodeOf(fs, path), 0, 1 << 20, &r);
+    EXPECT_TRUE(s.ok()) << s.message();
+    push.NoteRead(InodeOf(fs, path), &r);
+    return r;
+  }
+
+  std::string Content(std::string_view path) {
+    return shardfs::testing::ReadFile(src_ + "/" + std::string(path));
+  }
+
+  TempDir dir_;
+  std::string src_;
+  std::string idx_ = dir_ / "idx";
+};
+
+TEST_F(PushAheadTest, InodeScanAndPathOfCoverTheTree) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  std::vector<std::string> paths;
+  uint64_t next = 1;
+  Status s = fs->reader().ForEachInode(index::kRootInode, [&](const EntryRecord& rec) {
+    EXPECT_EQ(rec.inode.value, next++);
+    std::string p;
+    Status ps = fs->reader().PathOf(rec.inode, &p);
+    EXPECT_TRUE(ps.ok()) << ps.message();
+    paths.push_back(p);
+    return true;
+  });
+  ASSERT_TRUE(s.ok()) << s.message();
+  std::vector<std::string> want = {""};
+  for (const std::string& n : TreeOrder()) want.push_back(n);
+  EXPECT_EQ(paths, want);
+  std::vector<uint64_t> seen;
+  ASSERT_TRUE(fs->reader()
+                  .ForEachInode(InodeId{4},
+                                [&](const EntryRecord& rec) {
+                                  seen.push_back(rec.inode.value);
+                                  return seen.size() < 3;
+                                })
+                  .ok());
+  EXPECT_EQ(seen, (std::vector<uint64_t>{4, 5, 6}));
+  std::string p;
+  EXPECT_EQ(fs->reader().PathOf(InodeId{999}, &p).code(), Status::Code::kNotFound);
+}
+
+TEST_F(PushAheadTest, PlansTheFilesThatFollowInTheShard) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  PushAhead push(fs.get(), {}, store.fn());
+  // Steps over the empty file and directory b, stops before the file too
+  // big to push.
+  EXPECT_EQ(Plan(*fs, push, "a/f2", 1 << 20),
+            (std::vector<std::string>{"a/f3", "a/f4", "b/f0", "b/f1", "b/f2"}));
+  // The byte budget: f3 (3100) + f4 (3800) fit in 7000, b/f0 does not.
+  EXPECT_EQ(Plan(*fs, push, "a/f2", 7000), (std::vector<std::string>{"a/f3", "a/f4"}));
+  EXPECT_EQ(Plan(*fs, push, "b/z-big", 1 << 20), (std::vector<std::string>{"c/f0"}));
+  EXPECT_TRUE(Plan(*fs, push, "c/f0", 1 << 20).empty());
+  EXPECT_TRUE(Plan(*fs, push, "a", 1 << 20).empty());  // Not a file.
+
+  // The planned ranges are the files' bytes.
+  std::vector<PlannedFile> files;
+  ASSERT_TRUE(push.Plan(InodeOf(*fs, "a/f0"), 1 << 20, false, &files).ok());
+  ASSERT_EQ(files.size(), 7u);
+  Result<ShardHandle> shard = fs->shard_cache().Get(index::ShardId{0});
+  ASSERT_TRUE(shard.ok());
+  std::string got;
+  for (const PlannedFile& f : files) {
+    std::string p;
+    ASSERT_TRUE(fs->reader().PathOf(f.inode, &p).ok());
+    got.assign(f.size, '\0');
+    Status s = fs->ReadPlannedFile(f, *shard, got.data());
+    ASSERT_TRUE(s.ok()) << p << ": " << s.message();
+    EXPECT_EQ(got, Content(p)) << p;
+  }
+}
+
+TEST_F(PushAheadTest, NothingWhenTheShardIsNotInInodeOrder) {
+  std::vector<std::string> names = TreeOrder();
+  std::reverse(names.begin(), names.end());
+  Tar(dir_ / "s.tar", names);
+  IndexShards({dir_ / "s.tar"}, idx_);
+  auto fs = OpenFs(idx_);
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  PushAhead push(fs.get(), {}, store.fn());
+  EXPECT_TRUE(Plan(*fs, push, "a/f0", 1 << 20).empty());
+}
+
+TEST_F(PushAheadTest, StopsAtTheShardBoundary) {
+  Tar(dir_ / "s1.tar", {"a", "a/f0", "a/f1", "a/f2"});
+  Tar(dir_ / "s2.tar", {"a/f3", "a/f4"});
+  IndexShards({dir_ / "s1.tar", dir_ / "s2.tar"}, idx_);
+  auto fs = OpenFs(idx_);
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  PushAhead push(fs.get(), {}, store.fn());
+  EXPECT_EQ(Plan(*fs, push, "a/f0", 1 << 20), (std::vector<std::string>{"a/f1", "a/f2"}));
+  EXPECT_TRUE(Plan(*fs, push, "a/f2", 1 << 20).empty());
+  EXPECT_EQ(Plan(*fs, push, "a/f3", 1 << 20), (std::vector<std::string>{"a/f4"}));
+}
+
+TEST_F(PushAheadTest, AJobStoresTheFilesThatFollowWithTheirBytes) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  PushAhead push(fs.get(), {}, store.fn());
+  ReadRange r = ReadWhole(*fs, push, "a/f1");
+  std::string buf(PushAhead::kMaxFile, '\0');
+  push.RunJob({InodeOf(*fs, "a/f1"), r.shard, r.shard_id, true, {}}, buf.data());
+  std::map<uint64_t, std::string> stored = store.stored();
+  std::vector<std::string> want = {"a/f2", "a/f3", "a/f4", "b/f0", "b/f1", "b/f2"};
+  ASSERT_EQ(stored.size(), want.size());
+  for (const std::string& p : want) {
+    InodeId ino = InodeOf(*fs, p);
+    EXPECT_EQ(stored[ino.value], Content(p)) << p;
+    EXPECT_TRUE(push.WasPushed(ino)) << p;
+  }
+  EXPECT_FALSE(push.WasPushed(InodeOf(*fs, "a/f1")));  // It was read, not pushed.
+  EXPECT_EQ(push.stats().files_pushed, want.size());
+}
+
+TEST_F(PushAheadTest, FilesReadOrPushedAreNeverStoredAgain) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  // The random window holds a/f4 (3800 bytes) alone.
+  PushAhead push(fs.get(), {.random_bytes = 3800}, store.fn());
+  std::string buf(PushAhead::kMaxFile, '\0');
+  // a/f3 was read (its pages are the kernel's), a/f4 pushed by an earlier job.
+  ReadRange r3 = ReadWhole(*fs, push, "a/f3");
+  EXPECT_TRUE(push.WasRead(InodeOf(*fs, "a/f3")));
+  push.RunJob({InodeOf(*fs, "a/f3"), r3.shard, r3.shard_id, false, {}}, buf.data());
+  ASSERT_TRUE(push.WasPushed(InodeOf(*fs, "a/f4")));
+
+  EXPECT_EQ(Plan(*fs, push, "a/f0", 1 << 20),
+            (std::vector<std::string>{"a/f1", "a/f2", "b/f0", "b/f1", "b/f2"}));
+  // After a random read the plan ends at the first file already pushed.
+  EXPECT_EQ(Plan(*fs, push, "a/f0", 1 << 20, true), (std::vector<std::string>{"a/f1", "a/f2"}));
+  // Files left out still count against the byte budget.
+  EXPECT_TRUE(Plan(*fs, push, "a/f2", 7000).empty());
+}
+
+TEST_F(PushAheadTest, AFileReadWhileTheJobRunsIsSkipped) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  PushAhead* self = nullptr;
+  std::vector<uint64_t> stored;
+  InodeId f3 = InodeOf(*fs, "a/f3");
+  PushAhead push(fs.get(), {.random_bytes = 1 << 20}, [&](InodeId inode, const char*, size_t) {
+    stored.push_back(inode.value);
+    // While a/f2 is being stored, a READ of a/f3 reaches a worker.
+    if (stored.size() == 1) ReadWhole(*fs, *self, "a/f3");
+    return 0;
+  });
+  self = &push;
+  ASSERT_EQ(push.options().random_bytes, uint64_t{1} << 20);
+  ReadRange r = ReadWhole(*fs, push, "a/f1");
+  std::string buf(PushAhead::kMaxFile, '\0');
+  push.RunJob({InodeOf(*fs, "a/f1"), r.shard, r.shard_id, false, {}}, buf.data());
+  EXPECT_EQ(std::count(stored.begin(), stored.end(), f3.value), 0);
+  EXPECT_EQ(push.stats().files_skipped_read, 1u);
+  EXPECT_GE(stored.size(), 3u);  // a/f2, a/f4, b/...
+}
+
+TEST_F(PushAheadTest, AStoreErrorEndsTheJob) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  store.FailAt(InodeOf(*fs, "a/f4"));  // The kernel does not know it.
+  PushAhead push(fs.get(), {}, store.fn());
+  ReadRange r = ReadWhole(*fs, push, "a/f1");
+  std::string buf(PushAhead::kMaxFile, '\0');
+  push.RunJob({InodeOf(*fs, "a/f1"), r.shard, r.shard_id, true, {}}, buf.data());
+  EXPECT_EQ(store.stored().size(), 2u);  // a/f2, a/f3.
+  EXPECT_EQ(push.stats().store_errors, 1u);
+  EXPECT_FALSE(push.WasPushed(InodeOf(*fs, "a/f4")));
+}
+
+TEST_F(PushAheadTest, VerifiedBeforeItIsPushed) {
+  auto fs = OpenTree(FilesystemOptions{.verify = VerifyMode::kFirst});
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  PushAhead push(fs.get(), {.random_bytes = 1 << 20}, store.fn());
+  std::vector<PlannedFile> files;
+  ASSERT_TRUE(push.Plan(InodeOf(*fs, "a/f0"), 1 << 20, false, &files).ok());
+  ASSERT_GE(files.size(), 2u);
+  // Alter one byte of the second planned file in place: same size, same
+  // fingerprint (it is in the middle), different content.
+  const PlannedFile victim = files[1];
+  Result<ShardHandle> shard = fs->shard_cache().Get(index::ShardId{0});
+  ASSERT_TRUE(shard.ok()) << shard.status().message();
+  {
+    int fd = ::open((dir_ / "s.tar").c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    char x = 'X';
+    ASSERT_EQ(::pwrite(fd, &x, 1, static_cast<off_t>(victim.position + 10)), 1);
+    ::close(fd);
+  }
+  std::string buf(Filesystem::kMaxPlannedFile, '\0');
+  EXPECT_TRUE(fs->ReadPlannedFile(files[0], *shard, buf.data()).ok());
+  Status s = fs->ReadPlannedFile(victim, *shard, buf.data());
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
+  // A job stops before the altered file: it is never stored.
+  ReadRange r = ReadWhole(*fs, push, "a/f0");
+  push.RunJob({InodeOf(*fs, "a/f0"), r.shard, r.shard_id, false, {}}, buf.data());
+  EXPECT_EQ(store.stored().count(victim.inode.value), 0u);
+  EXPECT_EQ(store.stored().size(), 1u);
+  // With verify=off the same bytes are read without a check: the mode is
+  // what protects pushed pages, not luck.
+  auto unverified = OpenFs(idx_);
+  EXPECT_TRUE(unverified->ReadPlannedFile(victim, *shard, buf.data()).ok());
+}
+
+TEST_F(PushAheadTest, SequentialToEofOnlyForAReaderWalkingTheShardInOrder) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  auto seq = [&](PushAhead& push, std::string_view path, uint64_t off, size_t size) {
+    ReadRange r;
+    Status s = fs->ResolveRead(InodeOf(*fs, path), off, size, &r);
+    EXPECT_TRUE(s.ok()) << s.message();
+    push.NoteRead(InodeOf(*fs, path), &r);
+    return r.sequential_to_eof;
+  };
+  {
+    RecordingStore store;
+    PushAhead push(fs.get(), {}, store.fn());
+    EXPECT_TRUE(seq(push, "a/f0", 0, 1 << 16));
+    EXPECT_TRUE(seq(push, "a/f1", 0, 1 << 16));
+    EXPECT_FALSE(seq(push, "a/f2", 0, 100));  // Not to the end of the file.
+    EXPECT_TRUE(seq(push, "a/f2", 100, 1 << 16));
+    EXPECT_FALSE(seq(push, "a/f1", 0, 1 << 16));  // Backwards.
+  }
+  {
+    RecordingStore store;
+    PushAhead push(fs.get(), {}, store.fn());
+    EXPECT_FALSE(seq(push, "c/f0", 0, 1 << 16));  // A jump past a 1 MiB file.
+  }
+}
+
+TEST_F(PushAheadTest, OnlyWholeOrSequentialReadsOfferJobsAndOnlyWithAWindow) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  {
+    PushAhead off(fs.get(), {.sequential_bytes = 0, .random_bytes = 0}, store.fn());
+    off.Start();  // No pushers: nothing to offer to.
+    ReadRange r = ReadWhole(*fs, off, "a/f0");
+    off.AfterReply(InodeOf(*fs, "a/f0"), r, true);
+    EXPECT_EQ(off.stats().jobs_queued, 0u);
+    EXPECT_FALSE(off.WasRead(InodeOf(*fs, "a/f0")));  // No bits kept when off.
+  }
+  PushAhead push(fs.get(), {.sequential_bytes = 0, .random_bytes = 1 << 20}, store.fn());
+  push.Start();
+  // A partial read in the middle of a file: no job.
+  ReadRange part;
+  ASSERT_TRUE(fs->ResolveRead(InodeOf(*fs, "b/f1"), 10, 100, &part).ok());
+  push.NoteRead(InodeOf(*fs, "b/f1"), &part);
+  push.AfterReply(InodeOf(*fs, "b/f1"), part, true);
+  // A reply that did not reach the kernel: no job.
+  ReadRange lost = ReadWhole(*fs, push, "c/f0");
+  push.AfterReply(InodeOf(*fs, "c/f0"), lost, false);
+  EXPECT_EQ(push.stats().jobs_queued, 0u);
+  // A whole-file read, not part of a walk (it goes backwards): one job.
+  ReadRange whole = ReadWhole(*fs, push, "a/f3");
+  push.AfterReply(InodeOf(*fs, "a/f3"), whole, true);
+  EXPECT_EQ(push.stats().jobs_queued, 1u);
+  for (int i = 0; i < 1000 && store.stored().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  push.Stop();
+  EXPECT_EQ(push.stats().jobs_run, 1u);
+  EXPECT_EQ(store.stored().count(InodeOf(*fs, "a/f4").value), 1u);
+}
+
+// The request path must never wait for a pusher (issue 10): with every
+// pusher stuck in a store, as one waiting for a page lock would be,
+// AfterReply still returns at once and the surplus is dropped.
+TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  int stores = 0;
+  PushOptions o{.sequential_bytes = 1 << 20, .random_bytes = 1 << 20, .threads = 1,
+                .queue_capacity = 4};
+  PushAhead push(fs.get(), o, [&](InodeId, const char*, size_t) {
+    std::unique_lock<std::mutex> lock(mu);
+    ++stores;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    return 0;
+  });
+  push.Start();
+  ReadRange first = ReadWhole(*fs, push, "a/f0");
+  push.AfterReply(InodeOf(*fs, "a/f0"), first, true);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return stores > 0; }));
+  }
+  // The pusher is stuck. 100 more replies must each return at once.
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) {
+    for (const char* p : {"b/f0", "b/f1", "c/f0", "a/f4"}) {
+      ReadRange r = ReadWhole(*fs, push, p);
+      push.AfterReply(InodeOf(*fs, p), r, true);
+    }
+  }
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::seconds(5));  // Not a timing check: a wait would be forever.
+  PushStats st = push.stats();
+  EXPECT_LE(st.jobs_queued, 1u + o.queue_capacity + 1);
+  EXPECT_GT(st.jobs_dropped_full + st.jobs_dropped_busy, 300u);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  push.Stop();  // Returns once the stuck store does.
+}
+
+TEST_F(PushAheadTest, AJobThatWaitedTooLongIsDropped) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stuck = false;
+  PushOptions o{.sequential_bytes = 1 << 20, .random_bytes = 1 << 20, .threads = 1};
+  PushAhead push(fs.get(), o, [&](InodeId, const char*, size_t) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!stuck) {
+      stuck = true;
+      cv.notify_all();
+      // Holds the only pusher for longer than a job may wait.
+      cv.wait_for(lock, PushAhead::kMaxJobAge * 3);
+    }
+    return 0;
+  });
+  push.Start();
+  ReadRange r0 = ReadWhole(*fs, push, "a/f0");
+  push.AfterReply(InodeOf(*fs, "a/f0"), r0, true);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return stuck; }));
+  }
+  // Not part of the walk (past the 1 MiB file): a random job, queued.
+  ReadRange r1 = ReadWhole(*fs, push, "c/f0");
+  push.AfterReply(InodeOf(*fs, "c/f0"), r1, true);
+  for (int i = 0; i < 200 && push.stats().jobs_dropped_stale == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(push.stats().jobs_dropped_stale, 1u);
+  push.Stop();
+}
+
+// Pages of `path` in the page cache, out of its pages.
+std::pair<size_t, size_t> ResidentPages(const std::string& path, uint64_t from, uint64_t to) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0);
+  long page = ::sysconf(_SC_PAGESIZE);
+  size_t len = static_cast<size_t>(to - from);
+  void* m = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(from));
+  EXPECT_NE(m, MAP_FAILED);
+  std::vector<unsigned char> vec((len + page - 1) / page);
+  EXPECT_EQ(::mincore(m, len, vec.data()), 0);
+  ::munmap(m, len);
+  ::close(fd);
+  size_t in = 0;
+  for (unsigned char v : vec) in += v & 1;
+  return {in, vec.size()};
+}
+
+TEST_F(PushAheadTest, DropBehindASequentialReaderFreesTheShardPagesBehindIt) {
+  // One shard of 40 files of 256 KiB: 10 MiB.
+  fs::create_directories(src_ + "/big");
+  std::vector<std::string> names = {"big"};
+  for (int i = 0; i < 40; ++i) {
+    std::string n = fmt::format("big/f{:02}", i);
+    shardfs::testing::WriteFile(src_ + "/" + n,
+                                shardfs::testing::PseudoRandomBytes(256 << 10, 100 + i));
+    names.push_back(n);
+  }
+  std::string shard = dir_ / "big.tar";
+  Tar(shard, names);
+  IndexShards({shard}, idx_);
+  {
+    // Dirty pages cannot be dropped: write the shard out first.
+    int fd = ::open(shard.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fsync(fd), 0);
+    ::close(fd);
+  }
+  for (bool drop : {false, true}) {
+    auto fs = OpenFs(idx_);
+    ASSERT_TRUE(fs);
+    RecordingStore store;
+    PushAhead push(fs.get(), {.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0,
+                              .drop_behind = drop},
+                   store.fn());
+    std::string buf(1 << 20, '\0');
+    uint64_t end = 0;
+    for (int i = 0; i < 40; ++i) {
+      std::string p = fmt::format("big/f{:02}", i);
+      ReadRange r;
+      ASSERT_TRUE(fs->Read(InodeOf(*fs, p), 0, 1 << 20, buf.data(), &r).ok());
+      push.NoteRead(InodeOf(*fs, p), &r);
+      push.AfterReply(InodeOf(*fs, p), r, true);
+      end = r.position + r.length;
+    }
+    ASSERT_GT(end, 8u << 20);
+    // The first 6 MiB lie more than 2 MiB behind the reader.
+    auto [in, total] = ResidentPages(shard, 0, 6 << 20);
+    if (drop) {
+      EXPECT_EQ(in, 0u) << "of " << total;
+    } else {
+      EXPECT_GT(in, total * 9 / 10) << "of " << total;  // The control: they were cached.
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardfs::mount
