@@ -8,8 +8,8 @@ message that names the archive. The outcome per archive must equal the table
 in OUTCOMES.md, so a change of behaviour is seen. `--write-table` rewrites
 the table from the current outcomes.
 
-The corpus is ../shared/testdata/tar-corpus beside the project; a missing
-corpus is a failure, not a skip.
+The corpus is tests/corpus/archives/ (see its README.md for where the
+archives come from); a missing corpus is a failure, not a skip.
 """
 import json
 import os
@@ -22,8 +22,7 @@ TABLE = os.path.join(HERE, "OUTCOMES.md")
 
 
 def corpus_dir():
-    root = os.environ.get("SHARDFS_SOURCE_ROOT", os.path.join(HERE, "..", ".."))
-    return os.path.normpath(os.path.join(root, "..", "shared", "testdata", "tar-corpus"))
+    return os.path.join(HERE, "archives")
 
 
 def extracted_tree(root):
