@@ -17,8 +17,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <thread>
 
 #include "index/index_reader.h"
 #include "index/log.h"
@@ -254,19 +257,60 @@ int RunMount(int argc, char** argv) {
   });
 }
 
+namespace {
+
+// Runs `fusermount3 -u mountpoint`; returns its exit status (or -1) and, in
+// `err`, what it printed on stderr.
+int RunFusermount(const char* mountpoint, std::string* err) {
+  err->clear();
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return -1;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDERR_FILENO);
+  const char* args[] = {"fusermount3", "-u", mountpoint, nullptr};
+  pid_t pid;
+  int rc = ::posix_spawnp(&pid, "fusermount3", &fa, nullptr, const_cast<char**>(args), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(pipefd[1]);
+  if (rc != 0) {
+    ::close(pipefd[0]);
+    *err = fmt::format("cannot run fusermount3: {}", std::strerror(rc));
+    return -1;
+  }
+  char buf[512];
+  for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    err->append(buf, static_cast<size_t>(n));
+  }
+  ::close(pipefd[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
 int RunUmount(int argc, char** argv) {
   if (argc != 2) return UsageError("umount", "expected MOUNTPOINT");
-  const char* args[] = {"fusermount3", "-u", argv[1], nullptr};
-  pid_t pid;
-  int rc = ::posix_spawnp(&pid, "fusermount3", nullptr, nullptr, const_cast<char**>(args),
-                          environ);
-  if (rc != 0) {
-    log::Error("umount {}: cannot run fusermount3: {}", argv[1], std::strerror(rc));
-    return kExitFailure;
+  // A background directory listing (prefill_dirs) holds a directory of the
+  // mount open for a moment: the unmount is then busy, so it is tried again
+  // for a few seconds.
+  constexpr auto kBusyFor = std::chrono::seconds(5);
+  auto deadline = std::chrono::steady_clock::now() + kBusyFor;
+  std::string err;
+  for (;;) {
+    int rc = RunFusermount(argv[1], &err);
+    if (rc == 0) return kExitOk;
+    bool busy = err.find("busy") != std::string::npos;
+    if (!busy || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? kExitOk : kExitFailure;
+  while (!err.empty() && err.back() == '\n') err.pop_back();
+  log::Error("umount {}: {}", argv[1], err.empty() ? "fusermount3 failed" : err);
+  return kExitFailure;
 }
 
 }  // namespace shardfs::cli

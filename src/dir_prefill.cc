@@ -1,6 +1,8 @@
 #include "src/dir_prefill.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -77,10 +79,19 @@ bool DirPrefill::List(Job& job) {
       return false;
     }
   }
+  if (!mount_dev_ && !FindMountDevice()) return false;
   std::string path = job.path.empty() ? mountpoint_ : mountpoint_ + "/" + job.path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     log::Debug("prefill: {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  // Something mounted over the path (or over the mountpoint) is not ours to
+  // list: only directories of this mount are.
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || st.st_dev != *mount_dev_) {
+    log::Debug("prefill: {}: not on this mount; not listed", path);
+    ::close(fd);
     return false;
   }
   auto buf = std::make_unique<char[]>(kDentsBuffer);
@@ -93,6 +104,25 @@ bool DirPrefill::List(Job& job) {
     return false;
   }
   log::Debug("prefill: listed directory inode {}{}", dir.value, job.ahead ? " (ahead)" : "");
+  return true;
+}
+
+bool DirPrefill::FindMountDevice() {
+  // The root of a FUSE mount: inode 1 on a filesystem of FUSE's type. Asked
+  // from this thread, never from a request worker: the stat is a request.
+  constexpr long kFuseSuperMagic = 0x65735546;
+  struct stat st;
+  struct statfs sf;
+  if (::stat(mountpoint_.c_str(), &st) != 0 || ::statfs(mountpoint_.c_str(), &sf) != 0) {
+    log::Debug("prefill: {}: {}", mountpoint_, std::strerror(errno));
+    return false;
+  }
+  if (sf.f_type != kFuseSuperMagic || st.st_ino != index::kRootInode.value) {
+    log::Warning("prefill: {} is not this mount's root; directories are not listed ahead",
+                 mountpoint_);
+    return false;
+  }
+  mount_dev_ = st.st_dev;
   return true;
 }
 

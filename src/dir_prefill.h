@@ -18,6 +18,9 @@
 // again, after 4x as many misses each time, so a directory too big for the
 // kernel's cache is not listed over and over.
 //
+// Only directories on the mount's own device (st_dev of its root, taken from
+// the prefill thread once the mount serves) are listed.
+//
 // While a listing runs it holds the directory open, so an unmount in that
 // moment fails with EBUSY, as it would with any open file on the mount.
 //
@@ -25,10 +28,13 @@
 #ifndef SHARDFS_SRC_DIR_PREFILL_H_
 #define SHARDFS_SRC_DIR_PREFILL_H_
 
+#include <sys/types.h>
+
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -62,6 +68,8 @@ class DirPrefill {
   void Run();
   // Lists `job.dir`, filling in `job.path` if empty; false if it failed.
   bool List(Job& job);
+  // Sets mount_dev_ from the mountpoint, if it is this mount's root.
+  bool FindMountDevice();
   // Queues the directories that follow `job.dir` among its siblings.
   void QueueSiblings(const Job& job);
   // Queues `job` unless its directory is queued already, or was listed
@@ -81,6 +89,7 @@ class DirPrefill {
   std::unordered_map<uint64_t, DirState> dirs_;    // Guarded by mu_.
   std::deque<Job> queue_;                          // Guarded by mu_.
   bool stop_ = false;                              // Guarded by mu_.
+  std::optional<dev_t> mount_dev_;  // Only touched by the prefill thread.
   std::thread thread_;
 };
 
