@@ -434,5 +434,95 @@ TEST_F(ShardDamageTest, VerifyNeedsChecksumsInTheIndex) {
   EXPECT_TRUE(got.empty());
 }
 
+// readdir by offsets over a streamed directory: what `ls` (one pass in
+// small buffers), telldir/seekdir and rewinddir see.
+class DirCursorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string src = dir_ / "src";
+    fs::create_directories(src + "/d/sub");
+    for (int i = 0; i < 300; ++i) {
+      std::string n = fmt::format("e{:03}", (i * 7) % 300);  // Created out of order.
+      testing::WriteFile(src + "/d/" + n, n);
+      names_.push_back(fmt::format("e{:03}", i));
+    }
+    names_.push_back("sub");
+    MakeIndexedShard(src, dir_ / "s.tar", dir_ / "idx");
+    fs_ = Open(dir_ / "idx");
+    ASSERT_TRUE(fs_);
+  }
+
+  struct Got {
+    uint64_t next_off;
+    std::string name;
+    uint64_t inode;
+  };
+
+  // Reads from `off` taking at most `max` entries, as a readdir with a
+  // small buffer does.
+  std::vector<Got> ReadSome(DirCursor& c, uint64_t off, size_t max) {
+    std::vector<Got> out;
+    Status s = c.Read(*fs_, off, [&](uint64_t next, std::string_view name, const EntryRecord& r) {
+      if (out.size() == max) return false;
+      out.push_back({next, std::string(name), r.inode.value});
+      return true;
+    });
+    EXPECT_TRUE(s.ok()) << s.message();
+    return out;
+  }
+
+  TempDir dir_;
+  std::vector<std::string> names_;
+  std::unique_ptr<Filesystem> fs_;
+};
+
+TEST_F(DirCursorTest, ReadInSmallStepsGivesEveryEntryOnceInOrder) {
+  Result<DirCursor> c = DirCursor::Open(*fs_, InodeOf(*fs_, "d"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  std::vector<std::string> seen;
+  uint64_t off = 0;
+  for (;;) {
+    std::vector<Got> got = ReadSome(*c, off, 7);
+    if (got.empty()) break;
+    for (const Got& g : got) {
+      EXPECT_EQ(g.next_off, off + 1);
+      off = g.next_off;
+      seen.push_back(g.name);
+    }
+  }
+  ASSERT_EQ(seen.size(), names_.size() + 2);
+  EXPECT_EQ(seen[0], ".");
+  EXPECT_EQ(seen[1], "..");
+  EXPECT_EQ(std::vector<std::string>(seen.begin() + 2, seen.end()), names_);
+}
+
+TEST_F(DirCursorTest, AnyOffsetCanBeSoughtAndRereadAndDotsCarryInodes) {
+  Result<DirCursor> c = DirCursor::Open(*fs_, InodeOf(*fs_, "d"));
+  ASSERT_TRUE(c.ok());
+  std::vector<Got> dots = ReadSome(*c, 0, 2);
+  ASSERT_EQ(dots.size(), 2u);
+  EXPECT_EQ(dots[0].inode, InodeOf(*fs_, "d").value);
+  EXPECT_EQ(dots[1].inode, index::kRootInode.value);
+  for (uint64_t off : {uint64_t{250}, uint64_t{3}, uint64_t{301}, uint64_t{2}, uint64_t{1}}) {
+    std::vector<Got> got = ReadSome(*c, off, 3);  // seekdir(off), then readdir.
+    ASSERT_FALSE(got.empty()) << off;
+    std::string want = off == 1 ? ".." : names_[off - 2];
+    EXPECT_EQ(got[0].name, want) << off;
+    EXPECT_EQ(got[0].next_off, off + 1);
+  }
+  EXPECT_TRUE(ReadSome(*c, names_.size() + 2, 5).empty());  // At the end.
+  EXPECT_TRUE(ReadSome(*c, names_.size() + 40, 5).empty());  // Past it.
+  // Where the last call ended, reading on resumes after its name.
+  std::vector<Got> a = ReadSome(*c, 100, 4);
+  std::vector<Got> b = ReadSome(*c, a.back().next_off, 4);
+  EXPECT_EQ(b[0].name, names_[a.back().next_off - 2]);
+}
+
+TEST_F(DirCursorTest, OnlyDirectoriesOpen) {
+  EXPECT_EQ(DirCursor::Open(*fs_, InodeOf(*fs_, "d/e001")).status().code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(DirCursor::Open(*fs_, InodeId{99999}).status().code(), Status::Code::kNotFound);
+}
+
 }  // namespace
 }  // namespace shardfs::mount
