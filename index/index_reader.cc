@@ -11,6 +11,7 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
+#include <rocksdb/table_properties.h>
 
 #include "index/db_options.h"
 
@@ -28,6 +29,49 @@ Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.IsNotFound()) return Status::NotFound(std::string(what));
   if (s.IsCorruption()) return Status::Corruption(fmt::format("{}: {}", what, s.ToString()));
   return Status::IoError(fmt::format("{}: {}", what, s.ToString()));
+}
+
+// A stored value as a message can show it: at most 40 bytes, bytes outside
+// printable ASCII as \xNN.
+std::string Printable(std::string_view v) {
+  std::string out;
+  for (size_t i = 0; i < v.size() && i < 40; ++i) {
+    unsigned char c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (v.size() > 40) out += "...";
+  return out;
+}
+
+// Meta numbers are what std::to_string writes: decimal digits only (no sign,
+// space or base prefix) that fit in 64 bits.
+bool ParseDecimal(std::string_view text, uint64_t* out) {
+  if (text.empty()) return false;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+  }
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+Status ParseMetaNumber(std::string_view index, std::string_view name, std::string_view text,
+                       uint64_t* out) {
+  if (ParseDecimal(text, out)) return Status::Ok();
+  return Status::Corruption(
+      fmt::format("index {}: meta key '{}' is '{}', expected a decimal number below 2^64", index,
+                  name, Printable(text)));
+}
+
+uint32_t TypeBits(EntryType type) {
+  switch (type) {
+    case EntryType::kDir: return S_IFDIR;
+    case EntryType::kSymlink: return S_IFLNK;
+    default: return S_IFREG;
+  }
 }
 
 }  // namespace
@@ -77,12 +121,12 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
         fmt::format("index {}: not a shardfs index (no schema version; an interrupted build?)",
                     path));
   }
-  uint32_t v = 0;
-  auto [p, ec] = std::from_chars(version->second.data(),
-                                 version->second.data() + version->second.size(), v);
-  if (ec != std::errc() || v == 0) {
-    return Status::Corruption(
-        fmt::format("index {}: unreadable schema version '{}'", path, version->second));
+  uint64_t v = 0;
+  SHARDFS_RETURN_IF_ERROR(ParseMetaNumber(path, kMetaSchemaVersion, version->second, &v));
+  if (v == 0) {
+    return Status::Corruption(fmt::format(
+        "index {}: meta key '{}' is 0, expected a version from 1 to {}", path,
+        kMetaSchemaVersion, kSchemaVersion));
   }
   if (v > kSchemaVersion) {
     return Status::NotSupported(fmt::format(
@@ -91,7 +135,10 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
   }
 
   const std::string shard_prefix(1, kShardPrefix);
-  fs::path base = fs::absolute(path).lexically_normal();
+  std::error_code ec;
+  fs::path base = fs::absolute(path, ec);
+  if (ec) return Status::IoError(fmt::format("index {}: {}", path, ec.message()));
+  base = base.lexically_normal();
   if (base.filename().empty()) base = base.parent_path();
   base = base.parent_path();
   for (it->Seek(shard_prefix); it->Valid() && StartsWith(it->key(), shard_prefix); it->Next()) {
@@ -100,25 +147,187 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
     if (!DecodeShardKey(View(it->key()), &id) || id.value != r->shards_.size()) {
       return Status::Corruption(fmt::format("index {}: shard table is not dense", path));
     }
-    SHARDFS_RETURN_IF_ERROR(
-        DecodeShardMeta(View(it->value()), &meta).WithContext(fmt::format("index {}", path)));
+    SHARDFS_RETURN_IF_ERROR(DecodeShardMeta(View(it->value()), &meta)
+                                .WithContext(fmt::format("index {}: shard {}", path, id.value)));
+    if (meta.path.empty()) {
+      return Status::Corruption(
+          fmt::format("index {}: shard {}: empty path, expected a shard file's path", path,
+                      id.value));
+    }
     r->shard_paths_.push_back((meta.flags & kShardPathRelative) ? (base / meta.path).string()
                                                                 : meta.path);
     r->shards_.push_back(std::move(meta));
   }
   if (!it->status().ok()) return FromRocks(it->status(), fmt::format("index {}", path));
+  it.reset();
+  SHARDFS_RETURN_IF_ERROR(r->ValidateMeta());
   // Last: the readahead would otherwise queue ahead of the reads above.
   if (options.prefetch) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(path, ec)) {
-      if (e.path().extension() != ".sst") continue;
-      int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    for (fs::directory_iterator d(path, ec); !ec && d != fs::directory_iterator();
+         d.increment(ec)) {
+      if (d->path().extension() != ".sst") continue;
+      int fd = ::open(d->path().c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) continue;
       ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);  // Starts I/O, does not wait.
       ::close(fd);
     }
   }
   return r;
+}
+
+// The writer (index/index_writer.cc) numbers inodes densely from the root, 1,
+// and records max_inode = files + dirs + symlinks (dirs counting the root;
+// hard links share their file's inode). Anything else is damage, and the
+// mount sizes per-inode tables by max_inode, so it is checked before use:
+// each count a decimal number, the sum right, the record of max_inode
+// present and none after it (one point read, one seek), the root a
+// directory, and max_inode no larger than the number of keys (each inode has
+// an 'I' key), which bounds even a damaged index whose records agree with a
+// huge max_inode.
+Status IndexReader::ValidateMeta() {
+  const std::string_view kCounts[] = {kMetaFiles, kMetaDirs, kMetaSymlinks, kMetaBytes,
+                                      kMetaMaxInode};
+  std::string_view missing;
+  size_t present = 0;
+  for (std::string_view name : kCounts) {
+    auto m = meta_.find(std::string(name));
+    if (m == meta_.end()) {
+      if (missing.empty()) missing = name;
+      continue;
+    }
+    ++present;
+    uint64_t unused = 0;
+    SHARDFS_RETURN_IF_ERROR(ParseMetaNumber(path_, name, m->second, &unused));
+  }
+  // A database written by hand with a schema version and none of the counts
+  // (as some tests write) has nothing to check them against; its records are
+  // still checked one by one as they are read. Some counts without the
+  // others is damage.
+  if (present == 0) return Status::Ok();
+  if (!missing.empty()) {
+    return Status::Corruption(fmt::format(
+        "index {}: meta key '{}' is missing, expected it with the other counts", path_, missing));
+  }
+  if (auto c = Meta(kMetaChecksums); c != "xxh3" && c != "none") {
+    return Status::Corruption(fmt::format("index {}: meta key '{}' is '{}', expected xxh3 or none",
+                                          path_, kMetaChecksums, Printable(c)));
+  }
+  const uint64_t files = MetaNumber(kMetaFiles);
+  const uint64_t dirs = MetaNumber(kMetaDirs);
+  const uint64_t symlinks = MetaNumber(kMetaSymlinks);
+  const uint64_t max_inode = MetaNumber(kMetaMaxInode);
+  if (dirs == 0) {
+    return Status::Corruption(fmt::format(
+        "index {}: meta key '{}' is 0, expected at least 1 (the root)", path_, kMetaDirs));
+  }
+  uint64_t sum = 0;
+  if (__builtin_add_overflow(files, dirs, &sum) || __builtin_add_overflow(sum, symlinks, &sum) ||
+      sum != max_inode) {
+    return Status::Corruption(fmt::format(
+        "index {}: meta key '{}' is {}, expected files + dirs + symlinks = {} + {} + {}", path_,
+        kMetaMaxInode, max_inode, files, dirs, symlinks));
+  }
+  // Entries of every table (open already: max_open_files = -1, so this
+  // reads nothing; rocksdb.estimate-num-keys would say 0, as the reader
+  // skips the stats at open) and of the memtables a leftover log was
+  // replayed into.
+  uint64_t keys = 0, mem = 0, imm = 0;
+  rocksdb::TablePropertiesCollection tables;
+  if (db_->GetPropertiesOfAllTables(&tables).ok() &&
+      db_->GetIntProperty("rocksdb.num-entries-active-mem-table", &mem) &&
+      db_->GetIntProperty("rocksdb.num-entries-imm-mem-tables", &imm)) {
+    keys = mem + imm;
+    for (const auto& [file, props] : tables) keys += props ? props->num_entries : 0;
+  } else {
+    keys = UINT64_MAX;  // Unknown: no bound from here.
+  }
+  if (max_inode > keys) {
+    return Status::Corruption(fmt::format(
+        "index {}: meta key '{}' is {}, but the index holds only {} keys", path_, kMetaMaxInode,
+        max_inode, keys));
+  }
+  max_inode_ = max_inode;
+
+  EntryRecord rec;
+  RecordHolder holder;
+  Status s = GetInodeRecord(InodeId{max_inode}, &rec, &holder);
+  if (s.code() == Status::Code::kNotFound) {
+    return Status::Corruption(fmt::format(
+        "index {}: meta key '{}' is {}, but there is no inode {}", path_, kMetaMaxInode,
+        max_inode, max_inode));
+  }
+  SHARDFS_RETURN_IF_ERROR(s);
+  InodeKeyBuffer buf;
+  std::string_view after = EncodeInodeKey(view_, InodeId{max_inode + 1}, buf);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  it->Seek(rocksdb::Slice(after.data(), after.size()));
+  ViewId view;
+  InodeId beyond;
+  if (it->Valid() && DecodeInodeKey(View(it->key()), &view, &beyond) &&
+      view.value == view_.value) {
+    return Status::Corruption(fmt::format(
+        "index {}: meta key '{}' is {}, but there is an inode {} after it", path_,
+        kMetaMaxInode, max_inode, beyond.value));
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), fmt::format("index {}", path_));
+  s = GetInodeRecord(kRootInode, &rec, &holder);
+  if (s.code() == Status::Code::kNotFound) {
+    return Status::Corruption(fmt::format("index {}: no root directory (inode 1)", path_));
+  }
+  SHARDFS_RETURN_IF_ERROR(s);
+  if (rec.type != EntryType::kDir) {
+    return Status::Corruption(
+        fmt::format("index {}: the root (inode 1) is a {}, expected a directory", path_,
+                    EntryTypeName(rec.type)));
+  }
+  return Status::Ok();
+}
+
+Status IndexReader::DecodeChecked(const rocksdb::Slice& value, EntryRecord* rec) const {
+  Status s = DecodeEntry(View(value), rec);
+  if (!s.ok()) return s.WithContext(fmt::format("index {}", path_));
+  return CheckRecord(*rec);
+}
+
+const std::string& IndexReader::ShardPath(ShardId id) const {
+  static const std::string kNone;
+  return id.value < shard_paths_.size() ? shard_paths_[id.value] : kNone;
+}
+
+Status IndexReader::CheckRecord(const EntryRecord& rec) const {
+  const uint64_t inode = rec.inode.value;
+  if (inode == 0 || inode > max_inode_ || rec.parent.value == 0 ||
+      rec.parent.value > max_inode_) {
+    return Status::Corruption(fmt::format(
+        "index {}: record of inode {} with parent {}: expected both in 1..{}", path_, inode,
+        rec.parent.value, max_inode_));
+  }
+  if (rec.nlink == 0) {
+    return Status::Corruption(
+        fmt::format("index {}: inode {}: link count 0, expected at least 1", path_, inode));
+  }
+  if ((rec.mode & S_IFMT) != TypeBits(rec.type)) {
+    return Status::Corruption(fmt::format("index {}: inode {}: mode {:o} does not match its type {}",
+                                          path_, inode, rec.mode, EntryTypeName(rec.type)));
+  }
+  return Status::Ok();
+}
+
+Status IndexReader::CheckFileRange(const EntryRecord& rec) const {
+  if (rec.type != EntryType::kFile) return Status::Ok();
+  const uint64_t inode = rec.inode.value;
+  if (rec.shard.value >= shards_.size()) {
+    return Status::Corruption(
+        fmt::format("index {}: inode {}: in shard {}, but the shard table has {} shards", path_,
+                    inode, rec.shard.value, shards_.size()));
+  }
+  const uint64_t shard_size = shards_[rec.shard.value].size;
+  if (rec.offset > shard_size || rec.size > shard_size - rec.offset) {
+    return Status::Corruption(fmt::format(
+        "index {}: inode {}: {} bytes at byte {} of shard {}, which has {} bytes", path_, inode,
+        rec.size, rec.offset, rec.shard.value, shard_size));
+  }
+  return Status::Ok();
 }
 
 Status IndexReader::Lookup(InodeId parent, std::string_view name, EntryRecord* rec,
@@ -131,10 +340,16 @@ Status IndexReader::Lookup(InodeId parent, std::string_view name, EntryRecord* r
                                rocksdb::Slice(key.data(), key.size()), holder);
   if (s.IsNotFound()) return Status::NotFound("no such entry");
   if (!s.ok()) return FromRocks(s, "lookup");
-  return DecodeEntry(View(*holder), rec);
+  return DecodeChecked(*holder, rec);
 }
 
 Status IndexReader::GetInode(InodeId inode, EntryRecord* rec, RecordHolder* holder) const {
+  SHARDFS_RETURN_IF_ERROR(GetInodeRecord(inode, rec, holder));
+  return CheckFileRange(*rec);
+}
+
+Status IndexReader::GetInodeRecord(InodeId inode, EntryRecord* rec,
+                                   RecordHolder* holder) const {
   holder->Reset();  // A holder may be reused; RocksDB needs it unpinned.
   InodeKeyBuffer buf;
   std::string_view key = EncodeInodeKey(view_, inode, buf);
@@ -142,7 +357,12 @@ Status IndexReader::GetInode(InodeId inode, EntryRecord* rec, RecordHolder* hold
                                rocksdb::Slice(key.data(), key.size()), holder);
   if (s.IsNotFound()) return Status::NotFound("no such inode");
   if (!s.ok()) return FromRocks(s, "getattr");
-  return DecodeEntry(View(*holder), rec);
+  SHARDFS_RETURN_IF_ERROR(DecodeChecked(*holder, rec));
+  if (rec->inode != inode) {
+    return Status::Corruption(fmt::format("index {}: the record of inode {} says inode {}", path_,
+                                          inode.value, rec->inode.value));
+  }
+  return Status::Ok();
 }
 
 Status IndexReader::ForEachChild(
@@ -173,7 +393,7 @@ Status IndexReader::ForEachChild(
     std::string_view key = View(it->key());
     if (key.compare(0, prefix.size(), prefix) != 0) break;
     EntryRecord rec;
-    SHARDFS_RETURN_IF_ERROR(DecodeEntry(View(it->value()), &rec));
+    SHARDFS_RETURN_IF_ERROR(DecodeChecked(it->value(), &rec));
     if (!fn(key.substr(prefix.size()), rec)) break;
   }
   if (!it->status().ok()) return FromRocks(it->status(), "readdir");
@@ -209,7 +429,14 @@ Status IndexReader::ForEachInode(InodeId first,
     std::string_view key = View(it->key());
     if (key.compare(0, prefix.size(), prefix) != 0) break;
     EntryRecord rec;
-    SHARDFS_RETURN_IF_ERROR(DecodeEntry(View(it->value()), &rec));
+    SHARDFS_RETURN_IF_ERROR(DecodeChecked(it->value(), &rec));
+    ViewId view;
+    InodeId inode;
+    if (!DecodeInodeKey(key, &view, &inode) || inode != rec.inode) {
+      return Status::Corruption(fmt::format("index {}: the record of inode key {} says inode {}",
+                                            path_, inode.value, rec.inode.value));
+    }
+    SHARDFS_RETURN_IF_ERROR(CheckFileRange(rec));
     if (!fn(rec)) return Status::Ok();
   }
   if (!it->status().ok()) return FromRocks(it->status(), "inode scan");
@@ -255,17 +482,21 @@ std::string IndexReader::Meta(std::string_view name) const {
 }
 
 uint64_t IndexReader::MetaNumber(std::string_view name) const {
-  std::string v = Meta(name);
+  auto it = meta_.find(std::string(name));
   uint64_t n = 0;
-  std::from_chars(v.data(), v.data() + v.size(), n);
+  if (it == meta_.end() || !ParseDecimal(it->second, &n)) return 0;
   return n;
 }
 
 uint64_t IndexReader::DiskBytes() const {
   uint64_t total = 0;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(path_, ec)) {
-    if (e.is_regular_file(ec)) total += e.file_size(ec);
+  for (fs::directory_iterator d(path_, ec); !ec && d != fs::directory_iterator();
+       d.increment(ec)) {
+    std::error_code size_ec;
+    if (!d->is_regular_file(size_ec)) continue;
+    uint64_t size = d->file_size(size_ec);
+    if (!size_ec) total += size;
   }
   return total;
 }

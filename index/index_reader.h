@@ -4,6 +4,17 @@
 // Thread safety: after Open, every method is const and safe to call from any
 // number of threads at once (RocksDB's DB is thread-safe; the shard table and
 // meta are immutable).
+//
+// Trust. An index is read from disk and may be damaged. Open checks every
+// meta value before anyone uses it (numbers are numbers, the counts agree
+// with each other and with the inode records that exist). Every record a
+// method returns has been checked against the index: its inode and parent lie
+// in 1..max_inode, nlink > 0, its mode matches its type. A file record from
+// GetInode or ForEachInode (the read path: getattr, read, push-ahead) also
+// lies inside a shard of the shard table, so its shard, offset and size may
+// be used as indices and sizes; one from Lookup or ForEachChild must pass
+// CheckFileRange first. A record that fails is reported as Corruption naming
+// the index and the inode; the checks are comparisons, no allocation.
 #ifndef SHARDFS_INDEX_INDEX_READER_H_
 #define SHARDFS_INDEX_INDEX_READER_H_
 
@@ -44,12 +55,16 @@ class IndexReader {
  public:
   // Opens the index at `path` read-only.
   // Returns NotFound if `path` does not exist, InvalidArgument if it is not a
-  // shardfs index, NotSupported if its schema version is newer than ours.
+  // shardfs index, NotSupported if its schema version is newer than ours, and
+  // Corruption naming the key and the bad value if a meta value is not what
+  // the writer writes (see ValidateMeta in the .cc) or the shard table is
+  // damaged.
   static Result<std::unique_ptr<IndexReader>> Open(const std::string& path,
                                                    const ReaderOptions& options = {});
   ~IndexReader();
 
-  // The child `name` of directory `parent`. NotFound if there is none.
+  // The child `name` of directory `parent`. NotFound if there is none,
+  // Corruption if its record is damaged (as for every method below).
   // `rec` is valid while `holder` is alive and not reused.
   Status Lookup(InodeId parent, std::string_view name, EntryRecord* rec,
                 RecordHolder* holder) const;
@@ -63,6 +78,10 @@ class IndexReader {
   // (the tree order: a directory, then its subtree), until `fn` returns false.
   // One seek, then sequential: cheaper than a GetInode per inode.
   Status ForEachInode(InodeId first, const std::function<bool(const EntryRecord&)>& fn) const;
+  // Corruption naming the inode unless file record `rec` names a shard of the
+  // shard table and its bytes lie inside that shard (as indexed); Ok for
+  // directories and symlinks.
+  Status CheckFileRange(const EntryRecord& rec) const;
   // The '/'-separated path of `inode` from the root ("" for the root), built
   // by finding each ancestor's name among its parent's children.
   Status PathOf(InodeId inode, std::string* path) const;
@@ -72,10 +91,15 @@ class IndexReader {
   const std::vector<ShardMeta>& shards() const { return shards_; }
   // The path to open shard `id` at: relative paths are taken from the
   // index's parent directory.
-  const std::string& ShardPath(ShardId id) const { return shard_paths_[id.value]; }
+  // "" for an id outside the shard table.
+  const std::string& ShardPath(ShardId id) const;
   // Meta values by name ("" when absent).
   std::string Meta(std::string_view name) const;
   const std::map<std::string, std::string>& all_meta() const { return meta_; }
+  // A numeric meta value (files, dirs, symlinks, bytes, max_inode,
+  // schema_version), checked by Open: 0 when absent, which only a database
+  // written by hand without the counts can be. max_inode = files + dirs +
+  // symlinks bounds every inode number of the index.
   uint64_t MetaNumber(std::string_view name) const;
   const std::string& path() const { return path_; }
   // Bytes of the index on disk.
@@ -83,12 +107,23 @@ class IndexReader {
 
  private:
   IndexReader() = default;
+  // Checks the numeric meta values against each other and the inode records.
+  Status ValidateMeta();
+  // Decodes a record read from a 'D' or 'I' key and checks it (see "Trust";
+  // not CheckFileRange).
+  Status DecodeChecked(const rocksdb::Slice& value, EntryRecord* rec) const;
+  Status CheckRecord(const EntryRecord& rec) const;
+  // GetInode without CheckFileRange.
+  Status GetInodeRecord(InodeId inode, EntryRecord* rec, RecordHolder* holder) const;
+
   std::unique_ptr<rocksdb::DB> db_;
   std::string path_;
   ViewId view_;
   std::vector<ShardMeta> shards_;
   std::vector<std::string> shard_paths_;
   std::map<std::string, std::string> meta_;
+  // The largest inode of the index; UINT64_MAX when the meta has no counts.
+  uint64_t max_inode_ = UINT64_MAX;
 };
 
 const char* EntryTypeName(EntryType type);

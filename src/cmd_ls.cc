@@ -80,9 +80,13 @@ Status ListDir(const IndexReader& r, std::string_view dir_path, const EntryRecor
                bool recursive, bool json) {
   std::vector<std::pair<std::string, index::InodeId>> subdirs;
   if (!json && recursive) fmt::print("{}:\n", dir_path.empty() ? "." : dir_path);
+  Status bad;
   SHARDFS_RETURN_IF_ERROR(
       r.ForEachChild(dir.inode, "", [&](std::string_view name, const EntryRecord& e) {
         std::string path = Joined(dir_path, name);
+        // Records from a listing are not range-checked (index_reader.h).
+        bad = r.CheckFileRange(e);
+        if (!bad.ok()) return false;
         if (json) {
           fmt::print("{}\n", EntryJson(r, path, e));
         } else {
@@ -91,6 +95,7 @@ Status ListDir(const IndexReader& r, std::string_view dir_path, const EntryRecor
         if (recursive && e.type == EntryType::kDir) subdirs.emplace_back(path, e.inode);
         return true;
       }));
+  SHARDFS_RETURN_IF_ERROR(bad);
   for (const auto& [path, inode] : subdirs) {
     if (!json) fmt::print("\n");
     EntryRecord sub;
@@ -136,6 +141,7 @@ int RunLs(int argc, char** argv) {
   EntryRecord e;
   index::RecordHolder holder;
   Status s = (*reader)->Resolve(path, &e, &holder);
+  if (s.ok()) s = (*reader)->CheckFileRange(e);
   if (!s.ok()) {
     log::Error("ls {}: {}", path.empty() ? "/" : path, s.message());
     return kExitFailure;
@@ -174,6 +180,7 @@ int RunStat(int argc, char** argv) {
   EntryRecord e;
   index::RecordHolder holder;
   Status s = r.Resolve(path, &e, &holder);
+  if (s.ok()) s = r.CheckFileRange(e);
   if (!s.ok()) {
     log::Error("stat {}: {}", path.empty() ? "/" : path, s.message());
     return kExitFailure;

@@ -2,8 +2,11 @@
 #include <getopt.h>
 
 #include <clocale>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <string>
 
 #include <fmt/format.h>
@@ -101,18 +104,12 @@ bool ParseSize(const std::string& text, uint64_t* out) {
 
 }  // namespace shardfs::cli
 
-int main(int argc, char** argv) {
+namespace {
+
+// Picks the command argv names and runs it. `*command` names it as soon as
+// it is known, for the message of an exception that escapes it.
+int Dispatch(int argc, char** argv, std::string* command) {
   using namespace shardfs::cli;
-  // Names in archives are bytes, and stay bytes: in the "C" locale
-  // libarchive hands pax UTF-8 names through as they are stored (in a UTF-8
-  // locale it would normalise them to NFC, naming paths tar never wrote).
-  std::setlocale(LC_ALL, "C");
-  // Commands report unknown options in their one usage line; getopt's own
-  // message would make it two.
-  opterr = 0;
-  if (const char* debug = std::getenv("SHARDFS_DEBUG"); debug && *debug && *debug != '0') {
-    shardfs::log::SetLevel(shardfs::log::Level::kDebug);
-  }
   if (argc < 2) {
     fmt::print(stderr, "shardfs: missing command (see shardfs --help)\n");
     return kExitUsage;
@@ -138,6 +135,7 @@ int main(int argc, char** argv) {
     } else if (name != first) {
       continue;
     }
+    *command = name;
     int sub_argc = argc - words;
     char** sub_argv = argv + words;
     if (WantsHelp(sub_argc, sub_argv)) {
@@ -152,4 +150,39 @@ int main(int argc, char** argv) {
   }
   fmt::print(stderr, "shardfs: unknown command '{}' (see shardfs --help)\n", first);
   return kExitUsage;
+}
+
+// The last word on an exception no command caught: one line, exit 1. Plain
+// stdio, which cannot throw in turn.
+int Unexpected(const std::string& command, const char* what) {
+  std::fprintf(stderr, "shardfs%s%s: %s\n", command.empty() ? "" : " ", command.c_str(), what);
+  return shardfs::cli::kExitFailure;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Names in archives are bytes, and stay bytes: in the "C" locale
+  // libarchive hands pax UTF-8 names through as they are stored (in a UTF-8
+  // locale it would normalise them to NFC, naming paths tar never wrote).
+  std::setlocale(LC_ALL, "C");
+  // Commands report unknown options in their one usage line; getopt's own
+  // message would make it two.
+  opterr = 0;
+  if (const char* debug = std::getenv("SHARDFS_DEBUG"); debug && *debug && *debug != '0') {
+    shardfs::log::SetLevel(shardfs::log::Level::kDebug);
+  }
+  // Commands report failures as a Status; an exception reaching here is a
+  // bug or exhaustion (std::bad_alloc), and still gets a clear message and
+  // exit 1 rather than std::terminate's abort.
+  std::string command;
+  try {
+    return Dispatch(argc, argv, &command);
+  } catch (const std::bad_alloc&) {
+    return Unexpected(command, "out of memory (std::bad_alloc)");
+  } catch (const std::exception& e) {
+    return Unexpected(command, e.what());
+  } catch (...) {
+    return Unexpected(command, "unexpected exception");
+  }
 }

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <thread>
 
 #include "index/log.h"
@@ -41,9 +43,15 @@ Status ExpandOne(const std::string& input, std::vector<std::string>* out) {
       return Status::Ok();
     }
     std::vector<std::string> found;
-    for (const auto& e : fs::directory_iterator(input)) {
-      if (e.path().extension() == ".tar" && e.is_regular_file()) found.push_back(e.path());
+    std::error_code ec;
+    for (fs::directory_iterator d(input, ec); !ec && d != fs::directory_iterator();
+         d.increment(ec)) {
+      std::error_code type_ec;
+      if (d->path().extension() == ".tar" && d->is_regular_file(type_ec)) {
+        found.push_back(d->path());
+      }
     }
+    if (ec) return Status::IoError(fmt::format("{}: {}", input, ec.message()));
     if (found.empty()) {
       return Status::InvalidArgument(fmt::format("{}: directory has no *.tar files", input));
     }
@@ -62,6 +70,18 @@ Status ExpandOne(const std::string& input, std::vector<std::string>* out) {
     return Status::InvalidArgument(fmt::format("{}: pattern matches no file", input));
   }
   return Status::FromErrno(errno, input);
+}
+
+// What a file that is not a regular file is, for messages.
+const char* FileKind(mode_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFIFO: return "is a FIFO";
+    case S_IFDIR: return "is a directory";
+    case S_IFCHR: return "is a character device";
+    case S_IFBLK: return "is a block device";
+    case S_IFSOCK: return "is a socket";
+    default: return "is not a regular file";
+  }
 }
 
 index::EntryType TypeOf(MemberKind kind) {
@@ -155,9 +175,16 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
   if (!shards.ok()) return shards.status();
   IndexBuildReport report;
   report.shards = shards->size();
+  // Before any scan: a shard that is not a regular file fails the build at
+  // once (stat does not open, so a FIFO cannot block here; ScanTar checks
+  // again on the descriptor it reads).
   for (const std::string& s : *shards) {
     struct stat st;
     if (::stat(s.c_str(), &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", s));
+    if (!S_ISREG(st.st_mode)) {
+      return Status::InvalidArgument(
+          fmt::format("shard {}: {}, expected a regular file", s, FileKind(st.st_mode)));
+    }
     report.shard_bytes += static_cast<uint64_t>(st.st_size);
   }
 
@@ -171,8 +198,17 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
     std::atomic<bool> failed{false};
     auto worker = [&] {
       for (size_t i; (i = next.fetch_add(1)) < shards->size() && !failed.load();) {
-        ScanOne((*shards)[i], index::ShardId{static_cast<uint32_t>(i)}, options.checksum,
-                &progress, &scans[i]);
+        // An exception must not leave a thread (that would abort): it fails
+        // this shard's scan like any other error.
+        try {
+          ScanOne((*shards)[i], index::ShardId{static_cast<uint32_t>(i)}, options.checksum,
+                  &progress, &scans[i]);
+        } catch (const std::bad_alloc&) {
+          scans[i].status = Status::IoError(
+              fmt::format("shard {}: out of memory while scanning", (*shards)[i]));
+        } catch (const std::exception& e) {
+          scans[i].status = Status::IoError(fmt::format("shard {}: {}", (*shards)[i], e.what()));
+        }
         if (!scans[i].status.ok()) failed = true;
       }
     };

@@ -39,7 +39,9 @@ Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string
 // Scans every shard (options.jobs at a time; the index is the same whatever
 // the number) and publishes the index at options.out. A shard that fails to
 // scan fails the build, naming the shard and byte offset; nothing is
-// published then.
+// published then. A shard that is not a regular file (a FIFO, a device, ...)
+// fails it before any scan, as InvalidArgument naming the shard and what it
+// is; opening one never blocks.
 Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options);
 
 }  // namespace shardfs::tools

@@ -960,17 +960,18 @@ class ShardWriter {
 Status CleanOutput(const std::string& out_dir, const ShardNamePattern& pattern,
                    const std::string& index_path, bool remove_index) {
   std::error_code ec;
-  if (remove_index && fs::exists(fs::symlink_status(index_path))) {
+  if (remove_index && fs::exists(fs::symlink_status(index_path, ec))) {
     fs::remove_all(index_path, ec);
     if (ec) return Status::IoError(fmt::format("remove {}: {}", index_path, ec.message()));
   }
   std::vector<fs::path> stale;
-  for (const auto& de : fs::directory_iterator(out_dir, ec)) {
-    std::string name = de.path().filename().string();
+  for (fs::directory_iterator de(out_dir, ec); !ec && de != fs::directory_iterator();
+       de.increment(ec)) {
+    std::string name = de->path().filename().string();
     std::error_code type_ec;
-    bool dir = de.is_directory(type_ec);
+    bool dir = de->is_directory(type_ec);
     if (dir ? name.rfind("index.tmp-", 0) == 0 : pattern.Matches(name, true)) {
-      stale.push_back(de.path());
+      stale.push_back(de->path());
     }
   }
   if (ec) return Status::IoError(fmt::format("{}: {}", out_dir, ec.message()));
@@ -1153,7 +1154,8 @@ Status Pack(const PackOptions& options, PackReport* report) {
     return Status::InvalidArgument(fmt::format("source {}: not a directory", options.src));
   }
   std::error_code ec;
-  std::string out_real = fs::weakly_canonical(fs::absolute(options.out), ec).string();
+  fs::path out_abs = fs::absolute(options.out, ec);
+  std::string out_real = ec ? std::string() : fs::weakly_canonical(out_abs, ec).string();
   if (ec) return Status::IoError(fmt::format("output {}: {}", options.out, ec.message()));
   while (out_real.size() > 1 && out_real.back() == '/') out_real.pop_back();
   if (out_real == src_real ||
@@ -1164,7 +1166,7 @@ Status Pack(const PackOptions& options, PackReport* report) {
   }
   const std::string index_path = out_real + "/index";
   report->index_path = options.out + (options.out.ends_with('/') ? "" : "/") + "index";
-  if (fs::exists(fs::symlink_status(index_path)) && !options.force) {
+  if (fs::exists(fs::symlink_status(index_path, ec)) && !options.force) {
     return Status::AlreadyExists(
         fmt::format("{}: already exists (use --force to pack again)", report->index_path));
   }

@@ -74,6 +74,18 @@ const char* OtherTypeName(mode_t type) {
   }
 }
 
+// What a file that is not a regular file is, for messages.
+const char* FileKind(mode_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFIFO: return "is a FIFO";
+    case S_IFDIR: return "is a directory";
+    case S_IFCHR: return "is a character device";
+    case S_IFBLK: return "is a block device";
+    case S_IFSOCK: return "is a socket";
+    default: return "is not a regular file";
+  }
+}
+
 // Nanoseconds since the epoch, saturated: a header may claim any year.
 int64_t MtimeNs(int64_t sec, long nsec) {
   constexpr int64_t kMaxSec = INT64_MAX / 1000000000 - 1;
@@ -135,12 +147,21 @@ bool PaxMtimeNs(const char* data, size_t size, uint64_t header, int64_t* out) {
 Status ScanTar(const std::string& path, const ScanOptions& options,
                const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info) {
   Fd fd;
-  fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // forever (and a device's open may have effects). Nothing is read before
+  // fstat has shown a regular file, for which the flag means nothing; it is
+  // cleared all the same.
+  fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd.fd < 0) return Status::FromErrno(errno, fmt::format("shard {}", path));
   struct stat st;
   if (::fstat(fd.fd, &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", path));
   if (!S_ISREG(st.st_mode)) {
-    return Status::InvalidArgument(fmt::format("shard {}: not a regular file", path));
+    return Status::InvalidArgument(
+        fmt::format("shard {}: {}, expected a regular file", path, FileKind(st.st_mode)));
+  }
+  int flags = ::fcntl(fd.fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return Status::FromErrno(errno, fmt::format("shard {}: fcntl", path));
   }
   if (st.st_size == 0) {
     return Status::InvalidArgument(fmt::format("shard {}: empty file, not a tar archive", path));
