@@ -135,9 +135,11 @@ Status WriteDatabase(const std::string& dir, std::vector<TablePart>& parts) {
   phase("ingest");
   std::error_code ec;
   for (const std::string& file : files) fs::remove(file, ec);  // Ingest hard-linked them.
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.is_regular_file()) SHARDFS_RETURN_IF_ERROR(SyncPath(entry.path()));
+  fs::directory_iterator it(dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec)) SHARDFS_RETURN_IF_ERROR(SyncPath(it->path()));
   }
+  if (ec) return Status::IoError(fmt::format("{}: {}", dir, ec.message()));
   return SyncPath(dir);
 }
 
@@ -155,7 +157,9 @@ Status CheckOutputPath(const std::string& out_path, bool force) {
     return Status::AlreadyExists(
         fmt::format("{}: already exists (use --force to replace it)", out_path));
   }
-  fs::path parent = fs::absolute(out_path).parent_path();
+  std::error_code ec;
+  fs::path parent = fs::absolute(out_path, ec).parent_path();
+  if (ec) return Status::IoError(fmt::format("{}: {}", out_path, ec.message()));
   if (::access(parent.c_str(), W_OK) != 0) {
     return Status::FromErrno(errno, fmt::format("{}: cannot write to {}", out_path,
                                                 parent.string()));
@@ -382,14 +386,17 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
     }
   }
 
-  fs::path out_abs = fs::absolute(out_path).lexically_normal();
+  std::error_code abs_ec;
+  fs::path out_abs = fs::absolute(out_path, abs_ec).lexically_normal();
+  if (abs_ec) return Status::IoError(fmt::format("{}: {}", out_path, abs_ec.message()));
   if (out_abs.filename().empty()) out_abs = out_abs.parent_path();
   fs::path base = out_abs.parent_path();
   std::vector<std::pair<std::string, std::string>> small_kvs;  // 'M' and 'S'.
   ShardKeyBuffer skey;
   for (size_t i = 0; i < shards_.size(); ++i) {
     ShardMeta meta = shards_[i];
-    fs::path abs = fs::absolute(meta.path).lexically_normal();
+    fs::path abs = fs::absolute(meta.path, abs_ec).lexically_normal();
+    if (abs_ec) return Status::IoError(fmt::format("shard {}: {}", meta.path, abs_ec.message()));
     fs::path rel = abs.lexically_relative(base);
     if (!rel.empty() && *rel.begin() != "..") {
       meta.path = rel.string();
@@ -465,7 +472,7 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   }
   phase("database");
   std::string old;
-  if (fs::exists(fs::symlink_status(out_abs))) {
+  if (fs::exists(fs::symlink_status(out_abs, ec))) {
     old = fmt::format("{}.old-{}-{:08x}", out_abs.string(), ::getpid(), rd());
     fs::rename(out_abs, old, ec);
     if (ec) {
@@ -482,8 +489,9 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   }
   if (!old.empty()) fs::remove_all(old, ec);
   SHARDFS_RETURN_IF_ERROR(SyncPath(base.string()));
-  for (const auto& entry : fs::directory_iterator(out_abs)) {
-    if (entry.is_regular_file()) stats.index_bytes += entry.file_size();
+  fs::directory_iterator it(out_abs, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec)) stats.index_bytes += it->file_size(ec);
   }
   return stats;
 }

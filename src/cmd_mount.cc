@@ -165,7 +165,7 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
                    problems.size(), fs.shard_cache().shard_count());
     }
   }
-  std::string fsname = std::filesystem::absolute(a.index).lexically_normal().string();
+  std::string fsname = a.index;  // Absolute and normal already.
   Status s = mount::ServeFuse(&fs, options, a.mountpoint, fsname, on_mounted);
   if (!s.ok()) {
     log::Error("mount {}: {}", a.mountpoint, s.message());
@@ -196,8 +196,13 @@ int RunMount(int argc, char** argv) {
     }
   }
   if (argc - optind != 2) return UsageError("mount", "expected INDEX MOUNTPOINT");
-  a.index = std::filesystem::absolute(argv[optind]).lexically_normal().string();
-  a.mountpoint = std::filesystem::absolute(argv[optind + 1]).lexically_normal().string();
+  std::error_code ec;
+  a.index = std::filesystem::absolute(argv[optind], ec).lexically_normal().string();
+  if (!ec) a.mountpoint = std::filesystem::absolute(argv[optind + 1], ec).lexically_normal().string();
+  if (ec) {
+    log::Error("mount: cannot make paths absolute: {}", ec.message());
+    return kExitFailure;
+  }
   Status s = mount::ParseMountOptions(o_lists, &a.options);
   if (!s.ok()) return UsageError("mount", s.message());
   if (a.options.debug) log::SetLevel(log::Level::kDebug);

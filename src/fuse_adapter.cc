@@ -230,7 +230,13 @@ void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept { fuse_repl
 
 void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
   Context& c = Ctx(req);
-  Result<DirCursor> cursor = DirCursor::Open(*c.fs, InodeId{ino});
+  Result<DirCursor> cursor = Status::IoError("out of memory");
+  try {
+    cursor = DirCursor::Open(*c.fs, InodeId{ino});
+  } catch (const std::bad_alloc&) {
+    fuse_reply_err(req, ENOMEM);
+    return;
+  }
   if (!cursor.ok()) {
     fuse_reply_err(req, cursor.status().code() == Status::Code::kInvalidArgument
                             ? ENOTDIR

@@ -132,8 +132,11 @@ void PushAhead::Offer(Job job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stop_ && queue_.size() < options_.queue_capacity) {
-      queue_.push_back(std::move(job));
-      queued = true;
+      try {
+        queue_.push_back(std::move(job));
+        queued = true;
+      } catch (const std::bad_alloc&) {
+      }
     }
   }
   if (queued) {
