@@ -25,6 +25,8 @@ class [[nodiscard]] Status {
     kIoError,          // The operating system said no.
     kNotSupported,     // Valid input we refuse (sparse members, newer schema).
     kAlreadyExists,
+    kNotADirectory,    // A directory operation on something else.
+    kIsADirectory,     // A file operation on a directory.
   };
 
   Status() = default;
@@ -41,6 +43,10 @@ class [[nodiscard]] Status {
   static Status AlreadyExists(std::string msg) {
     return {Code::kAlreadyExists, std::move(msg)};
   }
+  static Status NotADirectory(std::string msg) {
+    return {Code::kNotADirectory, std::move(msg)};
+  }
+  static Status IsADirectory(std::string msg) { return {Code::kIsADirectory, std::move(msg)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -111,7 +111,7 @@ Result<DirCursor> DirCursor::Open(const Filesystem& fs, InodeId dir) {
   index::RecordHolder holder;
   SHARDFS_RETURN_IF_ERROR(fs.GetAttr(dir, &c.self_, &holder));
   if (c.self_.type != index::EntryType::kDir) {
-    return Status::InvalidArgument(fmt::format("inode {}: not a directory", dir.value));
+    return Status::NotADirectory(fmt::format("inode {}: not a directory", dir.value));
   }
   c.self_.target = {};
   c.resume_after_.reserve(index::kMaxNameLength);
@@ -205,6 +205,7 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
   EntryRecord rec;
   index::RecordHolder holder;
   SHARDFS_RETURN_IF_ERROR(reader_->GetInode(inode, &rec, &holder));
+  if (rec.type == index::EntryType::kDir) return Status::IsADirectory("a directory");
   if (rec.type != index::EntryType::kFile) return Status::InvalidArgument("not a file");
   *range = ReadRange{};
   if (offset >= rec.size || size == 0) return Status::Ok();

@@ -105,8 +105,8 @@ class DirCursor {
   using EntryFn = std::function<bool(uint64_t next_off, std::string_view name,
                                      const EntryRecord& rec)>;
 
-  // Opens directory `dir`. NotFound if there is none, NotADirectory (as
-  // InvalidArgument) if it is not a directory.
+  // Opens directory `dir`. NotFound if there is none, NotADirectory if it
+  // is not a directory.
   static Result<DirCursor> Open(const Filesystem& fs, InodeId dir);
 
   // Calls `fn` for each entry from offset `off` on, until `fn` returns
@@ -142,7 +142,8 @@ class Filesystem {
   // Resolves a read of `size` bytes at `offset` of file `inode`, clamped to
   // the file's size. With verify=first/always the file's content is checked
   // first. Returns IoError or Corruption (EIO) if the shard is bad or the
-  // content does not match.
+  // content does not match; IsADirectory for a directory, InvalidArgument for
+  // a symlink.
   Status ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range);
   // Like ResolveRead, then preads the range into `buf` (of at least `size`
   // bytes); a short read marks the shard bad and returns IoError.

@@ -238,9 +238,7 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
     return;
   }
   if (!cursor.ok()) {
-    fuse_reply_err(req, cursor.status().code() == Status::Code::kInvalidArgument
-                            ? ENOTDIR
-                            : ToErrno(cursor.status()));
+    fuse_reply_err(req, ToErrno(cursor.status()));
     return;
   }
   auto* handle = new (std::nothrow) DirHandle{{}, std::move(cursor).value()};
@@ -499,8 +497,18 @@ int ToErrno(const Status& s) {
     case Status::Code::kOk: return 0;
     case Status::Code::kNotFound: return ENOENT;
     case Status::Code::kInvalidArgument: return EINVAL;
-    default: return EIO;
+    case Status::Code::kNotADirectory: return ENOTDIR;
+    case Status::Code::kIsADirectory: return EISDIR;
+    case Status::Code::kAlreadyExists: return EEXIST;
+    // Bytes that cannot be served as indexed, for whatever reason (a bad or
+    // missing shard, a checksum mismatch, no checksum to verify with, a
+    // damaged index, the daemon out of descriptors): the read fails, it
+    // never returns something else.
+    case Status::Code::kCorruption:
+    case Status::Code::kIoError:
+    case Status::Code::kNotSupported: return EIO;
   }
+  return EIO;
 }
 
 Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string& mountpoint,

@@ -283,7 +283,7 @@ TEST_F(FilesystemTreeTest, WrongKindsAndMissingEntries) {
   EXPECT_EQ(fs->ReadLink(InodeOf(*fs, "hello.txt"), &target, &holder).code(),
             Status::Code::kInvalidArgument);
   std::string got;
-  EXPECT_EQ(ReadAt(*fs, InodeOf(*fs, "dir"), 0, 10, &got).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(ReadAt(*fs, InodeOf(*fs, "dir"), 0, 10, &got).code(), Status::Code::kIsADirectory);
   EXPECT_EQ(ReadAt(*fs, InodeOf(*fs, "link-rel"), 0, 10, &got).code(),
             Status::Code::kInvalidArgument);
   EXPECT_EQ(ReadAt(*fs, InodeId{max + 1}, 0, 10, &got).code(), Status::Code::kNotFound);
@@ -520,7 +520,7 @@ TEST_F(DirCursorTest, AnyOffsetCanBeSoughtAndRereadAndDotsCarryInodes) {
 
 TEST_F(DirCursorTest, OnlyDirectoriesOpen) {
   EXPECT_EQ(DirCursor::Open(*fs_, InodeOf(*fs_, "d/e001")).status().code(),
-            Status::Code::kInvalidArgument);
+            Status::Code::kNotADirectory);
   EXPECT_EQ(DirCursor::Open(*fs_, InodeId{99999}).status().code(), Status::Code::kNotFound);
 }
 
