@@ -112,9 +112,11 @@ int RunPack(int argc, char** argv) {
   }
   PrintList(log::Level::kWarning, "skipped", r.skipped);
   double secs = std::max(r.seconds, 1e-9);
-  log::Info("packed {} files ({}), {} dirs, {} symlinks, {} hard links into {} shards ({}); "
-            "skipped {}; {:.2f}s, {:.0f} files/s, {}/s; index at {}",
-            r.files, tools::HumanBytes(r.bytes), r.dirs, r.symlinks, r.hardlinks, r.shards,
+  log::Info("packed {} files ({}), {} dirs, {} symlinks, {} hard links ({} stored again as a "
+            "copy in a later shard) into {} shards ({}); skipped {}; {:.2f}s, {:.0f} files/s, "
+            "{}/s; index at {}",
+            r.files, tools::HumanBytes(r.bytes), r.dirs, r.symlinks, r.hardlinks + r.link_copies,
+            r.link_copies, r.shards,
             tools::HumanBytes(r.shard_bytes), r.skipped.size(), secs, r.files / secs,
             tools::HumanBytes(r.bytes / secs), r.index_path);
   return kExitOk;

@@ -29,6 +29,7 @@
 #include "index/log.h"
 #include "index/member_path.h"
 #include "tools/tar_writer.h"
+#include "tools/verify.h"
 
 namespace shardfs::tools {
 namespace fs = std::filesystem;
@@ -374,12 +375,18 @@ class TreeScanner {
 
 // ---- Planning ---------------------------------------------------------------
 
+constexpr uint32_t kNoMember = UINT32_MAX;
+
 struct PlannedMember {
   uint32_t entry = 0;
   TarType type = TarType::kFile;
   uint32_t shard = 0;
-  uint32_t leader = 0;  // Hard links: the member holding the data.
-  size_t read = 0;      // Regular files with data: position in the read order.
+  // Hard links: the member of the same shard holding the data.
+  uint32_t leader = kNoMember;
+  // Files that may have several names: the first member of the file, shared
+  // by all its names (kNoMember for the others).
+  uint32_t group = kNoMember;
+  size_t read = 0;  // Regular files with data: position in the read order.
 };
 
 TarMember TarMemberOf(const SourceEntry& e, TarType type, std::string_view link) {
@@ -395,12 +402,85 @@ TarMember TarMemberOf(const SourceEntry& e, TarType type, std::string_view link)
   return m;
 }
 
+// The part of a name that decides its sample: up to and including the first
+// '.', the whole name when it has none. Two names agree up to their first
+// '.' exactly when their groups are equal, and name = group + rest.
+std::string_view SampleGroup(std::string_view name) {
+  size_t dot = name.find('.');
+  return dot == std::string_view::npos ? name : name.substr(0, dot + 1);
+}
+
 // Samples: consecutive non-directory members of one directory whose names
 // agree up to the first '.'.
 bool SameSample(std::string_view a, std::string_view b) {
-  if (index::ParentPath(a) != index::ParentPath(b)) return false;
-  std::string_view na = index::BaseName(a), nb = index::BaseName(b);
-  return na.substr(0, na.find('.')) == nb.substr(0, nb.find('.'));
+  return index::ParentPath(a) == index::ParentPath(b) &&
+         SampleGroup(index::BaseName(a)) == SampleGroup(index::BaseName(b));
+}
+
+// Up to this many examples in a naming warning.
+constexpr size_t kExamples = 3;
+
+struct NameProblem {
+  uint64_t count = 0;
+  std::vector<std::string> examples;
+
+  void Add(std::string example) {
+    if (count++ < kExamples) examples.push_back(std::move(example));
+  }
+  void Report(std::string_view what, std::vector<std::string>* warnings) const {
+    if (count == 0) return;
+    warnings->push_back(fmt::format("{} {} (e.g. {}{})", count, what,
+                                    fmt::join(examples, ", "), count > kExamples ? ", ..." : ""));
+  }
+};
+
+// One warning per kind of name that a WebDataset reader of the shards will
+// not group as the tree does. `members` are in pack order.
+void WarnUngroupable(const TreeScan& scan, const std::vector<PlannedMember>& members,
+                     std::vector<std::string>* warnings) {
+  NameProblem no_dot, hidden, repeated;
+  std::string_view sample_key;
+  std::vector<std::string> exts;  // Lowercased, of the current key.
+  bool sample_repeats = false;
+  for (const PlannedMember& pm : members) {
+    if (pm.type != TarType::kFile && pm.type != TarType::kHardlink) continue;
+    const std::string& path = scan.entries[pm.entry].path;
+    std::string_view name = index::BaseName(path);
+    if (name.front() == '.') {
+      hidden.Add(EscapePath(path));
+    } else if (name.find('.') == std::string_view::npos) {
+      no_dot.Add(EscapePath(path));
+    }
+    std::string_view key, ext;
+    if (!WebDatasetKey(path, &key, &ext)) continue;
+    if (key != sample_key) {
+      sample_key = key;
+      exts.clear();
+      sample_repeats = false;
+    }
+    // WebDataset lowercases extensions before it looks for repeats.
+    std::string lower(ext);
+    for (char& c : lower) {
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    }
+    if (std::find(exts.begin(), exts.end(), lower) != exts.end()) {
+      if (!sample_repeats) repeated.Add(EscapePath(path));
+      sample_repeats = true;
+    } else {
+      exts.push_back(std::move(lower));
+    }
+  }
+  no_dot.Report(
+      "file(s) have no '.' in their name: WebDataset finds no sample key and skips them",
+      warnings);
+  hidden.Report(
+      "file(s) have a name starting with '.': their sample key is empty (WebDataset makes "
+      "all of a directory's such files one sample, or skips them)",
+      warnings);
+  repeated.Report(
+      "sample(s) have two files whose extensions differ only in case: WebDataset lowercases "
+      "extensions and sees a repeated one",
+      warnings);
 }
 
 // ---- Reading ahead of the writer --------------------------------------------
@@ -643,7 +723,7 @@ class ShardWriter {
               ReadAhead* reads, Progress* progress, PackReport* report, bool check_only)
       : options_(options), pattern_(pattern), out_dir_(std::move(out_dir)), scan_(scan),
         members_(members), reads_(reads), progress_(progress), report_(report),
-        written_(members.size(), false),
+        written_(members.size(), false), data_of_(members.size(), kNoMember),
         hash_(XXH3_createState(), &XXH3_freeState), check_only_(check_only) {
     if (check_only_) reads_->CheckOnly();
   }
@@ -791,7 +871,12 @@ class ShardWriter {
     SHARDFS_RETURN_IF_ERROR(tar_->EndMember());
     index::MemberEntry m = IndexMember(pm, e);
     m.link_target = std::string(link);
-    m.is_hardlink = pm.type == TarType::kHardlink;
+    if (pm.type == TarType::kHardlink) {
+      // In the index every name links to the one whose data it uses, which
+      // may lie in an earlier shard than the name this tar link names.
+      m.is_hardlink = true;
+      m.link_target = scan_.entries[members_[data_of_[pm.group]].entry].path;
+    }
     index_.AddMember(std::move(m));
     return Status::Ok();
   }
@@ -852,7 +937,18 @@ class ShardWriter {
     }
     SHARDFS_RETURN_IF_ERROR(tar_->EndMember());
     written_[i] = true;
+    report_->bytes += e.size;
     index::MemberEntry m = IndexMember(pm, e);
+    if (pm.group != kNoMember && data_of_[pm.group] != kNoMember) {
+      // A hard link's copy (its file's data is in an earlier shard): the
+      // index keeps one inode, with the data first written.
+      m.is_hardlink = true;
+      m.link_target = scan_.entries[members_[data_of_[pm.group]].entry].path;
+      index_.AddMember(std::move(m));
+      ++report_->link_copies;
+      return Status::Ok();
+    }
+    if (pm.group != kNoMember) data_of_[pm.group] = static_cast<uint32_t>(i);
     m.size = e.size;
     // An empty file has no data; index build records offset 0 for it too.
     m.offset = e.size ? data_offset : 0;
@@ -860,7 +956,6 @@ class ShardWriter {
     m.xxh3 = xxh3;
     index_.AddMember(std::move(m));
     ++report_->files;
-    report_->bytes += e.size;
     return Status::Ok();
   }
 
@@ -944,6 +1039,8 @@ class ShardWriter {
   Progress* const progress_;
   PackReport* const report_;
   std::vector<bool> written_;  // Members whose data is in a shard.
+  // Hard-link groups (by first member): the member whose data the index uses.
+  std::vector<uint32_t> data_of_;
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash_;
   index::IndexWriter index_;
   bool check_only_;
@@ -955,26 +1052,66 @@ class ShardWriter {
   std::unique_ptr<TarWriter> tar_;
 };
 
-// Removes what an earlier pack into `out_dir` with this pattern may have
-// left: shards, NAME.tmp, unpublished index directories.
-Status CleanOutput(const std::string& out_dir, const ShardNamePattern& pattern,
-                   const std::string& index_path, bool remove_index) {
+// What an earlier pack into `out_dir` with this pattern may have left: files
+// named like a shard or NAME.tmp (`files`, whoever wrote them) and
+// unpublished index directories (`index_tmps`). A missing `out_dir` holds
+// nothing.
+Status ListLeftovers(const std::string& out_dir, const ShardNamePattern& pattern,
+                     std::vector<fs::path>* files, std::vector<fs::path>* index_tmps) {
   std::error_code ec;
-  if (remove_index && fs::exists(fs::symlink_status(index_path, ec))) {
-    fs::remove_all(index_path, ec);
-    if (ec) return Status::IoError(fmt::format("remove {}: {}", index_path, ec.message()));
-  }
-  std::vector<fs::path> stale;
+  if (!fs::exists(fs::symlink_status(out_dir, ec))) return Status::Ok();
   for (fs::directory_iterator de(out_dir, ec); !ec && de != fs::directory_iterator();
        de.increment(ec)) {
     std::string name = de->path().filename().string();
     std::error_code type_ec;
-    bool dir = de->is_directory(type_ec);
-    if (dir ? name.rfind("index.tmp-", 0) == 0 : pattern.Matches(name, true)) {
-      stale.push_back(de->path());
+    if (pattern.Matches(name, true)) {
+      files->push_back(de->path());
+    } else if (name.rfind("index.tmp-", 0) == 0 && de->is_directory(type_ec)) {
+      index_tmps->push_back(de->path());
     }
   }
   if (ec) return Status::IoError(fmt::format("{}: {}", out_dir, ec.message()));
+  std::sort(files->begin(), files->end());
+  std::sort(index_tmps->begin(), index_tmps->end());
+  return Status::Ok();
+}
+
+// Without --force: AlreadyExists naming the first file in `out_dir` that
+// has a shard's name. Adds a warning per index.tmp-* directory to
+// `warnings` if not null.
+Status RefuseLeftovers(const std::string& out_dir, const ShardNamePattern& pattern,
+                       const std::string& out_shown, std::vector<std::string>* warnings) {
+  std::vector<fs::path> taken, index_tmps;
+  SHARDFS_RETURN_IF_ERROR(ListLeftovers(out_dir, pattern, &taken, &index_tmps));
+  if (!taken.empty()) {
+    std::string more =
+        taken.size() > 1 ? fmt::format(" (and {} more such files)", taken.size() - 1) : "";
+    return Status::AlreadyExists(fmt::format(
+        "{}{}: already exists and was not written by this pack{}; pack replaces a file named "
+        "like a shard only with --force (or choose another --out or --name)",
+        out_shown, taken.front().filename().string(), more));
+  }
+  if (warnings) {
+    for (const fs::path& p : index_tmps) {
+      warnings->push_back(fmt::format(
+          "{}{}: left by an interrupted index publish; kept (--force removes it)", out_shown,
+          p.filename().string()));
+    }
+  }
+  return Status::Ok();
+}
+
+// --force: removes the old index and every leftover (see ListLeftovers).
+Status CleanOutput(const std::string& out_dir, const ShardNamePattern& pattern,
+                   const std::string& index_path) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(index_path, ec))) {
+    fs::remove_all(index_path, ec);
+    if (ec) return Status::IoError(fmt::format("remove {}: {}", index_path, ec.message()));
+  }
+  std::vector<fs::path> stale, index_tmps;
+  SHARDFS_RETURN_IF_ERROR(ListLeftovers(out_dir, pattern, &stale, &index_tmps));
+  stale.insert(stale.end(), index_tmps.begin(), index_tmps.end());
   for (const fs::path& p : stale) {
     fs::remove_all(p, ec);
     if (ec) return Status::IoError(fmt::format("remove {}: {}", p.string(), ec.message()));
@@ -1063,6 +1200,51 @@ Result<TreeScan> ScanTree(const std::string& root, const TreeScanOptions& option
   Result<TreeScan> r = scanner.Run();
   if (progress) progress->Stop();
   return r;
+}
+
+bool WebDatasetKey(std::string_view path, std::string_view* key, std::string_view* ext) {
+  size_t slash = path.rfind('/');
+  size_t name_at = slash == std::string_view::npos ? 0 : slash + 1;
+  size_t dot = path.find('.', name_at);
+  if (dot == std::string_view::npos) return false;
+  if (dot > name_at) {
+    *key = path.substr(0, dot);
+    *ext = path.substr(dot + 1);
+    return true;
+  }
+  // A leading '.': the regex's [^.]+ must then end with the '/' before it,
+  // so it takes the parent's name, which must exist and have no '.'.
+  if (name_at == 0) return false;
+  size_t parent_at = path.rfind('/', name_at - 2);
+  parent_at = parent_at == std::string_view::npos ? 0 : parent_at + 1;
+  std::string_view parent = path.substr(parent_at, name_at - 1 - parent_at);
+  if (parent.empty() || parent.find('.') != std::string_view::npos) return false;
+  *key = path.substr(0, name_at);
+  *ext = path.substr(name_at + 1);
+  return true;
+}
+
+bool PackOrderLess(const SourceEntry& a, const SourceEntry& b) {
+  std::string_view ra = a.path, rb = b.path;
+  for (;;) {
+    if (ra.empty()) return !rb.empty();  // `a` is an ancestor of `b`.
+    if (rb.empty()) return false;
+    size_t sa = ra.find('/'), sb = rb.find('/');
+    std::string_view ca = ra.substr(0, sa), cb = rb.substr(0, sb);
+    if (ca == cb) {
+      ra = sa == std::string_view::npos ? std::string_view() : ra.substr(sa + 1);
+      rb = sb == std::string_view::npos ? std::string_view() : rb.substr(sb + 1);
+      continue;
+    }
+    // Siblings: by sample group, then files before directories, then the
+    // rest of the name.
+    std::string_view ga = SampleGroup(ca), gb = SampleGroup(cb);
+    if (ga != gb) return ga < gb;
+    bool dir_a = sa != std::string_view::npos || a.kind == SourceKind::kDir;
+    bool dir_b = sb != std::string_view::npos || b.kind == SourceKind::kDir;
+    if (dir_a != dir_b) return dir_b;
+    return ca.substr(ga.size()) < cb.substr(gb.size());
+  }
 }
 
 std::string ShardNamePattern::Format(uint64_t n) const {
@@ -1164,11 +1346,18 @@ Status Pack(const PackOptions& options, PackReport* report) {
         "output {} lies inside the source {}: the pack would read its own shards", options.out,
         options.src));
   }
+  const std::string out_shown = options.out + (options.out.ends_with('/') ? "" : "/");
   const std::string index_path = out_real + "/index";
-  report->index_path = options.out + (options.out.ends_with('/') ? "" : "/") + "index";
+  report->index_path = out_shown + "index";
   if (fs::exists(fs::symlink_status(index_path, ec)) && !options.force) {
     return Status::AlreadyExists(
         fmt::format("{}: already exists (use --force to pack again)", report->index_path));
+  }
+  // Nothing but what this run writes is replaced or removed without --force;
+  // a shard name taken by any file (an interrupted pack's too) stops the
+  // pack here, before anything is written.
+  if (!options.force) {
+    SHARDFS_RETURN_IF_ERROR(RefuseLeftovers(out_real, *pattern, out_shown, &report->warnings));
   }
   int jobs = options.jobs > 0
                  ? options.jobs
@@ -1184,15 +1373,18 @@ Status Pack(const PackOptions& options, PackReport* report) {
   Result<TreeScan> scanned = ScanTree(src_real, so);
   if (!scanned.ok()) return scanned.status();
   const TreeScan& scan = *scanned;
-  report->warnings = scan.warnings;
+  report->warnings.insert(report->warnings.end(), scan.warnings.begin(), scan.warnings.end());
 
-  // 2. Members in tree order: what is left out, hard links, reads.
+  // 2. Members in pack order: what is left out, hard links.
+  std::vector<uint32_t> order(scan.entries.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return PackOrderLess(scan.entries[a], scan.entries[b]);
+  });
   std::vector<PlannedMember> members;
   members.reserve(scan.entries.size());
-  std::vector<uint32_t> read_order;
-  std::unordered_map<uint64_t, std::unordered_map<uint64_t, uint32_t>> leaders;  // dev -> ino -> member
-  uint64_t total_bytes = 0;
-  for (uint32_t i = 0; i < scan.entries.size(); ++i) {
+  std::unordered_map<uint64_t, std::unordered_map<uint64_t, uint32_t>> groups;  // dev -> ino -> member
+  for (uint32_t i : order) {
     const SourceEntry& e = scan.entries[i];
     if (!e.unreadable.empty()) {
       std::string line = fmt::format("{}: {}", Shown(e.path), e.unreadable);
@@ -1218,27 +1410,37 @@ Status Pack(const PackOptions& options, PackReport* report) {
         pm.type = TarType::kFile;
         // A file reached through a followed symlink may be one already seen.
         if (e.nlink > 1 || options.follow_symlinks) {
-          auto [it, fresh] = leaders[e.dev].emplace(e.ino, static_cast<uint32_t>(members.size()));
-          if (!fresh) {
-            pm.type = TarType::kHardlink;
-            pm.leader = it->second;
-          }
-        }
-        if (pm.type == TarType::kFile) {
-          pm.read = read_order.size();
-          read_order.push_back(i);
-          total_bytes += e.size;
+          auto [it, fresh] = groups[e.dev].emplace(e.ino, static_cast<uint32_t>(members.size()));
+          pm.group = it->second;
+          if (!fresh) pm.type = TarType::kHardlink;  // Until the shards are cut.
         }
       }
     }
     members.push_back(pm);
   }
-  leaders.clear();
+  groups.clear();
+  order.clear();
+  order.shrink_to_fit();
+  WarnUngroupable(scan, members, &report->warnings);
+
+  // The members read, in write order: regular members (a hard link's copy
+  // included).
+  std::vector<uint32_t> read_order;
+  uint64_t total_bytes = 0;
+  auto plan_reads = [&] {
+    for (PlannedMember& pm : members) {
+      if (pm.type != TarType::kFile) continue;
+      pm.read = read_order.size();
+      read_order.push_back(pm.entry);
+      total_bytes += scan.entries[pm.entry].size;
+    }
+  };
   Fd root(::open(src_real.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (root.fd < 0) return Status::FromErrno(errno, options.src);
   if (!report->errors.empty()) {
     // The pack fails; open every file (writing nothing) so that the
     // unreadable ones are listed too, not only what the scan found.
+    plan_reads();
     ReadAhead reads(scan.entries, std::move(read_order), root.fd);
     Progress progress("pack: check", "shards", 0, 0, true);
     ShardWriter checker(options, *pattern, out_real, scan, members, &reads, &progress, report,
@@ -1249,13 +1451,50 @@ Status Pack(const PackOptions& options, PackReport* report) {
     return s.ok() ? Status::InvalidArgument("cannot pack") : s;
   }
 
-  // 3. Shards: whole samples, cut before one that would not fit.
-  auto member_bytes = [&](const PlannedMember& pm) {
-    const SourceEntry& e = scan.entries[pm.entry];
-    std::string_view link = pm.type == TarType::kHardlink
-                                ? std::string_view(scan.entries[members[pm.leader].entry].path)
-                                : std::string_view(e.link_target);
-    return TarMemberBytes(TarMemberOf(e, pm.type, link));
+  // 3. Shards: whole samples, cut before one that would not fit. A hard
+  // link stays a link only to a name of its file in the same shard; the
+  // first name of the file in a later shard becomes a regular member with
+  // the data (a copy), so that every shard extracts alone.
+  std::vector<uint32_t> holder(members.size(), kNoMember);  // group -> member with data in its shard.
+  std::vector<std::pair<uint32_t, uint32_t>> sample_holders;  // group -> member, inside a sample.
+  // Bytes of members [i, j) in shard `shard`; with `commit`, also fixes
+  // their shard, type and link leader.
+  auto place = [&](size_t i, size_t j, uint32_t shard, bool commit) {
+    sample_holders.clear();
+    uint64_t bytes = 0;
+    for (size_t k = i; k < j; ++k) {
+      PlannedMember& pm = members[k];
+      const SourceEntry& e = scan.entries[pm.entry];
+      TarType type = pm.type;
+      uint32_t leader = kNoMember;
+      if (pm.group != kNoMember) {
+        uint32_t h = holder[pm.group];
+        for (const auto& [g, m] : sample_holders) {
+          if (g == pm.group) h = m;
+        }
+        bool here = h != kNoMember && (h >= i ? true : members[h].shard == shard);
+        if (here && k != pm.group) {
+          type = TarType::kHardlink;
+          leader = h;
+        } else {
+          type = TarType::kFile;
+          sample_holders.emplace_back(pm.group, static_cast<uint32_t>(k));
+        }
+      }
+      std::string_view link = type == TarType::kHardlink
+                                  ? std::string_view(scan.entries[members[leader].entry].path)
+                                  : std::string_view(e.link_target);
+      bytes += TarMemberBytes(TarMemberOf(e, type, link));
+      if (commit) {
+        pm.shard = shard;
+        pm.type = type;
+        pm.leader = leader;
+      }
+    }
+    if (commit) {
+      for (const auto& [g, m] : sample_holders) holder[g] = m;
+    }
+    return bytes;
   };
   uint32_t shard = 0;
   uint64_t shard_bytes = 0, shard_count = 0;
@@ -1268,8 +1507,7 @@ Status Pack(const PackOptions& options, PackReport* report) {
         ++j;
       }
     }
-    uint64_t bytes = 0;
-    for (size_t k = i; k < j; ++k) bytes += member_bytes(members[k]);
+    uint64_t bytes = place(i, j, shard, false);
     uint64_t count = j - i;
     if (shard_count > 0 &&
         (shard_bytes + bytes + kTarTrailer > options.shard_size ||
@@ -1277,17 +1515,23 @@ Status Pack(const PackOptions& options, PackReport* report) {
       ++shard;
       shard_bytes = shard_count = 0;
     }
-    for (size_t k = i; k < j; ++k) members[k].shard = shard;
-    shard_bytes += bytes;
+    shard_bytes += place(i, j, shard, true);
     shard_count += count;
     i = j;
   }
   const uint32_t shard_total = shard + 1;
+  holder.clear();
+  holder.shrink_to_fit();
+  plan_reads();
 
-  // 4. Output directory: created, then cleaned of an earlier pack's leftovers.
+  // 4. Output directory: created, then cleaned of an earlier pack's
+  // leftovers with --force; without, checked again (the scan took a while).
+  if (!options.force) {
+    SHARDFS_RETURN_IF_ERROR(RefuseLeftovers(out_real, *pattern, out_shown, nullptr));
+  }
   fs::create_directories(out_real, ec);
   if (ec) return Status::IoError(fmt::format("create {}: {}", options.out, ec.message()));
-  SHARDFS_RETURN_IF_ERROR(CleanOutput(out_real, *pattern, index_path, options.force));
+  if (options.force) SHARDFS_RETURN_IF_ERROR(CleanOutput(out_real, *pattern, index_path));
 
   // 5. Read and write.
   ReadAhead reads(scan.entries, std::move(read_order), root.fd);

@@ -7,13 +7,33 @@
 // each member's exact data offset and XXH3-64 to index::IndexWriter. The
 // index is published last, at OUT_DIR/index.
 //
-// Shards. Members are grouped into samples (WebDataset): consecutive
-// non-directory entries of one directory whose names agree up to the first
-// '.' ("a/img1.jpg", "a/img1.cls"). A sample is never split; a shard is cut
+// Member order. Entries are stored depth-first (a directory right before
+// its descendants), siblings ordered by sample: by the name up to and
+// including its first '.' (the whole name when it has none), then
+// non-directories before directories, then the rest of the name (see
+// PackOrderLess). For siblings of one kind this is plain byte order of the
+// names, so shards follow the index's inode order except where a directory
+// shares a sample prefix with files ("x/s.a", "x/s.z", then the directory
+// "x/s.b/"): its subtree then comes after the sample instead of inside it.
+//
+// Shards. Members are grouped into samples the way WebDataset groups them:
+// consecutive non-directory members of one directory whose names agree up to
+// the first '.' ("a/img1.jpg", "a/img1.cls"); the order above makes every
+// sample of the tree consecutive. A sample is never split; a shard is cut
 // before a sample that would take it past shard_size bytes (trailer
 // included) or max_files members. A sample larger than shard_size gets a
 // shard of its own. Directories (the root as "./") and symlinks are members
-// too; the second and later names of a hard-linked file are tar hard links.
+// too. Names WebDataset cannot group (no '.', a leading '.', extensions of
+// one sample equal but for case) are reported as warnings, one per kind.
+//
+// Hard links. Every shard is self-contained: the first name of a file in a
+// shard carries the data (a regular member), later names in that shard are
+// tar hard links to it. A file whose first name went to an earlier shard is
+// therefore stored again, as a regular member, in each later shard that
+// holds one of its names. The index still holds one inode for all the names
+// (the data of the first name), so the mount shows the hard links of the
+// source; an `index build` over the shards alone sees such a copy as a file
+// of its own.
 //
 // Safety. The source is opened read-only, O_NOATIME where allowed, with
 // openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) so nothing outside SRC_DIR
@@ -21,13 +41,16 @@
 // NAME.tmp, fsynced and renamed; the directory is fsynced before the index is
 // published atomically. An interrupted pack therefore leaves no index.
 //
-// Re-running. A pack starts clean: it refuses to run if OUT_DIR/index exists
-// (unless force, which removes the old index before anything else is
-// touched), and it removes every file in OUT_DIR that its name pattern could
-// have produced (shards and NAME.tmp) and index.tmp-* leftovers of an
-// interrupted publish. Output is deterministic (same tree, same options ->
-// byte-identical shards), so a clean restart reproduces an interrupted pack.
-// A failed pack removes the shards it wrote.
+// Re-running. A pack deletes or replaces no file it did not write itself in
+// the same run unless force is set. Without force it refuses to start, before
+// anything is written, when OUT_DIR/index exists or when OUT_DIR holds a
+// file its name pattern could produce (a shard or NAME.tmp, whoever wrote
+// it: an interrupted pack's leftovers too); index.tmp-* directories left by
+// an interrupted publish are left alone (with a warning). With force it
+// removes the old index, those files and those directories first. Output is
+// deterministic (same tree, same options -> byte-identical shards), so a
+// forced restart reproduces an interrupted pack. A failed pack removes the
+// shards it wrote.
 //
 // Thread safety: Pack and ScanTree are self-contained; call them from one
 // thread each.
@@ -115,6 +138,21 @@ int OpenBeneath(int dir_fd, const std::string& rel, int flags);
 Result<uint64_t> HashFile(int fd, uint64_t size, std::string_view what, bool* short_read,
                           Progress* progress = nullptr);
 
+// ---- Samples ----------------------------------------------------------------
+
+// WebDataset's sample key of a member path (its base_plus_ext, the regex
+// ^((?:.*/|)[^.]+)[.]([^/]*)$): the directory plus the name up to the first
+// '.' of the last component, and the extension after that dot. A name with a
+// leading '.' matches only through its parent ("d/x/.h" -> "d/x/", "h").
+// Returns false (no sample) when the regex does not match: no '.' in the
+// name, or a leading '.' at the root or below a directory whose name has a
+// '.'.
+bool WebDatasetKey(std::string_view path, std::string_view* key, std::string_view* ext);
+
+// The order in which pack stores entries (see the top of this file): true
+// if `a` comes before `b`. Both are entries of one tree.
+bool PackOrderLess(const SourceEntry& a, const SourceEntry& b);
+
 // ---- Shard names ------------------------------------------------------------
 
 // A printf-like shard name with exactly one integer conversion
@@ -157,7 +195,10 @@ struct PackReport {
   uint64_t dirs = 0;
   uint64_t symlinks = 0;
   uint64_t hardlinks = 0;  // Names stored as tar hard links.
-  uint64_t bytes = 0;      // File content bytes.
+  // Names of a hard-linked file stored as a regular member again, because
+  // the file's first name is in an earlier shard.
+  uint64_t link_copies = 0;
+  uint64_t bytes = 0;      // File content bytes written (copies included).
   uint64_t shards = 0;
   uint64_t shard_bytes = 0;
   std::vector<std::string> shard_paths;
@@ -175,7 +216,8 @@ struct PackReport {
 // returns a non-ok Status (report->errors then lists every unreadable or
 // unsupported entry found, each with its reason) and publishes no index:
 // InvalidArgument for bad options or entries that cannot be packed,
-// AlreadyExists if OUT_DIR/index exists and !force, IoError if writing fails,
+// AlreadyExists if OUT_DIR/index or a file named like a shard exists and
+// !force (nothing is written then), IoError if writing fails,
 // Corruption if a file changed while it was packed.
 Status Pack(const PackOptions& options, PackReport* report);
 

@@ -403,8 +403,15 @@ class PackTest(unittest.TestCase):
         # Partial output cannot be mistaken for a dataset.
         self.assertEqual(tl.run_shardfs("verify", os.path.join(out, "index"), src).returncode, 1)
 
-        # A re-run starts clean and produces the clean pack.
-        pack(src, out, "--shard-size", "32K")
+        # A re-run refuses to delete the leftovers (it did not write them),
+        # naming one and changing nothing ...
+        before = sorted(os.listdir(out))
+        p = pack(src, out, "--shard-size", "32K", check=1)
+        self.assertIn(b"train-000000.tar: already exists and was not written by this pack",
+                      p.stderr)
+        self.assertEqual(sorted(os.listdir(out)), before)
+        # ... and with --force starts clean and produces the clean pack.
+        pack(src, out, "--shard-size", "32K", "--force")
         self.assertEqual(sorted(os.listdir(out)), sorted(["index"] + clean_shards))
         for n in clean_shards:
             self.assertEqual(subprocess.run(["cmp", os.path.join(out, n),
