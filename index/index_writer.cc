@@ -11,6 +11,7 @@
 #include <functional>
 #include <random>
 #include <thread>
+#include <unordered_map>
 
 #include <rocksdb/db.h>
 #include <rocksdb/sst_file_writer.h>
@@ -31,13 +32,29 @@ struct Node {
   std::string_view path;
   int64_t member = kSynthesized;
   EntryType type = EntryType::kDir;
-  bool hardlink = false;
-  bool dropped = false;
+  bool hardlink = false;  // Another name of link_node's inode.
   uint64_t inode = 0;
   int64_t mtime_ns = INT64_MIN;
   uint32_t nlink = 0;
   size_t link_node = 0;  // Hard links: the node of the file they name.
   size_t parent_node = 0;
+};
+
+// While members are replayed: what a name refers to, a directory or a file or
+// symlink with all its hard links (one inode).
+struct Object {
+  int64_t member = kSynthesized;  // The member describing it; directories: the last one.
+  EntryType type = EntryType::kDir;
+};
+
+// A path of the tree while members are replayed. A name that a later member
+// replaces is marked dead, never reused.
+struct Name {
+  std::string_view path;  // Into a member's path, which outlives the build.
+  uint32_t object = 0;
+  uint32_t parent = 0;    // The name of its directory.
+  bool alive = true;
+  bool has_children = false;  // Directories: something was created below it.
 };
 
 void AddExample(std::vector<std::string>* examples, std::string text) {
@@ -143,12 +160,6 @@ Status WriteDatabase(const std::string& dir, std::vector<TablePart>& parts) {
   return SyncPath(dir);
 }
 
-// True if `dir` is a proper ancestor of `path` ("" is everyone's).
-bool IsAncestor(std::string_view dir, std::string_view path) {
-  if (dir.empty()) return !path.empty();
-  return path.size() > dir.size() && path[dir.size()] == '/' && path.starts_with(dir);
-}
-
 }  // namespace
 
 Status CheckOutputPath(const std::string& out_path, bool force) {
@@ -184,129 +195,178 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   };
 
-  // 1. Tree order; of several members with one path the last added wins.
-  std::vector<uint32_t> order(members_.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto less = [&](uint32_t a, uint32_t b) {
-    return TreeOrderLess(members_[a].path, members_[b].path);
+  // 1. Replay the members in archive order against the tree as it stands at
+  // each one, by the rules in index_writer.h. Hard links must be resolved
+  // here, not against the finished tree: a link names the inode its target
+  // has when the link is met.
+  std::vector<Object> objects;
+  std::vector<Name> names;
+  objects.reserve(members_.size() + 1);
+  names.reserve(members_.size() + 1);
+  objects.push_back(Object{});          // The root, implied unless a member names it.
+  names.push_back(Name{"", 0, 0});
+  std::unordered_map<std::string_view, uint32_t> by_path;  // Live names only.
+  by_path.reserve(members_.size() + 1);
+  by_path.emplace("", 0);
+  auto drop = [&](const MemberEntry& m, std::string_view why) {
+    ++stats.dropped;
+    if (stats.dropped_examples.size() < kExamples) {
+      std::string_view shard =
+          m.shard.value < shards_.size() ? std::string_view(shards_[m.shard.value].path) : "?";
+      AddExample(&stats.dropped_examples,
+                 fmt::format("shard {}: member '{}' at byte {}: {}", shard, m.path,
+                             m.header_offset, why));
+    }
   };
-  // Shards written by `shardfs pack` (and many others) are already in tree
-  // order; checking costs one comparison per member. Otherwise large inputs
-  // sort in two halves on two threads and merge, which keeps the sort stable.
+  auto replaced = [&](std::string_view path) {
+    ++stats.replaced;
+    auto& ex = stats.replaced_examples;
+    if (std::find(ex.begin(), ex.end(), path) == ex.end()) AddExample(&ex, std::string(path));
+  };
+  auto add_name = [&](std::string_view path, uint32_t object, uint32_t parent) {
+    names.push_back(Name{path, object, parent});
+    uint32_t id = static_cast<uint32_t>(names.size() - 1);
+    by_path.insert_or_assign(path, id);
+    names[parent].has_children = true;
+    return id;
+  };
+  // Siblings usually follow each other: remember the last parent directory.
+  std::string_view last_dir_path;
+  uint32_t last_dir = 0;
+  for (uint32_t i = 0; i < members_.size(); ++i) {
+    const MemberEntry& m = members_[i];
+    if (m.path.empty()) {
+      if (m.type == EntryType::kDir && !m.is_hardlink) {
+        if (objects[0].member != kSynthesized) replaced("/");
+        objects[0].member = i;
+      } else {
+        drop(m, "the root must be a directory");
+      }
+      continue;
+    }
+    // The parent directory: there, implied now, or refused.
+    std::string_view parent_path = ParentPath(m.path);
+    uint32_t parent = 0;
+    if (parent_path == last_dir_path && names[last_dir].alive) {
+      parent = last_dir;
+    } else {
+      std::string blocked;
+      for (size_t from = 0; from < parent_path.size();) {
+        size_t slash = parent_path.find('/', from);
+        if (slash == std::string_view::npos) slash = parent_path.size();
+        std::string_view prefix = parent_path.substr(0, slash);
+        from = slash + 1;
+        auto it = by_path.find(prefix);
+        if (it == by_path.end()) {
+          objects.push_back(Object{});
+          parent = add_name(prefix, static_cast<uint32_t>(objects.size() - 1), parent);
+        } else if (objects[names[it->second].object].type != EntryType::kDir) {
+          blocked = fmt::format("'{}' is not a directory", prefix);
+          break;
+        } else {
+          parent = it->second;
+        }
+      }
+      if (!blocked.empty()) {
+        drop(m, blocked);
+        continue;
+      }
+      last_dir_path = parent_path;
+      last_dir = parent;
+    }
+
+    auto it = by_path.find(m.path);
+    Name* old = it == by_path.end() ? nullptr : &names[it->second];
+    const Object* old_object = old ? &objects[old->object] : nullptr;
+    uint32_t object = 0;
+    if (m.is_hardlink) {
+      auto target = by_path.find(m.link_target);
+      if (target == by_path.end()) {
+        drop(m, fmt::format("hard link to '{}', which is not in the tree at this point of the "
+                            "archive (missing, or only later)",
+                            m.link_target));
+        continue;
+      }
+      object = names[target->second].object;
+      if (objects[object].type == EntryType::kDir) {
+        drop(m, fmt::format("hard link to '{}', a directory", m.link_target));
+        continue;
+      }
+      if (old && old->object == object) continue;  // Already a name of that inode.
+    } else if (m.type == EntryType::kDir && old_object && old_object->type == EntryType::kDir) {
+      if (old_object->member != kSynthesized) replaced(m.path);
+      objects[old->object].member = i;  // The directory and its entries stay.
+      continue;
+    }
+    if (old_object && old_object->type == EntryType::kDir && old->has_children) {
+      drop(m, fmt::format("cannot replace directory '{}', which has entries (File exists)",
+                          m.path));
+      continue;
+    }
+    if (!m.is_hardlink) {
+      objects.push_back(Object{i, m.type});
+      object = static_cast<uint32_t>(objects.size() - 1);
+    }
+    if (old) {
+      old->alive = false;
+      replaced(m.path);
+    }
+    add_name(m.path, object, parent);
+  }
+  phase("replay");
+
+  // 2. The live names in tree order. Shards written by `shardfs pack` (and
+  // many others) are already in tree order; checking costs one comparison per
+  // name. Otherwise large inputs sort in two halves on two threads and merge.
+  std::vector<uint32_t> order;
+  order.reserve(by_path.size());
+  for (uint32_t i = 0; i < names.size(); ++i) {
+    if (names[i].alive) order.push_back(i);
+  }
+  auto less = [&](uint32_t a, uint32_t b) {
+    return TreeOrderLess(names[a].path, names[b].path);
+  };
   if (order.size() < kParallelSortMin) {
-    std::stable_sort(order.begin(), order.end(), less);
+    std::sort(order.begin(), order.end(), less);
   } else if (!std::is_sorted(order.begin(), order.end(), less)) {
     auto mid = order.begin() + static_cast<ptrdiff_t>(order.size() / 2);
-    std::thread first([&] { std::stable_sort(order.begin(), mid, less); });
-    std::stable_sort(mid, order.end(), less);
+    std::thread first([&] { std::sort(order.begin(), mid, less); });
+    std::sort(mid, order.end(), less);
     first.join();
     std::inplace_merge(order.begin(), mid, order.end(), less);
   }
   phase("sort");
 
-  // 2. One pass in tree order with the chain of open ancestors on a stack:
-  // synthesize missing directories right before their first descendant (so
-  // `nodes` stays in tree order), and let a non-directory in the way give
-  // way to the directory its descendants imply (tar could not extract them
-  // otherwise).
-  std::vector<Node> nodes;
-  nodes.reserve(order.size() + order.size() / 8 + 1);
-  nodes.push_back(Node{});  // The root, synthesized unless a member names it.
-  std::vector<size_t> stack = {0};
-  auto make_dir = [&](Node& up) {
-    if (up.type == EntryType::kDir && !up.hardlink) return;
-    ++stats.dropped;
-    AddExample(&stats.dropped_examples,
-               fmt::format("{}: not a directory but has entries below it", up.path));
-    up.member = kSynthesized;
-    up.type = EntryType::kDir;
-    up.hardlink = false;
-  };
-  for (size_t i = 0; i < order.size(); ++i) {
-    const MemberEntry& m = members_[order[i]];
-    if (i + 1 < order.size() && members_[order[i + 1]].path == m.path) {
-      ++stats.replaced;
-      if (stats.replaced_examples.empty() || stats.replaced_examples.back() != m.path) {
-        AddExample(&stats.replaced_examples, m.path);
-      }
-      continue;
-    }
-    if (m.path.empty()) {
-      if (m.type == EntryType::kDir && !m.is_hardlink) {
-        nodes[0].member = order[i];
+  // 3. Nodes in tree order: the first name of a file or symlink in tree order
+  // carries its inode, the others are hard links to that node.
+  std::vector<Node> nodes(order.size());
+  {
+    constexpr uint32_t kNone = UINT32_MAX;
+    std::vector<uint32_t> node_of_name(names.size(), kNone);
+    std::vector<uint32_t> node_of_object(objects.size(), kNone);
+    for (uint32_t k = 0; k < order.size(); ++k) {
+      const Name& name = names[order[k]];
+      const Object& obj = objects[name.object];
+      Node& n = nodes[k];
+      n.path = name.path;
+      n.member = obj.member;
+      n.type = obj.type;
+      n.parent_node = k == 0 ? 0 : node_of_name[name.parent];
+      node_of_name[order[k]] = k;
+      if (node_of_object[name.object] == kNone) {
+        node_of_object[name.object] = k;
       } else {
-        ++stats.dropped;
-        AddExample(&stats.dropped_examples, "/: the root must be a directory");
+        n.hardlink = true;
+        n.link_node = node_of_object[name.object];
       }
-      continue;
     }
-    while (!IsAncestor(nodes[stack.back()].path, m.path)) stack.pop_back();
-    make_dir(nodes[stack.back()]);
-    // Synthesize the directories between the deepest open ancestor and m.
-    std::string_view have = nodes[stack.back()].path;
-    for (;;) {
-      size_t from = have.empty() ? 0 : have.size() + 1;
-      size_t slash = std::string_view(m.path).find('/', from);
-      if (slash == std::string_view::npos) break;
-      Node synth;
-      synth.path = std::string_view(m.path).substr(0, slash);
-      synth.parent_node = stack.back();
-      nodes.push_back(synth);
-      stack.push_back(nodes.size() - 1);
-      have = synth.path;
-    }
-    Node n;
-    n.path = m.path;
-    n.member = order[i];
-    n.type = m.type;
-    n.hardlink = m.is_hardlink;
-    n.parent_node = stack.back();
-    nodes.push_back(n);
-    stack.push_back(nodes.size() - 1);
   }
   phase("tree");
-
-  // 3. Hard links resolve to a regular file, following chains.
-  auto find_node = [&](std::string_view path) -> const Node* {
-    auto it = std::lower_bound(nodes.begin(), nodes.end(), path,
-                               [](const Node& n, std::string_view p) {
-                                 return TreeOrderLess(n.path, p);
-                               });
-    return it != nodes.end() && it->path == path ? &*it : nullptr;
-  };
-  for (Node& n : nodes) {
-    if (!n.hardlink) continue;
-    std::string_view target = members_[n.member].link_target;
-    const char* reason = nullptr;
-    for (int hops = 0;; ++hops) {
-      const Node* t = find_node(target);
-      if (!t) {
-        reason = "hard link to a path that is not in the archive";
-        break;
-      }
-      if (t->hardlink && hops < 32) {
-        target = members_[t->member].link_target;
-        continue;
-      }
-      if (t->hardlink || t->type != EntryType::kFile || t->member == kSynthesized) {
-        reason = "hard link to something that is not a regular file";
-        break;
-      }
-      n.link_node = static_cast<size_t>(t - nodes.data());
-      break;
-    }
-    if (reason) {
-      n.dropped = true;
-      ++stats.dropped;
-      AddExample(&stats.dropped_examples, fmt::format("{}: {}", n.path, reason));
-    }
-  }
 
   // 4. Inodes in tree order, link counts.
   uint64_t next_inode = kRootInode.value;
   for (size_t i = 0; i < nodes.size(); ++i) {
     Node& n = nodes[i];
-    if (n.dropped) continue;
     if (n.hardlink) {
       ++nodes[n.link_node].nlink;
       ++stats.hardlinks;
@@ -332,7 +392,6 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   // come after parents in tree order, so walk backwards.
   for (size_t i = nodes.size(); i-- > 1;) {
     const Node& n = nodes[i];
-    if (n.dropped) continue;
     Node& parent = nodes[n.parent_node];
     int64_t child_mtime = n.hardlink ? nodes[n.link_node].mtime_ns : n.mtime_ns;
     if (parent.member == kSynthesized) parent.mtime_ns = std::max(parent.mtime_ns, child_mtime);
@@ -375,15 +434,11 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
     return rec;
   };
   std::vector<uint32_t> by_parent_start(next_inode + 1, 0);
-  for (size_t i = 1; i < nodes.size(); ++i) {
-    if (!nodes[i].dropped) ++by_parent_start[nodes[nodes[i].parent_node].inode + 1];
-  }
+  for (size_t i = 1; i < nodes.size(); ++i) ++by_parent_start[nodes[nodes[i].parent_node].inode + 1];
   for (size_t k = 1; k < by_parent_start.size(); ++k) by_parent_start[k] += by_parent_start[k - 1];
   std::vector<uint32_t> by_parent(by_parent_start.back());
   for (size_t i = 1; i < nodes.size(); ++i) {
-    if (!nodes[i].dropped) {
-      by_parent[by_parent_start[nodes[nodes[i].parent_node].inode]++] = static_cast<uint32_t>(i);
-    }
+    by_parent[by_parent_start[nodes[nodes[i].parent_node].inode]++] = static_cast<uint32_t>(i);
   }
 
   std::error_code abs_ec;
@@ -414,7 +469,7 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   };
   // Checksums "xxh3" only if every file that made it into the tree has one.
   bool all_checksummed = std::all_of(nodes.begin(), nodes.end(), [&](const Node& n) {
-    return n.dropped || n.hardlink || n.type != EntryType::kFile || n.member == kSynthesized ||
+    return n.hardlink || n.type != EntryType::kFile || n.member == kSynthesized ||
            members_[n.member].has_checksum;
   });
   meta(kMetaSchemaVersion, std::to_string(kSchemaVersion));
@@ -448,7 +503,7 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
     InodeKeyBuffer ikey;
     std::string value;
     for (const Node& n : nodes) {
-      if (n.dropped || n.hardlink) continue;
+      if (n.hardlink) continue;
       EncodeEntry(record_of(n), &value);
       SHARDFS_RETURN_IF_ERROR(put(EncodeInodeKey(kDefaultView, InodeId{n.inode}, ikey), value));
     }

@@ -1,10 +1,36 @@
 // Building an index: members in, a complete RocksDB directory out.
 //
-// The writer assembles the tree the members describe, the way tar extraction
-// would: a later member of the same path replaces an earlier one, directories
-// that paths imply are synthesized, hard links become one inode with several
-// names. It then numbers inodes densely in tree order (root = 1, see
-// index/schema.h) and writes every key in one sorted pass.
+// The writer assembles the tree the members describe the way GNU tar 1.34
+// extraction (`tar -xf` of each shard in order, into one directory) would: it
+// replays the members in the order they were added, each against the tree as
+// the members before it left it. The rules, each checked against GNU tar:
+//
+//  - A member whose path is free is created. Directories missing above it are
+//    implied: 0755, owner 0, the mtime of their newest child. A directory is
+//    implied only where no member ever describes it; a directory member that
+//    comes after its children describes the directory all the same.
+//  - A directory member over a directory changes nothing but the directory's
+//    metadata: mode, owner and mtime are the later member's (tar sets them
+//    when it is done); the entries below stay.
+//  - Any member over a file or symlink replaces it (a directory too).
+//  - A file, symlink or hard link over an empty directory replaces it; over a
+//    directory that has entries it is refused ("File exists" in tar), and the
+//    directory stays exactly as its own member (or the implied rule) describes
+//    it.
+//  - A member below a file or symlink is refused ("Not a directory"; shardfs
+//    does not follow a symlink out of the tree, as tar would).
+//  - A hard link names the inode its target path has *when the link is met*:
+//    a later member over the target replaces the target's name only, and the
+//    link keeps the old content (tar's link(2) semantics). A link to a
+//    symlink is a second name of that symlink (one inode, nlink 2). A link to
+//    a path that does not exist at that point (later in the archive, or
+//    nowhere) or to a directory is refused; a link over a name of the same
+//    inode (a link to itself) changes nothing.
+//  - A refused member is counted in WriteStats::dropped with an example
+//    naming the shard, the member and its header's byte offset.
+//
+// It then numbers inodes densely in tree order (root = 1, see index/schema.h)
+// and writes every key in one sorted pass.
 //
 // Publishing is atomic: the database is written to a temporary directory next
 // to the output and renamed into place only when complete, so a failed or
@@ -40,6 +66,7 @@ struct MemberEntry {
   bool has_checksum = false;
   uint64_t xxh3 = 0;
   std::string link_target;  // Symlink target (raw bytes) or hard link target.
+  uint64_t header_offset = 0;  // Byte offset of the member's first header; for messages.
 };
 
 struct WriteOptions {
@@ -57,10 +84,11 @@ struct WriteStats {
   uint64_t symlinks = 0;
   uint64_t hardlinks = 0;  // Names beyond the first of a file.
   uint64_t bytes = 0;      // Content bytes of regular files, each inode once.
-  uint64_t replaced = 0;   // Members overridden by a later one of the same path.
+  uint64_t replaced = 0;   // Entries replaced (or directories re-described) by a later member.
   std::vector<std::string> replaced_examples;  // The first few such paths.
-  uint64_t dropped = 0;    // Members that could not be placed in the tree.
-  std::vector<std::string> dropped_examples;   // "path: reason", the first few.
+  uint64_t dropped = 0;    // Members refused, as tar extraction would refuse them.
+  // The first few: "shard S: member 'P' at byte N: reason".
+  std::vector<std::string> dropped_examples;
   uint64_t index_bytes = 0;
 };
 
@@ -71,7 +99,7 @@ class IndexWriter {
   // parent directory when the shard lies under it.
   ShardId AddShard(ShardMeta meta);
 
-  // Adds a member. Members are ordered by call; a later one wins.
+  // Adds a member. Members are replayed in call order (see the rules above).
   void AddMember(MemberEntry member);
 
   // Makes room for `members` members in all, so that adding them does not

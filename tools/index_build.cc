@@ -133,6 +133,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
         e.offset = m.data_offset;
         e.has_checksum = m.has_checksum;
         e.xxh3 = m.xxh3;
+        e.header_offset = m.header_offset;
         if (m.kind == MemberKind::kHardlink) {
           Result<std::string> target = index::NormalizeMemberPath(m.link_target);
           if (!target.ok()) return reject("hard link target: " + target.status().message());

@@ -10,6 +10,8 @@
 
 #include <cerrno>
 #include <memory>
+#include <optional>
+#include <string_view>
 
 #include "index/fingerprint.h"
 
@@ -95,49 +97,73 @@ int64_t MtimeNs(int64_t sec, long nsec) {
   return sec * 1000000000 + nsec;
 }
 
-// libarchive reads a pax "mtime=-1.25" as -1 s + 0.25 s; POSIX means the
-// whole value is negative. For a member whose first header at `header` is a
-// pax 'x' header, returns the mtime its record says, parsed exactly, or
-// false if there is none to be read.
-bool PaxMtimeNs(const char* data, size_t size, uint64_t header, int64_t* out) {
-  if (header + 512 > size || data[header + 156] != 'x') return false;
-  uint64_t len = 0;
-  for (int i = 124; i < 136 && data[header + i] >= '0' && data[header + i] <= '7'; ++i) {
-    len = len * 8 + static_cast<uint64_t>(data[header + i] - '0');
+// A pax time, parsed exactly: "-1.25" is 1.25 s before the epoch, as POSIX
+// and GNU tar read it (libarchive 3.6.2 reads -1 s + 0.25 s). False if it is
+// not a plain decimal or does not fit.
+bool ParsePaxTimeNs(std::string_view v, int64_t* out) {
+  bool negative = !v.empty() && v[0] == '-';
+  if (negative) v.remove_prefix(1);
+  int64_t sec = 0, nsec = 0;
+  size_t i = 0;
+  for (; i < v.size() && v[i] >= '0' && v[i] <= '9'; ++i) {
+    if (sec > INT64_MAX / 1000000000 / 10) return false;
+    sec = sec * 10 + (v[i] - '0');
   }
-  if (len > size - header - 512) return false;
-  std::string_view recs(data + header + 512, len);
-  while (!recs.empty()) {
-    size_t space = recs.find(' ');
-    uint64_t rec_len = 0;
-    for (size_t i = 0; i < space && i < recs.size() && recs[i] >= '0' && recs[i] <= '9'; ++i) {
-      rec_len = rec_len * 10 + static_cast<uint64_t>(recs[i] - '0');
+  if (i == 0) return false;
+  if (i < v.size() && v[i] == '.') {
+    int64_t scale = 100000000;
+    for (++i; i < v.size() && v[i] >= '0' && v[i] <= '9'; ++i, scale /= 10) {
+      nsec += (v[i] - '0') * scale;
     }
-    if (space == std::string_view::npos || rec_len <= space + 1 || rec_len > recs.size()) {
-      return false;
+  }
+  if (i != v.size() || sec > INT64_MAX / 1000000000 - 1) return false;
+  int64_t ns = sec * 1000000000 + nsec;
+  *out = negative ? -ns : ns;
+  return true;
+}
+
+// What the extension headers ahead of a member's own header say.
+struct Extensions {
+  bool gnu_name = false;  // A GNU 'L' header names the member.
+  bool gnu_link = false;  // A GNU 'K' header gives its link target.
+  std::optional<std::string_view> path, linkpath, mtime;  // pax records.
+};
+
+// Reads the extension headers ('L', 'K', pax 'x'; global 'g' ones are
+// skipped) from `header`, the member's first header, up to its own header.
+// Later records win over earlier ones. False if they cannot be walked (a
+// damaged archive: libarchive has the last word then).
+bool ReadExtensions(const char* data, size_t size, uint64_t header, Extensions* ext) {
+  for (uint64_t pos = header, n = 0; n < 64; ++n) {
+    if (pos > size || size - pos < 512) return false;
+    const char type = data[pos + 156];
+    if (type != 'L' && type != 'K' && type != 'x' && type != 'g') return true;
+    uint64_t len = 0;
+    for (int i = 124; i < 136 && data[pos + i] >= '0' && data[pos + i] <= '7'; ++i) {
+      len = len * 8 + static_cast<uint64_t>(data[pos + i] - '0');
     }
-    std::string_view kv = recs.substr(space + 1, rec_len - space - 2);  // Drop '\n'.
-    recs.remove_prefix(rec_len);
-    if (!kv.starts_with("mtime=")) continue;
-    std::string_view v = kv.substr(6);
-    bool negative = !v.empty() && v[0] == '-';
-    if (negative) v.remove_prefix(1);
-    int64_t sec = 0, nsec = 0;
-    size_t i = 0;
-    for (; i < v.size() && v[i] >= '0' && v[i] <= '9'; ++i) {
-      if (sec > INT64_MAX / 1000000000 / 10) return false;
-      sec = sec * 10 + (v[i] - '0');
-    }
-    if (i < v.size() && v[i] == '.') {
-      int64_t scale = 100000000;
-      for (++i; i < v.size() && v[i] >= '0' && v[i] <= '9'; ++i, scale /= 10) {
-        nsec += (v[i] - '0') * scale;
+    if (len > size - pos - 512) return false;
+    if (type == 'L') ext->gnu_name = true;
+    if (type == 'K') ext->gnu_link = true;
+    std::string_view recs(data + pos + 512, type == 'x' ? len : 0);
+    while (!recs.empty()) {
+      size_t space = recs.find(' ');
+      uint64_t rec_len = 0;
+      for (size_t i = 0; i < space && i < recs.size() && recs[i] >= '0' && recs[i] <= '9'; ++i) {
+        rec_len = rec_len * 10 + static_cast<uint64_t>(recs[i] - '0');
+        if (rec_len > recs.size()) return false;
       }
+      if (space == std::string_view::npos || rec_len <= space + 1) return false;
+      std::string_view kv = recs.substr(space + 1, rec_len - space - 2);  // Drop '\n'.
+      recs.remove_prefix(rec_len);
+      size_t eq = kv.find('=');
+      if (eq == std::string_view::npos) return false;
+      std::string_view key = kv.substr(0, eq), value = kv.substr(eq + 1);
+      if (key == "path") ext->path = value;
+      if (key == "linkpath") ext->linkpath = value;
+      if (key == "mtime") ext->mtime = value;
     }
-    if (i != v.size()) return false;
-    int64_t ns = sec * 1000000000 + nsec;
-    *out = negative ? -ns : ns;
-    return true;
+    pos += 512 + (len + 511) / 512 * 512;
   }
   return false;
 }
@@ -224,8 +250,16 @@ Status ScanTarBytes(std::string_view path, const char* data, size_t size,
     mem.uid = archive_entry_uid(e);
     mem.gid = archive_entry_gid(e);
     mem.mtime_ns = MtimeNs(archive_entry_mtime(e), archive_entry_mtime_nsec(e));
-    if (mem.mtime_ns < 0 && archive_entry_mtime_nsec(e) != 0) {
-      PaxMtimeNs(data, size, mem.header_offset, &mem.mtime_ns);
+    // libarchive 3.6.2 applies a member's extension headers innermost first,
+    // so of a GNU 'L' ('K') header and a pax path (linkpath) record the one
+    // that comes *first* wins; GNU tar lets the pax record win in either
+    // order. It also misreads negative pax times with a fraction. The whole
+    // shard is in memory: read the member's extension headers here, and let
+    // them decide as GNU tar 1.34 does.
+    Extensions ext;
+    if (ReadExtensions(data, size, mem.header_offset, &ext)) {
+      if (ext.gnu_name && ext.path) mem.path = *ext.path;
+      if (ext.mtime) ParsePaxTimeNs(*ext.mtime, &mem.mtime_ns);
     }
     int64_t member_size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
     if (member_size < 0) {
@@ -252,6 +286,10 @@ Status ScanTarBytes(std::string_view path, const char* data, size_t size,
           mem.other_type = OtherTypeName(archive_entry_filetype(e));
           mem.size = 0;
       }
+    }
+    if (ext.gnu_link && ext.linkpath &&
+        (mem.kind == MemberKind::kHardlink || mem.kind == MemberKind::kSymlink)) {
+      mem.link_target = *ext.linkpath;
     }
     if (mem.kind == MemberKind::kFile && archive_entry_sparse_count(e) > 0) {
       return Status::NotSupported(fmt::format(

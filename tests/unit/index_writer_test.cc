@@ -356,23 +356,25 @@ TEST_F(IndexWriterTest, BadHardLinksAreDropped) {
   EXPECT_EQ(Children(*r, kRootInode), (std::vector<std::string>{"d", "f", "ok"}));
 }
 
-TEST_F(IndexWriterTest, NonDirectoryWithChildrenBecomesADirectory) {
+// As in tar: nothing is created below a file or a symlink ("Not a
+// directory"); the file or symlink stays.
+TEST_F(IndexWriterTest, NothingIsPlacedBelowANonDirectory) {
   WriteStats stats;
   auto r = Build({File("n", 5, 1), File("n/child", 1, 2), Symlink("s", "x"), Dir("s/inner", 3),
                   File("plain", 1, 1)},
                  &stats);
   ASSERT_TRUE(r);
   EntryRecord n = At(*r, "n");
-  EXPECT_EQ(n.type, EntryType::kDir);
-  EXPECT_EQ(n.mode, static_cast<uint32_t>(S_IFDIR | 0755));
-  EXPECT_EQ(At(*r, "n/child").size, 1u);
-  EXPECT_EQ(At(*r, "s").type, EntryType::kDir);
-  EXPECT_EQ(At(*r, "s/inner").type, EntryType::kDir);
+  EXPECT_EQ(n.type, EntryType::kFile);
+  EXPECT_EQ(n.size, 5u);
+  EXPECT_FALSE(Exists(*r, "n/child"));
+  EXPECT_EQ(At(*r, "s").type, EntryType::kSymlink);
+  EXPECT_FALSE(Exists(*r, "s/inner"));
   EXPECT_EQ(stats.dropped, 2u);
   EXPECT_THAT(stats.dropped_examples,
-              ::testing::UnorderedElementsAre(HasSubstr("n: not a directory"),
-                                              HasSubstr("s: not a directory")));
-  EXPECT_EQ(r->MetaNumber(kMetaFiles), 2u);  // n/child, plain
+              ::testing::UnorderedElementsAre(HasSubstr("'n/child' at byte"),
+                                              HasSubstr("'s/inner' at byte")));
+  EXPECT_EQ(r->MetaNumber(kMetaFiles), 2u);  // n, plain
 }
 
 TEST_F(IndexWriterTest, RootMustBeADirectory) {
@@ -385,10 +387,12 @@ TEST_F(IndexWriterTest, RootMustBeADirectory) {
 
 TEST_F(IndexWriterTest, LookupForEachChildAndResolve) {
   std::vector<MemberEntry> ms;
+  // "dir/a" is implied here; the file "dir/a" that comes later cannot replace
+  // it, as it has an entry (tar: "File exists").
+  ms.push_back(File("dir/a/deeper", 9, 1));
   for (std::string name : {"b", "a b", "A", "\xff", "a", "a\n", "aa"}) {
     ms.push_back(File("dir/" + name, name.size(), 1));
   }
-  ms.push_back(File("dir/a/deeper", 9, 1));  // "a" becomes a directory.
   ms.push_back(File("file", 1, 1));
   auto r = Build(ms);
   ASSERT_TRUE(r);
