@@ -126,12 +126,12 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
   if (v == 0) {
     return Status::Corruption(fmt::format(
         "index {}: meta key '{}' is 0, expected a version from 1 to {}", path,
-        kMetaSchemaVersion, kSchemaVersion));
+        kMetaSchemaVersion, kMaxSchemaVersion));
   }
-  if (v > kSchemaVersion) {
+  if (v > kMaxSchemaVersion) {
     return Status::NotSupported(fmt::format(
         "index {}: schema version {} is newer than this shardfs understands ({}); upgrade shardfs",
-        path, v, kSchemaVersion));
+        path, v, kMaxSchemaVersion));
   }
 
   const std::string shard_prefix(1, kShardPrefix);
@@ -322,6 +322,18 @@ Status IndexReader::CheckFileRange(const EntryRecord& rec) const {
                     inode, rec.shard.value, shards_.size()));
   }
   const uint64_t shard_size = shards_[rec.shard.value].size;
+  if (rec.sparse()) {
+    // DecodeEntry checked order and the logical bounds; here the shard's.
+    for (size_t i = 0; i < ExtentCount(rec); ++i) {
+      Extent e = GetExtent(rec, i);
+      if (e.physical > shard_size || e.length > shard_size - e.physical) {
+        return Status::Corruption(fmt::format(
+            "index {}: inode {}: extent {}: {} bytes at byte {} of shard {}, which has {} bytes",
+            path_, inode, i, e.length, e.physical, rec.shard.value, shard_size));
+      }
+    }
+    return Status::Ok();
+  }
   if (rec.offset > shard_size || rec.size > shard_size - rec.offset) {
     return Status::Corruption(fmt::format(
         "index {}: inode {}: {} bytes at byte {} of shard {}, which has {} bytes", path_, inode,

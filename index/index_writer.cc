@@ -185,6 +185,13 @@ ShardId IndexWriter::AddShard(ShardMeta meta) {
 
 void IndexWriter::AddMember(MemberEntry member) { members_.push_back(std::move(member)); }
 
+void IndexWriter::AddSparseMember(MemberEntry member, const std::vector<Extent>& extents) {
+  std::string encoded;
+  for (const Extent& e : extents) AppendExtent(e, &encoded);
+  extents_[static_cast<uint32_t>(members_.size())] = std::move(encoded);
+  members_.push_back(std::move(member));
+}
+
 Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
                                        const WriteOptions& options) {
   SHARDFS_RETURN_IF_ERROR(CheckOutputPath(out_path, options.force));
@@ -405,6 +412,11 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   // side by side: 'D' keys ordered by parent inode (a stable counting sort;
   // siblings are already in name order), with a bloom filter for names that
   // do not exist; then 'I' keys in inode order (tree order), 'M' and 'S'.
+  // The extent list of a sparse file node, or extents_.end().
+  auto sparse_of = [&](const Node& n) {
+    if (extents_.empty() || n.member == kSynthesized) return extents_.end();
+    return extents_.find(static_cast<uint32_t>(n.member));
+  };
   auto record_of = [&](const Node& n) {
     EntryRecord rec;
     rec.type = n.type;
@@ -427,6 +439,10 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
       rec.offset = m.offset;
       rec.xxh3 = m.xxh3;
       if (m.has_checksum) rec.flags |= kEntryHasChecksum;
+      if (auto it = sparse_of(n); it != extents_.end()) {
+        rec.flags |= kEntrySparse;
+        rec.extents = it->second;
+      }
     } else if (n.type == EntryType::kSymlink) {
       rec.target = m.link_target;
       rec.size = m.link_target.size();
@@ -472,7 +488,12 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
     return n.hardlink || n.type != EntryType::kFile || n.member == kSynthesized ||
            members_[n.member].has_checksum;
   });
-  meta(kMetaSchemaVersion, std::to_string(kSchemaVersion));
+  // Version 2 only when a sparse file made it into the tree: older readers
+  // keep reading every other index.
+  bool any_sparse = std::any_of(nodes.begin(), nodes.end(), [&](const Node& n) {
+    return !n.hardlink && n.type == EntryType::kFile && sparse_of(n) != extents_.end();
+  });
+  meta(kMetaSchemaVersion, std::to_string(any_sparse ? kSparseSchemaVersion : kSchemaVersion));
   meta(kMetaBuildOptions, options.build_options);
   meta(kMetaCreatedBy, options.created_by);
   meta(kMetaFiles, std::to_string(stats.files));

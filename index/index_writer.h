@@ -42,6 +42,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "index/schema.h"
@@ -101,6 +102,10 @@ class IndexWriter {
 
   // Adds a member. Members are replayed in call order (see the rules above).
   void AddMember(MemberEntry member);
+  // Adds a sparse regular file: `extents` as index/schema.h describes them
+  // (sorted, apart, non-empty, inside member.size, which is the logical
+  // size), member.offset the first one's shard position (0 if none).
+  void AddSparseMember(MemberEntry member, const std::vector<Extent>& extents);
 
   // Makes room for `members` members in all, so that adding them does not
   // move the ones already added.
@@ -116,6 +121,9 @@ class IndexWriter {
  private:
   std::vector<ShardMeta> shards_;
   std::vector<MemberEntry> members_;
+  // Encoded extent lists of the sparse members, by index in members_; kept
+  // aside so that other members pay nothing for them.
+  std::unordered_map<uint32_t, std::string> extents_;
 };
 
 // Checks early, before a long scan, that `out_path` can be published.

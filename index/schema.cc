@@ -36,6 +36,34 @@ T GetLittle(const char* p) {
   return static_cast<T>(u);
 }
 
+// The tail of a sparse record: whole extents, each non-empty, in order,
+// apart, inside the logical size, with shard positions that do not wrap.
+Status DecodeExtents(EntryRecord* rec) {
+  if (rec->type != EntryType::kFile) {
+    return Status::Corruption("entry record: sparse flag on a non-file");
+  }
+  rec->extents = rec->target;
+  rec->target = {};
+  if (rec->extents.size() % kExtentSize != 0) {
+    return Status::Corruption(fmt::format(
+        "entry record: extent list of {} bytes, expected a multiple of {}", rec->extents.size(),
+        kExtentSize));
+  }
+  uint64_t end = 0;  // Logical end of the previous extent.
+  for (size_t i = 0; i < ExtentCount(*rec); ++i) {
+    Extent e = GetExtent(*rec, i);
+    if (e.length == 0 || e.logical < end || e.logical > rec->size ||
+        e.length > rec->size - e.logical || e.physical + e.length < e.physical) {
+      return Status::Corruption(fmt::format(
+          "entry record: extent {} ({} bytes at byte {} of a file of {}, after byte {}) is "
+          "empty, out of order, overlapping or past the end",
+          i, e.length, e.logical, rec->size, end));
+    }
+    end = e.logical + e.length;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string_view EncodeDirentPrefix(ViewId view, InodeId parent, DirentKeyBuffer& buf) {
@@ -93,8 +121,44 @@ bool DecodeShardKey(std::string_view key, ShardId* shard) {
   return true;
 }
 
+void AppendExtent(const Extent& extent, std::string* out) {
+  char buf[kExtentSize];
+  PutLittle<uint64_t>(buf, extent.logical);
+  PutLittle<uint64_t>(buf + 8, extent.length);
+  PutLittle<uint64_t>(buf + 16, extent.physical);
+  out->append(buf, kExtentSize);
+}
+
+Extent GetExtent(const EntryRecord& rec, size_t i) {
+  const char* p = rec.extents.data() + i * kExtentSize;
+  return {GetLittle<uint64_t>(p), GetLittle<uint64_t>(p + 8), GetLittle<uint64_t>(p + 16)};
+}
+
+uint64_t StoredBytes(const EntryRecord& rec) {
+  if (!rec.sparse()) return rec.size;
+  uint64_t total = 0;
+  for (size_t i = 0; i < ExtentCount(rec); ++i) total += GetExtent(rec, i).length;
+  return total;
+}
+
+size_t FindExtent(const EntryRecord& rec, uint64_t offset) {
+  size_t lo = 0, hi = ExtentCount(rec);
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    Extent e = GetExtent(rec, mid);
+    if (e.logical + e.length <= offset) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 void EncodeEntry(const EntryRecord& rec, std::string* out) {
-  out->resize(kEntryFixedSize + rec.target.size());
+  // Extents and a target exclude each other (sparse files vs symlinks).
+  const std::string_view tail = rec.sparse() ? rec.extents : rec.target;
+  out->resize(kEntryFixedSize + tail.size());
   char* p = out->data();
   p[0] = static_cast<char>(rec.type);
   p[1] = static_cast<char>(rec.flags);
@@ -109,7 +173,7 @@ void EncodeEntry(const EntryRecord& rec, std::string* out) {
   PutLittle<uint32_t>(p + 50, rec.shard.value);
   PutLittle<uint64_t>(p + 54, rec.offset);
   PutLittle<uint64_t>(p + 62, rec.xxh3);
-  if (!rec.target.empty()) std::memcpy(p + kEntryFixedSize, rec.target.data(), rec.target.size());
+  if (!tail.empty()) std::memcpy(p + kEntryFixedSize, tail.data(), tail.size());
 }
 
 Status DecodeEntry(std::string_view value, EntryRecord* rec) {
@@ -137,6 +201,8 @@ Status DecodeEntry(std::string_view value, EntryRecord* rec) {
   rec->offset = GetLittle<uint64_t>(p + 54);
   rec->xxh3 = GetLittle<uint64_t>(p + 62);
   rec->target = value.substr(kEntryFixedSize);
+  rec->extents = {};
+  if (rec->flags & kEntrySparse) return DecodeExtents(rec);
   if (rec->type != EntryType::kSymlink && !rec->target.empty()) {
     return Status::Corruption("entry record: trailing bytes after a non-symlink");
   }

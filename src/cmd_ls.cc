@@ -59,6 +59,19 @@ std::string EntryJson(const IndexReader& r, std::string_view path, const EntryRe
       .UNum("inode", e.inode.value);
   if (e.type == EntryType::kFile) {
     o.Str("shard", r.ShardPath(e.shard)).UNum("shard_id", e.shard.value).UNum("offset", e.offset);
+    if (e.sparse()) {
+      // [logical, length, shard offset] per extent; holes between read as zeros.
+      std::string extents = "[";
+      for (size_t i = 0; i < index::ExtentCount(e); ++i) {
+        index::Extent x = index::GetExtent(e, i);
+        extents += fmt::format("{}[{},{},{}]", i ? "," : "", x.logical, x.length, x.physical);
+      }
+      extents += "]";
+      o.Bool("sparse", true)
+          .UNum("extent_count", index::ExtentCount(e))
+          .UNum("data_bytes", index::StoredBytes(e))
+          .Raw("extents", extents);
+    }
     if (e.has_checksum()) {
       o.Str("xxh3", fmt::format("{:016x}", e.xxh3));
     } else {
@@ -201,6 +214,10 @@ int RunStat(int argc, char** argv) {
   if (e.type == EntryType::kFile) {
     fmt::print(" shard: {}\n", r.ShardPath(e.shard));
     fmt::print("offset: {}\n", e.offset);
+    if (e.sparse()) {
+      fmt::print("sparse: {} extents, {} bytes of data\n", index::ExtentCount(e),
+                 index::StoredBytes(e));
+    }
     fmt::print("  xxh3: {}\n", e.has_checksum() ? fmt::format("{:016x}", e.xxh3) : "(none)");
   }
   if (e.type == EntryType::kSymlink) fmt::print("target: {}\n", e.target);

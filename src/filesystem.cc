@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include "index/log.h"
@@ -79,7 +80,7 @@ void Filesystem::ToStat(const EntryRecord& rec, struct stat* st) const {
   st->st_gid = options_.gid >= 0 ? static_cast<gid_t>(options_.gid) : rec.gid;
   st->st_size = static_cast<off_t>(rec.size);
   st->st_blksize = 4096;
-  st->st_blocks = static_cast<blkcnt_t>((rec.size + 511) / 512);
+  st->st_blocks = static_cast<blkcnt_t>((index::StoredBytes(rec) + 511) / 512);
   int64_t sec = rec.mtime_ns / 1000000000;
   int64_t nsec = rec.mtime_ns % 1000000000;
   if (nsec < 0) {
@@ -179,17 +180,37 @@ Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) 
   char* buf = VerifyBuffer();
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  for (uint64_t done = 0; done < rec.size;) {
-    size_t len = static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, rec.size - done));
-    Status s = PreadExact(shard->fd(), buf, len, rec.offset + done);
-    if (!s.ok()) {
-      Status bad = s.WithContext(fmt::format("shard {}", reader_->ShardPath(rec.shard)));
-      shards_.MarkBad(rec.shard, bad);
-      return bad;
+  // The logical content: a sparse file's extents with its holes as zeros
+  // (streamed, never materialised); any other file is one extent.
+  const size_t extents = rec.sparse() ? index::ExtentCount(rec) : 1;
+  uint64_t at = 0;  // Logical bytes hashed.
+  auto hash_zeros = [&](uint64_t len) {
+    if (len == 0) return;
+    std::memset(buf, 0, static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, len)));
+    for (; len > 0;) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, len));
+      XXH3_64bits_update(&state, buf, n);
+      len -= n;
     }
-    XXH3_64bits_update(&state, buf, len);
-    done += len;
+  };
+  for (size_t i = 0; i < extents; ++i) {
+    index::Extent e = rec.sparse() ? index::GetExtent(rec, i)
+                                   : index::Extent{0, rec.size, rec.offset};
+    hash_zeros(e.logical - at);
+    for (uint64_t done = 0; done < e.length;) {
+      size_t len = static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, e.length - done));
+      Status s = PreadExact(shard->fd(), buf, len, e.physical + done);
+      if (!s.ok()) {
+        Status bad = s.WithContext(fmt::format("shard {}", reader_->ShardPath(rec.shard)));
+        shards_.MarkBad(rec.shard, bad);
+        return bad;
+      }
+      XXH3_64bits_update(&state, buf, len);
+      done += len;
+    }
+    at = e.logical + e.length;
   }
+  hash_zeros(rec.size - at);
   uint64_t got = XXH3_64bits_digest(&state);
   if (got != rec.xxh3) {
     Status bad = Status::Corruption(fmt::format(
@@ -204,6 +225,13 @@ Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) 
 Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range) {
   EntryRecord rec;
   index::RecordHolder holder;
+  return Resolve(inode, offset, size, range, &rec, &holder);
+}
+
+Status Filesystem::Resolve(InodeId inode, uint64_t offset, size_t size, ReadRange* range,
+                           EntryRecord* rec_out, index::RecordHolder* holder_out) {
+  EntryRecord& rec = *rec_out;
+  index::RecordHolder& holder = *holder_out;
   SHARDFS_RETURN_IF_ERROR(reader_->GetInode(inode, &rec, &holder));
   if (rec.type == index::EntryType::kDir) return Status::IsADirectory("a directory");
   if (rec.type != index::EntryType::kFile) return Status::InvalidArgument("not a file");
@@ -233,6 +261,45 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
   range->length = static_cast<size_t>(std::min<uint64_t>(size, rec.size - offset));
   range->ends_file = offset + range->length == rec.size;
   range->whole_file = offset == 0 && range->ends_file;
+  if (rec.sparse()) {
+    // Inside one extent: an ordinary range. Otherwise Read assembles it;
+    // push-ahead leaves such ranges alone (they end no file for it).
+    const size_t i = index::FindExtent(rec, offset);
+    if (i < index::ExtentCount(rec)) {
+      index::Extent e = index::GetExtent(rec, i);
+      range->position = e.physical + (offset > e.logical ? offset - e.logical : 0);
+      if (e.logical <= offset && offset + range->length <= e.logical + e.length) {
+        return Status::Ok();
+      }
+    } else {
+      range->position = rec.offset;
+    }
+    range->gather = true;
+    range->ends_file = false;
+    range->whole_file = false;
+  }
+  return Status::Ok();
+}
+
+Status Filesystem::Gather(const EntryRecord& rec, int fd, uint64_t offset, size_t len,
+                          char* buf) {
+  const uint64_t end = offset + len;
+  const size_t count = index::ExtentCount(rec);
+  uint64_t at = offset;
+  for (size_t i = index::FindExtent(rec, offset); at < end; ++i) {
+    index::Extent e{end, 0, 0};  // Past the last extent: a hole to the end.
+    if (i < count) e = index::GetExtent(rec, i);
+    const uint64_t hole_end = std::min(end, e.logical);
+    if (at < hole_end) {
+      std::memset(buf + (at - offset), 0, static_cast<size_t>(hole_end - at));
+      at = hole_end;
+    }
+    if (at >= end) break;
+    const uint64_t stop = std::min(end, e.logical + e.length);
+    SHARDFS_RETURN_IF_ERROR(PreadExact(fd, buf + (at - offset), static_cast<size_t>(stop - at),
+                                       e.physical + (at - e.logical)));
+    at = stop;
+  }
   return Status::Ok();
 }
 
@@ -259,9 +326,12 @@ Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, 
 
 Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, ReadRange* range) {
   *range = ReadRange{};
-  SHARDFS_RETURN_IF_ERROR(ResolveRead(inode, offset, size, range));
+  EntryRecord rec;
+  index::RecordHolder holder;
+  SHARDFS_RETURN_IF_ERROR(Resolve(inode, offset, size, range, &rec, &holder));
   if (range->length == 0) return Status::Ok();
-  Status s = PreadExact(range->shard->fd(), buf, range->length, range->position);
+  Status s = range->gather ? Gather(rec, range->shard->fd(), offset, range->length, buf)
+                           : PreadExact(range->shard->fd(), buf, range->length, range->position);
   if (!s.ok()) {
     s = s.WithContext(fmt::format("shard {}", reader_->ShardPath(range->shard_id)));
     shards_.MarkBad(range->shard_id, s);

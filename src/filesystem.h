@@ -62,6 +62,11 @@ struct ReadRange {
   // Set by PushAhead::NoteRead: the range ends the file, and reads of this
   // shard have been running sequentially (a reader walking the shard).
   bool sequential_to_eof = false;
+  // A read of a sparse file that crosses a hole or several extents: it is no
+  // one range of the shard (position is where its first stored byte is) and
+  // only Read can serve it, assembling it in the caller's buffer. A read
+  // inside one extent is an ordinary range.
+  bool gather = false;
 };
 
 // A file planned for pushing into the kernel's page cache ahead of a reader
@@ -146,7 +151,8 @@ class Filesystem {
   // a symlink.
   Status ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range);
   // Like ResolveRead, then preads the range into `buf` (of at least `size`
-  // bytes); a short read marks the shard bad and returns IoError.
+  // bytes; a sparse file's holes read as zeros); a short read marks the
+  // shard bad and returns IoError.
   Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n);
   // The same, also returning the range read (range->length bytes).
   Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, ReadRange* range);
@@ -165,6 +171,12 @@ class Filesystem {
 
  private:
   Status VerifyFile(const EntryRecord& rec, const ShardHandle& shard);
+  // ResolveRead, leaving the file's record in `rec` (valid while `holder`).
+  Status Resolve(InodeId inode, uint64_t offset, size_t size, ReadRange* range,
+                 EntryRecord* rec, index::RecordHolder* holder);
+  // Reads `len` bytes at logical `offset` of sparse file `rec` into `buf`:
+  // a pread per extent, zeros for the holes.
+  static Status Gather(const EntryRecord& rec, int fd, uint64_t offset, size_t len, char* buf);
 
   const std::unique_ptr<index::IndexReader> reader_;
   const FilesystemOptions options_;

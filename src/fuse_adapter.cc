@@ -184,7 +184,10 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   }
   const InodeId inode{ino};
   ReadRange range;
-  int replied;
+  int replied = 0;
+  // A sparse file's read across holes or extents is no one range of the
+  // shard: it is assembled in a buffer below.
+  bool buffered = !c.splice;
   if (c.splice) {
     Status s = c.fs->ResolveRead(inode, static_cast<uint64_t>(off), size, &range);
     if (!s.ok()) {
@@ -195,6 +198,9 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
       fuse_reply_buf(req, nullptr, 0);
       return;
     }
+    buffered = range.gather;
+  }
+  if (!buffered) {
     c.push->NoteRead(inode, &range);
     fuse_bufvec buf{};
     buf.count = 1;

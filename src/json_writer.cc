@@ -103,4 +103,10 @@ JsonObject& JsonObject::Null(std::string_view key) {
   return *this;
 }
 
+JsonObject& JsonObject::Raw(std::string_view key, std::string_view json) {
+  Key(key);
+  body_ += json;
+  return *this;
+}
+
 }  // namespace shardfs::cli

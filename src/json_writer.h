@@ -20,6 +20,8 @@ class JsonObject {
   JsonObject& UNum(std::string_view key, uint64_t value);
   JsonObject& Bool(std::string_view key, bool value);
   JsonObject& Null(std::string_view key);
+  // `json` must already be a JSON value (an array of numbers, say).
+  JsonObject& Raw(std::string_view key, std::string_view json);
   // Returns "{...}".
   std::string Finish() const { return body_ + "}"; }
 

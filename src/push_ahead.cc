@@ -177,7 +177,8 @@ Status PushAhead::Plan(InodeId inode, uint64_t max_bytes, bool stop_at_pushed,
   EntryRecord first;
   index::RecordHolder holder;
   SHARDFS_RETURN_IF_ERROR(reader.GetInode(inode, &first, &holder));
-  if (first.type != index::EntryType::kFile) return Status::Ok();
+  // A sparse file's offset and size are no range of the shard.
+  if (first.type != index::EntryType::kFile || first.sparse()) return Status::Ok();
   uint64_t end = first.offset + first.size;
   uint64_t bytes = 0;
   int stepped_over = 0;
@@ -185,8 +186,8 @@ Status PushAhead::Plan(InodeId inode, uint64_t max_bytes, bool stop_at_pushed,
     if (rec.type != index::EntryType::kFile || rec.size == 0) {
       return ++stepped_over <= kMaxStepOver;
     }
-    if (rec.shard != first.shard || rec.offset < end || rec.offset - end > kMaxGap ||
-        rec.size > kMaxFile || bytes + rec.size > max_bytes) {
+    if (rec.sparse() || rec.shard != first.shard || rec.offset < end ||
+        rec.offset - end > kMaxGap || rec.size > kMaxFile || bytes + rec.size > max_bytes) {
       return false;
     }
     end = rec.offset + rec.size;

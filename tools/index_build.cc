@@ -29,6 +29,8 @@ struct ShardScan {
   Status status;
   ShardInfo info;
   std::vector<index::MemberEntry> members;
+  // Extents of the sparse members, by index in `members`, in order.
+  std::vector<std::pair<size_t, std::vector<index::Extent>>> sparse;
   uint64_t rejected = 0;
   std::vector<std::string> rejected_examples;
 };
@@ -103,7 +105,10 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
   out->status = ScanTar(
       path, so,
       [&](ScannedMember&& m) -> Status {
-        uint64_t end = m.data_offset + m.size;
+        uint64_t end = m.sparse ? (m.extents.empty() ? 0
+                                                     : m.extents.back().physical +
+                                                           m.extents.back().length)
+                                : m.data_offset + m.size;
         pending_bytes += end > last_end ? end - last_end : 0;
         last_end = std::max(last_end, end);
         if (++pending_entries == kProgressBatch) {
@@ -142,6 +147,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
         } else {
           e.link_target = std::move(m.link_target);
         }
+        if (m.sparse) out->sparse.emplace_back(out->members.size(), std::move(m.extents));
         out->members.push_back(std::move(e));
         return Status::Ok();
       },
@@ -243,7 +249,15 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
     for (auto& ex : scan.rejected_examples) {
       if (report.rejected_examples.size() < kExamples) report.rejected_examples.push_back(ex);
     }
-    for (auto& m : scan.members) writer.AddMember(std::move(m));
+    auto sparse = scan.sparse.begin();
+    for (size_t k = 0; k < scan.members.size(); ++k) {
+      if (sparse != scan.sparse.end() && sparse->first == k) {
+        writer.AddSparseMember(std::move(scan.members[k]), sparse->second);
+        ++sparse;
+      } else {
+        writer.AddMember(std::move(scan.members[k]));
+      }
+    }
     scan.members.clear();
     scan.members.shrink_to_fit();
   }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <memory>
 #include <optional>
@@ -168,6 +169,158 @@ bool ReadExtensions(const char* data, size_t size, uint64_t header, Extensions* 
   return false;
 }
 
+// Hashes `len` zero bytes (a hole) without materialising them.
+void HashZeros(XXH3_state_t* state, uint64_t len) {
+  static constexpr char kZeros[64 * 1024] = {};
+  while (len > 0) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(len, sizeof kZeros));
+    XXH3_64bits_update(state, kZeros, n);
+    len -= n;
+  }
+}
+
+// The value of pax record `key` in the 'x' header at `header`, if any.
+bool PaxRecord(const char* data, size_t size, uint64_t header, std::string_view key,
+               std::string_view* value, uint64_t* records_end) {
+  if (header + 512 > size || data[header + 156] != 'x') return false;
+  uint64_t len = 0;
+  for (int i = 124; i < 136 && data[header + i] >= '0' && data[header + i] <= '7'; ++i) {
+    len = len * 8 + static_cast<uint64_t>(data[header + i] - '0');
+  }
+  if (len > size - header - 512) return false;
+  *records_end = header + 512 + (len + 511) / 512 * 512;
+  std::string_view recs(data + header + 512, len);
+  while (!recs.empty()) {
+    size_t space = recs.find(' ');
+    if (space == std::string_view::npos) return false;
+    uint64_t rec_len = 0;
+    for (size_t i = 0; i < space && recs[i] >= '0' && recs[i] <= '9'; ++i) {
+      rec_len = rec_len * 10 + static_cast<uint64_t>(recs[i] - '0');
+      if (rec_len > recs.size()) return false;
+    }
+    if (rec_len <= space + 1) return false;
+    std::string_view kv = recs.substr(space + 1, rec_len - space - 2);  // Drop '\n'.
+    recs.remove_prefix(rec_len);
+    if (kv.size() > key.size() && kv.starts_with(key) && kv[key.size()] == '=') {
+      *value = kv.substr(key.size() + 1);
+      return true;
+    }
+  }
+  return false;
+}
+
+// GNU sparse 1.0 keeps its map in the data area as decimal lines; libarchive
+// also takes lines GNU tar calls a "malformed sparse archive member" (say a
+// '#' comment). For a 1.0 member whose pax header is at `header` and whose
+// data starts at `data_start`, checks the map the way GNU tar 1.34 reads
+// it: digits only, one number a line.
+bool GnuSparse10MapIsStrict(const char* data, size_t size, uint64_t header,
+                            uint64_t data_start) {
+  std::string_view major;
+  uint64_t ustar = 0;
+  if (!PaxRecord(data, size, header, "GNU.sparse.major", &major, &ustar) || major != "1") {
+    return true;  // Not 1.0: nothing of the kind to check.
+  }
+  uint64_t map = ustar + 512;
+  if (map > data_start || data_start > size) return false;
+  std::string_view text(data + map, data_start - map);
+  auto number = [&](uint64_t* out) {
+    size_t nl = text.find('\n');
+    if (nl == 0 || nl == std::string_view::npos || nl > 20) return false;
+    *out = 0;
+    for (size_t i = 0; i < nl; ++i) {
+      if (text[i] < '0' || text[i] > '9') return false;
+      *out = *out * 10 + static_cast<uint64_t>(text[i] - '0');
+    }
+    text.remove_prefix(nl + 1);
+    return true;
+  };
+  uint64_t count = 0, unused = 0;
+  if (!number(&count)) return false;
+  for (uint64_t i = 0; i < 2 * count; ++i) {
+    if (!number(&unused)) return false;
+  }
+  return true;
+}
+
+// Reads the data blocks of sparse member `mem` (its header just read) and
+// records them as extents: libarchive returns each block with its logical
+// offset and, the shard being one block in memory, a pointer into it.
+// Adjacent blocks that are adjacent in the shard too become one extent.
+Status ReadSparseExtents(struct archive* a, std::string_view path, const char* base,
+                         size_t size, const ScanOptions& options, ScannedMember* mem) {
+  auto where = [&] {
+    return fmt::format("shard {}: member '{}' at byte {}", path, mem->path, mem->header_offset);
+  };
+  // libarchive has read a 1.0 member's map with its header: its data starts here.
+  const int64_t consumed = archive_filter_bytes(a, 0);
+  const uint64_t map_end = consumed > 0 ? static_cast<uint64_t>(consumed) : 0;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(
+      options.checksum ? XXH3_createState() : nullptr, &XXH3_freeState);
+  if (hash) XXH3_64bits_reset(hash.get());
+  uint64_t end = 0;  // Logical end of the data seen so far.
+  for (;;) {
+    const void* buf = nullptr;
+    size_t len = 0;
+    la_int64_t block_off = 0;
+    int r = archive_read_data_block(a, &buf, &len, &block_off);
+    if (r == ARCHIVE_EOF) break;
+    if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+      const char* err = archive_error_string(a);
+      return Status::InvalidArgument(fmt::format("{}: sparse data unreadable: {}", where(),
+                                                 err ? err : "truncated"));
+    }
+    if (len == 0) continue;
+    const char* p = static_cast<const char*>(buf);
+    if (p < base || p > base + size || len > static_cast<size_t>(base + size - p)) {
+      return Status::NotSupported(fmt::format(
+          "{}: sparse data block at logical byte {} is not a range of the shard", where(),
+          block_off));
+    }
+    const uint64_t logical = static_cast<uint64_t>(block_off);
+    if (block_off < 0 || logical < end || logical > mem->size || len > mem->size - logical) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: sparse data block of {} bytes at logical byte {}: out of order or past the "
+          "size {}",
+          where(), len, block_off, mem->size));
+    }
+    const uint64_t physical = static_cast<uint64_t>(p - base);
+    if (hash) {
+      HashZeros(hash.get(), logical - end);
+      XXH3_64bits_update(hash.get(), p, len);
+    }
+    if (!mem->extents.empty() && mem->extents.back().logical + mem->extents.back().length ==
+                                     logical &&
+        mem->extents.back().physical + mem->extents.back().length == physical) {
+      mem->extents.back().length += len;
+    } else {
+      mem->extents.push_back({logical, len, physical});
+    }
+    end = logical + len;
+  }
+  // libarchive stops at the end of the sparse map and skips the padding the
+  // header's size implies: if the map does not account for exactly that
+  // data, it is left off a block boundary and every later header would be
+  // misread (GNU tar reads such a member differently too).
+  if (archive_filter_bytes(a, 0) % kBlock != 0) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: its sparse map does not account for its stored data (ends at byte {}, not on a "
+        "512-byte boundary)",
+        where(), archive_filter_bytes(a, 0)));
+  }
+  if (hash) {
+    HashZeros(hash.get(), mem->size - end);
+    mem->has_checksum = true;
+    mem->xxh3 = XXH3_64bits_digest(hash.get());
+  }
+  mem->data_offset = mem->extents.empty() ? 0 : mem->extents.front().physical;
+  if (!GnuSparse10MapIsStrict(base, size, mem->header_offset, map_end)) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: malformed GNU sparse 1.0 map (GNU tar refuses it)", where()));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ScanTar(const std::string& path, const ScanOptions& options,
@@ -292,13 +445,12 @@ Status ScanTarBytes(std::string_view path, const char* data, size_t size,
       mem.link_target = *ext.linkpath;
     }
     if (mem.kind == MemberKind::kFile && archive_entry_sparse_count(e) > 0) {
-      return Status::NotSupported(fmt::format(
-          "shard {}: member '{}' at byte {}: sparse member, its data is not one contiguous "
-          "range (re-create the shard without --sparse)",
-          path, name, mem.header_offset));
-    }
-
-    if (mem.kind == MemberKind::kFile && mem.size > 0) {
+      mem.sparse = true;
+      SHARDFS_RETURN_IF_ERROR(ReadSparseExtents(a.get(), path, base, size, options, &mem));
+      info->data_bytes += mem.size;
+      int64_t consumed = archive_filter_bytes(a.get(), 0);
+      next_header = consumed > 0 ? static_cast<uint64_t>(consumed) : mem.header_offset + kBlock;
+    } else if (mem.kind == MemberKind::kFile && mem.size > 0) {
       if (options.checksum) XXH3_64bits_reset(hash.get());
       uint64_t seen = 0;
       bool first = true;

@@ -5,8 +5,9 @@
 // the data pointers libarchive returns point into the mapping and give each
 // member's data offset exactly. A
 // pointer outside the mapping means libarchive copied the data; such a member
-// is refused, never guessed at. GNU sparse members are refused too: their
-// data is not one contiguous range.
+// is refused, never guessed at. A sparse member (GNU sparse 0.0, 0.1, 1.0,
+// old GNU 'S') stores only its data: libarchive returns each data block with
+// its logical offset, so the same pointers give its extents exactly.
 //
 // Thread-safe: each call owns its archive and mapping; scan shards in
 // parallel by calling ScanTar from several threads.
@@ -17,7 +18,9 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "index/schema.h"
 #include "index/status.h"
 
 namespace shardfs::tools {
@@ -32,9 +35,14 @@ struct ScannedMember {
   int64_t uid = 0;
   int64_t gid = 0;
   int64_t mtime_ns = 0;
-  uint64_t size = 0;
+  uint64_t size = 0;            // Sparse members: the logical size.
   uint64_t header_offset = 0;  // Where the member's first header starts.
   uint64_t data_offset = 0;    // Where its data starts (0 for empty members).
+  // A sparse member: its data extents, in order (possibly none); data_offset
+  // is the first one's shard position and `xxh3` covers the logical content
+  // with holes read as zeros.
+  bool sparse = false;
+  std::vector<index::Extent> extents;
   bool has_checksum = false;
   uint64_t xxh3 = 0;
   std::string link_target;   // Symlink target or hard link target, raw.
@@ -58,7 +66,7 @@ struct ScanOptions {
 // order; a non-ok Status from `on_member` stops the scan and is returned.
 // Returns InvalidArgument naming the shard and byte offset for anything that
 // is not a well-formed uncompressed tar (truncated, bad checksum, ...), and
-// NotSupported for members without one contiguous data range.
+// NotSupported for members whose data libarchive does not return in place.
 Status ScanTar(const std::string& path, const ScanOptions& options,
                const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info);
 

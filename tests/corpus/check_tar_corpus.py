@@ -51,8 +51,17 @@ def indexed_tree(shardfs, index):
         path = os.fsencode(e["path"])
         if e["type"] == "file":
             with open(e["shard"], "rb") as f:
-                f.seek(e["offset"])
-                data = f.read(e["size"])
+                if e.get("sparse"):
+                    # Holes are zeros; each extent's bytes come from where
+                    # the index says they are in the shard.
+                    data = bytearray(e["size"])
+                    for logical, length, physical in e["extents"]:
+                        f.seek(physical)
+                        data[logical:logical + length] = f.read(length)
+                    data = bytes(data)
+                else:
+                    f.seek(e["offset"])
+                    data = f.read(e["size"])
             tree[path] = ("file", data)
         elif e["type"] == "symlink":
             tree[path] = ("symlink", os.fsencode(e["target"]))

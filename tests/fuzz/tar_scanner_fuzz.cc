@@ -14,8 +14,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     shardfs::Status s = ScanTarBytes(
         "fuzz.tar", reinterpret_cast<const char*>(data), size, options,
         [&](ScannedMember&& m) -> shardfs::Status {
-          if (m.kind == MemberKind::kFile && m.size > 0 &&
-              (m.data_offset > size || m.size > size - m.data_offset)) {
+          if (m.sparse) {
+            // Every extent inside the shard and the logical size, in order.
+            uint64_t end = 0;
+            for (const auto& e : m.extents) {
+              if (e.length == 0 || e.logical < end || e.logical > m.size ||
+                  e.length > m.size - e.logical || e.physical > size ||
+                  e.length > size - e.physical) {
+                std::abort();
+              }
+              end = e.logical + e.length;
+            }
+          } else if (m.kind == MemberKind::kFile && m.size > 0 &&
+                     (m.data_offset > size || m.size > size - m.data_offset)) {
             std::abort();  // A range outside the shard would serve wrong bytes.
           }
           return shardfs::Status::Ok();

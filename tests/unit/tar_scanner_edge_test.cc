@@ -89,11 +89,11 @@ TEST_P(HugeMemberTest, SizeAndOffsetPast8GiB) {
 INSTANTIATE_TEST_SUITE_P(Formats, HugeMemberTest, ::testing::Values("GNU_FORMAT", "PAX_FORMAT"),
                          [](const auto& info) { return std::string(info.param); });
 
-// A file with holes archived with --sparse: the scanner must refuse it,
-// naming shard and member, rather than report a range with wrong bytes.
+// A file with holes archived with --sparse: the scanner reports its data
+// extents, each pointing at the source's bytes in the shard.
 class SparseMemberTest : public ::testing::TestWithParam<std::vector<std::string>> {};
 
-TEST_P(SparseMemberTest, RefusedWithNotSupported) {
+TEST_P(SparseMemberTest, ExtentsPointAtTheData) {
   TempDir dir;
   const std::string src = dir / "src";
   ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
@@ -120,10 +120,24 @@ TEST_P(SparseMemberTest, RefusedWithNotSupported) {
 
   Status s;
   std::vector<ScannedMember> members = ScanAll(shard, &s);
-  EXPECT_EQ(s.code(), Status::Code::kNotSupported) << s.message();
-  EXPECT_NE(s.message().find(shard), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("holes.bin"), std::string::npos) << s.message();
-  for (const ScannedMember& m : members) EXPECT_NE(m.path, "holes.bin");
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(members.size(), 2u);
+  const ScannedMember& m = members[1];
+  EXPECT_EQ(m.path, "holes.bin");
+  EXPECT_TRUE(m.sparse);
+  EXPECT_EQ(m.size, (uint64_t{4} << 20) + 4096 + 100);
+  const std::string bytes = testing::ReadFile(shard);
+  const std::string block = testing::PseudoRandomBytes(4096, 9);
+  ASSERT_EQ(m.extents.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const index::Extent& e = m.extents[i];
+    EXPECT_EQ(e.logical, (std::vector<uint64_t>{0, 1 << 20, 3 << 20})[i]);
+    EXPECT_EQ(e.length, 4096u);
+    ASSERT_LE(e.physical + e.length, bytes.size());
+    EXPECT_EQ(bytes.compare(e.physical, e.length, block), 0) << "extent " << i;
+  }
+  EXPECT_EQ(m.data_offset, m.extents[0].physical);
+  EXPECT_TRUE(m.has_checksum);
 }
 
 INSTANTIATE_TEST_SUITE_P(
