@@ -430,7 +430,9 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
       return rec;
     }
     const MemberEntry& m = members_[n.member];
-    rec.mode = TypeBits(n.type) | (m.mode & 07777);
+    // A symlink's own mode bits mean nothing on Linux and tar makes every
+    // symlink 0777, whatever its header says: show what tar -x shows.
+    rec.mode = TypeBits(n.type) | (n.type == EntryType::kSymlink ? 0777 : m.mode & 07777);
     rec.uid = m.uid;
     rec.gid = m.gid;
     if (n.type == EntryType::kFile) {
