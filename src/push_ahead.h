@@ -64,7 +64,7 @@ struct PushOptions {
   uint64_t random_bytes = 0;            // -o push_random; 0: off.
   uint64_t shard_readahead = 8 << 20;   // -o readahead; 0: the kernel's own.
   bool drop_behind = true;              // -o drop_behind.
-  unsigned threads = 2;                 // -o push_threads: pusher threads.
+  unsigned threads = 8;                 // -o push_threads: pusher threads.
   size_t queue_capacity = 64;           // Jobs waiting; more are dropped.
 };
 
