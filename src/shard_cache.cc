@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "index/file_kind.h"
 #include "index/fingerprint.h"
 #include "index/log.h"
 
@@ -30,16 +31,6 @@ bool Transient(int err) {
          err == EINTR;
 }
 
-const char* FileKind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  return "not a regular file";
-}
-
 }  // namespace
 
 Result<ShardHandle> ShardCache::Open(uint32_t id) {
@@ -54,7 +45,7 @@ Result<ShardHandle> ShardCache::Open(uint32_t id) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", s.path));
   if (!S_ISREG(st.st_mode)) {
-    return Status::Corruption(fmt::format("shard {}: is {}, not a regular file", s.path,
+    return Status::Corruption(fmt::format("shard {}: {}, expected a regular file", s.path,
                                           FileKind(st.st_mode)));
   }
   if (static_cast<uint64_t>(st.st_size) != s.meta.size) {

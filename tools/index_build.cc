@@ -13,6 +13,7 @@
 #include <new>
 #include <thread>
 
+#include "index/file_kind.h"
 #include "index/log.h"
 #include "index/member_path.h"
 #include "tools/progress.h"
@@ -72,18 +73,6 @@ Status ExpandOne(const std::string& input, std::vector<std::string>* out) {
     return Status::InvalidArgument(fmt::format("{}: pattern matches no file", input));
   }
   return Status::FromErrno(errno, input);
-}
-
-// What a file that is not a regular file is, for messages.
-const char* FileKind(mode_t mode) {
-  switch (mode & S_IFMT) {
-    case S_IFIFO: return "is a FIFO";
-    case S_IFDIR: return "is a directory";
-    case S_IFCHR: return "is a character device";
-    case S_IFBLK: return "is a block device";
-    case S_IFSOCK: return "is a socket";
-    default: return "is not a regular file";
-  }
 }
 
 index::EntryType TypeOf(MemberKind kind) {

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string_view>
 
+#include "index/file_kind.h"
 #include "index/fingerprint.h"
 
 namespace shardfs::tools {
@@ -74,18 +75,6 @@ const char* OtherTypeName(mode_t type) {
     case AE_IFBLK: return "block device";
     case AE_IFSOCK: return "socket";
     default: return "unknown type";
-  }
-}
-
-// What a file that is not a regular file is, for messages.
-const char* FileKind(mode_t mode) {
-  switch (mode & S_IFMT) {
-    case S_IFIFO: return "is a FIFO";
-    case S_IFDIR: return "is a directory";
-    case S_IFCHR: return "is a character device";
-    case S_IFBLK: return "is a block device";
-    case S_IFSOCK: return "is a socket";
-    default: return "is not a regular file";
   }
 }
 
