@@ -42,7 +42,8 @@
 //    50     4  shard          files only; ShardId
 //    54     8  offset         files only; byte offset of the data in the shard
 //    62     8  xxh3           files only; XXH3-64 of the content (sparse files:
-//                             of the logical content, holes read as zeros)
+//                             of the stored extents' bytes in order; holes,
+//                             zeros by construction, are not hashed)
 //    70     n  target         symlinks only; the raw target bytes
 //    70  24*k  extents        sparse files only (flags bit 1); see below
 //

@@ -180,23 +180,13 @@ Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) 
   char* buf = VerifyBuffer();
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  // The logical content: a sparse file's extents with its holes as zeros
-  // (streamed, never materialised); any other file is one extent.
+  // The stored bytes: a file's one range, or a sparse file's extents in
+  // order (its holes are zeros by construction and are not hashed; see
+  // index/schema.h).
   const size_t extents = rec.sparse() ? index::ExtentCount(rec) : 1;
-  uint64_t at = 0;  // Logical bytes hashed.
-  auto hash_zeros = [&](uint64_t len) {
-    if (len == 0) return;
-    std::memset(buf, 0, static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, len)));
-    for (; len > 0;) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, len));
-      XXH3_64bits_update(&state, buf, n);
-      len -= n;
-    }
-  };
   for (size_t i = 0; i < extents; ++i) {
     index::Extent e = rec.sparse() ? index::GetExtent(rec, i)
                                    : index::Extent{0, rec.size, rec.offset};
-    hash_zeros(e.logical - at);
     for (uint64_t done = 0; done < e.length;) {
       size_t len = static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, e.length - done));
       Status s = PreadExact(shard->fd(), buf, len, e.physical + done);
@@ -208,9 +198,7 @@ Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) 
       XXH3_64bits_update(&state, buf, len);
       done += len;
     }
-    at = e.logical + e.length;
   }
-  hash_zeros(rec.size - at);
   uint64_t got = XXH3_64bits_digest(&state);
   if (got != rec.xxh3) {
     Status bad = Status::Corruption(fmt::format(
