@@ -1,5 +1,7 @@
 #include "index/fingerprint.h"
 
+#include "base/io.h"
+
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -9,38 +11,17 @@
 #include <vector>
 
 namespace shardfs::index {
-namespace {
-
-Status ReadExact(int fd, char* buf, size_t len, uint64_t off) {
-  size_t done = 0;
-  while (done < len) {
-    ssize_t n = ::pread(fd, buf + done, len - done, static_cast<off_t>(off + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno, fmt::format("read at byte {}", off + done));
-    }
-    if (n == 0) {
-      return Status::IoError(fmt::format("file ends at byte {}, expected {} bytes",
-                                         off + done, off + len));
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
 Result<uint64_t> ShardFingerprint(int fd, uint64_t size) {
   std::vector<char> buf(kFingerprintSpan);
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
                                                                   &XXH3_freeState);
   XXH3_64bits_reset(state.get());
   uint64_t head = std::min(size, kFingerprintSpan);
-  SHARDFS_RETURN_IF_ERROR(ReadExact(fd, buf.data(), head, 0));
+  SHARDFS_RETURN_IF_ERROR(PreadExact(fd, buf.data(), head, 0));
   XXH3_64bits_update(state.get(), buf.data(), head);
   uint64_t tail_off = size > kFingerprintSpan ? size - kFingerprintSpan : 0;
   uint64_t tail = size - tail_off;
-  SHARDFS_RETURN_IF_ERROR(ReadExact(fd, buf.data(), tail, tail_off));
+  SHARDFS_RETURN_IF_ERROR(PreadExact(fd, buf.data(), tail, tail_off));
   XXH3_64bits_update(state.get(), buf.data(), tail);
   unsigned char le[8];
   for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(size >> (8 * i));

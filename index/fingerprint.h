@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "index/status.h"
+#include "base/status.h"
 
 namespace shardfs::index {
 

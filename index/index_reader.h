@@ -28,8 +28,8 @@
 
 #include <rocksdb/slice.h>
 
+#include "base/status.h"
 #include "index/schema.h"
-#include "index/status.h"
 
 namespace rocksdb {
 class DB;

@@ -16,8 +16,8 @@
 #include <rocksdb/db.h>
 #include <rocksdb/sst_file_writer.h>
 
+#include "base/log.h"
 #include "index/db_options.h"
-#include "index/log.h"
 #include "index/member_path.h"
 
 namespace shardfs::index {

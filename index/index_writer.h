@@ -45,8 +45,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/status.h"
 #include "index/schema.h"
-#include "index/status.h"
 
 namespace shardfs::index {
 

@@ -81,7 +81,7 @@
 #include <string>
 #include <string_view>
 
-#include "index/status.h"
+#include "base/status.h"
 
 namespace shardfs::index {
 

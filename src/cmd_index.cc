@@ -3,8 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "base/log.h"
+#include "base/parse.h"
 #include "index/index_reader.h"
-#include "index/log.h"
 #include "src/command.h"
 #include "src/json_writer.h"
 #include "tools/index_build.h"
@@ -25,12 +26,7 @@ int RunIndexBuild(int argc, char** argv) {
       case 'o': o.out = optarg; break;
       case 'n': o.checksum = false; break;
       case 'j':
-        try {
-          o.jobs = std::stoi(optarg);
-        } catch (...) {
-          o.jobs = -1;
-        }
-        if (o.jobs < 1) return UsageError("index build", "-j needs a positive number");
+        if (!ParseJobs(optarg, &o.jobs)) return UsageError("index build", "-j needs a count 1..4096");
         break;
       case 'F': o.force = true; break;
       case 'q': o.quiet = true; break;

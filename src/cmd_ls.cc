@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "base/log.h"
 #include "index/index_reader.h"
-#include "index/log.h"
 #include "src/command.h"
 #include "src/json_writer.h"
 

@@ -23,8 +23,8 @@
 #include <string>
 #include <thread>
 
+#include "base/log.h"
 #include "index/index_reader.h"
-#include "index/log.h"
 #include "src/command.h"
 #include "src/filesystem.h"
 #include "src/fuse_adapter.h"

@@ -5,7 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "index/log.h"
+#include "base/log.h"
+#include "base/parse.h"
 #include "src/command.h"
 #include "tools/pack.h"
 #include "tools/progress.h"
@@ -17,16 +18,6 @@ namespace {
 // Prints at most this many lines of one list (skipped entries, errors), then
 // how many more there were.
 constexpr size_t kListed = 1000;
-
-bool ParseJobs(const char* text, int* jobs) {
-  try {
-    size_t pos = 0;
-    *jobs = std::stoi(text, &pos);
-    return pos == std::string(text).size() && *jobs >= 1;
-  } catch (...) {
-    return false;
-  }
-}
 
 void PrintList(log::Level level, std::string_view what, const std::vector<std::string>& lines) {
   for (size_t i = 0; i < lines.size() && i < kListed; ++i) {
@@ -81,7 +72,7 @@ int RunPack(int argc, char** argv) {
       }
       case kName: o.name = optarg; break;
       case 'j':
-        if (!ParseJobs(optarg, &o.jobs)) return UsageError("pack", "-j needs a positive number");
+        if (!ParseJobs(optarg, &o.jobs)) return UsageError("pack", "-j needs a count 1..4096");
         break;
       case kFromList: o.from_list = optarg; break;
       case kExclude: o.excludes.push_back(optarg); break;
@@ -138,7 +129,7 @@ int RunVerify(int argc, char** argv) {
       case kMounted: o.mounted = optarg; break;
       case kFull: o.full = true; break;
       case 'j':
-        if (!ParseJobs(optarg, &o.jobs)) return UsageError("verify", "-j needs a positive number");
+        if (!ParseJobs(optarg, &o.jobs)) return UsageError("verify", "-j needs a count 1..4096");
         break;
       case 'q': o.quiet = true; break;
       default: return UsageError("verify", "unknown option");

@@ -27,8 +27,6 @@ const std::vector<Command>& AllCommands();
 // Prints "shardfs NAME: REASON (see shardfs NAME --help)" and returns 2.
 int UsageError(const char* command, const std::string& reason);
 
-// Parses a size such as "64M", "1GiB", "4096". Returns false if malformed.
-bool ParseSize(const std::string& text, uint64_t* out);
 
 // Commands, defined in cmd_*.cc.
 int RunIndexBuild(int argc, char** argv);

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "index/log.h"
+#include "base/log.h"
 
 namespace shardfs::mount {
 namespace {

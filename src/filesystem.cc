@@ -10,7 +10,8 @@
 #include <cstring>
 #include <vector>
 
-#include "index/log.h"
+#include "base/io.h"
+#include "base/log.h"
 
 namespace shardfs::mount {
 namespace {
@@ -32,23 +33,6 @@ char* VerifyBuffer() {
 }
 
 }  // namespace
-
-Status PreadExact(int fd, char* buf, size_t len, uint64_t pos) {
-  size_t done = 0;
-  while (done < len) {
-    ssize_t n = ::pread(fd, buf + done, len - done, static_cast<off_t>(pos + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno, fmt::format("read at byte {}", pos + done));
-    }
-    if (n == 0) {
-      return Status::IoError(fmt::format("shard ends at byte {}, expected data up to byte {}",
-                                         pos + done, pos + len));
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
 
 Filesystem::Filesystem(std::unique_ptr<index::IndexReader> reader, FilesystemOptions options)
     : reader_(std::move(reader)),
@@ -225,13 +209,12 @@ Status Filesystem::Resolve(InodeId inode, uint64_t offset, size_t size, ReadRang
   if (rec.type != index::EntryType::kFile) return Status::InvalidArgument("not a file");
   *range = ReadRange{};
   if (offset >= rec.size || size == 0) return Status::Ok();
-  Result<ShardHandle> shard = shards_.Get(rec.shard);
-  if (!shard.ok()) return shard.status();
+  SHARDFS_ASSIGN_OR_RETURN(ShardHandle shard, shards_.Get(rec.shard));
   // A shard truncated or replaced while mounted must not serve bytes: the
   // size check is one fstat; content is covered by verify=first|always.
   struct stat st;
   const index::ShardMeta& meta = reader_->shards()[rec.shard.value];
-  if (::fstat((*shard)->fd(), &st) != 0 || static_cast<uint64_t>(st.st_size) != meta.size) {
+  if (::fstat(shard->fd(), &st) != 0 || static_cast<uint64_t>(st.st_size) != meta.size) {
     Status bad = Status::Corruption(
         fmt::format("shard {}: size changed while mounted ({} bytes, indexed as {})",
                     reader_->ShardPath(rec.shard), st.st_size, meta.size));
@@ -240,10 +223,10 @@ Status Filesystem::Resolve(InodeId inode, uint64_t offset, size_t size, ReadRang
   }
   if (options_.verify == VerifyMode::kAlways ||
       (options_.verify == VerifyMode::kFirst && !verified_.Test(inode))) {
-    SHARDFS_RETURN_IF_ERROR(VerifyFile(rec, *shard));
+    SHARDFS_RETURN_IF_ERROR(VerifyFile(rec, shard));
     verified_.Set(inode);
   }
-  range->shard = std::move(shard).value();
+  range->shard = std::move(shard);
   range->shard_id = rec.shard;
   range->position = rec.offset + offset;
   range->length = static_cast<size_t>(std::min<uint64_t>(size, rec.size - offset));

@@ -26,9 +26,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "index/index_reader.h"
 #include "index/schema.h"
-#include "index/status.h"
 #include "src/shard_cache.h"
 
 namespace shardfs::mount {
@@ -185,9 +185,6 @@ class Filesystem {
   InodeBits verified_;
 };
 
-// Reads exactly `len` bytes at `pos`, retrying short reads. Returns IoError
-// if the file ends first.
-Status PreadExact(int fd, char* buf, size_t len, uint64_t pos);
 
 }  // namespace shardfs::mount
 

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "index/log.h"
+#include "base/log.h"
 #include "src/dir_prefill.h"
 #include "src/push_ahead.h"
 
@@ -580,8 +580,7 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   if (!se) return Status::InvalidArgument("cannot create the FUSE session (bad -o option?)");
   std::unique_ptr<fuse_session, decltype(&fuse_session_destroy)> session(se,
                                                                           &fuse_session_destroy);
-  Result<SignalStop> signals = SignalStop::Install();
-  if (!signals.ok()) return signals.status();
+  SHARDFS_ASSIGN_OR_RETURN(SignalStop signals, SignalStop::Install());
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     return Status::IoError(fmt::format("cannot mount at {}", mountpoint));
   }
@@ -598,9 +597,9 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   fuse_loop_cfg_set_idle_threads(cfg, std::min(options.idle_threads, options.threads));
   // A signal stops the pushers while the workers still answer READs, then
   // ends the loop (see SignalStop).
-  signals->Watch(se, [&push] { push.Stop(); });
+  signals.Watch(se, [&push] { push.Stop(); });
   int rc = fuse_session_loop_mt(se, cfg);
-  signals->LoopEnded();
+  signals.LoopEnded();
   fuse_loop_cfg_destroy(cfg);
   // Ended by an unmount: the connection is gone, so no store can be waiting.
   push.Stop();

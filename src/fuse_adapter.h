@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "index/status.h"
+#include "base/status.h"
 #include "src/filesystem.h"
 #include "src/mount_options.h"
 

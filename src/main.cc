@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "index/log.h"
+#include "base/log.h"
 #include "src/command.h"
 
 #ifndef SHARDFS_VERSION
@@ -73,33 +73,6 @@ const std::vector<Command>& AllCommands() {
 int UsageError(const char* command, const std::string& reason) {
   fmt::print(stderr, "shardfs {}: {} (see shardfs {} --help)\n", command, reason, command);
   return kExitUsage;
-}
-
-bool ParseSize(const std::string& text, uint64_t* out) {
-  size_t pos = 0;
-  unsigned long long n = 0;
-  try {
-    n = std::stoull(text, &pos);
-  } catch (...) {
-    return false;
-  }
-  std::string suffix = text.substr(pos);
-  uint64_t mul = 1;
-  if (suffix.empty() || suffix == "B") {
-    mul = 1;
-  } else if (suffix == "K" || suffix == "KiB" || suffix == "k") {
-    mul = 1ull << 10;
-  } else if (suffix == "M" || suffix == "MiB") {
-    mul = 1ull << 20;
-  } else if (suffix == "G" || suffix == "GiB") {
-    mul = 1ull << 30;
-  } else if (suffix == "T" || suffix == "TiB") {
-    mul = 1ull << 40;
-  } else {
-    return false;
-  }
-  *out = n * mul;
-  return true;
 }
 
 }  // namespace shardfs::cli

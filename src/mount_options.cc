@@ -1,3 +1,4 @@
+#include "base/parse.h"
 #include "src/mount_options.h"
 
 #include <fuse_opt.h>
@@ -19,28 +20,6 @@ bool ParseNumber(std::string_view v, double* out) {
   char* end = nullptr;
   *out = std::strtod(s.c_str(), &end);
   return !s.empty() && end && *end == '\0' && *out >= 0;
-}
-
-bool ParseBytes(std::string_view v, uint64_t* out) {
-  std::string s(v);
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(s.c_str(), &end, 10);
-  if (s.empty() || end == s.c_str()) return false;
-  std::string_view suffix(end);
-  uint64_t mul = 1;
-  if (suffix == "" || suffix == "B") {
-    mul = 1;
-  } else if (suffix == "K" || suffix == "KiB") {
-    mul = 1ull << 10;
-  } else if (suffix == "M" || suffix == "MiB") {
-    mul = 1ull << 20;
-  } else if (suffix == "G" || suffix == "GiB") {
-    mul = 1ull << 30;
-  } else {
-    return false;
-  }
-  *out = n * mul;
-  return true;
 }
 
 bool ParseBool(std::string_view v, bool* out) {
@@ -69,18 +48,17 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
         fmt::format("-o {}: expected {}", arg, expected));
     return 0;
   };
-  double d = 0;
   uint64_t n = 0;
   if (name == "entry_timeout") {
     if (!ParseNumber(value, &o.entry_timeout)) return bad("seconds");
   } else if (name == "attr_timeout") {
     if (!ParseNumber(value, &o.attr_timeout)) return bad("seconds");
   } else if (name == "threads") {
-    if (!ParseNumber(value, &d) || d < 1 || d > 1024) return bad("a thread count 1..1024");
-    o.threads = static_cast<unsigned>(d);
+    if (!ParseCount(value, 1, 1024, &n)) return bad("a thread count 1..1024");
+    o.threads = static_cast<unsigned>(n);
   } else if (name == "idle_threads") {
-    if (!ParseNumber(value, &d) || d < 1 || d > 1024) return bad("a thread count 1..1024");
-    o.idle_threads = static_cast<unsigned>(d);
+    if (!ParseCount(value, 1, 1024, &n)) return bad("a thread count 1..1024");
+    o.idle_threads = static_cast<unsigned>(n);
   } else if (name == "clone_fd") {
     if (!ParseBool(value, &o.clone_fd)) return bad("0 or 1");
   } else if (name == "kernel_open") {
@@ -92,27 +70,27 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
   } else if (name == "prefill_dirs") {
     if (!ParseBool(value, &o.prefill_dirs)) return bad("0 or 1");
   } else if (name == "push_ahead") {
-    if (!ParseBytes(value, &o.push.sequential_bytes)) return bad("a size such as 4M, or 0");
+    if (!ParseSize(value, &o.push.sequential_bytes)) return bad("a size such as 4M, or 0");
   } else if (name == "drop_behind") {
     if (!ParseBool(value, &o.push.drop_behind)) return bad("0 or 1");
   } else if (name == "push_random") {
     if (value == "auto") {
       o.push_random_auto = true;
-    } else if (ParseBytes(value, &o.push.random_bytes)) {
+    } else if (ParseSize(value, &o.push.random_bytes)) {
       o.push_random_auto = false;
     } else {
       return bad("a size such as 1M, 0, or auto");
     }
   } else if (name == "push_threads") {
-    if (!ParseNumber(value, &d) || d < 1 || d > 64) return bad("a thread count 1..64");
-    o.push.threads = static_cast<unsigned>(d);
+    if (!ParseCount(value, 1, 64, &n)) return bad("a thread count 1..64");
+    o.push.threads = static_cast<unsigned>(n);
   } else if (name == "block_cache") {
-    if (!ParseBytes(value, &o.block_cache)) return bad("a size such as 16M");
+    if (!ParseSize(value, &o.block_cache)) return bad("a size such as 16M");
   } else if (name == "readahead") {
-    if (!ParseBytes(value, &o.push.shard_readahead)) return bad("a size such as 8M, or 0");
+    if (!ParseSize(value, &o.push.shard_readahead)) return bad("a size such as 8M, or 0");
   } else if (name == "max_open_shards") {
-    if (!ParseNumber(value, &d) || d < 1) return bad("a positive count");
-    o.fs.max_open_shards = static_cast<size_t>(d);
+    if (!ParseCount(value, 1, 1u << 20, &n)) return bad("a count 1..1048576");
+    o.fs.max_open_shards = static_cast<size_t>(n);
   } else if (name == "verify") {
     if (value == "off") {
       o.fs.verify = VerifyMode::kOff;
@@ -124,7 +102,7 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
       return bad("off, first or always");
     }
   } else if (name == "uid" || name == "gid" || name == "umask") {
-    if (!ParseBytes(value, &n) && name != "umask") return bad("a number");
+    if (name != "umask" && !ParseCount(value, 0, UINT32_MAX - 1, &n)) return bad("a number");
     if (name == "uid") o.fs.uid = static_cast<int64_t>(n);
     if (name == "gid") o.fs.gid = static_cast<int64_t>(n);
     if (name == "umask") {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "index/status.h"
+#include "base/status.h"
 #include "src/filesystem.h"
 #include "src/push_ahead.h"
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "index/log.h"
+#include "base/log.h"
 
 namespace shardfs::mount {
 namespace {

@@ -53,8 +53,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/status.h"
 #include "index/schema.h"
-#include "index/status.h"
 #include "src/filesystem.h"
 
 namespace shardfs::mount {

@@ -8,9 +8,9 @@
 #include <cerrno>
 #include <utility>
 
+#include "base/log.h"
 #include "index/file_kind.h"
 #include "index/fingerprint.h"
-#include "index/log.h"
 
 namespace shardfs::mount {
 

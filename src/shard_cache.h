@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "index/schema.h"
-#include "index/status.h"
 
 namespace shardfs::mount {
 

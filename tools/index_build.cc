@@ -13,8 +13,8 @@
 #include <new>
 #include <thread>
 
+#include "base/log.h"
 #include "index/file_kind.h"
-#include "index/log.h"
 #include "index/member_path.h"
 #include "tools/progress.h"
 #include "tools/tar_scanner.h"
@@ -167,14 +167,14 @@ Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string
 Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   SHARDFS_RETURN_IF_ERROR(index::CheckOutputPath(options.out, options.force));
-  Result<std::vector<std::string>> shards = ExpandShardInputs(options.inputs, options.from_list);
-  if (!shards.ok()) return shards.status();
+  SHARDFS_ASSIGN_OR_RETURN(std::vector<std::string> shards,
+                           ExpandShardInputs(options.inputs, options.from_list));
   IndexBuildReport report;
-  report.shards = shards->size();
+  report.shards = shards.size();
   // Before any scan: a shard that is not a regular file fails the build at
   // once (stat does not open, so a FIFO cannot block here; ScanTar checks
   // again on the descriptor it reads).
-  for (const std::string& s : *shards) {
+  for (const std::string& s : shards) {
     struct stat st;
     if (::stat(s.c_str(), &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", s));
     if (!S_ISREG(st.st_mode)) {
@@ -186,24 +186,24 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
 
   int jobs = options.jobs > 0 ? options.jobs
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  jobs = std::min<int>(jobs, static_cast<int>(shards->size()));
-  std::vector<ShardScan> scans(shards->size());
+  jobs = std::min<int>(jobs, static_cast<int>(shards.size()));
+  std::vector<ShardScan> scans(shards.size());
   {
-    Progress progress("index build", "shards", shards->size(), report.shard_bytes, options.quiet);
+    Progress progress("index build", "shards", shards.size(), report.shard_bytes, options.quiet);
     std::atomic<size_t> next{0};
     std::atomic<bool> failed{false};
     auto worker = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < shards->size() && !failed.load();) {
+      for (size_t i; (i = next.fetch_add(1)) < shards.size() && !failed.load();) {
         // An exception must not leave a thread (that would abort): it fails
         // this shard's scan like any other error.
         try {
-          ScanOne((*shards)[i], index::ShardId{static_cast<uint32_t>(i)}, options.checksum,
+          ScanOne(shards[i], index::ShardId{static_cast<uint32_t>(i)}, options.checksum,
                   &progress, &scans[i]);
         } catch (const std::bad_alloc&) {
           scans[i].status = Status::IoError(
-              fmt::format("shard {}: out of memory while scanning", (*shards)[i]));
+              fmt::format("shard {}: out of memory while scanning", shards[i]));
         } catch (const std::exception& e) {
-          scans[i].status = Status::IoError(fmt::format("shard {}: {}", (*shards)[i], e.what()));
+          scans[i].status = Status::IoError(fmt::format("shard {}: {}", shards[i], e.what()));
         }
         if (!scans[i].status.ok()) failed = true;
       }
@@ -215,7 +215,7 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
     progress.Stop();
   }
 
-  log::Debug("index build: scanned {} shards in {:.3f}s", shards->size(),
+  log::Debug("index build: scanned {} shards in {:.3f}s", shards.size(),
              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   // Shards after a failure may not have been scanned; report the failure.
   for (const ShardScan& scan : scans) {
@@ -228,7 +228,7 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
   for (size_t i = 0; i < scans.size(); ++i) {
     ShardScan& scan = scans[i];
     index::ShardMeta meta;
-    meta.path = (*shards)[i];
+    meta.path = shards[i];
     meta.size = scan.info.size;
     meta.mtime_ns = scan.info.mtime_ns;
     meta.fingerprint = scan.info.fingerprint;
@@ -254,11 +254,9 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
   index::WriteOptions wo;
   wo.force = options.force;
   wo.build_options = fmt::format("checksum={} jobs={} shards={}", options.checksum ? "xxh3" : "off",
-                                 jobs, shards->size());
+                                 jobs, shards.size());
   wo.created_by = "shardfs index build";
-  Result<index::WriteStats> stats = writer.Finish(options.out, wo);
-  if (!stats.ok()) return stats.status();
-  report.stats = std::move(stats).value();
+  SHARDFS_ASSIGN_OR_RETURN(report.stats, writer.Finish(options.out, wo));
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

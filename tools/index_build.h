@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "index/index_writer.h"
-#include "index/status.h"
 
 namespace shardfs::tools {
 

@@ -25,8 +25,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "base/log.h"
 #include "index/fingerprint.h"
-#include "index/log.h"
 #include "index/member_path.h"
 #include "tools/tar_writer.h"
 #include "tools/verify.h"

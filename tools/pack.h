@@ -64,8 +64,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "index/index_writer.h"
-#include "index/status.h"
 #include "tools/progress.h"
 
 namespace shardfs::tools {

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "index/log.h"
+#include "base/log.h"
 
 namespace shardfs::tools {
 

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string_view>
 
+#include "base/fd.h"
 #include "index/file_kind.h"
 #include "index/fingerprint.h"
 
@@ -27,13 +28,6 @@ struct Mapping {
   size_t size = 0;
   ~Mapping() {
     if (base) ::munmap(const_cast<char*>(base), size);
-  }
-};
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
   }
 };
 
@@ -303,21 +297,21 @@ Status ReadSparseExtents(struct archive* a, std::string_view path, const char* b
 
 Status ScanTar(const std::string& path, const ScanOptions& options,
                const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info) {
-  Fd fd;
+  UniqueFd fd;
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
   // forever (and a device's open may have effects). Nothing is read before
   // fstat has shown a regular file, for which the flag means nothing; it is
   // cleared all the same.
-  fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd.fd < 0) return Status::FromErrno(errno, fmt::format("shard {}", path));
+  fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (!fd.valid()) return Status::FromErrno(errno, fmt::format("shard {}", path));
   struct stat st;
-  if (::fstat(fd.fd, &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", path));
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", path));
   if (!S_ISREG(st.st_mode)) {
     return Status::InvalidArgument(
         fmt::format("shard {}: {}, expected a regular file", path, FileKind(st.st_mode)));
   }
-  int flags = ::fcntl(fd.fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+  int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
     return Status::FromErrno(errno, fmt::format("shard {}: fcntl", path));
   }
   if (st.st_size == 0) {
@@ -326,12 +320,12 @@ Status ScanTar(const std::string& path, const ScanOptions& options,
   *info = ShardInfo{};
   info->size = static_cast<uint64_t>(st.st_size);
   info->mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  Result<uint64_t> fp = index::ShardFingerprint(fd.fd, info->size);
+  Result<uint64_t> fp = index::ShardFingerprint(fd.get(), info->size);
   if (!fp.ok()) return fp.status().WithContext(fmt::format("shard {}", path));
   info->fingerprint = *fp;
 
   Mapping map;
-  void* m = ::mmap(nullptr, info->size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
+  void* m = ::mmap(nullptr, info->size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
   if (m == MAP_FAILED) return Status::FromErrno(errno, fmt::format("shard {}: mmap", path));
   map.base = static_cast<const char*>(m);
   map.size = info->size;

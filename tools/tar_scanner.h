@@ -20,8 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "index/schema.h"
-#include "index/status.h"
 
 namespace shardfs::tools {
 

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/strings.h"
+
 namespace shardfs::tools {
 namespace {
 
@@ -20,43 +22,6 @@ constexpr int64_t kNanos = 1000000000;
 constexpr std::string_view kPaxName = "././@PaxHeader";
 // Zero runs at least this long become holes instead of written zeros.
 constexpr uint64_t kMinHole = 64 * 1024;
-
-bool IsUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      n = 1;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      n = 2;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      n = 3;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    for (size_t k = 1; k <= n; ++k) {
-      if (i + k >= s.size()) return false;
-      auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8.
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) {
-      return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
 
 // How a member's fields map onto ustar, and what spills into pax.
 struct Layout {

@@ -165,9 +165,7 @@ class Verifier {
     TreeScanOptions so;
     so.jobs = jobs;
     so.quiet = o_.quiet;
-    Result<TreeScan> src = ScanTree(o_.src, so);
-    if (!src.ok()) return src.status();
-    source_ = std::move(src).value();
+    SHARDFS_ASSIGN_OR_RETURN(source_, ScanTree(o_.src, so));
     src_fd_.fd = ::open(source_.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (src_fd_.fd < 0) return Status::FromErrno(errno, o_.src);
 
@@ -183,9 +181,7 @@ class Verifier {
         packed_.push_back(FromMount(std::move(e)));
       }
     } else {
-      auto r = index::IndexReader::Open(o_.index);
-      if (!r.ok()) return r.status();
-      reader_ = std::move(r).value();
+      SHARDFS_ASSIGN_OR_RETURN(reader_, index::IndexReader::Open(o_.index));
       SHARDFS_RETURN_IF_ERROR(ListIndex(*reader_, &packed_));
       CheckShards();
     }

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "index/status.h"
+#include "base/status.h"
 
 namespace shardfs::tools {
 

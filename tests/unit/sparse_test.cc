@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/io.h"
 #include "index/index_reader.h"
 #include "index/index_writer.h"
 #include "index/schema.h"
@@ -210,7 +211,7 @@ TEST(SparseFilesystemTest, ReadsMatchTheSource) {
     if (!range.gather && range.length > 0) {
       std::string direct(range.length, '\0');
       ASSERT_TRUE(
-          mount::PreadExact(range.shard->fd(), direct.data(), range.length, range.position).ok());
+          PreadExact(range.shard->fd(), direct.data(), range.length, range.position).ok());
       EXPECT_EQ(direct, expect) << off << "+" << n;
     }
   }

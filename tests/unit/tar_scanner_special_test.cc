@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "index/status.h"
+#include "base/status.h"
 #include "tests/unit/test_util.h"
 #include "tools/index_build.h"
 #include "tools/tar_scanner.h"

@@ -1,8 +1,8 @@
 // Logging on fmt. The level is checked before anything is formatted.
 // Messages go to stderr in the foreground and to syslog once the process
 // has daemonised (UseSyslog). Thread-safe: each message is one write.
-#ifndef SHARDFS_INDEX_LOG_H_
-#define SHARDFS_INDEX_LOG_H_
+#ifndef SHARDFS_BASE_LOG_H_
+#define SHARDFS_BASE_LOG_H_
 
 #include <atomic>
 #include <string_view>
@@ -46,4 +46,4 @@ void Error(fmt::format_string<Args...> f, Args&&... args) {
 
 }  // namespace shardfs::log
 
-#endif  // SHARDFS_INDEX_LOG_H_
+#endif  // SHARDFS_BASE_LOG_H_

@@ -3,8 +3,8 @@
 // A Status is a code plus a human message that names the file, the offset and
 // what was expected ("shard a.tar: header at byte 512: checksum mismatch").
 // errno values appear only at the FUSE edge (src/fuse_adapter.cc, ToErrno).
-#ifndef SHARDFS_INDEX_STATUS_H_
-#define SHARDFS_INDEX_STATUS_H_
+#ifndef SHARDFS_BASE_STATUS_H_
+#define SHARDFS_BASE_STATUS_H_
 
 #include <cassert>
 #include <string>
@@ -99,4 +99,15 @@ class [[nodiscard]] Result {
     if (!shardfs_status_.ok()) return shardfs_status_; \
   } while (0)
 
-#endif  // SHARDFS_INDEX_STATUS_H_
+// Declares `lhs` from the value of the Result `rexpr`, or returns its Status
+// from the enclosing function:  SHARDFS_ASSIGN_OR_RETURN(auto db, Open(path));
+#define SHARDFS_ASSIGN_OR_RETURN(lhs, rexpr) \
+  SHARDFS_ASSIGN_OR_RETURN_IMPL_(SHARDFS_CONCAT_(shardfs_result_, __LINE__), lhs, rexpr)
+#define SHARDFS_ASSIGN_OR_RETURN_IMPL_(result, lhs, rexpr) \
+  auto result = (rexpr);                                   \
+  if (!result.ok()) return result.status();                \
+  lhs = std::move(result).value()
+#define SHARDFS_CONCAT_(a, b) SHARDFS_CONCAT_INNER_(a, b)
+#define SHARDFS_CONCAT_INNER_(a, b) a##b
+
+#endif  // SHARDFS_BASE_STATUS_H_

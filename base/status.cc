@@ -1,4 +1,4 @@
-#include "index/status.h"
+#include "base/status.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "index/log.h"
+#include "base/log.h"
 
 #include <syslog.h>
 #include <unistd.h>
