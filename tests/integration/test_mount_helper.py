@@ -49,7 +49,8 @@ class MountHelperTest(unittest.TestCase):
     def test_fstab_style_options(self):
         env = dict(os.environ, SHARDFS=tl.SHARDFS)
         p = subprocess.run([HELPER, self.idx, self.mnt, "-o",
-                            "ro,noauto,_netdev,nofail,x-systemd.automount,max_open_shards=4"],
+                            "ro,noauto,_netdev,nofail,x-systemd.automount,defaults,"
+                            "comment=x-gvfs-show,max_open_shards=4"],
                            env=env, capture_output=True, timeout=60)
         pid = self.daemon_pid()
         try:
