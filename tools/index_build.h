@@ -36,8 +36,9 @@ struct IndexBuildReport {
 Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string>& inputs,
                                                    const std::string& from_list);
 
-// Scans every shard (options.jobs at a time; the index is the same whatever
-// the number) and publishes the index at options.out. A shard that fails to
+// Scans every shard (options.jobs at a time) and publishes the index at
+// options.out. The index is the same whatever the number of jobs, but for the
+// meta build_options, which records it ("jobs=N"). A shard that fails to
 // scan fails the build, naming the shard and byte offset; nothing is
 // published then. A shard that is not a regular file (a FIFO, a device, ...)
 // fails it before any scan, as InvalidArgument naming the shard and what it

@@ -193,9 +193,10 @@ std::vector<WriterCase> AllWriters() {
 class TarWriterTest : public ::testing::TestWithParam<WriterCase> {
  protected:
   static void SetUpTestSuite() {
-    // As the shardfs CLI does (src/main.cc): names are bytes, and a UTF-8
-    // locale lets libarchive pass pax UTF-8 names through.
-    std::setlocale(LC_CTYPE, "C.UTF-8");
+    // As the shardfs CLI does (src/main.cc): names are bytes, and in the "C"
+    // locale libarchive passes pax UTF-8 names through as stored (a UTF-8
+    // locale would normalise them to NFC).
+    std::setlocale(LC_ALL, "C");
     trees_ = new TempDir();
     testing::BuildSourceTree(*trees_ / "full", TreeFlavor::kFull);
     testing::BuildSourceTree(*trees_ / "ustar", TreeFlavor::kUstar);
