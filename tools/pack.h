@@ -11,10 +11,11 @@
 // its descendants), siblings ordered by sample: by the name up to and
 // including its first '.' (the whole name when it has none), then
 // non-directories before directories, then the rest of the name (see
-// PackOrderLess). For siblings of one kind this is plain byte order of the
-// names, so shards follow the index's inode order except where a directory
-// shares a sample prefix with files ("x/s.a", "x/s.z", then the directory
-// "x/s.b/"): its subtree then comes after the sample instead of inside it.
+// PackOrderLess in tools/pack_plan.h). For siblings of one kind this is
+// plain byte order of the names, so shards follow the index's inode order
+// except where a directory shares a sample prefix with files ("x/s.a",
+// "x/s.z", then the directory "x/s.b/"): its subtree then comes after the
+// sample instead of inside it.
 //
 // Shards. Members are grouped into samples the way WebDataset groups them:
 // consecutive non-directory members of one directory whose names agree up to
@@ -52,134 +53,30 @@
 // forced restart reproduces an interrupted pack. A failed pack removes the
 // shards it wrote.
 //
-// Thread safety: Pack and ScanTree are self-contained; call them from one
-// thread each.
+// The parts, in tools/: source_tree (the scan), pack_plan (order, samples,
+// shard cuts), source_prefetch (the reader threads), shard_writer (the
+// shards), shard_name and output_dir (names and leftovers of OUT_DIR).
+//
+// Thread safety: Pack is self-contained; call it from one thread.
 #ifndef SHARDFS_TOOLS_PACK_H_
 #define SHARDFS_TOOLS_PACK_H_
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "base/status.h"
 #include "index/index_writer.h"
-#include "tools/progress.h"
+#include "tools/shard_name.h"  // ParseShardName checks a --name early.
 
 namespace shardfs::tools {
-
-// ---- The source tree, as pack and verify see it ------------------------------
-
-enum class SourceKind : uint8_t { kFile, kDir, kSymlink, kSpecial };
-
-struct SourceEntry {
-  std::string path;  // Relative, '/'-separated; "" is the root.
-  // Where to open the entry, relative to the root, when that is not `path`
-  // (an entry reached through a followed symlink). See open_path().
-  std::string src;
-  SourceKind kind = SourceKind::kFile;
-  const char* special = "";  // kSpecial: "fifo", "socket", "character device", ...
-  // Non-empty if the entry could not be scanned (a directory that would not
-  // open, an inode that would not stat): the reason.
-  std::string unreadable;
-  uint32_t mode = 0;  // st_mode, type bits included.
-  uint32_t uid = 0;
-  uint32_t gid = 0;
-  int64_t mtime_ns = 0;
-  uint64_t size = 0;
-  uint64_t dev = 0;
-  uint64_t ino = 0;
-  uint64_t nlink = 0;
-  std::string link_target;  // Symlinks: the raw target.
-
-  const std::string& open_path() const { return src.empty() ? path : src; }
-};
-
-struct TreeScanOptions {
-  // fnmatch(3) patterns. One without '/' is matched against each entry's
-  // name, one with '/' against its path relative to the root; a match leaves
-  // the entry (and all below it) out.
-  std::vector<std::string> excludes;
-  // A file of paths relative to the root, one per line: only those entries
-  // (a directory with everything below it) and the directories above them
-  // are scanned. Returns InvalidArgument naming a path that does not exist.
-  std::string from_list;
-  // Symlinks whose target lies inside the root are replaced by the target
-  // (a directory is walked, with loops detected); the others stay symlinks,
-  // with a warning.
-  bool follow_symlinks = false;
-  int jobs = 4;
-  bool quiet = true;  // No progress display.
-};
-
-struct TreeScan {
-  std::string root;                   // The root's real path.
-  std::vector<SourceEntry> entries;   // In tree order; entries[0] is the root.
-  std::vector<std::string> warnings;  // "PATH: symlink kept: target outside SRC_DIR", ...
-};
-
-// Scans the tree at `root` (lstat of every entry, readlink of symlinks; no
-// file is opened). Entries that cannot be scanned are returned with
-// `unreadable` set; only a root that cannot be opened is an error.
-Result<TreeScan> ScanTree(const std::string& root, const TreeScanOptions& options);
-
-// Opens `rel` below the directory `dir_fd` read-only without following any
-// symlink and without leaving the directory (openat2 RESOLVE_BENEATH |
-// RESOLVE_NO_SYMLINKS; O_NOFOLLOW openat where openat2 is missing). Tries
-// O_NOATIME first. Returns the fd or -1 with errno set.
-int OpenBeneath(int dir_fd, const std::string& rel, int flags);
-
-// XXH3-64 of the first `size` bytes of `fd`, read with pread from offset 0;
-// holes (SEEK_HOLE) are hashed as zeros without being read. Adds the bytes
-// covered to `progress` if not null. Returns IoError naming `what` if a read
-// fails, and sets *short_read if the file ended before `size`.
-Result<uint64_t> HashFile(int fd, uint64_t size, std::string_view what, bool* short_read,
-                          Progress* progress = nullptr);
-
-// ---- Samples ----------------------------------------------------------------
-
-// WebDataset's sample key of a member path (its base_plus_ext, the regex
-// ^((?:.*/|)[^.]+)[.]([^/]*)$): the directory plus the name up to the first
-// '.' of the last component, and the extension after that dot. A name with a
-// leading '.' matches only through its parent ("d/x/.h" -> "d/x/", "h").
-// Returns false (no sample) when the regex does not match: no '.' in the
-// name, or a leading '.' at the root or below a directory whose name has a
-// '.'.
-bool WebDatasetKey(std::string_view path, std::string_view* key, std::string_view* ext);
-
-// The order in which pack stores entries (see the top of this file): true
-// if `a` comes before `b`. Both are entries of one tree.
-bool PackOrderLess(const SourceEntry& a, const SourceEntry& b);
-
-// ---- Shard names ------------------------------------------------------------
-
-// A printf-like shard name with exactly one integer conversion
-// ("train-%06d.tar"; "%%" is a literal '%').
-struct ShardNamePattern {
-  std::string prefix;
-  std::string suffix;
-  int width = 0;
-  bool zero_pad = false;
-
-  std::string Format(uint64_t n) const;
-  // True if Format could have produced `name` (or `name` minus ".tmp" when
-  // `or_tmp`).
-  bool Matches(std::string_view name, bool or_tmp) const;
-};
-// Returns InvalidArgument if `text` has no or several conversions, a
-// conversion other than d/u/i, or a '/'.
-Result<ShardNamePattern> ParseShardName(std::string_view text);
-
-// ---- Pack -------------------------------------------------------------------
 
 struct PackOptions {
   std::string src;
   std::string out;
   uint64_t shard_size = 1ull << 30;
   uint64_t max_files = 0;  // Members per shard; 0: no limit.
-  std::string name = "train-%06d.tar";
+  std::string name = "train-%06d.tar";  // See tools/shard_name.h.
   int jobs = 0;  // Reader threads; 0: twice the cores, at least 4.
   std::string from_list;
   std::vector<std::string> excludes;

@@ -14,11 +14,14 @@
 #include <mutex>
 #include <thread>
 
+#include "base/fd.h"
+#include "base/io.h"
+#include "base/strings.h"
 #include "index/fingerprint.h"
 #include "index/index_reader.h"
 #include "index/member_path.h"
-#include "tools/pack.h"
 #include "tools/progress.h"
+#include "tools/source_tree.h"
 
 namespace shardfs::tools {
 namespace {
@@ -45,21 +48,6 @@ struct PackedEntry {
   bool has_checksum = false;
   uint64_t xxh3 = 0;
 };
-
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f = -1) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-std::string Join(std::string_view dir, std::string_view name) {
-  if (dir.empty()) return std::string(name);
-  return fmt::format("{}/{}", dir, name);
-}
 
 const char* KindName(SourceKind kind, const char* special) {
   switch (kind) {
@@ -113,7 +101,7 @@ Status ListIndex(const index::IndexReader& r, std::vector<PackedEntry>* out) {
     dirs.pop_back();
     SHARDFS_RETURN_IF_ERROR(
         r.ForEachChild(inode, "", [&](std::string_view name, const index::EntryRecord& e) {
-          std::string path = Join(dir, name);
+          std::string path = JoinPath(dir, name);
           if (e.type == index::EntryType::kDir) dirs.emplace_back(path, e.inode);
           out->push_back(convert(std::move(path), e));
           return true;
@@ -152,12 +140,6 @@ class Verifier {
  public:
   Verifier(const VerifyOptions& options, VerifyReport* report) : o_(options), report_(report) {}
 
-  ~Verifier() {
-    for (int fd : shard_fds_) {
-      if (fd >= 0) ::close(fd);
-    }
-  }
-
   Status Run() {
     const auto start = std::chrono::steady_clock::now();
     int jobs = o_.jobs > 0 ? o_.jobs
@@ -166,15 +148,14 @@ class Verifier {
     so.jobs = jobs;
     so.quiet = o_.quiet;
     SHARDFS_ASSIGN_OR_RETURN(source_, ScanTree(o_.src, so));
-    src_fd_.fd = ::open(source_.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (src_fd_.fd < 0) return Status::FromErrno(errno, o_.src);
+    src_fd_.reset(::open(source_.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!src_fd_.valid()) return Status::FromErrno(errno, o_.src);
 
     if (!o_.mounted.empty()) {
-      Result<TreeScan> m = ScanTree(o_.mounted, so);
-      if (!m.ok()) return m.status();
-      mnt_fd_.fd = ::open(m->root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (mnt_fd_.fd < 0) return Status::FromErrno(errno, o_.mounted);
-      for (SourceEntry& e : m->entries) {
+      SHARDFS_ASSIGN_OR_RETURN(TreeScan m, ScanTree(o_.mounted, so));
+      mnt_fd_.reset(::open(m.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (!mnt_fd_.valid()) return Status::FromErrno(errno, o_.mounted);
+      for (SourceEntry& e : m.entries) {
         if (!e.unreadable.empty()) Add(0, "unreadable", fmt::format("{} (mount): {}",
                                                                     EscapePath(e.path),
                                                                     e.unreadable));
@@ -208,7 +189,7 @@ class Verifier {
 
   void CheckShards() {
     const auto& shards = reader_->shards();
-    shard_fds_.assign(shards.size(), -1);
+    shard_fds_.resize(shards.size());
     for (size_t i = 0; i < shards.size(); ++i) {
       const std::string& path = reader_->ShardPath(index::ShardId{static_cast<uint32_t>(i)});
       // O_NONBLOCK: a FIFO where a shard should be is refused, not waited on.
@@ -217,7 +198,7 @@ class Verifier {
         Add(0, "shard differs", fmt::format("{}: {}", path, std::strerror(errno)));
         continue;
       }
-      shard_fds_[i] = fd;
+      shard_fds_[i].reset(fd);
       struct stat st;
       if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         Add(0, "shard differs", fmt::format("{}: not a regular file", path));
@@ -342,41 +323,22 @@ class Verifier {
   }
 
   int ShardFd(uint32_t shard) const {
-    return shard < shard_fds_.size() ? shard_fds_[shard] : -1;
-  }
-
-  // Reads `n` bytes at `off`; false with *err set on failure or a short read.
-  static bool ReadFull(int fd, char* buf, size_t n, uint64_t off, std::string* err) {
-    size_t got = 0;
-    while (got < n) {
-      ssize_t r = ::pread(fd, buf + got, n - got, static_cast<off_t>(off + got));
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        *err = fmt::format("read at byte {}: {}", off + got, std::strerror(errno));
-        return false;
-      }
-      if (r == 0) {
-        *err = fmt::format("ends at byte {}", off + got);
-        return false;
-      }
-      got += static_cast<size_t>(r);
-    }
-    return true;
+    return shard < shard_fds_.size() ? shard_fds_[shard].get() : -1;
   }
 
   void Compare(const Job& job, char* a, char* b, Progress* progress) {
     const SourceEntry& s = *job.src;
     const PackedEntry& p = *job.packed;
     std::string path = EscapePath(s.path);
-    Fd src(OpenBeneath(src_fd_.fd, s.open_path(), O_RDONLY));
-    if (src.fd < 0) {
+    UniqueFd src(OpenBeneath(src_fd_.get(), s.open_path(), O_RDONLY));
+    if (!src.valid()) {
       Add(job.order, "unreadable", fmt::format("{}: open: {}", path, std::strerror(errno)));
       return;
     }
     bool mounted = !o_.mounted.empty();
     if (!mounted && !o_.full && p.has_checksum) {
       bool short_read = false;
-      Result<uint64_t> h = HashFile(src.fd, s.size, s.path, &short_read, progress);
+      Result<uint64_t> h = HashFile(src.get(), s.size, s.path, &short_read, progress);
       if (!h.ok()) {
         Add(job.order, "unreadable", fmt::format("{}: {}", path, h.status().message()));
       } else if (short_read) {
@@ -388,17 +350,17 @@ class Verifier {
       return;
     }
     // Byte for byte: source against the mount or the shard.
-    Fd mnt;
+    UniqueFd mnt;
     int other = -1;
     uint64_t base = 0;
     if (mounted) {
-      mnt.fd = OpenBeneath(mnt_fd_.fd, p.path, O_RDONLY);
-      if (mnt.fd < 0) {
+      mnt.reset(OpenBeneath(mnt_fd_.get(), p.path, O_RDONLY));
+      if (!mnt.valid()) {
         Add(job.order, "unreadable", fmt::format("{} (mount): open: {}", path,
                                                  std::strerror(errno)));
         return;
       }
-      other = mnt.fd;
+      other = mnt.get();
     } else {
       other = ShardFd(p.shard);
       base = p.offset;
@@ -413,14 +375,13 @@ class Verifier {
     XXH3_64bits_reset(h.get());
     for (uint64_t pos = 0; pos < s.size;) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, s.size - pos));
-      std::string err;
-      if (!ReadFull(src.fd, a, n, pos, &err)) {
-        Add(job.order, "unreadable", fmt::format("{}: {}", path, err));
+      if (Status r = PreadExact(src.get(), a, n, pos); !r.ok()) {
+        Add(job.order, "unreadable", fmt::format("{}: {}", path, r.message()));
         return;
       }
-      if (!ReadFull(other, b, n, base + pos, &err)) {
+      if (Status r = PreadExact(other, b, n, base + pos); !r.ok()) {
         Add(job.order, "unreadable", fmt::format("{} ({}): {}", path, mounted ? "mount" : "shard",
-                                                 err));
+                                                 r.message()));
         return;
       }
       if (std::memcmp(a, b, n) != 0) {
@@ -443,11 +404,11 @@ class Verifier {
   const VerifyOptions& o_;
   VerifyReport* const report_;
   TreeScan source_;
-  Fd src_fd_;
-  Fd mnt_fd_;
+  UniqueFd src_fd_;
+  UniqueFd mnt_fd_;
   std::unique_ptr<index::IndexReader> reader_;
   std::vector<PackedEntry> packed_;
-  std::vector<int> shard_fds_;  // Opened before the jobs start; read-only after.
+  std::vector<UniqueFd> shard_fds_;  // Opened before the jobs start; read-only after.
 
   std::mutex mu_;
   std::vector<std::pair<size_t, std::string>> diffs_;  // Guarded by mu_.

@@ -1,13 +1,14 @@
-// tools/pack.h's pure parts: WebDataset's sample key, the order pack stores
-// entries in (samples whole, directories before their contents), and shard
-// name patterns.
+// The pure parts of pack: WebDataset's sample key and the order pack stores
+// entries in (samples whole, directories before their contents), from
+// tools/pack_plan.h; shard name patterns, from tools/shard_name.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "tools/pack.h"
+#include "tools/pack_plan.h"
+#include "tools/shard_name.h"
 
 namespace shardfs::tools {
 namespace {
