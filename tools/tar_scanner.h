@@ -39,8 +39,8 @@ struct ScannedMember {
   uint64_t header_offset = 0;  // Where the member's first header starts.
   uint64_t data_offset = 0;    // Where its data starts (0 for empty members).
   // A sparse member: its data extents, in order (possibly none); data_offset
-  // is the first one's shard position and `xxh3` covers the logical content
-  // with holes read as zeros.
+  // is the first one's shard position and `xxh3` covers the stored bytes of
+  // the extents only (holes are not hashed).
   bool sparse = false;
   std::vector<index::Extent> extents;
   bool has_checksum = false;

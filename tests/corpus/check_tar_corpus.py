@@ -25,6 +25,63 @@ def corpus_dir():
     return os.path.join(HERE, "archives")
 
 
+CHUNK = 1 << 16
+
+
+def data_ranges(f):
+    """(offset, length) of the data regions of an open file, holes left out."""
+    size = os.fstat(f.fileno()).st_size
+    ranges, pos = [], 0
+    while pos < size:
+        try:
+            start = os.lseek(f.fileno(), pos, os.SEEK_DATA)
+        except OSError:  # ENXIO: only a hole is left.
+            break
+        end = os.lseek(f.fileno(), start, os.SEEK_HOLE)
+        ranges.append((start, end - start))
+        pos = end
+    return size, ranges
+
+
+def file_digest(f, sized_ranges, read=None):
+    """A file's content as (size, {chunk number: bytes}) of its CHUNK-sized
+    chunks that are not all zeros. Only the chunks the data ranges touch are
+    read, so a sparse file of many GiB costs its data, not its size."""
+    size, ranges = sized_ranges
+    if read is None:
+        def read(off, length):
+            f.seek(off)
+            return f.read(length)
+    chunks = {}
+    for off, length in ranges:
+        for n in range(off // CHUNK, (off + length + CHUNK - 1) // CHUNK):
+            if n in chunks or n * CHUNK >= size:
+                continue
+            data = read(n * CHUNK, min(CHUNK, size - n * CHUNK))
+            if data.count(0) != len(data):
+                chunks[n] = data
+    return size, chunks
+
+
+def indexed_digest(f, e):
+    """file_digest of an indexed file, read from where the index says its
+    bytes are in the shard; holes of a sparse file are zeros."""
+    if not e.get("sparse"):
+        return file_digest(f, (e["size"], [(0, e["size"])]),
+                           lambda off, length: (f.seek(e["offset"] + off), f.read(length))[1])
+    extents = e["extents"]
+
+    def read(off, length):
+        data = bytearray(length)
+        for logical, n, physical in extents:
+            lo, hi = max(off, logical), min(off + length, logical + n)
+            if lo < hi:
+                f.seek(physical + lo - logical)
+                data[lo - off:hi - off] = f.read(hi - lo)
+        return bytes(data)
+    return file_digest(f, (e["size"], [(lg, n) for lg, n, _ in extents]), read)
+
+
 def extracted_tree(root):
     """path bytes -> (type, content or target) of what GNU tar extracted."""
     tree = {}
@@ -39,7 +96,7 @@ def extracted_tree(root):
                 tree[rel] = ("dir", None)
             elif os.path.isfile(full):
                 with open(full, "rb") as f:
-                    tree[rel] = ("file", f.read())
+                    tree[rel] = ("file", file_digest(f, data_ranges(f)))
     return tree
 
 
@@ -51,18 +108,7 @@ def indexed_tree(shardfs, index):
         path = os.fsencode(e["path"])
         if e["type"] == "file":
             with open(e["shard"], "rb") as f:
-                if e.get("sparse"):
-                    # Holes are zeros; each extent's bytes come from where
-                    # the index says they are in the shard.
-                    data = bytearray(e["size"])
-                    for logical, length, physical in e["extents"]:
-                        f.seek(physical)
-                        data[logical:logical + length] = f.read(length)
-                    data = bytes(data)
-                else:
-                    f.seek(e["offset"])
-                    data = f.read(e["size"])
-            tree[path] = ("file", data)
+                tree[path] = ("file", indexed_digest(f, e))
         elif e["type"] == "symlink":
             tree[path] = ("symlink", os.fsencode(e["target"]))
         else:
