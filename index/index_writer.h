@@ -30,7 +30,9 @@
 //    naming the shard, the member and its header's byte offset.
 //
 // It then numbers inodes densely in tree order (root = 1, see index/schema.h)
-// and writes every key in one sorted pass.
+// and writes every key in one sorted pass. Each step is a unit of its own:
+// index/tree_builder.h (members -> tree), index/tree_emitter.h (tree -> keys)
+// and index/index_publish.h (keys -> database at the output path).
 //
 // Publishing is atomic: the database is written to a temporary directory next
 // to the output and renamed into place only when complete, so a failed or
@@ -47,28 +49,9 @@
 
 #include "base/status.h"
 #include "index/schema.h"
+#include "index/tree_builder.h"  // MemberEntry
 
 namespace shardfs::index {
-
-// One archive member, already normalised (NormalizeMemberPath).
-struct MemberEntry {
-  std::string path;
-  EntryType type = EntryType::kFile;
-  // A hard link: `link_target` is the normalised path of the file it names
-  // and the data fields are ignored.
-  bool is_hardlink = false;
-  uint32_t mode = 0;  // Permission bits; the type bits are derived from type.
-  uint32_t uid = 0;
-  uint32_t gid = 0;
-  int64_t mtime_ns = 0;
-  uint64_t size = 0;
-  ShardId shard;
-  uint64_t offset = 0;
-  bool has_checksum = false;
-  uint64_t xxh3 = 0;
-  std::string link_target;  // Symlink target (raw bytes) or hard link target.
-  uint64_t header_offset = 0;  // Byte offset of the member's first header; for messages.
-};
 
 struct WriteOptions {
   // Replace an existing index at the output path.

@@ -1,0 +1,185 @@
+#include "index/index_publish.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <rocksdb/db.h>
+#include <rocksdb/sst_file_writer.h>
+
+#include "base/fd.h"
+#include "base/log.h"
+#include "index/db_options.h"
+
+namespace shardfs::index {
+namespace fs = std::filesystem;
+namespace {
+
+Status SyncPath(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno(errno, path);
+  if (::fsync(fd.get()) != 0) return Status::FromErrno(errno, fmt::format("fsync {}", path));
+  return Status::Ok();
+}
+
+// Every regular file in `dir`, then `dir` itself.
+Status SyncDirectory(const std::string& dir) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec)) SHARDFS_RETURN_IF_ERROR(SyncPath(it->path()));
+  }
+  if (ec) return Status::IoError(fmt::format("{}: {}", dir, ec.message()));
+  return SyncPath(dir);
+}
+
+// What writing one part left: its status, and whether there is a file.
+struct TableResult {
+  std::string file;
+  Status status;
+  bool empty = true;  // Nothing was emitted; no file is left.
+};
+
+void WriteTable(const TablePart& part, TableResult* result) {
+  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), WriterDbOptions(part.filter));
+  const std::string& file = result->file;
+  rocksdb::Status s = writer.Open(file);
+  if (!s.ok()) {
+    result->status = Status::IoError(fmt::format("{}: {}", file, s.ToString()));
+    return;
+  }
+  result->status = part.emit([&](std::string_view key, std::string_view value) {
+    result->empty = false;
+    rocksdb::Status ps = writer.Put(rocksdb::Slice(key.data(), key.size()),
+                                    rocksdb::Slice(value.data(), value.size()));
+    if (!ps.ok()) return Status::IoError(fmt::format("{}: {}", file, ps.ToString()));
+    return Status::Ok();
+  });
+  if (!result->status.ok()) return;
+  if (result->empty) {
+    // RocksDB refuses to finish a table without entries; drop the file.
+    writer.Finish().PermitUncheckedError();
+    std::error_code ec;
+    fs::remove(file, ec);
+    return;
+  }
+  s = writer.Finish();
+  if (!s.ok()) result->status = Status::IoError(fmt::format("{}: {}", file, s.ToString()));
+}
+
+// Opens a fresh database at `dir` and moves `files` into it.
+Status IngestTables(const std::string& dir, const std::vector<std::string>& files) {
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(WriterDbOptions(), dir, &raw);
+  if (!s.ok()) return Status::IoError(fmt::format("{}: {}", dir, s.ToString()));
+  std::unique_ptr<rocksdb::DB> db(raw);
+  rocksdb::IngestExternalFileOptions ingest;
+  ingest.move_files = true;
+  s = db->IngestExternalFile(files, ingest);
+  if (!s.ok()) return Status::IoError(fmt::format("{}: ingest: {}", dir, s.ToString()));
+  s = db->Close();
+  if (!s.ok()) return Status::IoError(fmt::format("{}: close: {}", dir, s.ToString()));
+  return Status::Ok();
+}
+
+// Renames the complete database `tmp` to `out_abs`, moving what is there
+// aside first and putting it back if the rename fails.
+Status RenameIntoPlace(const std::string& tmp, const fs::path& out_abs,
+                       const std::string& out_path, std::random_device& rd) {
+  std::error_code ec;
+  std::string old;
+  if (fs::exists(fs::symlink_status(out_abs, ec))) {
+    old = fmt::format("{}.old-{}-{:08x}", out_abs.string(), ::getpid(), rd());
+    fs::rename(out_abs, old, ec);
+    if (ec) {
+      fs::remove_all(tmp, ec);
+      return Status::IoError(fmt::format("{}: cannot move aside: {}", out_path, ec.message()));
+    }
+  }
+  fs::rename(tmp, out_abs, ec);
+  if (ec) {
+    std::string msg = ec.message();
+    fs::remove_all(tmp, ec);
+    if (!old.empty()) fs::rename(old, out_abs, ec);
+    return Status::IoError(fmt::format("{}: cannot publish: {}", out_path, msg));
+  }
+  if (!old.empty()) fs::remove_all(old, ec);
+  return Status::Ok();
+}
+
+uint64_t DirectoryBytes(const fs::path& dir) {
+  uint64_t bytes = 0;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec)) bytes += it->file_size(ec);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+Result<fs::path> AbsoluteIndexPath(const std::string& out_path) {
+  std::error_code ec;
+  fs::path out_abs = fs::absolute(out_path, ec).lexically_normal();
+  if (ec) return Status::IoError(fmt::format("{}: {}", out_path, ec.message()));
+  if (out_abs.filename().empty()) out_abs = out_abs.parent_path();
+  return out_abs;
+}
+
+Status WriteDatabase(const std::string& dir, std::span<const TablePart> parts) {
+  const auto start = std::chrono::steady_clock::now();
+  auto phase = [&](const char* what) {
+    log::Debug("index write: {} after {:.3f}s", what,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  };
+  // The table files are independent: each is written on its own thread.
+  std::vector<TableResult> results(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) results[i].file = dir + "/" + parts[i].name;
+  {
+    std::vector<std::thread> threads;
+    for (size_t i = 1; i < parts.size(); ++i) {
+      threads.emplace_back(WriteTable, std::cref(parts[i]), &results[i]);
+    }
+    if (!parts.empty()) WriteTable(parts[0], &results[0]);
+    for (std::thread& t : threads) t.join();
+  }
+  std::vector<std::string> files;
+  for (const TableResult& result : results) {
+    SHARDFS_RETURN_IF_ERROR(result.status);
+    if (!result.empty) files.push_back(result.file);
+  }
+  phase("table files");
+  SHARDFS_RETURN_IF_ERROR(IngestTables(dir, files));
+  phase("ingest");
+  std::error_code ec;
+  for (const std::string& file : files) fs::remove(file, ec);  // Ingest hard-linked them.
+  return SyncDirectory(dir);
+}
+
+Result<uint64_t> PublishIndex(const std::string& out_path, const fs::path& out_abs,
+                              std::span<const TablePart> parts) {
+  std::random_device rd;
+  std::string tmp = fmt::format("{}.tmp-{}-{:08x}", out_abs.string(), ::getpid(), rd());
+  std::error_code ec;
+  if (!fs::create_directory(tmp, ec)) {
+    return Status::IoError(fmt::format("{}: cannot create: {}", tmp, ec.message()));
+  }
+  Status s = WriteDatabase(tmp, parts);
+  if (!s.ok()) {
+    fs::remove_all(tmp, ec);
+    return s.WithContext(out_path);
+  }
+  log::Debug("index write: database written");
+  SHARDFS_RETURN_IF_ERROR(RenameIntoPlace(tmp, out_abs, out_path, rd));
+  SHARDFS_RETURN_IF_ERROR(SyncPath(out_abs.parent_path().string()));
+  return DirectoryBytes(out_abs);
+}
+
+}  // namespace shardfs::index

@@ -1,0 +1,50 @@
+// The last step of a build: table files from emitted keys, one RocksDB
+// database of them, published atomically at the output path.
+//
+// The database is written to a temporary directory next to the output and
+// renamed into place only when complete (an existing output is moved aside
+// first and removed after), so a failed or interrupted build leaves nothing
+// that looks like an index, and a failed publish puts the old one back.
+#ifndef SHARDFS_INDEX_INDEX_PUBLISH_H_
+#define SHARDFS_INDEX_INDEX_PUBLISH_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "base/status.h"
+#include "index/tree_emitter.h"
+
+namespace shardfs::index {
+
+// One table file of the bulk load. `emit` calls its argument with every
+// key/value of the file in ascending order; the key ranges of the parts of
+// one database do not overlap. A part that emits nothing leaves no file.
+struct TablePart {
+  std::string name;    // File name inside the database directory: "dirents.sst".
+  bool filter = true;  // See WriterDbOptions.
+  std::function<Status(const KvSink&)> emit;
+};
+
+// The absolute, lexically normal path of `out_path`, without a trailing '/'.
+// Its parent is where relative shard paths start from.
+Result<std::filesystem::path> AbsoluteIndexPath(const std::string& out_path);
+
+// Writes a fresh database at `dir` (an existing, empty directory) holding the
+// keys of `parts`: each part's table file on its own thread, then one ingest,
+// then every file and `dir` fsynced. IoError naming the file on failure.
+Status WriteDatabase(const std::string& dir, std::span<const TablePart> parts);
+
+// Writes `parts` with WriteDatabase into a temporary directory beside
+// `out_abs` (AbsoluteIndexPath(out_path)) and renames it into place,
+// replacing whatever is there; the caller checked that it may (see
+// CheckOutputPath). Returns the bytes of the published index's files, or
+// IoError naming `out_path` with nothing new left behind.
+Result<uint64_t> PublishIndex(const std::string& out_path, const std::filesystem::path& out_abs,
+                              std::span<const TablePart> parts);
+
+}  // namespace shardfs::index
+
+#endif  // SHARDFS_INDEX_INDEX_PUBLISH_H_
