@@ -13,6 +13,8 @@
 #include <rocksdb/iterator.h>
 #include <rocksdb/table_properties.h>
 
+#include "base/fd.h"
+#include "base/strings.h"
 #include "index/db_options.h"
 
 namespace shardfs::index {
@@ -74,6 +76,34 @@ uint32_t TypeBits(EntryType type) {
   }
 }
 
+// NotFound if `path` does not exist, InvalidArgument if it is not a
+// directory holding a RocksDB database.
+Status CheckIndexDirectory(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::NotFound(fmt::format("index {}: no such index", path));
+    return Status::FromErrno(errno, fmt::format("index {}", path));
+  }
+  if (!S_ISDIR(st.st_mode) || ::access(JoinPath(path, "CURRENT").c_str(), F_OK) != 0) {
+    return Status::InvalidArgument(
+        fmt::format("index {}: not a shardfs index (no RocksDB database in it)", path));
+  }
+  return Status::Ok();
+}
+
+// Asks the kernel, without waiting, to read the table files of the index at
+// `path` into the page cache.
+void PrefetchTables(const std::string& path) {
+  std::error_code ec;
+  for (fs::directory_iterator d(path, ec); !ec && d != fs::directory_iterator();
+       d.increment(ec)) {
+    if (d->path().extension() != ".sst") continue;
+    UniqueFd fd(::open(d->path().c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) continue;
+    ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_WILLNEED);  // Starts I/O, does not wait.
+  }
+}
+
 }  // namespace
 
 const char* EntryTypeName(EntryType type) {
@@ -88,15 +118,7 @@ IndexReader::~IndexReader() = default;
 
 Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
                                                        const ReaderOptions& options) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return Status::NotFound(fmt::format("index {}: no such index", path));
-    return Status::FromErrno(errno, fmt::format("index {}", path));
-  }
-  if (!S_ISDIR(st.st_mode) || ::access((path + "/CURRENT").c_str(), F_OK) != 0) {
-    return Status::InvalidArgument(
-        fmt::format("index {}: not a shardfs index (no RocksDB database in it)", path));
-  }
+  SHARDFS_RETURN_IF_ERROR(CheckIndexDirectory(path));
   std::unique_ptr<IndexReader> r(new IndexReader());
   r->path_ = path;
   r->view_ = options.view;
@@ -108,71 +130,75 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
         fmt::format("index {}: cannot open as a shardfs index: {}", path, s.ToString()));
   }
   r->db_.reset(raw);
+  SHARDFS_RETURN_IF_ERROR(r->LoadMeta());
+  SHARDFS_RETURN_IF_ERROR(r->CheckSchemaVersion());
+  SHARDFS_RETURN_IF_ERROR(r->LoadShards());
+  SHARDFS_RETURN_IF_ERROR(r->ValidateMeta());
+  // Last: the readahead would otherwise queue ahead of the reads above.
+  if (options.prefetch) PrefetchTables(path);
+  return r;
+}
 
-  std::unique_ptr<rocksdb::Iterator> it(r->db_->NewIterator(rocksdb::ReadOptions()));
+Status IndexReader::LoadMeta() {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   const std::string meta_prefix(1, kMetaPrefix);
   for (it->Seek(meta_prefix); it->Valid() && StartsWith(it->key(), meta_prefix); it->Next()) {
-    r->meta_.emplace(std::string(View(it->key()).substr(1)), it->value().ToString());
+    meta_.emplace(std::string(View(it->key()).substr(1)), it->value().ToString());
   }
-  if (!it->status().ok()) return FromRocks(it->status(), fmt::format("index {}", path));
-  auto version = r->meta_.find(std::string(kMetaSchemaVersion));
-  if (version == r->meta_.end()) {
+  if (!it->status().ok()) return FromRocks(it->status(), fmt::format("index {}", path_));
+  return Status::Ok();
+}
+
+Status IndexReader::CheckSchemaVersion() const {
+  auto version = meta_.find(std::string(kMetaSchemaVersion));
+  if (version == meta_.end()) {
     return Status::InvalidArgument(
         fmt::format("index {}: not a shardfs index (no schema version; an interrupted build?)",
-                    path));
+                    path_));
   }
   uint64_t v = 0;
-  SHARDFS_RETURN_IF_ERROR(ParseMetaNumber(path, kMetaSchemaVersion, version->second, &v));
+  SHARDFS_RETURN_IF_ERROR(ParseMetaNumber(path_, kMetaSchemaVersion, version->second, &v));
   if (v == 0) {
     return Status::Corruption(fmt::format(
-        "index {}: meta key '{}' is 0, expected a version from 1 to {}", path,
+        "index {}: meta key '{}' is 0, expected a version from 1 to {}", path_,
         kMetaSchemaVersion, kMaxSchemaVersion));
   }
   if (v > kMaxSchemaVersion) {
     return Status::NotSupported(fmt::format(
         "index {}: schema version {} is newer than this shardfs understands ({}); upgrade shardfs",
-        path, v, kMaxSchemaVersion));
+        path_, v, kMaxSchemaVersion));
   }
+  return Status::Ok();
+}
 
+Status IndexReader::LoadShards() {
   const std::string shard_prefix(1, kShardPrefix);
   std::error_code ec;
-  fs::path base = fs::absolute(path, ec);
-  if (ec) return Status::IoError(fmt::format("index {}: {}", path, ec.message()));
+  fs::path base = fs::absolute(path_, ec);
+  if (ec) return Status::IoError(fmt::format("index {}: {}", path_, ec.message()));
   base = base.lexically_normal();
   if (base.filename().empty()) base = base.parent_path();
   base = base.parent_path();
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek(shard_prefix); it->Valid() && StartsWith(it->key(), shard_prefix); it->Next()) {
     ShardId id;
     ShardMeta meta;
-    if (!DecodeShardKey(View(it->key()), &id) || id.value != r->shards_.size()) {
-      return Status::Corruption(fmt::format("index {}: shard table is not dense", path));
+    if (!DecodeShardKey(View(it->key()), &id) || id.value != shards_.size()) {
+      return Status::Corruption(fmt::format("index {}: shard table is not dense", path_));
     }
     SHARDFS_RETURN_IF_ERROR(DecodeShardMeta(View(it->value()), &meta)
-                                .WithContext(fmt::format("index {}: shard {}", path, id.value)));
+                                .WithContext(fmt::format("index {}: shard {}", path_, id.value)));
     if (meta.path.empty()) {
       return Status::Corruption(
-          fmt::format("index {}: shard {}: empty path, expected a shard file's path", path,
+          fmt::format("index {}: shard {}: empty path, expected a shard file's path", path_,
                       id.value));
     }
-    r->shard_paths_.push_back((meta.flags & kShardPathRelative) ? (base / meta.path).string()
-                                                                : meta.path);
-    r->shards_.push_back(std::move(meta));
+    shard_paths_.push_back((meta.flags & kShardPathRelative) ? (base / meta.path).string()
+                                                             : meta.path);
+    shards_.push_back(std::move(meta));
   }
-  if (!it->status().ok()) return FromRocks(it->status(), fmt::format("index {}", path));
-  it.reset();
-  SHARDFS_RETURN_IF_ERROR(r->ValidateMeta());
-  // Last: the readahead would otherwise queue ahead of the reads above.
-  if (options.prefetch) {
-    for (fs::directory_iterator d(path, ec); !ec && d != fs::directory_iterator();
-         d.increment(ec)) {
-      if (d->path().extension() != ".sst") continue;
-      int fd = ::open(d->path().c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;
-      ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);  // Starts I/O, does not wait.
-      ::close(fd);
-    }
-  }
-  return r;
+  if (!it->status().ok()) return FromRocks(it->status(), fmt::format("index {}", path_));
+  return Status::Ok();
 }
 
 // The writer (index/index_writer.cc) numbers inodes densely from the root, 1,
@@ -185,6 +211,19 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
 // an 'I' key), which bounds even a damaged index whose records agree with a
 // huge max_inode.
 Status IndexReader::ValidateMeta() {
+  bool has_counts = false;
+  SHARDFS_RETURN_IF_ERROR(CheckMetaCounts(&has_counts));
+  // A database written by hand with a schema version and none of the counts
+  // (as some tests write) has nothing to check them against; its records are
+  // still checked one by one as they are read.
+  if (!has_counts) return Status::Ok();
+  SHARDFS_RETURN_IF_ERROR(CheckMaxInode());
+  return CheckInodeRange();
+}
+
+// Each count present is a decimal number; some counts without the others is
+// damage; "checksums" is a known value.
+Status IndexReader::CheckMetaCounts(bool* has_counts) const {
   const std::string_view kCounts[] = {kMetaFiles, kMetaDirs, kMetaSymlinks, kMetaBytes,
                                       kMetaMaxInode};
   std::string_view missing;
@@ -199,10 +238,7 @@ Status IndexReader::ValidateMeta() {
     uint64_t unused = 0;
     SHARDFS_RETURN_IF_ERROR(ParseMetaNumber(path_, name, m->second, &unused));
   }
-  // A database written by hand with a schema version and none of the counts
-  // (as some tests write) has nothing to check them against; its records are
-  // still checked one by one as they are read. Some counts without the
-  // others is damage.
+  *has_counts = present > 0;
   if (present == 0) return Status::Ok();
   if (!missing.empty()) {
     return Status::Corruption(fmt::format(
@@ -212,6 +248,12 @@ Status IndexReader::ValidateMeta() {
     return Status::Corruption(fmt::format("index {}: meta key '{}' is '{}', expected xxh3 or none",
                                           path_, kMetaChecksums, Printable(c)));
   }
+  return Status::Ok();
+}
+
+// max_inode = files + dirs + symlinks, at least the root, no more than the
+// keys of the index; sets max_inode_.
+Status IndexReader::CheckMaxInode() {
   const uint64_t files = MetaNumber(kMetaFiles);
   const uint64_t dirs = MetaNumber(kMetaDirs);
   const uint64_t symlinks = MetaNumber(kMetaSymlinks);
@@ -247,7 +289,12 @@ Status IndexReader::ValidateMeta() {
         max_inode, keys));
   }
   max_inode_ = max_inode;
+  return Status::Ok();
+}
 
+// The record of max_inode exists and none after it; the root is a directory.
+Status IndexReader::CheckInodeRange() const {
+  const uint64_t max_inode = max_inode_;
   EntryRecord rec;
   RecordHolder holder;
   Status s = GetInodeRecord(InodeId{max_inode}, &rec, &holder);

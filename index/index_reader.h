@@ -107,8 +107,19 @@ class IndexReader {
 
  private:
   IndexReader() = default;
+  // The steps of Open, in order. Each returns the Status Open documents.
+  // Reads every 'M' key into meta_.
+  Status LoadMeta();
+  // The schema version is present, a number, and one this code reads.
+  Status CheckSchemaVersion() const;
+  // Reads the 'S' keys into shards_ and shard_paths_.
+  Status LoadShards();
   // Checks the numeric meta values against each other and the inode records.
   Status ValidateMeta();
+  // ValidateMeta's steps; `has_counts` is false when no count is present.
+  Status CheckMetaCounts(bool* has_counts) const;
+  Status CheckMaxInode();
+  Status CheckInodeRange() const;
   // Decodes a record read from a 'D' or 'I' key and checks it (see "Trust";
   // not CheckFileRange).
   Status DecodeChecked(const rocksdb::Slice& value, EntryRecord* rec) const;
