@@ -23,98 +23,22 @@ namespace {
 
 namespace fs = std::filesystem;
 using shardfs::testing::TempDir;
+using shardfs::testing::BuildAndOpen;
+using shardfs::testing::ChildNames;
+using shardfs::testing::DirMember;
+using shardfs::testing::EntryAt;
+using shardfs::testing::FileMember;
+using shardfs::testing::HardLinkMember;
+using shardfs::testing::PathExists;
+using shardfs::testing::SymlinkMember;
 using ::testing::HasSubstr;
-
-MemberEntry File(std::string path, uint64_t size, int64_t mtime_ns, uint64_t offset = 512,
-                 uint32_t mode = 0644) {
-  MemberEntry m;
-  m.path = std::move(path);
-  m.type = EntryType::kFile;
-  m.size = size;
-  m.mtime_ns = mtime_ns;
-  m.offset = offset;
-  m.mode = mode;
-  m.uid = 1000;
-  m.gid = 100;
-  m.has_checksum = true;
-  m.xxh3 = 0x1234 + size;
-  return m;
-}
-
-MemberEntry Dir(std::string path, int64_t mtime_ns, uint32_t mode = 0755) {
-  MemberEntry m;
-  m.path = std::move(path);
-  m.type = EntryType::kDir;
-  m.mtime_ns = mtime_ns;
-  m.mode = mode;
-  return m;
-}
-
-MemberEntry Symlink(std::string path, std::string target, int64_t mtime_ns = 7) {
-  MemberEntry m;
-  m.path = std::move(path);
-  m.type = EntryType::kSymlink;
-  m.link_target = std::move(target);
-  m.mtime_ns = mtime_ns;
-  m.mode = 0777;
-  return m;
-}
-
-MemberEntry HardLink(std::string path, std::string target) {
-  MemberEntry m;
-  m.path = std::move(path);
-  m.type = EntryType::kFile;
-  m.is_hardlink = true;
-  m.link_target = std::move(target);
-  m.size = 999999;  // Ignored for hard links.
-  m.mtime_ns = 1;
-  return m;
-}
 
 class IndexWriterTest : public ::testing::Test {
  protected:
   // Writes `members` (one shard) and opens the result.
   std::unique_ptr<IndexReader> Build(const std::vector<MemberEntry>& members,
                                      WriteStats* stats = nullptr) {
-    IndexWriter w;
-    ShardMeta meta;
-    meta.path = dir_ / "s.tar";
-    meta.size = 1 << 20;
-    w.AddShard(meta);
-    for (const MemberEntry& m : members) w.AddMember(m);
-    Result<WriteStats> r = w.Finish(dir_ / "idx", WriteOptions{});
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    if (!r.ok()) return nullptr;
-    if (stats) *stats = r.value();
-    Result<std::unique_ptr<IndexReader>> reader = IndexReader::Open(dir_ / "idx");
-    EXPECT_TRUE(reader.ok()) << reader.status().message();
-    return reader.ok() ? std::move(reader).value() : nullptr;
-  }
-
-  static EntryRecord At(const IndexReader& r, std::string_view path) {
-    EntryRecord rec;
-    RecordHolder holder;
-    Status s = r.Resolve(path, &rec, &holder);
-    EXPECT_TRUE(s.ok()) << "'" << path << "': " << s.message();
-    rec.target = {};  // Points into holder, which dies here.
-    return rec;
-  }
-
-  static bool Exists(const IndexReader& r, std::string_view path) {
-    EntryRecord rec;
-    RecordHolder holder;
-    return r.Resolve(path, &rec, &holder).ok();
-  }
-
-  static std::vector<std::string> Children(const IndexReader& r, InodeId dir,
-                                           std::string_view start_after = "") {
-    std::vector<std::string> names;
-    Status s = r.ForEachChild(dir, start_after, [&](std::string_view name, const EntryRecord&) {
-      names.emplace_back(name);
-      return true;
-    });
-    EXPECT_TRUE(s.ok()) << s.message();
-    return names;
+    return BuildAndOpen(dir_.path(), members, stats);
   }
 
   // Depth-first preorder of the tree as the reader shows it, name order.
@@ -138,8 +62,8 @@ class IndexWriterTest : public ::testing::Test {
 
 TEST_F(IndexWriterTest, InodesAreDenseInTreeOrderWithRootOne) {
   WriteStats stats;
-  auto r = Build({File("b/file2", 2, 10), Dir("a", 20), File("a/x", 3, 30), File("c/d/e", 4, 40),
-                  File("a.b", 5, 50), File("a0", 6, 60)},
+  auto r = Build({FileMember("b/file2", 2, 10), DirMember("a", 20), FileMember("a/x", 3, 30),
+                  FileMember("c/d/e", 4, 40), FileMember("a.b", 5, 50), FileMember("a0", 6, 60)},
                  &stats);
   ASSERT_TRUE(r);
   // Worked out by hand: depth-first, siblings by bytes, '/' before all.
@@ -152,8 +76,8 @@ TEST_F(IndexWriterTest, InodesAreDenseInTreeOrderWithRootOne) {
     EXPECT_EQ(got[i].first, want[i]);
     EXPECT_EQ(got[i].second, i + 2) << want[i];  // Root is 1.
   }
-  EXPECT_EQ(At(*r, "").inode, kRootInode);
-  EXPECT_EQ(At(*r, "").parent, kRootInode);
+  EXPECT_EQ(EntryAt(*r, "").inode, kRootInode);
+  EXPECT_EQ(EntryAt(*r, "").parent, kRootInode);
   EXPECT_EQ(r->MetaNumber(kMetaMaxInode), 10u);
   EXPECT_EQ(r->MetaNumber(kMetaFiles), 5u);
   EXPECT_EQ(r->MetaNumber(kMetaDirs), 5u);  // root, a, b, c, c/d
@@ -173,21 +97,21 @@ TEST_F(IndexWriterTest, InodesAreDenseInTreeOrderWithRootOne) {
   EXPECT_EQ(r->GetInode(InodeId{11}, &rec, &holder).code(), Status::Code::kNotFound);
   EXPECT_EQ(r->GetInode(InodeId{0}, &rec, &holder).code(), Status::Code::kNotFound);
   // Parents are the inodes of the containing directories.
-  EXPECT_EQ(At(*r, "c/d/e").parent, At(*r, "c/d").inode);
-  EXPECT_EQ(At(*r, "a/x").parent, At(*r, "a").inode);
-  EXPECT_EQ(At(*r, "a0").parent, kRootInode);
+  EXPECT_EQ(EntryAt(*r, "c/d/e").parent, EntryAt(*r, "c/d").inode);
+  EXPECT_EQ(EntryAt(*r, "a/x").parent, EntryAt(*r, "a").inode);
+  EXPECT_EQ(EntryAt(*r, "a0").parent, kRootInode);
 }
 
 TEST_F(IndexWriterTest, FileRecordsCarryTheMemberFields) {
-  MemberEntry f = File("d/f.bin", 12345, -1500000000, 4096, 04751);
+  MemberEntry f = FileMember("d/f.bin", 12345, -1500000000, 4096, 04751);
   f.uid = 4000000000u;
   f.gid = 77;
-  MemberEntry g = File("d/nosum", 1, 2, 9999, 0600);
+  MemberEntry g = FileMember("d/nosum", 1, 2, 9999, 0600);
   g.has_checksum = false;
   g.mode = 0170600;  // Type bits from the member are ignored.
-  auto r = Build({f, g, Symlink("d/l", "../some where/\xff")});
+  auto r = Build({f, g, SymlinkMember("d/l", "../some where/\xff")});
   ASSERT_TRUE(r);
-  EntryRecord rec = At(*r, "d/f.bin");
+  EntryRecord rec = EntryAt(*r, "d/f.bin");
   EXPECT_EQ(rec.type, EntryType::kFile);
   EXPECT_EQ(rec.mode, static_cast<uint32_t>(S_IFREG | 04751));
   EXPECT_EQ(rec.uid, 4000000000u);
@@ -199,7 +123,7 @@ TEST_F(IndexWriterTest, FileRecordsCarryTheMemberFields) {
   EXPECT_TRUE(rec.has_checksum());
   EXPECT_EQ(rec.xxh3, 0x1234u + 12345);
   EXPECT_EQ(rec.nlink, 1u);
-  EntryRecord nosum = At(*r, "d/nosum");
+  EntryRecord nosum = EntryAt(*r, "d/nosum");
   EXPECT_FALSE(nosum.has_checksum());
   EXPECT_EQ(nosum.mode, static_cast<uint32_t>(S_IFREG | 0600));
   EXPECT_EQ(r->Meta(kMetaChecksums), "none");
@@ -215,20 +139,21 @@ TEST_F(IndexWriterTest, FileRecordsCarryTheMemberFields) {
 
 TEST_F(IndexWriterTest, LaterMemberOfTheSamePathWins) {
   WriteStats stats;
-  auto r = Build({File("f", 1, 10, 100), Dir("d", 5), File("f", 2, 20, 200), File("g", 7, 1),
-                  File("d", 3, 30, 300), Symlink("f", "target-3")},
-                 &stats);
+  auto r =
+      Build({FileMember("f", 1, 10, 100), DirMember("d", 5), FileMember("f", 2, 20, 200),
+             FileMember("g", 7, 1), FileMember("d", 3, 30, 300), SymlinkMember("f", "target-3")},
+            &stats);
   ASSERT_TRUE(r);
   EntryRecord f;
   RecordHolder holder;
   ASSERT_TRUE(r->Resolve("f", &f, &holder).ok());
   EXPECT_EQ(f.type, EntryType::kSymlink);
   EXPECT_EQ(f.target, "target-3");
-  EntryRecord d = At(*r, "d");
+  EntryRecord d = EntryAt(*r, "d");
   EXPECT_EQ(d.type, EntryType::kFile);
   EXPECT_EQ(d.offset, 300u);
   EXPECT_EQ(d.size, 3u);
-  EXPECT_EQ(Children(*r, kRootInode), (std::vector<std::string>{"d", "f", "g"}));
+  EXPECT_EQ(ChildNames(*r, kRootInode), (std::vector<std::string>{"d", "f", "g"}));
   EXPECT_EQ(stats.replaced, 3u);
   EXPECT_THAT(stats.replaced_examples, ::testing::UnorderedElementsAre("d", "f"));
 }
@@ -240,7 +165,8 @@ TEST_F(IndexWriterTest, LaterMemberWinsInALargeUnsortedInput) {
   std::vector<MemberEntry> members;
   for (int pass = 0; pass < 2; ++pass) {
     for (int i = kFiles; i-- > 0;) {
-      members.push_back(File(fmt::format("d{}/f{}", i % 7, i), 1 + pass, 1, 512 + 1024 * pass));
+      members.push_back(
+          FileMember(fmt::format("d{}/f{}", i % 7, i), 1 + pass, 1, 512 + 1024 * pass));
     }
   }
   WriteStats stats;
@@ -249,33 +175,33 @@ TEST_F(IndexWriterTest, LaterMemberWinsInALargeUnsortedInput) {
   EXPECT_EQ(stats.files, static_cast<uint64_t>(kFiles));
   EXPECT_EQ(stats.replaced, static_cast<uint64_t>(kFiles));
   for (int i : {0, 1, kFiles / 2, kFiles - 1}) {
-    EntryRecord f = At(*r, fmt::format("d{}/f{}", i % 7, i));
+    EntryRecord f = EntryAt(*r, fmt::format("d{}/f{}", i % 7, i));
     EXPECT_EQ(f.size, 2u) << i;
     EXPECT_EQ(f.offset, 1536u) << i;
   }
-  EXPECT_EQ(Children(*r, kRootInode).size(), 7u);
+  EXPECT_EQ(ChildNames(*r, kRootInode).size(), 7u);
 }
 
 // Only the root: there are no directory entries at all, only 'I' and 'M'.
 TEST_F(IndexWriterTest, RootAlone) {
   WriteStats stats;
-  auto r = Build({Dir("", 42, 0700)}, &stats);
+  auto r = Build({DirMember("", 42, 0700)}, &stats);
   ASSERT_TRUE(r);
-  EntryRecord root = At(*r, "");
+  EntryRecord root = EntryAt(*r, "");
   EXPECT_EQ(root.mode, static_cast<uint32_t>(S_IFDIR | 0700));
   EXPECT_EQ(root.mtime_ns, 42);
-  EXPECT_TRUE(Children(*r, kRootInode).empty());
+  EXPECT_TRUE(ChildNames(*r, kRootInode).empty());
   EXPECT_EQ(stats.dirs, 1u);
 }
 
 TEST_F(IndexWriterTest, MissingParentsAreSynthesized) {
   WriteStats stats;
-  auto r = Build({Dir("", 42, 0700), File("x/y/z", 1, 500), File("x/y/w", 1, 900),
-                  File("x/q", 1, 300), Symlink("x/s", "q", 100)},
+  auto r = Build({DirMember("", 42, 0700), FileMember("x/y/z", 1, 500), FileMember("x/y/w", 1, 900),
+                  FileMember("x/q", 1, 300), SymlinkMember("x/s", "q", 100)},
                  &stats);
   ASSERT_TRUE(r);
-  EntryRecord x = At(*r, "x");
-  EntryRecord y = At(*r, "x/y");
+  EntryRecord x = EntryAt(*r, "x");
+  EntryRecord y = EntryAt(*r, "x/y");
   EXPECT_EQ(x.type, EntryType::kDir);
   EXPECT_EQ(x.mode, static_cast<uint32_t>(S_IFDIR | 0755));
   EXPECT_EQ(y.mode, static_cast<uint32_t>(S_IFDIR | 0755));
@@ -283,7 +209,7 @@ TEST_F(IndexWriterTest, MissingParentsAreSynthesized) {
   EXPECT_EQ(x.mtime_ns, 900);  // Newest child, y, itself synthesized.
   EXPECT_EQ(x.uid, 0u);
   // The root was a member: its own mode and mtime stay.
-  EntryRecord root = At(*r, "");
+  EntryRecord root = EntryAt(*r, "");
   EXPECT_EQ(root.mode, static_cast<uint32_t>(S_IFDIR | 0700));
   EXPECT_EQ(root.mtime_ns, 42);
   EXPECT_EQ(stats.synthesized_dirs, 2u);
@@ -293,9 +219,10 @@ TEST_F(IndexWriterTest, MissingParentsAreSynthesized) {
 }
 
 TEST_F(IndexWriterTest, SynthesizedRootTakesNewestChild) {
-  auto r = Build({File("old", 1, 100), Dir("new", 5000), File("new/inner", 1, 90000)});
+  auto r =
+      Build({FileMember("old", 1, 100), DirMember("new", 5000), FileMember("new/inner", 1, 90000)});
   ASSERT_TRUE(r);
-  EntryRecord root = At(*r, "");
+  EntryRecord root = EntryAt(*r, "");
   EXPECT_EQ(root.mode, static_cast<uint32_t>(S_IFDIR | 0755));
   // "new" is a member (mtime 5000), so the root's newest child is 5000,
   // not the grandchild.
@@ -303,28 +230,29 @@ TEST_F(IndexWriterTest, SynthesizedRootTakesNewestChild) {
 }
 
 TEST_F(IndexWriterTest, DirectoryLinkCountIsTwoPlusSubdirectories) {
-  auto r = Build({Dir("p", 1), Dir("p/s1", 1), File("p/f", 1, 1), File("p/s2/deep/f", 1, 1),
-                  File("top", 1, 1), Symlink("p/link", "s1")});
+  auto r = Build({DirMember("p", 1), DirMember("p/s1", 1), FileMember("p/f", 1, 1),
+                  FileMember("p/s2/deep/f", 1, 1), FileMember("top", 1, 1),
+                  SymlinkMember("p/link", "s1")});
   ASSERT_TRUE(r);
-  EXPECT_EQ(At(*r, "").nlink, 3u);   // p
-  EXPECT_EQ(At(*r, "p").nlink, 4u);  // s1, s2
-  EXPECT_EQ(At(*r, "p/s1").nlink, 2u);
-  EXPECT_EQ(At(*r, "p/s2").nlink, 3u);  // deep
-  EXPECT_EQ(At(*r, "p/s2/deep").nlink, 2u);
-  EXPECT_EQ(At(*r, "p/f").nlink, 1u);
-  EXPECT_EQ(At(*r, "p/link").nlink, 1u);
+  EXPECT_EQ(EntryAt(*r, "").nlink, 3u);   // p
+  EXPECT_EQ(EntryAt(*r, "p").nlink, 4u);  // s1, s2
+  EXPECT_EQ(EntryAt(*r, "p/s1").nlink, 2u);
+  EXPECT_EQ(EntryAt(*r, "p/s2").nlink, 3u);  // deep
+  EXPECT_EQ(EntryAt(*r, "p/s2/deep").nlink, 2u);
+  EXPECT_EQ(EntryAt(*r, "p/f").nlink, 1u);
+  EXPECT_EQ(EntryAt(*r, "p/link").nlink, 1u);
 }
 
 TEST_F(IndexWriterTest, HardLinksShareOneInode) {
   WriteStats stats;
   // A link may come before its target in tree order ("a/..." < "data/...").
-  auto r = Build({File("data/f", 100, 77, 4096), HardLink("links/h1", "data/f"),
-                  HardLink("a/h0", "data/f"), HardLink("links/h2", "links/h1")},
+  auto r = Build({FileMember("data/f", 100, 77, 4096), HardLinkMember("links/h1", "data/f"),
+                  HardLinkMember("a/h0", "data/f"), HardLinkMember("links/h2", "links/h1")},
                  &stats);
   ASSERT_TRUE(r);
-  EntryRecord f = At(*r, "data/f");
+  EntryRecord f = EntryAt(*r, "data/f");
   for (const char* p : {"links/h1", "a/h0", "links/h2"}) {
-    EntryRecord h = At(*r, p);
+    EntryRecord h = EntryAt(*r, p);
     EXPECT_EQ(h.inode, f.inode) << p;
     EXPECT_EQ(h.size, 100u) << p;
     EXPECT_EQ(h.offset, 4096u) << p;
@@ -342,34 +270,34 @@ TEST_F(IndexWriterTest, HardLinksShareOneInode) {
 
 TEST_F(IndexWriterTest, BadHardLinksAreDropped) {
   WriteStats stats;
-  auto r = Build({File("f", 1, 1), Dir("d", 1), HardLink("to-missing", "nowhere"),
-                  HardLink("to-dir", "d"), HardLink("ok", "f")},
+  auto r = Build({FileMember("f", 1, 1), DirMember("d", 1), HardLinkMember("to-missing", "nowhere"),
+                  HardLinkMember("to-dir", "d"), HardLinkMember("ok", "f")},
                  &stats);
   ASSERT_TRUE(r);
-  EXPECT_FALSE(Exists(*r, "to-missing"));
-  EXPECT_FALSE(Exists(*r, "to-dir"));
-  EXPECT_EQ(At(*r, "ok").inode, At(*r, "f").inode);
-  EXPECT_EQ(At(*r, "f").nlink, 2u);
+  EXPECT_FALSE(PathExists(*r, "to-missing"));
+  EXPECT_FALSE(PathExists(*r, "to-dir"));
+  EXPECT_EQ(EntryAt(*r, "ok").inode, EntryAt(*r, "f").inode);
+  EXPECT_EQ(EntryAt(*r, "f").nlink, 2u);
   EXPECT_EQ(stats.dropped, 2u);
   EXPECT_THAT(stats.dropped_examples,
               ::testing::UnorderedElementsAre(HasSubstr("to-missing"), HasSubstr("to-dir")));
-  EXPECT_EQ(Children(*r, kRootInode), (std::vector<std::string>{"d", "f", "ok"}));
+  EXPECT_EQ(ChildNames(*r, kRootInode), (std::vector<std::string>{"d", "f", "ok"}));
 }
 
 // As in tar: nothing is created below a file or a symlink ("Not a
 // directory"); the file or symlink stays.
 TEST_F(IndexWriterTest, NothingIsPlacedBelowANonDirectory) {
   WriteStats stats;
-  auto r = Build({File("n", 5, 1), File("n/child", 1, 2), Symlink("s", "x"), Dir("s/inner", 3),
-                  File("plain", 1, 1)},
+  auto r = Build({FileMember("n", 5, 1), FileMember("n/child", 1, 2), SymlinkMember("s", "x"),
+                  DirMember("s/inner", 3), FileMember("plain", 1, 1)},
                  &stats);
   ASSERT_TRUE(r);
-  EntryRecord n = At(*r, "n");
+  EntryRecord n = EntryAt(*r, "n");
   EXPECT_EQ(n.type, EntryType::kFile);
   EXPECT_EQ(n.size, 5u);
-  EXPECT_FALSE(Exists(*r, "n/child"));
-  EXPECT_EQ(At(*r, "s").type, EntryType::kSymlink);
-  EXPECT_FALSE(Exists(*r, "s/inner"));
+  EXPECT_FALSE(PathExists(*r, "n/child"));
+  EXPECT_EQ(EntryAt(*r, "s").type, EntryType::kSymlink);
+  EXPECT_FALSE(PathExists(*r, "s/inner"));
   EXPECT_EQ(stats.dropped, 2u);
   EXPECT_THAT(stats.dropped_examples,
               ::testing::UnorderedElementsAre(HasSubstr("'n/child' at byte"),
@@ -379,9 +307,9 @@ TEST_F(IndexWriterTest, NothingIsPlacedBelowANonDirectory) {
 
 TEST_F(IndexWriterTest, RootMustBeADirectory) {
   WriteStats stats;
-  auto r = Build({File("", 1, 1), File("a", 1, 1)}, &stats);
+  auto r = Build({FileMember("", 1, 1), FileMember("a", 1, 1)}, &stats);
   ASSERT_TRUE(r);
-  EXPECT_EQ(At(*r, "").type, EntryType::kDir);
+  EXPECT_EQ(EntryAt(*r, "").type, EntryType::kDir);
   EXPECT_EQ(stats.dropped, 1u);
 }
 
@@ -389,20 +317,20 @@ TEST_F(IndexWriterTest, LookupForEachChildAndResolve) {
   std::vector<MemberEntry> ms;
   // "dir/a" is implied here; the file "dir/a" that comes later cannot replace
   // it, as it has an entry (tar: "File exists").
-  ms.push_back(File("dir/a/deeper", 9, 1));
+  ms.push_back(FileMember("dir/a/deeper", 9, 1));
   for (std::string name : {"b", "a b", "A", "\xff", "a", "a\n", "aa"}) {
-    ms.push_back(File("dir/" + name, name.size(), 1));
+    ms.push_back(FileMember("dir/" + name, name.size(), 1));
   }
-  ms.push_back(File("file", 1, 1));
+  ms.push_back(FileMember("file", 1, 1));
   auto r = Build(ms);
   ASSERT_TRUE(r);
-  InodeId dir = At(*r, "dir").inode;
+  InodeId dir = EntryAt(*r, "dir").inode;
   const std::vector<std::string> all = {"A", "a", "a\n", "a b", "aa", "b", "\xff"};
-  EXPECT_EQ(Children(*r, dir), all);
-  EXPECT_EQ(Children(*r, dir, "a"), (std::vector<std::string>{"a\n", "a b", "aa", "b", "\xff"}));
-  EXPECT_EQ(Children(*r, dir, "ab"), (std::vector<std::string>{"b", "\xff"}));  // Not a name.
-  EXPECT_EQ(Children(*r, dir, "\xff"), std::vector<std::string>{});
-  EXPECT_EQ(Children(*r, At(*r, "file").inode), std::vector<std::string>{});
+  EXPECT_EQ(ChildNames(*r, dir), all);
+  EXPECT_EQ(ChildNames(*r, dir, "a"), (std::vector<std::string>{"a\n", "a b", "aa", "b", "\xff"}));
+  EXPECT_EQ(ChildNames(*r, dir, "ab"), (std::vector<std::string>{"b", "\xff"}));  // Not a name.
+  EXPECT_EQ(ChildNames(*r, dir, "\xff"), std::vector<std::string>{});
+  EXPECT_EQ(ChildNames(*r, EntryAt(*r, "file").inode), std::vector<std::string>{});
   // The callback can stop early.
   int calls = 0;
   ASSERT_TRUE(r->ForEachChild(dir, "", [&](std::string_view, const EntryRecord&) {
@@ -447,7 +375,7 @@ TEST_F(IndexWriterTest, ShardPathRelativeUnderTheIndexParentAbsoluteElsewhere) {
   ShardMeta outside;
   outside.path = elsewhere / "c.tar";
   w.AddShard(outside);
-  w.AddMember(File("f", 1, 1));
+  w.AddMember(FileMember("f", 1, 1));
   Result<WriteStats> stats = w.Finish(home + "/idx", WriteOptions{});
   ASSERT_TRUE(stats.ok()) << stats.status().message();
 
@@ -481,31 +409,31 @@ TEST_F(IndexWriterTest, FinishRefusesExistingOutputUnlessForced) {
   const std::string out = dir_ / "idx";
   {
     IndexWriter w;
-    w.AddMember(File("first", 1, 1));
+    w.AddMember(FileMember("first", 1, 1));
     ASSERT_TRUE(w.Finish(out, WriteOptions{}).ok());
   }
   {
     IndexWriter w;
-    w.AddMember(File("second", 1, 1));
+    w.AddMember(FileMember("second", 1, 1));
     Result<WriteStats> again = w.Finish(out, WriteOptions{});
     ASSERT_FALSE(again.ok());
     EXPECT_EQ(again.status().code(), Status::Code::kAlreadyExists);
     EXPECT_THAT(again.status().message(), HasSubstr(out));
     auto r = IndexReader::Open(out);
     ASSERT_TRUE(r.ok());
-    EXPECT_TRUE(Exists(**r, "first"));
+    EXPECT_TRUE(PathExists(**r, "first"));
   }
   {
     IndexWriter w;
-    w.AddMember(File("second", 1, 1));
+    w.AddMember(FileMember("second", 1, 1));
     WriteOptions force;
     force.force = true;
     Result<WriteStats> replaced = w.Finish(out, force);
     ASSERT_TRUE(replaced.ok()) << replaced.status().message();
     auto r = IndexReader::Open(out);
     ASSERT_TRUE(r.ok());
-    EXPECT_FALSE(Exists(**r, "first"));
-    EXPECT_TRUE(Exists(**r, "second"));
+    EXPECT_FALSE(PathExists(**r, "first"));
+    EXPECT_TRUE(PathExists(**r, "second"));
   }
   // A plain file in the way is refused too, and replaced with force.
   testing::WriteFile(dir_ / "plain", "not an index");
@@ -529,7 +457,7 @@ TEST_F(IndexWriterTest, FinishRefusesExistingOutputUnlessForced) {
 
 TEST_F(IndexWriterTest, FinishIntoAMissingDirectoryFailsAndLeavesNothing) {
   IndexWriter w;
-  w.AddMember(File("f", 1, 1));
+  w.AddMember(FileMember("f", 1, 1));
   Result<WriteStats> r = w.Finish(dir_ / "no/such/dir/idx", WriteOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr(dir_ / "no/such/dir/idx"));

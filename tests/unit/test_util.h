@@ -10,9 +10,13 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "index/index_reader.h"
+#include "index/index_writer.h"
 
 namespace shardfs::testing {
 
@@ -73,6 +77,34 @@ void BuildSourceTree(const std::string& root, TreeFlavor flavor);
 // The names directly in `dir`, bytewise sorted: the member list to hand a
 // tar writer so member names carry no "./" prefix.
 std::vector<std::string> TopLevelNames(const std::string& dir);
+
+}  // namespace shardfs::testing
+
+// Archive members made by hand, for the index writer and tree builder tests.
+// Files are in shard 0 with a checksum (0x1234 + size), uid 1000, gid 100.
+namespace shardfs::testing {
+
+index::MemberEntry FileMember(std::string path, uint64_t size, int64_t mtime_ns = 1,
+                              uint64_t offset = 512, uint32_t mode = 0644);
+index::MemberEntry DirMember(std::string path, int64_t mtime_ns = 1, uint32_t mode = 0755,
+                             uint32_t uid = 0);
+index::MemberEntry SymlinkMember(std::string path, std::string target, int64_t mtime_ns = 7);
+// Its size and mtime are junk: a hard link's data fields are ignored.
+index::MemberEntry HardLinkMember(std::string path, std::string target,
+                                  uint64_t header_offset = 0);
+
+// Writes `members` as an index at `dir`/idx, with one shard `dir`/s.tar of
+// 1 MiB, and opens it. On failure records a test failure and returns nullptr.
+std::unique_ptr<index::IndexReader> BuildAndOpen(const std::string& dir,
+                                                 const std::vector<index::MemberEntry>& members,
+                                                 index::WriteStats* stats = nullptr);
+// The record at `path` (a test failure if there is none); its target is
+// cleared, as the bytes it pointed into are gone.
+index::EntryRecord EntryAt(const index::IndexReader& r, std::string_view path);
+bool PathExists(const index::IndexReader& r, std::string_view path);
+// The names in directory `dir` after `start_after`, in readdir order.
+std::vector<std::string> ChildNames(const index::IndexReader& r, index::InodeId dir,
+                                    std::string_view start_after = "");
 
 }  // namespace shardfs::testing
 
