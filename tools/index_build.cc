@@ -164,16 +164,12 @@ Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string
   return out;
 }
 
-Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  SHARDFS_RETURN_IF_ERROR(index::CheckOutputPath(options.out, options.force));
-  SHARDFS_ASSIGN_OR_RETURN(std::vector<std::string> shards,
-                           ExpandShardInputs(options.inputs, options.from_list));
-  IndexBuildReport report;
-  report.shards = shards.size();
-  // Before any scan: a shard that is not a regular file fails the build at
-  // once (stat does not open, so a FIFO cannot block here; ScanTar checks
-  // again on the descriptor it reads).
+namespace {
+
+// Before any scan: a shard that is not a regular file fails the build at
+// once (stat does not open, so a FIFO cannot block here; ScanTar checks
+// again on the descriptor it reads). Adds up the shards' bytes.
+Status CheckShardFiles(const std::vector<std::string>& shards, uint64_t* bytes) {
   for (const std::string& s : shards) {
     struct stat st;
     if (::stat(s.c_str(), &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", s));
@@ -181,83 +177,113 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
       return Status::InvalidArgument(
           fmt::format("shard {}: {}, expected a regular file", s, FileKind(st.st_mode)));
     }
-    report.shard_bytes += static_cast<uint64_t>(st.st_size);
+    *bytes += static_cast<uint64_t>(st.st_size);
   }
+  return Status::Ok();
+}
 
-  int jobs = options.jobs > 0 ? options.jobs
-                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  jobs = std::min<int>(jobs, static_cast<int>(shards.size()));
-  std::vector<ShardScan> scans(shards.size());
-  {
-    Progress progress("index build", "shards", shards.size(), report.shard_bytes, options.quiet);
-    std::atomic<size_t> next{0};
-    std::atomic<bool> failed{false};
-    auto worker = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < shards.size() && !failed.load();) {
-        // An exception must not leave a thread (that would abort): it fails
-        // this shard's scan like any other error.
-        try {
-          ScanOne(shards[i], index::ShardId{static_cast<uint32_t>(i)}, options.checksum,
-                  &progress, &scans[i]);
-        } catch (const std::bad_alloc&) {
-          scans[i].status = Status::IoError(
-              fmt::format("shard {}: out of memory while scanning", shards[i]));
-        } catch (const std::exception& e) {
-          scans[i].status = Status::IoError(fmt::format("shard {}: {}", shards[i], e.what()));
-        }
-        if (!scans[i].status.ok()) failed = true;
+// Scans every shard with `jobs` threads; stops handing out shards after the
+// first failure, which it returns.
+Status ScanShards(const std::vector<std::string>& shards, int jobs, const IndexBuildOptions& options,
+                  uint64_t shard_bytes, std::vector<ShardScan>* scans) {
+  scans->assign(shards.size(), ShardScan{});
+  Progress progress("index build", "shards", shards.size(), shard_bytes, options.quiet);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < shards.size() && !failed.load();) {
+      ShardScan& scan = (*scans)[i];
+      // An exception must not leave a thread (that would abort): it fails
+      // this shard's scan like any other error.
+      try {
+        ScanOne(shards[i], index::ShardId{static_cast<uint32_t>(i)}, options.checksum, &progress,
+                &scan);
+      } catch (const std::bad_alloc&) {
+        scan.status =
+            Status::IoError(fmt::format("shard {}: out of memory while scanning", shards[i]));
+      } catch (const std::exception& e) {
+        scan.status = Status::IoError(fmt::format("shard {}: {}", shards[i], e.what()));
       }
-    };
-    std::vector<std::thread> threads;
-    for (int t = 1; t < jobs; ++t) threads.emplace_back(worker);
-    worker();
-    for (auto& t : threads) t.join();
-    progress.Stop();
-  }
-
-  log::Debug("index build: scanned {} shards in {:.3f}s", shards.size(),
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      if (!scan.status.ok()) failed = true;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < jobs; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  progress.Stop();
   // Shards after a failure may not have been scanned; report the failure.
-  for (const ShardScan& scan : scans) {
+  for (const ShardScan& scan : *scans) {
     if (!scan.status.ok()) return scan.status;
   }
-  index::IndexWriter writer;
+  return Status::Ok();
+}
+
+// Hands the scans to the writer, shard by shard in the order given (a later
+// shard's member replaces an earlier one's, as in tar), freeing each scan's
+// members as it goes.
+void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* scans,
+              index::IndexWriter* writer, IndexBuildReport* report) {
   size_t total_members = 0;
-  for (const ShardScan& scan : scans) total_members += scan.members.size();
-  writer.Reserve(total_members);
-  for (size_t i = 0; i < scans.size(); ++i) {
-    ShardScan& scan = scans[i];
+  for (const ShardScan& scan : *scans) total_members += scan.members.size();
+  writer->Reserve(total_members);
+  for (size_t i = 0; i < scans->size(); ++i) {
+    ShardScan& scan = (*scans)[i];
     index::ShardMeta meta;
     meta.path = shards[i];
     meta.size = scan.info.size;
     meta.mtime_ns = scan.info.mtime_ns;
     meta.fingerprint = scan.info.fingerprint;
-    writer.AddShard(std::move(meta));
-    report.members += scan.info.members;
-    report.rejected += scan.rejected;
+    writer->AddShard(std::move(meta));
+    report->members += scan.info.members;
+    report->rejected += scan.rejected;
     for (auto& ex : scan.rejected_examples) {
-      if (report.rejected_examples.size() < kExamples) report.rejected_examples.push_back(ex);
+      if (report->rejected_examples.size() < kExamples) report->rejected_examples.push_back(ex);
     }
     auto sparse = scan.sparse.begin();
     for (size_t k = 0; k < scan.members.size(); ++k) {
       if (sparse != scan.sparse.end() && sparse->first == k) {
-        writer.AddSparseMember(std::move(scan.members[k]), sparse->second);
+        writer->AddSparseMember(std::move(scan.members[k]), sparse->second);
         ++sparse;
       } else {
-        writer.AddMember(std::move(scan.members[k]));
+        writer->AddMember(std::move(scan.members[k]));
       }
     }
     scan.members.clear();
     scan.members.shrink_to_fit();
   }
+}
 
+}  // namespace
+
+Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  auto since_start = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  SHARDFS_RETURN_IF_ERROR(index::CheckOutputPath(options.out, options.force));
+  SHARDFS_ASSIGN_OR_RETURN(std::vector<std::string> shards,
+                           ExpandShardInputs(options.inputs, options.from_list));
+  IndexBuildReport report;
+  report.shards = shards.size();
+  SHARDFS_RETURN_IF_ERROR(CheckShardFiles(shards, &report.shard_bytes));
+
+  int jobs = options.jobs > 0 ? options.jobs
+                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  jobs = std::min<int>(jobs, static_cast<int>(shards.size()));
+  std::vector<ShardScan> scans;
+  SHARDFS_RETURN_IF_ERROR(ScanShards(shards, jobs, options, report.shard_bytes, &scans));
+  log::Debug("index build: scanned {} shards in {:.3f}s", shards.size(), since_start());
+
+  index::IndexWriter writer;
+  AddScans(shards, &scans, &writer, &report);
   index::WriteOptions wo;
   wo.force = options.force;
-  wo.build_options = fmt::format("checksum={} jobs={} shards={}", options.checksum ? "xxh3" : "off",
-                                 jobs, shards.size());
+  wo.build_options =
+      fmt::format("checksum={} shards={}", options.checksum ? "xxh3" : "off", shards.size());
   wo.created_by = "shardfs index build";
   SHARDFS_ASSIGN_OR_RETURN(report.stats, writer.Finish(options.out, wo));
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.seconds = since_start();
   return report;
 }
 

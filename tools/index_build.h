@@ -37,8 +37,8 @@ Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string
                                                    const std::string& from_list);
 
 // Scans every shard (options.jobs at a time) and publishes the index at
-// options.out. The index is the same whatever the number of jobs, but for the
-// meta build_options, which records it ("jobs=N"). A shard that fails to
+// options.out. The index is the same, byte for byte in every key and value,
+// whatever the number of jobs. A shard that fails to
 // scan fails the build, naming the shard and byte offset; nothing is
 // published then. A shard that is not a regular file (a FIFO, a device, ...)
 // fails it before any scan, as InvalidArgument naming the shard and what it

@@ -161,7 +161,6 @@ INSTANTIATE_TEST_SUITE_P(
 class BadInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::setlocale(LC_CTYPE, "C.UTF-8");
     src_ = dir_ / "src";
     ASSERT_EQ(::mkdir(src_.c_str(), 0755), 0);
     testing::WriteFile(src_ + "/a.txt", "first member\n");
