@@ -82,8 +82,6 @@ int64_t MtimeNs(int64_t sec, long nsec) {
   return sec * 1000000000 + nsec;
 }
 
-using Hash = std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)>;
-
 // One scan of one shard held in memory. libarchive reads it from `start`
 // on; when GNU tar would go on from another byte than libarchive (after a
 // GNU sparse 1.0 member whose map does not account for all of its declared
@@ -163,8 +161,8 @@ class ShardScan {
         next_header = mem.data_offset + (mem.size + kBlock - 1) / kBlock * kBlock;
       } else {
         if (mem.kind == MemberKind::kFile) {
-          mem.has_checksum = options_.checksum;
-          mem.xxh3 = options_.checksum ? XXH3_64bits(nullptr, 0) : 0;
+          StartHash();
+          EndHash(&mem);
         }
         // Past this member's last header (extension headers add blocks) and
         // any data the header declares.
@@ -229,47 +227,69 @@ class ShardScan {
     return Status::Ok();
   }
 
+  // Calls on_block(pointer, length, logical offset) for each data block
+  // libarchive returns for the current member, in order, until one returns
+  // an error. A block libarchive cannot read is unreadable(its message).
+  template <typename Unreadable, typename OnBlock>
+  static Status ForEachBlock(struct archive* a, Unreadable unreadable, OnBlock on_block) {
+    for (;;) {
+      const void* buf = nullptr;
+      size_t len = 0;
+      la_int64_t block_off = 0;
+      int r = archive_read_data_block(a, &buf, &len, &block_off);
+      if (r == ARCHIVE_EOF) return Status::Ok();
+      if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+        const char* err = archive_error_string(a);
+        return unreadable(err ? err : "truncated");
+      }
+      SHARDFS_RETURN_IF_ERROR(on_block(static_cast<const char*>(buf), len, block_off));
+    }
+  }
+
+  void StartHash() {
+    if (options_.checksum) XXH3_64bits_reset(hash_.get());
+  }
+  void Hash(const char* p, size_t len) {
+    if (options_.checksum) XXH3_64bits_update(hash_.get(), p, len);
+  }
+  void EndHash(ScannedMember* mem) {
+    mem->has_checksum = options_.checksum;
+    mem->xxh3 = options_.checksum ? XXH3_64bits_digest(hash_.get()) : 0;
+  }
+
   // A regular member's data: one range of the shard, hashed as it is read.
   Status ReadContiguous(struct archive* a, ScannedMember* mem) {
     auto not_in_place = [&] {
       return Status::NotSupported(
           fmt::format("{}: data is not a contiguous range of the shard", Where(*mem)));
     };
-    if (options_.checksum) XXH3_64bits_reset(hash_.get());
+    StartHash();
     uint64_t seen = 0;
     bool first = true;
-    for (;;) {
-      const void* buf = nullptr;
-      size_t len = 0;
-      la_int64_t block_off = 0;
-      int r = archive_read_data_block(a, &buf, &len, &block_off);
-      if (r == ARCHIVE_EOF) break;
-      if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-        const char* err = archive_error_string(a);
-        return Fail(first ? mem->header_offset : mem->data_offset + seen,
-                    fmt::format("member '{}': data unreadable: {}", mem->path,
-                                err ? err : "truncated"));
-      }
-      const char* p = static_cast<const char*>(buf);
-      if (p < data_ || p + len > data_ + size_ || block_off < 0) return not_in_place();
-      const uint64_t at = static_cast<uint64_t>(p - data_);
-      if (first) {
-        mem->data_offset = at - static_cast<uint64_t>(block_off);
-        first = false;
-      }
-      if (at != mem->data_offset + static_cast<uint64_t>(block_off)) return not_in_place();
-      if (options_.checksum) XXH3_64bits_update(hash_.get(), p, len);
-      seen = static_cast<uint64_t>(block_off) + len;
-    }
+    SHARDFS_RETURN_IF_ERROR(ForEachBlock(
+        a,
+        [&](const char* err) {
+          return Fail(first ? mem->header_offset : mem->data_offset + seen,
+                      fmt::format("member '{}': data unreadable: {}", mem->path, err));
+        },
+        [&](const char* p, size_t len, la_int64_t block_off) {
+          if (p < data_ || p + len > data_ + size_ || block_off < 0) return not_in_place();
+          const uint64_t at = static_cast<uint64_t>(p - data_);
+          if (first) {
+            mem->data_offset = at - static_cast<uint64_t>(block_off);
+            first = false;
+          }
+          if (at != mem->data_offset + static_cast<uint64_t>(block_off)) return not_in_place();
+          Hash(p, len);
+          seen = static_cast<uint64_t>(block_off) + len;
+          return Status::Ok();
+        }));
     if (seen != mem->size || mem->data_offset + mem->size > size_) {
       return Fail(mem->header_offset,
                   fmt::format("member '{}': {} bytes of data, header says {} (truncated)",
                               mem->path, seen, mem->size));
     }
-    if (options_.checksum) {
-      mem->has_checksum = true;
-      mem->xxh3 = XXH3_64bits_digest(hash_.get());
-    }
+    EndHash(mem);
     return Status::Ok();
   }
 
@@ -331,54 +351,52 @@ class ShardScan {
   }
 
   Status ReadSparseBlocks(struct archive* a, ScannedMember* mem) {
-    Hash hash(options_.checksum ? XXH3_createState() : nullptr, &XXH3_freeState);
-    if (hash) XXH3_64bits_reset(hash.get());
+    StartHash();
     uint64_t end = 0;  // Logical end of the data seen so far.
-    for (;;) {
-      const void* buf = nullptr;
-      size_t len = 0;
-      la_int64_t block_off = 0;
-      int r = archive_read_data_block(a, &buf, &len, &block_off);
-      if (r == ARCHIVE_EOF) break;
-      if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-        const char* err = archive_error_string(a);
-        return Status::InvalidArgument(fmt::format("{}: sparse data unreadable: {}", Where(*mem),
-                                                   err ? err : "truncated"));
-      }
-      if (len == 0) continue;
-      const char* p = static_cast<const char*>(buf);
-      if (p < data_ || p > data_ + size_ || len > static_cast<size_t>(data_ + size_ - p)) {
-        return Status::NotSupported(fmt::format(
-            "{}: sparse data block at logical byte {} is not a range of the shard", Where(*mem),
-            block_off));
-      }
-      const uint64_t logical = static_cast<uint64_t>(block_off);
-      if (block_off < 0 || logical < end || logical > mem->size || len > mem->size - logical) {
-        return Status::InvalidArgument(fmt::format(
-            "{}: sparse data block of {} bytes at logical byte {}: out of order or past the "
-            "size {}",
-            Where(*mem), len, block_off, mem->size));
-      }
-      const uint64_t physical = static_cast<uint64_t>(p - data_);
-      // The checksum covers the stored bytes, extent by extent: holes are
-      // zeros by construction, and hashing them would let a header that
-      // claims a petabyte of holes keep the scan busy for days.
-      if (hash) XXH3_64bits_update(hash.get(), p, len);
-      std::vector<index::Extent>& ex = mem->extents;
-      if (!ex.empty() && ex.back().logical + ex.back().length == logical &&
-          ex.back().physical + ex.back().length == physical) {
-        ex.back().length += len;
-      } else {
-        ex.push_back({logical, len, physical});
-      }
-      end = logical + len;
-    }
-    if (hash) {
-      mem->has_checksum = true;
-      mem->xxh3 = XXH3_64bits_digest(hash.get());
-    }
+    SHARDFS_RETURN_IF_ERROR(ForEachBlock(
+        a,
+        [&](const char* err) {
+          return Status::InvalidArgument(
+              fmt::format("{}: sparse data unreadable: {}", Where(*mem), err));
+        },
+        [&](const char* p, size_t len, la_int64_t block_off) {
+          if (len == 0) return Status::Ok();
+          if (p < data_ || p > data_ + size_ || len > static_cast<size_t>(data_ + size_ - p)) {
+            return Status::NotSupported(fmt::format(
+                "{}: sparse data block at logical byte {} is not a range of the shard",
+                Where(*mem), block_off));
+          }
+          const uint64_t logical = static_cast<uint64_t>(block_off);
+          if (block_off < 0 || logical < end || logical > mem->size ||
+              len > mem->size - logical) {
+            return Status::InvalidArgument(fmt::format(
+                "{}: sparse data block of {} bytes at logical byte {}: out of order or past "
+                "the size {}",
+                Where(*mem), len, block_off, mem->size));
+          }
+          // The checksum covers the stored bytes, extent by extent: holes are
+          // zeros by construction, and hashing them would let a header that
+          // claims a petabyte of holes keep the scan busy for days.
+          Hash(p, len);
+          AddExtent(logical, len, static_cast<uint64_t>(p - data_), &mem->extents);
+          end = logical + len;
+          return Status::Ok();
+        }));
+    EndHash(mem);
     mem->data_offset = mem->extents.empty() ? 0 : mem->extents.front().physical;
     return Status::Ok();
+  }
+
+  // Appends an extent, or grows the last one if the new bytes follow it both
+  // in the file and in the shard.
+  static void AddExtent(uint64_t logical, uint64_t len, uint64_t physical,
+                        std::vector<index::Extent>* ex) {
+    if (!ex->empty() && ex->back().logical + ex->back().length == logical &&
+        ex->back().physical + ex->back().length == physical) {
+      ex->back().length += len;
+    } else {
+      ex->push_back({logical, len, physical});
+    }
   }
 
   const std::string_view path_;
@@ -387,7 +405,7 @@ class ShardScan {
   const ScanOptions& options_;
   const std::function<Status(ScannedMember&&)>& on_member_;
   ShardInfo* const info_;
-  Hash hash_;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash_;
   uint64_t start_ = 0;  // Where the current libarchive reader started.
 };
 

@@ -190,7 +190,7 @@ std::vector<WriterCase> AllWriters() {
   };
 }
 
-class TarWriterTest : public ::testing::TestWithParam<WriterCase> {
+class OtherToolsArchiveTest : public ::testing::TestWithParam<WriterCase> {
  protected:
   static void SetUpTestSuite() {
     // As the shardfs CLI does (src/main.cc): names are bytes, and in the "C"
@@ -219,9 +219,9 @@ class TarWriterTest : public ::testing::TestWithParam<WriterCase> {
   static TempDir* trees_;
   TempDir work_;
 };
-TempDir* TarWriterTest::trees_ = nullptr;
+TempDir* OtherToolsArchiveTest::trees_ = nullptr;
 
-TEST_P(TarWriterTest, EveryMemberMatchesTheSourceTree) {
+TEST_P(OtherToolsArchiveTest, EveryMemberMatchesTheSourceTree) {
   const WriterCase& wc = GetParam();
   const std::string src = TreeOf(wc.flavor);
   const std::string shard = work_ / (wc.name + ".tar");
@@ -342,7 +342,7 @@ TEST_P(TarWriterTest, EveryMemberMatchesTheSourceTree) {
   EXPECT_EQ(i, members.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Writers, TarWriterTest, ::testing::ValuesIn(AllWriters()),
+INSTANTIATE_TEST_SUITE_P(Writers, OtherToolsArchiveTest, ::testing::ValuesIn(AllWriters()),
                          [](const auto& info) { return info.param.name; });
 
 // A callback's error stops the scan and comes back unchanged.
