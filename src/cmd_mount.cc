@@ -95,6 +95,57 @@ struct MountArgs {
   MountOptions options;
 };
 
+// push_random=auto: a push after a whole-file read pays off only when the
+// pushed files stay cached until they are read.
+uint64_t AutoPushRandom(const index::IndexReader& reader) {
+  uint64_t shard_bytes = 0;
+  for (const index::ShardMeta& m : reader.shards()) shard_bytes += m.size;
+  struct sysinfo si;
+  uint64_t memory = ::sysinfo(&si) == 0 ? uint64_t{si.totalram} * si.mem_unit : 0;
+  uint64_t bytes = shard_bytes <= memory / 2 ? MountOptions::kAutoPushRandom : 0;
+  log::Debug("push_random=auto: shards {} bytes, memory {} bytes: push_random={}", shard_bytes,
+             memory, bytes);
+  return bytes;
+}
+
+// A cheap look at every shard (one stat each, no reads): an index whose
+// shards have all moved is refused; single missing shards are logged and
+// their files fail with EIO. --check reads and fingerprints them all.
+bool ShardsInPlace(const MountArgs& a, const index::IndexReader& r) {
+  size_t missing = 0;
+  std::string first_missing;
+  for (uint32_t i = 0; i < r.shards().size(); ++i) {
+    const std::string& path = r.ShardPath(index::ShardId{i});
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0) continue;
+    if (missing++ == 0) first_missing = path;
+    if (!a.check) log::Warning("shard {}: {}; reads of its files fail with EIO", path,
+                               std::strerror(errno));
+  }
+  if (missing > 0 && missing == r.shards().size() && !a.allow_missing) {
+    log::Error("index {}: none of its {} shards is where the index says (the first: {}); were "
+               "they moved? Not mounting (--allow-missing-shards mounts anyway)",
+               a.index, r.shards().size(), first_missing);
+    return false;
+  }
+  return true;
+}
+
+// --check: every shard opened and fingerprinted before mounting.
+bool ShardsPassCheck(const MountArgs& a, mount::Filesystem& fs) {
+  std::vector<Status> problems = fs.shard_cache().CheckAll();
+  if (problems.empty()) return true;
+  if (!a.allow_missing) {
+    log::Error("{} of {} shards failed the check; not mounting (--allow-missing-shards "
+               "mounts anyway, their files fail with EIO)",
+               problems.size(), fs.shard_cache().shard_count());
+    return false;
+  }
+  log::Warning("{} of {} shards failed the check; their files fail with EIO", problems.size(),
+               fs.shard_cache().shard_count());
+  return true;
+}
+
 // Opens the index, checks shards if asked, mounts and serves. `on_mounted`
 // runs once the mount is in place.
 int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
@@ -105,7 +156,7 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
   ::mallopt(M_ARENA_MAX, 2);
   index::ReaderOptions ro;
   ro.block_cache_bytes = a.options.block_cache;
-  ro.prefetch = a.options.prefetch_index;
+  ro.prefetch = a.options.preload_index;
   auto reader = index::IndexReader::Open(a.index, ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());
@@ -118,53 +169,11 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
     return kExitFailure;
   }
   MountOptions options = a.options;
-  if (options.push_random_auto) {
-    uint64_t shard_bytes = 0;
-    for (const index::ShardMeta& m : (*reader)->shards()) shard_bytes += m.size;
-    struct sysinfo si;
-    uint64_t memory = ::sysinfo(&si) == 0 ? uint64_t{si.totalram} * si.mem_unit : 0;
-    options.push.random_bytes =
-        shard_bytes <= memory / 2 ? MountOptions::kAutoPushRandom : 0;
-    log::Debug("push_random=auto: shards {} bytes, memory {} bytes: push_random={}", shard_bytes,
-               memory, options.push.random_bytes);
-  }
+  if (options.push_random_auto) options.push.random_bytes = AutoPushRandom(**reader);
   options.fs.max_open_shards = ClampOpenShards(options.fs.max_open_shards);
   mount::Filesystem fs(std::move(reader).value(), options.fs);
-  // A cheap look at every shard (one stat each, no reads): an index whose
-  // shards have all moved is refused; single missing shards are logged and
-  // their files fail with EIO. --check reads and fingerprints them all.
-  {
-    const index::IndexReader& r = fs.reader();
-    size_t missing = 0;
-    std::string first_missing;
-    for (uint32_t i = 0; i < r.shards().size(); ++i) {
-      const std::string& path = r.ShardPath(index::ShardId{i});
-      struct stat st;
-      if (::stat(path.c_str(), &st) == 0) continue;
-      if (missing++ == 0) first_missing = path;
-      if (!a.check) log::Warning("shard {}: {}; reads of its files fail with EIO", path,
-                                 std::strerror(errno));
-    }
-    if (missing > 0 && missing == r.shards().size() && !a.allow_missing) {
-      log::Error("index {}: none of its {} shards is where the index says (the first: {}); were "
-                 "they moved? Not mounting (--allow-missing-shards mounts anyway)",
-                 a.index, r.shards().size(), first_missing);
-      return kExitFailure;
-    }
-  }
-  if (a.check) {
-    std::vector<Status> problems = fs.shard_cache().CheckAll();
-    if (!problems.empty()) {
-      if (!a.allow_missing) {
-        log::Error("{} of {} shards failed the check; not mounting (--allow-missing-shards "
-                   "mounts anyway, their files fail with EIO)",
-                   problems.size(), fs.shard_cache().shard_count());
-        return kExitFailure;
-      }
-      log::Warning("{} of {} shards failed the check; their files fail with EIO",
-                   problems.size(), fs.shard_cache().shard_count());
-    }
-  }
+  if (!ShardsInPlace(a, fs.reader())) return kExitFailure;
+  if (a.check && !ShardsPassCheck(a, fs)) return kExitFailure;
   std::string fsname = a.index;  // Absolute and normal already.
   Status s = mount::ServeFuse(&fs, options, a.mountpoint, fsname, on_mounted);
   if (!s.ok()) {
@@ -174,50 +183,46 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
   return kExitOk;
 }
 
-}  // namespace
-
-int RunMount(int argc, char** argv) {
+// Parses the command line into `a`. Returns -1 to go on, else the exit code.
+int ParseMountArgs(int argc, char** argv, MountArgs* a) {
   static const option kLong[] = {{"foreground", no_argument, nullptr, 'f'},
                                  {"check", no_argument, nullptr, 'c'},
                                  {"allow-missing-shards", no_argument, nullptr, 'A'},
                                  {"debug", no_argument, nullptr, 'd'},
                                  {nullptr, 0, nullptr, 0}};
-  MountArgs a;
   std::vector<std::string> o_lists;
   optind = 0;
   for (int c; (c = getopt_long(argc, argv, "+fo:d", kLong, nullptr)) != -1;) {
     switch (c) {
-      case 'f': a.foreground = true; break;
+      case 'f': a->foreground = true; break;
       case 'o': o_lists.push_back(optarg); break;
-      case 'c': a.check = true; break;
-      case 'A': a.allow_missing = true; break;
-      case 'd': a.foreground = true; o_lists.push_back("debug"); break;
+      case 'c': a->check = true; break;
+      case 'A': a->allow_missing = true; break;
+      case 'd': a->foreground = true; o_lists.push_back("debug"); break;
       default: return UsageError("mount", "unknown option");
     }
   }
   if (argc - optind != 2) return UsageError("mount", "expected INDEX MOUNTPOINT");
   std::error_code ec;
-  a.index = std::filesystem::absolute(argv[optind], ec).lexically_normal().string();
-  if (!ec) a.mountpoint = std::filesystem::absolute(argv[optind + 1], ec).lexically_normal().string();
+  a->index = std::filesystem::absolute(argv[optind], ec).lexically_normal().string();
+  if (!ec) {
+    a->mountpoint = std::filesystem::absolute(argv[optind + 1], ec).lexically_normal().string();
+  }
   if (ec) {
     log::Error("mount: cannot make paths absolute: {}", ec.message());
     return kExitFailure;
   }
-  Status s = mount::ParseMountOptions(o_lists, &a.options);
+  Status s = mount::ParseMountOptions(o_lists, &a->options);
   if (!s.ok()) return UsageError("mount", s.message());
-  if (a.options.debug) log::SetLevel(log::Level::kDebug);
-  s = CheckMountpoint(a.mountpoint, a.options.nonempty);
-  if (!s.ok()) {
-    log::Error("{}", s.message());
-    return kExitFailure;
-  }
+  if (a->options.debug) log::SetLevel(log::Level::kDebug);
+  for (const std::string& w : a->options.warnings) log::Warning("{}", w);
+  return -1;
+}
 
-  if (a.foreground) {
-    return MountAndServe(a, [&] { log::Info("mounted {} at {}", a.index, a.mountpoint); });
-  }
-
-  // Daemonise: the child reports "mounted" through a pipe; until then its
-  // stderr is ours, so errors reach the user.
+// Without -f: the child mounts and serves, detached, and reports "mounted"
+// through a pipe; until then its stderr is ours, so errors reach the user.
+// The parent returns 0 once the mount is in place, else the child's failure.
+int MountInBackground(const MountArgs& a) {
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) {
     log::Error("pipe: {}", std::strerror(errno));
@@ -260,6 +265,22 @@ int RunMount(int argc, char** argv) {
     (void)unused;
     ::close(pipefd[1]);
   });
+}
+
+}  // namespace
+
+int RunMount(int argc, char** argv) {
+  MountArgs a;
+  if (int rc = ParseMountArgs(argc, argv, &a); rc >= 0) return rc;
+  Status s = CheckMountpoint(a.mountpoint, a.options.nonempty);
+  if (!s.ok()) {
+    log::Error("{}", s.message());
+    return kExitFailure;
+  }
+  if (a.foreground) {
+    return MountAndServe(a, [&] { log::Info("mounted {} at {}", a.index, a.mountpoint); });
+  }
+  return MountInBackground(a);
 }
 
 namespace {

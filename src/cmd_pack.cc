@@ -28,9 +28,8 @@ void PrintList(log::Level level, std::string_view what, const std::vector<std::s
   }
 }
 
-}  // namespace
-
-int RunPack(int argc, char** argv) {
+// Parses the command line into `o`. Returns -1 to go on, else the exit code.
+int ParsePackArgs(int argc, char** argv, tools::PackOptions* o) {
   enum {
     kShardSize = 256, kMaxFiles, kName, kFromList, kExclude, kSkipUnreadable, kSkipSpecial,
     kFollow, kForce,
@@ -49,16 +48,15 @@ int RunPack(int argc, char** argv) {
       {"quiet", no_argument, nullptr, 'q'},
       {"force", no_argument, nullptr, kForce},
       {nullptr, 0, nullptr, 0}};
-  tools::PackOptions o;
   std::vector<std::string> positional;
   optind = 0;
   // Options may follow SRC_DIR ("shardfs pack SRC --out OUT"), so no '+'.
   for (int c; (c = getopt_long(argc, argv, "-o:j:q", kLong, nullptr)) != -1;) {
     switch (c) {
       case 1: positional.push_back(optarg); break;
-      case 'o': o.out = optarg; break;
+      case 'o': o->out = optarg; break;
       case kShardSize:
-        if (!ParseSize(optarg, &o.shard_size) || o.shard_size == 0) {
+        if (!ParseSize(optarg, &o->shard_size) || o->shard_size == 0) {
           return UsageError("pack", fmt::format("--shard-size: bad size '{}'", optarg));
         }
         break;
@@ -67,30 +65,49 @@ int RunPack(int argc, char** argv) {
         if (!ParseSize(optarg, &n) || n == 0) {
           return UsageError("pack", fmt::format("--max-files: bad number '{}'", optarg));
         }
-        o.max_files = n;
+        o->max_files = n;
         break;
       }
-      case kName: o.name = optarg; break;
+      case kName: o->name = optarg; break;
       case 'j':
-        if (!ParseJobs(optarg, &o.jobs)) return UsageError("pack", "-j needs a count 1..4096");
+        if (!ParseJobs(optarg, &o->jobs)) return UsageError("pack", "-j needs a count 1..4096");
         break;
-      case kFromList: o.from_list = optarg; break;
-      case kExclude: o.excludes.push_back(optarg); break;
-      case kSkipUnreadable: o.skip_unreadable = true; break;
-      case kSkipSpecial: o.skip_special = true; break;
-      case kFollow: o.follow_symlinks = true; break;
-      case 'q': o.quiet = true; break;
-      case kForce: o.force = true; break;
+      case kFromList: o->from_list = optarg; break;
+      case kExclude: o->excludes.push_back(optarg); break;
+      case kSkipUnreadable: o->skip_unreadable = true; break;
+      case kSkipSpecial: o->skip_special = true; break;
+      case kFollow: o->follow_symlinks = true; break;
+      case 'q': o->quiet = true; break;
+      case kForce: o->force = true; break;
       default: return UsageError("pack", "unknown option");
     }
   }
   for (int i = optind; i < argc; ++i) positional.push_back(argv[i]);
   if (positional.size() != 1) return UsageError("pack", "expected one SRC_DIR");
-  if (o.out.empty()) return UsageError("pack", "--out OUT_DIR is required");
-  o.src = positional[0];
-  if (auto p = tools::ParseShardName(o.name); !p.ok()) {
+  if (o->out.empty()) return UsageError("pack", "--out OUT_DIR is required");
+  o->src = positional[0];
+  if (auto p = tools::ParseShardName(o->name); !p.ok()) {
     return UsageError("pack", p.status().message());
   }
+  return -1;
+}
+
+void LogPackSummary(const tools::PackReport& r) {
+  double secs = std::max(r.seconds, 1e-9);
+  log::Info("packed {} files ({}), {} dirs, {} symlinks, {} hard links ({} stored again as a "
+            "copy in a later shard) into {} shards ({}); skipped {}; {:.2f}s, {:.0f} files/s, "
+            "{}/s; index at {}",
+            r.files, tools::HumanBytes(r.bytes), r.dirs, r.symlinks, r.hardlinks + r.link_copies,
+            r.link_copies, r.shards,
+            tools::HumanBytes(r.shard_bytes), r.skipped.size(), secs, r.files / secs,
+            tools::HumanBytes(r.bytes / secs), r.index_path);
+}
+
+}  // namespace
+
+int RunPack(int argc, char** argv) {
+  tools::PackOptions o;
+  if (int rc = ParsePackArgs(argc, argv, &o); rc >= 0) return rc;
   if (o.quiet) log::SetLevel(log::Level::kWarning);
 
   tools::PackReport r;
@@ -102,14 +119,7 @@ int RunPack(int argc, char** argv) {
     return kExitFailure;
   }
   PrintList(log::Level::kWarning, "skipped", r.skipped);
-  double secs = std::max(r.seconds, 1e-9);
-  log::Info("packed {} files ({}), {} dirs, {} symlinks, {} hard links ({} stored again as a "
-            "copy in a later shard) into {} shards ({}); skipped {}; {:.2f}s, {:.0f} files/s, "
-            "{}/s; index at {}",
-            r.files, tools::HumanBytes(r.bytes), r.dirs, r.symlinks, r.hardlinks + r.link_copies,
-            r.link_copies, r.shards,
-            tools::HumanBytes(r.shard_bytes), r.skipped.size(), secs, r.files / secs,
-            tools::HumanBytes(r.bytes / secs), r.index_path);
+  LogPackSummary(r);
   return kExitOk;
 }
 

@@ -18,10 +18,43 @@
 namespace shardfs::mount {
 namespace {
 
-constexpr uint32_t kMissesBeforeListing = 2;
 constexpr size_t kDentsBuffer = 64 * 1024;
 
 }  // namespace
+
+bool PrefillPolicy::NoteMiss(uint64_t dir) {
+  DirState& d = dirs_[dir];
+  if (d.queued) return false;
+  uint64_t threshold = uint64_t{kMissesBeforeListing} << (2 * std::min(d.listings, 15u));
+  if (++d.misses < threshold) return false;
+  return Queue({dir, "", false});
+}
+
+bool PrefillPolicy::Queue(Job job) {
+  DirState& d = dirs_[job.dir];
+  if (d.queued || (job.sibling && d.listings > 0)) return false;
+  d.queued = true;
+  d.misses = 0;
+  ++d.listings;
+  queue_.push_back(std::move(job));
+  return true;
+}
+
+bool PrefillPolicy::Next(Job* job) {
+  if (queue_.empty()) return false;
+  *job = std::move(queue_.front());
+  queue_.pop_front();
+  return true;
+}
+
+void PrefillPolicy::Done(uint64_t dir) { dirs_[dir].queued = false; }
+
+uint32_t PrefillPolicy::TakeSiblingCount(uint64_t parent) {
+  DirState& p = dirs_[parent];
+  uint32_t n = p.siblings;
+  p.siblings = std::min(p.siblings * 2, kMaxSiblings);
+  return n;
+}
 
 DirPrefill::DirPrefill(const index::IndexReader* reader, std::string mountpoint)
     : reader_(reader), mountpoint_(std::move(mountpoint)), thread_([this] { Run(); }) {}
@@ -36,37 +69,25 @@ DirPrefill::~DirPrefill() {
 }
 
 void DirPrefill::NoteMiss(index::InodeId dir) {
+  bool queued;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    DirState& d = dirs_[dir.value];
-    if (d.queued) return;
-    uint64_t threshold = uint64_t{kMissesBeforeListing} << (2 * std::min(d.listings, 15u));
-    if (++d.misses < threshold) return;
-    QueueLocked({dir.value, "", false});
+    queued = policy_.NoteMiss(dir.value);
   }
-  cv_.notify_one();
-}
-
-void DirPrefill::QueueLocked(Job job) {
-  DirState& d = dirs_[job.dir];
-  if (d.queued || (job.ahead && d.listings > 0)) return;
-  d.queued = true;
-  d.misses = 0;
-  ++d.listings;
-  queue_.push_back(std::move(job));
+  if (queued) cv_.notify_one();
 }
 
 void DirPrefill::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    cv_.wait(lock, [this] { return stop_ || !policy_.empty(); });
     if (stop_) return;
-    Job job = std::move(queue_.front());
-    queue_.pop_front();
+    Job job;
+    policy_.Next(&job);
     lock.unlock();
-    if (List(job) && !job.ahead) QueueSiblings(job);
+    if (List(job) && !job.sibling) QueueSiblings(job);
     lock.lock();
-    dirs_[job.dir].queued = false;
+    policy_.Done(job.dir);
   }
 }
 
@@ -103,7 +124,7 @@ bool DirPrefill::List(Job& job) {
     log::Debug("prefill: {}: {}", path, std::strerror(errno));
     return false;
   }
-  log::Debug("prefill: listed directory inode {}{}", dir.value, job.ahead ? " (ahead)" : "");
+  log::Debug("prefill: listed directory inode {}{}", dir.value, job.sibling ? " (ahead)" : "");
   return true;
 }
 
@@ -138,9 +159,7 @@ void DirPrefill::QueueSiblings(const Job& job) {
   size_t want;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    DirState& parent = dirs_[self.parent.value];
-    want = parent.list_ahead;
-    parent.list_ahead = std::min(parent.list_ahead * 2, kMaxListAhead);
+    want = policy_.TakeSiblingCount(self.parent.value);
   }
   std::vector<Job> next;
   Status s = reader_->ForEachChild(
@@ -154,7 +173,7 @@ void DirPrefill::QueueSiblings(const Job& job) {
   if (!s.ok() || next.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (Job& j : next) QueueLocked(std::move(j));
+    for (Job& j : next) policy_.Queue(std::move(j));
   }
   cv_.notify_one();
 }

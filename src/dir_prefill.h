@@ -11,9 +11,9 @@
 // dentries and inodes with the mount's entry/attr timeouts, and the lookups
 // that follow are answered by the kernel itself. Such a program usually goes
 // on to the next directories in name order, so the sibling directories that
-// follow are listed after it: kListAhead at first, twice as many each time
+// follow are listed after it: kFirstSiblings at first, twice as many each time
 // another child of the same parent needs a listing on misses (the program
-// outran the listing), up to kMaxListAhead. When the kernel has dropped a listed
+// outran the listing), up to kMaxSiblings. When the kernel has dropped a listed
 // directory's entries (memory pressure), misses come back and it is listed
 // again, after 4x as many misses each time, so a directory too big for the
 // kernel's cache is not listed over and over.
@@ -24,7 +24,10 @@
 // While a listing runs it holds the directory open, so an unmount in that
 // moment fails with EBUSY, as it would with any open file on the mount.
 //
-// Thread safety: NoteMiss may be called from any thread.
+// The decisions are PrefillPolicy's (plain C++, unit-tested); DirPrefill runs
+// them on its thread and does the listing.
+//
+// Thread safety: DirPrefill::NoteMiss may be called from any thread.
 #ifndef SHARDFS_SRC_DIR_PREFILL_H_
 #define SHARDFS_SRC_DIR_PREFILL_H_
 
@@ -43,11 +46,54 @@
 
 namespace shardfs::mount {
 
+// The decisions of DirPrefill, with no thread, no index and no mount, so
+// unit tests drive it: which directories to list, when, and how many
+// siblings after a listed one. Directories are inode numbers.
+//
+// Thread safety: none; DirPrefill guards it with its mutex.
+class PrefillPolicy {
+ public:
+  static constexpr uint32_t kMissesBeforeListing = 2;
+  static constexpr uint32_t kFirstSiblings = 2;
+  static constexpr uint32_t kMaxSiblings = 64;
+
+  struct Job {
+    uint64_t dir = 0;
+    std::string path;      // From the root; empty until known.
+    bool sibling = false;  // Listed after a sibling, ahead of use: lists no siblings itself.
+  };
+
+  // A lookup in `dir` missed the kernel's cache. Queues `dir` on the
+  // kMissesBeforeListing-th miss, after 4x as many misses for each listing
+  // before. Returns true if it queued it.
+  bool NoteMiss(uint64_t dir);
+  // Queues `job` unless its directory is queued already, or `job` is a
+  // sibling listing and the directory was listed before. Returns true if it
+  // queued it.
+  bool Queue(Job job);
+  // Takes the next job, oldest first; false if none.
+  bool Next(Job* job);
+  // The listing of `dir` taken by Next ended: it may be queued again.
+  void Done(uint64_t dir);
+  // How many of the directories after a listed child of `parent` to list:
+  // kFirstSiblings, then twice as many each call, up to kMaxSiblings.
+  uint32_t TakeSiblingCount(uint64_t parent);
+
+  bool empty() const { return queue_.empty(); }
+
+ private:
+  struct DirState {
+    uint32_t misses = 0;    // Since the last listing.
+    uint32_t listings = 0;  // Queued so far.
+    bool queued = false;    // Queued or being listed.
+    uint32_t siblings = kFirstSiblings;  // Children to list ahead, as a parent.
+  };
+  std::unordered_map<uint64_t, DirState> dirs_;
+  std::deque<Job> queue_;
+};
+
 class DirPrefill {
  public:
-  static constexpr uint32_t kListAhead = 2;
-  static constexpr uint32_t kMaxListAhead = 64;
-
   // Lists directories of `reader` under `mountpoint` (an absolute path).
   DirPrefill(const index::IndexReader* reader, std::string mountpoint);
   // Stops the thread; a listing in progress ends first (or fails once the
@@ -60,11 +106,7 @@ class DirPrefill {
   void NoteMiss(index::InodeId dir);
 
  private:
-  struct Job {
-    uint64_t dir;
-    std::string path;  // From the root; empty until known.
-    bool ahead;        // Listed ahead of use: lists no siblings itself.
-  };
+  using Job = PrefillPolicy::Job;
   void Run();
   // Lists `job.dir`, filling in `job.path` if empty; false if it failed.
   bool List(Job& job);
@@ -72,23 +114,13 @@ class DirPrefill {
   bool FindMountDevice();
   // Queues the directories that follow `job.dir` among its siblings.
   void QueueSiblings(const Job& job);
-  // Queues `job` unless its directory is queued already, or was listed
-  // before and `job` is only a list-ahead. Caller holds mu_.
-  void QueueLocked(Job job);
 
   const index::IndexReader* const reader_;
   const std::string mountpoint_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  struct DirState {
-    uint32_t misses = 0;    // Since the last listing.
-    uint32_t listings = 0;  // Queued so far.
-    bool queued = false;    // Queued or being listed.
-    uint32_t list_ahead = kListAhead;  // Children to list ahead, as a parent.
-  };
-  std::unordered_map<uint64_t, DirState> dirs_;    // Guarded by mu_.
-  std::deque<Job> queue_;                          // Guarded by mu_.
-  bool stop_ = false;                              // Guarded by mu_.
+  PrefillPolicy policy_;  // Guarded by mu_.
+  bool stop_ = false;     // Guarded by mu_.
   std::optional<dev_t> mount_dev_;  // Only touched by the prefill thread.
   std::thread thread_;
 };

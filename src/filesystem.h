@@ -10,7 +10,7 @@
 // number of threads. The index reader is immutable, the shard cache guards
 // itself, the verified-inode bitmap is atomic words.
 //
-// What the mount does ahead of a reader (readahead in shards, drop-behind,
+// What the mount does ahead of a reader (shard readahead, drop-behind,
 // pushes into the kernel's page cache) is src/push_ahead.h.
 #ifndef SHARDFS_SRC_FILESYSTEM_H_
 #define SHARDFS_SRC_FILESYSTEM_H_

@@ -4,27 +4,22 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 
-#include <poll.h>
-#include <pthread.h>
-#include <unistd.h>
-
-#include <array>
-#include <atomic>
+#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <csignal>
 #include <cstdarg>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
-#include <thread>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "base/log.h"
 #include "src/dir_prefill.h"
 #include "src/push_ahead.h"
+#include "src/signal_stop.h"
 
 namespace shardfs::mount {
 namespace {
@@ -384,109 +379,6 @@ void LibfuseLog(enum fuse_log_level level, const char* fmt, va_list ap) {
   if (log::Enabled(l)) log::Write(l, fmt::format("fuse: {}", msg));
 }
 
-// SIGINT, SIGTERM and SIGHUP unmount cleanly, in an order that cannot
-// hang: a pusher may be waiting for a page lock that only the answer to a
-// queued READ releases, so the pushers are stopped first, while the workers
-// still serve, and only then is the session loop ended. (libfuse's own
-// handlers end the loop at once.) The handler only writes to a pipe; a
-// watcher thread does the rest.
-class SignalStop {
- public:
-  static Result<SignalStop> Install() {
-    SignalStop s;
-    if (::pipe2(s.pipe_.data(), O_CLOEXEC | O_NONBLOCK) != 0) {
-      return Status::FromErrno(errno, "signal pipe");
-    }
-    wake_fd_.store(s.pipe_[1]);
-    struct sigaction sa {};
-    sa.sa_handler = &SignalStop::OnSignal;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &sa, &s.old_[i]);
-    struct sigaction ign {};
-    ign.sa_handler = SIG_IGN;
-    ::sigaction(SIGPIPE, &ign, &s.old_pipe_);
-    s.installed_ = true;
-    return s;
-  }
-  SignalStop(SignalStop&& o) noexcept
-      : pipe_(std::exchange(o.pipe_, {-1, -1})),
-        old_(o.old_),
-        old_pipe_(o.old_pipe_),
-        installed_(std::exchange(o.installed_, false)) {}
-  ~SignalStop() {
-    LoopEnded();
-    if (installed_) {
-      for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
-      ::sigaction(SIGPIPE, &old_pipe_, nullptr);
-      wake_fd_.store(-1);
-    }
-    for (int fd : pipe_) {
-      if (fd >= 0) ::close(fd);
-    }
-  }
-
-  // Starts watching: on a signal, runs `before_exit`, then ends `se`'s loop,
-  // which the calling thread is about to run.
-  void Watch(fuse_session* se, std::function<void()> before_exit) {
-    loop_thread_ = ::pthread_self();
-    watcher_ = std::thread([this, se, before_exit = std::move(before_exit)] {
-      pollfd p{pipe_[0], POLLIN, 0};
-      for (;;) {
-        if (::poll(&p, 1, -1) < 0 && errno != EINTR) return;
-        char b[16];
-        while (::read(pipe_[0], b, sizeof b) > 0) {
-        }
-        if (loop_ended_.load()) return;
-        if (p.revents & POLLIN) break;
-      }
-      log::Info("signal: unmounting");
-      before_exit();
-      exiting_.store(true);
-      fuse_session_exit(se);
-      // The loop's thread sleeps until a worker or a signal wakes it; a
-      // signal sent just before it went to sleep would be lost, so repeat.
-      while (!loop_ended_.load()) {
-        ::pthread_kill(loop_thread_, SIGTERM);
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    });
-  }
-
-  // The loop returned: the watcher ends.
-  void LoopEnded() {
-    if (!watcher_.joinable()) return;
-    loop_ended_.store(true);
-    char b = 0;
-    ssize_t n = ::write(pipe_[1], &b, 1);
-    (void)n;
-    watcher_.join();
-  }
-
- private:
-  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
-  SignalStop() = default;
-  static void OnSignal(int) {
-    int saved = errno;
-    int fd = wake_fd_.load();
-    if (fd >= 0 && !exiting_.load()) {
-      char b = 1;
-      ssize_t n = ::write(fd, &b, 1);
-      (void)n;
-    }
-    errno = saved;
-  }
-
-  static inline std::atomic<int> wake_fd_{-1};
-  static inline std::atomic<bool> exiting_{false};
-  std::array<int, 2> pipe_ = {-1, -1};
-  std::array<struct sigaction, 3> old_{};
-  struct sigaction old_pipe_ {};
-  bool installed_ = false;
-  pthread_t loop_thread_{};
-  std::atomic<bool> loop_ended_{false};
-  std::thread watcher_;
-};
-
 std::string EscapeOption(std::string_view s) {
   std::string out;
   for (char ch : s) {
@@ -496,30 +388,8 @@ std::string EscapeOption(std::string_view s) {
   return out;
 }
 
-}  // namespace
-
-int ToErrno(const Status& s) {
-  switch (s.code()) {
-    case Status::Code::kOk: return 0;
-    case Status::Code::kNotFound: return ENOENT;
-    case Status::Code::kInvalidArgument: return EINVAL;
-    case Status::Code::kNotADirectory: return ENOTDIR;
-    case Status::Code::kIsADirectory: return EISDIR;
-    case Status::Code::kAlreadyExists: return EEXIST;
-    // Bytes that cannot be served as indexed, for whatever reason (a bad or
-    // missing shard, a checksum mismatch, no checksum to verify with, a
-    // damaged index, the daemon out of descriptors): the read fails, it
-    // never returns something else.
-    case Status::Code::kCorruption:
-    case Status::Code::kIoError:
-    case Status::Code::kNotSupported: return EIO;
-  }
-  return EIO;
-}
-
-Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string& mountpoint,
-                 const std::string& fsname, const std::function<void()>& on_mounted) {
-  fuse_set_log_func(&LibfuseLog);
+// Every operation shardfs answers; the write-type ones with EROFS.
+fuse_lowlevel_ops MakeOps() {
   fuse_lowlevel_ops ops{};
   ops.init = OpInit;
   ops.lookup = OpLookup;
@@ -552,22 +422,84 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   ops.setxattr = OpSetxattr;
   ops.removexattr = OpRemovexattr;
   ops.fallocate = OpFallocate;
+  return ops;
+}
 
-  Context ctx{fs, options};
-  PushAhead push(fs, options.push, [&ctx](InodeId inode, const char* data, size_t size) {
-    fuse_bufvec bv{};
-    bv.count = 1;
-    bv.buf[0].size = size;
-    bv.buf[0].mem = const_cast<char*>(data);
-    return fuse_lowlevel_notify_store(ctx.se, inode.value, 0, &bv, fuse_buf_copy_flags{});
-  });
-  ctx.push = &push;
-  std::vector<std::string> arg_store = {
+// The push's Store: the file's content into the kernel's page cache.
+int StorePages(fuse_session* se, InodeId inode, const char* data, size_t size) {
+  fuse_bufvec bv{};
+  bv.count = 1;
+  bv.buf[0].size = size;
+  bv.buf[0].mem = const_cast<char*>(data);
+  return fuse_lowlevel_notify_store(se, inode.value, 0, &bv, fuse_buf_copy_flags{});
+}
+
+// The argv libfuse's session parses: shardfs' fixed mount options, then the
+// -o options shardfs passed on.
+std::vector<std::string> SessionArgs(const MountOptions& options, const std::string& fsname) {
+  std::vector<std::string> args = {
       "shardfs", "-o",
       fmt::format("ro,default_permissions,noatime,subtype=shardfs,fsname={}",
                   EscapeOption(fsname))};
-  for (const std::string& a : options.fuse_args) arg_store.push_back(a);
-  if (options.debug) arg_store.push_back("-d");
+  for (const std::string& a : options.fuse_args) args.push_back(a);
+  if (options.debug) args.push_back("-d");
+  return args;
+}
+
+// Serves until an unmount or a signal; returns the loop's result.
+int RunLoop(fuse_session* se, const MountOptions& options, SignalStop& signals, PushAhead& push) {
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_clone_fd(cfg, options.clone_fd ? 1 : 0);
+  fuse_loop_cfg_set_max_threads(cfg, options.threads);
+  fuse_loop_cfg_set_idle_threads(cfg, std::min(options.idle_threads, options.threads));
+  // A signal stops the pushers while the workers still answer READs, then
+  // ends the loop (see src/signal_stop.h).
+  signals.Watch([&push] { push.Stop(); }, [se] { fuse_session_exit(se); });
+  int rc = fuse_session_loop_mt(se, cfg);
+  signals.LoopEnded();
+  fuse_loop_cfg_destroy(cfg);
+  return rc;
+}
+
+void LogPushStats(const PushStats& ps) {
+  log::Debug("push: {} jobs run, {} dropped (busy {}, full {}, stale {}), {} files ({} bytes) "
+             "pushed, {} skipped as read, {} store errors",
+             ps.jobs_run, ps.jobs_dropped_busy + ps.jobs_dropped_full + ps.jobs_dropped_stale,
+             ps.jobs_dropped_busy, ps.jobs_dropped_full, ps.jobs_dropped_stale, ps.files_pushed,
+             ps.bytes_pushed, ps.files_skipped_read, ps.store_errors);
+}
+
+}  // namespace
+
+int ToErrno(const Status& s) {
+  switch (s.code()) {
+    case Status::Code::kOk: return 0;
+    case Status::Code::kNotFound: return ENOENT;
+    case Status::Code::kInvalidArgument: return EINVAL;
+    case Status::Code::kNotADirectory: return ENOTDIR;
+    case Status::Code::kIsADirectory: return EISDIR;
+    case Status::Code::kAlreadyExists: return EEXIST;
+    // Bytes that cannot be served as indexed, for whatever reason (a bad or
+    // missing shard, a checksum mismatch, no checksum to verify with, a
+    // damaged index, the daemon out of descriptors): the read fails, it
+    // never returns something else.
+    case Status::Code::kCorruption:
+    case Status::Code::kIoError:
+    case Status::Code::kNotSupported: return EIO;
+  }
+  return EIO;
+}
+
+Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string& mountpoint,
+                 const std::string& fsname, const std::function<void()>& on_mounted) {
+  fuse_set_log_func(&LibfuseLog);
+  const fuse_lowlevel_ops ops = MakeOps();
+  Context ctx{fs, options};
+  PushAhead push(fs, options.push, [&ctx](InodeId inode, const char* data, size_t size) {
+    return StorePages(ctx.se, inode, data, size);
+  });
+  ctx.push = &push;
+  std::vector<std::string> arg_store = SessionArgs(options, fsname);
   std::vector<char*> argv;
   for (auto& a : arg_store) argv.push_back(a.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
@@ -591,24 +523,10 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   }
   push.Start();
   on_mounted();
-  fuse_loop_config* cfg = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_clone_fd(cfg, options.clone_fd ? 1 : 0);
-  fuse_loop_cfg_set_max_threads(cfg, options.threads);
-  fuse_loop_cfg_set_idle_threads(cfg, std::min(options.idle_threads, options.threads));
-  // A signal stops the pushers while the workers still answer READs, then
-  // ends the loop (see SignalStop).
-  signals.Watch(se, [&push] { push.Stop(); });
-  int rc = fuse_session_loop_mt(se, cfg);
-  signals.LoopEnded();
-  fuse_loop_cfg_destroy(cfg);
+  int rc = RunLoop(se, options, signals, push);
   // Ended by an unmount: the connection is gone, so no store can be waiting.
   push.Stop();
-  PushStats ps = push.stats();
-  log::Debug("push: {} jobs run, {} dropped (busy {}, full {}, stale {}), {} files ({} bytes) "
-             "pushed, {} skipped as read, {} store errors",
-             ps.jobs_run, ps.jobs_dropped_busy + ps.jobs_dropped_full + ps.jobs_dropped_stale,
-             ps.jobs_dropped_busy, ps.jobs_dropped_full, ps.jobs_dropped_stale, ps.files_pushed,
-             ps.bytes_pushed, ps.files_skipped_read, ps.store_errors);
+  LogPushStats(push.stats());
   fuse_session_unmount(se);
   if (rc != 0 && rc != SIGINT && rc != SIGTERM && rc != SIGHUP) {
     return Status::IoError(fmt::format("FUSE session loop ended with {}", rc));

@@ -1,4 +1,3 @@
-#include "base/parse.h"
 #include "src/mount_options.h"
 
 #include <fuse_opt.h>
@@ -6,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+
+#include "base/parse.h"
 
 namespace shardfs::mount {
 namespace {
@@ -33,6 +34,111 @@ bool ParseBool(std::string_view v, bool* out) {
   return true;
 }
 
+// What one name=value was to a group of options below.
+struct Parsed {
+  bool known = true;               // `name` is one of the group's options.
+  const char* expected = nullptr;  // A bad value: what the option takes.
+};
+constexpr Parsed kUnknown{false, nullptr};
+constexpr Parsed kTaken{true, nullptr};
+Parsed Bad(const char* expected) { return {true, expected}; }
+
+// The session loop and the FUSE connection.
+Parsed ParseSessionOption(std::string_view name, std::string_view value, MountOptions& o) {
+  uint64_t n = 0;
+  if (name == "entry_timeout") {
+    if (!ParseNumber(value, &o.entry_timeout)) return Bad("seconds");
+  } else if (name == "attr_timeout") {
+    if (!ParseNumber(value, &o.attr_timeout)) return Bad("seconds");
+  } else if (name == "threads") {
+    if (!ParseCount(value, 1, 1024, &n)) return Bad("a thread count 1..1024");
+    o.threads = static_cast<unsigned>(n);
+  } else if (name == "idle_threads") {
+    if (!ParseCount(value, 1, 1024, &n)) return Bad("a thread count 1..1024");
+    o.idle_threads = static_cast<unsigned>(n);
+  } else if (name == "clone_fd") {
+    if (!ParseBool(value, &o.clone_fd)) return Bad("0 or 1");
+  } else if (name == "kernel_open") {
+    if (!ParseBool(value, &o.kernel_open)) return Bad("0 or 1");
+  } else if (name == "splice") {
+    if (!ParseBool(value, &o.splice)) return Bad("0 or 1");
+  } else {
+    return kUnknown;
+  }
+  return kTaken;
+}
+
+// What the mount does ahead of a program: preload, prefill, shard readahead,
+// pushes. Old names are kept so that existing fstab lines mount.
+Parsed ParseAheadOption(std::string_view name, std::string_view value, MountOptions& o) {
+  auto deprecated = [&](std::string_view new_name) {
+    o.warnings.push_back(fmt::format("-o {} is deprecated; use {}", name, new_name));
+  };
+  uint64_t n = 0;
+  if (name == "preload_index" || name == "prefetch_index") {
+    if (name != "preload_index") deprecated("preload_index");
+    if (!ParseBool(value, &o.preload_index)) return Bad("0 or 1");
+  } else if (name == "prefill_dirs") {
+    if (!ParseBool(value, &o.prefill_dirs)) return Bad("0 or 1");
+  } else if (name == "shard_readahead" || name == "readahead") {
+    if (name != "shard_readahead") deprecated("shard_readahead");
+    if (!ParseSize(value, &o.push.shard_readahead)) return Bad("a size such as 8M, or 0");
+  } else if (name == "drop_behind") {
+    if (!ParseBool(value, &o.push.drop_behind)) return Bad("0 or 1");
+  } else if (name == "push_ahead") {
+    if (!ParseSize(value, &o.push.sequential_bytes)) return Bad("a size such as 4M, or 0");
+  } else if (name == "push_random") {
+    if (value == "auto") {
+      o.push_random_auto = true;
+    } else if (ParseSize(value, &o.push.random_bytes)) {
+      o.push_random_auto = false;
+    } else {
+      return Bad("a size such as 1M, 0, or auto");
+    }
+  } else if (name == "push_threads") {
+    if (!ParseCount(value, 1, 64, &n)) return Bad("a thread count 1..64");
+    o.push.threads = static_cast<unsigned>(n);
+  } else {
+    return kUnknown;
+  }
+  return kTaken;
+}
+
+// The index, the shards and what entries look like.
+Parsed ParseFilesOption(std::string_view name, std::string_view value, MountOptions& o) {
+  uint64_t n = 0;
+  if (name == "block_cache") {
+    if (!ParseSize(value, &o.block_cache)) return Bad("a size such as 16M");
+  } else if (name == "max_open_shards") {
+    if (!ParseCount(value, 1, 1u << 20, &n)) return Bad("a count 1..1048576");
+    o.fs.max_open_shards = static_cast<size_t>(n);
+  } else if (name == "verify") {
+    if (value == "off") {
+      o.fs.verify = VerifyMode::kOff;
+    } else if (value == "first") {
+      o.fs.verify = VerifyMode::kFirst;
+    } else if (value == "always") {
+      o.fs.verify = VerifyMode::kAlways;
+    } else {
+      return Bad("off, first or always");
+    }
+  } else if (name == "uid" || name == "gid") {
+    if (!ParseCount(value, 0, UINT32_MAX - 1, &n)) return Bad("a number");
+    (name == "uid" ? o.fs.uid : o.fs.gid) = static_cast<int64_t>(n);
+  } else if (name == "umask") {
+    char* end = nullptr;
+    std::string s(value);
+    long m = std::strtol(s.c_str(), &end, 8);
+    if (s.empty() || *end || m < 0 || m > 07777) return Bad("an octal mask");
+    o.fs.umask = m;
+  } else if (name == "nonempty") {
+    o.nonempty = true;
+  } else {
+    return kUnknown;
+  }
+  return kTaken;
+}
+
 // fuse_opt hands every option here (FUSE_OPT_KEY_OPT); returns 0 to consume
 // ours, 1 to keep the rest for libfuse.
 int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
@@ -43,87 +149,21 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
   std::string_view name = a.substr(0, eq);
   std::string_view value = eq == std::string_view::npos ? "" : a.substr(eq + 1);
   MountOptions& o = *st->out;
-  auto bad = [&](const char* expected) {
-    st->status = Status::InvalidArgument(
-        fmt::format("-o {}: expected {}", arg, expected));
-    return 0;
-  };
-  uint64_t n = 0;
-  if (name == "entry_timeout") {
-    if (!ParseNumber(value, &o.entry_timeout)) return bad("seconds");
-  } else if (name == "attr_timeout") {
-    if (!ParseNumber(value, &o.attr_timeout)) return bad("seconds");
-  } else if (name == "threads") {
-    if (!ParseCount(value, 1, 1024, &n)) return bad("a thread count 1..1024");
-    o.threads = static_cast<unsigned>(n);
-  } else if (name == "idle_threads") {
-    if (!ParseCount(value, 1, 1024, &n)) return bad("a thread count 1..1024");
-    o.idle_threads = static_cast<unsigned>(n);
-  } else if (name == "clone_fd") {
-    if (!ParseBool(value, &o.clone_fd)) return bad("0 or 1");
-  } else if (name == "kernel_open") {
-    if (!ParseBool(value, &o.kernel_open)) return bad("0 or 1");
-  } else if (name == "splice") {
-    if (!ParseBool(value, &o.splice)) return bad("0 or 1");
-  } else if (name == "prefetch_index") {
-    if (!ParseBool(value, &o.prefetch_index)) return bad("0 or 1");
-  } else if (name == "prefill_dirs") {
-    if (!ParseBool(value, &o.prefill_dirs)) return bad("0 or 1");
-  } else if (name == "push_ahead") {
-    if (!ParseSize(value, &o.push.sequential_bytes)) return bad("a size such as 4M, or 0");
-  } else if (name == "drop_behind") {
-    if (!ParseBool(value, &o.push.drop_behind)) return bad("0 or 1");
-  } else if (name == "push_random") {
-    if (value == "auto") {
-      o.push_random_auto = true;
-    } else if (ParseSize(value, &o.push.random_bytes)) {
-      o.push_random_auto = false;
-    } else {
-      return bad("a size such as 1M, 0, or auto");
-    }
-  } else if (name == "push_threads") {
-    if (!ParseCount(value, 1, 64, &n)) return bad("a thread count 1..64");
-    o.push.threads = static_cast<unsigned>(n);
-  } else if (name == "block_cache") {
-    if (!ParseSize(value, &o.block_cache)) return bad("a size such as 16M");
-  } else if (name == "readahead") {
-    if (!ParseSize(value, &o.push.shard_readahead)) return bad("a size such as 8M, or 0");
-  } else if (name == "max_open_shards") {
-    if (!ParseCount(value, 1, 1u << 20, &n)) return bad("a count 1..1048576");
-    o.fs.max_open_shards = static_cast<size_t>(n);
-  } else if (name == "verify") {
-    if (value == "off") {
-      o.fs.verify = VerifyMode::kOff;
-    } else if (value == "first") {
-      o.fs.verify = VerifyMode::kFirst;
-    } else if (value == "always") {
-      o.fs.verify = VerifyMode::kAlways;
-    } else {
-      return bad("off, first or always");
-    }
-  } else if (name == "uid" || name == "gid" || name == "umask") {
-    if (name != "umask" && !ParseCount(value, 0, UINT32_MAX - 1, &n)) return bad("a number");
-    if (name == "uid") o.fs.uid = static_cast<int64_t>(n);
-    if (name == "gid") o.fs.gid = static_cast<int64_t>(n);
-    if (name == "umask") {
-      char* end = nullptr;
-      std::string s(value);
-      long m = std::strtol(s.c_str(), &end, 8);
-      if (s.empty() || *end || m < 0 || m > 07777) return bad("an octal mask");
-      o.fs.umask = m;
-    }
-  } else if (name == "nonempty") {
-    o.nonempty = true;
-  } else if (name == "debug") {
+  if (name == "debug") {
     o.debug = true;
-    return 1;
-  } else if (name == "rw") {
+    return 1;  // libfuse's too.
+  }
+  if (name == "rw") {
     st->status = Status::InvalidArgument("-o rw: shardfs is read-only");
     return 0;
-  } else if (name == "ro") {
-    return 0;  // Always read-only.
-  } else {
-    return 1;
+  }
+  if (name == "ro") return 0;  // Always read-only.
+  Parsed p = ParseSessionOption(name, value, o);
+  if (!p.known) p = ParseAheadOption(name, value, o);
+  if (!p.known) p = ParseFilesOption(name, value, o);
+  if (!p.known) return 1;
+  if (p.expected) {
+    st->status = Status::InvalidArgument(fmt::format("-o {}: expected {}", arg, p.expected));
   }
   return 0;
 }

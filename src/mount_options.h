@@ -1,6 +1,8 @@
-// Options of `shardfs mount`, from `-o` strings through a fuse_opt table into
-// one struct. Options shardfs does not know are passed on to libfuse (e.g.
-// allow_other, max_read, fsname). Every option is documented in man/shardfs.1.
+// Options of `shardfs mount`, from `-o` strings through libfuse's fuse_opt
+// parser (fuse_opt.h, not the low-level API) into one struct. Options shardfs
+// does not know are passed on to libfuse (e.g. allow_other, max_read,
+// fsname). Every option is documented in man/shardfs.1, the deprecated
+// aliases too.
 #ifndef SHARDFS_SRC_MOUNT_OPTIONS_H_
 #define SHARDFS_SRC_MOUNT_OPTIONS_H_
 
@@ -30,8 +32,9 @@ struct MountOptions {
   bool splice = true;
   // RocksDB block cache for index blocks, bytes.
   uint64_t block_cache = 16ull << 20;
-  // Start reading the index into the page cache at mount (not waited for).
-  bool prefetch_index = true;
+  // -o preload_index: start reading the index into the page cache at mount
+  // (not waited for).
+  bool preload_index = true;
   // List a directory in the background once two names in it were looked up
   // (kernel dentry-cache misses): the kernel then holds all of its entries
   // and later lookups in it need no round trip.
@@ -48,10 +51,16 @@ struct MountOptions {
   PushOptions push;
   // Options for libfuse, in "-o a,b" form.
   std::vector<std::string> fuse_args;
+  // One line per deprecated alias used ("-o readahead is deprecated; use
+  // shard_readahead"), for the caller to log.
+  std::vector<std::string> warnings;
 };
 
-// Parses the comma-separated lists given with -o. Returns InvalidArgument
-// naming the option for a bad value.
+// Parses the comma-separated lists given with -o into `out`, which holds the
+// defaults (or earlier values) for options not given. Returns InvalidArgument
+// naming the option and what was expected for a bad value, and for rw.
+// Deprecated aliases: readahead (shard_readahead), prefetch_index
+// (preload_index).
 Status ParseMountOptions(const std::vector<std::string>& o_lists, MountOptions* out);
 
 }  // namespace shardfs::mount

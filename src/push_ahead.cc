@@ -72,15 +72,16 @@ bool PushAhead::Sequential(ShardState& s, uint64_t pos, size_t len) const {
   return follows(last) || (pushed != 0 && follows(pushed));
 }
 
-void PushAhead::Readahead(ShardState& s, uint64_t shard_size, int fd, uint64_t pos, size_t len) {
+void PushAhead::ShardReadahead(ShardState& s, uint64_t shard_size, int fd, uint64_t pos,
+                               size_t len) {
   uint64_t window = options_.shard_readahead;
   if (window == 0) return;
-  uint64_t have = s.prefetched.load(std::memory_order_relaxed);
+  uint64_t have = s.readahead_end.load(std::memory_order_relaxed);
   if (have > pos + len + window / 2) return;  // Still well ahead.
   uint64_t from = std::max(have, pos + len);
   uint64_t to = std::min(pos + len + window, shard_size);
   if (to <= from) return;
-  if (!s.prefetched.compare_exchange_strong(have, to, std::memory_order_relaxed)) return;
+  if (!s.readahead_end.compare_exchange_strong(have, to, std::memory_order_relaxed)) return;
   ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
                   POSIX_FADV_WILLNEED);
 }
@@ -102,7 +103,7 @@ void PushAhead::NoteRead(InodeId inode, ReadRange* range) {
   read_.Set(inode);
   ShardState& s = shards_[range->shard_id.value];
   if (!Sequential(s, range->position, range->length)) return;
-  Readahead(s, fs_->reader().shards()[range->shard_id.value].size, range->shard->fd(),
+  ShardReadahead(s, fs_->reader().shards()[range->shard_id.value].size, range->shard->fd(),
             range->position, range->length);
   range->sequential_to_eof = range->ends_file;
 }

@@ -62,7 +62,7 @@ namespace shardfs::mount {
 struct PushOptions {
   uint64_t sequential_bytes = 4 << 20;  // -o push_ahead; 0: off.
   uint64_t random_bytes = 0;            // -o push_random; 0: off.
-  uint64_t shard_readahead = 8 << 20;   // -o readahead; 0: the kernel's own.
+  uint64_t shard_readahead = 8 << 20;   // -o shard_readahead; 0: the kernel's own.
   bool drop_behind = true;              // -o drop_behind.
   unsigned threads = 8;                 // -o push_threads: pusher threads.
   size_t queue_capacity = 64;           // Jobs waiting; more are dropped.
@@ -140,16 +140,18 @@ class PushAhead {
 
  private:
   struct ShardState {
-    std::atomic<uint64_t> next_pos{0};    // End of the last read.
-    std::atomic<uint64_t> prefetched{0};  // Readahead requested up to here.
-    std::atomic<uint64_t> pushed_end{0};  // End of the last push.
-    std::atomic<bool> busy{false};        // A sequential push queued or running.
-    std::atomic<uint64_t> dropped{0};     // Drop-behind done up to here.
+    std::atomic<uint64_t> next_pos{0};       // End of the last read.
+    std::atomic<uint64_t> readahead_end{0};  // Shard readahead requested up to here.
+    std::atomic<uint64_t> pushed_end{0};     // End of the last push.
+    std::atomic<bool> busy{false};           // A sequential push queued or running.
+    std::atomic<uint64_t> dropped{0};        // Drop-behind done up to here.
   };
   struct Counters;
 
   bool Sequential(ShardState& s, uint64_t pos, size_t len) const;
-  void Readahead(ShardState& s, uint64_t shard_size, int fd, uint64_t pos, size_t len);
+  // Asks the kernel to read the shard `shard_readahead` bytes past a
+  // sequential reader (fadvise WILLNEED).
+  void ShardReadahead(ShardState& s, uint64_t shard_size, int fd, uint64_t pos, size_t len);
   void DropBehind(ShardState& s, int fd, uint64_t end);
   void Offer(Job job);
   void Run();
