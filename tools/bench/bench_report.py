@@ -1,0 +1,145 @@
+"""The report: the table, ratios against the loose tree and the issue's targets."""
+
+import statistics
+import sys
+
+from bench_common import MB, PHASE_TITLES, PHASES, fmt_bytes
+
+
+def fmt_num(v, unit):
+    if v is None:
+        return "-"
+    if unit == "files/s":
+        return f"{v:,.0f}"
+    if unit == "ms" and v < 10:
+        return f"{v:.2f}"
+    return f"{v:,.1f}"
+
+
+def ratio(s, loose, key):
+    """files/s (reads) or time (walks) of s over the loose tree's, same figure."""
+    if loose is None or key not in s.figures or key not in loose.figures:
+        return None
+    a, b = s.figures[key].median(), loose.figures[key].median()
+    if a is None or not b:
+        return None
+    return a / b
+
+
+def compute_targets(systems):
+    sh, lo, raw = systems.get("shardfs"), systems.get("loose"), systems.get("raw")
+    targets = []
+
+    def add(name, value, op, goal, unit, note=""):
+        if value is None:
+            status = "n/a"
+        else:
+            status = "met" if (value >= goal if op == ">=" else value <= goal) else "not met"
+        targets.append({"target": name, "value": value, "op": op, "goal": goal, "unit": unit,
+                        "status": status, "note": note})
+
+    def r(key):
+        return ratio(sh, lo, key) if sh and sh.status == "ok" else None
+
+    add("warm read, tree order, 1 reader vs loose", r("read_tree1_warm"), ">=", 0.8, "x")
+    add("warm read, shuffled, 4 readers vs loose", r("read_rand4_warm"), ">=", 0.8, "x")
+    add("cold read, tree order, 1 reader vs loose", r("read_tree1_cold"), ">=", 3.0, "x")
+    cold_mb = raw_mb = None
+    if sh and sh.status == "ok" and "read_tree1_cold" in sh.figures:
+        cold_mb = sh.figures["read_tree1_cold"].mb_per_s()
+    if raw and raw.status == "ok" and "read_seq_cold" in raw.figures:
+        raw_mb = raw.figures["read_seq_cold"].median()
+    add("cold read, tree order, 1 reader MB/s vs raw shard MB/s",
+        cold_mb / raw_mb if cold_mb and raw_mb else None, ">=", 0.8, "x")
+    add("cold read, shuffled, 4 readers vs loose", r("read_rand4_cold"), ">=", 2.0, "x")
+    add("lstat walk time, warm, vs loose", r("lstat_warm"), "<=", 1.2, "x")
+    add("lstat walk time, cold, vs loose", r("lstat_cold"), "<=", 1.0, "x")
+    for temp in ("warm", "cold"):
+        v = None
+        if sh and sh.status == "ok" and f"mount_{temp}" in sh.figures:
+            v = sh.figures[f"mount_{temp}"].median()
+        add(f"mount time ({temp} caches)", v, "<=", 50.0, "ms")
+    rss = sh.rss_bytes / MB if sh and sh.rss_bytes else None
+    add("daemon peak RSS (VmHWM)", rss, "<=", 100.0, "MB")
+    return targets
+
+
+def print_report(report, systems, out=sys.stdout):
+    p = report["params"]
+    d = report["dataset"]
+    b = report["build"]
+    env = report["environment"]
+    w = out.write
+    w("\nshardfs bench\n")
+    w(f"  dataset: {d['samples']:,} samples + {d['sidecars']:,} sidecars = {d['files']:,} files, "
+      f"{fmt_bytes(d['bytes'])}, {p['classes']} classes, median {p['median_kib']} KiB, "
+      f"seed {p['seed']}{' (cached)' if d.get('cached') else ''}\n")
+    w(f"  machine: {env['cpus']} CPUs, kernel {env['kernel']}, "
+      f"{'root' if env['root'] else 'NOT root'}; reps {p['reps']}; readers {p['procs']} "
+      "for the shuffled reads\n")
+    if "pack_seconds" in b:
+        w(f"  pack:    {b['pack_method']}: {b['pack_seconds']:.2f} s (index build "
+          f"{b['index_build_seconds']:.2f} s); {b['shards']} shards, "
+          f"{fmt_bytes(b['shard_bytes'])}; index {fmt_bytes(b['index_bytes'])} "
+          f"({fmt_bytes(b['index_disk_bytes'])} on disk)\n")
+    if "squashfs_seconds" in b:
+        w(f"  squashfs: mksquashfs -comp {b['squashfs_comp']}: {b['squashfs_seconds']:.2f} s"
+          f"{' (cached)' if b.get('squashfs_cached') else ''}, {fmt_bytes(b['squashfs_bytes'])}\n")
+    if "tar_bytes" in b:
+        w(f"  archivemount tar: {fmt_bytes(b['tar_bytes'])}; budget "
+          f"{p['archivemount_budget']:.0f} s per phase\n")
+    for sk in env["skipped"]:
+        w(f"  SKIPPED: {sk}\n")
+    for n in env.get("notes", []):
+        w(f"  note: {n}\n")
+
+    w("\nsystems\n")
+    for name, s in systems.items():
+        line = f"  {s.label:<28} {s.status:<8}"
+        if s.checksum:
+            line += f" checksum {s.checksum}"
+        if s.reason:
+            line += f"  ({s.reason})"
+        if s.rss_bytes:
+            line += f"  peak RSS {s.rss_bytes / MB:.1f} MB"
+        w(line + "\n")
+
+    loose = systems.get("loose")
+    rows = [("mount", "warm"), ("mount", "cold")]
+    rows += [(ph, t) for ph in PHASES for t in ("warm", "cold")]
+    rows += [("read_seq", "warm"), ("read_seq", "cold")]
+    w(f"\n  {'figure':<36} {'system':<22} {'unit':>7} {'median':>12} {'min..max':>23} "
+      f"{'MB/s':>8} {'vs loose':>9}\n")
+    for phase, temp in rows:
+        key = f"{phase}_{temp}"
+        title = f"{'mount time' if phase == 'mount' else PHASE_TITLES[phase]}, {temp}"
+        first = True
+        for name, s in systems.items():
+            f = s.figures.get(key)
+            if f is None:
+                continue
+            v = f.values()
+            unit = f.unit()
+            if f.status == "ok" and v:
+                med = fmt_num(statistics.median(v), unit)
+                rng = f"{fmt_num(min(v), unit)}..{fmt_num(max(v), unit)}"
+            else:
+                med, rng = (f.status if f.status != "failed" else "FAILED"), ""
+            mbs = fmt_num(f.mb_per_s(), "MB/s") if f.is_read and f.phase != "read_seq" else ""
+            rt = ""
+            if name != "loose" and phase != "mount" and phase != "read_seq":
+                rv = ratio(s, loose, key)
+                rt = f"{rv:.2f}x" if rv is not None else "-"
+            w(f"  {title if first else '':<36} {s.label:<22} {unit:>7} {med:>12} {rng:>23} "
+              f"{mbs:>8} {rt:>9}\n")
+            first = False
+    w("  (vs loose: files/s ratio for reads, time ratio for walks; loose measured in this run)\n")
+
+    w("\ntargets (shardfs)\n")
+    for t in report["targets"]:
+        v = "-" if t["value"] is None else (f"{t['value']:.2f}x" if t["unit"] == "x"
+                                             else f"{t['value']:.1f} {t['unit']}")
+        goal = f"{t['op']} {t['goal']:g}{'x' if t['unit'] == 'x' else ' ' + t['unit']}"
+        w(f"  {t['target']:<56} {v:>10}  {goal:<10} {t['status']}\n")
+    w("\n")
+    out.flush()
