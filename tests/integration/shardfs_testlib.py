@@ -545,3 +545,54 @@ def main():
     """unittest.main that exits non-zero on failure, verbose for the log."""
     require_shardfs()
     unittest.main(verbosity=2)
+
+
+# -- shardfs pack, shared by the test_pack*.py files -------------------------
+
+
+def pack(src, out, *extra, check=0, prefix=()):
+    """Runs `shardfs pack SRC --out OUT --quiet EXTRA...`, optionally behind
+    a `prefix` command (setpriv)."""
+    require_shardfs()
+    argv = list(prefix) + [SHARDFS, "pack", src, "--out", out, "--quiet"] + list(extra)
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    if check is not None and p.returncode != check:
+        raise AssertionError("pack %r exited %d, expected %d\nstderr: %s" % (
+            extra, p.returncode, check, p.stderr.decode(errors="replace")[-4000:]))
+    return p
+
+
+def shards_of(out):
+    return sorted(n for n in os.listdir(out) if n.endswith(".tar"))
+
+
+def ls_json(idx, drop=("shard",)):
+    """ls -R --json of an index, minus keys that name where the shards are."""
+    p = run_shardfs("ls", "-R", "--json", idx, check=0)
+    out = []
+    for obj in json_lines(p.stdout):
+        for k in drop:
+            obj.pop(k, None)
+        out.append(obj)
+    return out
+
+
+def make_pack_samples(parent):
+    """parent/src: samples of 1 to 9 files, some over --max-files 4, beside
+    files without a sample key and one file over a 16K --shard-size."""
+    src = os.path.join(parent, "src")
+    os.makedirs(os.path.join(src, "train"))
+    os.makedirs(os.path.join(src, "val", "sub"))
+    for i in range(40):
+        exts = ["jpg", "json", "cls", "seg.png"][: 1 + i % 4]
+        if i % 13 == 0:
+            exts += ["a", "b", "c", "d", "e"]  # more files than --max-files
+        for e in exts:
+            size = 600 + 97 * i if e == "jpg" else 10
+            _write(os.path.join(src, "train", "s%03d.%s" % (i, e)), os.urandom(size))
+    for i in range(5):
+        _write(os.path.join(src, "val", "v%d.txt" % i), b"v")
+        _write(os.path.join(src, "val", "sub", "v%d.txt" % i), b"w")
+    _write(os.path.join(src, "val", "noext"), b"n")
+    _write(os.path.join(src, "val", "big.bin"), os.urandom(40000))  # over --shard-size
+    return src
