@@ -93,7 +93,7 @@ Status CheckIndexDirectory(const std::string& path) {
 
 // Asks the kernel, without waiting, to read the table files of the index at
 // `path` into the page cache.
-void PrefetchTables(const std::string& path) {
+void PreloadTables(const std::string& path) {
   std::error_code ec;
   for (fs::directory_iterator d(path, ec); !ec && d != fs::directory_iterator();
        d.increment(ec)) {
@@ -135,7 +135,7 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
   SHARDFS_RETURN_IF_ERROR(r->LoadShards());
   SHARDFS_RETURN_IF_ERROR(r->ValidateMeta());
   // Last: the readahead would otherwise queue ahead of the reads above.
-  if (options.prefetch) PrefetchTables(path);
+  if (options.preload) PreloadTables(path);
   return r;
 }
 

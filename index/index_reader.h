@@ -44,7 +44,7 @@ struct ReaderOptions {
   // Ask the kernel, without waiting, to read the index's table files into
   // the page cache (posix_fadvise WILLNEED), so a cold metadata walk does
   // not pay one disk read per block.
-  bool prefetch = false;
+  bool preload = false;
 };
 
 // Holds the bytes a decoded EntryRecord points into (its symlink target).

@@ -156,7 +156,7 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
   ::mallopt(M_ARENA_MAX, 2);
   index::ReaderOptions ro;
   ro.block_cache_bytes = a.options.block_cache;
-  ro.prefetch = a.options.preload_index;
+  ro.preload = a.options.preload_index;
   auto reader = index::IndexReader::Open(a.index, ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());

@@ -241,9 +241,13 @@ class MountPrefetchTest(unittest.TestCase):
         self.assertGreaterEqual(total, 100)
         left = sum(g for g, _ in runs)
         self.assertEqual(left, 0, "shard pages left cached: %d of %d" % (left, total))
-        # Control: without it the pages stay (a CI run found 219 of 221).
+        # Control: without it the pages stay, so the zero above is not an
+        # artefact of how residency is measured. Quiet runs keep 219 of 221;
+        # under load the kernel reclaims some on its own (183 of 221 seen),
+        # so the bar is half.
         runs = self.drop_behind_run("drop_behind=0")
-        self.assertGreaterEqual(sum(g for g, _ in runs), sum(t for _, t in runs) * 9 // 10)
+        kept, total = sum(g for g, _ in runs), sum(t for _, t in runs)
+        self.assertGreaterEqual(kept, total // 2, "control kept %d of %d pages" % (kept, total))
 
 if __name__ == "__main__":
     tl.main()
