@@ -264,7 +264,8 @@ TEST_F(TarWriterTest, DataOfTheWrongSizeIsRefused) {
 
 TEST_F(TarWriterTest, SameMembersGiveTheSameBytes) {
   std::string data = ::shardfs::testing::PseudoRandomBytes(5000, 3);
-  TarMember m = File(std::string(200, 'z'), data, 1234567890987654321);
+  const std::string name(200, 'z');  // TarMember.path is a view: keep its bytes alive.
+  TarMember m = File(name, data, 1234567890987654321);
   m.uid = 1u << 30;  // Past ustar's 7 octal digits: pax.
   std::string a = ::shardfs::testing::ReadFile(Write({{m, data}}, nullptr, "a.tar"));
   std::string b = ::shardfs::testing::ReadFile(Write({{m, data}}, nullptr, "b.tar"));

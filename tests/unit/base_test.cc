@@ -1,0 +1,126 @@
+// base/: the size and count grammar every command and mount option shares,
+// path joining, the UTF-8 check, whole reads and UniqueFd.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+
+#include "base/fd.h"
+#include "base/io.h"
+#include "base/parse.h"
+#include "base/status.h"
+#include "base/strings.h"
+#include "tests/unit/test_util.h"
+
+namespace shardfs {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ParseSizeTest, DigitsAndBinarySuffixes) {
+  const std::pair<const char*, uint64_t> ok[] = {
+      {"0", 0},          {"4096", 4096},        {"7B", 7},
+      {"4K", 4 << 10},   {"4k", 4 << 10},       {"4KiB", 4 << 10},
+      {"64M", 64 << 20}, {"64MiB", 64 << 20},   {"2G", 2ull << 30},
+      {"1GiB", 1 << 30}, {"3T", 3ull << 40},    {"3TiB", 3ull << 40},
+      {"16777215T", 16777215ull << 40}};
+  for (const auto& [text, want] : ok) {
+    uint64_t got = 1;
+    EXPECT_TRUE(ParseSize(text, &got)) << text;
+    EXPECT_EQ(got, want) << text;
+  }
+}
+
+TEST(ParseSizeTest, EverythingElseIsRefusedAndLeavesTheOutputAlone) {
+  for (const char* text : {"", "M", "-1", "+4", " 4", "4 ", "4x", "4MB", "4m", "1.5G", "0x10",
+                           "16777216T", "18446744073709551616", "99999999999999999999K"}) {
+    uint64_t got = 42;
+    EXPECT_FALSE(ParseSize(text, &got)) << text;
+    EXPECT_EQ(got, 42u) << text;
+  }
+}
+
+TEST(ParseCountTest, WholeNumbersInRangeOnly) {
+  uint64_t n = 0;
+  EXPECT_TRUE(ParseCount("0", 0, 10, &n));
+  EXPECT_EQ(n, 0u);
+  EXPECT_TRUE(ParseCount("10", 0, 10, &n));
+  EXPECT_EQ(n, 10u);
+  EXPECT_TRUE(ParseCount("4294967294", 0, UINT32_MAX - 1, &n));
+  for (const char* text : {"11", "", "4x", "+4", "-0", " 1", "1.0", "1e3"}) {
+    EXPECT_FALSE(ParseCount(text, 0, 10, &n)) << text;
+  }
+  EXPECT_FALSE(ParseCount("0", 1, 10, &n));
+}
+
+TEST(ParseJobsTest, OneTo4096) {
+  int jobs = 0;
+  EXPECT_TRUE(ParseJobs("1", &jobs));
+  EXPECT_EQ(jobs, 1);
+  EXPECT_TRUE(ParseJobs("4096", &jobs));
+  EXPECT_EQ(jobs, 4096);
+  for (const char* text : {"0", "4097", "4x", "-2", "", "2.5"}) {
+    EXPECT_FALSE(ParseJobs(text, &jobs)) << text;
+  }
+}
+
+TEST(StringsTest, JoinPathLeavesTheRootOut) {
+  EXPECT_EQ(JoinPath("", "a"), "a");
+  EXPECT_EQ(JoinPath("a/b", "c"), "a/b/c");
+  EXPECT_EQ(JoinPath("a", ""), "a/");
+}
+
+TEST(StringsTest, Utf8IsWellFormedOnly) {
+  EXPECT_TRUE(IsUtf8(""));
+  EXPECT_TRUE(IsUtf8("plain"));
+  EXPECT_TRUE(IsUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+  EXPECT_TRUE(IsUtf8("\xf4\x8f\xbf\xbf"));  // U+10FFFF
+  EXPECT_FALSE(IsUtf8("\xc0\xaf"));           // Overlong '/'.
+  EXPECT_FALSE(IsUtf8("\xe0\x80\xaf"));       // Overlong, three bytes.
+  EXPECT_FALSE(IsUtf8("\xed\xa0\x80"));       // A surrogate.
+  EXPECT_FALSE(IsUtf8("\xf4\x90\x80\x80"));   // Past U+10FFFF.
+  EXPECT_FALSE(IsUtf8("\xc3"));               // Cut short.
+  EXPECT_FALSE(IsUtf8("a\x80" "b"));          // A lone continuation byte.
+  EXPECT_EQ(Utf8SequenceLength("\xe2\x82\xac", 0), 3u);
+  EXPECT_EQ(Utf8SequenceLength("x\xe2\x82", 1), 0u);
+}
+
+TEST(PreadExactTest, ReadsWholeRangesAndNamesWhereAFileEnds) {
+  testing::TempDir dir;
+  const std::string path = dir / "f";
+  testing::WriteFile(path, "0123456789");
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  char buf[8] = {};
+  ASSERT_TRUE(PreadExact(fd.get(), buf, 4, 3).ok());
+  EXPECT_EQ(std::string(buf, 4), "3456");
+  Status s = PreadExact(fd.get(), buf, 8, 6);
+  EXPECT_EQ(s.code(), Status::Code::kIoError);
+  EXPECT_THAT(s.message(), HasSubstr("ends at byte 10, expected data up to byte 14"));
+  EXPECT_EQ(PreadExact(-1, buf, 1, 0).code(), Status::Code::kIoError);
+}
+
+TEST(UniqueFdTest, ClosesOnceAndGivesUpOnRelease) {
+  int raw = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(raw, 0);
+  {
+    UniqueFd a(raw);
+    UniqueFd b(std::move(a));
+    EXPECT_FALSE(a.valid());
+    EXPECT_EQ(b.get(), raw);
+  }
+  EXPECT_EQ(::fcntl(raw, F_GETFD), -1);  // Closed by b.
+  int kept = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  {
+    UniqueFd c(kept);
+    EXPECT_EQ(c.release(), kept);
+  }
+  EXPECT_NE(::fcntl(kept, F_GETFD), -1);  // Not closed.
+  ::close(kept);
+}
+
+}  // namespace
+}  // namespace shardfs
