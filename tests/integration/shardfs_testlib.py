@@ -596,3 +596,22 @@ def make_pack_samples(parent):
     _write(os.path.join(src, "val", "noext"), b"n")
     _write(os.path.join(src, "val", "big.bin"), os.urandom(40000))  # over --shard-size
     return src
+
+
+class ScratchTestCase(unittest.TestCase):
+    """A test class with one temporary folder for all its tests (`tmp`),
+    removed afterwards, and fresh folders inside it (`scratch`). Subclasses
+    set PREFIX."""
+    PREFIX = "shardfs-test-"
+
+    @classmethod
+    def setUpClass(cls):
+        require_shardfs()
+        cls.tmp = tempfile.mkdtemp(prefix=cls.PREFIX)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def scratch(self, name):
+        return tempfile.mkdtemp(prefix=name + "-", dir=self.tmp)

@@ -5,29 +5,15 @@
 """
 
 import os
-import shutil
 import sys
 import tarfile
-import tempfile
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
 
 
-class PackOptionsTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        tl.require_shardfs()
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-pack-options-")
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def scratch(self, name):
-        return tempfile.mkdtemp(prefix=name + "-", dir=self.tmp)
+class PackOptionsTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-pack-options-"
 
     # -- Samples and shard limits --------------------------------------------
 

@@ -13,9 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
@@ -32,19 +30,8 @@ def without_dac_caps():
     return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all"]
 
 
-class PackSafetyTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        tl.require_shardfs()
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-pack-safety-")
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def scratch(self, name):
-        return tempfile.mkdtemp(prefix=name + "-", dir=self.tmp)
+class PackSafetyTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-pack-safety-"
 
     # -- Re-running and interruption -----------------------------------------
 

@@ -30,18 +30,12 @@ def wds_key(name):
     return m.group(1) if m else None
 
 
-def pack(src, out, *extra, check=0):
-    tl.require_shardfs()
-    argv = [tl.SHARDFS, "pack", src, "--out", out, "--quiet"] + list(extra)
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
-    if check is not None and p.returncode != check:
-        raise AssertionError("pack %r exited %d, expected %d\nstderr: %s" % (
-            extra, p.returncode, check, p.stderr.decode(errors="replace")[-4000:]))
-    return p
+pack = tl.pack
 
 
 def shards_of(out):
-    return sorted(os.path.join(out, n) for n in os.listdir(out) if n.endswith(".tar"))
+    """The shards in `out`, as paths."""
+    return [os.path.join(out, n) for n in tl.shards_of(out)]
 
 
 def sha256(path):
