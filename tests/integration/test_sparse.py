@@ -6,7 +6,8 @@ Every dialect GNU tar writes: old GNU ('S' headers, --format=gnu) and pax
 GNU sparse 0.0, 0.1 and 1.0. Files with holes at the start, the middle and
 the end, all holes, and a plain file beside them; read whole, in odd chunks
 and at random offsets across holes and extents, with splice and without,
-and with verify=always (the checksum is over the logical content). Then a
+and with verify=always (the checksum covers the extents' bytes). `shardfs
+verify` of the index against GNU tar's extraction, quick and --full. Then a
 member of more than 8 GiB with a few KiB of data at 0, 4 GiB and 8.5 GiB (the
 shard stays small): st_size, st_blocks and random reads against a model."""
 
@@ -97,6 +98,43 @@ class SparseDialectsTest(unittest.TestCase):
                 self.assertLess(e["data_bytes"], e["size"], path)
         info, _ = tl.index_info(self.idx)
         self.assertEqual(info["schema_version"], 2)
+
+    def verify_lines(self, src, *flags):
+        """`shardfs verify INDEX SRC` lines that are not about mtimes (GNU
+        tar gives the directories it makes the time of extraction)."""
+        p = tl.run_shardfs("verify", *flags, self.idx, src)
+        out = p.stdout.decode(errors="replace").splitlines()
+        self.assertIn(p.returncode, (0, 1), p.stderr)
+        return [line for line in out if not line.startswith("mtime differs")]
+
+    def test_verify_compares_sparse_files_by_content(self):
+        # GNU tar's extraction leaves holes where the shards have them.
+        for flags in ((), ("--full",)):
+            self.assertEqual(self.verify_lines(self.ref, *flags), [], flags)
+        # A byte in a hole, and a byte in an extent, are found in both modes.
+        src = os.path.join(self.tmp, "changed")
+        shutil.copytree(self.ref, src)
+        with open(os.path.join(src, "pax10", "middle.bin"), "r+b") as f:
+            f.seek(100000)  # A hole of the shard.
+            f.write(b"x")
+        with open(os.path.join(src, "oldgnu", "tail.bin"), "r+b") as f:
+            f.seek(150010)  # Inside its only extent.
+            data = f.read(1)
+            f.seek(150010)
+            f.write(bytes([data[0] ^ 1]))
+        try:
+            quick = self.verify_lines(src)
+            full = self.verify_lines(src, "--full")
+        finally:
+            shutil.rmtree(src, ignore_errors=True)
+        self.assertIn("content differs: pax10/middle.bin: at byte 100000", quick)
+        self.assertIn("content differs: pax10/middle.bin: at byte 100000", full)
+        self.assertIn("content differs: oldgnu/tail.bin: at byte 150010", full)
+        tail = [line for line in quick if "oldgnu/tail.bin" in line]
+        self.assertEqual(len(tail), 1, quick)
+        self.assertTrue(tail[0].startswith("content differs: oldgnu/tail.bin: xxh3 "), tail)
+        self.assertEqual(len(quick), 2, quick)
+        self.assertEqual(len(full), 2, full)
 
     def test_mount_matches_gnu_tar(self):
         rnd = random.Random(5)
