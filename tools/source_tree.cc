@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <linux/openat2.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -384,6 +385,15 @@ Result<uint64_t> HashFile(int fd, uint64_t size, std::string_view what, bool* sh
   while (pos < size) {
     uint64_t data_end = size;
     off_t d = ::lseek(fd, static_cast<off_t>(pos), SEEK_DATA);
+    if (d < 0 && errno == ENXIO) {
+      // No data from here on: a hole to the end, or the end of a file that
+      // has become shorter than `size` since it was scanned.
+      struct stat st;
+      if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) < size) {
+        *short_read = true;
+        return XXH3_64bits_digest(h.get());
+      }
+    }
     if (d >= 0 || errno == ENXIO) {
       uint64_t data = d < 0 ? size : std::min<uint64_t>(static_cast<uint64_t>(d), size);
       if (data > pos) {

@@ -159,6 +159,14 @@ TEST(HashFileTest, HashesTheBytesAndHolesAsZeros) {
   h = HashFile(fd.get(), whole.size(), "f", &short_read);
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(*h, XXH3_64bits(whole.data(), whole.size()));
+
+  // A file that became shorter than its scanned size is a short read, not
+  // a hole to the end.
+  ASSERT_EQ(::ftruncate(fd.get(), 1000), 0);
+  short_read = false;
+  h = HashFile(fd.get(), data.size(), "f", &short_read);
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(short_read);
 }
 
 }  // namespace
