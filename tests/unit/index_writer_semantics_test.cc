@@ -16,8 +16,6 @@
 namespace shardfs::index {
 namespace {
 
-using shardfs::testing::TempDir;
-using shardfs::testing::BuildAndOpen;
 using shardfs::testing::DirMember;
 using shardfs::testing::EntryAt;
 using shardfs::testing::FileMember;
@@ -26,14 +24,7 @@ using shardfs::testing::PathExists;
 using shardfs::testing::SymlinkMember;
 using ::testing::HasSubstr;
 
-class WriterSemanticsTest : public ::testing::Test {
- protected:
-  std::unique_ptr<IndexReader> Build(const std::vector<MemberEntry>& members,
-                                     WriteStats* stats = nullptr) {
-    return BuildAndOpen(dir_.path(), members, stats);
-  }
-  TempDir dir_;
-};
+class WriterSemanticsTest : public shardfs::testing::WriterFixture {};
 
 TEST_F(WriterSemanticsTest, HardLinkNamesTheInodeItsTargetHadWhenMet) {
   auto r = Build({FileMember("a", 3, 1, 1024), HardLinkMember("b", "a"), HardLinkMember("c", "b"),

@@ -23,7 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using shardfs::testing::TempDir;
-using shardfs::testing::BuildAndOpen;
 using shardfs::testing::ChildNames;
 using shardfs::testing::DirMember;
 using shardfs::testing::EntryAt;
@@ -33,14 +32,8 @@ using shardfs::testing::PathExists;
 using shardfs::testing::SymlinkMember;
 using ::testing::HasSubstr;
 
-class IndexWriterTest : public ::testing::Test {
+class IndexWriterTest : public shardfs::testing::WriterFixture {
  protected:
-  // Writes `members` (one shard) and opens the result.
-  std::unique_ptr<IndexReader> Build(const std::vector<MemberEntry>& members,
-                                     WriteStats* stats = nullptr) {
-    return BuildAndOpen(dir_.path(), members, stats);
-  }
-
   // Depth-first preorder of the tree as the reader shows it, name order.
   static void Preorder(const IndexReader& r, InodeId dir, const std::string& prefix,
                        std::vector<std::pair<std::string, uint64_t>>* out) {
@@ -56,8 +49,6 @@ class IndexWriterTest : public ::testing::Test {
       if (rec.type == EntryType::kDir) Preorder(r, rec.inode, path, out);
     }
   }
-
-  TempDir dir_;
 };
 
 TEST_F(IndexWriterTest, InodesAreDenseInTreeOrderWithRootOne) {

@@ -7,6 +7,7 @@
 #ifndef SHARDFS_TESTS_UNIT_TEST_UTIL_H_
 #define SHARDFS_TESTS_UNIT_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <cstdint>
@@ -101,6 +102,17 @@ std::unique_ptr<index::IndexReader> BuildAndOpen(const std::string& dir,
 // The record at `path` (a test failure if there is none); its target is
 // cleared, as the bytes it pointed into are gone.
 index::EntryRecord EntryAt(const index::IndexReader& r, std::string_view path);
+
+// A fixture whose tests write members into a temporary folder of their own
+// and open the index (BuildAndOpen).
+class WriterFixture : public ::testing::Test {
+ protected:
+  std::unique_ptr<index::IndexReader> Build(const std::vector<index::MemberEntry>& members,
+                                            index::WriteStats* stats = nullptr) {
+    return BuildAndOpen(dir_.path(), members, stats);
+  }
+  TempDir dir_;
+};
 bool PathExists(const index::IndexReader& r, std::string_view path);
 // The names in directory `dir` after `start_after`, in readdir order.
 std::vector<std::string> ChildNames(const index::IndexReader& r, index::InodeId dir,
