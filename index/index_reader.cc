@@ -121,7 +121,9 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
   SHARDFS_RETURN_IF_ERROR(CheckIndexDirectory(path));
   std::unique_ptr<IndexReader> r(new IndexReader());
   r->path_ = path;
-  r->view_ = options.view;
+  if (!options.view.empty() || options.world != 0) {
+    return Status::NotSupported(fmt::format("index {}: views are not built yet", path));
+  }
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s =
       rocksdb::DB::OpenForReadOnly(ReaderDbOptions(options.block_cache_bytes), path, &raw);

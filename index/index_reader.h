@@ -40,7 +40,16 @@ namespace shardfs::index {
 struct ReaderOptions {
   // RocksDB block cache, which also holds index and filter blocks.
   size_t block_cache_bytes = 16 << 20;
-  ViewId view = kDefaultView;
+  // The view to answer for: "NAME", "NAME@N" or "NAME@TAG"; "" is the full
+  // tree (the latest version of "default"). See "Views" in index/schema.h.
+  std::string view;
+  // Per-rank partition of the view: with world > 0, only the files of the
+  // shards given to `rank` (see index/rank_partition.h) and the directories
+  // above them (all of the view's with rank_keep_dirs).
+  uint32_t rank = 0;
+  uint32_t world = 0;
+  uint64_t seed = 0;
+  bool rank_keep_dirs = false;
   // Ask the kernel, without waiting, to read the index's table files into
   // the page cache (posix_fadvise WILLNEED), so a cold metadata walk does
   // not pay one disk read per block.
