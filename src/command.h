@@ -37,6 +37,15 @@ int RunMount(int argc, char** argv);
 int RunUmount(int argc, char** argv);
 int RunPack(int argc, char** argv);
 int RunVerify(int argc, char** argv);
+// Views and versions (cmd_view.cc, cmd_view_diff.cc).
+int RunIndexAdd(int argc, char** argv);
+int RunViewCreate(int argc, char** argv);
+int RunViewLs(int argc, char** argv);
+int RunViewLog(int argc, char** argv);
+int RunViewDiff(int argc, char** argv);
+int RunViewRm(int argc, char** argv);
+int RunViewTag(int argc, char** argv);
+int RunViewExport(int argc, char** argv);
 
 }  // namespace shardfs::cli
 

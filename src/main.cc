@@ -8,6 +8,7 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -25,7 +26,7 @@ void PrintHelp() {
   fmt::print("usage: shardfs COMMAND [OPTIONS] ...\n\n"
              "Tar shards as a read-only directory tree, through a RocksDB offset index.\n\n"
              "commands:\n");
-  for (const Command& c : AllCommands()) fmt::print("  {:<14} {}\n", c.name, c.summary);
+  for (const Command& c : AllCommands()) fmt::print("  {:<12} {}\n", c.name, c.summary);
   fmt::print("\n`shardfs COMMAND --help` shows a command's options; man shardfs(1) has them all.\n");
 }
 
@@ -45,12 +46,31 @@ const std::vector<Command>& AllCommands() {
        "usage: shardfs index build --out INDEX [--no-checksum] [-j N] [--force] [--quiet]\n"
        "                           [--from-list FILE] SHARD|DIR|GLOB...",
        RunIndexBuild},
-      {"index info", "what an index holds", "usage: shardfs index info [--json] INDEX",
-       RunIndexInfo},
+      {"index add", "append shards to an index as a new version of the full tree",
+       "usage: shardfs index add [--no-checksum] [-m MESSAGE] [--quiet] INDEX SHARD...",
+       RunIndexAdd},
+      {"index info", "what an index holds",
+       "usage: shardfs index info [--view VIEW] [--json] INDEX", RunIndexInfo},
       {"ls", "list a directory of the indexed tree",
-       "usage: shardfs ls [-R] [--json] INDEX [PATH]", RunLs},
+       "usage: shardfs ls [-R] [--json] [--view VIEW] INDEX [PATH]", RunLs},
       {"stat", "one entry of the indexed tree, with its shard and offset",
-       "usage: shardfs stat [--json] INDEX PATH", RunStat},
+       "usage: shardfs stat [--json] [--view VIEW] INDEX PATH", RunStat},
+      {"view create", "make a new version of a named view (a subset, renames)",
+       "usage: shardfs view create INDEX NAME [--from VIEW] [--include GLOB]... [--exclude GLOB]...\n"
+       "                           [--include-list FILE] [--exclude-list FILE]\n"
+       "                           [--rename-map FILE] [--ignore-missing] [-m MESSAGE] [--json]",
+       RunViewCreate},
+      {"view ls", "the views of an index", "usage: shardfs view ls [--json] INDEX", RunViewLs},
+      {"view log", "the versions of a view", "usage: shardfs view log [--json] INDEX NAME",
+       RunViewLog},
+      {"view diff", "what changed between two views or versions",
+       "usage: shardfs view diff [--json] INDEX VIEW_A VIEW_B", RunViewDiff},
+      {"view rm", "remove a view or one version of it", "usage: shardfs view rm INDEX NAME[@N]",
+       RunViewRm},
+      {"view tag", "name a version of a view",
+       "usage: shardfs view tag [--force] INDEX NAME@N TAG", RunViewTag},
+      {"view export", "a view as shard lists and sample keys, for WebDataset-style readers",
+       "usage: shardfs view export INDEX VIEW --format shards|keys [--out FILE]", RunViewExport},
       {"mount", "mount an index as a read-only filesystem",
        "usage: shardfs mount [-f] [-o OPT[,OPT...]] [--check] [--allow-missing-shards]\n"
        "                     INDEX MOUNTPOINT",
@@ -117,8 +137,16 @@ int Dispatch(int argc, char** argv, std::string* command) {
     }
     return c.run(sub_argc, sub_argv);
   }
-  if (first == "index") {
-    fmt::print(stderr, "shardfs index: expected 'build' or 'info' (see shardfs --help)\n");
+  if (first == "index" || first == "view") {
+    std::string subs;
+    for (const Command& c : AllCommands()) {
+      std::string_view name = c.name;
+      if (name.starts_with(first + " ")) {
+        subs += subs.empty() ? "" : ", ";
+        subs += fmt::format("'{}'", name.substr(first.size() + 1));
+      }
+    }
+    fmt::print(stderr, "shardfs {}: expected one of {} (see shardfs --help)\n", first, subs);
     return kExitUsage;
   }
   fmt::print(stderr, "shardfs: unknown command '{}' (see shardfs --help)\n", first);
