@@ -49,6 +49,7 @@ from bench_images import build_single_tar, build_squashfs, pack_dataset
 from bench_mounts import REG, Mount, mounts_under
 from bench_report import compute_targets, print_report
 from bench_systems import Bench
+from bench_views import run_views
 from bench_workloads import SystemRun, can_drop_caches
 
 
@@ -61,10 +62,10 @@ def parse_args(argv):
         "archivemount and raw shard reads on a generated ImageNet-like dataset.",
         epilog="Needs root for cold runs (drop_caches) and kernel squashfs (loop mount). "
         "See tools/bench/README.md.")
-    ap.add_argument("--files", type=int, default=100_000, help="samples (default 100000)")
+    ap.add_argument("--files", type=int, help="samples (default 100000; 1000000 with --views)")
     ap.add_argument("--classes", type=int, default=100, help="class directories (default 100)")
     ap.add_argument("--seed", type=int, default=1, help="PRNG seed (default 1)")
-    ap.add_argument("--median-kib", type=float, default=12.0, help="median file size (12)")
+    ap.add_argument("--median-kib", type=float, help="median file size (12; 1 with --views)")
     ap.add_argument("--sigma", type=float, default=0.6, help="log-normal sigma of sizes (0.6)")
     ap.add_argument("--json-fraction", type=float, default=0.1,
                     help="fraction of samples with a JSON sidecar (0.1)")
@@ -96,8 +97,21 @@ def parse_args(argv):
                     help="keep this run's scratch (mountpoints, lists, logs) in the work dir")
     ap.add_argument("--clean", action="store_true",
                     help="delete the whole work dir at the end, cached dataset included")
+    ap.add_argument("--views", action="store_true",
+                    help="measure named views and versions instead (issue #13; bench_views.py): "
+                    "small files straight into tar shards, default 1000000 of them")
+    ap.add_argument("--view-paths", type=int, default=0,
+                    help="--views: paths in the exclude list and the rename map (files/10)")
+    ap.add_argument("--versions", type=int, default=1000,
+                    help="--views: versions added before mounting again (1000)")
+    ap.add_argument("--mount-reps", type=int, default=9,
+                    help="--views: warm mounts per mount-time figure (9)")
     ap.add_argument("--hold", type=float, default=0.0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.files is None:
+        a.files = 1_000_000 if a.views else 100_000
+    if a.median_kib is None:
+        a.median_kib = 1.0 if a.views else 12.0
     a.shardfs = a.shardfs or os.path.join(a.build_dir, "src", "shardfs")
     a.bench_reader = a.bench_reader or os.path.join(a.build_dir, "tools", "bench",
                                                     "bench_reader")
@@ -110,7 +124,8 @@ def parse_args(argv):
     if a.files < 1 or a.classes < 1 or a.reps < 1 or a.procs < 1:
         ap.error("--files, --classes, --reps and --procs must be positive")
     parse_size(a.shard_size)
-    a.workdir = a.workdir or f"/var/tmp/shardfs-bench-{a.files}-{a.seed}"
+    a.workdir = a.workdir or (f"/var/tmp/shardfs-bench-views-{a.files}-{a.seed}" if a.views
+                              else f"/var/tmp/shardfs-bench-{a.files}-{a.seed}")
     return a
 
 
@@ -130,6 +145,9 @@ def main(argv):
     os.makedirs(a.workdir, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="run-", dir=a.workdir)
     try:
+        if a.views:
+            a.loadavg_start = os.getloadavg()
+            return run_views(a, scratch)
         return run(a, scratch)
     except BenchError as e:
         log(f"error: {e}")
