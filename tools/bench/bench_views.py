@@ -522,7 +522,7 @@ def run_views(a, scratch):
         added = os.path.join(scratch, "index-add")
         shutil.rmtree(added, ignore_errors=True)
         shutil.copytree(pristine, added)
-        r = run.shardfs(st_add, ["index", "add", added, extra])
+        r = run.shardfs(st_add, ["index", "add", "--quiet", added, extra])
         if r is None:
             break
         st_add.samples.append(r[1])
@@ -580,13 +580,14 @@ def check_diff(path, excluded, rename_map):
             d = json.load(f)
     except ValueError as e:
         return f"not JSON: {e}"
-    files = lambda xs: sorted(x for x in xs if not x.endswith("/"))  # noqa: E731
+    files = lambda xs: sorted(x.lstrip("/") for x in xs if not x.endswith("/"))  # noqa: E731
     problems = []
     if files(d.get("added", [])) != sorted(excluded):
         problems.append(f"added {len(files(d.get('added', [])))} != {len(excluded)} excluded")
     if files(d.get("removed", [])):
         problems.append(f"{len(files(d['removed']))} removed, want 0")
-    ren = {r["from"]: r["to"] for r in d.get("renamed", []) if not r["from"].endswith("/")}
+    ren = {r["from"].lstrip("/"): r["to"].lstrip("/") for r in d.get("renamed", [])
+           if not r["from"].endswith("/")}
     if ren != rename_map:
         problems.append(f"renamed {len(ren)} pairs, want {len(rename_map)} (or other pairs)")
     if d.get("replaced"):
