@@ -1,4 +1,5 @@
-// `shardfs pack` and `shardfs verify`.
+// `shardfs pack` (from a directory tree or, with --from-index, from an index
+// view) and `shardfs verify`.
 #include <getopt.h>
 
 #include <string>
@@ -32,7 +33,7 @@ void PrintList(log::Level level, std::string_view what, const std::vector<std::s
 int ParsePackArgs(int argc, char** argv, tools::PackOptions* o) {
   enum {
     kShardSize = 256, kMaxFiles, kName, kFromList, kExclude, kSkipUnreadable, kSkipSpecial,
-    kFollow, kForce,
+    kFollow, kForce, kFromIndex, kView,
   };
   static const option kLong[] = {
       {"out", required_argument, nullptr, 'o'},
@@ -47,6 +48,8 @@ int ParsePackArgs(int argc, char** argv, tools::PackOptions* o) {
       {"follow-symlinks", no_argument, nullptr, kFollow},
       {"quiet", no_argument, nullptr, 'q'},
       {"force", no_argument, nullptr, kForce},
+      {"from-index", required_argument, nullptr, kFromIndex},
+      {"view", required_argument, nullptr, kView},
       {nullptr, 0, nullptr, 0}};
   std::vector<std::string> positional;
   optind = 0;
@@ -79,13 +82,26 @@ int ParsePackArgs(int argc, char** argv, tools::PackOptions* o) {
       case kFollow: o->follow_symlinks = true; break;
       case 'q': o->quiet = true; break;
       case kForce: o->force = true; break;
+      case kFromIndex: o->from_index = optarg; break;
+      case kView: o->view = optarg; break;
       default: return UsageError("pack", "unknown option");
     }
   }
   for (int i = optind; i < argc; ++i) positional.push_back(argv[i]);
-  if (positional.size() != 1) return UsageError("pack", "expected one SRC_DIR");
   if (o->out.empty()) return UsageError("pack", "--out OUT_DIR is required");
-  o->src = positional[0];
+  if (!o->from_index.empty()) {
+    if (!positional.empty()) return UsageError("pack", "--from-index takes no SRC_DIR");
+    // A view already says which entries to keep.
+    if (!o->from_list.empty() || !o->excludes.empty() || o->skip_unreadable || o->skip_special ||
+        o->follow_symlinks) {
+      return UsageError("pack", "--from-index does not take --from-list, --exclude, "
+                                "--skip-unreadable, --skip-special or --follow-symlinks");
+    }
+  } else {
+    if (!o->view.empty()) return UsageError("pack", "--view needs --from-index");
+    if (positional.size() != 1) return UsageError("pack", "expected one SRC_DIR");
+    o->src = positional[0];
+  }
   if (auto p = tools::ParseShardName(o->name); !p.ok()) {
     return UsageError("pack", p.status().message());
   }

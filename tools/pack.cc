@@ -15,6 +15,7 @@
 
 #include "base/fd.h"
 #include "tools/output_dir.h"
+#include "tools/pack_from_index.h"
 #include "tools/pack_plan.h"
 #include "tools/shard_name.h"
 #include "tools/shard_writer.h"
@@ -34,24 +35,27 @@ struct PackPaths {
   std::string index_path;  // out_real + "/index".
 };
 
-// The source must be a directory and must not hold the output.
+// The source must be a directory and must not hold the output (an index
+// source: see RefuseOverwritingSource).
 Result<PackPaths> ResolvePaths(const PackOptions& options) {
   PackPaths p;
-  char* rp = ::realpath(options.src.c_str(), nullptr);
-  if (!rp) return Status::FromErrno(errno, fmt::format("source {}", options.src));
-  p.src_real = rp;
-  std::free(rp);
-  struct stat st;
-  if (::stat(p.src_real.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return Status::InvalidArgument(fmt::format("source {}: not a directory", options.src));
+  if (options.from_index.empty()) {
+    char* rp = ::realpath(options.src.c_str(), nullptr);
+    if (!rp) return Status::FromErrno(errno, fmt::format("source {}", options.src));
+    p.src_real = rp;
+    std::free(rp);
+    struct stat st;
+    if (::stat(p.src_real.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return Status::InvalidArgument(fmt::format("source {}: not a directory", options.src));
+    }
   }
   std::error_code ec;
   fs::path out_abs = fs::absolute(options.out, ec);
   p.out_real = ec ? std::string() : fs::weakly_canonical(out_abs, ec).string();
   if (ec) return Status::IoError(fmt::format("output {}: {}", options.out, ec.message()));
   while (p.out_real.size() > 1 && p.out_real.back() == '/') p.out_real.pop_back();
-  if (p.out_real == p.src_real ||
-      (p.out_real.rfind(p.src_real == "/" ? "/" : p.src_real + "/", 0) == 0)) {
+  if (!p.src_real.empty() && (p.out_real == p.src_real ||
+      (p.out_real.rfind(p.src_real == "/" ? "/" : p.src_real + "/", 0) == 0))) {
     return Status::InvalidArgument(
         fmt::format("output {} lies inside the source {}: the pack would read its own shards",
                     options.out, options.src));
@@ -59,6 +63,28 @@ Result<PackPaths> ResolvePaths(const PackOptions& options) {
   p.out_shown = options.out + (options.out.ends_with('/') ? "" : "/");
   p.index_path = p.out_real + "/index";
   return p;
+}
+
+// An index source's own index, or a shard of it, must not be a file this
+// pack could write or (with --force) remove.
+Status RefuseOverwritingSource(const IndexSource& src, const PackPaths& paths,
+                               const ShardNamePattern& pattern) {
+  if (src.index_real == paths.index_path) {
+    return Status::InvalidArgument(
+        fmt::format("output {}index is the source index", paths.out_shown));
+  }
+  for (size_t i = 0; i < src.shards.paths.size(); ++i) {
+    char* rp = ::realpath(src.shards.paths[i].c_str(), nullptr);
+    if (!rp) continue;  // Not used by the view (used ones are open).
+    fs::path real = rp;
+    std::free(rp);
+    if (real.parent_path() == paths.out_real && pattern.Matches(real.filename().string(), true)) {
+      return Status::InvalidArgument(fmt::format(
+          "output {} would overwrite the source shard {}: choose another --out or --name",
+          paths.out_shown, src.shards.paths[i]));
+    }
+  }
+  return Status::Ok();
 }
 
 // Nothing but what this run writes is replaced or removed without --force:
@@ -118,7 +144,11 @@ Status PublishIndex(const PackOptions& options, const std::string& index_path,
   index::WriteOptions wo;
   wo.force = options.force;
   wo.created_by = "shardfs pack";
-  wo.build_options = fmt::format(
+  wo.build_options = !options.from_index.empty()
+      ? fmt::format("checksum=xxh3 shard_size={} max_files={} name={} from_index=yes view={}",
+                    options.shard_size, options.max_files, options.name,
+                    options.view.empty() ? "default" : options.view)
+      : fmt::format(
       "checksum=xxh3 shard_size={} max_files={} name={} excludes={} from_list={} "
       "skip_unreadable={} skip_special={} follow_symlinks={}",
       options.shard_size, options.max_files, options.name, fmt::join(options.excludes, ","),
@@ -131,6 +161,20 @@ Status PublishIndex(const PackOptions& options, const std::string& index_path,
   }
   report->index_stats = std::move(stats).value();
   return Status::Ok();
+}
+
+// An index source: the published index and shards against the source view;
+// on a difference (or if the check cannot be made) both are removed.
+Status CheckAgainstSource(const IndexSource& from, const std::string& index_path, int jobs,
+                          PackReport* report) {
+  Status s = VerifyPacked(from, index_path, jobs, &report->errors);
+  if (s.ok() && report->errors.empty()) return Status::Ok();
+  std::error_code ec;
+  fs::remove_all(index_path, ec);
+  RemoveShards(report);
+  if (!s.ok()) return s.WithContext("checking the packed index");
+  return Status::Corruption(fmt::format("the packed tree differs from the source in {} place(s)",
+                                        report->errors.size()));
 }
 
 }  // namespace
@@ -149,35 +193,52 @@ Status Pack(const PackOptions& options, PackReport* report) {
                        ? options.jobs
                        : std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
 
-  // 1. Scan; 2. members in pack order, what is left out, hard links.
-  SHARDFS_ASSIGN_OR_RETURN(const TreeScan scan, Scan(options, paths.src_real, jobs));
+  // 1. Scan (or list the index); 2. members in pack order, what is left
+  // out, hard links.
+  std::unique_ptr<IndexSource> from;
+  TreeScan loose;
+  if (!options.from_index.empty()) {
+    SHARDFS_ASSIGN_OR_RETURN(from, OpenIndexSource(options.from_index, options.view));
+    SHARDFS_RETURN_IF_ERROR(RefuseOverwritingSource(*from, paths, pattern));
+  } else {
+    SHARDFS_ASSIGN_OR_RETURN(loose, Scan(options, paths.src_real, jobs));
+  }
+  const TreeScan& scan = from ? from->scan : loose;
   report->warnings.insert(report->warnings.end(), scan.warnings.begin(), scan.warnings.end());
   std::vector<PlannedMember> members = PlanMembers(scan, options, report);
   WarnUngroupable(scan, members, &report->warnings);
 
-  UniqueFd root(::open(paths.src_real.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!root.valid()) return Status::FromErrno(errno, options.src);
+  UniqueFd root;
+  if (!from) {
+    root.reset(::open(paths.src_real.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!root.valid()) return Status::FromErrno(errno, options.src);
+  }
   ShardPlan plan;
   plan.scan = &scan;
   plan.members = &members;
   plan.pattern = pattern;
   plan.out_dir = paths.out_real;
   plan.skip_unreadable = options.skip_unreadable;
+  if (from) plan.stored = &from->shards;
+  if (!report->errors.empty() && from) return Status::InvalidArgument("cannot pack");
   if (!report->errors.empty()) return ListUnreadable(plan, &members, root.get(), jobs, report);
 
   // 3. Shards; 4. the output directory; 5. read and write; 6. the index.
   const uint32_t shard_total = CutShards(scan, options.shard_size, options.max_files, &members);
   ReadPlan reads = PlanReads(scan, &members);
   SHARDFS_RETURN_IF_ERROR(PrepareOutput(options, paths, pattern));
-  SourcePrefetch prefetch(scan.entries, std::move(reads.entries), root.get());
+  auto prefetch =
+      from ? std::make_unique<SourcePrefetch>(scan.entries, std::move(reads.entries), &from->shards)
+           : std::make_unique<SourcePrefetch>(scan.entries, std::move(reads.entries), root.get());
   Progress progress("pack", "shards", shard_total, reads.bytes, options.quiet);
   index::IndexWriter index;
-  prefetch.Start(jobs);
-  Status s = WriteShards(plan, &prefetch, &progress, &index, report);
-  prefetch.Stop();
+  prefetch->Start(jobs);
+  Status s = WriteShards(plan, prefetch.get(), &progress, &index, report);
+  prefetch->Stop();
   progress.Stop();
   SHARDFS_RETURN_IF_ERROR(s);
   SHARDFS_RETURN_IF_ERROR(PublishIndex(options, paths.index_path, &index, report));
+  if (from) SHARDFS_RETURN_IF_ERROR(CheckAgainstSource(*from, paths.index_path, jobs, report));
   report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }

@@ -73,6 +73,11 @@ namespace shardfs::tools {
 
 struct PackOptions {
   std::string src;
+  // Instead of `src`, an index (the view `view` of it; "" = default latest):
+  // see tools/pack_from_index.h. from_list, excludes, skip_*, follow_symlinks
+  // do not apply.
+  std::string from_index;
+  std::string view;
   std::string out;
   uint64_t shard_size = 1ull << 30;
   uint64_t max_files = 0;  // Members per shard; 0: no limit.
@@ -115,7 +120,9 @@ struct PackReport {
 // InvalidArgument for bad options or entries that cannot be packed,
 // AlreadyExists if OUT_DIR/index or a file named like a shard exists and
 // !force (nothing is written then), IoError if writing fails,
-// Corruption if a file changed while it was packed.
+// Corruption if a file changed while it was packed (from an index: a source
+// shard changed since indexing, or the packed tree differs from the view;
+// report->errors lists the differences and nothing is left published).
 Status Pack(const PackOptions& options, PackReport* report);
 
 }  // namespace shardfs::tools

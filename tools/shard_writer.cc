@@ -45,6 +45,7 @@ class ShardWriter {
         written_(members_.size(), false),
         data_of_(members_.size(), kNoMember),
         hash_(XXH3_createState(), &XXH3_freeState),
+        stored_hash_(XXH3_createState(), &XXH3_freeState),
         check_only_(check_only) {
     if (check_only_) reads_->CheckOnly();
   }
@@ -219,6 +220,10 @@ class ShardWriter {
 
   Status Changed(const SourceEntry& e, const std::string& reason) {
     report_->errors.push_back(fmt::format("{}: {}", ShownPath(e.path), reason));
+    if (e.stored) {
+      return Status::Corruption(
+          "a source shard changed since it was indexed; its bytes no longer match the index");
+    }
     return Status::Corruption(
         "the source changed while being packed; pack it again when it is "
         "not being written to");
@@ -244,7 +249,7 @@ class ShardWriter {
       SHARDFS_RETURN_IF_ERROR(tar_->Append(s.data.get(), e.size));
     } else {
       std::string reason;
-      ReadResult r = Stream(e, s, &xxh3, &reason);
+      ReadResult r = e.stored ? StreamStored(e, s, &xxh3, &reason) : Stream(e, s, &xxh3, &reason);
       if (r == ReadResult::kChanged) return Changed(e, reason);
       if (r == ReadResult::kUnreadable) {
         if (!write_status_.ok()) return write_status_;
@@ -345,6 +350,69 @@ class ShardWriter {
     return ReadResult::kOk;
   }
 
+  // Streams a big file of an index source from its shard (s.fd), range by
+  // range, zeros between, and checks the stored bytes against the index's
+  // checksum (kChanged if they differ or the shard ends early).
+  ReadResult StreamStored(const SourceEntry& e, const SourcePrefetch::Slot& s, uint64_t* xxh3,
+                          std::string* reason) {
+    const StoredData& d = *e.stored;
+    const StoredShards& shards = *plan_.stored;
+    XXH3_64bits_reset(hash_.get());
+    XXH3_64bits_reset(stored_hash_.get());
+    auto write_failed = [&](Status st) {
+      write_status_ = std::move(st);
+      *reason = write_status_.message();
+      return ReadResult::kUnreadable;
+    };
+    uint64_t pos = 0;
+    auto zeros_until = [&](uint64_t end) {
+      if (end <= pos) return Status::Ok();
+      HashZeros(hash_.get(), end - pos);
+      SHARDFS_RETURN_IF_ERROR(tar_->AppendZeros(end - pos));
+      progress_->Add(0, end - pos);
+      pos = end;
+      return Status::Ok();
+    };
+    for (const index::Extent& r : d.ranges) {
+      if (Status st = zeros_until(r.logical); !st.ok()) return write_failed(std::move(st));
+      for (uint64_t done = 0; done < r.length;) {
+        char* space;
+        size_t len;
+        Status st = tar_->DataSpace(std::min<uint64_t>(r.length - done, kChunk), &space, &len);
+        if (!st.ok()) return write_failed(std::move(st));
+        const uint64_t at = r.physical + done;
+        ssize_t n = ::pread(s.fd, space, len, static_cast<off_t>(at));
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          *reason = fmt::format("{}: read at byte {}: {}", StoredShardName(shards, d.shard), at,
+                                std::strerror(errno));
+          return ReadResult::kUnreadable;
+        }
+        if (n == 0) {
+          *reason = StoredChangedReason(shards, d, fmt::format("it ends at byte {}", at));
+          return ReadResult::kChanged;
+        }
+        XXH3_64bits_update(hash_.get(), space, static_cast<size_t>(n));
+        if (d.sparse) XXH3_64bits_update(stored_hash_.get(), space, static_cast<size_t>(n));
+        tar_->Commit(static_cast<size_t>(n));
+        done += static_cast<uint64_t>(n);
+        pos += static_cast<uint64_t>(n);
+        progress_->Add(0, static_cast<uint64_t>(n));
+      }
+    }
+    if (Status st = zeros_until(e.size); !st.ok()) return write_failed(std::move(st));
+    *xxh3 = XXH3_64bits_digest(hash_.get());
+    // The index hashed a sparse file's stored bytes only.
+    const uint64_t stored = d.sparse ? XXH3_64bits_digest(stored_hash_.get()) : *xxh3;
+    if (d.has_xxh3 && stored != d.xxh3) {
+      *reason = StoredChangedReason(
+          shards, d,
+          fmt::format("its bytes have xxh3 {:016x}, the index says {:016x}", stored, d.xxh3));
+      return ReadResult::kChanged;
+    }
+    return ReadResult::kOk;
+  }
+
   const ShardPlan& plan_;
   const ShardNamePattern& pattern_;
   const std::string out_dir_;
@@ -358,6 +426,7 @@ class ShardWriter {
   // Hard-link groups (by first member): the member whose data the index uses.
   std::vector<uint32_t> data_of_;
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash_;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> stored_hash_;  // Sparse stored files.
   bool check_only_;
   Status write_status_;
 

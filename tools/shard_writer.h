@@ -36,6 +36,10 @@ struct ShardPlan {
   ShardNamePattern pattern;
   std::string out_dir;  // Exists; shards are named out_dir + "/" + pattern.Format(n).
   bool skip_unreadable = false;
+  // An index source (pack --from-index): the shards its entries' bytes are
+  // streamed from, each big file's stored bytes checked against the index's
+  // checksum. Null for a loose tree.
+  const StoredShards* stored = nullptr;
 };
 
 // Writes every member of `plan`, adding each shard and member to `index`

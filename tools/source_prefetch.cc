@@ -51,6 +51,16 @@ SourcePrefetch::SourcePrefetch(const std::vector<SourceEntry>& entries, std::vec
       limits_(limits),
       ring_(std::max<size_t>(limits.files, 1)) {}
 
+SourcePrefetch::SourcePrefetch(const std::vector<SourceEntry>& entries,
+                               std::vector<uint32_t> order, const StoredShards* shards,
+                               PrefetchLimits limits)
+    : entries_(entries),
+      order_(std::move(order)),
+      root_fd_(-1),
+      shards_(shards),
+      limits_(limits),
+      ring_(std::max<size_t>(limits.files, 1)) {}
+
 SourcePrefetch::~SourcePrefetch() {
   Stop();
   for (Slot& s : ring_) {
@@ -159,8 +169,54 @@ void SourcePrefetch::Reader() {
   }
 }
 
+void SourcePrefetch::LoadStored(const SourceEntry& e, Slot* s) const {
+  const StoredData& d = *e.stored;
+  const int shard_fd = d.shard < shards_->fds.size() ? shards_->fds[d.shard] : -1;
+  if (shard_fd < 0) {
+    s->result = ReadResult::kUnreadable;
+    s->reason = fmt::format("{}: not open", StoredShardName(*shards_, d.shard));
+    return;
+  }
+  if (check_only_.load(std::memory_order_relaxed)) return;
+  if (e.size > kWholeFileMax) {
+    s->fd = ::fcntl(shard_fd, F_DUPFD_CLOEXEC, 0);
+    if (s->fd < 0) {
+      s->result = ReadResult::kUnreadable;
+      s->reason = fmt::format("dup: {}", std::strerror(errno));
+    }
+    s->sparse = d.sparse;
+    return;
+  }
+  s->data.reset(new char[std::max<uint64_t>(e.size, 1)]);
+  if (Status r = ReadStoredAt(*shards_, e, 0, s->data.get(), e.size); !r.ok()) {
+    s->result = ReadResult::kChanged;
+    s->reason = r.message();
+    return;
+  }
+  s->xxh3 = XXH3_64bits(s->data.get(), e.size);
+  if (!d.has_xxh3) return;
+  // The index hashed a sparse file's stored bytes only.
+  uint64_t stored = s->xxh3;
+  if (d.sparse) {
+    XXH3_state_t* h = XXH3_createState();
+    XXH3_64bits_reset(h);
+    for (const index::Extent& r : d.ranges) {
+      XXH3_64bits_update(h, s->data.get() + r.logical, r.length);
+    }
+    stored = XXH3_64bits_digest(h);
+    XXH3_freeState(h);
+  }
+  if (stored != d.xxh3) {
+    s->result = ReadResult::kChanged;
+    s->reason = StoredChangedReason(
+        *shards_, d,
+        fmt::format("its bytes have xxh3 {:016x}, the index says {:016x}", stored, d.xxh3));
+  }
+}
+
 void SourcePrefetch::Load(const SourceEntry& e, Slot* s) const {
   s->result = ReadResult::kOk;
+  if (e.stored) return LoadStored(e, s);
   auto fail = [&](ReadResult r, std::string reason) {
     s->result = r;
     s->reason = std::move(reason);

@@ -53,8 +53,8 @@ class SourcePrefetch {
     ReadResult result = ReadResult::kOk;
     std::string reason;            // Not kOk: why, e.g. "open: Permission denied".
     std::unique_ptr<char[]> data;  // Small files: the content.
-    int fd = -1;                   // Big files: open and checked.
-    bool sparse = false;           // Big files: fewer blocks than bytes.
+    int fd = -1;                   // Big files: open and checked (stored: the shard).
+    bool sparse = false;           // Big files: fewer blocks than bytes (stored: has holes).
     uint64_t xxh3 = 0;             // Small files: of the content.
     uint64_t cost = 0;             // What it counts against limits.bytes.
     bool big = false;
@@ -64,6 +64,12 @@ class SourcePrefetch {
   // below `root_fd` (OpenBeneath) and must match what the scan saw.
   SourcePrefetch(const std::vector<SourceEntry>& entries, std::vector<uint32_t> order, int root_fd,
                  PrefetchLimits limits = {});
+  // An index source (pack --from-index): every entry is stored, read from
+  // `shards`. A small file's stored bytes are checked against the index's
+  // checksum (kChanged if they differ or the shard ends early); a big one
+  // gets a dup of its shard's fd, for the writer to stream.
+  SourcePrefetch(const std::vector<SourceEntry>& entries, std::vector<uint32_t> order,
+                 const StoredShards* shards, PrefetchLimits limits = {});
   ~SourcePrefetch();
   SourcePrefetch(const SourcePrefetch&) = delete;
   SourcePrefetch& operator=(const SourcePrefetch&) = delete;
@@ -94,10 +100,12 @@ class SourcePrefetch {
   bool CanClaim(size_t k) const;  // REQUIRES: mu_ held.
   void Reader();
   void Load(const SourceEntry& e, Slot* s) const;
+  void LoadStored(const SourceEntry& e, Slot* s) const;
 
   const std::vector<SourceEntry>& entries_;
   const std::vector<uint32_t> order_;
   const int root_fd_;
+  const StoredShards* const shards_ = nullptr;
   const PrefetchLimits limits_;
   std::vector<Slot> ring_;
   std::vector<std::thread> threads_;

@@ -21,6 +21,7 @@
 #include <unordered_set>
 
 #include "base/fd.h"
+#include "base/io.h"
 #include "base/strings.h"
 #include "index/member_path.h"
 
@@ -346,6 +347,34 @@ std::string ShownPath(std::string_view path) { return path.empty() ? "." : std::
 std::string ChangedReason(const SourceEntry& e, const struct stat& st) {
   return fmt::format("changed while being packed (size {} -> {}, mtime {} -> {})", e.size,
                      st.st_size, e.mtime_ns, MtimeNs(st));
+}
+
+std::string StoredShardName(const StoredShards& shards, uint32_t shard) {
+  if (shard < shards.paths.size()) return shards.paths[shard];
+  return fmt::format("shard #{}", shard);
+}
+
+std::string StoredChangedReason(const StoredShards& shards, const StoredData& d,
+                                std::string_view what) {
+  return fmt::format("shard {}: changed since it was indexed: {}", StoredShardName(shards, d.shard),
+                     what);
+}
+
+Status ReadStoredAt(const StoredShards& shards, const SourceEntry& e, uint64_t pos, char* buf,
+                    size_t n) {
+  const StoredData& d = *e.stored;
+  const int fd = d.shard < shards.fds.size() ? shards.fds[d.shard] : -1;
+  if (fd < 0) return Status::IoError(fmt::format("{}: not open", StoredShardName(shards, d.shard)));
+  std::memset(buf, 0, n);
+  const uint64_t end = pos + n;
+  for (const index::Extent& r : d.ranges) {
+    uint64_t from = std::max(pos, r.logical), to = std::min(end, r.logical + r.length);
+    if (from >= to) continue;
+    Status s = PreadExact(fd, buf + (from - pos), static_cast<size_t>(to - from),
+                          r.physical + (from - r.logical));
+    if (!s.ok()) return Status::IoError(StoredChangedReason(shards, d, s.message()));
+  }
+  return Status::Ok();
 }
 
 void HashZeros(XXH3_state_t* state, uint64_t n) {

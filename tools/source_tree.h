@@ -12,16 +12,38 @@
 #include <xxhash.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/status.h"
+#include "index/schema.h"
 #include "tools/progress.h"
 
 namespace shardfs::tools {
 
 enum class SourceKind : uint8_t { kFile, kDir, kSymlink, kSpecial };
+
+// A file of an index source (pack --from-index): where its bytes lie in the
+// source's shards, as the index records them.
+struct StoredData {
+  uint32_t shard = 0;  // Into StoredShards.
+  // The file's data ranges: (logical, length, physical in the shard). One
+  // range (none for an empty file) unless sparse; between them, zeros.
+  std::vector<index::Extent> ranges;
+  bool sparse = false;
+  // The index's XXH3-64 of the stored bytes (the ranges' bytes in order).
+  bool has_xxh3 = false;
+  uint64_t xxh3 = 0;
+};
+
+// The source shards of an index source, open and checked against the
+// index (size and fingerprint) before anything is read.
+struct StoredShards {
+  std::vector<int> fds;            // -1 for shards no file of the source uses.
+  std::vector<std::string> paths;  // As the index names them, for messages.
+};
 
 struct SourceEntry {
   std::string path;  // Relative, '/'-separated; "" is the root.
@@ -42,6 +64,9 @@ struct SourceEntry {
   uint64_t ino = 0;
   uint64_t nlink = 0;
   std::string link_target;  // Symlinks: the raw target.
+  // Files of an index source: where the bytes are (read from the shards,
+  // not opened below a root). Null for a loose tree.
+  std::shared_ptr<const StoredData> stored;
 
   const std::string& open_path() const { return src.empty() ? path : src; }
 };
@@ -86,6 +111,21 @@ int OpenBeneath(int dir_fd, const std::string& rel, int flags);
 // fails, and sets *short_read if the file ended before `size`.
 Result<uint64_t> HashFile(int fd, uint64_t size, std::string_view what, bool* short_read,
                           Progress* progress = nullptr);
+
+// Shard `shard` of `shards` as messages name it: its path, or its number.
+std::string StoredShardName(const StoredShards& shards, uint32_t shard);
+
+// Logical bytes [pos, pos + n) of the stored file `e` (zeros between its
+// ranges) into `buf`, read from its shard. Returns IoError naming the shard
+// if a read fails or the shard ends early.
+// REQUIRES: e.stored; pos + n <= e.size.
+Status ReadStoredAt(const StoredShards& shards, const SourceEntry& e, uint64_t pos, char* buf,
+                    size_t n);
+
+// Why a stored file's bytes cannot be trusted: "shard P: changed since it was
+// indexed: <what>".
+std::string StoredChangedReason(const StoredShards& shards, const StoredData& d,
+                                std::string_view what);
 
 // Feeds `n` zero bytes (a hole of a sparse file) to `state`.
 void HashZeros(XXH3_state_t* state, uint64_t n);
