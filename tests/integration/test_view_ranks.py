@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Per-rank partitions (`-o rank=K,world=N[,seed=S][,rank_dirs=prune|keep]`,
+issue #13): over the ranks of one world the files and symlinks of the view
+are each shown exactly once (union = the view, pairwise disjoint); a rank
+holds whole shards; the ranks' view bytes differ by at most the largest
+shard's view bytes; symlinks go to splitmix64(seed ^ inode) % N; directories
+appear where something below them does (every view directory with
+rank_dirs=keep); another seed gives another partition."""
+
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shardfs_testlib as tl  # noqa: E402
+import test_views as tv  # noqa: E402
+
+SHARDS = 16
+CLASSES = 5
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(x, with_increment=True):
+    z = ((x + 0x9E3779B97F4A7C15) if with_increment else x) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def make_sharded(root, seed=11):
+    """root/src: train/cNN/sNNN.{jpg,cls} in 16 shards of uneven sizes, each
+    shard holding samples of every class (so directories span shards), plus
+    symlinks and an empty directory. Returns (src, shards)."""
+    rnd = random.Random(seed)
+    src = os.path.join(root, "src")
+    members = [[] for _ in range(SHARDS)]
+    sample = 0
+    for s in range(SHARDS):
+        for _ in range(2 + s % 5):  # Uneven: 2 to 6 samples per class.
+            for c in range(CLASSES):
+                d = os.path.join("train", "c%02d" % c)
+                os.makedirs(os.path.join(src, d), exist_ok=True)
+                stem = os.path.join(d, "s%04d" % sample)
+                tl._write(os.path.join(src, stem + ".jpg"), rnd.randbytes(rnd.randrange(100, 9000)))
+                tl._write(os.path.join(src, stem + ".cls"), b"%d\n" % c)
+                members[s] += [stem + ".jpg", stem + ".cls"]
+            sample += 1
+    os.makedirs(os.path.join(src, "links"))
+    for i in range(12):
+        name = os.path.join("links", "l%02d" % i)
+        os.symlink("../train/c00/s%04d.jpg" % i, os.path.join(src, name))
+        members[i % SHARDS].append(name)
+    os.makedirs(os.path.join(src, "empty", "inner"))
+    members[3].append("empty")
+    shard_dir = os.path.join(root, "shards")
+    os.mkdir(shard_dir)
+    shards = []
+    for s in range(SHARDS):
+        out = os.path.join(shard_dir, "part-%03d.tar" % s)
+        tl.tar_create(out, src, members[s], extra=["--no-recursion"] if s != 3 else [])
+        shards.append(out)
+    return src, shards
+
+
+class RankTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-view-ranks-"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        tl.require_fuse()
+        cls.src, cls.shards = make_sharded(cls.tmp)
+        cls.idx = os.path.join(cls.tmp, "ranks.idx")
+        tl.build_index(cls.shards, cls.idx)
+        cls.tree = tv.tree_of_dir(cls.src)
+        # A view without some sidecars, one class and some symlinks.
+        cls.excludes = ["s00[0-3]?.cls", "c03", "l0[0-3]"]
+        tv.view_create(cls.idx, "sub", *[a for g in cls.excludes for a in ("--exclude", g)])
+
+    def view_facts(self, spec):
+        """(tree, {path: shard_id} of files, {path: inode}) of the view."""
+        tree, inodes = tv.ls_tree(self.idx, spec)
+        p = tl.run_shardfs("ls", "-R", "--json", "--view", spec, self.idx, check=0)
+        shard_of = {o["path"]: o["shard_id"] for o in tl.json_lines(p.stdout)
+                    if o["type"] == "file"}
+        return tree, shard_of, inodes
+
+    def mount_rank(self, opts):
+        mnt = self.scratch("mnt")
+        with tl.Mount(self.idx, mnt, options=opts):
+            return tv.tree_of_dir(mnt)
+
+    def check_world(self, spec, world, seed, keep_dirs=False):
+        """Mounts every rank of one world and checks the contract. Returns the
+        partition: {shard_id: rank}."""
+        want = self.tree if spec == "default" else tv.apply_view(self.tree, excludes=self.excludes)
+        listed, shard_of, inodes = self.view_facts(spec)
+        self.assertEqual(listed, tv.without_content(want), tv.diff_trees(
+            tv.without_content(want), listed))
+        view_dirs = {p for p, n in want.items() if n[0] == "dir"}
+        leaves = {p for p, n in want.items() if n[0] != "dir"}
+        shard_bytes = {}
+        for p, sid in shard_of.items():
+            shard_bytes[sid] = shard_bytes.get(sid, 0) + want[p][1]
+        ranks = []
+        for k in range(world):
+            opts = "view=%s,rank=%d,world=%d" % (spec, k, world)
+            if seed is not None:
+                opts += ",seed=%d" % seed
+            if keep_dirs:
+                opts += ",rank_dirs=keep"
+            got = self.mount_rank(opts)
+            ranks.append(got)
+            for p, n in got.items():
+                self.assertIn(p, want, "%s: %r is not in the view" % (opts, p))
+                self.assertEqual(n, want[p], "%s: %r" % (opts, p))
+            mine = {p for p, n in got.items() if n[0] != "dir"}
+            dirs = {p for p, n in got.items() if n[0] == "dir"}
+            if keep_dirs:
+                self.assertEqual(dirs, view_dirs, opts)
+            else:
+                need = {b""}
+                for p in mine:
+                    d = os.path.dirname(p)
+                    while d:
+                        need.add(d)
+                        d = os.path.dirname(d)
+                self.assertEqual(dirs, need, "%s: directories shown vs those above its files"
+                                 % opts)
+        owners = {}
+        for k, got in enumerate(ranks):
+            for p, n in got.items():
+                if n[0] != "dir":
+                    self.assertNotIn(p, owners, "%r shown by ranks %s and %d" % (
+                        p, owners.get(p), k))
+                    owners[p] = k
+        self.assertEqual(set(owners), leaves, "union over the ranks vs the view")
+        partition = {}
+        for p, sid in shard_of.items():
+            k = owners[p]
+            self.assertEqual(partition.setdefault(sid, k), k,
+                             "shard %d split between ranks %d and %d" % (sid, partition[sid], k))
+        rank_bytes = [0] * world
+        for sid, k in partition.items():
+            rank_bytes[k] += shard_bytes[sid]
+        self.assertLessEqual(max(rank_bytes) - min(rank_bytes), max(shard_bytes.values()),
+                             "byte balance of %s world=%d seed=%s: %r" % (
+                                 spec, world, seed, rank_bytes))
+        s = seed or 0
+        for p in leaves:
+            if want[p][0] == "symlink":
+                ino = inodes[p]
+                allowed = {splitmix64(s ^ ino) % world, splitmix64(s ^ ino, False) % world}
+                self.assertIn(owners[p], allowed, "symlink %r (inode %d) on rank %d" % (
+                    p, ino, owners[p]))
+        return partition
+
+    def test_default_view_ranks(self):
+        parts = [self.check_world("default", 3, seed) for seed in (None, 1, 2)]
+        self.assertTrue(parts[0] != parts[1] or parts[0] != parts[2],
+                        "seeds 0, 1 and 2 gave the same partition of %d shards" % SHARDS)
+        self.check_world("default", 1, None)
+
+    def test_named_view_ranks(self):
+        p0 = self.check_world("sub", 4, 0)
+        p7 = self.check_world("sub", 4, 7)
+        p9 = self.check_world("sub", 4, 9)
+        self.assertTrue(p0 != p7 or p0 != p9, "seeds 0, 7, 9 gave the same partition")
+        self.assertEqual(self.check_world("sub", 4, 7), p7, "same seed, same partition")
+
+    def test_keep_dirs(self):
+        self.check_world("sub", 2, 5, keep_dirs=True)
+
+    def test_bad_rank_options(self):
+        mnt = self.scratch("mnt")
+        for opts in ("rank=3,world=3", "rank=0,world=0", "rank=1", "rank=x,world=2",
+                     "rank=0,world=2,rank_dirs=maybe"):
+            p = tl.run_shardfs("mount", "-o", opts, self.idx, mnt, timeout=30)
+            try:
+                self.assertNotEqual(p.returncode, 0, "mount -o %s must be refused" % opts)
+                self.assertFalse(os.path.ismount(mnt))
+            finally:
+                tl.unmount(mnt)
+
+
+if __name__ == "__main__":
+    tl.main()
