@@ -237,6 +237,7 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
                 outcomes.append(rc)
             got = tv.tree_of_dir(mnt)
         self.assertEqual(got, tv.apply_view(self.tree, excludes=["d3?"]))
+        sys.stderr.write("view create, exit per kill point %r: %r\n" % (KILL_AFTER_S, outcomes))
         self.assertIn(-signal.SIGKILL, outcomes, "no kill landed while view create ran")
         # The next run works and the earlier versions still mount.
         tv.view_create(idx, "k", "--exclude-list", lst, "--rename-map", renames)
@@ -272,6 +273,7 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
                                  "index info after a %s add" % ("completed" if made else "killed"))
             got = tv.tree_of_dir(mnt)
         self.assertEqual(got, self.tree, tv.diff_trees(self.tree, got))
+        sys.stderr.write("index add, exit per kill point %r: %r\n" % (KILL_AFTER_S, outcomes))
         self.assertIn(-signal.SIGKILL, outcomes, "no kill landed while index add ran")
         last = gen_files(self.rnd, 10, "final")
         shard = write_shard(os.path.join(self.shard_dir, "add-final.tar"), last)
