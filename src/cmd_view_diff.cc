@@ -1,17 +1,126 @@
 // `shardfs view diff` and `shardfs view export` (tools/view_diff.h,
-// tools/view_export.h).
+// tools/view_export.h): the logic lives in tools/, this file parses the
+// command line and writes the text and JSON forms.
+#include <getopt.h>
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
 #include "base/log.h"
 #include "src/command.h"
+#include "src/json_writer.h"
+#include "tools/view_diff.h"
+#include "tools/view_export.h"
 
 namespace shardfs::cli {
+namespace {
 
-int RunViewDiff(int, char**) {
-  log::Error("view diff: not built yet");
-  return kExitFailure;
+// Writes `bytes` to stdout; false (after logging) if stdout refused them.
+bool PrintAll(const char* command, std::string_view bytes) {
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), stdout) == bytes.size();
+  ok = std::fflush(stdout) == 0 && ok;
+  if (!ok) log::Error("{}: writing to standard output failed", command);
+  return ok;
 }
-int RunViewExport(int, char**) {
-  log::Error("view export: not built yet");
-  return kExitFailure;
+
+std::string JsonStringArray(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out.push_back(',');
+    AppendJsonString(&out, items[i]);
+  }
+  out.push_back(']');
+  return out;
+}
+
+std::string DiffJson(const tools::ViewDiff& d) {
+  std::string renamed = "[";
+  for (size_t i = 0; i < d.renamed.size(); ++i) {
+    if (i) renamed.push_back(',');
+    renamed += JsonObject().Str("from", d.renamed[i].from).Str("to", d.renamed[i].to).Finish();
+  }
+  renamed.push_back(']');
+  return JsonObject()
+             .Str("a", d.a)
+             .Str("b", d.b)
+             .Raw("added", JsonStringArray(d.added))
+             .Raw("removed", JsonStringArray(d.removed))
+             .Raw("renamed", renamed)
+             .Raw("replaced", JsonStringArray(d.replaced))
+             .Finish() +
+         "\n";
+}
+
+std::string KeysJsonLines(const tools::ViewExport& ex) {
+  std::string out;
+  for (const auto& sh : ex.shards) {
+    out += JsonObject().Str("shard", sh.path).Raw("keys", JsonStringArray(sh.keys)).Finish();
+    out.push_back('\n');
+  }
+  return out;
+}
+
+}  // namespace
+
+// Options may follow the operands (`view export IDX VIEW --format keys`), so
+// getopt permutes: view names cannot start with '-'.
+int RunViewDiff(int argc, char** argv) {
+  static const option kLong[] = {{"json", no_argument, nullptr, 'J'}, {nullptr, 0, nullptr, 0}};
+  bool json = false;
+  optind = 0;
+  for (int c; (c = getopt_long(argc, argv, "", kLong, nullptr)) != -1;) {
+    if (c == 'J') {
+      json = true;
+    } else {
+      return UsageError("view diff", "unknown option");
+    }
+  }
+  if (argc - optind != 3) return UsageError("view diff", "expected INDEX VIEW_A VIEW_B");
+  auto diff = tools::DiffViews(argv[optind], argv[optind + 1], argv[optind + 2]);
+  if (!diff.ok()) {
+    log::Error("view diff: {}", diff.status().message());
+    return kExitFailure;
+  }
+  // Differences are an answer, not a failure: exit 0 either way.
+  return PrintAll("view diff", json ? DiffJson(*diff) : tools::FormatDiffText(*diff))
+             ? kExitOk
+             : kExitFailure;
+}
+
+int RunViewExport(int argc, char** argv) {
+  static const option kLong[] = {{"format", required_argument, nullptr, 'f'},
+                                 {"out", required_argument, nullptr, 'o'},
+                                 {nullptr, 0, nullptr, 0}};
+  std::string format, out;
+  optind = 0;
+  for (int c; (c = getopt_long(argc, argv, "", kLong, nullptr)) != -1;) {
+    switch (c) {
+      case 'f': format = optarg; break;
+      case 'o': out = optarg; break;
+      default: return UsageError("view export", "unknown option");
+    }
+  }
+  if (argc - optind != 2) return UsageError("view export", "expected INDEX VIEW");
+  if (format.empty()) return UsageError("view export", "--format shards|keys is required");
+  if (format != "shards" && format != "keys") {
+    return UsageError("view export", fmt::format("--format must be shards or keys, not '{}'", format));
+  }
+  auto ex = tools::ExportView(argv[optind], argv[optind + 1]);
+  if (!ex.ok()) {
+    log::Error("view export: {}", ex.status().message());
+    return kExitFailure;
+  }
+  std::string text = format == "shards" ? tools::FormatShardList(*ex) : KeysJsonLines(*ex);
+  if (out.empty()) return PrintAll("view export", text) ? kExitOk : kExitFailure;
+  Status s = tools::WriteFileAtomically(out, text);
+  if (!s.ok()) {
+    log::Error("view export: {}", s.message());
+    return kExitFailure;
+  }
+  return kExitOk;
 }
 
 }  // namespace shardfs::cli
