@@ -692,6 +692,11 @@ def print_views_report(report, systems, out=sys.stdout):
         if s["note"]:
             w(f"    ({s['note']})\n")
 
+    mb, mv = report["steps"]["mount_base"], report["steps"]["mount_view"]
+    if mb["median_seconds"] is not None and mv["median_seconds"] is not None:
+        w(f"  {'  view mount minus base tree mount':<62} {'':<10} "
+          f"{(mv['median_seconds'] - mb['median_seconds']) * 1000:>7.1f} ms\n")
+
     w(f"\n  {'figure':<36} {'system':<22} {'unit':>7} {'median':>12} {'min..max':>23} "
       f"{'vs base':>9}\n")
     base = systems.get("base")
