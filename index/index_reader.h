@@ -30,6 +30,7 @@
 
 #include "base/status.h"
 #include "index/schema.h"
+#include "index/view_store.h"
 
 namespace rocksdb {
 class DB;
@@ -97,6 +98,14 @@ class IndexReader {
   // Resolves a '/'-separated path from the root, one Lookup per component.
   Status Resolve(std::string_view path, EntryRecord* rec, RecordHolder* holder) const;
 
+  // The version this reader answers for ("default@1" for the base) and its
+  // counts. With a rank partition, `counts` are the whole view's.
+  const VersionInfo& version() const { return version_; }
+  // With a rank partition: the rank of each shard (world = 0: empty).
+  const std::vector<uint32_t>& shard_ranks() const { return shard_ranks_; }
+  // The view's catalog (to list views and versions).
+  const Catalog& catalog() const { return *catalog_; }
+
   const std::vector<ShardMeta>& shards() const { return shards_; }
   // The path to open shard `id` at: relative paths are taken from the
   // index's parent directory.
@@ -133,12 +142,35 @@ class IndexReader {
   // not CheckFileRange).
   Status DecodeChecked(const rocksdb::Slice& value, EntryRecord* rec) const;
   Status CheckRecord(const EntryRecord& rec) const;
-  // GetInode without CheckFileRange.
+  // GetInode without CheckFileRange and without the rank filter.
   Status GetInodeRecord(InodeId inode, EntryRecord* rec, RecordHolder* holder) const;
+  // The version's steps of Open: the catalog, the version, its sets.
+  Status LoadVersion(const ReaderOptions& options);
+  // The rank partition of the version's shards.
+  Status LoadRanks(const ReaderOptions& options);
+  // Lookup and ForEachChild before the rank filter.
+  Status LookupRaw(InodeId parent, std::string_view name, EntryRecord* rec,
+                   RecordHolder* holder) const;
+  Status ForEachChildRaw(InodeId dir, std::string_view start_after,
+                         const std::function<bool(std::string_view, const EntryRecord&)>& fn) const;
+  // Whether a record of the view belongs to this rank (always without one).
+  bool InRank(const EntryRecord& rec) const;
+  // Whether directory `dir` holds something of this rank (memoised).
+  bool DirInRank(InodeId dir) const;
 
   std::unique_ptr<rocksdb::DB> db_;
   std::string path_;
+  // The base's tree keys ('D' and 'I' with view 0).
   ViewId view_;
+  std::unique_ptr<Catalog> catalog_;
+  VersionInfo version_;
+  // A version other than the base: its view id's stored difference.
+  struct Overlay;
+  std::unique_ptr<Overlay> overlay_;
+  // The rank partition (world > 0).
+  struct Ranks;
+  std::unique_ptr<Ranks> ranks_;
+  std::vector<uint32_t> shard_ranks_;
   std::vector<ShardMeta> shards_;
   std::vector<std::string> shard_paths_;
   std::map<std::string, std::string> meta_;

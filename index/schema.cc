@@ -1,5 +1,6 @@
 #include "index/schema.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace shardfs::index {
@@ -236,6 +237,147 @@ Status DecodeShardMeta(std::string_view value, ShardMeta* meta) {
   meta->fingerprint = GetLittle<uint64_t>(p + 16);
   meta->flags = static_cast<uint8_t>(p[24]);
   meta->path.assign(value.substr(25));
+  return Status::Ok();
+}
+
+std::string EncodeCatalogPrefix(std::string_view name) {
+  std::string key(1, kCatalogPrefix);
+  key.append(name);
+  key.push_back(kCatalogVersion);
+  return key;
+}
+
+std::string EncodeCatalogKey(std::string_view name, uint32_t version) {
+  std::string key = EncodeCatalogPrefix(name);
+  char v[4];
+  PutBig32(v, version);
+  key.append(v, 4);
+  return key;
+}
+
+std::string EncodeTagPrefix(std::string_view name) {
+  std::string key(1, kCatalogPrefix);
+  key.append(name);
+  key.push_back(kCatalogTag);
+  return key;
+}
+
+std::string EncodeTagKey(std::string_view name, std::string_view tag) {
+  return EncodeTagPrefix(name).append(tag);
+}
+
+std::string EncodeViewKeyPrefix(ViewId view, char sub) {
+  std::string key(1, kViewPrefix);
+  char v[4];
+  PutBig32(v, view.value);
+  key.append(v, 4);
+  if (sub != 0) key.push_back(sub);
+  return key;
+}
+
+std::string EncodeViewDirentKey(ViewId view, InodeId parent, std::string_view name) {
+  std::string key = EncodeViewKeyPrefix(view, kViewDirent);
+  char p[8];
+  PutBig64(p, parent.value);
+  key.append(p, 8);
+  key.append(name);
+  return key;
+}
+
+std::string EncodeViewInodeKey(ViewId view, InodeId inode) {
+  std::string key = EncodeViewKeyPrefix(view, kViewInode);
+  char p[8];
+  PutBig64(p, inode.value);
+  key.append(p, 8);
+  return key;
+}
+
+std::string EncodeViewSetKey(ViewId view, char set) {
+  std::string key = EncodeViewKeyPrefix(view, kViewSet);
+  key.push_back(set);
+  return key;
+}
+
+bool DecodeCatalogKey(std::string_view key, std::string_view* name, uint32_t* version) {
+  if (key.size() < 6 || key[0] != kCatalogPrefix || key[key.size() - 5] != kCatalogVersion) {
+    return false;
+  }
+  *name = key.substr(1, key.size() - 6);
+  *version = GetBig32(key.data() + key.size() - 4);
+  return true;
+}
+
+bool DecodeTagKey(std::string_view key, std::string_view* name, std::string_view* tag) {
+  if (key.empty() || key[0] != kCatalogPrefix) return false;
+  size_t sep = key.find(kCatalogTag, 1);
+  if (sep == std::string_view::npos) return false;
+  *name = key.substr(1, sep - 1);
+  *tag = key.substr(sep + 1);
+  return true;
+}
+
+bool DecodeViewKey(std::string_view key, ViewId* view) {
+  if (key.size() < 5 || key[0] != kViewPrefix) return false;
+  view->value = GetBig32(key.data() + 1);
+  return true;
+}
+
+void EncodeVersionRecord(const VersionRecord& rec, std::string* out) {
+  out->assign(65, '\0');
+  char* p = out->data();
+  PutLittle<uint32_t>(p, rec.view.value);
+  PutLittle<uint32_t>(p + 4, rec.shard_count);
+  PutLittle<uint64_t>(p + 8, rec.base_max_inode);
+  PutLittle<uint64_t>(p + 16, rec.max_inode);
+  PutLittle<uint64_t>(p + 24, rec.files);
+  PutLittle<uint64_t>(p + 32, rec.dirs);
+  PutLittle<uint64_t>(p + 40, rec.symlinks);
+  PutLittle<uint64_t>(p + 48, rec.bytes);
+  PutLittle<int64_t>(p + 56, rec.created_ns);
+  p[64] = static_cast<char>(rec.kind);
+  const size_t from = std::min<size_t>(rec.from.size(), UINT16_MAX);
+  char len[4];
+  PutLittle<uint16_t>(len, static_cast<uint16_t>(from));
+  out->append(len, 2);
+  out->append(rec.from, 0, from);
+  PutLittle<uint32_t>(len, static_cast<uint32_t>(rec.message.size()));
+  out->append(len, 4);
+  out->append(rec.message);
+}
+
+Status DecodeVersionRecord(std::string_view value, VersionRecord* rec) {
+  if (value.size() < 71) {
+    return Status::Corruption(
+        fmt::format("version record of {} bytes, expected at least 71", value.size()));
+  }
+  const char* p = value.data();
+  rec->view.value = GetLittle<uint32_t>(p);
+  rec->shard_count = GetLittle<uint32_t>(p + 4);
+  rec->base_max_inode = GetLittle<uint64_t>(p + 8);
+  rec->max_inode = GetLittle<uint64_t>(p + 16);
+  rec->files = GetLittle<uint64_t>(p + 24);
+  rec->dirs = GetLittle<uint64_t>(p + 32);
+  rec->symlinks = GetLittle<uint64_t>(p + 40);
+  rec->bytes = GetLittle<uint64_t>(p + 48);
+  rec->created_ns = GetLittle<int64_t>(p + 56);
+  const uint8_t kind = static_cast<uint8_t>(p[64]);
+  if (kind != 1 && kind != 2) {
+    return Status::Corruption(fmt::format("version record: kind {}, expected 1 or 2", kind));
+  }
+  rec->kind = static_cast<VersionKind>(kind);
+  const size_t from = GetLittle<uint16_t>(p + 65);
+  if (value.size() < 67 + from + 4) return Status::Corruption("version record: cut short");
+  rec->from.assign(value.substr(67, from));
+  const size_t message = GetLittle<uint32_t>(p + 67 + from);
+  if (value.size() != 71 + from + message) {
+    return Status::Corruption("version record: message length does not match");
+  }
+  rec->message.assign(value.substr(71 + from));
+  if (rec->max_inode < rec->base_max_inode || rec->view.value == 0) {
+    return Status::Corruption(fmt::format(
+        "version record: view {} with max_inode {} below base max_inode {}", rec->view.value,
+        rec->max_inode, rec->base_max_inode));
+  }
   return Status::Ok();
 }
 

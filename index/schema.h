@@ -11,16 +11,17 @@
 //   'S' <shard:u32be>                                 ShardMeta
 //   'D' <view:u32be> <parent:u64be> <name bytes>      EntryRecord of the child
 //   'I' <view:u32be> <inode:u64be>                    EntryRecord of the inode
+//   'C' <name> 0x00 <version:u32be>                   VersionRecord (the view catalog)
+//   'C' <name> 0x01 <tag>                             version:u32le (a tag)
+//   'V' <view:u32be> 'B'                              u64le per shard: view bytes in it
+//   'V' <view:u32be> 'D' <parent:u64be> <name bytes>  EntryRecord: an overlay name
+//   'V' <view:u32be> 'I' <inode:u64be>                EntryRecord: an overlay inode
+//   'V' <view:u32be> 'S' <set:1>                      InodeSet (index/inode_set.h)
 //
 // The mount's two hot questions are one operation each:
 //   lookup(parent, name)  -> one point read of 'D' view parent name
 //   readdir(inode)        -> one prefix scan of 'D' view inode
 // and getattr/read by inode is one point read of 'I' view inode.
-//
-// Views. Every tree key carries a view id ahead of the inode, so named views
-// and versions (a subset, renames, removed samples) can later be stored next
-// to the default view, sharing the 'S' table and the shard bytes. Only the
-// default view, kDefaultView = 0, is built today.
 //
 // Inodes are assigned, not allocated: the builder numbers every path of the
 // tree densely in depth-first, name-sorted order, root = 1. The daemon keeps
@@ -66,6 +67,61 @@
 //
 // A file of 8 GiB with three extents costs 72 bytes more, whatever its holes.
 //
+// Views and versions. The 'D' and 'I' keys, always with view 0, are the base
+// tree: what `index build` wrote, the version "default@1". Every other
+// version of every view is stored as a difference from the base, never as a
+// copy, and never as a difference from another version, so opening one reads
+// the same few keys however many versions exist:
+//
+//   hidden    'V' v 'S' 'h'  base inodes whose base names ('D' 0 keys) are
+//                            not in the version: removed, renamed, or with a
+//                            changed record
+//   overlay   'V' v 'I' i    the record of each inode of the version that is
+//                            not the base's: a changed record (a directory's
+//                            link count, a new name's parent) or an inode
+//                            the base does not have (index add, directories
+//                            made by renames), numbered above base max_inode
+//             'V' v 'D' p n  every name of an overlay inode
+//   overlaid  'V' v 'S' 'o'  the inodes with an overlay record
+//   parents   'V' v 'S' 'p'  the directories with overlay names
+//   bytes     'V' v 'B'      view bytes per shard (per-rank partitions)
+//
+// so for a version with view id v:
+//   lookup(p, n)  -> if p in parents: 'V' v 'D' p n; then 'D' 0 p n unless
+//                    its inode is hidden (overlaid: its 'V' v 'I' record)
+//   readdir(p)    -> 'D' 0 p* minus hidden names, merged by name with
+//                    'V' v 'D' p* when p is in parents
+//   getattr(i)    -> 'V' v 'I' i if i is overlaid, else 'I' 0 i unless hidden
+// Inodes are numbered depth-first, so a hidden subtree is one run of the
+// set: excluding a directory of 10,000 files costs a few bytes, excluding
+// 100,000 scattered files about 200 KB. Directories that a view leaves empty
+// are hidden with their contents (ImageFolder refuses empty class folders).
+//
+// A version is found through the catalog: 'C' name 0x00 version. Its view id
+// v is allocated once (never reused, the largest 'V' key's plus one) and its
+// 'V' v keys are one table file of their own, ingested beside the base's
+// (key ranges never overlap, so nothing is rewritten). A `view create` or
+// `index add` ingests the version's table and its catalog key in one atomic
+// step: killed before, nothing changed; after, the version exists whole.
+// `index add` appends 'S' keys for its shards in the same step. Mounts open
+// the database read-only and keep the files they opened: a running mount
+// never changes. "default" versions after 1 come from `index add`; a catalog
+// without a 'C' "default" key has the implicit default@1 = base.
+//
+// VersionRecord (little-endian):
+//     0     4  view           view id v (0: the base itself)
+//     4     4  shard_count    shards 0..n-1 of the 'S' table belong to it
+//     8     8  base_max_inode the base's max_inode (inodes above it: overlay)
+//    16     8  max_inode      largest inode of the version
+//    24     8  files          counts of the version's inodes
+//    32     8  dirs
+//    40     8  symlinks
+//    48     8  bytes          content bytes of its files
+//    56     8  created_ns     nanoseconds since the epoch
+//    64     1  kind           1 view create, 2 index add
+//    65     2  from length f, then f bytes: the source "NAME@N"
+//  67+f     4  message length m, then m bytes
+//
 // ShardMeta:
 //     0     8  size           bytes of the shard file when indexed
 //     8     8  mtime_ns
@@ -105,6 +161,7 @@ struct ShardId {
 };
 struct ViewId {
   uint32_t value = 0;
+  friend bool operator==(ViewId, ViewId) = default;
 };
 
 inline constexpr InodeId kRootInode{1};
@@ -116,6 +173,20 @@ inline constexpr char kMetaPrefix = 'M';
 inline constexpr char kShardPrefix = 'S';
 inline constexpr char kDirentPrefix = 'D';
 inline constexpr char kInodePrefix = 'I';
+inline constexpr char kCatalogPrefix = 'C';
+inline constexpr char kViewPrefix = 'V';
+// Second bytes of 'V' keys, after the view id.
+inline constexpr char kViewBytes = 'B';
+inline constexpr char kViewDirent = 'D';
+inline constexpr char kViewInode = 'I';
+inline constexpr char kViewSet = 'S';
+// Sets of a version ('V' v 'S' <set>).
+inline constexpr char kSetHidden = 'h';
+inline constexpr char kSetOverlaid = 'o';
+inline constexpr char kSetParents = 'p';
+// The separators of catalog keys after the name.
+inline constexpr char kCatalogVersion = 0;
+inline constexpr char kCatalogTag = 1;
 
 // Meta names.
 inline constexpr std::string_view kMetaSchemaVersion = "schema_version";
@@ -224,6 +295,42 @@ uint64_t StoredBytes(const EntryRecord& rec);
 size_t FindExtent(const EntryRecord& rec, uint64_t offset);
 void EncodeShardMeta(const ShardMeta& meta, std::string* out);
 Status DecodeShardMeta(std::string_view value, ShardMeta* meta);
+
+enum class VersionKind : uint8_t { kCreate = 1, kAdd = 2 };
+
+struct VersionRecord {
+  ViewId view;
+  uint32_t shard_count = 0;
+  uint64_t base_max_inode = 0;
+  uint64_t max_inode = 0;
+  uint64_t files = 0;
+  uint64_t dirs = 0;
+  uint64_t symlinks = 0;
+  uint64_t bytes = 0;
+  int64_t created_ns = 0;
+  VersionKind kind = VersionKind::kCreate;
+  std::string from;
+  std::string message;
+};
+
+// View keys (see "Views and versions").
+std::string EncodeCatalogKey(std::string_view name, uint32_t version);
+// The prefix of every version key of `name`.
+std::string EncodeCatalogPrefix(std::string_view name);
+std::string EncodeTagKey(std::string_view name, std::string_view tag);
+std::string EncodeTagPrefix(std::string_view name);
+// 'V' v, then `sub` (kViewBytes, ...); the prefix of a version's keys with
+// sub = 0 and nothing after.
+std::string EncodeViewKeyPrefix(ViewId view, char sub);
+std::string EncodeViewDirentKey(ViewId view, InodeId parent, std::string_view name);
+std::string EncodeViewInodeKey(ViewId view, InodeId inode);
+std::string EncodeViewSetKey(ViewId view, char set);
+// Decoders return false on a key of another shape.
+bool DecodeCatalogKey(std::string_view key, std::string_view* name, uint32_t* version);
+bool DecodeTagKey(std::string_view key, std::string_view* name, std::string_view* tag);
+bool DecodeViewKey(std::string_view key, ViewId* view);
+void EncodeVersionRecord(const VersionRecord& rec, std::string* out);
+Status DecodeVersionRecord(std::string_view value, VersionRecord* rec);
 
 }  // namespace shardfs::index
 

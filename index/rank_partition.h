@@ -1,0 +1,34 @@
+// Per-rank partitions for distributed training: which rank of `world` reads
+// each shard of a view, as WebDataset's split_by_node does, with whole
+// shards balanced by the view's bytes in them.
+//
+// The shards are shuffled by `seed` (a new seed per epoch gives each rank
+// other shards), then each goes to the rank with the fewest bytes so far
+// (the lowest rank on a tie). Greedy assignment in any order keeps the
+// largest rank's bytes within one shard of the smallest's: when the rank
+// that ends largest took its last shard it was the smallest.
+#ifndef SHARDFS_INDEX_RANK_PARTITION_H_
+#define SHARDFS_INDEX_RANK_PARTITION_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace shardfs::index {
+
+// splitmix64: the mixing step of the shuffle, and the rank of a symlink
+// (RankOfSymlink).
+uint64_t SplitMix64(uint64_t x);
+
+// The rank of each shard; `bytes[i]` is shard i's bytes in the view.
+// REQUIRES: world > 0.
+std::vector<uint32_t> AssignShardsToRanks(const std::vector<uint64_t>& bytes, uint32_t world,
+                                          uint64_t seed);
+
+// Symlinks hold no shard bytes: each goes to one rank by its inode.
+inline uint32_t RankOfSymlink(uint64_t inode, uint32_t world, uint64_t seed) {
+  return static_cast<uint32_t>(SplitMix64(seed ^ inode) % world);
+}
+
+}  // namespace shardfs::index
+
+#endif  // SHARDFS_INDEX_RANK_PARTITION_H_

@@ -1,0 +1,462 @@
+#include "index/view_store.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <rocksdb/convenience.h>
+#include <rocksdb/db.h>
+#include <rocksdb/metadata.h>
+#include <rocksdb/sst_file_writer.h>
+
+#include "base/strings.h"
+#include "index/db_options.h"
+
+namespace shardfs::index {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr size_t kMaxViewName = 128;
+// The catalog key holding the largest view id ever allocated, so that a
+// removed version's id is never reused.
+const std::string kViewIdKey = std::string(1, kCatalogPrefix) + '\x02';
+// Temporary table files of an editor, in the index directory.
+constexpr std::string_view kEditTempPrefix = "shardfs-edit-";
+
+std::string_view View(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
+
+Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.IsNotFound()) return Status::NotFound(what);
+  if (s.IsCorruption()) return Status::Corruption(fmt::format("{}: {}", what, s.ToString()));
+  return Status::IoError(fmt::format("{}: {}", what, s.ToString()));
+}
+
+bool NameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '.' || c == '_' || c == '-';
+}
+
+uint32_t GetLittle32(std::string_view v) {
+  uint32_t x = 0;
+  for (int i = 3; i >= 0; --i) x = (x << 8) | static_cast<uint8_t>(v[i]);
+  return x;
+}
+
+std::string PutLittle32(uint32_t x) {
+  std::string v(4, '\0');
+  for (int i = 0; i < 4; ++i, x >>= 8) v[i] = static_cast<char>(x & 0xff);
+  return v;
+}
+
+// Calls fn(key, value) for each key with `prefix`, in order.
+template <typename Fn>
+Status ScanPrefix(rocksdb::DB* db, const std::string& prefix, const std::string& what, Fn&& fn) {
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    std::string_view key = View(it->key());
+    if (!key.starts_with(prefix)) break;
+    SHARDFS_RETURN_IF_ERROR(fn(key, View(it->value())));
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), what);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckViewName(std::string_view name, std::string_view what) {
+  if (name.empty() || name.size() > kMaxViewName || !std::isalnum(static_cast<uint8_t>(name[0])) ||
+      !std::all_of(name.begin(), name.end(), NameChar)) {
+    return Status::InvalidArgument(fmt::format(
+        "{} '{}': expected 1 to {} letters, digits, '.', '_' or '-', starting with a letter or "
+        "digit",
+        what, name, kMaxViewName));
+  }
+  return Status::Ok();
+}
+
+Status CheckTagName(std::string_view tag) {
+  SHARDFS_RETURN_IF_ERROR(CheckViewName(tag, "tag"));
+  if (std::all_of(tag.begin(), tag.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return Status::InvalidArgument(
+        fmt::format("tag '{}': a tag may not be a number (NAME@N names version N)", tag));
+  }
+  return Status::Ok();
+}
+
+Result<ViewSpec> ParseViewSpec(std::string_view spec) {
+  ViewSpec out;
+  if (spec.empty()) {
+    out.name = kDefaultViewName;
+    return out;
+  }
+  size_t at = spec.find('@');
+  out.name = spec.substr(0, at);
+  SHARDFS_RETURN_IF_ERROR(CheckViewName(out.name, "view"));
+  if (at == std::string_view::npos) return out;
+  std::string_view rest = spec.substr(at + 1);
+  if (!rest.empty() && std::all_of(rest.begin(), rest.end(), [](char c) {
+        return c >= '0' && c <= '9';
+      })) {
+    uint64_t v = 0;
+    for (char c : rest) {
+      v = v * 10 + static_cast<uint64_t>(c - '0');
+      if (v > UINT32_MAX) break;
+    }
+    if (v == 0 || v > UINT32_MAX) {
+      return Status::InvalidArgument(
+          fmt::format("view '{}': versions are numbered from 1", spec));
+    }
+    out.version = static_cast<uint32_t>(v);
+    return out;
+  }
+  SHARDFS_RETURN_IF_ERROR(CheckTagName(rest).WithContext(fmt::format("view '{}'", spec)));
+  out.tag = rest;
+  return out;
+}
+
+std::string VersionInfo::label() const { return fmt::format("{}@{}", name, version); }
+
+Result<std::vector<std::pair<std::string, uint32_t>>> Catalog::Tags(std::string_view name) const {
+  std::vector<std::pair<std::string, uint32_t>> tags;
+  SHARDFS_RETURN_IF_ERROR(ScanPrefix(
+      db_, EncodeTagPrefix(name), fmt::format("index {}: view catalog", path_),
+      [&](std::string_view key, std::string_view value) -> Status {
+        std::string_view n, tag;
+        if (!DecodeTagKey(key, &n, &tag) || value.size() != 4) {
+          return Status::Corruption(fmt::format("index {}: damaged tag of view '{}'", path_, name));
+        }
+        tags.emplace_back(std::string(tag), GetLittle32(value));
+        return Status::Ok();
+      }));
+  return tags;
+}
+
+Result<std::vector<VersionInfo>> Catalog::Versions(std::string_view name) const {
+  std::vector<VersionInfo> versions;
+  if (name == kDefaultViewName) {
+    VersionInfo base;
+    base.name = name;
+    base.version = 1;
+    base.record = base_;
+    versions.push_back(std::move(base));
+  }
+  SHARDFS_RETURN_IF_ERROR(ScanPrefix(
+      db_, EncodeCatalogPrefix(name), fmt::format("index {}: view catalog", path_),
+      [&](std::string_view key, std::string_view value) -> Status {
+        VersionInfo info;
+        std::string_view n;
+        if (!DecodeCatalogKey(key, &n, &info.version)) {
+          return Status::Corruption(fmt::format("index {}: damaged catalog key of view '{}'",
+                                                path_, name));
+        }
+        info.name = n;
+        SHARDFS_RETURN_IF_ERROR(DecodeVersionRecord(value, &info.record)
+                                    .WithContext(fmt::format("index {}: {}", path_, info.label())));
+        versions.push_back(std::move(info));
+        return Status::Ok();
+      }));
+  if (versions.empty()) return Status::NotFound(fmt::format("index {}: no view '{}'", path_, name));
+  SHARDFS_ASSIGN_OR_RETURN(auto tags, Tags(name));
+  for (auto& [tag, version] : tags) {
+    for (VersionInfo& v : versions) {
+      if (v.version == version) v.tags.push_back(tag);
+    }
+  }
+  return versions;
+}
+
+Result<VersionInfo> Catalog::Resolve(const ViewSpec& spec) const {
+  SHARDFS_ASSIGN_OR_RETURN(std::vector<VersionInfo> versions, Versions(spec.name));
+  uint32_t want = spec.version;
+  if (!spec.tag.empty()) {
+    auto tagged = std::find_if(versions.begin(), versions.end(), [&](const VersionInfo& v) {
+      return std::find(v.tags.begin(), v.tags.end(), spec.tag) != v.tags.end();
+    });
+    if (tagged == versions.end()) {
+      return Status::NotFound(
+          fmt::format("index {}: view '{}' has no tag '{}'", path_, spec.name, spec.tag));
+    }
+    return *tagged;
+  }
+  if (want == 0) return versions.back();
+  for (VersionInfo& v : versions) {
+    if (v.version == want) return std::move(v);
+  }
+  return Status::NotFound(fmt::format("index {}: no version {}@{} (the latest is {}@{})", path_,
+                                      spec.name, want, spec.name, versions.back().version));
+}
+
+Result<std::vector<std::string>> Catalog::Names() const {
+  std::set<std::string> names;
+  SHARDFS_RETURN_IF_ERROR(ScanPrefix(
+      db_, std::string(1, kCatalogPrefix), fmt::format("index {}: view catalog", path_),
+      [&](std::string_view key, std::string_view) -> Status {
+        size_t end = 1;
+        while (end < key.size() && static_cast<uint8_t>(key[end]) > 2) ++end;
+        if (end > 1) names.emplace(key.substr(1, end - 1));
+        return Status::Ok();
+      }));
+  names.erase(std::string(kDefaultViewName));
+  std::vector<std::string> out{std::string(kDefaultViewName)};
+  out.insert(out.end(), names.begin(), names.end());
+  return out;
+}
+
+Result<uint32_t> Catalog::MaxViewId() const {
+  uint32_t max = 0;
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kViewIdKey, &value);
+  if (s.ok() && value.size() == 4) max = GetLittle32(value);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  it->SeekForPrev(std::string(1, kViewPrefix) + std::string(8, '\xff'));
+  ViewId last;
+  if (it->Valid() && DecodeViewKey(View(it->key()), &last)) max = std::max(max, last.value);
+  if (!it->status().ok()) return FromRocks(it->status(), fmt::format("index {}", path_));
+  return max;
+}
+
+Result<VersionSets> ReadVersionSets(rocksdb::DB* db, const std::string& index_path, ViewId view) {
+  VersionSets sets;
+  const std::pair<char, InodeSet*> wanted[] = {
+      {kSetHidden, &sets.hidden}, {kSetOverlaid, &sets.overlaid}, {kSetParents, &sets.parents}};
+  for (auto [set, out] : wanted) {
+    std::string value;
+    rocksdb::Status s = db->Get(rocksdb::ReadOptions(), EncodeViewSetKey(view, set), &value);
+    if (!s.ok()) {
+      return Status::Corruption(fmt::format("index {}: view {}: set '{}' is missing: {}",
+                                            index_path, view.value, set, s.ToString()));
+    }
+    Result<InodeSet> decoded = InodeSet::Decode(value);
+    if (!decoded.ok()) {
+      return decoded.status().WithContext(fmt::format("index {}: view {}", index_path, view.value));
+    }
+    *out = std::move(*decoded);
+  }
+  return sets;
+}
+
+std::string EncodeShardBytes(const std::vector<uint64_t>& bytes) {
+  std::string out(bytes.size() * 8, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    uint64_t v = bytes[i];
+    for (int b = 0; b < 8; ++b, v >>= 8) out[i * 8 + b] = static_cast<char>(v & 0xff);
+  }
+  return out;
+}
+
+Result<std::vector<uint64_t>> ReadShardBytes(rocksdb::DB* db, ViewId view) {
+  std::string value;
+  rocksdb::Status s =
+      db->Get(rocksdb::ReadOptions(), EncodeViewKeyPrefix(view, kViewBytes), &value);
+  if (s.IsNotFound()) return Status::NotFound("no shard bytes stored");
+  if (!s.ok()) return FromRocks(s, "shard bytes");
+  if (value.size() % 8 != 0) return Status::Corruption("shard bytes: not a multiple of 8 bytes");
+  std::vector<uint64_t> bytes(value.size() / 8);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    uint64_t v = 0;
+    for (int b = 7; b >= 0; --b) v = (v << 8) | static_cast<uint8_t>(value[i * 8 + b]);
+    bytes[i] = v;
+  }
+  return bytes;
+}
+
+// ---------------------------------------------------------------------------
+
+IndexEditor::~IndexEditor() {
+  if (db_) db_->Close().PermitUncheckedError();
+}
+
+Result<std::unique_ptr<IndexEditor>> IndexEditor::Open(const std::string& path,
+                                                       int wait_seconds) {
+  std::unique_ptr<IndexEditor> e(new IndexEditor());
+  e->path_ = path;
+  rocksdb::Options o = WriterDbOptions(true);
+  o.create_if_missing = false;
+  o.error_if_exists = false;
+  // Nothing is rewritten behind the commands' backs: the base's table files
+  // stay as the build wrote them, and mounts keep reading them.
+  o.disable_auto_compactions = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_seconds);
+  for (;;) {
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Status s = rocksdb::DB::Open(o, path, &raw);
+    if (s.ok()) {
+      e->db_.reset(raw);
+      break;
+    }
+    const bool locked = s.IsIOError() && s.ToString().find("lock") != std::string::npos;
+    if (!locked) {
+      return Status::IoError(fmt::format("index {}: cannot open for writing: {}", path,
+                                         s.ToString()));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::IoError(fmt::format(
+          "index {}: another shardfs command is changing it (waited {} s); try again", path,
+          wait_seconds));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // A killed editor's table file that was never ingested.
+  std::error_code ec;
+  for (fs::directory_iterator d(path, ec); !ec && d != fs::directory_iterator(); d.increment(ec)) {
+    if (d->path().filename().string().starts_with(kEditTempPrefix)) fs::remove(d->path(), ec);
+  }
+  return e;
+}
+
+Result<std::string> IndexEditor::WriteTable(
+    const std::string& name, const std::vector<std::pair<std::string, std::string>>& puts,
+    const std::vector<std::string>& deletes) {
+  const std::string file =
+      JoinPath(path_, fmt::format("{}{}-{}-{}.sst", kEditTempPrefix, ::getpid(), table_seq_++, name));
+  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), WriterDbOptions(true));
+  rocksdb::Status s = writer.Open(file);
+  size_t p = 0, d = 0;
+  while (s.ok() && (p < puts.size() || d < deletes.size())) {
+    if (d == deletes.size() || (p < puts.size() && puts[p].first < deletes[d])) {
+      s = writer.Put(puts[p].first, puts[p].second);
+      ++p;
+    } else {
+      s = writer.Delete(deletes[d]);
+      ++d;
+    }
+  }
+  if (s.ok()) s = writer.Finish();
+  if (!s.ok()) {
+    std::error_code ec;
+    fs::remove(file, ec);
+    return Status::IoError(fmt::format("index {}: writing {}: {}", path_, file, s.ToString()));
+  }
+  return file;
+}
+
+Status IndexEditor::Ingest(const std::vector<std::string>& files) {
+  rocksdb::IngestExternalFileOptions o;
+  o.move_files = true;
+  rocksdb::Status s = db_->IngestExternalFile(files, o);
+  std::error_code ec;
+  for (const std::string& f : files) fs::remove(f, ec);
+  if (!s.ok()) return Status::IoError(fmt::format("index {}: ingest: {}", path_, s.ToString()));
+  return CompactCatalog();
+}
+
+Status IndexEditor::CompactCatalog() {
+  std::vector<rocksdb::LiveFileMetaData> files;
+  db_->GetLiveFilesMetaData(&files);
+  const std::string begin(1, kCatalogPrefix), end(1, static_cast<char>(kCatalogPrefix + 1));
+  size_t catalog_files = 0;
+  for (const auto& f : files) {
+    if (f.largestkey < end && f.smallestkey >= begin) ++catalog_files;
+  }
+  if (catalog_files <= 8) return Status::Ok();
+  rocksdb::Slice b(begin), e(end);
+  rocksdb::Status s = db_->CompactRange(rocksdb::CompactRangeOptions(), &b, &e);
+  if (!s.ok()) return Status::IoError(fmt::format("index {}: compaction: {}", path_, s.ToString()));
+  return Status::Ok();
+}
+
+Status IndexEditor::AddVersion(const VersionInfo& info, const VersionTable& table,
+                               const std::vector<ShardMeta>& new_shards) {
+  const ViewId view = info.record.view;
+  std::vector<std::pair<std::string, std::string>> data;
+  data.reserve(table.dirents.size() + table.inodes.size() + 4);
+  data.emplace_back(EncodeViewKeyPrefix(view, kViewBytes), EncodeShardBytes(table.shard_bytes));
+  for (const auto& [key, value] : table.dirents) {
+    data.emplace_back(EncodeViewDirentKey(view, InodeId{key.first}, key.second), value);
+  }
+  for (const auto& [inode, value] : table.inodes) {
+    data.emplace_back(EncodeViewInodeKey(view, InodeId{inode}), value);
+  }
+  const std::pair<char, const InodeSet*> sets[] = {{kSetHidden, &table.sets.hidden},
+                                                   {kSetOverlaid, &table.sets.overlaid},
+                                                   {kSetParents, &table.sets.parents}};
+  for (auto [set, s] : sets) {
+    std::string v;
+    s->Encode(&v);
+    data.emplace_back(EncodeViewSetKey(view, set), std::move(v));
+  }
+  std::sort(data.begin(), data.end());
+  for (size_t i = 1; i < data.size(); ++i) {
+    if (data[i].first == data[i - 1].first) {
+      return Status::Corruption(fmt::format("index {}: {}: a key twice in the new version",
+                                            path_, info.label()));
+    }
+  }
+  std::vector<std::string> files;
+  SHARDFS_ASSIGN_OR_RETURN(std::string f, WriteTable("view", data, {}));
+  files.push_back(std::move(f));
+
+  std::vector<std::pair<std::string, std::string>> catalog;
+  std::string record;
+  EncodeVersionRecord(info.record, &record);
+  catalog.emplace_back(EncodeCatalogKey(info.name, info.version), std::move(record));
+  catalog.emplace_back(kViewIdKey, PutLittle32(view.value));
+  std::sort(catalog.begin(), catalog.end());
+  SHARDFS_ASSIGN_OR_RETURN(f, WriteTable("catalog", catalog, {}));
+  files.push_back(std::move(f));
+
+  if (!new_shards.empty()) {
+    std::vector<std::pair<std::string, std::string>> shard_keys;
+    uint32_t id = info.record.shard_count - static_cast<uint32_t>(new_shards.size());
+    for (const ShardMeta& meta : new_shards) {
+      ShardKeyBuffer buf;
+      std::string value;
+      EncodeShardMeta(meta, &value);
+      shard_keys.emplace_back(std::string(EncodeShardKey(ShardId{id++}, buf)), std::move(value));
+    }
+    SHARDFS_ASSIGN_OR_RETURN(f, WriteTable("shards", shard_keys, {}));
+    files.push_back(std::move(f));
+  }
+  return Ingest(files);
+}
+
+Status IndexEditor::Tag(const VersionInfo& info, std::string_view tag, bool force) {
+  SHARDFS_RETURN_IF_ERROR(CheckTagName(tag));
+  const std::string key = EncodeTagKey(info.name, tag);
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), key, &value);
+  if (s.ok() && !force) {
+    return Status::AlreadyExists(fmt::format(
+        "index {}: {}@{} already exists (version {}); use --force to move it", path_, info.name,
+        tag, value.size() == 4 ? GetLittle32(value) : 0));
+  }
+  SHARDFS_ASSIGN_OR_RETURN(std::string f, WriteTable("tag", {{key, PutLittle32(info.version)}}, {}));
+  return Ingest({f});
+}
+
+Status IndexEditor::Remove(const std::vector<VersionInfo>& versions) {
+  if (versions.empty()) return Status::Ok();
+  std::vector<std::string> deletes;
+  std::vector<ViewId> views;
+  for (const VersionInfo& v : versions) {
+    deletes.push_back(EncodeCatalogKey(v.name, v.version));
+    for (const std::string& tag : v.tags) deletes.push_back(EncodeTagKey(v.name, tag));
+    if (v.record.view.value != 0) views.push_back(v.record.view);
+  }
+  std::sort(deletes.begin(), deletes.end());
+  deletes.erase(std::unique(deletes.begin(), deletes.end()), deletes.end());
+  SHARDFS_ASSIGN_OR_RETURN(std::string f, WriteTable("remove", {}, deletes));
+  SHARDFS_RETURN_IF_ERROR(Ingest({f}));
+  // The catalog no longer names them; now reclaim their table files. Mounts
+  // that opened them keep them open.
+  for (ViewId view : views) {
+    const std::string begin = EncodeViewKeyPrefix(view, 0);
+    const std::string end = EncodeViewKeyPrefix(ViewId{view.value + 1}, 0);
+    rocksdb::Slice b(begin), e(end);
+    rocksdb::Status s = rocksdb::DeleteFilesInRange(db_.get(), db_->DefaultColumnFamily(), &b, &e);
+    if (!s.ok()) {
+      return Status::IoError(fmt::format("index {}: removing view {}'s table: {}", path_,
+                                         view.value, s.ToString()));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardfs::index
