@@ -14,16 +14,6 @@ using index::EntryType;
 using index::IndexReader;
 using index::InodeId;
 
-// `reader.view_name()` once IndexReader has it; the spec until then.
-template <typename R>
-std::string NameOf(const R& reader, const std::string& spec) {
-  if constexpr (requires { reader.view_name(); }) {
-    return std::string(reader.view_name());
-  } else {
-    return spec.empty() ? "default" : spec;
-  }
-}
-
 // Moves the elements of `v` whose value is in sorted `drop` out of it;
 // REQUIRES: v sorted.
 void EraseSorted(std::vector<std::string>* v, const std::vector<std::string>& drop) {
@@ -41,9 +31,7 @@ void EraseSorted(std::vector<std::string>* v, const std::vector<std::string>& dr
 
 }  // namespace
 
-std::string ViewNameOf(const IndexReader& reader, const std::string& spec) {
-  return NameOf(reader, spec);
-}
+std::string ViewNameOf(const IndexReader& reader) { return reader.version().label(); }
 
 Result<std::vector<ViewEntry>> WalkView(const IndexReader& reader) {
   std::vector<ViewEntry> out;
@@ -169,7 +157,7 @@ Result<ViewDiff> DiffViews(const std::string& index_path, const std::string& spe
       if (spec.empty() || s.message().find(spec) != std::string::npos) return s;
       return s.WithContext(fmt::format("view {}", spec));
     }
-    names[k] = ViewNameOf(**reader, spec);
+    names[k] = ViewNameOf(**reader);
     auto entries = WalkView(**reader);
     if (!entries.ok()) {
       return entries.status().WithContext(fmt::format("index {}: view {}", index_path, names[k]));

@@ -77,9 +77,8 @@ Result<ViewDiff> DiffViews(const std::string& index_path, const std::string& spe
 // then "A -> B: N added, N removed, N renamed, N replaced".
 std::string FormatDiffText(const ViewDiff& diff);
 
-// The name "NAME@N" a reader answers for, or `spec` ("default" for "") when
-// the reader cannot say.
-std::string ViewNameOf(const index::IndexReader& reader, const std::string& spec);
+// The version "NAME@N" a reader answers for.
+std::string ViewNameOf(const index::IndexReader& reader);
 
 }  // namespace shardfs::tools
 

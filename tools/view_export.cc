@@ -132,14 +132,14 @@ std::vector<ExportShard> GroupKeys(std::vector<ShardFile> files) {
 Result<ViewExport> ExportView(const std::string& index_path, const std::string& spec) {
   SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<IndexReader> view, OpenView(index_path, spec));
   ViewExport ex;
-  ex.view = ViewNameOf(*view, spec);
+  ex.view = ViewNameOf(*view);
   auto context = [&](const Status& s) {
     return s.WithContext(fmt::format("index {}: view {}", index_path, ex.view));
   };
   std::vector<ShardFile> files;
   std::vector<WantedFile> wanted;
   // The default view is its own tar layout: one walk.
-  bool is_default = spec.empty() || ex.view == "default" || DefaultVersion(ex.view) != 0;
+  bool is_default = DefaultVersion(ex.view) != 0;
   Status s = WalkTree(
       *view, [&](std::string_view prefix, std::string_view name, const EntryRecord& e) {
         if (e.type != EntryType::kFile) return Status::Ok();
@@ -169,7 +169,7 @@ Result<ViewExport> ExportView(const std::string& index_path, const std::string& 
     s = TakeTarPaths(*latest, &wanted, &files);
     if (!s.ok()) return context(s.WithContext("reading default"));
     // Earlier versions of default, newest first, for files index add replaced.
-    for (uint64_t v = DefaultVersion(ViewNameOf(*latest, "")); v > 1 && missing(); --v) {
+    for (uint64_t v = DefaultVersion(ViewNameOf(*latest)); v > 1 && missing(); --v) {
       std::string older = fmt::format("default@{}", v - 1);
       SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<IndexReader> r, OpenView(index_path, older));
       s = TakeTarPaths(*r, &wanted, &files);

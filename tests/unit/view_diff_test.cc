@@ -166,7 +166,7 @@ TEST_F(WalkViewTest, DefaultAgainstItselfIsEmpty) {
   auto d = DiffViews(idx, "", "");
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_TRUE(d->empty());
-  EXPECT_FALSE(d->a.empty());
+  EXPECT_EQ(d->a, "default@1");
   EXPECT_EQ(d->a, d->b);
 }
 

@@ -70,7 +70,7 @@ TEST_F(ExportViewTest, DefaultViewKeysInTarOrderSymlinksAndDirsLeftOut) {
   r.reset();
   auto ex = ExportView(dir_ / "idx", "");
   ASSERT_TRUE(ex.ok()) << ex.status().message();
-  EXPECT_FALSE(ex->view.empty());
+  EXPECT_EQ(ex->view, "default@1");
   ASSERT_EQ(ex->shards.size(), 1u);
   EXPECT_EQ(ex->shards[0].path, shard);
   // The hard link shares a.jpg's offset: both names are keys there.
