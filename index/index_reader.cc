@@ -234,6 +234,10 @@ Status IndexReader::LoadRanks(const ReaderOptions& options) {
   return Status::Ok();
 }
 
+const VersionSets* IndexReader::version_sets() const {
+  return overlay_ ? &overlay_->sets : nullptr;
+}
+
 bool IndexReader::InRank(const EntryRecord& rec) const {
   if (!ranks_) return true;
   switch (rec.type) {

@@ -101,8 +101,13 @@ class IndexReader {
   // The version this reader answers for ("default@1" for the base) and its
   // counts. With a rank partition, `counts` are the whole view's.
   const VersionInfo& version() const { return version_; }
+  // The largest inode of the version (0 for a hand-made index without
+  // counts): what per-inode tables are sized by.
+  uint64_t max_inode() const { return version_.record.max_inode; }
   // With a rank partition: the rank of each shard (world = 0: empty).
   const std::vector<uint32_t>& shard_ranks() const { return shard_ranks_; }
+  // The stored difference of a version from the base; nullptr for the base.
+  const VersionSets* version_sets() const;
   // The view's catalog (to list views and versions).
   const Catalog& catalog() const { return *catalog_; }
 

@@ -1,6 +1,8 @@
 // `shardfs index build` and `shardfs index info`.
 #include <getopt.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "base/log.h"
@@ -72,42 +74,51 @@ int RunIndexBuild(int argc, char** argv) {
 }
 
 int RunIndexInfo(int argc, char** argv) {
-  static const option kLong[] = {{"json", no_argument, nullptr, 'J'}, {nullptr, 0, nullptr, 0}};
+  static const option kLong[] = {{"json", no_argument, nullptr, 'J'},
+                                 {"view", required_argument, nullptr, 'v'},
+                                 {nullptr, 0, nullptr, 0}};
   bool json = false;
+  index::ReaderOptions ro;
   optind = 0;
   for (int c; (c = getopt_long(argc, argv, "+", kLong, nullptr)) != -1;) {
     if (c == 'J') {
       json = true;
+    } else if (c == 'v') {
+      ro.view = optarg;
     } else {
       return UsageError("index info", "unknown option");
     }
   }
   if (argc - optind != 1) return UsageError("index info", "expected one INDEX");
-  auto reader = index::IndexReader::Open(argv[optind]);
+  auto reader = index::IndexReader::Open(argv[optind], ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());
     return kExitFailure;
   }
   const index::IndexReader& r = **reader;
+  // The version's own shards and counts (the base's meta for default@1).
+  const index::VersionRecord& v = r.version().record;
+  const size_t shards = std::min<size_t>(v.shard_count, r.shards().size());
   uint64_t shard_bytes = 0;
-  for (const auto& s : r.shards()) shard_bytes += s.size;
+  for (size_t i = 0; i < shards; ++i) shard_bytes += r.shards()[i].size;
   if (json) {
     JsonObject o;
     o.Str("index", r.path())
+        .Str("view", r.version().label())
         .UNum("schema_version", r.MetaNumber(index::kMetaSchemaVersion))
-        .UNum("shards", r.shards().size())
+        .UNum("shards", shards)
         .UNum("shard_bytes", shard_bytes)
-        .UNum("files", r.MetaNumber(index::kMetaFiles))
-        .UNum("dirs", r.MetaNumber(index::kMetaDirs))
-        .UNum("symlinks", r.MetaNumber(index::kMetaSymlinks))
-        .UNum("entries", r.MetaNumber(index::kMetaMaxInode))
-        .UNum("bytes", r.MetaNumber(index::kMetaBytes))
+        .UNum("files", v.files)
+        .UNum("dirs", v.dirs)
+        .UNum("symlinks", v.symlinks)
+        .UNum("entries", v.files + v.dirs + v.symlinks)
+        .UNum("bytes", v.bytes)
         .Str("checksums", r.Meta(index::kMetaChecksums))
         .Str("build_options", r.Meta(index::kMetaBuildOptions))
         .Str("created_by", r.Meta(index::kMetaCreatedBy))
         .UNum("index_bytes", r.DiskBytes());
     fmt::print("{}\n", o.Finish());
-    for (size_t i = 0; i < r.shards().size(); ++i) {
+    for (size_t i = 0; i < shards; ++i) {
       const auto& s = r.shards()[i];
       JsonObject so;
       so.UNum("shard_id", i)
@@ -121,13 +132,12 @@ int RunIndexInfo(int argc, char** argv) {
     return kExitOk;
   }
   fmt::print("index:          {}\n", r.path());
+  fmt::print("view:           {}\n", r.version().label());
   fmt::print("schema version: {}\n", r.Meta(index::kMetaSchemaVersion));
-  fmt::print("shards:         {} ({})\n", r.shards().size(), tools::HumanBytes(shard_bytes));
+  fmt::print("shards:         {} ({})\n", shards, tools::HumanBytes(shard_bytes));
   fmt::print("entries:        {} ({} files, {} dirs, {} symlinks)\n",
-             r.MetaNumber(index::kMetaMaxInode), r.Meta(index::kMetaFiles),
-             r.Meta(index::kMetaDirs), r.Meta(index::kMetaSymlinks));
-  fmt::print("content bytes:  {} ({})\n", r.Meta(index::kMetaBytes),
-             tools::HumanBytes(r.MetaNumber(index::kMetaBytes)));
+             v.files + v.dirs + v.symlinks, v.files, v.dirs, v.symlinks);
+  fmt::print("content bytes:  {} ({})\n", v.bytes, tools::HumanBytes(v.bytes));
   fmt::print("checksums:      {}\n", r.Meta(index::kMetaChecksums));
   fmt::print("build options:  {}\n", r.Meta(index::kMetaBuildOptions));
   fmt::print("created by:     {}\n", r.Meta(index::kMetaCreatedBy));

@@ -131,21 +131,25 @@ std::string NormalizeArgPath(std::string p) {
 int RunLs(int argc, char** argv) {
   static const option kLong[] = {{"json", no_argument, nullptr, 'J'},
                                  {"recursive", no_argument, nullptr, 'R'},
+                                 {"view", required_argument, nullptr, 'v'},
                                  {nullptr, 0, nullptr, 0}};
   bool json = false, recursive = false;
+  index::ReaderOptions ro;
   optind = 0;
   for (int c; (c = getopt_long(argc, argv, "+R", kLong, nullptr)) != -1;) {
     if (c == 'J') {
       json = true;
     } else if (c == 'R') {
       recursive = true;
+    } else if (c == 'v') {
+      ro.view = optarg;
     } else {
       return UsageError("ls", "unknown option");
     }
   }
   int n = argc - optind;
   if (n < 1 || n > 2) return UsageError("ls", "expected INDEX [PATH]");
-  auto reader = IndexReader::Open(argv[optind]);
+  auto reader = IndexReader::Open(argv[optind], ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());
     return kExitFailure;
@@ -172,18 +176,23 @@ int RunLs(int argc, char** argv) {
 }
 
 int RunStat(int argc, char** argv) {
-  static const option kLong[] = {{"json", no_argument, nullptr, 'J'}, {nullptr, 0, nullptr, 0}};
+  static const option kLong[] = {{"json", no_argument, nullptr, 'J'},
+                                 {"view", required_argument, nullptr, 'v'},
+                                 {nullptr, 0, nullptr, 0}};
   bool json = false;
+  index::ReaderOptions ro;
   optind = 0;
   for (int c; (c = getopt_long(argc, argv, "+", kLong, nullptr)) != -1;) {
     if (c == 'J') {
       json = true;
+    } else if (c == 'v') {
+      ro.view = optarg;
     } else {
       return UsageError("stat", "unknown option");
     }
   }
   if (argc - optind != 2) return UsageError("stat", "expected INDEX PATH");
-  auto reader = IndexReader::Open(argv[optind]);
+  auto reader = IndexReader::Open(argv[optind], ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());
     return kExitFailure;

@@ -157,6 +157,11 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
   index::ReaderOptions ro;
   ro.block_cache_bytes = a.options.block_cache;
   ro.preload = a.options.preload_index;
+  ro.view = a.options.view;
+  ro.rank = a.options.rank;
+  ro.world = a.options.world;
+  ro.seed = a.options.seed;
+  ro.rank_keep_dirs = a.options.rank_keep_dirs;
   auto reader = index::IndexReader::Open(a.index, ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());

@@ -39,7 +39,7 @@ Filesystem::Filesystem(std::unique_ptr<index::IndexReader> reader, FilesystemOpt
       options_(options),
       shards_(ShardsOf(*reader_), ShardCacheOptions{options.max_open_shards}) {
   if (options_.verify != VerifyMode::kOff) {
-    verified_ = InodeBits(reader_->MetaNumber(index::kMetaMaxInode));
+    verified_ = InodeBits(reader_->max_inode());
   }
 }
 
@@ -316,8 +316,9 @@ void Filesystem::StatFs(struct statvfs* st) const {
   *st = {};
   st->f_bsize = 4096;
   st->f_frsize = 4096;
-  st->f_blocks = (reader_->MetaNumber(index::kMetaBytes) + 4095) / 4096;
-  st->f_files = reader_->MetaNumber(index::kMetaMaxInode);
+  const index::VersionRecord& v = reader_->version().record;
+  st->f_blocks = (v.bytes + 4095) / 4096;
+  st->f_files = v.files + v.dirs + v.symlinks;
   st->f_namemax = index::kMaxNameLength;
   st->f_flag = ST_RDONLY;
 }

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "base/parse.h"
+#include "index/view_store.h"
 
 namespace shardfs::mount {
 namespace {
@@ -139,6 +140,36 @@ Parsed ParseFilesOption(std::string_view name, std::string_view value, MountOpti
   return kTaken;
 }
 
+// Which view, and which rank's share of it.
+Parsed ParseViewOption(std::string_view name, std::string_view value, MountOptions& o) {
+  uint64_t n = 0;
+  if (name == "view") {
+    if (value.empty() || !index::ParseViewSpec(value).ok()) return Bad("NAME, NAME@N or NAME@TAG");
+    o.view = value;
+  } else if (name == "rank") {
+    if (!ParseCount(value, 0, 1u << 20, &n)) return Bad("a rank 0..1048576");
+    o.rank = static_cast<uint32_t>(n);
+    o.rank_set = true;
+  } else if (name == "world") {
+    if (!ParseCount(value, 1, 1u << 20, &n)) return Bad("a world size 1..1048576");
+    o.world = static_cast<uint32_t>(n);
+  } else if (name == "seed") {
+    if (!ParseCount(value, 0, UINT64_MAX, &n)) return Bad("a number");
+    o.seed = n;
+  } else if (name == "rank_dirs") {
+    if (value == "prune") {
+      o.rank_keep_dirs = false;
+    } else if (value == "keep") {
+      o.rank_keep_dirs = true;
+    } else {
+      return Bad("prune or keep");
+    }
+  } else {
+    return kUnknown;
+  }
+  return kTaken;
+}
+
 // fuse_opt hands every option here (FUSE_OPT_KEY_OPT); returns 0 to consume
 // ours, 1 to keep the rest for libfuse.
 int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
@@ -161,6 +192,7 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
   Parsed p = ParseSessionOption(name, value, o);
   if (!p.known) p = ParseAheadOption(name, value, o);
   if (!p.known) p = ParseFilesOption(name, value, o);
+  if (!p.known) p = ParseViewOption(name, value, o);
   if (!p.known) return 1;
   if (p.expected) {
     st->status = Status::InvalidArgument(fmt::format("-o {}: expected {}", arg, p.expected));
@@ -188,7 +220,15 @@ Status ParseMountOptions(const std::vector<std::string>& o_lists, MountOptions* 
   // What is left is "shardfs" and possibly "-o<list>" for libfuse.
   for (int i = 1; i < args.argc; ++i) out->fuse_args.push_back(args.argv[i]);
   fuse_opt_free_args(&args);
-  return st.status;
+  SHARDFS_RETURN_IF_ERROR(st.status);
+  if (out->rank_set != (out->world != 0)) {
+    return Status::InvalidArgument("-o rank=K and -o world=N go together");
+  }
+  if (out->world != 0 && out->rank >= out->world) {
+    return Status::InvalidArgument(fmt::format(
+        "-o rank={}: expected a rank below world={}", out->rank, out->world));
+  }
+  return Status::Ok();
 }
 
 }  // namespace shardfs::mount

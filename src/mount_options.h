@@ -47,6 +47,15 @@ struct MountOptions {
   // Pass -o nonempty semantics: allow a mountpoint that is not empty.
   bool nonempty = false;
   bool debug = false;
+  // -o view=SPEC: the view and version to show ("" = the full tree).
+  std::string view;
+  // -o rank=K,world=N[,seed=S][,rank_dirs=prune|keep]: rank K's share of
+  // the view (index/rank_partition.h).
+  uint32_t rank = 0;
+  uint32_t world = 0;
+  uint64_t seed = 0;
+  bool rank_set = false;
+  bool rank_keep_dirs = false;
   FilesystemOptions fs;
   PushOptions push;
   // Options for libfuse, in "-o a,b" form.

@@ -21,7 +21,7 @@ constexpr int kMaxStepOver = 64;
 constexpr uint64_t kDropStep = 2 << 20;
 
 uint64_t MaxInode(const Filesystem& fs) {
-  return fs.reader().MetaNumber(index::kMetaMaxInode);
+  return fs.reader().max_inode();
 }
 
 }  // namespace
