@@ -33,9 +33,9 @@ void EraseSorted(std::vector<std::string>* v, const std::vector<std::string>& dr
 
 std::string ViewNameOf(const IndexReader& reader) { return reader.version().label(); }
 
-Result<std::vector<ViewEntry>> WalkView(const IndexReader& reader) {
-  std::vector<ViewEntry> out;
-  out.reserve(reader.MetaNumber(index::kMetaMaxInode));
+Result<ViewEntries> WalkView(const IndexReader& reader) {
+  ViewEntries out;
+  out.Reserve(reader.MetaNumber(index::kMetaMaxInode));
   // Directories still to list: (inode, path with its trailing '/'). A stack,
   // not recursion: a deep tree must not exhaust ours.
   std::vector<std::pair<InodeId, std::string>> todo;
@@ -44,14 +44,9 @@ Result<std::vector<ViewEntry>> WalkView(const IndexReader& reader) {
     auto [dir, prefix] = std::move(todo.back());
     todo.pop_back();
     Status s = reader.ForEachChild(dir, "", [&](std::string_view name, const EntryRecord& e) {
-      std::string path;
-      path.reserve(prefix.size() + name.size() + 1);
-      path.append(prefix).append(name);
-      if (e.type == EntryType::kDir) {
-        path.push_back('/');
-        todo.emplace_back(e.inode, path);
-      }
-      out.push_back({e.inode.value, std::move(path)});
+      bool is_dir = e.type == EntryType::kDir;
+      out.Add(e.inode.value, prefix, name, is_dir);
+      if (is_dir) todo.emplace_back(e.inode, std::string(out.path(out.size() - 1)));
       return true;
     });
     if (!s.ok()) return s.WithContext(fmt::format("listing /{}", prefix));
@@ -59,15 +54,15 @@ Result<std::vector<ViewEntry>> WalkView(const IndexReader& reader) {
   return out;
 }
 
-ViewDiff DiffEntries(std::vector<ViewEntry> a, std::vector<ViewEntry> b) {
-  // Sorted (inode, position) pairs, not the entries themselves: sorting 16
-  // bytes a side beats moving a million strings around.
-  auto by_inode = [](const std::vector<ViewEntry>& v) {
+ViewDiff DiffEntries(const ViewEntries& a, const ViewEntries& b) {
+  // Sorted (inode, position) pairs: sorting 16 bytes a side beats moving
+  // entries around.
+  auto by_inode = [](const ViewEntries& v) {
     std::vector<std::pair<uint64_t, uint32_t>> order(v.size());
-    for (size_t k = 0; k < v.size(); ++k) order[k] = {v[k].inode, static_cast<uint32_t>(k)};
+    for (size_t k = 0; k < v.size(); ++k) order[k] = {v.inode(k), static_cast<uint32_t>(k)};
     auto by_inode_then_path = [&](const auto& x, const auto& y) {
       if (x.first != y.first) return x.first < y.first;
-      return v[x.second].path < v[y.second].path;
+      return v.path(x.second) < v.path(y.second);
     };
     if (!std::is_sorted(order.begin(), order.end(), by_inode_then_path)) {
       std::sort(order.begin(), order.end(), by_inode_then_path);
@@ -75,8 +70,8 @@ ViewDiff DiffEntries(std::vector<ViewEntry> a, std::vector<ViewEntry> b) {
     return order;
   };
   const auto oa = by_inode(a), ob = by_inode(b);
-  auto path_a = [&](size_t k) -> std::string& { return a[oa[k].second].path; };
-  auto path_b = [&](size_t k) -> std::string& { return b[ob[k].second].path; };
+  auto path_a = [&](size_t k) { return a.path(oa[k].second); };
+  auto path_b = [&](size_t k) { return b.path(ob[k].second); };
   ViewDiff d;
   std::vector<std::string> old_only, new_only;
   size_t i = 0, j = 0;
@@ -88,15 +83,15 @@ ViewDiff DiffEntries(std::vector<ViewEntry> a, std::vector<ViewEntry> b) {
     if (in_a) while (i_end < oa.size() && oa[i_end].first == inode) ++i_end;
     if (in_b) while (j_end < ob.size() && ob[j_end].first == inode) ++j_end;
     if (!in_b) {
-      for (; i < i_end; ++i) d.removed.push_back(std::move(path_a(i)));
+      for (; i < i_end; ++i) d.removed.emplace_back(path_a(i));
       continue;
     }
     if (!in_a) {
-      for (; j < j_end; ++j) d.added.push_back(std::move(path_b(j)));
+      for (; j < j_end; ++j) d.added.emplace_back(path_b(j));
       continue;
     }
     if (i_end - i == 1 && j_end - j == 1) {  // The common case: one path a side.
-      if (path_a(i) != path_b(j)) d.renamed.push_back({std::move(path_a(i)), std::move(path_b(j))});
+      if (path_a(i) != path_b(j)) d.renamed.push_back({std::string(path_a(i)), std::string(path_b(j))});
       ++i, ++j;
       continue;
     }
@@ -105,9 +100,9 @@ ViewDiff DiffEntries(std::vector<ViewEntry> a, std::vector<ViewEntry> b) {
     new_only.clear();
     while (i < i_end || j < j_end) {
       if (j == j_end || (i < i_end && path_a(i) < path_b(j))) {
-        old_only.push_back(std::move(path_a(i++)));
+        old_only.emplace_back(path_a(i++));
       } else if (i == i_end || path_b(j) < path_a(i)) {
-        new_only.push_back(std::move(path_b(j++)));
+        new_only.emplace_back(path_b(j++));
       } else {
         ++i, ++j;
       }
@@ -143,7 +138,7 @@ ViewDiff DiffEntries(std::vector<ViewEntry> a, std::vector<ViewEntry> b) {
 
 Result<ViewDiff> DiffViews(const std::string& index_path, const std::string& spec_a,
                            const std::string& spec_b) {
-  std::vector<ViewEntry> sides[2];
+  ViewEntries sides[2];
   std::string names[2];
   const std::string* specs[2] = {&spec_a, &spec_b};
   for (int k = 0; k < 2; ++k) {
@@ -164,7 +159,7 @@ Result<ViewDiff> DiffViews(const std::string& index_path, const std::string& spe
     }
     sides[k] = std::move(*entries);
   }
-  ViewDiff d = DiffEntries(std::move(sides[0]), std::move(sides[1]));
+  ViewDiff d = DiffEntries(sides[0], sides[1]);
   d.a = std::move(names[0]);
   d.b = std::move(names[1]);
   return d;

@@ -20,7 +20,9 @@
 #define SHARDFS_TOOLS_VIEW_DIFF_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -33,6 +35,43 @@ struct ViewEntry {
   uint64_t inode = 0;
   std::string path;
   friend bool operator==(const ViewEntry&, const ViewEntry&) = default;
+};
+
+// The paths of a view, stored in one buffer: a walk of a million entries
+// makes no allocation per entry.
+class ViewEntries {
+ public:
+  ViewEntries() = default;
+  ViewEntries(const std::vector<ViewEntry>& entries) {  // NOLINT: implicit for tests.
+    for (const auto& e : entries) Add(e.inode, e.path);
+  }
+  ViewEntries(std::initializer_list<ViewEntry> entries) {
+    for (const auto& e : entries) Add(e.inode, e.path);
+  }
+  void Reserve(size_t entries) { refs_.reserve(entries); }
+  void Add(uint64_t inode, std::string_view path) {
+    refs_.push_back({inode, bytes_.size(), path.size()});
+    bytes_.append(path);
+  }
+  // Adds `dir_prefix` + `name` (+ '/' when `is_dir`).
+  void Add(uint64_t inode, std::string_view dir_prefix, std::string_view name, bool is_dir) {
+    size_t start = bytes_.size();
+    bytes_.append(dir_prefix).append(name);
+    if (is_dir) bytes_.push_back('/');
+    refs_.push_back({inode, start, bytes_.size() - start});
+  }
+  size_t size() const { return refs_.size(); }
+  uint64_t inode(size_t k) const { return refs_[k].inode; }
+  std::string_view path(size_t k) const { return {bytes_.data() + refs_[k].start, refs_[k].size}; }
+
+ private:
+  struct Ref {
+    uint64_t inode;
+    size_t start;
+    size_t size;
+  };
+  std::vector<Ref> refs_;
+  std::string bytes_;
 };
 
 struct ViewRename {
@@ -57,11 +96,11 @@ struct ViewDiff {
 // Every path of the view `reader` answers for except the root: one entry per
 // directory entry (a hard link's inode appears once per path), in no
 // particular order. Errors carry the index path as context.
-Result<std::vector<ViewEntry>> WalkView(const index::IndexReader& reader);
+Result<ViewEntries> WalkView(const index::IndexReader& reader);
 
-// The diff of two entry lists as above (a and b are taken by value: they are
-// sorted in place). Leaves ViewDiff::a and ::b empty.
-ViewDiff DiffEntries(std::vector<ViewEntry> a, std::vector<ViewEntry> b);
+// The diff of two entry lists as above, in any order. Leaves ViewDiff::a and
+// ::b empty.
+ViewDiff DiffEntries(const ViewEntries& a, const ViewEntries& b);
 
 // Opens `spec_a` and `spec_b` of the index at `index_path` and diffs them.
 // NotFound naming the index and the view when a spec does not resolve; other
