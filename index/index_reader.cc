@@ -180,7 +180,6 @@ Status IndexReader::LoadVersion(const ReaderOptions& options) {
   base.symlinks = MetaNumber(kMetaSymlinks);
   base.bytes = MetaNumber(kMetaBytes);
   base.message = "index build";
-  base.from = Meta(kMetaCreatedBy);
   catalog_ = std::make_unique<Catalog>(db_.get(), path_, base);
   SHARDFS_ASSIGN_OR_RETURN(ViewSpec spec, ParseViewSpec(options.view));
   SHARDFS_ASSIGN_OR_RETURN(version_, catalog_->Resolve(spec));

@@ -11,6 +11,8 @@
 #include "index/view_store.h"
 #include "src/command.h"
 #include "src/json_writer.h"
+#include "base/parse.h"
+#include "tools/index_add.h"
 #include "tools/progress.h"
 #include "tools/view_create.h"
 
@@ -264,9 +266,51 @@ int RunViewTag(int argc, char** argv) {
   return kExitOk;
 }
 
-int RunIndexAdd(int, char**) {
-  log::Error("index add: not built yet");
-  return kExitFailure;
+int RunIndexAdd(int argc, char** argv) {
+  static const option kLong[] = {{"no-checksum", no_argument, nullptr, 'n'},
+                                 {"jobs", required_argument, nullptr, 'j'},
+                                 {"message", required_argument, nullptr, 'm'},
+                                 {"quiet", no_argument, nullptr, 'q'},
+                                 {nullptr, 0, nullptr, 0}};
+  tools::IndexAddOptions o;
+  optind = 0;
+  for (int c; (c = getopt_long(argc, argv, "j:m:q", kLong, nullptr)) != -1;) {
+    switch (c) {
+      case 'n': o.checksum = false; break;
+      case 'j':
+        if (!ParseJobs(optarg, &o.jobs)) return UsageError("index add", "-j needs a count 1..4096");
+        break;
+      case 'm': o.message = optarg; break;
+      case 'q': o.quiet = true; break;
+      default: return UsageError("index add", "unknown option");
+    }
+  }
+  if (argc - optind < 2) return UsageError("index add", "expected INDEX SHARD...");
+  o.index = argv[optind];
+  for (int i = optind + 1; i < argc; ++i) o.inputs.push_back(argv[i]);
+  if (o.quiet) log::SetLevel(log::Level::kWarning);
+  Result<tools::IndexAddReport> r = tools::AddShards(o);
+  if (!r.ok()) return Fail(r.status().WithContext("index add"));
+  const auto& rep = r->replay;
+  if (rep.replaced) {
+    log::Warning("{} entries replaced by a later member of the same path (the later shard wins, "
+                 "as with tar extraction), e.g.: {}",
+                 rep.replaced, fmt::join(rep.replaced_examples, ", "));
+  }
+  if (!rep.refusals.empty()) {
+    log::Warning("{} member(s) could not be placed in the tree, e.g.: {}", rep.refusals.size(),
+                 rep.refusals.front().reason);
+  }
+  if (r->scan.rejected) {
+    log::Warning("{} member(s) left out (unsafe names or unsupported types), e.g.: {}",
+                 r->scan.rejected, fmt::join(r->scan.rejected_examples, "; "));
+  }
+  const auto& s = r->summary;
+  fmt::print("{}: {} files, {} dirs, {} bytes (from {}: -{} +{}); {} shard(s) scanned in {:.2f}s, "
+             "{:.2f}s in all\n",
+             r->created.label(), s.files, s.dirs, s.bytes, r->from, s.removed, s.added,
+             r->scan.shards, r->scan_seconds, r->seconds);
+  return kExitOk;
 }
 
 }  // namespace shardfs::cli

@@ -184,8 +184,10 @@ Status CheckShardFiles(const std::vector<std::string>& shards, uint64_t* bytes) 
 
 // Scans every shard with `jobs` threads; stops handing out shards after the
 // first failure, which it returns.
-Status ScanShards(const std::vector<std::string>& shards, int jobs, const IndexBuildOptions& options,
-                  uint64_t shard_bytes, std::vector<ShardScan>* scans) {
+// Shard i gets id first_id + i.
+Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int jobs,
+                  const IndexBuildOptions& options, uint64_t shard_bytes,
+                  std::vector<ShardScan>* scans) {
   scans->assign(shards.size(), ShardScan{});
   Progress progress("index build", "shards", shards.size(), shard_bytes, options.quiet);
   std::atomic<size_t> next{0};
@@ -196,8 +198,8 @@ Status ScanShards(const std::vector<std::string>& shards, int jobs, const IndexB
       // An exception must not leave a thread (that would abort): it fails
       // this shard's scan like any other error.
       try {
-        ScanOne(shards[i], index::ShardId{static_cast<uint32_t>(i)}, options.checksum, &progress,
-                &scan);
+        ScanOne(shards[i], index::ShardId{first_id + static_cast<uint32_t>(i)}, options.checksum,
+                &progress, &scan);
       } catch (const std::bad_alloc&) {
         scan.status =
             Status::IoError(fmt::format("shard {}: out of memory while scanning", shards[i]));
@@ -219,11 +221,13 @@ Status ScanShards(const std::vector<std::string>& shards, int jobs, const IndexB
   return Status::Ok();
 }
 
-// Hands the scans to the writer, shard by shard in the order given (a later
-// shard's member replaces an earlier one's, as in tar), freeing each scan's
-// members as it goes.
+// Hands the scans to the writer (an IndexWriter, or a MemberCollector for
+// `index add`), shard by shard in the order given (a later shard's member
+// replaces an earlier one's, as in tar), freeing each scan's members as it
+// goes.
+template <typename Writer>
 void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* scans,
-              index::IndexWriter* writer, IndexBuildReport* report) {
+              Writer* writer, IndexBuildReport* report) {
   size_t total_members = 0;
   for (const ShardScan& scan : *scans) total_members += scan.members.size();
   writer->Reserve(total_members);
@@ -254,7 +258,40 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* sc
   }
 }
 
+// Keeps what AddScans hands it, for `index add`.
+struct MemberCollector {
+  ScannedShards* out;
+  void Reserve(size_t n) { out->members.reserve(n); }
+  void AddShard(index::ShardMeta meta) { out->shards.push_back(std::move(meta)); }
+  void AddMember(index::MemberEntry m) { out->members.push_back(std::move(m)); }
+  void AddSparseMember(index::MemberEntry m, const std::vector<index::Extent>& extents) {
+    std::string& encoded = out->extents[static_cast<uint32_t>(out->members.size())];
+    for (const index::Extent& e : extents) index::AppendExtent(e, &encoded);
+    out->members.push_back(std::move(m));
+  }
+};
+
+int Jobs(const IndexBuildOptions& options, size_t shards) {
+  int jobs = options.jobs > 0 ? options.jobs
+                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, std::min<int>(jobs, static_cast<int>(shards)));
+}
+
 }  // namespace
+
+Result<ScannedShards> ScanNewShards(const IndexBuildOptions& options, uint32_t first_id) {
+  ScannedShards out;
+  SHARDFS_ASSIGN_OR_RETURN(std::vector<std::string> shards,
+                           ExpandShardInputs(options.inputs, options.from_list));
+  SHARDFS_RETURN_IF_ERROR(CheckShardFiles(shards, &out.report.shard_bytes));
+  std::vector<ShardScan> scans;
+  SHARDFS_RETURN_IF_ERROR(ScanShards(shards, first_id, Jobs(options, shards.size()), options,
+                                     out.report.shard_bytes, &scans));
+  MemberCollector collector{&out};
+  AddScans(shards, &scans, &collector, &out.report);
+  out.report.shards = shards.size();
+  return out;
+}
 
 Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -268,11 +305,9 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
   report.shards = shards.size();
   SHARDFS_RETURN_IF_ERROR(CheckShardFiles(shards, &report.shard_bytes));
 
-  int jobs = options.jobs > 0 ? options.jobs
-                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  jobs = std::min<int>(jobs, static_cast<int>(shards.size()));
   std::vector<ShardScan> scans;
-  SHARDFS_RETURN_IF_ERROR(ScanShards(shards, jobs, options, report.shard_bytes, &scans));
+  SHARDFS_RETURN_IF_ERROR(
+      ScanShards(shards, 0, Jobs(options, shards.size()), options, report.shard_bytes, &scans));
   log::Debug("index build: scanned {} shards in {:.3f}s", shards.size(), since_start());
 
   index::IndexWriter writer;

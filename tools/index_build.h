@@ -7,6 +7,7 @@
 
 #include "base/status.h"
 #include "index/index_writer.h"
+#include "index/tree_emitter.h"
 
 namespace shardfs::tools {
 
@@ -44,6 +45,16 @@ Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string
 // fails it before any scan, as InvalidArgument naming the shard and what it
 // is; opening one never blocks.
 Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options);
+
+// The members of options.inputs scanned as BuildIndex scans them, shard ids
+// from `first_id` on, for `index add` (options.out is not used).
+struct ScannedShards {
+  std::vector<index::ShardMeta> shards;  // Paths as given.
+  std::vector<index::MemberEntry> members;
+  index::SparseExtents extents;  // By member index.
+  IndexBuildReport report;       // Members, rejections, shard bytes.
+};
+Result<ScannedShards> ScanNewShards(const IndexBuildOptions& options, uint32_t first_id);
 
 }  // namespace shardfs::tools
 

@@ -1,0 +1,222 @@
+#include "tools/index_add.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "index/index_publish.h"
+#include "index/index_reader.h"
+#include "index/member_path.h"
+#include "index/tree_builder.h"
+#include "index/tree_emitter.h"
+
+namespace shardfs::tools {
+namespace fs = std::filesystem;
+namespace {
+
+using index::NodeId;
+using index::VersionBuilder;
+
+double Since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The live tree of `tree` as archive members, in tree order: what replaying
+// them would rebuild. `node_of[m]` is member m's node; the second and later
+// names of an inode become hard links to the first.
+void Synthesize(const VersionBuilder& tree, std::vector<index::MemberEntry>* members,
+                index::SparseExtents* extents, std::vector<NodeId>* node_of) {
+  std::unordered_map<uint64_t, std::string> first_name;  // Inodes with several names.
+  std::string path;
+  std::function<void(NodeId)> visit = [&](NodeId dir) {
+    for (NodeId c : tree.children(dir)) {
+      if (!tree.alive(c)) continue;
+      const size_t len = path.size();
+      if (!path.empty()) path.push_back('/');
+      path.append(tree.name(c));
+      const index::EntryRecord rec = tree.record(c);
+      index::MemberEntry m;
+      m.path = path;
+      m.type = rec.type;
+      m.mode = rec.mode & 07777;
+      m.uid = rec.uid;
+      m.gid = rec.gid;
+      m.mtime_ns = rec.mtime_ns;
+      m.size = rec.size;
+      m.shard = rec.shard;
+      m.offset = rec.offset;
+      m.has_checksum = rec.has_checksum();
+      m.xxh3 = rec.xxh3;
+      if (rec.type == index::EntryType::kSymlink) m.link_target = rec.target;
+      if (rec.type != index::EntryType::kDir && rec.nlink > 1) {
+        auto [it, fresh] = first_name.emplace(rec.inode.value, path);
+        if (!fresh) {
+          m.is_hardlink = true;
+          m.link_target = it->second;
+        }
+      }
+      if (rec.sparse() && !m.is_hardlink) {
+        (*extents)[static_cast<uint32_t>(members->size())] = std::string(rec.extents);
+      }
+      members->push_back(std::move(m));
+      node_of->push_back(c);
+      if (rec.type == index::EntryType::kDir) visit(c);
+      path.resize(len);
+    }
+  };
+  visit(index::kRootNode);
+}
+
+// Makes `tree` what the replayed `built` tree says: entries of members
+// beyond `synthesized` are added or replace what was there; entries the
+// replay dropped go.
+Status Apply(const index::Tree& built, const index::TreeEmitter& emitter, size_t synthesized,
+             const std::vector<NodeId>& node_of, VersionBuilder* tree) {
+  std::vector<NodeId> node(built.nodes.size(), VersionBuilder::kNoNode);
+  std::vector<uint8_t> present(tree->node_count(), 0);
+  node[0] = index::kRootNode;
+  present[index::kRootNode] = 1;
+  for (size_t i = 1; i < built.nodes.size(); ++i) {
+    const index::TreeNode& tn = built.nodes[i];
+    const bool old = tn.member >= 0 && static_cast<size_t>(tn.member) < synthesized;
+    const NodeId parent = node[tn.parent_node];
+    const std::string_view name = index::BaseName(tn.path);
+    if (old && !tn.hardlink) {
+      node[i] = node_of[tn.member];
+      present[node[i]] = 1;
+      continue;
+    }
+    if (tn.type == index::EntryType::kDir) {
+      // An implied directory or one a new member describes: the existing
+      // one stays (re-described), or a new one.
+      NodeId d = tree->Child(parent, name);
+      if (d != VersionBuilder::kNoNode && tree->type(d) == index::EntryType::kDir) {
+        if (tn.member >= 0) tree->Redescribe(d, emitter.Record(tn));
+      } else {
+        SHARDFS_ASSIGN_OR_RETURN(d, tree->MakeDirs(tn.path));
+        tree->Redescribe(d, emitter.Record(tn));
+      }
+      node[i] = d;
+      if (d < present.size()) present[d] = 1;
+      continue;
+    }
+    if (old && tn.hardlink) {
+      // A name of an old inode that still names it.
+      const NodeId m = node_of[tn.member];
+      if (tree->alive(m)) {
+        node[i] = m;
+        present[m] = 1;
+        continue;
+      }
+    }
+    const NodeId link_to = tn.hardlink ? node[tn.link_node] : VersionBuilder::kNoNode;
+    SHARDFS_ASSIGN_OR_RETURN(node[i], tree->AddEntry(parent, name, emitter.Record(tn), link_to));
+  }
+  // What the replay no longer has (replaced, or refused on top of a new
+  // member) goes, with whatever is below it.
+  for (NodeId n = 1; n < present.size(); ++n) {
+    if (!present[n] && tree->alive(n)) tree->Remove(n);
+  }
+  return Status::Ok();
+}
+
+// InvalidArgument if a new shard is one of the index's already.
+Status CheckNotIndexed(const index::IndexReader& reader,
+                       const std::vector<index::ShardMeta>& shards) {
+  std::unordered_map<std::string, size_t> known;
+  for (size_t i = 0; i < reader.shards().size(); ++i) {
+    std::error_code ec;
+    fs::path p = fs::weakly_canonical(reader.ShardPath(index::ShardId{static_cast<uint32_t>(i)}), ec);
+    if (!ec) known.emplace(p.string(), i);
+  }
+  for (const index::ShardMeta& s : shards) {
+    std::error_code ec;
+    fs::path p = fs::weakly_canonical(s.path, ec);
+    if (ec) continue;
+    if (auto it = known.find(p.string()); it != known.end()) {
+      return Status::InvalidArgument(fmt::format(
+          "shard {}: already in index {} (shard {}); a changed shard needs a new name",
+          s.path, reader.path(), it->second));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<IndexAddReport> AddShards(const IndexAddOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  IndexAddReport report;
+  SHARDFS_ASSIGN_OR_RETURN(auto editor, index::IndexEditor::Open(o.index));
+  index::ReaderOptions ro;
+  ro.view = index::kDefaultViewName;
+  SHARDFS_ASSIGN_OR_RETURN(auto source, index::IndexReader::Open(o.index, ro));
+  report.from = source->version().label();
+  const uint32_t first_id = static_cast<uint32_t>(source->shards().size());
+
+  IndexBuildOptions scan_options;
+  scan_options.inputs = o.inputs;
+  scan_options.checksum = o.checksum;
+  scan_options.jobs = o.jobs;
+  scan_options.quiet = o.quiet;
+  SHARDFS_ASSIGN_OR_RETURN(ScannedShards scanned, ScanNewShards(scan_options, first_id));
+  SHARDFS_RETURN_IF_ERROR(CheckNotIndexed(*source, scanned.shards));
+  report.scan = scanned.report;
+  report.scan_seconds = Since(start);
+
+  SHARDFS_ASSIGN_OR_RETURN(auto tree, VersionBuilder::Load(*source));
+  std::vector<index::MemberEntry> members;
+  index::SparseExtents extents;
+  std::vector<NodeId> node_of;
+  members.reserve(tree->node_count() + scanned.members.size());
+  Synthesize(*tree, &members, &extents, &node_of);
+  const size_t synthesized = members.size();
+  for (auto& [m, e] : scanned.extents) extents[static_cast<uint32_t>(m + synthesized)] = std::move(e);
+  for (auto& m : scanned.members) members.push_back(std::move(m));
+  const index::Tree built = index::BuildTree(members);
+  report.replay = built.report;
+  const index::TreeEmitter emitter(built, members, extents);
+  SHARDFS_RETURN_IF_ERROR(Apply(built, emitter, synthesized, node_of, tree.get()));
+
+  const uint32_t shard_count = first_id + static_cast<uint32_t>(scanned.shards.size());
+  SHARDFS_ASSIGN_OR_RETURN(index::BuiltVersion version, tree->Finish(shard_count));
+  SHARDFS_ASSIGN_OR_RETURN(const fs::path index_abs, index::AbsoluteIndexPath(o.index));
+  std::vector<index::ShardMeta> stored;
+  for (const index::ShardMeta& s : scanned.shards) {
+    SHARDFS_ASSIGN_OR_RETURN(index::ShardMeta m,
+                             index::StoredShardMeta(s, index_abs.parent_path().string()));
+    stored.push_back(std::move(m));
+  }
+
+  index::VersionInfo& info = report.created;
+  info.name = index::kDefaultViewName;
+  SHARDFS_ASSIGN_OR_RETURN(auto versions, source->catalog().Versions(info.name));
+  info.version = versions.back().version + 1;
+  SHARDFS_ASSIGN_OR_RETURN(uint32_t max_view, source->catalog().MaxViewId());
+  index::VersionRecord& rec = info.record;
+  rec.view = index::ViewId{max_view + 1};
+  rec.shard_count = shard_count;
+  rec.base_max_inode = source->version().record.base_max_inode;
+  rec.max_inode = version.summary.max_inode;
+  rec.files = version.summary.files;
+  rec.dirs = version.summary.dirs;
+  rec.symlinks = version.summary.symlinks;
+  rec.bytes = version.summary.bytes;
+  rec.created_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  rec.kind = index::VersionKind::kAdd;
+  rec.from = report.from;
+  rec.message = o.message.empty() ? fmt::format("index add: {} shard(s)", scanned.shards.size())
+                                  : o.message;
+  source.reset();
+  SHARDFS_RETURN_IF_ERROR(editor->AddVersion(info, version.table, stored));
+  report.summary = version.summary;
+  report.seconds = Since(start);
+  return report;
+}
+
+}  // namespace shardfs::tools
