@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "tests/unit/test_util.h"
+#include "tools/view_create.h"
+#include "tools/view_diff.h"
 
 namespace shardfs::tools {
 namespace {
@@ -93,6 +95,35 @@ TEST_F(ExportViewTest, UnknownViewNamesIndexAndView) {
   ASSERT_FALSE(ex.ok());
   EXPECT_NE(ex.status().message().find(idx), std::string::npos) << ex.status().message();
   EXPECT_NE(ex.status().message().find("no-such-view"), std::string::npos) << ex.status().message();
+}
+
+TEST_F(ExportViewTest, NamedViewKeysByTarPathAndDiffsByInode) {
+  auto r = Build({DirMember("s"), FileMember("s/a.jpg", 3, 1, 512), FileMember("s/a.cls", 1, 1, 1024),
+                  FileMember("s/b.jpg", 3, 1, 2048), FileMember("s/c.jpg", 3, 1, 4096)});
+  ASSERT_TRUE(r);
+  r.reset();
+  ::shardfs::testing::WriteFile(dir_ / "map", "s/b.jpg\tt/bee.jpg\n");
+  ViewCreateOptions o;
+  o.index = dir_ / "idx";
+  o.name = "sel";
+  o.exclude_globs = {"c.jpg"};
+  o.rename_map = dir_ / "map";
+  auto created = CreateView(o);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+
+  auto ex = ExportView(o.index, "sel");
+  ASSERT_TRUE(ex.ok()) << ex.status().message();
+  EXPECT_EQ(ex->view, "sel@1");
+  ASSERT_EQ(ex->shards.size(), 1u);
+  // b.jpg keys by its path in the tar, not by its name in the view.
+  EXPECT_EQ(ex->shards[0].keys, (Keys{"s/a", "s/b"}));
+
+  auto d = DiffViews(o.index, "default", "sel");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->removed, (Keys{"s/c.jpg"}));
+  EXPECT_EQ(d->added, (Keys{"t/"}));
+  EXPECT_EQ(d->renamed, (std::vector<ViewRename>{{"s/b.jpg", "t/bee.jpg"}}));
+  EXPECT_TRUE(d->replaced.empty());
 }
 
 TEST(WriteFileAtomicallyTest, CreatesThenReplacesLeavingNoTemporary) {
