@@ -45,7 +45,10 @@ Status VersionBuilder::LoadAll() {
   std::string encoded;
   EncodeEntry(root, &encoded);
   nodes_.reserve(v.files + v.dirs + v.symlinks + 1);
-  NewNode(kRootInode.value, kRootNode, "", EntryType::kDir, encoded, true);
+  auto in_base = [&](uint64_t inode) {
+    return inode <= base_max_ && !(source_hidden_ && source_hidden_->Contains(inode));
+  };
+  NewNode(kRootInode.value, kRootNode, "", EntryType::kDir, encoded, in_base(kRootInode.value));
   // Breadth first: each directory's children land contiguous, in name order.
   for (NodeId n = 0; n < nodes_.size(); ++n) {
     if (nodes_[n].type != EntryType::kDir) continue;
@@ -53,9 +56,7 @@ Status VersionBuilder::LoadAll() {
     SHARDFS_RETURN_IF_ERROR(source_.ForEachChild(
         InodeId{nodes_[n].inode}, "", [&](std::string_view name, const EntryRecord& rec) {
           EncodeEntry(rec, &encoded);
-          const bool from_base = rec.inode.value <= base_max_ &&
-                                 !(source_hidden_ && source_hidden_->Contains(rec.inode.value));
-          NewNode(rec.inode.value, n, name, rec.type, encoded, from_base);
+          NewNode(rec.inode.value, n, name, rec.type, encoded, in_base(rec.inode.value));
           return true;
         }));
     nodes_[n].child_begin = begin;
