@@ -76,11 +76,13 @@ const std::vector<Command>& AllCommands() {
        "                     INDEX MOUNTPOINT",
        RunMount},
       {"umount", "unmount a shardfs mount", "usage: shardfs umount MOUNTPOINT", RunUmount},
-      {"pack", "pack a directory tree into tar shards and an index",
+      {"pack", "pack a directory tree (or a view of an index) into tar shards and an index",
        "usage: shardfs pack SRC_DIR --out OUT_DIR [--shard-size SIZE] [--max-files N]\n"
        "                    [--name PATTERN] [-j N] [--from-list FILE] [--exclude GLOB]...\n"
        "                    [--skip-unreadable] [--skip-special] [--follow-symlinks]\n"
-       "                    [--quiet] [--force]",
+       "                    [--quiet] [--force]\n"
+       "       shardfs pack --from-index INDEX [--view VIEW] --out OUT_DIR [--shard-size SIZE]\n"
+       "                    [--max-files N] [--name PATTERN] [-j N] [--quiet] [--force]",
        RunPack},
       {"verify", "compare a packed tree with its source",
        "usage: shardfs verify INDEX SRC_DIR [--full] [-j N] [--quiet]\n"
