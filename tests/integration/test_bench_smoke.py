@@ -9,7 +9,7 @@ with libxxhash through ctypes, not by bench_reader), that the JSON has the
 expected keys, and that no mount or daemon is left behind. Then, on the same
 cached dataset: a shard corrupted behind the index's back must make shardfs
 FAILED and untimed, and Ctrl-C in the middle of a run must leave nothing
-mounted."""
+mounted. BenchViewsSmokeTest runs the --views mode (issue #13) at 2,000 files."""
 
 import ctypes
 import ctypes.util
@@ -271,6 +271,87 @@ class BenchSmokeTest(unittest.TestCase):
         self.assertEqual(p.returncode, 130, err[-3000:])
         self.assertIn("interrupted", err)
         self.assertNothingLeft()
+
+
+VIEW_STEPS = ["create_exclude", "create_rename", "diff", "mount_base", "mount_view",
+              "many_versions", "mount_view_many", "mount_latest_many", "mount_base_many",
+              "create_exclude_many", "build_extra", "index_add"]
+VIEW_PHASES = ["walk", "lstat", "read_tree1", "read_rand4"]
+
+
+class BenchViewsSmokeTest(unittest.TestCase):
+    """`--views` (issue #13's targets) at a tiny size: every step runs, the view's walks and
+    reads match the references the bench computes, the diff matches its lists, nothing is left
+    mounted."""
+
+    @classmethod
+    def setUpClass(cls):
+        tl.require_shardfs()
+        tl.require_fuse()
+        for p in (SCRIPT, READER):
+            if not os.path.exists(p):
+                raise RuntimeError("%s missing (SHARDFS_SOURCE_ROOT/SHARDFS_BUILD_ROOT set?)" % p)
+        cls.tmp = tempfile.mkdtemp(prefix="shardfs-bench-views-smoke-")
+        cls.workdir = os.path.join(cls.tmp, "work")
+        cls.json_path = os.path.join(cls.tmp, "views.json")
+        argv = [sys.executable, SCRIPT, "--views", "--workdir", cls.workdir, "--shardfs",
+                tl.SHARDFS, "--bench-reader", READER, "--files", "2000", "--classes", "20",
+                "--reps", "1", "--versions", "5", "--mount-reps", "2", "--shard-size", "1MiB",
+                "--json", cls.json_path]
+        cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  timeout=240, text=True)
+        sys.stderr.write("bench --views smoke run:\n%s\n" % cls.proc.stdout)
+        cls.report = None
+        if os.path.exists(cls.json_path):
+            with open(cls.json_path) as f:
+                cls.report = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        for mp in mounts_under(cls.tmp):  # Only if a test already failed on this.
+            subprocess.run(["umount", "-l", mp])
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_completes_with_every_step(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
+        self.assertIn("targets (views, issue #13)", self.proc.stdout)
+        r = self.report
+        self.assertIsNotNone(r, "no JSON written")
+        self.assertEqual(r["schema"], "shardfs-bench-views/1")
+        self.assertEqual(r["dataset"]["files"], 2000)
+        self.assertGreater(r["dataset"]["shards"], 1)
+        self.assertGreater(r["dataset"]["extra_files"], 0)
+        self.assertEqual(r["params"]["view_paths"], 200)
+        for name in VIEW_STEPS:
+            st = r["steps"][name]
+            self.assertEqual(st["status"], "ok", "%s: %s" % (name, st["note"]))
+            self.assertGreater(len(st["samples_seconds"]), 0, name)
+        self.assertEqual(len(r["steps"]["mount_view"]["samples_seconds"]), 2)
+        self.assertEqual(r["steps"]["diff"]["check"], "ok")
+        self.assertGreater(r["steps"]["create_exclude"]["index_bytes_added"][0], 0)
+        for t in r["targets"]:
+            self.assertIn(t["status"], ("met", "not met"), t)
+
+    def test_view_and_base_read_the_same_files(self):
+        r = self.report
+        base, view = r["systems"]["base"], r["systems"]["view"]
+        self.assertEqual(base["status"], "ok", base["reason"])
+        self.assertEqual(view["status"], "ok", view["reason"])
+        self.assertEqual(base["checksum"], view["checksum"])
+        for k in VIEW_PHASES:
+            for temp in ("warm", "cold") if os.geteuid() == 0 else ("warm",):
+                key = "%s_%s" % (k, temp)
+                self.assertEqual(view["figures"][key]["status"], "ok", key)
+                if k != "walk":  # Same list: the view's 1800 files.
+                    self.assertEqual(view["figures"][key]["files"], 1800, key)
+                    self.assertEqual(base["figures"][key]["files"], 1800, key)
+        self.assertEqual(view["figures"]["walk_warm"]["files"], 1800)
+        self.assertEqual(base["figures"]["walk_warm"]["files"], 2000)
+
+    def test_no_mount_or_daemon_left(self):
+        self.assertEqual(mounts_under(self.tmp), [])
+        self.assertEqual(processes_mentioning(self.tmp), [])
+        self.assertEqual(glob.glob(os.path.join(self.workdir, "run-*")), [])
 
 
 if __name__ == "__main__":
