@@ -12,6 +12,7 @@
 #include "index/index_publish.h"
 #include "index/tree_builder.h"
 #include "index/tree_emitter.h"
+#include "index/view_store.h"
 
 namespace shardfs::index {
 namespace fs = std::filesystem;
@@ -92,8 +93,20 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   static_assert(kDirentPrefix < kInodePrefix && kInodePrefix < kMetaPrefix &&
                 kMetaPrefix < kShardPrefix);
 
-  // Two table files written side by side: the 'D' keys, with a bloom filter
-  // for names that do not exist; then the 'I', 'M' and 'S' keys.
+  // The base's bytes per shard, for per-rank partitions of the full tree
+  // ('V' 0 'B', in a table of its own: its key range is apart from the
+  // versions' that views add later).
+  std::vector<uint64_t> shard_bytes(shards_.size(), 0);
+  for (const TreeNode& n : tree.nodes) {
+    if (n.type != EntryType::kFile || n.hardlink) continue;
+    const EntryRecord rec = emitter.Record(n);
+    if (rec.shard.value < shard_bytes.size()) shard_bytes[rec.shard.value] += StoredBytes(rec);
+  }
+  const std::string shard_bytes_key = EncodeViewKeyPrefix(kDefaultView, kViewBytes);
+  const std::string shard_bytes_value = EncodeShardBytes(shard_bytes);
+
+  // Table files written side by side: the 'D' keys, with a bloom filter
+  // for names that do not exist; then the 'I', 'M' and 'S' keys; then 'V' 0.
   const TablePart parts[] = {
       {"dirents.sst", true, [&](const KvSink& put) { return emitter.EmitDirents(put); }},
       {"inodes.sst", false,
@@ -102,6 +115,8 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
          for (const auto& [key, value] : small_kvs) SHARDFS_RETURN_IF_ERROR(put(key, value));
          return Status::Ok();
        }},
+      {"views.sst", false,
+       [&](const KvSink& put) { return put(shard_bytes_key, shard_bytes_value); }},
   };
   SHARDFS_ASSIGN_OR_RETURN(stats.index_bytes, PublishIndex(out_path, out_abs, parts));
   log::Debug("index write: published at {:.3f}s",
