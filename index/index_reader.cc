@@ -203,11 +203,6 @@ Status IndexReader::LoadRanks(const ReaderOptions& options) {
     return Status::InvalidArgument(fmt::format("rank {} of world {}: expected a rank below {}",
                                                options.rank, options.world, options.world));
   }
-  ranks_ = std::make_unique<Ranks>();
-  ranks_->rank = options.rank;
-  ranks_->world = options.world;
-  ranks_->seed = options.seed;
-  ranks_->keep_dirs = options.rank_keep_dirs;
   Result<std::vector<uint64_t>> stored = ReadShardBytes(db_.get(), version_.record.view);
   std::vector<uint64_t> bytes;
   if (stored.ok()) {
@@ -225,6 +220,12 @@ Status IndexReader::LoadRanks(const ReaderOptions& options) {
     return stored.status().WithContext(fmt::format("index {}", path_));
   }
   bytes.resize(version_.record.shard_count, 0);
+  // Only now: the count above must see every file of the view.
+  ranks_ = std::make_unique<Ranks>();
+  ranks_->rank = options.rank;
+  ranks_->world = options.world;
+  ranks_->seed = options.seed;
+  ranks_->keep_dirs = options.rank_keep_dirs;
   shard_ranks_ = AssignShardsToRanks(bytes, options.world, options.seed);
   ranks_->shard_in_rank.resize(shards_.size(), false);
   for (size_t i = 0; i < shard_ranks_.size(); ++i) {

@@ -24,14 +24,17 @@ std::vector<uint32_t> AssignShardsToRanks(const std::vector<uint64_t>& bytes, ui
     std::swap(order[i - 1], order[state % i]);
   }
   std::vector<uint64_t> load(world, 0);
+  std::vector<uint64_t> count(world, 0);
   std::vector<uint32_t> rank(bytes.size(), 0);
   for (uint32_t shard : order) {
+    // Fewest bytes; on a tie (empty shards, a fresh start) fewest shards.
     uint32_t best = 0;
     for (uint32_t r = 1; r < world; ++r) {
-      if (load[r] < load[best]) best = r;
+      if (load[r] < load[best] || (load[r] == load[best] && count[r] < count[best])) best = r;
     }
     rank[shard] = best;
     load[best] += bytes[shard];
+    ++count[best];
   }
   return rank;
 }

@@ -119,9 +119,15 @@ class RankTest(tl.ScratchTestCase):
             if keep_dirs:
                 self.assertEqual(dirs, view_dirs, opts)
             else:
+                # Directories above this rank's files, and the view's
+                # directories with nothing at all below them (every rank shows
+                # those, so that the union over ranks is the view), with
+                # their parents.
                 need = {b""}
-                for p in mine:
-                    d = os.path.dirname(p)
+                empty = {d for d in view_dirs if d and not any(
+                    q.startswith(d + b"/") for q in want)}
+                for p in mine | empty:
+                    d = p if p in empty else os.path.dirname(p)
                     while d:
                         need.add(d)
                         d = os.path.dirname(d)
