@@ -27,6 +27,8 @@ constexpr size_t kMaxViewName = 128;
 // The catalog key holding the largest view id ever allocated, so that a
 // removed version's id is never reused.
 const std::string kViewIdKey = std::string(1, kCatalogPrefix) + '\x02';
+// A catalog key each edit writes (see IndexEditor::Settle).
+const std::string kLastEditKey = std::string(1, kCatalogPrefix) + '\x03';
 // Temporary table files of an editor, in the index directory.
 constexpr std::string_view kEditTempPrefix = "shardfs-edit-";
 
@@ -198,9 +200,12 @@ Result<std::vector<std::string>> Catalog::Names() const {
   SHARDFS_RETURN_IF_ERROR(ScanPrefix(
       db_, std::string(1, kCatalogPrefix), fmt::format("index {}: view catalog", path_),
       [&](std::string_view key, std::string_view) -> Status {
+        // Names start with a letter or digit; the catalog's own keys
+        // ('C' 0x02, 'C' 0x03) with a control byte.
+        if (key.size() < 2 || !std::isalnum(static_cast<uint8_t>(key[1]))) return Status::Ok();
         size_t end = 1;
-        while (end < key.size() && static_cast<uint8_t>(key[end]) > 2) ++end;
-        if (end > 1) names.emplace(key.substr(1, end - 1));
+        while (end < key.size() && NameChar(key[end])) ++end;
+        names.emplace(key.substr(1, end - 1));
         return Status::Ok();
       }));
   names.erase(std::string(kDefaultViewName));
@@ -344,21 +349,52 @@ Status IndexEditor::Ingest(const std::vector<std::string>& files) {
   std::error_code ec;
   for (const std::string& f : files) fs::remove(f, ec);
   if (!s.ok()) return Status::IoError(fmt::format("index {}: ingest: {}", path_, s.ToString()));
+  return Settle();
+}
+
+// Every open of the database for writing starts a log file; one that never
+// holds a write is kept by RocksDB until a flush moves past it, and a mount
+// would read them all. One small write and a flush per command let it
+// delete them.
+Status IndexEditor::Settle() {
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  rocksdb::Status s = db_->Put(wo, kLastEditKey, std::to_string(::getpid()));
+  if (s.ok()) s = db_->Flush(rocksdb::FlushOptions());
+  if (!s.ok()) return Status::IoError(fmt::format("index {}: flush: {}", path_, s.ToString()));
   return CompactCatalog();
 }
 
+// Each version adds a table file or two. A mount opens every table file of
+// the index, so many small ones would make mounting slower as versions pile
+// up: past a handful, the catalog's files are merged into one, and the
+// versions' (every 'V' key above the base's) into a few. The base's files
+// are never part of either range, so they are never rewritten.
 Status IndexEditor::CompactCatalog() {
   std::vector<rocksdb::LiveFileMetaData> files;
   db_->GetLiveFilesMetaData(&files);
-  const std::string begin(1, kCatalogPrefix), end(1, static_cast<char>(kCatalogPrefix + 1));
-  size_t catalog_files = 0;
-  for (const auto& f : files) {
-    if (f.largestkey < end && f.smallestkey >= begin) ++catalog_files;
+  struct Range {
+    std::string begin, end;
+    size_t limit;
+  };
+  const Range ranges[] = {
+      {std::string(1, kCatalogPrefix), std::string(1, static_cast<char>(kCatalogPrefix + 1)), 4},
+      {EncodeViewKeyPrefix(ViewId{1}, 0), std::string(1, static_cast<char>(kViewPrefix + 1)), 8},
+  };
+  for (const Range& r : ranges) {
+    size_t count = 0;
+    for (const auto& f : files) {
+      if (f.smallestkey >= r.begin && f.largestkey < r.end) ++count;
+    }
+    if (count <= r.limit) continue;
+    rocksdb::Slice b(r.begin), e(r.end);
+    rocksdb::CompactRangeOptions co;
+    co.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+    rocksdb::Status s = db_->CompactRange(co, &b, &e);
+    if (!s.ok()) {
+      return Status::IoError(fmt::format("index {}: compaction: {}", path_, s.ToString()));
+    }
   }
-  if (catalog_files <= 8) return Status::Ok();
-  rocksdb::Slice b(begin), e(end);
-  rocksdb::Status s = db_->CompactRange(rocksdb::CompactRangeOptions(), &b, &e);
-  if (!s.ok()) return Status::IoError(fmt::format("index {}: compaction: {}", path_, s.ToString()));
   return Status::Ok();
 }
 
@@ -444,19 +480,23 @@ Status IndexEditor::Remove(const std::vector<VersionInfo>& versions) {
   deletes.erase(std::unique(deletes.begin(), deletes.end()), deletes.end());
   SHARDFS_ASSIGN_OR_RETURN(std::string f, WriteTable("remove", {}, deletes));
   SHARDFS_RETURN_IF_ERROR(Ingest({f}));
-  // The catalog no longer names them; now reclaim their table files. Mounts
-  // that opened them keep them open.
+  // The catalog no longer names them; now drop their keys (a range
+  // deletion, for keys merged into a table with other versions') and the
+  // table files that hold only theirs. Mounts that opened them keep them.
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
   for (ViewId view : views) {
     const std::string begin = EncodeViewKeyPrefix(view, 0);
     const std::string end = EncodeViewKeyPrefix(ViewId{view.value + 1}, 0);
+    rocksdb::Status s = db_->DeleteRange(wo, db_->DefaultColumnFamily(), begin, end);
     rocksdb::Slice b(begin), e(end);
-    rocksdb::Status s = rocksdb::DeleteFilesInRange(db_.get(), db_->DefaultColumnFamily(), &b, &e);
+    if (s.ok()) s = rocksdb::DeleteFilesInRange(db_.get(), db_->DefaultColumnFamily(), &b, &e);
     if (!s.ok()) {
-      return Status::IoError(fmt::format("index {}: removing view {}'s table: {}", path_,
+      return Status::IoError(fmt::format("index {}: removing view {}'s keys: {}", path_,
                                          view.value, s.ToString()));
     }
   }
-  return Status::Ok();
+  return Settle();
 }
 
 }  // namespace shardfs::index

@@ -129,6 +129,8 @@ class IndexEditor {
                                  const std::vector<std::pair<std::string, std::string>>& puts,
                                  const std::vector<std::string>& deletes);
   Status Ingest(const std::vector<std::string>& files);
+  // Ends a command's change: flushes, merges small table files.
+  Status Settle();
   // Merges the catalog's table files when there are many (they are tiny).
   Status CompactCatalog();
 
