@@ -69,7 +69,9 @@ Status ListTree(const index::IndexReader& r, TreeScan* scan) {
   std::vector<std::pair<std::string, index::InodeId>> dirs = {{"", index::kRootInode}};
   Status bad;
   while (!dirs.empty() && bad.ok()) {
-    auto [dir, inode] = std::move(dirs.back());
+    // Not a structured binding: clang 14 cannot capture one in the lambda.
+    const std::string dir = std::move(dirs.back().first);
+    const index::InodeId inode = dirs.back().second;
     dirs.pop_back();
     SHARDFS_RETURN_IF_ERROR(
         r.ForEachChild(inode, "", [&](std::string_view name, const index::EntryRecord& rec) {

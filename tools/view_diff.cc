@@ -41,7 +41,9 @@ Result<ViewEntries> WalkView(const IndexReader& reader) {
   std::vector<std::pair<InodeId, std::string>> todo;
   todo.emplace_back(index::kRootInode, "");
   while (!todo.empty()) {
-    auto [dir, prefix] = std::move(todo.back());
+    // Not a structured binding: clang 14 cannot capture one in the lambda.
+    const InodeId dir = todo.back().first;
+    const std::string prefix = std::move(todo.back().second);
     todo.pop_back();
     Status s = reader.ForEachChild(dir, "", [&](std::string_view name, const EntryRecord& e) {
       bool is_dir = e.type == EntryType::kDir;
