@@ -803,10 +803,12 @@ uint64_t IndexReader::MetaNumber(std::string_view name) const {
   return n;
 }
 
-uint64_t IndexReader::DiskBytes() const {
+uint64_t IndexReader::DiskBytes() const { return IndexDiskBytes(path_); }
+
+uint64_t IndexDiskBytes(const std::string& path) {
   uint64_t total = 0;
   std::error_code ec;
-  for (fs::directory_iterator d(path_, ec); !ec && d != fs::directory_iterator();
+  for (fs::directory_iterator d(path, ec); !ec && d != fs::directory_iterator();
        d.increment(ec)) {
     std::error_code size_ec;
     if (!d->is_regular_file(size_ec)) continue;

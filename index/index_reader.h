@@ -185,6 +185,9 @@ class IndexReader {
 
 const char* EntryTypeName(EntryType type);
 
+// Bytes of the files of the index directory at `path` (no database open).
+uint64_t IndexDiskBytes(const std::string& path);
+
 }  // namespace shardfs::index
 
 #endif  // SHARDFS_INDEX_INDEX_READER_H_

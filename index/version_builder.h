@@ -114,8 +114,9 @@ class VersionBuilder {
   const IndexReader& source_;
   std::vector<Node> nodes_;
   std::string arena_;  // Names and encoded records.
-  // Children that are not in a directory's source range: moved or added.
-  std::unordered_map<NodeId, std::vector<NodeId>> extra_children_;
+  // Children that are not in a directory's source range, moved or added, by
+  // name.
+  std::unordered_map<NodeId, std::unordered_map<std::string, NodeId>> extra_children_;
   uint64_t base_max_ = 0;
   uint64_t next_inode_ = 0;
   NodeId loaded_ = 0;  // Nodes below this came from the source.

@@ -288,6 +288,8 @@ Result<std::unique_ptr<IndexEditor>> IndexEditor::Open(const std::string& path,
   // Nothing is rewritten behind the commands' backs: the base's table files
   // stay as the build wrote them, and mounts keep reading them.
   o.disable_auto_compactions = true;
+  // Open table files when first read, not all at open: an edit reads few.
+  o.max_open_files = 256;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_seconds);
   for (;;) {
     rocksdb::DB* raw = nullptr;

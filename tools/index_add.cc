@@ -4,9 +4,12 @@
 
 #include <chrono>
 #include <filesystem>
+#include <span>
+#include <thread>
 
 #include <fmt/format.h>
 
+#include "base/log.h"
 #include "index/index_publish.h"
 #include "index/index_reader.h"
 #include "index/member_path.h"
@@ -24,16 +27,50 @@ double Since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The live tree of `tree` as archive members, in tree order: what replaying
-// them would rebuild. `node_of[m]` is member m's node; the second and later
-// names of an inode become hard links to the first.
-void Synthesize(const VersionBuilder& tree, std::vector<index::MemberEntry>* members,
-                index::SparseExtents* extents, std::vector<NodeId>* node_of) {
+// What replaying `added` after the live tree of `tree` depends on: the
+// entries at their paths and at their hard links' targets, the directories
+// above them, and one child of each such directory (whether it is empty
+// decides what replacing it does). Marks them in `relevant`.
+void MarkRelevant(const VersionBuilder& tree, std::span<const index::MemberEntry> added,
+                  std::vector<uint8_t>* relevant) {
+  auto mark_path = [&](std::string_view path) {
+    NodeId n = index::kRootNode;
+    size_t pos = 0;
+    while (pos < path.size()) {
+      size_t slash = path.find('/', pos);
+      if (slash == std::string_view::npos) slash = path.size();
+      if (tree.type(n) != index::EntryType::kDir) return;
+      n = tree.Child(n, path.substr(pos, slash - pos));
+      if (n == VersionBuilder::kNoNode) return;
+      (*relevant)[n] = 1;
+      pos = slash + 1;
+    }
+    if (tree.type(n) == index::EntryType::kDir) {
+      for (NodeId c : tree.children(n)) {
+        if (tree.alive(c)) {
+          (*relevant)[c] = 1;
+          break;
+        }
+      }
+    }
+  };
+  for (const index::MemberEntry& m : added) {
+    mark_path(m.path);
+    if (m.is_hardlink) mark_path(m.link_target);
+  }
+}
+
+// The relevant part of the live tree of `tree` as archive members, in tree
+// order (MarkRelevant). `node_of[m]` is member m's node; a later relevant
+// name of an inode becomes a hard link to the first.
+void Synthesize(const VersionBuilder& tree, const std::vector<uint8_t>& relevant,
+                std::vector<index::MemberEntry>* members, index::SparseExtents* extents,
+                std::vector<NodeId>* node_of) {
   std::unordered_map<uint64_t, std::string> first_name;  // Inodes with several names.
   std::string path;
   std::function<void(NodeId)> visit = [&](NodeId dir) {
     for (NodeId c : tree.children(dir)) {
-      if (!tree.alive(c)) continue;
+      if (!relevant[c] || !tree.alive(c)) continue;
       const size_t len = path.size();
       if (!path.empty()) path.push_back('/');
       path.append(tree.name(c));
@@ -115,9 +152,10 @@ Status Apply(const index::Tree& built, const index::TreeEmitter& emitter, size_t
     const NodeId link_to = tn.hardlink ? node[tn.link_node] : VersionBuilder::kNoNode;
     SHARDFS_ASSIGN_OR_RETURN(node[i], tree->AddEntry(parent, name, emitter.Record(tn), link_to));
   }
-  // What the replay no longer has (replaced, or refused on top of a new
-  // member) goes, with whatever is below it.
-  for (NodeId n = 1; n < present.size(); ++n) {
+  // What the replay no longer has of what it was given (replaced, or
+  // refused on top of a new member) goes, with whatever is below it.
+  for (size_t m = 0; m < synthesized; ++m) {
+    const NodeId n = node_of[m];
     if (!present[n] && tree->alive(n)) tree->Remove(n);
   }
   return Status::Ok();
@@ -162,27 +200,52 @@ Result<IndexAddReport> AddShards(const IndexAddOptions& o) {
   scan_options.checksum = o.checksum;
   scan_options.jobs = o.jobs;
   scan_options.quiet = o.quiet;
-  SHARDFS_ASSIGN_OR_RETURN(ScannedShards scanned, ScanNewShards(scan_options, first_id));
+  // The tree loads while the new shards are scanned: neither waits for
+  // the other.
+  Result<std::unique_ptr<VersionBuilder>> loaded = Status::IoError("the tree was not loaded");
+  double loaded_at = 0;
+  std::thread loader([&] {
+    try {
+      loaded = VersionBuilder::Load(*source);
+    } catch (const std::bad_alloc&) {
+      loaded = Status::IoError("out of memory while loading the tree");
+    }
+    loaded_at = Since(start);
+  });
+  Result<ScannedShards> scan = ScanNewShards(scan_options, first_id);
+  report.scan_seconds = Since(start);
+  loader.join();
+  SHARDFS_ASSIGN_OR_RETURN(ScannedShards scanned, std::move(scan));
+  SHARDFS_ASSIGN_OR_RETURN(auto tree, std::move(loaded));
   SHARDFS_RETURN_IF_ERROR(CheckNotIndexed(*source, scanned.shards));
   report.scan = scanned.report;
-  report.scan_seconds = Since(start);
-
-  SHARDFS_ASSIGN_OR_RETURN(auto tree, VersionBuilder::Load(*source));
+  log::Debug("index add: scanned at {:.3f}s, tree loaded at {:.3f}s", report.scan_seconds,
+             loaded_at);
+  // Only the part of the tree the new members meet is replayed with them;
+  // the rest cannot change.
   std::vector<index::MemberEntry> members;
   index::SparseExtents extents;
   std::vector<NodeId> node_of;
-  members.reserve(tree->node_count() + scanned.members.size());
-  Synthesize(*tree, &members, &extents, &node_of);
+  {
+    std::vector<uint8_t> relevant(tree->node_count(), 0);
+    relevant[index::kRootNode] = 1;
+    MarkRelevant(*tree, scanned.members, &relevant);
+    Synthesize(*tree, relevant, &members, &extents, &node_of);
+  }
   const size_t synthesized = members.size();
   for (auto& [m, e] : scanned.extents) extents[static_cast<uint32_t>(m + synthesized)] = std::move(e);
   for (auto& m : scanned.members) members.push_back(std::move(m));
+  log::Debug("index add: members synthesized at {:.3f}s", Since(start));
   const index::Tree built = index::BuildTree(members);
   report.replay = built.report;
+  log::Debug("index add: replayed at {:.3f}s", Since(start));
   const index::TreeEmitter emitter(built, members, extents);
   SHARDFS_RETURN_IF_ERROR(Apply(built, emitter, synthesized, node_of, tree.get()));
+  log::Debug("index add: applied at {:.3f}s", Since(start));
 
   const uint32_t shard_count = first_id + static_cast<uint32_t>(scanned.shards.size());
   SHARDFS_ASSIGN_OR_RETURN(index::BuiltVersion version, tree->Finish(shard_count));
+  log::Debug("index add: difference worked out at {:.3f}s", Since(start));
   SHARDFS_ASSIGN_OR_RETURN(const fs::path index_abs, index::AbsoluteIndexPath(o.index));
   std::vector<index::ShardMeta> stored;
   for (const index::ShardMeta& s : scanned.shards) {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "base/log.h"
 #include "index/index_reader.h"
 #include "index/member_path.h"
 
@@ -192,11 +193,18 @@ Result<ViewCreateReport> CreateView(const ViewCreateOptions& o) {
   ro.view = o.from;
   SHARDFS_ASSIGN_OR_RETURN(auto source, index::IndexReader::Open(o.index, ro));
   const uint64_t disk_before = source->DiskBytes();
+  auto since = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  log::Debug("view create: source open at {:.3f}s", since());
   SHARDFS_ASSIGN_OR_RETURN(auto tree, index::VersionBuilder::Load(*source));
+  log::Debug("view create: tree loaded at {:.3f}s", since());
   SHARDFS_RETURN_IF_ERROR(Filter(*tree, o).Run());
   if (!o.rename_map.empty()) SHARDFS_RETURN_IF_ERROR(ApplyRenames(*tree, o.rename_map));
+  log::Debug("view create: rules applied at {:.3f}s", since());
   const index::VersionRecord& src = source->version().record;
   SHARDFS_ASSIGN_OR_RETURN(index::BuiltVersion built, tree->Finish(src.shard_count));
+  log::Debug("view create: difference worked out at {:.3f}s", since());
 
   ViewCreateReport report;
   report.from = source->version().label();
@@ -226,10 +234,11 @@ Result<ViewCreateReport> CreateView(const ViewCreateOptions& o) {
   rec.message = o.message;
   source.reset();
   SHARDFS_RETURN_IF_ERROR(editor->AddVersion(info, built.table, {}));
+  log::Debug("view create: version stored at {:.3f}s", since());
   report.summary = built.summary;
   editor.reset();
-  SHARDFS_ASSIGN_OR_RETURN(auto after, index::IndexReader::Open(o.index));
-  report.index_bytes_added = after->DiskBytes() - std::min(after->DiskBytes(), disk_before);
+  const uint64_t disk_after = index::IndexDiskBytes(o.index);
+  report.index_bytes_added = disk_after - std::min(disk_after, disk_before);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

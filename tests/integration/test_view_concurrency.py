@@ -233,7 +233,11 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
                                         "--rename-map", renames], t)
                 made, before = self.check_after_kill(idx, before, "view create killed after %.2fs" % t,
                                              (spec, want))
-                self.assertEqual(made, rc == 0, "exit %d, new version made: %s" % (rc, made))
+                # A command that finished made its version; a killed one may have
+                # been past its one atomic step (then the version is whole, as
+                # check_after_kill saw) or not (then nothing changed).
+                if rc == 0:
+                    self.assertTrue(made, "exit 0 but no new version")
                 outcomes.append(rc)
             got = tv.tree_of_dir(mnt)
         self.assertEqual(got, tv.apply_view(self.tree, excludes=["d3?"]))
@@ -264,7 +268,11 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
                 rc = self.run_and_kill(["index", "add", "--quiet", idx, shard], t)
                 made, before = self.check_after_kill(idx, before, "index add killed after %.2fs" % t,
                                              (spec, expect))
-                self.assertEqual(made, rc == 0, "exit %d, new version made: %s" % (rc, made))
+                # A command that finished made its version; a killed one may have
+                # been past its one atomic step (then the version is whole, as
+                # check_after_kill saw) or not (then nothing changed).
+                if rc == 0:
+                    self.assertTrue(made, "exit 0 but no new version")
                 if made:
                     current = expect
                 outcomes.append(rc)
