@@ -56,6 +56,7 @@ class VersionBuilder {
   size_t node_count() const { return nodes_.size(); }
   std::string_view name(NodeId n) const;
   EntryType type(NodeId n) const { return nodes_[n].type; }
+  uint64_t inode(NodeId n) const { return nodes_[n].inode; }
   // The source record of `n` (its target and extents point into the builder).
   EntryRecord record(NodeId n) const;
   bool alive(NodeId n) const { return nodes_[n].alive; }

@@ -121,35 +121,39 @@ Status Apply(const index::Tree& built, const index::TreeEmitter& emitter, size_t
     const bool old = tn.member >= 0 && static_cast<size_t>(tn.member) < synthesized;
     const NodeId parent = node[tn.parent_node];
     const std::string_view name = index::BaseName(tn.path);
-    if (old && !tn.hardlink) {
-      node[i] = node_of[tn.member];
-      present[node[i]] = 1;
-      continue;
-    }
     if (tn.type == index::EntryType::kDir) {
+      if (old) {
+        node[i] = node_of[tn.member];
+        present[node[i]] = 1;
+        continue;
+      }
       // An implied directory or one a new member describes: the existing
       // one stays (re-described), or a new one.
       NodeId d = tree->Child(parent, name);
       if (d != VersionBuilder::kNoNode && tree->type(d) == index::EntryType::kDir) {
         if (tn.member >= 0) tree->Redescribe(d, emitter.Record(tn));
       } else {
-        SHARDFS_ASSIGN_OR_RETURN(d, tree->MakeDirs(tn.path));
-        tree->Redescribe(d, emitter.Record(tn));
+        // New, or in place of what the replay replaced.
+        SHARDFS_ASSIGN_OR_RETURN(d, tree->AddEntry(parent, name, emitter.Record(tn)));
       }
       node[i] = d;
       if (d < present.size()) present[d] = 1;
       continue;
     }
-    if (old && tn.hardlink) {
-      // A name of an old inode that still names it.
-      const NodeId m = node_of[tn.member];
-      if (tree->alive(m)) {
-        node[i] = m;
-        present[m] = 1;
+    // A file or symlink. The replay names objects by their first name in
+    // tree order, which may be a new hard link to an old file: the object
+    // is old if its member is, and this name is old if it already names it.
+    const NodeId object =
+        tn.hardlink ? node[tn.link_node] : (old ? node_of[tn.member] : VersionBuilder::kNoNode);
+    if (object != VersionBuilder::kNoNode) {
+      const NodeId existing = tree->Child(parent, name);
+      if (existing != VersionBuilder::kNoNode && tree->inode(existing) == tree->inode(object)) {
+        node[i] = existing;
+        if (existing < present.size()) present[existing] = 1;
         continue;
       }
     }
-    const NodeId link_to = tn.hardlink ? node[tn.link_node] : VersionBuilder::kNoNode;
+    const NodeId link_to = object;
     SHARDFS_ASSIGN_OR_RETURN(node[i], tree->AddEntry(parent, name, emitter.Record(tn), link_to));
   }
   // What the replay no longer has of what it was given (replaced, or
