@@ -21,6 +21,7 @@
 #include "base/fd.h"
 #include "base/strings.h"
 #include "index/db_options.h"
+#include "index/member_path.h"
 #include "index/rank_partition.h"
 
 namespace shardfs::index {
@@ -690,13 +691,8 @@ Status IndexReader::ForEachChildRaw(
 Status IndexReader::Resolve(std::string_view path, EntryRecord* rec,
                             RecordHolder* holder) const {
   SHARDFS_RETURN_IF_ERROR(GetInode(kRootInode, rec, holder));
-  size_t pos = 0;
-  while (pos < path.size()) {
-    size_t slash = path.find('/', pos);
-    if (slash == std::string_view::npos) slash = path.size();
-    std::string_view comp = path.substr(pos, slash - pos);
-    pos = slash + 1;
-    if (comp.empty() || comp == ".") continue;
+  for (std::string_view comp : PathComponents(path)) {
+    if (comp == ".") continue;
     if (rec->type != EntryType::kDir) return Status::NotFound("not a directory");
     InodeId parent = rec->inode;
     holder->Reset();

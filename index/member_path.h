@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -27,6 +28,10 @@ bool TreeOrderLess(std::string_view a, std::string_view b);
 std::string_view ParentPath(std::string_view path);
 // "a/b/c" -> "c"; "a" -> "a".
 std::string_view BaseName(std::string_view path);
+
+// The non-empty components of a '/'-separated path, in order: "a//b/" ->
+// {"a", "b"}. They point into `path`.
+std::vector<std::string_view> PathComponents(std::string_view path);
 
 }  // namespace shardfs::index
 

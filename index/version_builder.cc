@@ -114,13 +114,7 @@ NodeId VersionBuilder::Child(NodeId dir, std::string_view child) const {
 
 NodeId VersionBuilder::Find(std::string_view path) const {
   NodeId n = kRootNode;
-  size_t pos = 0;
-  while (pos < path.size()) {
-    size_t slash = path.find('/', pos);
-    if (slash == std::string_view::npos) slash = path.size();
-    std::string_view comp = path.substr(pos, slash - pos);
-    pos = slash + 1;
-    if (comp.empty()) continue;
+  for (std::string_view comp : PathComponents(path)) {
     if (nodes_[n].type != EntryType::kDir) return kNoNode;
     n = Child(n, comp);
     if (n == kNoNode) return kNoNode;
@@ -160,13 +154,7 @@ void VersionBuilder::Attach(NodeId dir, NodeId n, std::string_view child) {
 
 Result<NodeId> VersionBuilder::MakeDirs(std::string_view path) {
   NodeId n = kRootNode;
-  size_t pos = 0;
-  while (pos < path.size()) {
-    size_t slash = path.find('/', pos);
-    if (slash == std::string_view::npos) slash = path.size();
-    std::string_view comp = path.substr(pos, slash - pos);
-    pos = slash + 1;
-    if (comp.empty()) continue;
+  for (std::string_view comp : PathComponents(path)) {
     NodeId c = Child(n, comp);
     if (c == kNoNode) {
       // A new directory: the root's owner, rwxr-xr-x; its mtime is set
@@ -182,8 +170,8 @@ Result<NodeId> VersionBuilder::MakeDirs(std::string_view path) {
       nodes_[c].moved = true;  // Not in any source range.
       Attach(n, c, comp);
     } else if (nodes_[c].type != EntryType::kDir) {
-      return Status::NotADirectory(fmt::format("'{}' is not a directory",
-                                               path.substr(0, slash)));
+      return Status::NotADirectory(fmt::format(
+          "'{}' is not a directory", path.substr(0, comp.data() + comp.size() - path.data())));
     }
     n = c;
   }

@@ -35,15 +35,11 @@ void MarkRelevant(const VersionBuilder& tree, std::span<const index::MemberEntry
                   std::vector<uint8_t>* relevant) {
   auto mark_path = [&](std::string_view path) {
     NodeId n = index::kRootNode;
-    size_t pos = 0;
-    while (pos < path.size()) {
-      size_t slash = path.find('/', pos);
-      if (slash == std::string_view::npos) slash = path.size();
+    for (std::string_view comp : index::PathComponents(path)) {
       if (tree.type(n) != index::EntryType::kDir) return;
-      n = tree.Child(n, path.substr(pos, slash - pos));
+      n = tree.Child(n, comp);
       if (n == VersionBuilder::kNoNode) return;
       (*relevant)[n] = 1;
-      pos = slash + 1;
     }
     if (tree.type(n) == index::EntryType::kDir) {
       for (NodeId c : tree.children(n)) {
