@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import stat
 import subprocess
@@ -409,19 +410,38 @@ def _fusermount_u(mnt):
                           stderr=subprocess.PIPE)
 
 
+def in_mount_table(mnt):
+    """Whether the kernel lists `mnt` as a mount point. Unlike
+    os.path.ismount this needs no stat of it, which fails on a mount whose
+    daemon cannot answer for its root (and would leave it behind)."""
+    want = os.path.realpath(mnt)
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            fields = line.split()
+            # The table writes space, tab, newline and backslash as \ooo.
+            if len(fields) > 1 and re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)),
+                                          fields[1]) == want:
+                return True
+    return False
+
+
+def is_mounted(mnt):
+    return os.path.ismount(mnt) or in_mount_table(mnt)
+
+
 def unmount(mnt, tries=25):
     """Unmounts `mnt` with fusermount3 -u, retrying while it is busy; as a
     last resort detaches it lazily. Returns an error text or None."""
     last = b""
     for _ in range(tries):
-        if not os.path.ismount(mnt):
+        if not is_mounted(mnt):
             return None
         p = _fusermount_u(mnt)
-        if p.returncode == 0 and not os.path.ismount(mnt):
+        if p.returncode == 0 and not is_mounted(mnt):
             return None
         last = p.stderr
         time.sleep(0.2)
-    if os.path.ismount(mnt):
+    if is_mounted(mnt):
         subprocess.run(["fusermount3", "-u", "-z", mnt], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE)
         return "fusermount3 -u %s kept failing (%s); detached lazily" % (
