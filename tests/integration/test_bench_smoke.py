@@ -81,17 +81,23 @@ def xxh3_sum(tree):
     return "%016x" % total, files
 
 
+def prepare(cls, prefix, json_name):
+    """What both smoke tests need: shardfs, FUSE, the bench script and reader;
+    a temporary folder with a work folder and the JSON output path."""
+    tl.require_shardfs()
+    tl.require_fuse()
+    for p in (SCRIPT, READER):
+        if not os.path.exists(p):
+            raise RuntimeError("%s missing (SHARDFS_SOURCE_ROOT/SHARDFS_BUILD_ROOT set?)" % p)
+    cls.tmp = tempfile.mkdtemp(prefix=prefix)
+    cls.workdir = os.path.join(cls.tmp, "work")
+    cls.json_path = os.path.join(cls.tmp, json_name)
+
+
 class BenchSmokeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
-        tl.require_fuse()
-        for p in (SCRIPT, READER):
-            if not os.path.exists(p):
-                raise RuntimeError("%s missing (SHARDFS_SOURCE_ROOT/SHARDFS_BUILD_ROOT set?)" % p)
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-bench-smoke-")
-        cls.workdir = os.path.join(cls.tmp, "work")
-        cls.json_path = os.path.join(cls.tmp, "out.json")
+        prepare(cls, "shardfs-bench-smoke-", "out.json")
         start = time.monotonic()
         cls.proc = cls.bench(SMALL + ["--archivemount-budget", "5", "--json", cls.json_path])
         cls.seconds = time.monotonic() - start
@@ -286,14 +292,7 @@ class BenchViewsSmokeTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
-        tl.require_fuse()
-        for p in (SCRIPT, READER):
-            if not os.path.exists(p):
-                raise RuntimeError("%s missing (SHARDFS_SOURCE_ROOT/SHARDFS_BUILD_ROOT set?)" % p)
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-bench-views-smoke-")
-        cls.workdir = os.path.join(cls.tmp, "work")
-        cls.json_path = os.path.join(cls.tmp, "views.json")
+        prepare(cls, "shardfs-bench-views-smoke-", "views.json")
         argv = [sys.executable, SCRIPT, "--views", "--workdir", cls.workdir, "--shardfs",
                 tl.SHARDFS, "--bench-reader", READER, "--files", "2000", "--classes", "20",
                 "--reps", "1", "--versions", "5", "--mount-reps", "2", "--shard-size", "1MiB",

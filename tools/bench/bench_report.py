@@ -26,17 +26,22 @@ def ratio(s, loose, key):
     return a / b
 
 
+def target_row(name, value, op, goal, unit, note=""):
+    """One row of a target table: met, not met, or n/a without a value."""
+    if value is None:
+        status = "n/a"
+    else:
+        status = "met" if (value >= goal if op == ">=" else value <= goal) else "not met"
+    return {"target": name, "value": value, "op": op, "goal": goal, "unit": unit,
+            "status": status, "note": note}
+
+
 def compute_targets(systems):
     sh, lo, raw = systems.get("shardfs"), systems.get("loose"), systems.get("raw")
     targets = []
 
     def add(name, value, op, goal, unit, note=""):
-        if value is None:
-            status = "n/a"
-        else:
-            status = "met" if (value >= goal if op == ">=" else value <= goal) else "not met"
-        targets.append({"target": name, "value": value, "op": op, "goal": goal, "unit": unit,
-                        "status": status, "note": note})
+        targets.append(target_row(name, value, op, goal, unit, note))
 
     def r(key):
         return ratio(sh, lo, key) if sh and sh.status == "ok" else None

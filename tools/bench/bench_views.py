@@ -34,7 +34,7 @@ import time
 from bench_common import MB, BenchError, fmt_bytes, log, parse_size, tree_bytes
 from bench_dataset import class_names
 from bench_mounts import Mount, run_tool
-from bench_report import fmt_num
+from bench_report import fmt_num, target_row
 from bench_systems import Bench
 from bench_workloads import can_drop_caches
 
@@ -601,12 +601,7 @@ def views_targets(steps, systems, walk_entries, a):
     targets = []
 
     def add(name, value, op, goal, unit, note=""):
-        if value is None:
-            status = "n/a"
-        else:
-            status = "met" if (value >= goal if op == ">=" else value <= goal) else "not met"
-        targets.append({"target": name, "value": value, "op": op, "goal": goal, "unit": unit,
-                        "status": status, "note": note})
+        targets.append(target_row(name, value, op, goal, unit, note))
 
     def med(name, scale=1.0):
         m = steps[name].median() if name in steps else None
