@@ -35,9 +35,9 @@ void EraseSorted(std::vector<std::string>* v, const std::vector<std::string>& dr
 
 std::string ViewNameOf(const IndexReader& reader) { return reader.version().label(); }
 
-Result<ViewEntries> WalkView(const IndexReader& reader) {
-  ViewEntries out;
-  out.Reserve(reader.MetaNumber(index::kMetaMaxInode));
+Status WalkTree(const IndexReader& reader,
+                const std::function<Status(std::string_view, std::string_view,
+                                           const EntryRecord&)>& fn) {
   // Directories still to list: (inode, path with its trailing '/'). A stack,
   // not recursion: a deep tree must not exhaust ours.
   std::vector<std::pair<InodeId, std::string>> todo;
@@ -47,14 +47,26 @@ Result<ViewEntries> WalkView(const IndexReader& reader) {
     const InodeId dir = todo.back().first;
     const std::string prefix = std::move(todo.back().second);
     todo.pop_back();
+    Status bad;
     Status s = reader.ForEachChild(dir, "", [&](std::string_view name, const EntryRecord& e) {
-      bool is_dir = e.type == EntryType::kDir;
-      out.Add(e.inode.value, prefix, name, is_dir);
-      if (is_dir) todo.emplace_back(e.inode, std::string(out.path(out.size() - 1)));
-      return true;
+      if (e.type == EntryType::kDir) todo.emplace_back(e.inode, fmt::format("{}{}/", prefix, name));
+      bad = fn(prefix, name, e);
+      return bad.ok();
     });
+    if (s.ok()) s = bad;
     if (!s.ok()) return s.WithContext(fmt::format("listing /{}", prefix));
   }
+  return Status::Ok();
+}
+
+Result<ViewEntries> WalkView(const IndexReader& reader) {
+  ViewEntries out;
+  out.Reserve(reader.MetaNumber(index::kMetaMaxInode));
+  SHARDFS_RETURN_IF_ERROR(WalkTree(
+      reader, [&](std::string_view prefix, std::string_view name, const EntryRecord& e) {
+        out.Add(e.inode.value, prefix, name, e.type == EntryType::kDir);
+        return Status::Ok();
+      }));
   return out;
 }
 

@@ -20,6 +20,7 @@
 #define SHARDFS_TOOLS_VIEW_DIFF_H_
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -102,6 +103,13 @@ struct ViewDiff {
 // directory entry (a hard link's inode appears once per path), in no
 // particular order. Errors carry the index path as context.
 Result<ViewEntries> WalkView(const index::IndexReader& reader);
+
+// Calls fn(dir_prefix, name, record) for every entry below the root of the
+// reader's view, where dir_prefix is the parent's path with a trailing '/'
+// ("" at the root); an error from fn stops the walk.
+Status WalkTree(const index::IndexReader& reader,
+                const std::function<Status(std::string_view, std::string_view,
+                                           const index::EntryRecord&)>& fn);
 
 // The diff of two entry lists as above, in any order. Leaves ViewDiff::a and
 // ::b empty.

@@ -25,30 +25,6 @@ using index::EntryType;
 using index::IndexReader;
 using index::InodeId;
 
-// Calls fn(dir_prefix, name, record) for every entry below the root, where
-// dir_prefix is the parent's path with a trailing '/' ("" at the root).
-Status WalkTree(const IndexReader& reader,
-                const std::function<Status(std::string_view, std::string_view,
-                                           const EntryRecord&)>& fn) {
-  std::vector<std::pair<InodeId, std::string>> todo;
-  todo.emplace_back(index::kRootInode, "");
-  while (!todo.empty()) {
-    // Not a structured binding: clang 14 cannot capture one in the lambda.
-    const InodeId dir = todo.back().first;
-    const std::string prefix = std::move(todo.back().second);
-    todo.pop_back();
-    Status bad;
-    Status s = reader.ForEachChild(dir, "", [&](std::string_view name, const EntryRecord& e) {
-      if (e.type == EntryType::kDir) todo.emplace_back(e.inode, fmt::format("{}{}/", prefix, name));
-      bad = fn(prefix, name, e);
-      return bad.ok();
-    });
-    if (s.ok()) s = bad;
-    if (!s.ok()) return s.WithContext(fmt::format("listing /{}", prefix));
-  }
-  return Status::Ok();
-}
-
 // A file of the view still looking for its tar path.
 struct WantedFile {
   uint64_t inode = 0;
