@@ -16,7 +16,13 @@ packages=(
   clang libclang-rt-14-dev llvm
   # benchmark peers
   squashfs-tools squashfuse archivemount
+  # remote-shard tests: HTTP(S) server, its certificate, signed S3 uploads
+  nginx-light openssl curl
 )
+# node and npm run the S3 test server (scripts/install-test-servers.sh), which
+# needs Node.js >= 20: an installed one is kept, Debian's only fills a gap.
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
