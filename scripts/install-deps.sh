@@ -8,6 +8,7 @@ packages=(
   g++ meson ninja-build pkg-config
   libfuse3-dev librocksdb-dev libarchive-dev libxxhash-dev libfmt-dev
   libgtest-dev libgmock-dev
+  libcurl4-openssl-dev
   # run
   fuse3
   # tests: other tar writers and reference readers

@@ -1,0 +1,118 @@
+// HttpClient: byte ranges, HEAD and whole-object streams over HTTP(S) and S3,
+// with retries inside a time budget and checks that a replaced object never
+// yields wrong bytes.
+//
+// Fault model. Transient faults (5xx, 429, connection refused or reset,
+// timeouts, stalls, short bodies, TLS handshakes cut off) are retried with
+// full-jitter exponential backoff, honouring Retry-After, until
+// FetchOptions::retry_budget is spent; then the call fails with one IoError
+// naming the URL, the attempts, the time spent and the last error. Answers
+// that cannot change by asking again are not retried: 404 (NotFound),
+// 401/403 (IoError "access denied"), certificate failures, and anything that
+// shows the object is not the one indexed (Corruption "... the object changed
+// on the server since it was indexed"). Bytes are copied to the caller only
+// from a response proven to be the requested range of the expected object.
+#ifndef SHARDFS_REMOTE_HTTP_CLIENT_H_
+#define SHARDFS_REMOTE_HTTP_CLIENT_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "remote/aws_config.h"
+#include "remote/request_stats.h"
+#include "remote/url.h"
+
+namespace shardfs::remote {
+
+struct FetchOptions {
+  // Total time one call may spend, retries and waits included. The last
+  // attempt is cut off at the budget's end.
+  std::chrono::milliseconds retry_budget{30'000};
+  std::chrono::milliseconds connect_timeout{5'000};
+  // An attempt that receives no byte for this long fails as a stall and is
+  // retried. Counted from the end of connect_timeout for the first byte.
+  std::chrono::milliseconds stall_timeout{10'000};
+  std::chrono::milliseconds initial_backoff{50};
+  std::chrono::milliseconds max_backoff{2'000};
+  // CA bundle for https. Empty: env CURL_CA_BUNDLE, else env SSL_CERT_FILE,
+  // else the system bundle.
+  std::string ca_file;
+  // When set and true, a call stops within about 20 ms (between attempts, in
+  // a backoff wait, or mid-transfer) and returns IoError "... cancelled".
+  // Must outlive the client.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+struct ObjectInfo {
+  uint64_t size = 0;
+  std::string etag;      // As the server sent it, quotes included; may be empty.
+  int64_t mtime_ns = 0;  // From Last-Modified; 0 when absent.
+};
+
+// Receives a body in order; a non-ok Status stops the transfer and is
+// returned by the call.
+using Sink = std::function<Status(const char* data, size_t len)>;
+
+// One per thread: NOT thread-safe. It owns one libcurl handle, so
+// connections to a server are kept alive and reused between calls. Several
+// clients may share one RequestStats (which is thread-safe). S3 requests are
+// signed with SigV4 when config.sign; http(s) URLs never are.
+class HttpClient {
+ public:
+  // `stats` may be null; else it must outlive the client.
+  HttpClient(FetchOptions options, AwsConfig config, RequestStats* stats);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // Reads bytes [pos, pos+len) of the object into buf (REQUIRES: len > 0,
+  // pos + len <= object_size), with "Range: bytes=pos-(pos+len-1)" and
+  // "If-Match: etag" when etag is not empty. Accepts a 206 whose
+  // Content-Range is exactly that range with total object_size, or a 200
+  // when the range is the whole object and the body is exactly object_size
+  // long. Returns Corruption, not retried, on 412, 416, a total other than
+  // object_size or a 200 of another length; NotFound on 404; IoError on a
+  // 200 for a part (a server without ranges), on 401/403 ("access denied")
+  // and when the budget is spent. A fault mid-body resumes from the first
+  // byte not yet received. On error, buf holds unspecified bytes.
+  Status GetRange(const RemoteUrl& url, uint64_t pos, uint64_t len, std::string_view etag,
+                  uint64_t object_size, char* buf);
+
+  // Size (Content-Length), ETag and Last-Modified of the object, with the
+  // same retry rules. IoError when a 200 has no Content-Length.
+  Result<ObjectInfo> Head(const RemoteUrl& url);
+
+  // The whole object, passed to `sink` in order and each byte once. A fault
+  // mid-body resumes with "Range: bytes=N-" from the first byte not yet
+  // delivered and "If-Match" on the ETag of the first response (without an
+  // ETag, the size must match): a change mid-stream is Corruption.
+  Result<ObjectInfo> GetStream(const RemoteUrl& url, const Sink& sink);
+
+  // GET of a small body (at most max_bytes, else IoError): for S3 listings.
+  // `query` is appended to the request URL as given (see S3Query). 2xx only.
+  Status GetText(const RemoteUrl& url, std::string_view query, std::string* body,
+                 size_t max_bytes = 64 << 20);
+
+  // The URL a request for `url` goes to (+ "?" + query when not empty).
+  std::string RequestUrl(const RemoteUrl& url, std::string_view query = {}) const;
+
+  const FetchOptions& options() const { return options_; }
+  const AwsConfig& aws_config() const { return config_; }
+
+ private:
+  struct Impl;
+  FetchOptions options_;
+  AwsConfig config_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shardfs::remote
+
+#endif  // SHARDFS_REMOTE_HTTP_CLIENT_H_
