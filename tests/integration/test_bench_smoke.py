@@ -9,7 +9,8 @@ with libxxhash through ctypes, not by bench_reader), that the JSON has the
 expected keys, and that no mount or daemon is left behind. Then, on the same
 cached dataset: a shard corrupted behind the index's back must make shardfs
 FAILED and untimed, and Ctrl-C in the middle of a run must leave nothing
-mounted. BenchViewsSmokeTest runs the --views mode (issue #13) at 2,000 files."""
+mounted. BenchViewsSmokeTest runs the --views mode (issue #13) at 2,000 files,
+BenchRemoteSmokeTest the --remote mode (issue #14) at 300 samples."""
 
 import ctypes
 import ctypes.util
@@ -346,6 +347,97 @@ class BenchViewsSmokeTest(unittest.TestCase):
                     self.assertEqual(base["figures"][key]["files"], 1800, key)
         self.assertEqual(view["figures"]["walk_warm"]["files"], 1800)
         self.assertEqual(base["figures"]["walk_warm"]["files"], 2000)
+
+    def test_no_mount_or_daemon_left(self):
+        self.assertEqual(mounts_under(self.tmp), [])
+        self.assertEqual(processes_mentioning(self.tmp), [])
+        self.assertEqual(glob.glob(os.path.join(self.workdir, "run-*")), [])
+
+
+REMOTE_WALKS = ["find", "ls", "lstat"]
+REMOTE_TARGETS = 8  # 3 metadata walks, cold ratio, shuffled ratio, bytes fetched, 2 warm rows.
+
+
+class BenchRemoteSmokeTest(unittest.TestCase):
+    """`--remote` (issue #14's targets) at a tiny size against nginx and the proxy it starts:
+    every row is in the report and the JSON, metadata walks sent 0 requests, every read gave the
+    loose tree's files, nothing is left mounted or running, within a minute."""
+
+    FILES = 300
+
+    @classmethod
+    def setUpClass(cls):
+        prepare(cls, "shardfs-bench-remote-smoke-", "remote.json")
+        argv = [sys.executable, SCRIPT, "--remote", "--workdir", cls.workdir, "--shardfs",
+                tl.SHARDFS, "--bench-reader", READER, "--files", str(cls.FILES), "--classes",
+                "10", "--reps", "1", "--shard-size", "1MiB", "--chunk-size", "64K",
+                "--json", cls.json_path]
+        start = time.monotonic()
+        cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  timeout=180, text=True)
+        cls.seconds = time.monotonic() - start
+        sys.stderr.write("bench --remote smoke run: %.1f s\n%s\n" % (cls.seconds,
+                                                                     cls.proc.stdout))
+        cls.report = None
+        if os.path.exists(cls.json_path):
+            with open(cls.json_path) as f:
+                cls.report = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        for mp in mounts_under(cls.tmp):  # Only if a test already failed on this.
+            subprocess.run(["umount", "-l", mp])
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_completes_with_every_row(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
+        self.assertLess(self.seconds, 60, "the remote smoke run must stay under a minute")
+        self.assertIn("targets (remote shards, issue #14)", self.proc.stdout)
+        r = self.report
+        self.assertIsNotNone(r, "no JSON written")
+        self.assertEqual(r["schema"], "shardfs-bench-remote/1")
+        self.assertEqual(r["dataset"]["samples"], self.FILES)
+        self.assertGreater(r["dataset"]["shards"], 1)
+        self.assertEqual(sorted(r["rows"]["walks"]), sorted(REMOTE_WALKS))
+        self.assertEqual(len(r["targets"]), REMOTE_TARGETS)
+        for t in r["targets"]:
+            self.assertIn(t["status"], ("met", "not met"), t)
+        for k in ("cold_epochs", "warm_epochs", "disk_fill"):
+            self.assertEqual(len(r["rows"][k]), 1, k)
+        for phase in ("read_tree1", "read_rand4"):
+            q = r["quarter_cache"][phase]
+            self.assertIsNotNone(q["hit_rate"], phase)
+            self.assertGreater(q["requests"], 0, phase)
+        for k in ("cold", "warm"):
+            self.assertIn("amplification", r["stats_text"][k], k)
+        self.assertIn("shardfs stats` after the cold", self.proc.stdout)
+
+    def test_metadata_walks_send_no_request(self):
+        files = self.report["dataset"]["files"]
+        for name in REMOTE_WALKS:
+            w = self.report["rows"]["walks"][name]
+            self.assertEqual(w["proxy_requests"], 0, name)
+            self.assertEqual(w["stats_requests"], 0, name)
+            if name != "ls":
+                self.assertEqual(w["files"], files, name)
+        for t in self.report["targets"][:3]:
+            self.assertEqual((t["value"], t["status"]), (0, "met"), t)
+
+    def test_every_read_gave_the_tree(self):
+        r = self.report
+        files, nbytes = r["dataset"]["files"], r["dataset"]["bytes"]
+        want = {"local": ["read_tree1_warm", "read_tree1_cold"],
+                "http": ["read_tree1_cold", "read_rand4_cold", "read_tree1_warm"],
+                "loose_http": ["read_rand4_cold"]}
+        for name, keys in want.items():
+            figs = r["systems"][name]["figures"]
+            for k in keys:
+                self.assertEqual(figs[k]["status"], "ok", (name, k, figs[k]["note"]))
+                self.assertEqual((figs[k]["files"], figs[k]["bytes"]), (files, nbytes), (name, k))
+                self.assertEqual(len(figs[k]["samples_seconds"]), 1, (name, k))
+        # The loose-over-HTTP reader sent one GET per file through the proxy.
+        self.assertEqual(r["systems"]["loose_http"]["info"]["proxy_requests"], [files])
+        self.assertGreater(r["rows"]["cold_epochs"][0]["proxy_requests"], 0)
 
     def test_no_mount_or_daemon_left(self):
         self.assertEqual(mounts_under(self.tmp), [])

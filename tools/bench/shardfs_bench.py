@@ -30,7 +30,8 @@ size (100,000 files ~ 1.3 GB each; 1,000,000 files ~ 13 GB each).
 Python 3 standard library only. The parts, beside this file: bench_dataset (the generated tree),
 bench_images (shards and index, squashfs image, single tar), bench_mounts (processes and mounts,
 cleanup), bench_workloads (reader runs, their checks, figures), bench_systems (each system checked
-then measured), bench_report (table and targets), bench_common (constants, log, errors).
+then measured), bench_report (table and targets), bench_common (constants, log, errors);
+--views is bench_views, --remote (shards over HTTP, issue #14) is bench_remote.
 """
 
 import argparse
@@ -47,6 +48,7 @@ from bench_common import ALL_SYSTEMS, BenchError, fmt_bytes, log, parse_size, tr
 from bench_dataset import dataset_key, generate_dataset, tree_file_list
 from bench_images import build_single_tar, build_squashfs, pack_dataset
 from bench_mounts import REG, Mount, mounts_under
+from bench_remote import run_remote
 from bench_report import compute_targets, print_report
 from bench_systems import Bench
 from bench_views import run_views
@@ -106,8 +108,18 @@ def parse_args(argv):
                     help="--views: versions added before mounting again (1000)")
     ap.add_argument("--mount-reps", type=int, default=9,
                     help="--views: warm mounts per mount-time figure (9)")
+    ap.add_argument("--remote", action="store_true",
+                    help="measure shards read over HTTP through a bounded cache instead (issue "
+                    "#14; bench_remote.py): nginx on loopback behind a proxy adding --latency")
+    ap.add_argument("--latency", type=float, default=0.005,
+                    help="--remote: seconds the proxy adds per request (0.005)")
+    ap.add_argument("--chunk-size", default="4M", help="--remote: -o chunk_size of the mounts (4M)")
+    ap.add_argument("--fetch-threads", type=int, default=0,
+                    help="--remote: -o fetch_threads of the mounts (0: the mount's default)")
     ap.add_argument("--hold", type=float, default=0.0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.views and a.remote:
+        ap.error("--views and --remote are separate runs")
     if a.files is None:
         a.files = 1_000_000 if a.views else 100_000
     if a.median_kib is None:
@@ -148,6 +160,8 @@ def main(argv):
         if a.views:
             a.loadavg_start = os.getloadavg()
             return run_views(a, scratch)
+        if a.remote:
+            return run_remote(a, scratch)
         return run(a, scratch)
     except BenchError as e:
         log(f"error: {e}")
