@@ -3,7 +3,9 @@
 #ifndef SHARDFS_INDEX_FINGERPRINT_H_
 #define SHARDFS_INDEX_FINGERPRINT_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "base/status.h"
 
@@ -17,6 +19,11 @@ inline constexpr uint64_t kFingerprintSpan = 64 * 1024;
 // Reads with pread on `fd`; `size` is the size the caller expects.
 // Returns IoError if the reads fail or come up short.
 Result<uint64_t> ShardFingerprint(int fd, uint64_t size);
+
+// The same over any reader of the shard's bytes (a remote shard's ranges):
+// read_at(buf, len, pos) fills buf with bytes [pos, pos + len).
+using ReadAtFn = std::function<Status(char* buf, size_t len, uint64_t pos)>;
+Result<uint64_t> ShardFingerprint(uint64_t size, const ReadAtFn& read_at);
 
 }  // namespace shardfs::index
 

@@ -329,8 +329,9 @@ Status IndexReader::LoadShards() {
           fmt::format("index {}: shard {}: empty path, expected a shard file's path", path_,
                       id.value));
     }
-    shard_paths_.push_back((meta.flags & kShardPathRelative) ? (base / meta.path).string()
-                                                             : meta.path);
+    shard_paths_.push_back((meta.flags & kShardPathRelative) && !meta.remote()
+                               ? (base / meta.path).string()
+                               : meta.path);
     shards_.push_back(std::move(meta));
   }
   if (!it->status().ok()) return FromRocks(it->status(), fmt::format("index {}", path_));

@@ -113,7 +113,7 @@ class IndexReader {
 
   const std::vector<ShardMeta>& shards() const { return shards_; }
   // The path to open shard `id` at: relative paths are taken from the
-  // index's parent directory.
+  // index's parent directory. A remote shard's URL.
   // "" for an id outside the shard table.
   const std::string& ShardPath(ShardId id) const;
   // Meta values by name ("" when absent).

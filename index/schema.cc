@@ -217,13 +217,18 @@ Status DecodeEntry(std::string_view value, EntryRecord* rec) {
 }
 
 void EncodeShardMeta(const ShardMeta& meta, std::string* out) {
-  out->resize(25 + meta.path.size());
+  const size_t head = meta.remote() ? 27 + meta.etag.size() : 25;
+  out->resize(head + meta.path.size());
   char* p = out->data();
   PutLittle<uint64_t>(p, meta.size);
   PutLittle<int64_t>(p + 8, meta.mtime_ns);
   PutLittle<uint64_t>(p + 16, meta.fingerprint);
   p[24] = static_cast<char>(meta.flags);
-  std::memcpy(p + 25, meta.path.data(), meta.path.size());
+  if (meta.remote()) {
+    PutLittle<uint16_t>(p + 25, static_cast<uint16_t>(meta.etag.size()));
+    std::memcpy(p + 27, meta.etag.data(), meta.etag.size());
+  }
+  std::memcpy(p + head, meta.path.data(), meta.path.size());
 }
 
 Status DecodeShardMeta(std::string_view value, ShardMeta* meta) {
@@ -236,7 +241,21 @@ Status DecodeShardMeta(std::string_view value, ShardMeta* meta) {
   meta->mtime_ns = GetLittle<int64_t>(p + 8);
   meta->fingerprint = GetLittle<uint64_t>(p + 16);
   meta->flags = static_cast<uint8_t>(p[24]);
-  meta->path.assign(value.substr(25));
+  meta->etag.clear();
+  size_t head = 25;
+  if (meta->remote()) {
+    if (value.size() < 27) {
+      return Status::Corruption("remote shard record: no ETag length");
+    }
+    const size_t e = GetLittle<uint16_t>(p + 25);
+    if (value.size() < 27 + e) {
+      return Status::Corruption(fmt::format("remote shard record: ETag of {} bytes runs past "
+                                            "the record's {}", e, value.size()));
+    }
+    meta->etag.assign(value.substr(27, e));
+    head = 27 + e;
+  }
+  meta->path.assign(value.substr(head));
   return Status::Ok();
 }
 

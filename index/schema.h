@@ -127,7 +127,11 @@
 //     8     8  mtime_ns
 //    16     8  fingerprint    see ShardFingerprint() in index/fingerprint.h
 //    24     1  flags          bit 0: path is relative to the index's parent dir
-//    25     n  path           raw bytes
+//                             bit 1: remote: path is a URL (http, https, s3)
+//    25     n  path           raw bytes                 (bit 1 clear)
+//    25     2  etag length e  little-endian             (bit 1 set)
+//    27     e  etag           as the server sent it, quotes included; may be empty
+//  27+e     n  url            raw bytes
 #ifndef SHARDFS_INDEX_SCHEMA_H_
 #define SHARDFS_INDEX_SCHEMA_H_
 
@@ -204,6 +208,7 @@ enum class EntryType : uint8_t { kFile = 1, kDir = 2, kSymlink = 3 };
 inline constexpr uint8_t kEntryHasChecksum = 1;
 inline constexpr uint8_t kEntrySparse = 2;
 inline constexpr uint8_t kShardPathRelative = 1;
+inline constexpr uint8_t kShardRemote = 2;
 
 // One tree entry. `target` points into the buffer it was decoded from.
 struct EntryRecord {
@@ -245,7 +250,9 @@ struct ShardMeta {
   int64_t mtime_ns = 0;
   uint64_t fingerprint = 0;
   uint8_t flags = 0;
-  std::string path;  // As stored; see ResolveShardPath in index_reader.h.
+  std::string path;  // As stored; see ResolveShardPath in index_reader.h. A URL if remote.
+  std::string etag;  // Remote shards: the object's ETag when indexed ("" if none).
+  bool remote() const { return flags & kShardRemote; }
 };
 
 // Keys. Each encoder writes into a caller's buffer and returns the used

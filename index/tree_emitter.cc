@@ -142,6 +142,7 @@ KeyValues TreeEmitter::MetaKeys(const MetaText& text) const {
 }
 
 Result<ShardMeta> StoredShardMeta(ShardMeta meta, const std::string& base) {
+  if (meta.remote()) return meta;  // A URL is stored as given.
   std::error_code ec;
   fs::path abs = fs::absolute(meta.path, ec).lexically_normal();
   if (ec) return Status::IoError(fmt::format("shard {}: {}", meta.path, ec.message()));

@@ -70,8 +70,8 @@ class TreeEmitter {
 
 // How a shard's path is stored: relative to `base` (the index's parent
 // directory, absolute and normal) when the shard lies under it, with
-// kShardPathRelative set; absolute otherwise. IoError naming the shard if its
-// path cannot be made absolute.
+// kShardPathRelative set; absolute otherwise. A remote shard's URL is stored
+// as given. IoError naming the shard if its path cannot be made absolute.
 Result<ShardMeta> StoredShardMeta(ShardMeta meta, const std::string& base);
 
 // The 'S' keys of `shards` (ids in order from 0), paths as StoredShardMeta

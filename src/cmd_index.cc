@@ -20,6 +20,7 @@ int RunIndexBuild(int argc, char** argv) {
       {"out", required_argument, nullptr, 'o'},   {"no-checksum", no_argument, nullptr, 'n'},
       {"jobs", required_argument, nullptr, 'j'},  {"force", no_argument, nullptr, 'F'},
       {"quiet", no_argument, nullptr, 'q'},       {"from-list", required_argument, nullptr, 'L'},
+      {"url-prefix", required_argument, nullptr, 'U'},
       {nullptr, 0, nullptr, 0}};
   tools::IndexBuildOptions o;
   optind = 0;
@@ -33,6 +34,7 @@ int RunIndexBuild(int argc, char** argv) {
       case 'F': o.force = true; break;
       case 'q': o.quiet = true; break;
       case 'L': o.from_list = optarg; break;
+      case 'U': o.url_prefix = optarg; break;
       default: return UsageError("index build", "unknown option");
     }
   }
@@ -126,7 +128,9 @@ int RunIndexInfo(int argc, char** argv) {
           .Str("stored_path", s.path)
           .UNum("size", s.size)
           .Num("mtime_ns", s.mtime_ns)
-          .Str("fingerprint", fmt::format("{:016x}", s.fingerprint));
+          .Str("fingerprint", fmt::format("{:016x}", s.fingerprint))
+          .Bool("remote", s.remote());
+      if (s.remote()) so.Str("etag", s.etag);
       fmt::print("{}\n", so.Finish());
     }
     return kExitOk;

@@ -165,16 +165,26 @@ Status Apply(const index::Tree& built, const index::TreeEmitter& emitter, size_t
 Status CheckNotIndexed(const index::IndexReader& reader,
                        const std::vector<index::ShardMeta>& shards) {
   std::unordered_map<std::string, size_t> known;
-  for (size_t i = 0; i < reader.shards().size(); ++i) {
+  // A path by its canonical form, a URL as it is.
+  auto canonical = [](const std::string& path, bool remote, std::string* out) {
+    if (remote) {
+      *out = path;
+      return true;
+    }
     std::error_code ec;
-    fs::path p = fs::weakly_canonical(reader.ShardPath(index::ShardId{static_cast<uint32_t>(i)}), ec);
-    if (!ec) known.emplace(p.string(), i);
+    *out = fs::weakly_canonical(path, ec).string();
+    return !ec;
+  };
+  std::string p;
+  for (size_t i = 0; i < reader.shards().size(); ++i) {
+    if (canonical(reader.ShardPath(index::ShardId{static_cast<uint32_t>(i)}),
+                  reader.shards()[i].remote(), &p)) {
+      known.emplace(p, i);
+    }
   }
   for (const index::ShardMeta& s : shards) {
-    std::error_code ec;
-    fs::path p = fs::weakly_canonical(s.path, ec);
-    if (ec) continue;
-    if (auto it = known.find(p.string()); it != known.end()) {
+    if (!canonical(s.path, s.remote(), &p)) continue;
+    if (auto it = known.find(p); it != known.end()) {
       return Status::InvalidArgument(fmt::format(
           "shard {}: already in index {} (shard {}); a changed shard needs a new name",
           s.path, reader.path(), it->second));

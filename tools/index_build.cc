@@ -17,6 +17,7 @@
 #include "index/file_kind.h"
 #include "index/member_path.h"
 #include "tools/progress.h"
+#include "tools/remote_shards.h"
 #include "tools/tar_scanner.h"
 
 namespace shardfs::tools {
@@ -29,6 +30,8 @@ constexpr uint64_t kProgressBatch = 256;
 struct ShardScan {
   Status status;
   ShardInfo info;
+  bool remote = false;
+  std::string etag;  // A remote shard's, when scanned.
   std::vector<index::MemberEntry> members;
   // Extents of the sparse members, by index in `members`, in order.
   std::vector<std::pair<size_t, std::vector<index::Extent>>> sparse;
@@ -39,6 +42,7 @@ struct ShardScan {
 bool HasGlobChars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
 Status ExpandOne(const std::string& input, std::vector<std::string>* out) {
+  if (IsRemoteInput(input)) return ExpandRemoteInput(input, out);
   struct stat st;
   if (::stat(input.c_str(), &st) == 0) {
     if (!S_ISDIR(st.st_mode)) {
@@ -91,7 +95,29 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
   // Progress counters are shared by the scanning threads: add in batches, so
   // that they do not bounce a cache line between cores on every member.
   uint64_t pending_entries = 0, pending_bytes = 0;
-  out->status = ScanTar(
+  // A remote shard is read once, as a stream, into a temporary file that
+  // the same scanner then maps: the offsets are exact by the same argument.
+  UniqueFd downloaded;
+  remote::ObjectInfo object;
+  if (IsRemoteInput(path)) {
+    out->remote = true;
+    Result<UniqueFd> fd = DownloadShard(path, &object);
+    if (!fd.ok()) {
+      out->status = fd.status();
+      progress->UnitDone();
+      return;
+    }
+    downloaded = std::move(fd).value();
+    out->etag = object.etag;
+  }
+  auto scan = [&](const std::string& p, const ScanOptions& o,
+                  const std::function<Status(ScannedMember&&)>& fn, ShardInfo* info) {
+    if (!downloaded.valid()) return ScanTar(p, o, fn, info);
+    Status s = ScanTarFd(p, downloaded.get(), o, fn, info);
+    if (object.mtime_ns != 0) info->mtime_ns = object.mtime_ns;
+    return s;
+  };
+  out->status = scan(
       path, so,
       [&](ScannedMember&& m) -> Status {
         uint64_t end = m.sparse ? (m.extents.empty() ? 0
@@ -148,14 +174,29 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
 }  // namespace
 
 Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string>& inputs,
-                                                   const std::string& from_list) {
+                                                   const std::string& from_list,
+                                                   const std::string& url_prefix) {
   std::vector<std::string> all = inputs;
+  if (!url_prefix.empty() && from_list.empty()) {
+    return Status::InvalidArgument("--url-prefix names the shards of a --from-list file");
+  }
+  if (!url_prefix.empty() && !IsRemoteInput(url_prefix)) {
+    return Status::InvalidArgument(
+        fmt::format("--url-prefix {}: expected an http://, https:// or s3:// URL", url_prefix));
+  }
   if (!from_list.empty()) {
     std::ifstream in(from_list);
     if (!in) return Status::FromErrno(errno, fmt::format("--from-list {}", from_list));
     std::string line;
     while (std::getline(in, line)) {
-      if (!line.empty()) all.push_back(line);
+      if (line.empty()) continue;
+      if (!url_prefix.empty() && !IsRemoteInput(line)) {
+        // Names relative to the prefix, "/" between them once.
+        std::string_view name = line;
+        while (name.starts_with("/")) name.remove_prefix(1);
+        line = url_prefix + (url_prefix.ends_with("/") ? "" : "/") + std::string(name);
+      }
+      all.push_back(line);
     }
   }
   std::vector<std::string> out;
@@ -171,6 +212,7 @@ namespace {
 // again on the descriptor it reads). Adds up the shards' bytes.
 Status CheckShardFiles(const std::vector<std::string>& shards, uint64_t* bytes) {
   for (const std::string& s : shards) {
+    if (IsRemoteInput(s)) continue;  // Its size is known once it is read.
     struct stat st;
     if (::stat(s.c_str(), &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", s));
     if (!S_ISREG(st.st_mode)) {
@@ -238,6 +280,10 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* sc
     meta.size = scan.info.size;
     meta.mtime_ns = scan.info.mtime_ns;
     meta.fingerprint = scan.info.fingerprint;
+    if (scan.remote) {
+      meta.flags |= index::kShardRemote;
+      meta.etag = scan.etag;
+    }
     writer->AddShard(std::move(meta));
     report->members += scan.info.members;
     report->rejected += scan.rejected;
@@ -282,7 +328,7 @@ int Jobs(const IndexBuildOptions& options, size_t shards) {
 Result<ScannedShards> ScanNewShards(const IndexBuildOptions& options, uint32_t first_id) {
   ScannedShards out;
   SHARDFS_ASSIGN_OR_RETURN(std::vector<std::string> shards,
-                           ExpandShardInputs(options.inputs, options.from_list));
+                           ExpandShardInputs(options.inputs, options.from_list, options.url_prefix));
   SHARDFS_RETURN_IF_ERROR(CheckShardFiles(shards, &out.report.shard_bytes));
   std::vector<ShardScan> scans;
   SHARDFS_RETURN_IF_ERROR(ScanShards(shards, first_id, Jobs(options, shards.size()), options,
@@ -300,7 +346,7 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
   };
   SHARDFS_RETURN_IF_ERROR(index::CheckOutputPath(options.out, options.force));
   SHARDFS_ASSIGN_OR_RETURN(std::vector<std::string> shards,
-                           ExpandShardInputs(options.inputs, options.from_list));
+                           ExpandShardInputs(options.inputs, options.from_list, options.url_prefix));
   IndexBuildReport report;
   report.shards = shards.size();
   SHARDFS_RETURN_IF_ERROR(CheckShardFiles(shards, &report.shard_bytes));

@@ -13,7 +13,8 @@ namespace shardfs::tools {
 
 struct IndexBuildOptions {
   std::vector<std::string> inputs;  // Shard files, directories of *.tar, globs.
-  std::string from_list;            // A file with one shard path per line.
+  std::string from_list;            // A file with one shard path or URL per line.
+  std::string url_prefix;           // Prefixed to the list's lines that are not URLs.
   std::string out;
   bool checksum = true;
   int jobs = 0;  // 0: one per core.
@@ -33,9 +34,13 @@ struct IndexBuildReport {
 
 // Expands inputs to shard paths, in the order given: a directory contributes
 // its *.tar files in name order, a pattern with * ? or [ its glob(3) matches
-// in name order. Returns InvalidArgument naming an input that matches nothing.
+// in name order, a URL itself, an "s3://BUCKET/PREFIX/" its *.tar objects in
+// key order (tools/remote_shards.h). With `url_prefix`, the lines of
+// `from_list` that are not URLs are names under it. Returns InvalidArgument
+// naming an input that matches nothing.
 Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string>& inputs,
-                                                   const std::string& from_list);
+                                                   const std::string& from_list,
+                                                   const std::string& url_prefix = "");
 
 // Scans every shard (options.jobs at a time) and publishes the index at
 // options.out. The index is the same, byte for byte in every key and value,

@@ -428,20 +428,27 @@ Status ScanTar(const std::string& path, const ScanOptions& options,
   }
   int flags = ::fcntl(fd.get(), F_GETFL);
   if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    return Status::FromErrno(errno, fmt::format("shard {}: fcntl", path));
+    return Status::FromErrno(errno, fmt::format("shard {}", path));
   }
+  return ScanTarFd(path, fd.get(), options, on_member, info);
+}
+
+Status ScanTarFd(const std::string& path, int fd, const ScanOptions& options,
+                 const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", path));
   if (st.st_size == 0) {
     return Status::InvalidArgument(fmt::format("shard {}: empty file, not a tar archive", path));
   }
   *info = ShardInfo{};
   info->size = static_cast<uint64_t>(st.st_size);
   info->mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  Result<uint64_t> fp = index::ShardFingerprint(fd.get(), info->size);
+  Result<uint64_t> fp = index::ShardFingerprint(fd, info->size);
   if (!fp.ok()) return fp.status().WithContext(fmt::format("shard {}", path));
   info->fingerprint = *fp;
 
   Mapping map;
-  void* m = ::mmap(nullptr, info->size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  void* m = ::mmap(nullptr, info->size, PROT_READ, MAP_PRIVATE, fd, 0);
   if (m == MAP_FAILED) return Status::FromErrno(errno, fmt::format("shard {}: mmap", path));
   map.base = static_cast<const char*>(m);
   map.size = info->size;

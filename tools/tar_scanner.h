@@ -70,6 +70,11 @@ struct ScanOptions {
 Status ScanTar(const std::string& path, const ScanOptions& options,
                const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info);
 
+// The same over `fd`, an open regular file (a downloaded copy of a remote
+// shard, say); `name` is used in messages, info->mtime_ns is the file's.
+Status ScanTarFd(const std::string& name, int fd, const ScanOptions& options,
+                 const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info);
+
 // The scan itself, over a shard already in memory (`data`, `size` bytes);
 // `name` is used in messages. Adds to info->members and info->data_bytes.
 // ScanTar maps the file and calls this; fuzzers call it directly.

@@ -194,9 +194,10 @@ TEST(ShardMetaTest, RoundTripsEveryField) {
     meta.fingerprint = 0xfedcba9876543210;
     meta.flags = flags;
     meta.path = path;
+    if (meta.remote()) meta.etag = "\"5f1e-abc\"";
     std::string buf;
     EncodeShardMeta(meta, &buf);
-    EXPECT_EQ(buf.size(), 25 + path.size());
+    EXPECT_EQ(buf.size(), (meta.remote() ? 27 + meta.etag.size() : 25) + path.size());
     ShardMeta got;
     Status s = DecodeShardMeta(buf, &got);
     ASSERT_TRUE(s.ok()) << s.message();
@@ -205,6 +206,29 @@ TEST(ShardMetaTest, RoundTripsEveryField) {
     EXPECT_EQ(got.fingerprint, meta.fingerprint);
     EXPECT_EQ(got.flags, meta.flags);
     EXPECT_EQ(got.path, meta.path);
+    EXPECT_EQ(got.etag, meta.etag);
+  }
+  {
+    // A remote shard: URL and ETag (possibly empty); a record cut inside its
+    // ETag is refused.
+    ShardMeta remote;
+    remote.flags = kShardRemote;
+    remote.path = "s3://bucket/train/shard-000001.tar";
+    remote.etag = "\"0123456789abcdef\"";
+    std::string buf;
+    EncodeShardMeta(remote, &buf);
+    ShardMeta got;
+    ASSERT_TRUE(DecodeShardMeta(buf, &got).ok());
+    EXPECT_TRUE(got.remote());
+    EXPECT_EQ(got.path, remote.path);
+    EXPECT_EQ(got.etag, remote.etag);
+    EXPECT_FALSE(DecodeShardMeta(std::string_view(buf).substr(0, 30), &got).ok());
+    EXPECT_FALSE(DecodeShardMeta(std::string_view(buf).substr(0, 26), &got).ok());
+    remote.etag.clear();
+    EncodeShardMeta(remote, &buf);
+    ASSERT_TRUE(DecodeShardMeta(buf, &got).ok());
+    EXPECT_EQ(got.etag, "");
+    EXPECT_EQ(got.path, remote.path);
   }
   ShardMeta max;
   max.size = kU64Max;
