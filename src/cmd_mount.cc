@@ -25,8 +25,12 @@
 
 #include "base/log.h"
 #include "index/index_reader.h"
+#include "remote/aws_config.h"
+#include "src/chunk_cache.h"
 #include "src/command.h"
+#include "src/control_server.h"
 #include "src/filesystem.h"
+#include "src/shard_fetcher.h"
 #include "src/fuse_adapter.h"
 #include "src/mount_options.h"
 
@@ -115,6 +119,7 @@ bool ShardsInPlace(const MountArgs& a, const index::IndexReader& r) {
   size_t missing = 0;
   std::string first_missing;
   for (uint32_t i = 0; i < r.shards().size(); ++i) {
+    if (r.shards()[i].remote()) continue;  // Checked by its requests.
     const std::string& path = r.ShardPath(index::ShardId{i});
     struct stat st;
     if (::stat(path.c_str(), &st) == 0) continue;
@@ -144,6 +149,45 @@ bool ShardsPassCheck(const MountArgs& a, mount::Filesystem& fs) {
   log::Warning("{} of {} shards failed the check; their files fail with EIO", problems.size(),
                fs.shard_cache().shard_count());
   return true;
+}
+
+// The chunk fetcher and its cache, for an index with remote shards or a mount
+// with -o cache_dir; null otherwise (local shards read directly).
+Result<std::unique_ptr<mount::ShardFetcher>> MakeFetcher(const MountOptions& o,
+                                                         const index::IndexReader& r) {
+  bool any_remote = false, any_s3 = false;
+  for (const index::ShardMeta& m : r.shards()) {
+    any_remote |= m.remote();
+    any_s3 |= m.remote() && m.path.starts_with("s3://");
+  }
+  if (!any_remote && o.cache_dir.empty()) return std::unique_ptr<mount::ShardFetcher>();
+  std::vector<mount::ChunkShard> chunk_shards;
+  std::vector<mount::FetchShard> fetch_shards;
+  for (uint32_t i = 0; i < r.shards().size(); ++i) {
+    const index::ShardMeta& m = r.shards()[i];
+    const std::string& location = r.ShardPath(index::ShardId{i});
+    // What names this shard's bytes: a replaced shard never matches.
+    chunk_shards.push_back({fmt::format("{}\n{}\n{}\n{:016x}", location, m.size, m.etag,
+                                        m.fingerprint),
+                            m.size});
+    fetch_shards.push_back({location, m.remote(), m.size, m.etag});
+  }
+  mount::ChunkCacheOptions co;
+  co.dir = o.cache_dir;
+  co.chunk_size = o.fetch.chunk_size;
+  co.capacity = o.cache_size != 0              ? o.cache_size
+                : o.cache_dir.empty()          ? MountOptions::kDefaultMemoryCache
+                                               : MountOptions::kDefaultDiskCache;
+  SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<mount::ChunkCache> cache,
+                           mount::ChunkCache::Open(co, std::move(chunk_shards)));
+  mount::FetcherOptions fo = o.fetch;
+  if (any_s3) {
+    SHARDFS_ASSIGN_OR_RETURN(fo.aws, remote::LoadAwsConfig());
+  }
+  log::Debug("chunk fetcher: {} cache of {} bytes{}, chunks of {} bytes, {} threads",
+             co.dir.empty() ? "memory" : "disk", co.capacity,
+             co.dir.empty() ? "" : " in " + co.dir, co.chunk_size, fo.threads);
+  return mount::ShardFetcher::Create(std::move(fo), std::move(fetch_shards), std::move(cache));
 }
 
 // Opens the index, checks shards if asked, mounts and serves. `on_mounted`
@@ -176,11 +220,30 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
   MountOptions options = a.options;
   if (options.push_random_auto) options.push.random_bytes = AutoPushRandom(**reader);
   options.fs.max_open_shards = ClampOpenShards(options.fs.max_open_shards);
+  auto fetcher = MakeFetcher(options, **reader);
+  if (!fetcher.ok()) {
+    log::Error("mount {}: {}", a.mountpoint, fetcher.status().message());
+    return kExitFailure;
+  }
+  if (*fetcher) {
+    options.fs.chunked = fetcher->get();
+    options.fs.chunk_local = !options.cache_dir.empty();
+    (*fetcher)->Start();
+  }
   mount::Filesystem fs(std::move(reader).value(), options.fs);
   if (!ShardsInPlace(a, fs.reader())) return kExitFailure;
   if (a.check && !ShardsPassCheck(a, fs)) return kExitFailure;
   std::string fsname = a.index;  // Absolute and normal already.
-  Status s = mount::ServeFuse(&fs, options, a.mountpoint, fsname, on_mounted);
+  mount::ControlServer control(&fs, fetcher->get(), a.mountpoint);
+  Status s = mount::ServeFuse(&fs, options, a.mountpoint, fsname, [&] {
+    // Without its control socket the mount still serves; stats cannot reach it.
+    Status cs = control.Start();
+    if (!cs.ok()) log::Warning("control socket: {}; shardfs stats cannot reach this mount", cs.message());
+    on_mounted();
+  });
+  // Fetches first (a cache warm in progress ends with them), then the socket.
+  if (*fetcher) (*fetcher)->Stop();
+  control.Stop();
   if (!s.ok()) {
     log::Error("mount {}: {}", a.mountpoint, s.message());
     return kExitFailure;

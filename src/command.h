@@ -46,6 +46,10 @@ int RunViewDiff(int argc, char** argv);
 int RunViewRm(int argc, char** argv);
 int RunViewTag(int argc, char** argv);
 int RunViewExport(int argc, char** argv);
+// A running mount's counters and cache (cmd_stats.cc).
+int RunStats(int argc, char** argv);
+int RunCacheWarm(int argc, char** argv);
+int RunCacheDrop(int argc, char** argv);
 
 }  // namespace shardfs::cli
 

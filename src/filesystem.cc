@@ -37,7 +37,8 @@ char* VerifyBuffer() {
 Filesystem::Filesystem(std::unique_ptr<index::IndexReader> reader, FilesystemOptions options)
     : reader_(std::move(reader)),
       options_(options),
-      shards_(ShardsOf(*reader_), ShardCacheOptions{options.max_open_shards}) {
+      shards_(ShardsOf(*reader_),
+              ShardCacheOptions{options.max_open_shards, options.chunked, options.chunk_local}) {
   if (options_.verify != VerifyMode::kOff) {
     verified_ = InodeBits(reader_->max_inode());
   }
@@ -173,10 +174,10 @@ Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) 
                                    : index::Extent{0, rec.size, rec.offset};
     for (uint64_t done = 0; done < e.length;) {
       size_t len = static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, e.length - done));
-      Status s = PreadExact(shard->fd(), buf, len, e.physical + done);
+      Status s = shard->ReadAt(buf, len, e.physical + done);
       if (!s.ok()) {
         Status bad = s.WithContext(fmt::format("shard {}", reader_->ShardPath(rec.shard)));
-        shards_.MarkBad(rec.shard, bad);
+        shards_.ReadFailed(rec.shard, bad);
         return bad;
       }
       XXH3_64bits_update(&state, buf, len);
@@ -212,9 +213,11 @@ Status Filesystem::Resolve(InodeId inode, uint64_t offset, size_t size, ReadRang
   SHARDFS_ASSIGN_OR_RETURN(ShardHandle shard, shards_.Get(rec.shard));
   // A shard truncated or replaced while mounted must not serve bytes: the
   // size check is one fstat; content is covered by verify=first|always.
+  // (A remote shard is held to its ETag by every request instead.)
   struct stat st;
   const index::ShardMeta& meta = reader_->shards()[rec.shard.value];
-  if (::fstat(shard->fd(), &st) != 0 || static_cast<uint64_t>(st.st_size) != meta.size) {
+  if (shard->fd() >= 0 &&
+      (::fstat(shard->fd(), &st) != 0 || static_cast<uint64_t>(st.st_size) != meta.size)) {
     Status bad = Status::Corruption(
         fmt::format("shard {}: size changed while mounted ({} bytes, indexed as {})",
                     reader_->ShardPath(rec.shard), st.st_size, meta.size));
@@ -252,8 +255,8 @@ Status Filesystem::Resolve(InodeId inode, uint64_t offset, size_t size, ReadRang
   return Status::Ok();
 }
 
-Status Filesystem::Gather(const EntryRecord& rec, int fd, uint64_t offset, size_t len,
-                          char* buf) {
+Status Filesystem::Gather(const EntryRecord& rec, const OpenShard& shard, uint64_t offset,
+                          size_t len, char* buf) {
   const uint64_t end = offset + len;
   const size_t count = index::ExtentCount(rec);
   uint64_t at = offset;
@@ -267,15 +270,15 @@ Status Filesystem::Gather(const EntryRecord& rec, int fd, uint64_t offset, size_
     }
     if (at >= end) break;
     const uint64_t stop = std::min(end, e.logical + e.length);
-    SHARDFS_RETURN_IF_ERROR(PreadExact(fd, buf + (at - offset), static_cast<size_t>(stop - at),
-                                       e.physical + (at - e.logical)));
+    SHARDFS_RETURN_IF_ERROR(shard.ReadAt(buf + (at - offset), static_cast<size_t>(stop - at),
+                                         e.physical + (at - e.logical)));
     at = stop;
   }
   return Status::Ok();
 }
 
 Status Filesystem::ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf) {
-  SHARDFS_RETURN_IF_ERROR(PreadExact(shard->fd(), buf, f.size, f.position));
+  SHARDFS_RETURN_IF_ERROR(shard->ReadAt(buf, f.size, f.position));
   bool check = options_.verify == VerifyMode::kAlways ||
                (options_.verify == VerifyMode::kFirst && !verified_.Test(f.inode));
   if (!check) return Status::Ok();
@@ -301,11 +304,11 @@ Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, 
   index::RecordHolder holder;
   SHARDFS_RETURN_IF_ERROR(Resolve(inode, offset, size, range, &rec, &holder));
   if (range->length == 0) return Status::Ok();
-  Status s = range->gather ? Gather(rec, range->shard->fd(), offset, range->length, buf)
-                           : PreadExact(range->shard->fd(), buf, range->length, range->position);
+  Status s = range->gather ? Gather(rec, *range->shard, offset, range->length, buf)
+                           : range->shard->ReadAt(buf, range->length, range->position);
   if (!s.ok()) {
     s = s.WithContext(fmt::format("shard {}", reader_->ShardPath(range->shard_id)));
-    shards_.MarkBad(range->shard_id, s);
+    shards_.ReadFailed(range->shard_id, s);
     *range = ReadRange{};
     return s;
   }

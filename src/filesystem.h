@@ -49,6 +49,10 @@ struct FilesystemOptions {
   int64_t uid = -1;
   int64_t gid = -1;
   int64_t umask = -1;
+  // Reads remote shards, and local ones too with chunk_local (a cache_dir
+  // in front of them); see src/shard_fetcher.h. Not owned.
+  ChunkedReader* chunked = nullptr;
+  bool chunk_local = false;
 };
 
 // A read resolved to a range of an open, checked shard.
@@ -176,7 +180,8 @@ class Filesystem {
                  EntryRecord* rec, index::RecordHolder* holder);
   // Reads `len` bytes at logical `offset` of sparse file `rec` into `buf`:
   // a pread per extent, zeros for the holes.
-  static Status Gather(const EntryRecord& rec, int fd, uint64_t offset, size_t len, char* buf);
+  static Status Gather(const EntryRecord& rec, const OpenShard& shard, uint64_t offset,
+                       size_t len, char* buf);
 
   const std::unique_ptr<index::IndexReader> reader_;
   const FilesystemOptions options_;

@@ -193,7 +193,8 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
       fuse_reply_buf(req, nullptr, 0);
       return;
     }
-    buffered = range.gather;
+    // A shard read through the chunk fetcher has no descriptor to splice.
+    buffered = range.gather || !range.shard->direct();
   }
   if (!buffered) {
     c.push->NoteRead(inode, &range);

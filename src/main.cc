@@ -44,7 +44,7 @@ const std::vector<Command>& AllCommands() {
   static const std::vector<Command> kCommands = {
       {"index build", "scan tar shards and write an index",
        "usage: shardfs index build --out INDEX [--no-checksum] [-j N] [--force] [--quiet]\n"
-       "                           [--from-list FILE] SHARD|DIR|GLOB...",
+       "                           [--from-list FILE [--url-prefix URL]] SHARD|DIR|GLOB|URL...",
        RunIndexBuild},
       {"index add", "append shards to an index as a new version of the full tree",
        "usage: shardfs index add [--no-checksum] [-m MESSAGE] [--quiet] INDEX SHARD...",
@@ -76,6 +76,13 @@ const std::vector<Command>& AllCommands() {
        "                     INDEX MOUNTPOINT",
        RunMount},
       {"umount", "unmount a shardfs mount", "usage: shardfs umount MOUNTPOINT", RunUmount},
+      {"stats", "a mount's reads, fetches, cache and requests",
+       "usage: shardfs stats [--json] [--shards] MOUNTPOINT", RunStats},
+      {"cache warm", "fetch files of a mount into its chunk cache",
+       "usage: shardfs cache warm MOUNTPOINT [PATH...]   (no PATH: the whole view)",
+       RunCacheWarm},
+      {"cache drop", "empty a mount's chunk cache", "usage: shardfs cache drop MOUNTPOINT",
+       RunCacheDrop},
       {"pack", "pack a directory tree (or a view of an index) into tar shards and an index",
        "usage: shardfs pack SRC_DIR --out OUT_DIR [--shard-size SIZE] [--max-files N]\n"
        "                    [--name PATTERN] [-j N] [--from-list FILE] [--exclude GLOB]...\n"

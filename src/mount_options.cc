@@ -2,6 +2,7 @@
 
 #include <fuse_opt.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -170,6 +171,63 @@ Parsed ParseViewOption(std::string_view name, std::string_view value, MountOptio
   return kTaken;
 }
 
+// "30", "30s", "500ms", "2m": a duration; false if not one.
+bool ParseDuration(std::string_view v, std::chrono::milliseconds* out) {
+  double scale = 1000;
+  if (v.ends_with("ms")) {
+    scale = 1;
+    v.remove_suffix(2);
+  } else if (v.ends_with("s")) {
+    v.remove_suffix(1);
+  } else if (v.ends_with("m")) {
+    scale = 60000;
+    v.remove_suffix(1);
+  }
+  double n = 0;
+  if (!ParseNumber(v, &n) || n * scale > 86400e3) return false;
+  *out = std::chrono::milliseconds(static_cast<int64_t>(n * scale));
+  return true;
+}
+
+// Remote shards, fetching and the chunk cache.
+Parsed ParseRemoteOption(std::string_view name, std::string_view value, MountOptions& o) {
+  uint64_t n = 0;
+  remote::FetchOptions& f = o.fetch.fetch;
+  if (name == "cache_dir") {
+    if (value.empty()) return Bad("a directory");
+    o.cache_dir = value;
+  } else if (name == "cache_size") {
+    if (!ParseSize(value, &o.cache_size) || o.cache_size == 0) return Bad("a size such as 20G");
+  } else if (name == "chunk_size") {
+    if (!ParseSize(value, &n) || n < 4096 || n > (256u << 20)) return Bad("a size 4K..256M");
+    o.fetch.chunk_size = n;
+  } else if (name == "fetch_threads") {
+    if (!ParseCount(value, 1, 256, &n)) return Bad("a thread count 1..256");
+    o.fetch.threads = static_cast<unsigned>(n);
+  } else if (name == "fetch_ahead") {
+    if (!ParseCount(value, 0, 1024, &n)) return Bad("a chunk count 0..1024");
+    o.fetch.max_ahead = static_cast<unsigned>(n);
+  } else if (name == "retry_budget") {
+    if (!ParseDuration(value, &f.retry_budget) || f.retry_budget.count() == 0) {
+      return Bad("a duration such as 30s");
+    }
+  } else if (name == "connect_timeout") {
+    if (!ParseDuration(value, &f.connect_timeout) || f.connect_timeout.count() == 0) {
+      return Bad("a duration such as 5s");
+    }
+  } else if (name == "stall_timeout") {
+    if (!ParseDuration(value, &f.stall_timeout) || f.stall_timeout.count() == 0) {
+      return Bad("a duration such as 10s");
+    }
+  } else if (name == "ca_file") {
+    if (value.empty()) return Bad("a file of CA certificates");
+    f.ca_file = value;
+  } else {
+    return kUnknown;
+  }
+  return kTaken;
+}
+
 // fuse_opt hands every option here (FUSE_OPT_KEY_OPT); returns 0 to consume
 // ours, 1 to keep the rest for libfuse.
 int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
@@ -193,6 +251,7 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
   if (!p.known) p = ParseAheadOption(name, value, o);
   if (!p.known) p = ParseFilesOption(name, value, o);
   if (!p.known) p = ParseViewOption(name, value, o);
+  if (!p.known) p = ParseRemoteOption(name, value, o);
   if (!p.known) return 1;
   if (p.expected) {
     st->status = Status::InvalidArgument(fmt::format("-o {}: expected {}", arg, p.expected));

@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "src/filesystem.h"
 #include "src/push_ahead.h"
+#include "src/shard_fetcher.h"
 
 namespace shardfs::mount {
 
@@ -56,6 +57,14 @@ struct MountOptions {
   uint64_t seed = 0;
   bool rank_set = false;
   bool rank_keep_dirs = false;
+  // Remote shards and the chunk cache (src/shard_fetcher.h): -o cache_dir
+  // keeps chunks on disk (and puts local shards behind the cache too);
+  // without it remote shards' chunks are kept in memory.
+  std::string cache_dir;
+  uint64_t cache_size = 0;  // -o cache_size; 0: the default below.
+  static constexpr uint64_t kDefaultMemoryCache = 1ull << 30;
+  static constexpr uint64_t kDefaultDiskCache = 16ull << 30;
+  FetcherOptions fetch;
   FilesystemOptions fs;
   PushOptions push;
   // Options for libfuse, in "-o a,b" form.

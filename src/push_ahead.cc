@@ -103,15 +103,18 @@ void PushAhead::NoteRead(InodeId inode, ReadRange* range) {
   read_.Set(inode);
   ShardState& s = shards_[range->shard_id.value];
   if (!Sequential(s, range->position, range->length)) return;
-  ShardReadahead(s, fs_->reader().shards()[range->shard_id.value].size, range->shard->fd(),
-            range->position, range->length);
+  // A shard read through the chunk fetcher has its own readahead.
+  if (range->shard->direct()) {
+    ShardReadahead(s, fs_->reader().shards()[range->shard_id.value].size, range->shard->fd(),
+                   range->position, range->length);
+  }
   range->sequential_to_eof = range->ends_file;
 }
 
 void PushAhead::AfterReply(InodeId inode, const ReadRange& range, bool delivered) {
   if (range.length == 0 || range.shard_id.value >= shard_count_) return;
   ShardState& s = shards_[range.shard_id.value];
-  if (delivered && range.sequential_to_eof) {
+  if (delivered && range.sequential_to_eof && range.shard->direct()) {
     DropBehind(s, range.shard->fd(), range.position + range.length);
   }
   bool sequential = range.sequential_to_eof;
@@ -204,11 +207,12 @@ Status PushAhead::Plan(InodeId inode, uint64_t max_bytes, bool stop_at_pushed,
 void PushAhead::RunJob(const Job& job, char* buf) {
   counters_->jobs_run.fetch_add(1, std::memory_order_relaxed);
   ShardState& s = shards_[job.shard_id.value];
-  const int fd = job.shard->fd();
+  // -1 for a shard read through the chunk fetcher: no fadvise then.
+  const int fd = job.shard->direct() ? job.shard->fd() : -1;
   uint64_t window = job.sequential ? options_.sequential_bytes : options_.random_bytes;
   thread_local std::vector<PlannedFile> files;
   Status st = Plan(job.inode, window, !job.sequential, &files);
-  if (st.ok() && !job.sequential && !files.empty()) {
+  if (st.ok() && !job.sequential && !files.empty() && fd >= 0) {
     // One disk request for the run instead of readahead ramping up per file.
     uint64_t from = files.front().position;
     uint64_t to = files.back().position + files.back().size;
@@ -246,7 +250,7 @@ void PushAhead::RunJob(const Job& job, char* buf) {
   log::Debug("push-ahead after inode {}: {} of {} files", job.inode.value, pushed, files.size());
   if (job.sequential) {
     if (pushed > 0) {
-      DropBehind(s, fd, end);
+      if (fd >= 0) DropBehind(s, fd, end);
       s.pushed_end.store(end, std::memory_order_relaxed);
     }
     s.busy.store(false, std::memory_order_release);

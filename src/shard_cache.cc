@@ -8,13 +8,22 @@
 #include <cerrno>
 #include <utility>
 
+#include "base/io.h"
 #include "base/log.h"
 #include "index/file_kind.h"
 #include "index/fingerprint.h"
 
 namespace shardfs::mount {
 
-OpenShard::~OpenShard() { ::close(fd_); }
+OpenShard::~OpenShard() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status OpenShard::ReadAt(char* buf, size_t len, uint64_t pos) const {
+  if (chunked_ == nullptr) return PreadExact(fd_, buf, len, pos);
+  return chunked_->ReadShard(std::const_pointer_cast<OpenShard>(shared_from_this()), pos, len,
+                             buf);
+}
 
 ShardCache::ShardCache(std::vector<Shard> shards, ShardCacheOptions options)
     : shards_(std::move(shards)),
@@ -33,15 +42,39 @@ bool Transient(int err) {
 
 }  // namespace
 
+Result<ShardHandle> ShardCache::OpenRemote(uint32_t id) {
+  const Shard& s = shards_[id];
+  if (options_.chunked == nullptr) {
+    return Status::NotSupported(fmt::format("shard {}: a remote shard, and this mount reads "
+                                            "no remote shards", s.path));
+  }
+  auto handle = std::make_shared<OpenShard>(index::ShardId{id}, -1, options_.chunked);
+  if (!s.meta.etag.empty()) return handle;  // Every request carries If-Match.
+  // No ETag to hold the server to: the fingerprint, from the first and last
+  // bytes (which the reader's chunks then hold).
+  Result<uint64_t> fp = index::ShardFingerprint(
+      s.meta.size, [&](char* buf, size_t len, uint64_t pos) { return handle->ReadAt(buf, len, pos); });
+  if (!fp.ok()) return fp.status();
+  if (*fp != s.meta.fingerprint) {
+    return Status::Corruption(fmt::format(
+        "shard {}: content differs from the indexed shard (fingerprint {:016x}, indexed "
+        "{:016x}): replaced after indexing?",
+        s.path, *fp, s.meta.fingerprint));
+  }
+  return handle;
+}
+
 Result<ShardHandle> ShardCache::Open(uint32_t id) {
   const Shard& s = shards_[id];
+  if (s.meta.remote()) return OpenRemote(id);
   // O_NONBLOCK: a FIFO (or a device) where the shard should be must not
   // block the open; it is refused right after, on fstat.
   constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
   int fd = ::open(s.path.c_str(), kFlags | O_NOATIME);
   if (fd < 0 && errno == EPERM) fd = ::open(s.path.c_str(), kFlags);
   if (fd < 0) return Status::FromErrno(errno, fmt::format("shard {}", s.path));
-  auto handle = std::make_shared<OpenShard>(fd);
+  auto handle = std::make_shared<OpenShard>(index::ShardId{id}, fd,
+                                            options_.chunk_local ? options_.chunked : nullptr);
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", s.path));
   if (!S_ISREG(st.st_mode)) {
@@ -81,7 +114,11 @@ Result<ShardHandle> ShardCache::Get(index::ShardId id) {
   Result<ShardHandle> opened = Open(id.value);
   if (!opened.ok()) {
     const Status& s = opened.status();
-    if (Transient(s.sys_errno())) {
+    // A remote shard that cannot be fetched now (the server is down, the
+    // retry budget ran out) is not bad: it serves again once reachable.
+    const bool unreachable =
+        shards_[id.value].meta.remote() && s.code() == Status::Code::kIoError;
+    if (Transient(s.sys_errno()) || unreachable) {
       bool first;
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -131,6 +168,12 @@ void ShardCache::MarkBad(index::ShardId id, const Status& reason) {
     log_it = !std::exchange(slot.logged, true);
   }
   if (log_it) log::Error("{}; reads of its files fail with EIO", reason.message());
+}
+
+void ShardCache::ReadFailed(index::ShardId id, const Status& reason) {
+  if (id.value >= shards_.size()) return;
+  if (shards_[id.value].meta.remote() && reason.code() == Status::Code::kIoError) return;
+  MarkBad(id, reason);
 }
 
 std::vector<Status> ShardCache::CheckAll() {

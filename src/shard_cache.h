@@ -14,6 +14,13 @@
 //    after a back-off (kFirstRecheck, doubling up to kMaxRecheck): a shard
 //    put back as it was indexed serves again without a remount.
 //
+// Remote shards (a URL in the index) have no descriptor: their bytes come
+// through a ChunkedReader (src/shard_fetcher.h), which fetches aligned
+// chunks into a local cache. With ShardCacheOptions::chunk_local, local
+// shards are read through it too (a cache in front of NFS or Lustre). A
+// remote shard is checked by its ETag on every request; one indexed without
+// an ETag is checked by its fingerprint when opened.
+//
 // Thread safety: all methods may be called from any thread. The LRU and the
 // fd table are guarded by mu_; a ShardHandle keeps its fd open while held,
 // even if the cache evicts it meanwhile, so a read never uses a closed or
@@ -34,22 +41,50 @@
 
 namespace shardfs::mount {
 
-// An open shard file; closes it when the last holder lets go.
-class OpenShard {
+class OpenShard;
+using ShardHandle = std::shared_ptr<OpenShard>;
+
+// Reads shard bytes that do not come straight from a local descriptor.
+class ChunkedReader {
  public:
-  explicit OpenShard(int fd) : fd_(fd) {}
+  virtual ~ChunkedReader() = default;
+  // Reads bytes [pos, pos + len) of `shard` into `buf`. Returns IoError if
+  // they cannot be had now (the shard is not marked: a later read tries
+  // again), Corruption if the shard differs from what was indexed.
+  virtual Status ReadShard(const ShardHandle& shard, uint64_t pos, size_t len, char* buf) = 0;
+};
+
+// An open shard: a local file (closed when the last holder lets go), read
+// with pread or, with a ChunkedReader, through it; or a remote shard, read
+// through the ChunkedReader only.
+class OpenShard : public std::enable_shared_from_this<OpenShard> {
+ public:
+  // fd < 0: a remote shard. REQUIRES: chunked != nullptr then.
+  OpenShard(index::ShardId id, int fd, ChunkedReader* chunked = nullptr)
+      : id_(id), fd_(fd), chunked_(chunked) {}
   ~OpenShard();
   OpenShard(const OpenShard&) = delete;
   OpenShard& operator=(const OpenShard&) = delete;
+  index::ShardId id() const { return id_; }
+  // The local file's descriptor; -1 for a remote shard.
   int fd() const { return fd_; }
+  // Reads are pread on fd() (so a READ can be spliced from it).
+  bool direct() const { return chunked_ == nullptr; }
+  // Reads bytes [pos, pos + len) into buf; IoError if it comes up short.
+  Status ReadAt(char* buf, size_t len, uint64_t pos) const;
 
  private:
+  const index::ShardId id_;
   const int fd_;
+  ChunkedReader* const chunked_;
 };
-using ShardHandle = std::shared_ptr<OpenShard>;
 
 struct ShardCacheOptions {
   size_t max_open = 128;  // Open shard files at most (plus those held).
+  // Reads remote shards (and local ones with chunk_local). Not owned; must
+  // outlive the cache. Null: a remote shard fails to open.
+  ChunkedReader* chunked = nullptr;
+  bool chunk_local = false;
 };
 
 class ShardCache {
@@ -71,6 +106,10 @@ class ShardCache {
   // Marks shard `id` bad with `reason` (e.g. a short read while mounted),
   // logging once. Gets fail until a recheck after the back-off succeeds.
   void MarkBad(index::ShardId id, const Status& reason);
+  // A read of shard `id` failed with `reason`: marks it bad, except when a
+  // remote shard is only unreachable for now (IoError), which the next read
+  // tries again.
+  void ReadFailed(index::ShardId id, const Status& reason);
 
   // Opens and checks every shard now. Returns the problems, one per shard.
   std::vector<Status> CheckAll();
@@ -90,6 +129,7 @@ class ShardCache {
     bool logged_transient = false;          // Guarded by mu_.
   };
   Result<ShardHandle> Open(uint32_t id);
+  Result<ShardHandle> OpenRemote(uint32_t id);
 
   const std::vector<Shard> shards_;
   ShardCacheOptions options_;

@@ -1,0 +1,179 @@
+// ShardFetcher: the read path of shards that are not read straight from a
+// local descriptor. Remote shards (http, https, s3 URLs in the index), and
+// local ones behind a cache (-o cache_dir for a shard directory on NFS or
+// Lustre), are read in aligned chunks: chunk i of a shard is bytes
+// [i * chunk_size, min(size, (i + 1) * chunk_size)). A read is answered from
+// the ChunkCache (src/chunk_cache.h) or from the chunks it needs, fetched
+// whole; a small file thereby brings its neighbours along.
+//
+// Fetching. `threads` fetcher threads, each with its own HttpClient (one
+// kept-alive connection each), take jobs from two queues: chunks a reader
+// waits for first, then chunks fetched ahead. Each chunk is fetched once at a
+// time (single flight): a second reader of a chunk being fetched waits for
+// that fetch. A reader whose reads of a shard move chunk by chunk is
+// sequential: the chunks ahead of it are requested, a window that starts at
+// one chunk and doubles on each step up to `max_ahead` (as the mount's
+// push-ahead grows), crossing file boundaries as the shard does. A read
+// anywhere else resets the window.
+//
+// Never a hang, never wrong bytes. A reader waits for a chunk at most the
+// fetch's own bound (retry budget + connect and stall timeouts + 2 s), then
+// gets IoError; the fetch itself ends within the retry budget (the
+// HttpClient's contract). A reader only ever waits for a fetcher thread,
+// never for another request. Bytes come from a response the HttpClient has
+// proven to be the asked range of the indexed object (If-Match on the ETag,
+// the total size), or from a cached chunk whose checksum held.
+//
+// What counts as a re-use for the cache's policy: a read of a chunk that is
+// not among the last few chunks of that shard read or fetched ahead. The many
+// reads of one chunk during a sweep (a chunk holds hundreds of small files)
+// are one use; a chunk read again after the reader moved on is a re-use.
+//
+// Thread safety: every public method may be called from any thread once
+// Start has run. Queues and the in-flight table are guarded by mu_, the
+// per-shard reader state by its own mutex, the counters are atomics.
+#ifndef SHARDFS_SRC_SHARD_FETCHER_H_
+#define SHARDFS_SRC_SHARD_FETCHER_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "remote/aws_config.h"
+#include "remote/http_client.h"
+#include "remote/request_stats.h"
+#include "remote/url.h"
+#include "src/chunk_cache.h"
+#include "src/shard_cache.h"
+
+namespace shardfs::mount {
+
+struct FetcherOptions {
+  uint64_t chunk_size = 4 << 20;  // -o chunk_size.
+  unsigned threads = 8;           // -o fetch_threads: requests in flight at most.
+  unsigned max_ahead = 8;         // -o fetch_ahead: chunks ahead of a sequential reader.
+  remote::FetchOptions fetch;     // -o retry_budget, connect_timeout, stall_timeout, ca_file.
+  remote::AwsConfig aws;
+};
+
+// A shard as the fetcher reads it.
+struct FetchShard {
+  std::string location;  // A URL, or a local path (read through the fd of its OpenShard).
+  bool remote = false;
+  uint64_t size = 0;
+  std::string etag;  // Sent as If-Match; "" for none.
+};
+
+// Per shard, since the mount started.
+struct ShardFetchStats {
+  uint64_t bytes_delivered = 0;  // Asked for by reads.
+  uint64_t bytes_fetched = 0;    // Fetched from the shard's source.
+  uint64_t chunk_hits = 0;       // Chunk reads the cache answered.
+  uint64_t chunk_misses = 0;     // Chunk reads that waited for a fetch.
+  uint64_t fetches = 0;          // Chunks fetched (completed).
+  uint64_t errors = 0;           // Fetches that failed.
+};
+
+struct FetcherStats {
+  ShardFetchStats total;
+  uint64_t fetched_ahead = 0;     // Chunks fetched for a sequential reader ahead of it.
+  uint64_t ahead_dropped = 0;     // Fetches ahead not queued: the queue was full.
+  uint64_t wait_timeouts = 0;     // Reads that gave up waiting for a fetch.
+  uint64_t fetches_running = 0;   // Chunks being fetched now.
+  uint64_t queued = 0;            // Chunks waiting for a fetcher thread.
+  uint64_t chunk_size = 0;
+  unsigned threads = 0;
+  ChunkCacheStats cache;
+  remote::RequestStatsSnapshot requests;  // Network requests (remote shards).
+  std::vector<ShardFetchStats> shards;    // Filled only when asked for.
+};
+
+class ShardFetcher : public ChunkedReader {
+ public:
+  // `shards[i]` is shard id i. `cache` holds the chunks (memory or disk).
+  // Returns InvalidArgument naming a shard whose URL does not parse.
+  static Result<std::unique_ptr<ShardFetcher>> Create(FetcherOptions options,
+                                                      std::vector<FetchShard> shards,
+                                                      std::unique_ptr<ChunkCache> cache);
+  ~ShardFetcher() override;  // Stop().
+  ShardFetcher(const ShardFetcher&) = delete;
+  ShardFetcher& operator=(const ShardFetcher&) = delete;
+
+  void Start();
+  // Ends the fetcher threads: fetches under way are cancelled, queued ones
+  // fail, and readers waiting for them get IoError at once.
+  void Stop();
+
+  Status ReadShard(const ShardHandle& shard, uint64_t pos, size_t len, char* buf) override;
+
+  // Brings the chunks covering [pos, pos + len) of `shard` into the cache,
+  // `threads` at a time, and waits for them. Adds the bytes fetched to
+  // *fetched. IoError or Corruption of the first chunk that failed.
+  Status Warm(const ShardHandle& shard, uint64_t pos, uint64_t len, uint64_t* fetched);
+  // Empties the cache (memory and disk).
+  void DropCache() { cache_->Clear(); }
+
+  FetcherStats stats(bool per_shard) const;
+  const FetcherOptions& options() const { return options_; }
+  // How long a reader waits for a chunk at most.
+  std::chrono::milliseconds wait_bound() const;
+
+ private:
+  struct Inflight;
+  struct Job;
+  struct ShardState;
+  struct Counters;
+  struct KeyHash {
+    size_t operator()(const ChunkKey& k) const noexcept {
+      return static_cast<size_t>((k.index * 0x9E3779B97F4A7C15ull) ^ k.shard);
+    }
+  };
+
+  ShardFetcher(FetcherOptions options, std::vector<FetchShard> shards,
+               std::vector<remote::RemoteUrl> urls, std::unique_ptr<ChunkCache> cache);
+  uint64_t ChunkCount(uint32_t shard) const;
+  // The in-flight fetch of `key`, queued now if there is none.
+  // `ahead`: a fetch ahead of a reader (dropped, returning null, when the
+  // queue of such fetches is full).
+  std::shared_ptr<Inflight> Request(const ShardHandle& shard, ChunkKey key, bool ahead);
+  // Waits for `f` (bounded) and copies [offset, offset + len) of its chunk.
+  Status Await(Inflight& f, ChunkKey key, uint64_t offset, size_t len, char* buf);
+  // Notes a read of chunks [first, last] of `shard`: whether each is a
+  // re-use (bit i of *reuse for chunk first + i, up to 64) and the chunks to
+  // fetch ahead, [*ahead_from, *ahead_to).
+  void NoteRead(uint32_t shard, uint64_t first, uint64_t last, uint64_t* reuse,
+                uint64_t* ahead_from, uint64_t* ahead_to);
+  void Run();
+  Status Fetch(remote::HttpClient& client, const Job& job, char* data, size_t len);
+
+  FetcherOptions options_;  // Set in the constructor, then read-only.
+  const std::vector<FetchShard> shards_;
+  const std::vector<remote::RemoteUrl> urls_;  // By shard; empty for local ones.
+  const std::unique_ptr<ChunkCache> cache_;
+  std::unique_ptr<ShardState[]> state_;
+  std::unique_ptr<std::atomic<uint64_t>[]> shard_counters_;  // 6 per shard.
+  std::unique_ptr<Counters> counters_;
+  remote::RequestStats requests_;
+  std::atomic<bool> cancel_{false};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> demand_;  // Guarded by mu_.
+  std::deque<Job> ahead_;   // Guarded by mu_.
+  std::unordered_map<ChunkKey, std::shared_ptr<Inflight>, KeyHash> inflight_;  // Guarded by mu_.
+  bool stop_ = false;                 // Guarded by mu_.
+  std::vector<std::thread> threads_;  // Only touched by Start and Stop.
+};
+
+}  // namespace shardfs::mount
+
+#endif  // SHARDFS_SRC_SHARD_FETCHER_H_
