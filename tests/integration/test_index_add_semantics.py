@@ -73,7 +73,7 @@ class IndexAddSemanticsTest(tl.ScratchTestCase):
     PREFIX = "shardfs-add-sem-"
 
     def test_add_one_by_one_equals_one_build(self):
-        for seed in range(int(os.environ.get("SHARDFS_ADD_SEEDS", "30"))):
+        for seed in range(int(os.environ.get("SHARDFS_ADD_SEEDS", "12"))):
             rnd = random.Random(seed)
             d = self.scratch("s%d" % seed)
             shards, files = [], []

@@ -27,7 +27,7 @@ import test_views as tv  # noqa: E402
 
 BASE_FILES = 8000
 ADD_FILES = 5000
-KILL_AFTER_S = (0.0, 0.02, 0.05, 0.1, 0.2, 0.4)
+KILL_AFTER_S = (0.0, 0.05, 0.2)
 
 
 def write_shard(path, files):
