@@ -108,6 +108,11 @@ Status OpenShards(IndexSource* src) {
     const std::string& path = src->reader->ShardPath(index::ShardId{i});
     src->shards.paths[i] = path;
     if (!used[i]) continue;
+    if (metas[i].remote()) {
+      return Status::NotSupported(fmt::format(
+          "shard {}: a remote shard; pack --from-index reads local shard files (mount the index "
+          "and pack the mounted tree instead)", path));
+    }
     auto changed = [&](std::string what) {
       return Status::Corruption(fmt::format("shard {}: {}", path, what));
     };

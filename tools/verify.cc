@@ -200,6 +200,12 @@ class Verifier {
     shard_fds_.resize(shards.size());
     for (size_t i = 0; i < shards.size(); ++i) {
       const std::string& path = reader_->ShardPath(index::ShardId{static_cast<uint32_t>(i)});
+      if (shards[i].remote()) {
+        Add(0, "shard differs", fmt::format("{}: a remote shard; verify INDEX reads local shard "
+                                            "files (use verify --mounted on a mount of it)",
+                                            path));
+        continue;
+      }
       // O_NONBLOCK: a FIFO where a shard should be is refused, not waited on.
       int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
       if (fd < 0) {

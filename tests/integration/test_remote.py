@@ -137,6 +137,20 @@ class HttpTest(RemoteTestCase):
                 self.assertEqual(len(per), 3)
                 self.assertTrue(all(p["bytes_fetched"] > 0 for p in per), per)
 
+    def test_tools_that_read_local_shard_files_refuse_remote_ones(self):
+        with rs.Nginx(self.served) as web:
+            idx, _ = self.build_http(web.url)
+            out = os.path.join(self.scratch("out"), "packed")
+            p = run_shardfs("pack", "--from-index", idx, "--out", out, "--quiet", check=1)
+            self.assertIn(b"remote shard", p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(out, "index")))
+            p = run_shardfs("verify", idx, self.src, "--quiet", check=1)
+            self.assertIn(b"remote shard", p.stdout + p.stderr)
+            # index add refuses a shard already in the index, by its URL.
+            p = run_shardfs("index", "add", "--quiet", idx, web.url + "/shards/" + self.names[1],
+                            check=1)
+            self.assertIn(b"already in index", p.stderr)
+
     def test_https_needs_the_servers_ca(self):
         with rs.Nginx(self.served, tls=True) as web:
             env = dict(os.environ, CURL_CA_BUNDLE="", SSL_CERT_FILE="")
