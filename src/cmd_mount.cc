@@ -136,9 +136,17 @@ bool ShardsInPlace(const MountArgs& a, const index::IndexReader& r) {
   return true;
 }
 
-// --check: every shard opened and fingerprinted before mounting.
-bool ShardsPassCheck(const MountArgs& a, mount::Filesystem& fs) {
+// --check: every shard opened and fingerprinted before mounting; a remote
+// one asked for its size and ETag.
+bool ShardsPassCheck(const MountArgs& a, mount::Filesystem& fs, mount::ShardFetcher* fetcher) {
   std::vector<Status> problems = fs.shard_cache().CheckAll();
+  for (uint32_t i = 0; fetcher != nullptr && i < fs.reader().shards().size(); ++i) {
+    Status s = fetcher->CheckRemote(i);
+    if (!s.ok()) {
+      log::Error("{}", s.message());
+      problems.push_back(s);
+    }
+  }
   if (problems.empty()) return true;
   if (!a.allow_missing) {
     log::Error("{} of {} shards failed the check; not mounting (--allow-missing-shards "
@@ -232,7 +240,7 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
   }
   mount::Filesystem fs(std::move(reader).value(), options.fs);
   if (!ShardsInPlace(a, fs.reader())) return kExitFailure;
-  if (a.check && !ShardsPassCheck(a, fs)) return kExitFailure;
+  if (a.check && !ShardsPassCheck(a, fs, fetcher->get())) return kExitFailure;
   std::string fsname = a.index;  // Absolute and normal already.
   mount::ControlServer control(&fs, fetcher->get(), a.mountpoint);
   Status s = mount::ServeFuse(&fs, options, a.mountpoint, fsname, [&] {

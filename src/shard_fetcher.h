@@ -119,6 +119,10 @@ class ShardFetcher : public ChunkedReader {
   // `threads` at a time, and waits for them. Adds the bytes fetched to
   // *fetched. IoError or Corruption of the first chunk that failed.
   Status Warm(const ShardHandle& shard, uint64_t pos, uint64_t len, uint64_t* fetched);
+  // For mount --check: a HEAD of remote shard `id`, which must have the
+  // indexed size and ETag. Corruption if it differs, IoError if it cannot be
+  // reached within the retry budget. Ok for a local shard.
+  Status CheckRemote(uint32_t id);
   // Empties the cache (memory and disk).
   void DropCache() { cache_->Clear(); }
 

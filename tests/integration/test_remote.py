@@ -226,6 +226,10 @@ class HttpTest(RemoteTestCase):
                         f.read()
                 self.assertEqual(cm.exception.errno, errno.EIO)
                 self.assertGreater(stats(mnt)["errors"]["precondition"], 0)
+            # mount --check asks each remote shard for its size and ETag first.
+            p = run_shardfs("mount", "-f", "--check", idx, mnt, check=1, timeout=60)
+            self.assertIn(b"ETag", p.stderr)
+            self.assertIn(self.names[0].encode(), p.stderr)
 
 
 class S3Test(RemoteTestCase):
