@@ -40,6 +40,15 @@ bool Transient(int err) {
          err == EINTR;
 }
 
+// Corruption unless `fp` is the fingerprint `s` was indexed with.
+Status CheckFingerprint(const ShardCache::Shard& s, uint64_t fp) {
+  if (fp == s.meta.fingerprint) return Status::Ok();
+  return Status::Corruption(fmt::format(
+      "shard {}: content differs from the indexed shard (fingerprint {:016x}, indexed "
+      "{:016x}): replaced after indexing?",
+      s.path, fp, s.meta.fingerprint));
+}
+
 }  // namespace
 
 Result<ShardHandle> ShardCache::OpenRemote(uint32_t id) {
@@ -55,12 +64,7 @@ Result<ShardHandle> ShardCache::OpenRemote(uint32_t id) {
   Result<uint64_t> fp = index::ShardFingerprint(
       s.meta.size, [&](char* buf, size_t len, uint64_t pos) { return handle->ReadAt(buf, len, pos); });
   if (!fp.ok()) return fp.status();
-  if (*fp != s.meta.fingerprint) {
-    return Status::Corruption(fmt::format(
-        "shard {}: content differs from the indexed shard (fingerprint {:016x}, indexed "
-        "{:016x}): replaced after indexing?",
-        s.path, *fp, s.meta.fingerprint));
-  }
+  SHARDFS_RETURN_IF_ERROR(CheckFingerprint(s, *fp));
   return handle;
 }
 
@@ -87,12 +91,7 @@ Result<ShardHandle> ShardCache::Open(uint32_t id) {
   }
   Result<uint64_t> fp = index::ShardFingerprint(fd, s.meta.size);
   if (!fp.ok()) return fp.status().WithContext(fmt::format("shard {}", s.path));
-  if (*fp != s.meta.fingerprint) {
-    return Status::Corruption(fmt::format(
-        "shard {}: content differs from the indexed shard (fingerprint {:016x}, indexed "
-        "{:016x}): replaced after indexing?",
-        s.path, *fp, s.meta.fingerprint));
-  }
+  SHARDFS_RETURN_IF_ERROR(CheckFingerprint(s, *fp));
   return handle;
 }
 

@@ -155,7 +155,30 @@ http {{
 """
 
 
-class Nginx:
+class _ServerProcess:
+    """A server run as one child process (self._proc) for a `with` block:
+    start() on enter (stop() if it fails), stop() on exit, also on failure."""
+
+    _proc = None
+
+    @property
+    def pid(self):
+        return self._proc.pid if self._proc else None
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+class Nginx(_ServerProcess):
     """nginx serving root_dir on a free loopback port, with byte ranges and
     ETags; https with a self-signed certificate if tls=True.
 
@@ -175,22 +198,6 @@ class Nginx:
         self.port = None
         self.url = None
         self._proc = None
-
-    @property
-    def pid(self):
-        return self._proc.pid if self._proc else None
-
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-        return False
 
     def start(self):
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -902,7 +909,7 @@ class FaultProxy:
 
 # --------------------------------------------------------------------------- s3rver
 
-class S3Server:
+class S3Server(_ServerProcess):
     """@20minutes/s3rver (an S3-compatible server that checks SigV4) started
     with node from tests/remote/s3rver/serve.js, with its own temp directory,
     one bucket and one access key pair.
@@ -924,22 +931,6 @@ class S3Server:
         self.port = None
         self.endpoint = None
         self._proc = None
-
-    @property
-    def pid(self):
-        return self._proc.pid if self._proc else None
-
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-        return False
 
     def start(self):
         node = require_tool("node")
