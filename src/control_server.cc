@@ -356,8 +356,10 @@ std::string ControlServer::StatsText(const FetcherStats& s) const {
                                static_cast<double>(s.total.bytes_delivered);
   const uint64_t lookups = s.total.chunk_hits + s.total.chunk_misses;
   std::string out;
-  out += fmt::format("reads      delivered {}, fetched {} (amplification {:.2f})\n",
-                     Size(s.total.bytes_delivered), Size(s.total.bytes_fetched), amp);
+  out += fmt::format("reads      delivered {} ({} of it pushed ahead), fetched {} "
+                     "(amplification {:.2f})\n",
+                     Size(s.total.bytes_delivered), Size(s.total.bytes_pushed),
+                     Size(s.total.bytes_fetched), amp);
   out += fmt::format(
       "cache      {} of {}: {} in {} chunks (small {}, main {}, ghost {}); hit rate {:.1f}% "
       "({} hits, {} misses), {} evictions, {} reused at mount, {} corrupt dropped\n",
@@ -396,6 +398,7 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
   JsonObject o;
   o.Bool("chunked", fetcher_ != nullptr)
       .UNum("bytes_delivered", s.total.bytes_delivered)
+      .UNum("bytes_pushed", s.total.bytes_pushed)
       .UNum("bytes_fetched", s.total.bytes_fetched)
       .UNum("cache_hits", s.total.chunk_hits)
       .UNum("cache_misses", s.total.chunk_misses)
@@ -433,6 +436,7 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
       so.UNum("shard", i)
           .Str("location", reader.ShardPath(index::ShardId{static_cast<uint32_t>(i)}))
           .UNum("bytes_delivered", p.bytes_delivered)
+          .UNum("bytes_pushed", p.bytes_pushed)
           .UNum("bytes_fetched", p.bytes_fetched)
           .UNum("cache_hits", p.chunk_hits)
           .UNum("cache_misses", p.chunk_misses)

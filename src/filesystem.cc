@@ -312,6 +312,7 @@ Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, 
     *range = ReadRange{};
     return s;
   }
+  range->shard->NoteDelivered(range->length, false);
   return Status::Ok();
 }
 

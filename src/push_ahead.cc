@@ -241,6 +241,7 @@ void PushAhead::RunJob(const Job& job, char* buf) {
       break;
     }
     pushed_.Set(f.inode);
+    job.shard->NoteDelivered(f.size, true);
     end = f.position + f.size;
     ++pushed;
     counters_->files_pushed.fetch_add(1, std::memory_order_relaxed);

@@ -52,6 +52,10 @@ class ChunkedReader {
   // they cannot be had now (the shard is not marked: a later read tries
   // again), Corruption if the shard differs from what was indexed.
   virtual Status ReadShard(const ShardHandle& shard, uint64_t pos, size_t len, char* buf) = 0;
+  // `bytes` of `shard` were handed to the kernel: a READ reply, or (pushed)
+  // a file stored ahead of the program into the kernel's cache. Reads for
+  // checks and pushes that were not stored are not counted.
+  virtual void NoteDelivered(index::ShardId shard, uint64_t bytes, bool pushed) = 0;
 };
 
 // An open shard: a local file (closed when the last holder lets go), read
@@ -72,6 +76,10 @@ class OpenShard : public std::enable_shared_from_this<OpenShard> {
   bool direct() const { return chunked_ == nullptr; }
   // Reads bytes [pos, pos + len) into buf; IoError if it comes up short.
   Status ReadAt(char* buf, size_t len, uint64_t pos) const;
+  // See ChunkedReader::NoteDelivered; nothing for a direct shard.
+  void NoteDelivered(uint64_t bytes, bool pushed) const {
+    if (chunked_ != nullptr) chunked_->NoteDelivered(id_, bytes, pushed);
+  }
 
  private:
   const index::ShardId id_;

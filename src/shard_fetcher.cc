@@ -19,7 +19,9 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kRecentChunks = 24;
 
 // Per-shard counters, in shard_counters_[6 * shard + k].
-enum ShardCounter { kDelivered, kFetched, kHits, kMisses, kFetches, kErrors, kShardCounters };
+enum ShardCounter {
+  kDelivered, kFetched, kHits, kMisses, kFetches, kErrors, kPushed, kShardCounters
+};
 
 }  // namespace
 
@@ -87,7 +89,7 @@ ShardFetcher::ShardFetcher(FetcherOptions options, std::vector<FetchShard> shard
       urls_(std::move(urls)),
       cache_(std::move(cache)),
       state_(std::make_unique<ShardState[]>(shards_.size())),
-      shard_counters_(std::make_unique<std::atomic<uint64_t>[]>(shards_.size() * kShardCounters)),
+          shard_counters_(std::make_unique<std::atomic<uint64_t>[]>(shards_.size() * kShardCounters)),
       counters_(std::make_unique<Counters>()) {
   options_.fetch.cancel = &cancel_;
 }
@@ -138,17 +140,21 @@ void ShardFetcher::NoteRead(uint32_t shard, uint64_t first, uint64_t last, uint6
   for (uint64_t c = first; c <= last && c - first < 64; ++c) {
     if (!s.Recent(c)) *reuse |= uint64_t{1} << (c - first);
   }
-  const bool sequential = s.any && (first == s.last || first == s.last + 1);
+  // Pushes run ahead of the program's own READs, which then land a chunk or
+  // two behind the furthest read: still the same sweep.
+  const bool sequential =
+      s.any && first <= s.last + 1 && first + options_.max_ahead + 1 >= s.last;
   if (!sequential) {
     s.window = 0;
-  } else if (last != s.last) {
+    s.last = last;
+  } else if (last > s.last) {
     s.window = std::min<uint64_t>(s.window == 0 ? 1 : s.window * 2, options_.max_ahead);
+    s.last = last;
   }
   s.any = true;
-  s.last = last;
   for (uint64_t c = first; c <= last; ++c) s.Remember(c);
-  *ahead_from = last + 1;
-  *ahead_to = std::min(last + 1 + s.window, ChunkCount(shard));
+  *ahead_from = s.last + 1;
+  *ahead_to = std::min(s.last + 1 + s.window, ChunkCount(shard));
   for (uint64_t c = *ahead_from; c < *ahead_to; ++c) s.Remember(c);
 }
 
@@ -238,8 +244,14 @@ Status ShardFetcher::ReadShard(const ShardHandle& shard, uint64_t pos, size_t le
   for (const Part& p : parts) {
     SHARDFS_RETURN_IF_ERROR(Await(*p.fetch, ChunkKey{id, p.chunk}, p.offset, p.len, p.dst));
   }
-  sc[kDelivered].fetch_add(len, std::memory_order_relaxed);
   return Status::Ok();
+}
+
+void ShardFetcher::NoteDelivered(index::ShardId shard, uint64_t bytes, bool pushed) {
+  if (shard.value >= shards_.size()) return;
+  std::atomic<uint64_t>* sc = &shard_counters_[size_t{shard.value} * kShardCounters];
+  sc[kDelivered].fetch_add(bytes, std::memory_order_relaxed);
+  if (pushed) sc[kPushed].fetch_add(bytes, std::memory_order_relaxed);
 }
 
 Status ShardFetcher::Warm(const ShardHandle& shard, uint64_t pos, uint64_t len,
@@ -359,9 +371,10 @@ FetcherStats ShardFetcher::stats(bool per_shard) const {
   auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   for (size_t i = 0; i < shards_.size(); ++i) {
     const std::atomic<uint64_t>* sc = &shard_counters_[i * kShardCounters];
-    ShardFetchStats s{get(sc[kDelivered]), get(sc[kFetched]), get(sc[kHits]),
+    ShardFetchStats s{get(sc[kDelivered]), get(sc[kPushed]),  get(sc[kFetched]), get(sc[kHits]),
                       get(sc[kMisses]),    get(sc[kFetches]), get(sc[kErrors])};
     out.total.bytes_delivered += s.bytes_delivered;
+    out.total.bytes_pushed += s.bytes_pushed;
     out.total.bytes_fetched += s.bytes_fetched;
     out.total.chunk_hits += s.chunk_hits;
     out.total.chunk_misses += s.chunk_misses;

@@ -13,8 +13,10 @@
 // that fetch. A reader whose reads of a shard move chunk by chunk is
 // sequential: the chunks ahead of it are requested, a window that starts at
 // one chunk and doubles on each step up to `max_ahead` (as the mount's
-// push-ahead grows), crossing file boundaries as the shard does. A read
-// anywhere else resets the window.
+// push-ahead grows), crossing file boundaries as the shard does. A read a
+// little behind the furthest chunk read (the mount's push-ahead reads files
+// before the program does) stays sequential; a read anywhere else resets the
+// window.
 //
 // Never a hang, never wrong bytes. A reader waits for a chunk at most the
 // fetch's own bound (retry budget + connect and stall timeouts + 2 s), then
@@ -75,7 +77,10 @@ struct FetchShard {
 
 // Per shard, since the mount started.
 struct ShardFetchStats {
-  uint64_t bytes_delivered = 0;  // Asked for by reads.
+  // Handed to the kernel: READ replies and files pushed ahead (a program that
+  // overtakes a push READs the file too, so the sum can pass the files' size).
+  uint64_t bytes_delivered = 0;
+  uint64_t bytes_pushed = 0;     // Of bytes_delivered, the pushes.
   uint64_t bytes_fetched = 0;    // Fetched from the shard's source.
   uint64_t chunk_hits = 0;       // Chunk reads the cache answered.
   uint64_t chunk_misses = 0;     // Chunk reads that waited for a fetch.
@@ -114,6 +119,7 @@ class ShardFetcher : public ChunkedReader {
   void Stop();
 
   Status ReadShard(const ShardHandle& shard, uint64_t pos, size_t len, char* buf) override;
+  void NoteDelivered(index::ShardId shard, uint64_t bytes, bool pushed) override;
 
   // Brings the chunks covering [pos, pos + len) of `shard` into the cache,
   // `threads` at a time, and waits for them. Adds the bytes fetched to
