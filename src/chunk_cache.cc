@@ -125,6 +125,7 @@ struct ChunkCache::Slot {
   std::unique_ptr<char[]> data;        // Memory mode; immutable once mapped.
   std::atomic<bool> verified{false};   // Disk mode: payload checked in this process.
   bool doomed = false;                 // Set under mu_ when unmapped for good.
+  std::shared_ptr<const UniqueFd> file;  // Guarded by mu_: the chunk file, while in open_files_.
   Queue queue = Queue::kSmall;         // Guarded by mu_.
   uint8_t freq = 0;                    // Guarded by mu_; 0..3.
   std::list<Slot*>::iterator pos;      // Guarded by mu_; in small_ or main_.
@@ -485,16 +486,35 @@ Status ChunkCache::Insert(ChunkKey key, const char* data, size_t len) {
   return Status::Ok();
 }
 
-bool ChunkCache::ReadDisk(const Slot& slot, uint64_t offset, size_t len, char* buf,
-                          bool verify) const {
-  std::string path = ChunkPath(slot.key, slot.gen);
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.valid()) {
-    log::Warning("chunk cache: {}: {}", path, std::strerror(errno));
-    return false;
+std::shared_ptr<const UniqueFd> ChunkCache::ChunkFile(const std::shared_ptr<Slot>& slot) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (slot->file) return slot->file;
   }
+  std::string path = ChunkPath(slot->key, slot->gen);
+  auto file = std::make_shared<const UniqueFd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!file->valid()) {
+    log::Warning("chunk cache: {}: {}", path, std::strerror(errno));
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (slot->file) return slot->file;  // Another reader opened it meanwhile.
+  if (slot->doomed) return file;      // Read once, not kept.
+  slot->file = file;
+  open_files_.push_back(slot);
+  while (open_files_.size() > kOpenChunkFiles) {
+    // Closed once the readers holding it let go.
+    if (std::shared_ptr<Slot> old = open_files_.front().lock()) old->file.reset();
+    open_files_.pop_front();
+  }
+  return file;
+}
+
+bool ChunkCache::ReadDisk(const Slot& slot, int fd_raw, uint64_t offset, size_t len, char* buf,
+                          bool verify) const {
+  const std::string path = ChunkPath(slot.key, slot.gen);
   if (!verify) {
-    Status st = PreadExact(fd.get(), buf, len, kHeaderSize + offset);
+    Status st = PreadExact(fd_raw, buf, len, kHeaderSize + offset);
     if (!st.ok()) log::Warning("chunk cache: {}: {}", path, st.message());
     return st.ok();
   }
@@ -502,7 +522,7 @@ bool ChunkCache::ReadDisk(const Slot& slot, uint64_t offset, size_t len, char* b
   // asked for on the way, with no allocation.
   char raw[kHeaderSize];
   Header h;
-  if (!PreadExact(fd.get(), raw, kHeaderSize, 0).ok() || !DecodeHeader(raw, &h) ||
+  if (!PreadExact(fd_raw, raw, kHeaderSize, 0).ok() || !DecodeHeader(raw, &h) ||
       h.len != slot.len || h.index != slot.key.index || h.id_hash != id_hash_[slot.key.shard]) {
     log::Warning("chunk cache: {}: header damaged since the cache was opened", path);
     return false;
@@ -512,7 +532,7 @@ bool ChunkCache::ReadDisk(const Slot& slot, uint64_t offset, size_t len, char* b
   char piece[32 << 10];
   for (uint64_t pos = 0; pos < slot.len;) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(sizeof(piece), slot.len - pos));
-    Status st = PreadExact(fd.get(), piece, n, kHeaderSize + pos);
+    Status st = PreadExact(fd_raw, piece, n, kHeaderSize + pos);
     if (!st.ok()) {
       log::Warning("chunk cache: {}: {}", path, st.message());
       return false;
@@ -551,7 +571,8 @@ bool ChunkCache::Read(ChunkKey key, uint64_t offset, size_t len, char* buf, bool
     return true;
   }
   bool verify = !slot->verified.load(std::memory_order_acquire);
-  if (ReadDisk(*slot, offset, len, buf, verify)) {
+  std::shared_ptr<const UniqueFd> file = ChunkFile(slot);
+  if (file && ReadDisk(*slot, file->get(), offset, len, buf, verify)) {
     if (verify) slot->verified.store(true, std::memory_order_release);
     return true;
   }

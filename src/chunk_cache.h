@@ -68,6 +68,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -184,7 +185,12 @@ class ChunkCache {
   std::string ChunkPath(ChunkKey key, uint64_t gen) const;
   // Writes the chunk file for `key`; returns its generation.
   Result<uint64_t> WriteChunk(ChunkKey key, const char* data, size_t len, uint64_t gen);
-  bool ReadDisk(const Slot& slot, uint64_t offset, size_t len, char* buf, bool verify) const;
+  // Reads from the open chunk file `fd` of `slot`.
+  bool ReadDisk(const Slot& slot, int fd, uint64_t offset, size_t len, char* buf,
+                bool verify) const;
+  // The open chunk file of `slot`, opened now if it is not open; null if it
+  // cannot be opened. The last kOpenChunkFiles opened stay open.
+  std::shared_ptr<const UniqueFd> ChunkFile(const std::shared_ptr<Slot>& slot);
 
   // The policy. REQUIRES: mu_ held. Dead slots and foreign names to delete
   // are collected and dropped by the caller after unlocking.
@@ -206,6 +212,10 @@ class ChunkCache {
   UniqueFd lock_fd_;
 
   mutable std::mutex mu_;
+  // Disk mode: slots whose chunk file is held open, oldest first (a read of
+  // a chunk then costs one pread, not open + pread + close).
+  static constexpr size_t kOpenChunkFiles = 64;
+  std::deque<std::weak_ptr<Slot>> open_files_;  // Guarded by mu_.
   std::unordered_map<ChunkKey, std::shared_ptr<Slot>, KeyHash> map_;  // Guarded by mu_.
   std::list<Slot*> small_;  // Guarded by mu_; head = newest.
   std::list<Slot*> main_;   // Guarded by mu_; head = newest.
