@@ -159,7 +159,9 @@ void ShardFetcher::NoteRead(uint32_t shard, uint64_t first, uint64_t last, uint6
 }
 
 std::shared_ptr<ShardFetcher::Inflight> ShardFetcher::Request(const ShardHandle& shard,
-                                                              ChunkKey key, bool ahead) {
+                                                              ChunkKey key, bool ahead,
+                                                              bool* cached, bool even_if_cached) {
+  *cached = false;
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_) return nullptr;
   auto it = inflight_.find(key);
@@ -171,6 +173,13 @@ std::shared_ptr<ShardFetcher::Inflight> ShardFetcher::Request(const ShardHandle&
       cv_.notify_one();
     }
     return it->second;
+  }
+  // A fetch stores its chunk before it leaves inflight_, so a chunk neither
+  // in flight nor cached now is not being fetched: no chunk is fetched twice
+  // by a reader that missed the cache just before the store.
+  if (!even_if_cached && cache_->Contains(key)) {
+    *cached = true;
+    return nullptr;
   }
   if (ahead && ahead_.size() >= options_.threads * options_.max_ahead) {
     counters_->ahead_dropped.fetch_add(1, std::memory_order_relaxed);
@@ -205,7 +214,7 @@ Status ShardFetcher::ReadShard(const ShardHandle& shard, uint64_t pos, size_t le
   const uint32_t id = shard->id().value;
   if (id >= shards_.size()) return Status::Corruption(fmt::format("shard id {} out of range", id));
   if (len == 0) return Status::Ok();
-  if (pos + len > shards_[id].size) {
+  if (pos > shards_[id].size || len > shards_[id].size - pos) {
     return Status::IoError(fmt::format("shard {}: read to byte {} of a {}-byte shard",
                                        shards_[id].location, pos + len, shards_[id].size));
   }
@@ -229,17 +238,35 @@ Status ShardFetcher::ReadShard(const ShardHandle& shard, uint64_t pos, size_t le
     const uint64_t end = std::min(pos + len, (c + 1) * cs);
     Part p{c, start - c * cs, static_cast<size_t>(end - start), buf + (start - pos), nullptr};
     const bool reused = c - first < 64 && (reuse >> (c - first) & 1);
-    if (cache_->Read(ChunkKey{id, c}, p.offset, p.len, p.dst, reused)) {
+    // The cache, or the chunk's fetch. A chunk stored between the two looks
+    // is read from the cache after all (a few times at most: it may be
+    // evicted again at once by a tiny cache; then it is fetched).
+    bool cached = false;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (cache_->Read(ChunkKey{id, c}, p.offset, p.len, p.dst, reused)) {
+        cached = true;
+        break;
+      }
+      bool stored;
+      p.fetch = Request(shard, ChunkKey{id, c}, false, &stored);
+      if (!stored) break;
+    }
+    if (cached) {
       sc[kHits].fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     sc[kMisses].fetch_add(1, std::memory_order_relaxed);
-    p.fetch = Request(shard, ChunkKey{id, c}, false);
+    if (!p.fetch) {
+      // Evicted as fast as it was stored, three times over: fetch it anyway.
+      bool stored;
+      p.fetch = Request(shard, ChunkKey{id, c}, false, &stored, /*even_if_cached=*/true);
+    }
     if (!p.fetch) return Status::IoError("the mount is stopping");
     parts.push_back(std::move(p));
   }
   for (uint64_t c = ahead_from; c < ahead_to; ++c) {
-    if (!cache_->Contains(ChunkKey{id, c})) Request(shard, ChunkKey{id, c}, true);
+    bool stored;
+    Request(shard, ChunkKey{id, c}, true, &stored);
   }
   for (const Part& p : parts) {
     SHARDFS_RETURN_IF_ERROR(Await(*p.fetch, ChunkKey{id, p.chunk}, p.offset, p.len, p.dst));
@@ -281,8 +308,9 @@ Status ShardFetcher::Warm(const ShardHandle& shard, uint64_t pos, uint64_t len,
     }
   };
   for (uint64_t c = first; c <= last && first_error.ok(); ++c) {
-    if (cache_->Contains(ChunkKey{id, c})) continue;
-    std::shared_ptr<Inflight> f = Request(shard, ChunkKey{id, c}, false);
+    bool stored;
+    std::shared_ptr<Inflight> f = Request(shard, ChunkKey{id, c}, false, &stored);
+    if (stored) continue;
     if (!f) return Status::IoError("the mount is stopping");
     pending.emplace_back(c, std::move(f));
     if (pending.size() >= options_.threads) wait_one();

@@ -151,10 +151,12 @@ class ShardFetcher : public ChunkedReader {
   ShardFetcher(FetcherOptions options, std::vector<FetchShard> shards,
                std::vector<remote::RemoteUrl> urls, std::unique_ptr<ChunkCache> cache);
   uint64_t ChunkCount(uint32_t shard) const;
-  // The in-flight fetch of `key`, queued now if there is none.
-  // `ahead`: a fetch ahead of a reader (dropped, returning null, when the
-  // queue of such fetches is full).
-  std::shared_ptr<Inflight> Request(const ShardHandle& shard, ChunkKey key, bool ahead);
+  // The in-flight fetch of `key`, queued now if there is none. Null, with
+  // *cached set, if the chunk is in the cache (stored meanwhile); null when
+  // stopping; null for `ahead` (a fetch ahead of a reader) when the queue of
+  // such fetches is full.
+  std::shared_ptr<Inflight> Request(const ShardHandle& shard, ChunkKey key, bool ahead,
+                                    bool* cached, bool even_if_cached = false);
   // Waits for `f` (bounded) and copies [offset, offset + len) of its chunk.
   Status Await(Inflight& f, ChunkKey key, uint64_t offset, size_t len, char* buf);
   // Notes a read of chunks [first, last] of `shard`: whether each is a
