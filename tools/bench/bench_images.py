@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import time
 
-from bench_common import BenchError, parse_size
+from bench_common import BenchError, log, parse_size
 from bench_mounts import run_tool
 
 
@@ -169,3 +169,25 @@ def build_single_tar(tree, ddir, log_path):
             raise BenchError(f"tar exited {rc}: {file_tail(log_path)}")
 
     return cached_artifact(ddir, "whole.tar", build)
+
+
+def pack_or_reuse(a, ddir, tree, files, scratch):
+    """pack_dataset into DDIR/pack-SHARD_SIZE, or with --reuse-pack the pack already there
+    (all its shards present). Returns (pack dir, pack dict with "cached" set)."""
+    pdir = os.path.join(ddir, f"pack-{a.shard_size}")
+    pmeta = os.path.join(pdir, "pack.json")
+    if a.reuse_pack and os.path.exists(pmeta):
+        with open(pmeta) as f:
+            pack = json.load(f)
+        if all(os.path.exists(p) for p in pack["shards"]):
+            log(f"pack: reusing {pdir}")
+            pack["cached"] = True
+            return pdir, pack
+    shutil.rmtree(pdir, ignore_errors=True)
+    os.makedirs(pdir)
+    log(f"pack: {len(files)} files into ~{a.shard_size} shards")
+    pack = pack_dataset(a, tree, files, pdir, scratch)
+    with open(pmeta, "w") as f:
+        json.dump(pack, f)
+    pack["cached"] = False
+    return pdir, pack

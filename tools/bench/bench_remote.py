@@ -33,7 +33,7 @@ import urllib.parse
 
 from bench_common import BenchError, ContentMismatch, fmt_bytes, log, parse_size
 from bench_dataset import dataset_key, generate_dataset, tree_file_list
-from bench_images import file_tail, find_shards, pack_dataset
+from bench_images import file_tail, find_shards, pack_or_reuse
 from bench_mounts import Mount, run_tool
 from bench_report import fmt_num, ratio, target_row
 from bench_workloads import SystemRun, Workloads, can_drop_caches, drop_caches
@@ -234,23 +234,8 @@ class RemoteRun(Workloads):
 
 
 def remote_pack(a, ddir, tree, files, scratch):
-    """The dataset's shards and local index (bench_images.pack_dataset), reused with
-    --reuse-pack as in the main bench."""
-    pdir = os.path.join(ddir, f"pack-{a.shard_size}")
-    pmeta = os.path.join(pdir, "pack.json")
-    if a.reuse_pack and os.path.exists(pmeta):
-        with open(pmeta) as f:
-            pack = json.load(f)
-        if all(os.path.exists(p) for p in pack["shards"]):
-            log(f"pack: reusing {pdir}")
-            return pdir, pack
-    shutil.rmtree(pdir, ignore_errors=True)
-    os.makedirs(pdir)
-    log(f"pack: {len(files)} files into ~{a.shard_size} shards")
-    pack = pack_dataset(a, tree, files, pdir, scratch)
-    with open(pmeta, "w") as f:
-        json.dump(pack, f)
-    return pdir, pack
+    """The dataset's shards and local index, reused with --reuse-pack as in the main bench."""
+    return pack_or_reuse(a, ddir, tree, files, scratch)
 
 
 def hit_rate(st):

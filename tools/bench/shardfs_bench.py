@@ -46,7 +46,7 @@ import tempfile
 
 from bench_common import ALL_SYSTEMS, BenchError, fmt_bytes, log, parse_size, tree_bytes
 from bench_dataset import dataset_key, generate_dataset, tree_file_list
-from bench_images import build_single_tar, build_squashfs, pack_dataset
+from bench_images import build_single_tar, build_squashfs, pack_or_reuse
 from bench_mounts import REG, Mount, mounts_under
 from bench_remote import run_remote
 from bench_report import compute_targets, print_report
@@ -233,21 +233,7 @@ def run(a, scratch):
     build_log = os.path.join(scratch, "build.log")
     pack = None
     if "shardfs" in systems_wanted or "raw" in systems_wanted:
-        pdir = os.path.join(ddir, f"pack-{a.shard_size}")
-        pmeta = os.path.join(pdir, "pack.json")
-        if a.reuse_pack and os.path.exists(pmeta):
-            with open(pmeta) as f:
-                pack = json.load(f)
-            pack["cached"] = True
-            log(f"pack: reusing {pdir}")
-        else:
-            shutil.rmtree(pdir, ignore_errors=True)
-            os.makedirs(pdir)
-            log(f"pack: {len(files)} files into ~{a.shard_size} shards")
-            pack = pack_dataset(a, tree, files, pdir, scratch)
-            with open(pmeta, "w") as f:
-                json.dump(pack, f)
-            pack["cached"] = False
+        pdir, pack = pack_or_reuse(a, ddir, tree, files, scratch)
         idx_apparent, idx_alloc = tree_bytes(pack["index"])
         build.update({"pack_method": pack["method"], "pack_seconds": pack["pack_seconds"],
                       "index_build_seconds": pack["index_build_seconds"],
