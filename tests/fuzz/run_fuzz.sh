@@ -5,7 +5,7 @@
 # run discovers never land in the source tree. The fuzzer's output goes to
 # LOG_DIR/fuzz-NAME.log; crash-, leak-, oom- and timeout- inputs are written
 # to LOG_DIR as fuzz-NAME-crash-<sha1> and so on.
-#   FUZZ_SECONDS  seconds to fuzz (default 30, at most 600: the meson timeout
+#   FUZZ_SECONDS  seconds to fuzz (default 15, at most 600: the meson timeout
 #                 in meson.build is 720 s)
 set -eu
 if [ $# -ne 3 ]; then
@@ -15,7 +15,7 @@ fi
 fuzzer=$1
 seeds=$2
 logs=$3
-seconds=${FUZZ_SECONDS:-30}
+seconds=${FUZZ_SECONDS:-15}
 case "$seconds" in
   ''|*[!0-9]*) echo "run_fuzz.sh: FUZZ_SECONDS=$seconds: expected whole seconds" >&2; exit 2 ;;
 esac
