@@ -50,6 +50,7 @@ from bench_images import build_single_tar, build_squashfs, pack_or_reuse
 from bench_mounts import REG, Mount, mounts_under
 from bench_remote import run_remote
 from bench_report import compute_targets, print_report
+from bench_scale import scale_main
 from bench_systems import Bench
 from bench_views import run_views
 from bench_workloads import SystemRun, can_drop_caches
@@ -116,6 +117,9 @@ def parse_args(argv):
     ap.add_argument("--chunk-size", default="4M", help="--remote: -o chunk_size of the mounts (4M)")
     ap.add_argument("--fetch-threads", type=int, default=0,
                     help="--remote: -o fetch_threads of the mounts (0: the mount's default)")
+    ap.add_argument("--scale", metavar="LIST",
+                    help="measure growth with the file count instead (issue #15; bench_scale.py, "
+                    "its own options: --scale 1 --help)")
     ap.add_argument("--hold", type=float, default=0.0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.views and a.remote:
@@ -146,6 +150,8 @@ def on_signal(signum, frame):
 
 
 def main(argv):
+    if any(x == "--scale" or x.startswith("--scale=") for x in argv):
+        return scale_main(argv)  # Its own options and cleanup.
     a = parse_args(argv)
     for exe in (a.shardfs, a.bench_reader):
         if not os.access(exe, os.X_OK):
