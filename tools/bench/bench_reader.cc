@@ -5,6 +5,7 @@
 //   bench_reader walk [--root DIR]
 //   bench_reader lstat FILELIST [--root DIR] [--procs N]
 //   bench_reader read FILELIST [--root DIR] [--procs N] [--buffer BYTES]
+//   bench_reader lstat-latency FILELIST [--root DIR]
 //
 // FILELIST holds one path a line (relative to --root, or as given without
 // it). With --procs N the list is split round-robin: process i takes entries
@@ -20,6 +21,9 @@
 // walk:  files = non-directories seen; checksum = sum of XXH3-64(relative
 //        path) of every entry; stat_fallbacks counts entries whose d_type was
 //        unknown and needed an lstat.
+// lstat-latency: lstat of each listed path in one process, each call timed on
+//        its own; adds "latency_us":{"p50","p90","p99","p999","max","mean"}
+//        (nearest-rank percentiles over the calls that succeeded).
 // Exit status: 0 when every entry succeeded, 1 when some failed, 2 on usage.
 #include <dirent.h>
 #include <fcntl.h>
@@ -38,6 +42,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <algorithm>
 
 #include <xxhash.h>
 
@@ -88,7 +94,8 @@ int Usage(const char* why) {
                "bench_reader: %s\n"
                "usage: bench_reader walk [--root DIR]\n"
                "       bench_reader lstat FILELIST [--root DIR] [--procs N]\n"
-               "       bench_reader read FILELIST [--root DIR] [--procs N] [--buffer BYTES]\n",
+               "       bench_reader read FILELIST [--root DIR] [--procs N] [--buffer BYTES]\n"
+               "       bench_reader lstat-latency FILELIST [--root DIR]\n",
                why);
   return kExitUsage;
 }
@@ -142,6 +149,36 @@ void LstatFiles(int dirfd, const std::vector<std::string>& paths, size_t first, 
     t->bytes += static_cast<uint64_t>(st.st_size);
     t->checksum += HashPath(p) + static_cast<uint64_t>(st.st_size);
   }
+}
+
+// LstatFiles with a clock around every call: the latency of one LOOKUP (or
+// one dentry-cache hit) as a caller sees it. Appends nanoseconds per success.
+void LstatLatency(int dirfd, const std::vector<std::string>& paths, Tally* t,
+                  std::vector<uint64_t>* nanos) {
+  nanos->reserve(paths.size());
+  for (const std::string& p : paths) {
+    struct stat st;
+    auto start = std::chrono::steady_clock::now();
+    int rc = ::fstatat(dirfd, p.c_str(), &st, AT_SYMLINK_NOFOLLOW);
+    auto end = std::chrono::steady_clock::now();
+    if (rc != 0) {
+      t->Fail("lstat " + p, errno);
+      continue;
+    }
+    nanos->push_back(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count()));
+    ++t->files;
+    t->bytes += static_cast<uint64_t>(st.st_size);
+    t->checksum += HashPath(p) + static_cast<uint64_t>(st.st_size);
+  }
+}
+
+// Nearest-rank percentile q (0..1] of sorted `v`, in microseconds; 0 if empty.
+double PercentileUs(const std::vector<uint64_t>& v, double q) {
+  if (v.empty()) return 0;
+  size_t rank = static_cast<size_t>(q * static_cast<double>(v.size()) + 0.999999);
+  rank = std::clamp<size_t>(rank, 1, v.size());
+  return static_cast<double>(v[rank - 1]) / 1e3;
 }
 
 // Recursive readdir below the directory open at `fd` (which it closes).
@@ -292,7 +329,9 @@ int Main(int argc, char** argv) {
   if (argc < 2) return Usage("missing mode");
   Args a;
   a.mode = argv[1];
-  if (a.mode != "walk" && a.mode != "lstat" && a.mode != "read") return Usage("unknown mode");
+  if (a.mode != "walk" && a.mode != "lstat" && a.mode != "read" && a.mode != "lstat-latency") {
+    return Usage("unknown mode");
+  }
   std::vector<std::string> positional;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
@@ -325,6 +364,9 @@ int Main(int argc, char** argv) {
     }
     if (a.procs != 1) return Usage("walk runs in one process");
   } else {
+    if (a.mode == "lstat-latency" && a.procs != 1) {
+      return Usage("lstat-latency runs in one process");
+    }
     if (positional.size() != 1) return Usage("expected one FILELIST");
     a.list = positional[0];
   }
@@ -349,7 +391,12 @@ int Main(int argc, char** argv) {
   double seconds = 0;
   bool ok = true;
   const size_t step = static_cast<size_t>(a.procs);
-  if (a.mode == "walk") {
+  std::vector<uint64_t> nanos;
+  if (a.mode == "lstat-latency") {
+    auto start = std::chrono::steady_clock::now();
+    LstatLatency(dirfd, paths, &total, &nanos);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } else if (a.mode == "walk") {
     auto start = std::chrono::steady_clock::now();
     Walk(::dup(dirfd), "", &total);
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -381,6 +428,16 @@ int Main(int argc, char** argv) {
               "\",\"errors\":%" PRIu64 ",\"stat_fallbacks\":%" PRIu64 ",\"list_entries\":%zu",
               a.mode.c_str(), a.procs, total.files, total.dirs, total.bytes, seconds,
               total.checksum, total.errors, total.stat_fallbacks, paths.size());
+  if (a.mode == "lstat-latency") {
+    double sum = 0;
+    for (uint64_t n : nanos) sum += static_cast<double>(n);
+    std::sort(nanos.begin(), nanos.end());
+    std::printf(",\"latency_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,"
+                "\"max\":%.3f,\"mean\":%.3f}",
+                PercentileUs(nanos, 0.5), PercentileUs(nanos, 0.9), PercentileUs(nanos, 0.99),
+                PercentileUs(nanos, 0.999), PercentileUs(nanos, 1.0),
+                nanos.empty() ? 0.0 : sum / static_cast<double>(nanos.size()) / 1e3);
+  }
   if (total.errors) {
     std::printf(",\"first_error\":");
     PrintJsonString(total.first_error);
