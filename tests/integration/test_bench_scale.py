@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Smoke test of the growth table (`tools/bench/shardfs_bench.py --scale`, issue #15).
+
+Runs it at 2,000 and 20,000 files (20 class directories, 1 MiB shards, few lookups, reads and
+mounts) into a temporary cache root and checks that it completes, that the JSON has every row
+with a value at both sizes and a growth factor, that the shards it wrote are tars Python's
+tarfile reads back with the expected members and content, and that nothing is left mounted or
+running. As root (CI) the cold runs and the slab rows must be there too."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shardfs_testlib as tl  # noqa: E402
+
+SOURCE_ROOT = os.environ.get("SHARDFS_SOURCE_ROOT", "")
+BUILD_ROOT = os.environ.get("SHARDFS_BUILD_ROOT", "")
+SCRIPT = os.path.join(SOURCE_ROOT, "tools", "bench", "shardfs_bench.py")
+READER = os.path.join(BUILD_ROOT, "tools", "bench", "bench_reader")
+SIZES = [2000, 20000]
+ROWS = ["index_build_s", "index_build_rate", "index_bytes_per_entry", "mount_cold_ms",
+        "mount_warm_ms", "lookup_p50_us", "lookup_p99_us", "lookup_default_p50_us",
+        "lookup_default_p99_us", "walk_s", "walk_rate", "read_rate",
+        "rss_mb", "hwm_mb", "slab_mb", "slab_per_entry", "slab_fuse_inode", "slab_dentry",
+        "slab_inode_cache"]
+
+
+def mounts_under(prefix):
+    prefix = os.path.realpath(prefix).rstrip("/") + "/"
+    with open("/proc/self/mountinfo") as f:
+        return [line.split()[4] for line in f if (line.split()[4] + "/").startswith(prefix)]
+
+
+def processes_mentioning(text):
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                if text.encode() in f.read() and tl.pid_alive(int(d)):
+                    pids.append(int(d))
+        except OSError:
+            pass
+    return pids
+
+
+class BenchScaleSmokeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        tl.require_shardfs()
+        tl.require_fuse()
+        for p in (SCRIPT, READER):
+            if not os.path.exists(p):
+                raise RuntimeError("%s missing (SHARDFS_SOURCE_ROOT/SHARDFS_BUILD_ROOT set?)" % p)
+        cls.tmp = tempfile.mkdtemp(prefix="shardfs-scale-smoke-")
+        cls.json_path = os.path.join(cls.tmp, "scale.json")
+        argv = [sys.executable, SCRIPT, "--scale", ",".join(map(str, SIZES)),
+                "--cache-root", cls.tmp, "--classes", "20", "--shard-size", "1MiB",
+                "--lookups", "300", "--reads", "1000", "--mount-reps-cold", "1",
+                "--mount-reps-warm", "2", "--shardfs", tl.SHARDFS, "--bench-reader", READER,
+                "--json", cls.json_path]
+        cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  timeout=240, text=True)
+        sys.stderr.write(cls.proc.stdout)
+        cls.report = None
+        if os.path.exists(cls.json_path):
+            with open(cls.json_path) as f:
+                cls.report = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        for mp in mounts_under(cls.tmp):  # Only if a test already failed on this.
+            subprocess.run(["umount", "-l", mp])
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_completes_with_every_row(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
+        self.assertIn("shardfs scale", self.proc.stdout)
+        r = self.report
+        self.assertIsNotNone(r, "no JSON written")
+        self.assertEqual(r["schema"], "shardfs-bench-scale/1")
+        self.assertEqual(r["sizes"], SIZES)
+        self.assertEqual([row["metric"] for row in r["rows"]], ROWS)
+        root = os.geteuid() == 0
+        self.assertEqual(r["environment"]["cold_runs"], root)
+        for row in r["rows"]:
+            if not root and (row["metric"].startswith("slab") or row["metric"] == "mount_cold_ms"):
+                continue  # Without root: no drop_caches, no /proc/slabinfo. CI runs as root.
+            self.assertEqual(len(row["values"]), len(SIZES), row)
+            for v in row["values"]:
+                self.assertIsNotNone(v, row["metric"])
+            self.assertEqual(len(row["growth"]), len(SIZES) - 1, row)
+            if row["values"][0]:  # A growth factor needs a non-zero start.
+                self.assertIsNotNone(row["growth"][0], row["metric"])
+        for n in SIZES:
+            res = r["results"][str(n)]
+            self.assertEqual(res["files"], n)
+            self.assertEqual(res["walk"]["files"], n)
+            self.assertEqual(res["read"]["files"], min(1000, n))
+            self.assertEqual(res["lookup"]["calls"], 300)
+            self.assertEqual(res["lookup"]["mount_options"], "prefill_dirs=0")
+            self.assertEqual(res["lookup_default"]["calls"], 300)
+            self.assertGreater(res["index_build"]["index_disk_bytes"], 0)
+            self.assertGreater(res["daemon"]["rss_bytes"], 0)
+            self.assertEqual(len(res["mount"]["warm_seconds"]), 2)
+            lat = res["lookup"]["latency_us"]
+            self.assertLessEqual(lat["p50"], lat["p99"])
+            self.assertLessEqual(lat["p99"], lat["max"])
+            if root:
+                self.assertEqual(len(res["mount"]["cold_seconds"]), 1)
+                self.assertGreater(res["slab"]["fuse_inode"]["object_size"], 0)
+        for flag in r["flags"]:
+            self.assertIsInstance(flag, str)
+
+    def test_shards_are_tars_with_the_expected_members(self):
+        self.assertIsNotNone(self.report, "no JSON written")
+        n = SIZES[0]
+        wdir = os.path.join(self.tmp, "shardfs-scale-%d-1" % n)
+        with open(os.path.join(wdir, "dataset.json")) as f:
+            meta = json.load(f)
+        files, content, dirs = 0, 0, set()
+        for shard in meta["shards"]:
+            with tarfile.open(shard) as tf:  # Checks every header's checksum on the way.
+                for m in tf:
+                    if m.isdir():
+                        dirs.add(m.name.rstrip("/"))
+                        continue
+                    self.assertTrue(m.isfile(), m.name)
+                    data = tf.extractfile(m).read()
+                    self.assertEqual(len(data), m.size)
+                    self.assertTrue(data.startswith(m.name.encode() + b"\n"), m.name)
+                    self.assertTrue(200 <= m.size <= 4096, (m.name, m.size))
+                    files += 1
+                    content += m.size
+        self.assertEqual(files, n)
+        self.assertEqual(content, meta["content_bytes"])
+        self.assertEqual(len(dirs), 21)  # train/ and 20 classes.
+        self.assertGreater(len(meta["shards"]), 1)  # 1 MiB shards: the split is exercised.
+
+    def test_nothing_left_behind(self):
+        self.assertEqual(mounts_under(self.tmp), [])
+        self.assertEqual(processes_mentioning(self.tmp), [])
+        self.assertEqual([d for d in os.listdir(self.tmp) if d.startswith("shardfs-scale-run-")],
+                         [], "the run's scratch dir was not removed")
+
+
+if __name__ == "__main__":
+    unittest.main()
