@@ -47,6 +47,7 @@ import tempfile
 from bench_common import ALL_SYSTEMS, BenchError, fmt_bytes, log, parse_size, tree_bytes
 from bench_dataset import dataset_key, generate_dataset, tree_file_list
 from bench_images import build_single_tar, build_squashfs, pack_or_reuse
+import bench_loader
 from bench_mounts import REG, Mount, mounts_under
 from bench_remote import run_remote
 from bench_report import compute_targets, print_report
@@ -120,8 +121,11 @@ def parse_args(argv):
     ap.add_argument("--scale", metavar="LIST",
                     help="measure growth with the file count instead (issue #15; bench_scale.py, "
                     "its own options: --scale 1 --help)")
+    bench_loader.add_args(ap)  # --loader and its options (issue #15)
     ap.add_argument("--hold", type=float, default=0.0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.loader:
+        bench_loader.finish_args(a, ap)
     if a.views and a.remote:
         ap.error("--views and --remote are separate runs")
     if a.files is None:
@@ -168,6 +172,8 @@ def main(argv):
             return run_views(a, scratch)
         if a.remote:
             return run_remote(a, scratch)
+        if a.loader:
+            return bench_loader.run_loader(a, scratch)
         return run(a, scratch)
     except BenchError as e:
         log(f"error: {e}")

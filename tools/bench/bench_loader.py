@@ -1,0 +1,441 @@
+"""`shardfs_bench.py --loader` (issue #15, "The real loader"): an unmodified torchvision
+ImageFolder + torch DataLoader (N workers, shuffle=True, JPEG decode + resize to 224x224) over
+the loose tree and over a shardfs mount of the same tree, cold and warm, on real JPEGs.
+
+The driver stays on the standard library; the torch side runs in loader_worker.py under
+--loader-python (Debian's /usr/bin/python3 has torch, torchvision and PIL): one `generate` to
+make the dataset, one long-lived `serve` process that imports torch once and runs one loader
+epoch per request. Between requests the driver drops caches and remounts, so a cold run is
+cold for the dataset and nothing else (torch's own pages stay mapped in the server).
+
+Each figure is one run of --loader-samples samples (0: the whole epoch) from the same seeded
+permutation, so every path reads the same samples: their byte count, CRC sum, per-class counts
+and (decode) the sum of the decoded tensors must agree between the loose tree and the mount,
+else the mount is FAILED. Mode "raw" is the same DataLoader whose loader stops after reading
+the bytes: with --required-rate it tells whether storage or decode is the bottleneck.
+"""
+
+import hashlib
+import json
+import math
+import os
+import platform
+import select
+import shutil
+import subprocess
+import sys
+import time
+
+from bench_common import MOUNT_TIMEOUT, BenchError, fmt_bytes, log, tree_bytes
+from bench_dataset import tree_file_list
+from bench_images import pack_or_reuse
+from bench_mounts import REG, Mount, kill_group
+from bench_report import target_row
+from bench_workloads import can_drop_caches, drop_caches
+
+JPEG_GENERATOR_VERSION = 1
+MODES = ["decode", "raw"]
+MODE_TITLES = {"decode": "full decode (read + PIL decode + resize 224 + ToTensor)",
+               "raw": "raw I/O (read the bytes, no decode)"}
+PATHS = ["loose", "mount"]
+TEMPS = ["cold", "warm"]
+TARGETS = {"cold": 1.0, "warm": 0.95}  # samples/s through the mount vs the loose tree, decode.
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loader_worker.py")
+
+
+def add_args(ap):
+    ap.add_argument("--loader", action="store_true",
+                    help="measure a real torch DataLoader over torchvision ImageFolder instead "
+                    "(issue #15; bench_loader.py): real JPEGs, loose tree vs mount")
+    ap.add_argument("--loader-workers", default="2",
+                    help="--loader: DataLoader workers, or a list such as 1,2 (2)")
+    ap.add_argument("--loader-samples", type=int, default=0,
+                    help="--loader: samples per run (0: one whole epoch)")
+    ap.add_argument("--loader-batch", type=int, default=64, help="--loader: batch size (64)")
+    ap.add_argument("--required-rate", type=float, default=0.0,
+                    help="--loader: samples/s the training step consumes; prints whether this "
+                    "machine's data path keeps pace, and with how many workers")
+    ap.add_argument("--loader-python", default="/usr/bin/python3",
+                    help="--loader: the interpreter with torch and torchvision (/usr/bin/python3)")
+
+
+def finish_args(a, ap):
+    """Checks the --loader options; sets the loader's default work dir."""
+    if a.views or a.remote:
+        ap.error("--loader, --views and --remote are separate runs")
+    try:
+        a.loader_workers = sorted({int(x) for x in a.loader_workers.split(",") if x.strip()})
+    except ValueError:
+        ap.error(f"--loader-workers: not a list of numbers: {a.loader_workers}")
+    if not a.loader_workers or a.loader_workers[0] < 1:
+        ap.error("--loader-workers must be positive")
+    if a.loader_samples < 0 or a.loader_batch < 1 or a.required_rate < 0:
+        ap.error("--loader-samples, --loader-batch and --required-rate must not be negative")
+    a.files = a.files or 100_000
+    a.workdir = a.workdir or f"/var/tmp/shardfs-bench-loader-{a.files}-{a.seed}"
+
+
+# -- dataset ---------------------------------------------------------------------------------
+
+def jpeg_dataset(a, scratch):
+    """WORKDIR/dataset-jpeg-<key>/tree: real JPEGs, generated once (via tree.partial) and
+    reused by every later run with the same parameters. Returns (ddir, meta)."""
+    params = {"v": JPEG_GENERATOR_VERSION, "kind": "jpeg", "files": a.files,
+              "classes": a.classes, "seed": a.seed}
+    key = f"{hash_params(params)}"
+    ddir = os.path.join(a.workdir, f"dataset-jpeg-{key}")
+    tree = os.path.join(ddir, "tree")
+    meta_path = os.path.join(ddir, "dataset.json")
+    if os.path.exists(meta_path) and os.path.isdir(tree):
+        with open(meta_path) as f:
+            meta = json.load(f)
+        if meta.get("params") == params:
+            log(f"dataset: reusing {tree} ({meta['samples']:,} JPEGs, {fmt_bytes(meta['bytes'])})")
+            meta["cached"] = True
+            return ddir, meta
+    os.makedirs(ddir, exist_ok=True)
+    partial = os.path.join(ddir, "tree.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.rmtree(tree, ignore_errors=True)
+    log(f"dataset: encoding {a.files:,} JPEGs with PIL (cached after the first run)")
+    argv = [a.loader_python, WORKER, "generate", "--out", partial, "--files", str(a.files),
+            "--classes", str(a.classes), "--seed", str(a.seed)]
+    log_path = os.path.join(scratch, "generate.log")
+    with open(log_path, "ab") as logf:
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=logf, start_new_session=True)
+        REG.procs.add(p)
+        try:
+            out, _ = p.communicate(timeout=a.phase_timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(p)
+            raise BenchError(f"JPEG generation took longer than {a.phase_timeout:.0f} s")
+        REG.procs.discard(p)
+    if p.returncode != 0:
+        raise BenchError(f"loader_worker.py generate exited {p.returncode}: "
+                         f"{file_tail(log_path)}")
+    gen = json.loads(out.decode().strip().splitlines()[-1])
+    os.rename(partial, tree)
+    meta = {"params": params, "key": key, "samples": a.files, "files": a.files,
+            "dirs": 2 + a.classes, "bytes": gen["bytes"], "pool_images": gen["pool"],
+            "generate_seconds": gen["seconds"]}
+    with open(meta_path + ".tmp", "w") as f:
+        json.dump(meta, f, indent=1)
+    os.rename(meta_path + ".tmp", meta_path)
+    log(f"dataset: {a.files:,} JPEGs, {fmt_bytes(gen['bytes'])} in {gen['seconds']:.1f} s")
+    meta["cached"] = False
+    return ddir, meta
+
+
+def hash_params(params):
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def file_tail(path, n=800):
+    try:
+        with open(path, "rb") as f:
+            return f.read()[-n:].decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+# -- the torch process ----------------------------------------------------------------------
+
+class LoaderServer:
+    """loader_worker.py serve: one JSON request per line in, one JSON result per line out.
+    Started in its own session and registered, so cleanup kills it (and its DataLoader workers)
+    on any way out."""
+
+    def __init__(self, python, log_path, timeout):
+        self.log_path = log_path
+        self.timeout = timeout
+        self.logf = open(log_path, "ab")
+        try:
+            self.p = subprocess.Popen([python, WORKER, "serve"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=self.logf,
+                                      start_new_session=True)
+        except OSError as e:
+            self.logf.close()
+            raise BenchError(f"--loader-python {python}: {e}")
+        REG.procs.add(self.p)
+        self.info = self._read(120)
+        if not self.info.get("ready"):
+            raise BenchError(f"loader_worker.py serve did not start: {self.info}")
+
+    def _read(self, timeout):
+        deadline = time.monotonic() + timeout
+        fd = self.p.stdout.fileno()
+        buf = b""
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close(kill=True)
+                raise BenchError(f"the loader gave no answer in {timeout:.0f} s; see "
+                                 f"{self.log_path}")
+            r, _, _ = select.select([fd], [], [], left)
+            if r:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    self.close(kill=True)
+                    raise BenchError("the loader process exited (is torch installed for "
+                                     f"--loader-python?): {file_tail(self.log_path)}")
+                buf += chunk
+        return json.loads(buf.decode())
+
+    def run(self, req):
+        self.p.stdin.write((json.dumps(req) + "\n").encode())
+        self.p.stdin.flush()
+        out = self._read(self.timeout)
+        if "error" in out:
+            raise BenchError(f"loader run {req}: {out['error']}")
+        return out
+
+    def close(self, kill=False):
+        if self.p.poll() is None and not kill:
+            try:
+                self.p.stdin.close()
+                self.p.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        kill_group(self.p)
+        self.logf.close()
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+def run_loader(a, scratch):
+    can_cold, why = can_drop_caches()
+    skipped, notes = [], []
+    if not can_cold:
+        skipped.append(f"cold runs: {why}; the first run of each figure is discarded instead")
+    ddir, meta = jpeg_dataset(a, scratch)
+    tree = os.path.join(ddir, "tree")
+    files = tree_file_list(tree)
+    pdir, pack = pack_or_reuse(a, ddir, tree, files, scratch)
+    idx_apparent, _ = tree_bytes(pack["index"])
+    build = {"pack_method": pack["method"], "pack_seconds": pack["pack_seconds"],
+             "pack_cached": pack["cached"], "shards": len(pack["shards"]),
+             "shard_bytes": sum(os.path.getsize(p) for p in pack["shards"]),
+             "index_bytes": idx_apparent}
+    log(f"pack: {pack['method']}: {pack['pack_seconds']:.2f} s, {build['shards']} shards")
+
+    mp = os.path.join(scratch, "mnt")
+    os.makedirs(mp)
+    opts = ["-o", a.mount_options] if a.mount_options else []
+    mount_argv = [a.shardfs, "mount", "-f"] + opts + [pack["index"], mp]
+    state = {"mount": None}
+
+    def fresh_mount():
+        if state["mount"] is not None:
+            state["mount"].unmount()
+        m = Mount("shardfs", mp, mount_argv, "fuse3", os.path.join(scratch, "mount.log"))
+        try:
+            m.mount(min(a.phase_timeout, MOUNT_TIMEOUT))
+        except TimeoutError as e:
+            raise BenchError(f"mount: {e}")
+        state["mount"] = m
+
+    server = LoaderServer(a.loader_python, os.path.join(scratch, "loader.log"), a.phase_timeout)
+    runs = []
+    try:
+        roots = {"loose": os.path.join(tree, "train"), "mount": os.path.join(mp, "train")}
+        for w in a.loader_workers:
+            for mode in MODES:
+                for path in PATHS:
+                    req = {"root": roots[path], "mode": mode, "workers": w,
+                           "batch": a.loader_batch, "samples": a.loader_samples,
+                           "seed": a.seed, "size": 224}
+                    for temp in TEMPS:
+                        if temp == "cold":
+                            if can_cold:
+                                drop_caches()
+                            if path == "mount":
+                                fresh_mount()
+                        r = server.run(req)
+                        r.update({"path": path, "temp": temp,
+                                  "status": "ok" if temp == "warm" or can_cold else "skipped"})
+                        runs.append(r)
+                        log(f"{mode:<6} {w} workers {path:<5} {temp}: "
+                            f"{r['samples_per_s']:,.0f} samples/s, I/O share "
+                            f"{r['io_share']:.1%} ({r['samples']:,} samples, "
+                            f"{r['seconds']:.1f} s)")
+    finally:
+        server.close()
+        if state["mount"] is not None:
+            state["mount"].unmount()
+
+    rows, content_ok = make_rows(a, runs)
+    if os.cpu_count() and os.cpu_count() <= 2:
+        notes.append(f"{os.cpu_count()} CPUs: decode is CPU-bound here; more workers than "
+                     "cores only add contention")
+    report = {
+        "schema": "shardfs-bench-loader/1",
+        "params": {"files": a.files, "classes": a.classes, "seed": a.seed,
+                   "workers": a.loader_workers, "samples": a.loader_samples,
+                   "batch": a.loader_batch, "size": 224, "required_rate": a.required_rate,
+                   "shard_size": a.shard_size, "mount_options": a.mount_options,
+                   "workdir": a.workdir},
+        "environment": {"root": os.geteuid() == 0, "cold_runs": can_cold,
+                        "cpus": os.cpu_count(), "kernel": platform.release(),
+                        "loader_python": a.loader_python,
+                        "torch": server.info.get("torch"),
+                        "torchvision": server.info.get("torchvision"),
+                        "pil": server.info.get("pil"), "skipped": skipped, "notes": notes},
+        "dataset": {k: meta[k] for k in ("samples", "files", "dirs", "bytes")}
+        | {"cached": meta.get("cached", False), "path": tree,
+           "pool_images": meta.get("pool_images")},
+        "build": build,
+        "content": "ok" if content_ok else "FAILED",
+        "runs": runs,
+        "rows": rows,
+    }
+    report["targets"] = loader_targets(a, rows, content_ok)
+    report["required"] = required_rate(a, rows) if a.required_rate else None
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump(report, f, indent=1)
+        log(f"wrote {a.json_out}")
+    print_loader_report(report)
+    return 0
+
+
+def make_rows(a, runs):
+    """One row per (mode, workers, temp): loose vs mount. Every run of a mode read the same
+    samples, so every checksum of that mode must be equal; returns (rows, all equal)."""
+    by = {(r["mode"], r["workers"], r["path"], r["temp"]): r for r in runs}
+    rows, content_ok = [], True
+    for mode in MODES:
+        ref = next(r["checksum"] for r in runs if r["mode"] == mode)
+        for w in a.loader_workers:
+            for temp in TEMPS:
+                lo, mo = by[(mode, w, "loose", temp)], by[(mode, w, "mount", temp)]
+                same = mo["checksum"] == lo["checksum"]
+                consistent = lo["checksum"] == ref
+                content_ok &= same and consistent
+                ok = lo["status"] == "ok" and mo["status"] == "ok"
+                rows.append({
+                    "mode": mode, "workers": w, "temp": temp,
+                    "status": ("ok" if ok else "skipped") if same else "FAILED",
+                    "samples": lo["samples"],
+                    "loose": pick(lo), "mount": pick(mo),
+                    "ratio": mo["samples_per_s"] / lo["samples_per_s"]
+                    if ok and same and lo["samples_per_s"] else None,
+                    "same_samples": same, "same_as_first_run": consistent})
+    return rows, content_ok
+
+
+def pick(r):
+    return {k: r[k] for k in ("samples_per_s", "seconds", "io_share", "decode_share",
+                              "scan_seconds", "first_batch_seconds", "bytes", "status")}
+
+
+def loader_targets(a, rows, content_ok):
+    out = []
+    for row in rows:
+        if row["mode"] != "decode":
+            continue
+        goal = TARGETS[row["temp"]]
+        out.append(target_row(f"decode, {row['workers']} workers, {row['temp']}: "
+                              "mount vs loose samples/s",
+                              row["ratio"] if content_ok else None, ">=", goal, "x",
+                              "" if content_ok else "mount read other samples"))
+    return out
+
+
+def required_rate(a, rows):
+    """For each mode: the mount's samples/s per worker count (the slower of cold and warm)
+    and whether it keeps pace with --required-rate; then which of storage or decode limits."""
+    rate = a.required_rate
+    cpus = os.cpu_count() or 1
+    out = {"rate": rate, "basis": "mount, slower of cold and warm", "modes": {}}
+    for mode in MODES:
+        per = {}
+        for row in rows:
+            if row["mode"] == mode and row["status"] == "ok":
+                v = row["mount"]["samples_per_s"]
+                per[row["workers"]] = min(per.get(row["workers"], v), v)
+        m = {"samples_per_s": per, "keeps_pace": None, "workers": None, "verdict": ""}
+        if per:
+            enough = [w for w in sorted(per) if per[w] >= rate]
+            if enough:
+                w = enough[0]
+                m.update(keeps_pace=True, workers=w,
+                         verdict=f"keeps pace: yes, with {w} worker{'s' * (w > 1)} "
+                         f"({per[w]:,.0f} samples/s >= {rate:,.0f})")
+            else:
+                w = max(per, key=lambda k: per[k])
+                per_worker = per[w] / w
+                need = math.ceil(rate / per_worker) if per_worker > 0 else None
+                m.update(keeps_pace=False, workers=need,
+                         verdict=f"keeps pace: no: best {per[w]:,.0f} samples/s with {w} "
+                         f"worker{'s' * (w > 1)}; ~{need:,} workers would be needed at "
+                         f"{per_worker:,.0f} samples/s per worker; this machine has {cpus} "
+                         f"core{'s' * (cpus > 1)}")
+        out["modes"][mode] = m
+    dec, raw = out["modes"]["decode"]["keeps_pace"], out["modes"]["raw"]["keeps_pace"]
+    if dec is None or raw is None:
+        out["bottleneck"] = "unknown (no cold/warm figures)"
+    elif not raw:
+        out["bottleneck"] = "storage: even the raw I/O path, without decode, is below the rate"
+    elif not dec:
+        out["bottleneck"] = ("decode: the raw I/O path keeps pace, decode + resize does not "
+                             "(CPU: more cores or workers, or decode elsewhere)")
+    else:
+        out["bottleneck"] = "neither: storage and decode both keep pace"
+    return out
+
+
+def fmt_rate(v):
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def fmt_share(v):
+    return "-" if v is None else f"{v:.1%}"
+
+
+def print_loader_report(report, out=sys.stdout):
+    p, d, b, env = report["params"], report["dataset"], report["build"], report["environment"]
+    w = out.write
+    w("\nshardfs bench --loader (torch DataLoader over torchvision ImageFolder)\n")
+    w(f"  dataset: {d['samples']:,} JPEGs, {fmt_bytes(d['bytes'])}, {p['classes']} classes, "
+      f"seed {p['seed']}{' (cached)' if d.get('cached') else ''}\n")
+    per_run = f"{p['samples']:,} samples" if p["samples"] else "one epoch"
+    w(f"  loader:  torch {env['torch']}, torchvision {env['torchvision']}, PIL {env['pil']}; "
+      f"shuffle=True, batch {p['batch']}, resize {p['size']}, {per_run} per run, workers "
+      f"{','.join(map(str, p['workers']))}\n")
+    w(f"  machine: {env['cpus']} CPUs, kernel {env['kernel']}, "
+      f"{'root' if env['root'] else 'NOT root'}\n")
+    w(f"  pack:    {b['pack_method']}: {b['pack_seconds']:.2f} s, {b['shards']} shards, "
+      f"{fmt_bytes(b['shard_bytes'])}\n")
+    for sk in env["skipped"]:
+        w(f"  SKIPPED: {sk}\n")
+    for n in env["notes"]:
+        w(f"  note: {n}\n")
+    w(f"  samples read: {'same on the loose tree and the mount' if report['content'] == 'ok' else 'FAILED: the mount read other samples than the loose tree'}\n")
+    w(f"\n  {'mode':<7} {'workers':>7} {'temp':<5} {'loose samples/s':>16} "
+      f"{'mount samples/s':>16} {'mount/loose':>12} {'I/O share loose':>16} "
+      f"{'I/O share mount':>16}\n")
+    for r in report["rows"]:
+        rt = f"{r['ratio']:.2f}x" if r["ratio"] is not None else r["status"]
+        w(f"  {r['mode']:<7} {r['workers']:>7} {r['temp']:<5} "
+          f"{fmt_rate(r['loose']['samples_per_s']):>16} "
+          f"{fmt_rate(r['mount']['samples_per_s']):>16} {rt:>12} "
+          f"{fmt_share(r['loose']['io_share']):>16} {fmt_share(r['mount']['io_share']):>16}\n")
+    w("  (I/O share: time the workers spent opening and reading files / workers x wall time)\n")
+
+    w("\ntargets (loader, issue #15)\n")
+    for t in report["targets"]:
+        v = "-" if t["value"] is None else f"{t['value']:.2f}x"
+        w(f"  {t['target']:<52} {v:>8}  {t['op']} {t['goal']:g}x  {t['status']}\n")
+
+    req = report.get("required")
+    if req:
+        w(f"\nrequired rate: {req['rate']:,.0f} samples/s ({req['basis']})\n")
+        for mode in MODES:
+            m = req["modes"][mode]
+            figs = ", ".join(f"{k} worker{'s' * (k > 1)}: {fmt_rate(v)}"
+                             for k, v in sorted(m["samples_per_s"].items()))
+            w(f"  {MODE_TITLES[mode]}\n    samples/s: {figs or '-'}\n"
+              f"    data path {m['verdict'] or 'not measured'}\n")
+        w(f"  bottleneck: {req['bottleneck']}\n")
+    w("\n")
+    out.flush()
