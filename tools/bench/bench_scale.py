@@ -492,7 +492,8 @@ def med_ms(samples):
 #   total:     grows with N at best linearly: flagged when value/N rises more than the limit;
 #   rate:      per-entry cost 1/value: flagged when the rate falls more than the limit;
 #   per_entry: already a per-entry (or per-call) cost: flagged when it rises more than the limit;
-#   flat:      must not grow at all: flagged when it rises more than --flat-ratio.
+#   flat:      must not grow at all: flagged when it rises more than --flat-ratio;
+#   info:      never flagged.
 def _med(xs):
     return statistics.median(xs) if xs else None
 
@@ -538,6 +539,11 @@ ROWS = [
     ("slab_mb", "slab taken by the walk", "MB", "total",
      lambda r: r["slab"] and r["slab"]["total_bytes_delta"] / 1e6),
     ("slab_per_entry", "slab per entry (all)", "B", "per_entry", lambda r: _slab(r, "total")),
+    # About 1 when the kernel still held every inode the walk made; less when it reclaimed some
+    # (memory pressure, or a drop_caches elsewhere on the machine), and the slab rows read low.
+    ("slab_inodes_held", "  fuse_inodes added / entries", "", "info",
+     lambda r: r["slab"] and (r["slab"]["fuse_inode"]["objects_after"] -
+                              r["slab"]["fuse_inode"]["objects_before"]) / r["entries"]),
     ("slab_fuse_inode", "  fuse_inode per entry", "B", "per_entry",
      lambda r: _slab(r, "fuse_inode")),
     ("slab_dentry", "  dentry per entry", "B", "per_entry", lambda r: _slab(r, "dentry")),
@@ -563,7 +569,7 @@ def build_rows(sizes, results, flag_ratio, flat_ratio):
             # Slab deltas can be zero or below (other activity freed more): no factor then.
             g = v1 / v0 if v0 is not None and v1 is not None and v0 > 0 and v1 > 0 else None
             growth.append(g)
-            if g is None:
+            if g is None or kind == "info":
                 continue
             step_n = sizes[i] / sizes[i - 1]
             per_entry = {"total": g / step_n, "rate": 1 / g if g else math.inf,
