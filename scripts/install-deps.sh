@@ -17,6 +17,8 @@ packages=(
   clang libclang-rt-14-dev llvm
   # benchmark peers
   squashfs-tools squashfuse archivemount
+  # benchmark: the real loader (torch DataLoader over torchvision ImageFolder)
+  python3-torchvision python3-pil
   # remote-shard tests: HTTP(S) server, its certificate, signed S3 uploads
   nginx-light openssl curl
 )

@@ -145,14 +145,14 @@ class LoaderServer:
     Started in its own session and registered, so cleanup kills it (and its DataLoader workers)
     on any way out."""
 
-    def __init__(self, python, log_path, timeout):
+    def __init__(self, python, run_dir, log_path, timeout):
         self.log_path = log_path
         self.timeout = timeout
         self.logf = open(log_path, "ab")
         try:
-            self.p = subprocess.Popen([python, WORKER, "serve"], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=self.logf,
-                                      start_new_session=True)
+            self.p = subprocess.Popen([python, WORKER, "serve", "--run-dir", run_dir],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=self.logf, start_new_session=True)
         except OSError as e:
             self.logf.close()
             raise BenchError(f"--loader-python {python}: {e}")
@@ -234,7 +234,7 @@ def run_loader(a, scratch):
             raise BenchError(f"mount: {e}")
         state["mount"] = m
 
-    server = LoaderServer(a.loader_python, os.path.join(scratch, "loader.log"), a.phase_timeout)
+    server = LoaderServer(a.loader_python, scratch, os.path.join(scratch, "loader.log"), a.phase_timeout)
     runs = []
     try:
         roots = {"loose": os.path.join(tree, "train"), "mount": os.path.join(mp, "train")}
@@ -334,7 +334,8 @@ def loader_targets(a, rows, content_ok):
         if row["mode"] != "decode":
             continue
         goal = TARGETS[row["temp"]]
-        out.append(target_row(f"decode, {row['workers']} workers, {row['temp']}: "
+        w = row["workers"]
+        out.append(target_row(f"decode, {w} worker{'s' * (w > 1)}, {row['temp']}: "
                               "mount vs loose samples/s",
                               row["ratio"] if content_ok else None, ">=", goal, "x",
                               "" if content_ok else "mount read other samples"))

@@ -235,7 +235,8 @@ def main(argv):
     g.add_argument("--files", type=int, required=True)
     g.add_argument("--classes", type=int, required=True)
     g.add_argument("--seed", type=int, default=1)
-    sub.add_parser("serve")
+    s = sub.add_parser("serve")
+    s.add_argument("--run-dir", help="the bench run's scratch dir (names the process only)")
     a = ap.parse_args(argv)
     return generate(a) if a.cmd == "generate" else serve(a)
 

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Smoke test of `shardfs_bench.py --loader` (issue #15: the real loader).
+
+Runs the bench at a tiny size (160 real JPEGs in 2 classes, one whole epoch per run, batch 32,
+1 and 2 workers) into a temporary work dir: an unmodified torchvision ImageFolder + torch
+DataLoader under Debian's /usr/bin/python3, over the loose tree and over a shardfs mount, cold
+and warm. Checks that the JSON has every row (mode x workers x temp) with figures, that the
+loose tree and the mount read the same samples, and that those are the tree's files (bytes,
+sum of CRC-32 and per-class counts computed here from the tree with zlib, not by the bench);
+that --required-rate prints a verdict ("yes" at 1 sample/s, "no" with the workers needed at a
+rate no machine reaches, and which of storage or decode is the bottleneck); that nothing is
+left mounted or running. Cold runs need root: the test fails, never skips, without it."""
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shardfs_testlib as tl  # noqa: E402
+from test_bench_smoke import mounts_under, processes_mentioning  # noqa: E402
+
+SOURCE_ROOT = os.environ.get("SHARDFS_SOURCE_ROOT", "")
+BUILD_ROOT = os.environ.get("SHARDFS_BUILD_ROOT", "")
+SCRIPT = os.path.join(SOURCE_ROOT, "tools", "bench", "shardfs_bench.py")
+READER = os.path.join(BUILD_ROOT, "tools", "bench", "bench_reader")
+FILES, CLASSES, WORKERS = 160, 2, [1, 2]
+MODES, TEMPS = ["decode", "raw"], ["cold", "warm"]
+
+
+def tree_checksum(train):
+    """What one epoch over train/ must read: samples, bytes, sum of CRC-32s, per-class counts
+    (classes in ImageFolder's sorted order)."""
+    classes = sorted(os.listdir(train))
+    total = crc = 0
+    per_class = []
+    for c in classes:
+        names = os.listdir(os.path.join(train, c))
+        per_class.append(len(names))
+        for n in names:
+            with open(os.path.join(train, c, n), "rb") as f:
+                data = f.read()
+            total += len(data)
+            crc += zlib.crc32(data)
+    return {"samples": sum(per_class), "bytes": total, "crc32_sum": crc % (1 << 64),
+            "per_class": per_class}
+
+
+class BenchLoaderTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        tl.require_shardfs()
+        tl.require_fuse()
+        for p in (SCRIPT, READER):
+            if not os.path.exists(p):
+                raise RuntimeError("%s missing (SHARDFS_SOURCE_ROOT/SHARDFS_BUILD_ROOT set?)" % p)
+        if os.geteuid() != 0:
+            raise RuntimeError("the loader bench test needs root: its cold runs drop caches")
+        cls.tmp = tempfile.mkdtemp(prefix="shardfs-bench-loader-")
+        cls.workdir = os.path.join(cls.tmp, "work")
+        cls.json_path = os.path.join(cls.tmp, "loader.json")
+        start = time.monotonic()
+        cls.proc = cls.bench(["--loader-workers", ",".join(map(str, WORKERS)),
+                              "--required-rate", "1", "--json", cls.json_path])
+        cls.seconds = time.monotonic() - start
+        sys.stderr.write("bench --loader smoke run: %.1f s\n%s\n%s\n" % (
+            cls.seconds, cls.proc.stdout, cls.proc.stderr[-3000:]))
+        cls.report = None
+        if os.path.exists(cls.json_path):
+            with open(cls.json_path) as f:
+                cls.report = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        for mp in mounts_under(cls.tmp):  # Only if a test already failed on this.
+            subprocess.run(["umount", "-l", mp])
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    @classmethod
+    def bench(cls, args, timeout=240):
+        argv = [sys.executable, SCRIPT, "--loader", "--workdir", cls.workdir, "--shardfs",
+                tl.SHARDFS, "--bench-reader", READER, "--files", str(FILES), "--classes",
+                str(CLASSES), "--shard-size", "1MiB", "--loader-batch", "32"] + args
+        return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=timeout, text=True)
+
+    def assertNothingLeft(self):
+        self.assertEqual(mounts_under(self.tmp), [])
+        self.assertEqual(processes_mentioning(self.tmp), [])
+        self.assertEqual(glob.glob(os.path.join(self.workdir, "run-*")), [])
+
+    def test_completes_with_every_row(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
+        r = self.report
+        self.assertIsNotNone(r, "no JSON written")
+        self.assertEqual(r["schema"], "shardfs-bench-loader/1")
+        self.assertTrue(r["environment"]["cold_runs"], r["environment"]["skipped"])
+        self.assertEqual(r["dataset"]["samples"], FILES)
+        self.assertGreater(r["build"]["shards"], 1)
+        self.assertEqual(len(r["runs"]), len(MODES) * len(WORKERS) * 2 * len(TEMPS))
+        want = {(m, w, t) for m in MODES for w in WORKERS for t in TEMPS}
+        self.assertEqual({(x["mode"], x["workers"], x["temp"]) for x in r["rows"]}, want)
+        for row in r["rows"]:
+            key = (row["mode"], row["workers"], row["temp"])
+            self.assertEqual(row["status"], "ok", key)
+            self.assertEqual(row["samples"], FILES, key)
+            self.assertGreater(row["ratio"], 0, key)
+            for path in ("loose", "mount"):
+                fig = row[path]
+                self.assertGreater(fig["samples_per_s"], 0, (key, path))
+                self.assertTrue(0 < fig["io_share"] <= 1, (key, path, fig["io_share"]))
+                if row["mode"] == "decode":
+                    self.assertGreater(fig["decode_share"], 0, (key, path))
+        self.assertEqual(len(r["targets"]), len(WORKERS) * len(TEMPS))
+        for t in r["targets"]:
+            self.assertIn(t["status"], ("met", "not met"), t)
+        self.assertIn("targets (loader, issue #15)", self.proc.stdout)
+        self.assertIn("mount/loose", self.proc.stdout)
+
+    def test_mount_and_loose_read_the_tree(self):
+        r = self.report
+        self.assertEqual(r["content"], "ok")
+        want = tree_checksum(os.path.join(r["dataset"]["path"], "train"))
+        self.assertEqual(want["samples"], FILES)
+        pixel = None
+        for run in r["runs"]:
+            key = (run["mode"], run["workers"], run["path"], run["temp"])
+            got = dict(run["checksum"])
+            pix = got.pop("pixel_sum")
+            self.assertEqual(got, want, key)
+            if run["mode"] == "decode":  # The same decoded tensors on every path.
+                self.assertGreater(pix, 0, key)
+                pixel = pix if pixel is None else pixel
+                self.assertEqual(pix, pixel, key)
+        for row in r["rows"]:
+            self.assertTrue(row["same_samples"], row)
+
+    def test_required_rate_verdicts(self):
+        req = self.report["required"]
+        self.assertEqual(req["rate"], 1)
+        for mode in MODES:
+            m = req["modes"][mode]
+            self.assertIs(m["keeps_pace"], True, m)
+            self.assertEqual(m["workers"], 1, m)
+        self.assertIn("data path keeps pace: yes, with 1 worker (", self.proc.stdout)
+        self.assertIn("bottleneck: neither", self.proc.stdout)
+        # A rate no machine reaches: a "no" with the workers it would take, for both paths,
+        # on the cached dataset and shards.
+        out = os.path.join(self.tmp, "no.json")
+        p = self.bench(["--loader-workers", "1", "--required-rate", "1e9", "--reuse-pack",
+                        "--json", out])
+        self.assertEqual(p.returncode, 0, p.stderr[-4000:])
+        self.assertIn("(cached)", p.stdout)
+        self.assertEqual(p.stdout.count("data path keeps pace: no: best "), 2, p.stdout)
+        self.assertIn("workers would be needed at", p.stdout)
+        self.assertIn("bottleneck: storage", p.stdout)
+        with open(out) as f:
+            req = json.load(f)["required"]
+        for mode in MODES:
+            self.assertIs(req["modes"][mode]["keeps_pace"], False)
+            self.assertGreater(req["modes"][mode]["workers"], 1)
+        self.assertNothingLeft()
+
+    def test_no_mount_or_daemon_left(self):
+        self.assertNothingLeft()
+        self.assertEqual(len(glob.glob(os.path.join(self.workdir, "dataset-jpeg-*", "tree"))), 1)
+
+
+if __name__ == "__main__":
+    tl.main()
