@@ -28,7 +28,8 @@ ROWS = ["index_build_s", "index_build_rate", "index_bytes_per_entry", "mount_col
         "mount_warm_ms", "lookup_p50_us", "lookup_p99_us", "lookup_default_p50_us",
         "lookup_default_p99_us", "lookup_warm_p50_us", "lookup_warm_p99_us", "walk_s",
         "walk_rate", "read_rate", "rss_mb", "hwm_mb", "slab_mb", "slab_per_entry",
-        "slab_inodes_held", "slab_fuse_inode", "slab_dentry", "slab_inode_cache"]
+        "slab_inodes_held", "slab_peak_inodes_held", "slab_per_inode_peak", "slab_fuse_inode",
+        "slab_dentry", "slab_inode_cache"]
 
 
 def mounts_under(prefix):

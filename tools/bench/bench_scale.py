@@ -37,11 +37,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from bench_common import BenchError, fmt_bytes, log, parse_size, tree_bytes
 from bench_dataset import class_names
-from bench_mounts import REG, Mount, mounts_under, run_tool
+from bench_mounts import REG, Mount, is_mounted, mounts_under, run_tool
 from bench_workloads import can_drop_caches, drop_caches
 
 SCALE_GENERATOR_VERSION = 1
@@ -298,6 +299,21 @@ class ScaleRun:
         m.mount(min(self.a.phase_timeout, 300))
         return m
 
+    def unmount(self, m):
+        """Unmounts without -z while the mount is busy: after a walk the mount's own directory
+        prefill may still hold a directory open for a while (large directories), and a lazy
+        unmount then leaves the daemon serving it. Gives up on waiting after 120 s."""
+        start = time.monotonic()
+        while is_mounted(self.mnt) and time.monotonic() - start < 120:
+            if subprocess.run(["fusermount3", "-u", self.mnt], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode == 0:
+                break
+            time.sleep(0.5)
+        busy = time.monotonic() - start
+        if busy > 1:
+            log(f"scale {self.n:,}: the mount was busy for {busy:.1f} s before it unmounted")
+        m.unmount()
+
     def reader(self, mode, list_path, procs=1):
         argv = [self.a.bench_reader, mode, list_path, "--root", self.mnt]
         if procs > 1:
@@ -389,13 +405,13 @@ class ScaleRun:
                 self.drop()
                 m = self.mount()
                 cold.append(m.seconds)
-                m.unmount()
+                self.unmount(m)
         first = self.mount()
-        first.unmount()
+        self.unmount(first)
         for _ in range(a.mount_reps_warm):
             m = self.mount()
             warm.append(m.seconds)
-            m.unmount()
+            self.unmount(m)
         self.r["mount"] = {"cold_seconds": cold, "warm_seconds": warm,
                            "first_seconds": first.seconds}
         log(f"scale {self.n:,}: mount cold {med_ms(cold)} ms, warm {med_ms(warm)} ms")
@@ -410,7 +426,7 @@ class ScaleRun:
             self.reader("lstat", dirs_list)  # Untimed: the parents of the timed calls.
             res = self.reader("lstat-latency", look_list)
         finally:
-            m.unmount()
+            self.unmount(m)
         if res["files"] != k:
             raise BenchError(f"lookups: {res['files']} of {k} paths found")
         self.r[key] = {"calls": k, "cold": cold and self.can_cold, "seconds": res["seconds"],
@@ -423,13 +439,18 @@ class ScaleRun:
         self.drop()
         before = read_slab()
         m = self.mount()
+        sampler = SlabSampler()
         try:
             rss_mounted = daemon_memory(m.proc.pid)
-            res = self.reader("lstat", all_list)
+            sampler.start()
+            try:
+                res = self.reader("lstat", all_list)
+            finally:
+                sampler.stop()
             rss, hwm = daemon_memory(m.proc.pid)
             after = read_slab()
         finally:
-            m.unmount()
+            self.unmount(m)
         if res["files"] != self.n or res["bytes"] != self.meta["content_bytes"]:
             raise BenchError(f"lstat walk: {res['files']} files, {res['bytes']} bytes; expected "
                              f"{self.n}, {self.meta['content_bytes']}")
@@ -442,6 +463,14 @@ class ScaleRun:
                               "object_size": e[1] or b[1],
                               "bytes_delta": e[0] * e[1] - b[0] * b[1]}
             slab["total_bytes_delta"] = sum(slab[x]["bytes_delta"] for x in SLAB_CACHES)
+            # The sample holding the most fuse_inodes: a drop_caches elsewhere on the machine, or
+            # memory pressure, during the walk takes inodes away from the end figures above.
+            peak = sampler.peak or after
+            slab["peak"] = {"fuse_inode_added": peak["fuse_inode"][0] - before["fuse_inode"][0],
+                            "bytes_delta": sum(peak.get(x, (0, 0))[0] * peak.get(x, (0, 0))[1] -
+                                               before.get(x, (0, 0))[0] * before.get(x, (0, 0))[1]
+                                               for x in SLAB_CACHES),
+                            "samples": sampler.samples}
         self.r["walk"] = {"seconds": res["seconds"], "files": res["files"], "cold": self.can_cold,
                           "files_per_s": res["files"] / res["seconds"]}
         self.r["daemon"] = {"rss_bytes_mounted": rss_mounted[0], "rss_bytes": rss,
@@ -463,7 +492,7 @@ class ScaleRun:
         try:
             res = self.reader("read", read_list, self.a.procs)
         finally:
-            m.unmount()
+            self.unmount(m)
         if res["files"] != len(reads) or int(res["checksum"], 16) != want:
             raise BenchError(f"shuffled read: {res['files']} files, checksum {res['checksum']}; "
                              f"expected {len(reads)}, {want:016x}: the mount returned other bytes")
@@ -471,6 +500,38 @@ class ScaleRun:
                           "procs": self.a.procs, "cold": self.can_cold,
                           "files_per_s": res["files"] / res["seconds"]}
         log(f"scale {self.n:,}: shuffled read {res['files'] / res['seconds']:,.0f} files/s")
+
+
+class SlabSampler:
+    """Reads /proc/slabinfo every 0.2 s on a thread; keeps the sample with the most
+    fuse_inodes."""
+
+    def __init__(self):
+        self.peak, self.samples = None, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while True:
+            s = read_slab()
+            if s is None or "fuse_inode" not in s:
+                return
+            self.samples += 1
+            if self.peak is None or s["fuse_inode"][0] > self.peak["fuse_inode"][0]:
+                self.peak = s
+            if self._stop.wait(0.2):
+                return
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        s = read_slab()  # The last moment of the walk counts too.
+        if s and "fuse_inode" in s and (self.peak is None or
+                                        s["fuse_inode"][0] > self.peak["fuse_inode"][0]):
+            self.peak = s
 
 
 def read_tree(path):
@@ -544,6 +605,12 @@ ROWS = [
     ("slab_inodes_held", "  fuse_inodes added / entries", "", "info",
      lambda r: r["slab"] and (r["slab"]["fuse_inode"]["objects_after"] -
                               r["slab"]["fuse_inode"]["objects_before"]) / r["entries"]),
+    ("slab_peak_inodes_held", "  the same, at the peak of the walk", "", "info",
+     lambda r: r["slab"] and r["slab"]["peak"]["fuse_inode_added"] / r["entries"]),
+    # Robust to reclaim: bytes per inode the kernel held at the peak sample.
+    ("slab_per_inode_peak", "slab per fuse_inode held (peak)", "B", "per_entry",
+     lambda r: r["slab"] and r["slab"]["peak"]["bytes_delta"] /
+     r["slab"]["peak"]["fuse_inode_added"]),
     ("slab_fuse_inode", "  fuse_inode per entry", "B", "per_entry",
      lambda r: _slab(r, "fuse_inode")),
     ("slab_dentry", "  dentry per entry", "B", "per_entry", lambda r: _slab(r, "dentry")),
