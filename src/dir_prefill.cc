@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -49,6 +50,11 @@ bool PrefillPolicy::Next(Job* job) {
 
 void PrefillPolicy::Done(uint64_t dir) { dirs_[dir].queued = false; }
 
+bool PrefillPolicy::Busy(uint64_t dir) const {
+  auto it = dirs_.find(dir);
+  return it != dirs_.end() && it->second.queued;
+}
+
 uint32_t PrefillPolicy::TakeSiblingCount(uint64_t parent) {
   DirState& p = dirs_[parent];
   uint32_t n = p.siblings;
@@ -65,6 +71,7 @@ DirPrefill::~DirPrefill() {
     stop_ = true;
   }
   cv_.notify_all();
+  done_cv_.notify_all();
   thread_.join();
 }
 
@@ -77,7 +84,45 @@ void DirPrefill::NoteMiss(index::InodeId dir) {
   if (queued) cv_.notify_one();
 }
 
+AttrPolicy::AttrPolicy(uint64_t max_inode)
+    : max_inode_(max_inode), looked_up_(max_inode), subtree_(max_inode) {}
+
+void AttrPolicy::NoteFileLookup(index::InodeId dir, index::InodeId dir_parent) {
+  if (dir.value > max_inode_ || looked_up_.Test(dir)) return;
+  looked_up_.Set(dir);
+  if (dir != index::kRootInode) subtree_.Set(dir_parent);
+}
+
+bool AttrPolicy::WantAttrs(index::InodeId dir, index::InodeId parent) {
+  if (dir.value > max_inode_ || looked_up_.Test(dir) || subtree_.Test(dir)) return true;
+  if (dir == index::kRootInode) return false;
+  // A lookup in the root marks the root alone (see the header).
+  bool inherit = subtree_.Test(parent) || (parent != index::kRootInode && looked_up_.Test(parent));
+  if (!inherit) return false;
+  // Inherited: this directory's own subdirectories follow it.
+  subtree_.Set(dir);
+  return true;
+}
+
+void DirPrefill::ListNow(index::InodeId dir) {
+  bool queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued = policy_.ListNow(dir.value);
+  }
+  if (queued) cv_.notify_one();
+}
+
+bool DirPrefill::WaitListed(index::InodeId dir, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!policy_.Busy(dir.value)) return false;
+  return done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                           [&] { return stop_ || !policy_.Busy(dir.value); }) &&
+         !stop_;
+}
+
 void DirPrefill::Run() {
+  tid_.store(static_cast<pid_t>(::syscall(SYS_gettid)));
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || !policy_.empty(); });
@@ -88,6 +133,7 @@ void DirPrefill::Run() {
     if (List(job) && !job.sibling) QueueSiblings(job);
     lock.lock();
     policy_.Done(job.dir);
+    done_cv_.notify_all();
   }
 }
 

@@ -33,6 +33,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -43,8 +44,56 @@
 #include <unordered_map>
 
 #include "index/index_reader.h"
+#include "src/filesystem.h"
 
 namespace shardfs::mount {
+
+// Names-only listings (issue #15). In a READDIRPLUS reply an entry may carry
+// node id 0: the kernel then makes no inode and no dentry for it, and the
+// entry costs what a plain readdir's does. A walker that wants only names and
+// types (find -type f, os.scandir) is served fastest so; one that stats what
+// it lists (ls -l, du, find -size) would pay a LOOKUP per entry. The daemon
+// cannot tell the two apart before the first stat comes, so it lists files
+// names-only until one comes:
+// - A LOOKUP of a file of directory D reaching the daemon means a program
+//   wants files' attributes there: every later reply of a listing of D
+//   carries them (also the rest of a listing under way, from its next reply),
+//   and so do later listings of D's subdirectories, of its sibling
+//   directories and of all their subdirectories (a walker goes on to them).
+//   The entries D listed names-only before cost one LOOKUP each until
+//   DirPrefill, told at once (DirPrefill::ListNow), has listed D again with
+//   attributes.
+// - Directories' entries always carry attributes: they are few, and every
+//   walker descends into them.
+// - A lookup of a file in the root directory switches the root's listings
+//   alone, so that one stat at the top does not turn every listing of the
+//   mount back into full ones.
+//
+// Thread safety: every method may be called from any thread (atomic bits).
+class AttrPolicy {
+ public:
+  // For directories up to `max_inode`; above it listings carry attributes.
+  explicit AttrPolicy(uint64_t max_inode);
+
+  // A LOOKUP found a file (not a directory) in `dir`, whose parent is
+  // `dir_parent`.
+  void NoteFileLookup(index::InodeId dir, index::InodeId dir_parent);
+  // Whether a listing of `dir` should now carry files' attributes; false
+  // means names only. `parent` is the parent of `dir`.
+  bool WantAttrs(index::InodeId dir, index::InodeId parent);
+  // Whether NoteFileLookup already saw a file lookup in `dir` (its caller
+  // then needs no parent).
+  bool Marked(index::InodeId dir) const { return looked_up_.Test(dir); }
+  // A listing of `dir` went out names-only; whether one did.
+  void NoteNamesOnly(index::InodeId dir) { names_only_.Set(dir); }
+  bool ListedNamesOnly(index::InodeId dir) const { return names_only_.Test(dir); }
+
+ private:
+  const uint64_t max_inode_;
+  InodeBits looked_up_;  // A file of the directory was looked up.
+  InodeBits subtree_;    // Listings of its child directories (and below) carry attributes.
+  InodeBits names_only_;  // A listing of it went out names-only.
+};
 
 // The decisions of DirPrefill, with no thread, no index and no mount, so
 // unit tests drive it: which directories to list, when, and how many
@@ -67,6 +116,10 @@ class PrefillPolicy {
   // kMissesBeforeListing-th miss, after 4x as many misses for each listing
   // before. Returns true if it queued it.
   bool NoteMiss(uint64_t dir);
+  // Queues `dir` now, whatever its misses (see DirPrefill::ListNow).
+  bool ListNow(uint64_t dir) { return Queue({dir, "", false}); }
+  // Whether `dir` is queued or being listed.
+  bool Busy(uint64_t dir) const;
   // Queues `job` unless its directory is queued already, or `job` is a
   // sibling listing and the directory was listed before. Returns true if it
   // queued it.
@@ -104,6 +157,17 @@ class DirPrefill {
 
   // A lookup in directory `dir` reached the daemon.
   void NoteMiss(index::InodeId dir);
+  // Lists `dir` now: the kernel was given its files' names only and a
+  // program has started to stat or open them (see AttrPolicy).
+  void ListNow(index::InodeId dir);
+  // Waits up to `timeout_ms` while `dir` is queued or being listed; returns
+  // true if it was and its listing has ended. For the pushers: the kernel
+  // refuses to store pages for a file it has no inode for.
+  bool WaitListed(index::InodeId dir, int timeout_ms);
+  // Whether `tid` (a request's sender) is the thread that lists: its
+  // listings must reach the daemon (not the kernel's readdir cache) and carry
+  // attributes, or they would fill no dentry.
+  bool IsListingThread(pid_t tid) const { return tid != 0 && tid == tid_.load(); }
 
  private:
   using Job = PrefillPolicy::Job;
@@ -119,9 +183,11 @@ class DirPrefill {
   const std::string mountpoint_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::condition_variable done_cv_;  // A listing ended.
   PrefillPolicy policy_;  // Guarded by mu_.
   bool stop_ = false;     // Guarded by mu_.
   std::optional<dev_t> mount_dev_;  // Only touched by the prefill thread.
+  std::atomic<pid_t> tid_{0};       // The prefill thread's id, once it runs.
   std::thread thread_;
 };
 

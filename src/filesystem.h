@@ -123,6 +123,7 @@ class DirCursor {
   Status Read(const Filesystem& fs, uint64_t off, const EntryFn& fn);
 
   InodeId inode() const { return self_.inode; }
+  InodeId parent() const { return self_.parent; }
 
  private:
   EntryRecord self_;         // self_.target is cleared.

@@ -32,6 +32,7 @@ struct Context {
   fuse_session* se = nullptr;
   PushAhead* push = nullptr;
   DirPrefill* prefill = nullptr;  // Null with -o prefill_dirs=0.
+  AttrPolicy* attrs = nullptr;    // Which listings carry files' attributes.
 };
 
 // An open directory: a cursor streaming its entries from the index, so a
@@ -39,6 +40,7 @@ struct Context {
 struct DirHandle {
   std::mutex mu;  // readdir calls on one handle may overlap.
   DirCursor cursor;  // Guarded by mu.
+  bool prefill = false;  // Opened by DirPrefill's thread: always with attributes.
 };
 
 Context& Ctx(fuse_req_t req) { return *static_cast<Context*>(fuse_req_userdata(req)); }
@@ -75,9 +77,11 @@ void OpInit(void* userdata, fuse_conn_info* conn) noexcept {
     conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
   }
   // Always readdirplus: attributes come from the same scan as the names, and
-  // a walker that lists a directory before it stats the entries (find, du,
-  // ls -l, os.walk) then needs no LOOKUP per entry. The "auto" mode would
-  // drop to plain readdir after the first chunk of a large directory.
+  // a walker that lists a directory before it stats the entries (du, ls -l,
+  // os.walk) then needs no LOOKUP per entry. Whether a reply carries files'
+  // attributes is the daemon's choice per reply (AttrPolicy). The "auto"
+  // mode would drop to plain readdir after the first chunk of a large
+  // directory.
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
@@ -86,6 +90,21 @@ void OpInit(void* userdata, fuse_conn_info* conn) noexcept {
   conn->time_gran = 1;
   log::Debug("init: kernel_open={} splice={} max_readahead={} max_write={}", c->kernel_open,
              c->splice, conn->max_readahead, conn->max_write);
+}
+
+// A file of `dir` was looked up: a program wants files' attributes there.
+void NoteFileLookup(Context& c, InodeId dir) noexcept {
+  if (c.attrs->Marked(dir)) return;
+  EntryRecord self;
+  index::RecordHolder holder;
+  // Without its parent, the directory alone is marked.
+  InodeId parent = dir;
+  if (c.fs->GetAttr(dir, &self, &holder).ok()) parent = self.parent;
+  c.attrs->NoteFileLookup(dir, parent);
+  // The kernel has the rest of its names without inodes: list it again with
+  // attributes now rather than after more lookups (a loader that listed the
+  // tree first now opens its files; push-ahead needs their inodes).
+  if (c.prefill && c.attrs->ListedNamesOnly(dir)) c.prefill->ListNow(dir);
 }
 
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
@@ -111,6 +130,7 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
   } else {
     FillEntry(c, rec, &e);
     fuse_reply_entry(req, &e);
+    if (rec.type != index::EntryType::kDir) NoteFileLookup(c, InodeId{parent});
   }
   if (c.prefill) c.prefill->NoteMiss(InodeId{parent});
 }
@@ -250,7 +270,11 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
   }
   fi->fh = reinterpret_cast<uint64_t>(handle);
   fi->keep_cache = 1;
-  fi->cache_readdir = 1;
+  // The prefill's listing exists to give the kernel inodes and dentries: it
+  // must reach the daemon as READDIRPLUS with attributes, not be served from
+  // the kernel's readdir cache (which holds names only).
+  handle->prefill = c.prefill && c.prefill->IsListingThread(fuse_req_ctx(req)->pid);
+  fi->cache_readdir = handle->prefill ? 0 : 1;
   if (fuse_reply_open(req, fi) != 0) delete handle;  // The kernel will not release it.
 }
 
@@ -266,6 +290,12 @@ void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool 
   Status s;
   try {
     std::lock_guard<std::mutex> lock(handle->mu);
+    // Decided per reply, so a stat that comes in the middle of a large
+    // directory gives the rest of its listing attributes.
+    const bool file_attrs =
+        plus && (handle->prefill ||
+                 c.attrs->WantAttrs(handle->cursor.inode(), handle->cursor.parent()));
+    if (plus && !file_attrs) c.attrs->NoteNamesOnly(handle->cursor.inode());
     s = handle->cursor.Read(
         *c.fs, static_cast<uint64_t>(off < 0 ? 0 : off),
         [&](uint64_t next_off, std::string_view name, const EntryRecord& rec) {
@@ -276,9 +306,11 @@ void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool 
           cname[n] = '\0';
           fuse_entry_param e{};
           bool dots = name == "." || name == "..";  // Children never have these names.
-          if (plus && !dots) {
+          if (plus && !dots && (file_attrs || rec.type == index::EntryType::kDir)) {
             FillEntry(c, rec, &e);
           } else {
+            // Node id 0: the kernel makes no inode or dentry for the entry
+            // (names and types only; a stat of it is a LOOKUP).
             e.attr.st_ino = rec.inode.value;
             e.attr.st_mode = rec.mode;
           }
@@ -427,12 +459,21 @@ fuse_lowlevel_ops MakeOps() {
 }
 
 // The push's Store: the file's content into the kernel's page cache.
-int StorePages(fuse_session* se, InodeId inode, const char* data, size_t size) {
+int StorePages(const Context& c, InodeId inode, const char* data, size_t size) {
   fuse_bufvec bv{};
   bv.count = 1;
   bv.buf[0].size = size;
   bv.buf[0].mem = const_cast<char*>(data);
-  return fuse_lowlevel_notify_store(se, inode.value, 0, &bv, fuse_buf_copy_flags{});
+  int rc = fuse_lowlevel_notify_store(c.se, inode.value, 0, &bv, fuse_buf_copy_flags{});
+  if (rc != -ENOENT || !c.prefill) return rc;
+  // No inode in the kernel: its directory was listed names-only. If the
+  // prefill is listing it again with attributes, store once that is done.
+  EntryRecord rec;
+  index::RecordHolder holder;
+  if (!c.fs->GetAttr(inode, &rec, &holder).ok()) return rc;
+  constexpr int kWaitMs = 200;
+  if (!c.prefill->WaitListed(rec.parent, kWaitMs)) return rc;
+  return fuse_lowlevel_notify_store(c.se, inode.value, 0, &bv, fuse_buf_copy_flags{});
 }
 
 // The argv libfuse's session parses: shardfs' fixed mount options, then the
@@ -497,9 +538,11 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   const fuse_lowlevel_ops ops = MakeOps();
   Context ctx{fs, options};
   PushAhead push(fs, options.push, [&ctx](InodeId inode, const char* data, size_t size) {
-    return StorePages(ctx.se, inode, data, size);
+    return StorePages(ctx, inode, data, size);
   });
   ctx.push = &push;
+  AttrPolicy attrs(fs->reader().max_inode());
+  ctx.attrs = &attrs;
   std::vector<std::string> arg_store = SessionArgs(options, fsname);
   std::vector<char*> argv;
   for (auto& a : arg_store) argv.push_back(a.data());
