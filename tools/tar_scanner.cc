@@ -18,6 +18,7 @@
 #include "index/file_kind.h"
 #include "index/fingerprint.h"
 #include "tools/tar_headers.h"
+#include "tools/tar_walker.h"
 
 namespace shardfs::tools {
 namespace {
@@ -459,6 +460,15 @@ Status ScanTarFd(const std::string& path, int fd, const ScanOptions& options,
 Status ScanTarBytes(std::string_view path, const char* data, size_t size,
                     const ScanOptions& options,
                     const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info) {
+  if (options.walker && size > 0) {
+    Status status;
+    auto counted = [&](ScannedMember&& m) {
+      info->data_bytes += m.kind == MemberKind::kFile ? m.size : 0;
+      ++info->members;
+      return on_member(std::move(m));
+    };
+    if (WalkTar(data, size, options, counted, &status)) return status;
+  }
   return ShardScan(path, data, size, options, on_member, info).Run();
 }
 

@@ -9,6 +9,11 @@
 // old GNU 'S') stores only its data: libarchive returns each data block with
 // its logical offset, so the same pointers give its extents exactly.
 //
+// Most shards never reach libarchive: a header walker (tar_walker.h) reads
+// the common case (ustar/GNU/pax headers of files, directories and links)
+// itself, with the same results, and declines every shard it does not fully
+// understand, which then takes the path above.
+//
 // Thread-safe: each call owns its archive and mapping; scan shards in
 // parallel by calling ScanTar from several threads.
 #ifndef SHARDFS_TOOLS_TAR_SCANNER_H_
@@ -60,6 +65,10 @@ struct ScanOptions {
   // Hash every member's content with XXH3-64 (reads the data). Off: only
   // headers are read and the scan's cost follows member count, not bytes.
   bool checksum = true;
+  // Try the header walker (tar_walker.h) first; shards it declines, and
+  // all shards when this is off, are read through libarchive. Off only to
+  // compare the two.
+  bool walker = true;
 };
 
 // Scans the shard at `path`, calling `on_member` for each member in archive
@@ -77,7 +86,8 @@ Status ScanTarFd(const std::string& name, int fd, const ScanOptions& options,
 
 // The scan itself, over a shard already in memory (`data`, `size` bytes);
 // `name` is used in messages. Adds to info->members and info->data_bytes.
-// ScanTar maps the file and calls this; fuzzers call it directly.
+// ScanTar maps the file and calls this; fuzzers call it directly. The
+// members and the Status are the same with options.walker on or off.
 Status ScanTarBytes(std::string_view name, const char* data, size_t size,
                     const ScanOptions& options,
                     const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info);
