@@ -190,6 +190,8 @@ class LoaderServer:
         return out
 
     def close(self, kill=False):
+        if self.logf.closed:
+            return
         if self.p.poll() is None and not kill:
             try:
                 self.p.stdin.close()
@@ -234,7 +236,8 @@ def run_loader(a, scratch):
             raise BenchError(f"mount: {e}")
         state["mount"] = m
 
-    server = LoaderServer(a.loader_python, scratch, os.path.join(scratch, "loader.log"), a.phase_timeout)
+    server = LoaderServer(a.loader_python, scratch, os.path.join(scratch, "loader.log"),
+                          a.phase_timeout)
     runs = []
     try:
         roots = {"loose": os.path.join(tree, "train"), "mount": os.path.join(mp, "train")}
@@ -258,8 +261,11 @@ def run_loader(a, scratch):
                             f"{r['samples_per_s']:,.0f} samples/s, I/O share "
                             f"{r['io_share']:.1%} ({r['samples']:,} samples, "
                             f"{r['seconds']:.1f} s)")
-    finally:
         server.close()
+    except BaseException:
+        server.close(kill=True)  # Do not wait for a running epoch on an error or Ctrl-C.
+        raise
+    finally:
         if state["mount"] is not None:
             state["mount"].unmount()
 
@@ -376,7 +382,10 @@ def required_rate(a, rows):
     if dec is None or raw is None:
         out["bottleneck"] = "unknown (no cold/warm figures)"
     elif not raw:
-        out["bottleneck"] = "storage: even the raw I/O path, without decode, is below the rate"
+        best = {m: max(out["modes"][m]["samples_per_s"].values()) for m in MODES}
+        out["bottleneck"] = (f"storage: even the raw I/O path, without decode, is below the "
+                             f"rate (best {best['raw']:,.0f} samples/s); decode + resize lowers "
+                             f"it to {best['decode']:,.0f}")
     elif not dec:
         out["bottleneck"] = ("decode: the raw I/O path keeps pace, decode + resize does not "
                              "(CPU: more cores or workers, or decode elsewhere)")
@@ -411,7 +420,9 @@ def print_loader_report(report, out=sys.stdout):
         w(f"  SKIPPED: {sk}\n")
     for n in env["notes"]:
         w(f"  note: {n}\n")
-    w(f"  samples read: {'same on the loose tree and the mount' if report['content'] == 'ok' else 'FAILED: the mount read other samples than the loose tree'}\n")
+    same = report["content"] == "ok"
+    w("  samples read: " + ("same on the loose tree and the mount\n" if same else
+                            "FAILED: the mount read other samples than the loose tree\n"))
     w(f"\n  {'mode':<7} {'workers':>7} {'temp':<5} {'loose samples/s':>16} "
       f"{'mount samples/s':>16} {'mount/loose':>12} {'I/O share loose':>16} "
       f"{'I/O share mount':>16}\n")
