@@ -1,7 +1,5 @@
 #include "remote/http_client.h"
 
-#include <curl/curl.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -13,16 +11,17 @@
 
 #include <fmt/format.h>
 
+#include "remote/curl_api.h"
 #include "remote/retry.h"
 
 namespace shardfs::remote {
 namespace {
 
-// libcurl's global state is set up once per process, before the first
-// handle, from whichever thread gets here first.
-bool CurlGlobalInit() {
-  static const bool ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-  return ok;
+// An HTTP date (Retry-After, Last-Modified) as seconds since the epoch; -1
+// when it does not parse. Only called on a response, so libcurl is loaded.
+time_t ParseHttpDate(const std::string& text) {
+  const CurlApi* curl = Curl(nullptr);
+  return curl != nullptr ? curl->getdate(text.c_str(), nullptr) : -1;
 }
 
 // How often a running transfer looks at the cancel flag and the stall clock.
@@ -140,7 +139,7 @@ void ParseHeaderLine(std::string_view line, ResponseHead* h) {
     if (ParseU64(value, &n)) {
       h->retry_after = Millis(std::min<uint64_t>(n, 86400) * 1000);
     } else {
-      const time_t t = curl_getdate(std::string(value).c_str(), nullptr);
+      const time_t t = ParseHttpDate(std::string(value));
       if (t >= 0) h->retry_after = Millis(std::max<int64_t>(0, t - std::time(nullptr)) * 1000);
     }
   }
@@ -338,7 +337,7 @@ class HeadExchange final : public Exchange {
 
   static int64_t MtimeNs(const ResponseHead& h) {
     if (h.last_modified.empty()) return 0;
-    const time_t t = curl_getdate(h.last_modified.c_str(), nullptr);
+    const time_t t = ParseHttpDate(h.last_modified);
     return t < 0 ? 0 : static_cast<int64_t>(t) * 1'000'000'000;
   }
 
@@ -469,14 +468,15 @@ struct HttpClient::Impl {
   Impl(const FetchOptions& o, const AwsConfig& c, RequestStats* s)
       : options(o), config(c), stats(s),
         backoff(o.initial_backoff, o.max_backoff, std::random_device{}()) {
-    if (CurlGlobalInit()) {
-      easy = curl_easy_init();
-      multi = curl_multi_init();
+    curl = Curl(&curl_missing);
+    if (curl != nullptr) {
+      easy = curl->easy_init();
+      multi = curl->multi_init();
     }
   }
   ~Impl() {
-    if (multi != nullptr) curl_multi_cleanup(multi);
-    if (easy != nullptr) curl_easy_cleanup(easy);
+    if (multi != nullptr) curl->multi_cleanup(multi);
+    if (easy != nullptr) curl->easy_cleanup(easy);
   }
 
   bool Cancelled() const {
@@ -494,6 +494,8 @@ struct HttpClient::Impl {
   const AwsConfig& config;
   RequestStats* stats;
   Backoff backoff;
+  const CurlApi* curl = nullptr;
+  std::string curl_missing;  // Why `curl` is null.
   CURL* easy = nullptr;
   CURLM* multi = nullptr;
 
@@ -544,7 +546,7 @@ namespace {
 Verdict FromCurlCode(CURLcode rc, const char* detail) {
   std::string text = detail != nullptr && *detail != '\0'
                          ? std::string(detail)
-                         : std::string(curl_easy_strerror(rc));
+                         : std::string(Curl(nullptr)->easy_strerror(rc));
   switch (rc) {
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
@@ -595,23 +597,23 @@ Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& reque
   body_status = Status::Ok();
   curl_error[0] = '\0';
 
-  curl_easy_reset(easy);  // Keeps the live connections.
-  curl_easy_setopt(easy, CURLOPT_URL, request_url.c_str());
+  curl->easy_reset(easy);  // Keeps the live connections.
+  curl->easy_setopt(easy, CURLOPT_URL, request_url.c_str());
   // Keys such as "a/../b" or "a//b" are object names, not paths to tidy.
-  curl_easy_setopt(easy, CURLOPT_PATH_AS_IS, 1L);
-  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, curl_error);
-  curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
+  curl->easy_setopt(easy, CURLOPT_PATH_AS_IS, 1L);
+  curl->easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  curl->easy_setopt(easy, CURLOPT_ERRORBUFFER, curl_error);
+  curl->easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl->easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(std::max<int64_t>(1, options.connect_timeout.count())));
   const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
-  curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<int64_t>(1, left.count())));
-  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Impl::OnHeader);
-  curl_easy_setopt(easy, CURLOPT_HEADERDATA, this);
-  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Impl::OnWrite);
-  curl_easy_setopt(easy, CURLOPT_WRITEDATA, this);
-  if (head_only) curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
-  if (!req.range.empty()) curl_easy_setopt(easy, CURLOPT_RANGE, req.range.c_str());
+  curl->easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<int64_t>(1, left.count())));
+  curl->easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Impl::OnHeader);
+  curl->easy_setopt(easy, CURLOPT_HEADERDATA, this);
+  curl->easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Impl::OnWrite);
+  curl->easy_setopt(easy, CURLOPT_WRITEDATA, this);
+  if (head_only) curl->easy_setopt(easy, CURLOPT_NOBODY, 1L);
+  if (!req.range.empty()) curl->easy_setopt(easy, CURLOPT_RANGE, req.range.c_str());
   std::string ca = options.ca_file;
   if (ca.empty()) {
     for (const char* env : {"CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
@@ -622,28 +624,28 @@ Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& reque
       }
     }
   }
-  if (!ca.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, ca.c_str());
+  if (!ca.empty()) curl->easy_setopt(easy, CURLOPT_CAINFO, ca.c_str());
 
   curl_slist* headers = nullptr;
-  auto add_header = [&](const std::string& h) { headers = curl_slist_append(headers, h.c_str()); };
+  auto add_header = [&](const std::string& h) { headers = curl->slist_append(headers, h.c_str()); };
   if (!req.if_match.empty()) add_header("If-Match: " + req.if_match);
   std::string sigv4;
   if (url.is_s3() && config.sign) {
     // libcurl 7.88 neither adds x-amz-content-sha256 (servers answer 400
     // without it) nor the session token header: both by hand.
     sigv4 = fmt::format("aws:amz:{}:s3", config.region);
-    curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, sigv4.c_str());
-    curl_easy_setopt(easy, CURLOPT_USERNAME, config.access_key_id.c_str());
-    curl_easy_setopt(easy, CURLOPT_PASSWORD, config.secret_access_key.c_str());
+    curl->easy_setopt(easy, CURLOPT_AWS_SIGV4, sigv4.c_str());
+    curl->easy_setopt(easy, CURLOPT_USERNAME, config.access_key_id.c_str());
+    curl->easy_setopt(easy, CURLOPT_PASSWORD, config.secret_access_key.c_str());
     add_header("x-amz-content-sha256: UNSIGNED-PAYLOAD");
     if (!config.session_token.empty()) add_header("x-amz-security-token: " + config.session_token);
   } else if (!url.is_s3()) {
     // A CDN may redirect; a signed request may not follow (the signature
     // covers the host).
-    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(easy, CURLOPT_MAXREDIRS, 5L);
+    curl->easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 1L);
+    curl->easy_setopt(easy, CURLOPT_MAXREDIRS, 5L);
   }
-  if (headers != nullptr) curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+  if (headers != nullptr) curl->easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
 
   const Clock::time_point start = Clock::now();
   stall_deadline = start + options.connect_timeout + options.stall_timeout;
@@ -653,13 +655,13 @@ Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& reque
   }
   enum class Cut { kNone, kCancel, kStall } cut = Cut::kNone;
   std::optional<CURLcode> rc;
-  curl_multi_add_handle(multi, easy);
+  curl->multi_add_handle(multi, easy);
   for (;;) {
     int running = 0;
-    const CURLMcode mc = curl_multi_perform(multi, &running);
+    const CURLMcode mc = curl->multi_perform(multi, &running);
     if (mc != CURLM_OK) {
       rc = CURLE_OUT_OF_MEMORY;
-      snprintf(curl_error, sizeof(curl_error), "%s", curl_multi_strerror(mc));
+      snprintf(curl_error, sizeof(curl_error), "%s", curl->multi_strerror(mc));
       break;
     }
     if (running == 0) break;
@@ -671,17 +673,17 @@ Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& reque
       cut = Cut::kStall;
       break;
     }
-    curl_multi_poll(multi, nullptr, 0, static_cast<int>(kPollInterval.count()), nullptr);
+    curl->multi_poll(multi, nullptr, 0, static_cast<int>(kPollInterval.count()), nullptr);
   }
   if (cut == Cut::kNone && !rc) {
     int queued = 0;
-    while (CURLMsg* msg = curl_multi_info_read(multi, &queued)) {
+    while (CURLMsg* msg = curl->multi_info_read(multi, &queued)) {
       if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy) rc = msg->data.result;
     }
   }
   // Removing a transfer cut short closes its connection: never reused.
-  curl_multi_remove_handle(multi, easy);
-  curl_slist_free_all(headers);
+  curl->multi_remove_handle(multi, easy);
+  curl->slist_free_all(headers);
   exchange = nullptr;
   if (stats != nullptr) {
     stats->AddInFlight(-1);
@@ -732,7 +734,8 @@ Status HttpClient::Impl::Run(const RemoteUrl& url, std::string_view query, bool 
                              Exchange& ex) {
   const std::string what = url.ToString();
   if (easy == nullptr || multi == nullptr) {
-    return Status::IoError(fmt::format("{}: libcurl could not be initialised", what));
+    return Status::IoError(fmt::format(
+        "{}: {}", what, curl == nullptr ? curl_missing : "libcurl could not start a transfer"));
   }
   const std::string request_url =
       url.is_s3() ? S3RequestUrl(config.endpoint_url, config.region, url.bucket, url.key, query)
