@@ -23,7 +23,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from test_mount_concurrency import fd_table, mmap_worker, source_files, split_fds  # noqa: E402
+from test_mount_concurrency import mmap_worker, settled_fds, source_files  # noqa: E402
 
 SECONDS = 25.0
 THREADS = 8
@@ -130,7 +130,7 @@ class StressTest(unittest.TestCase):
             for rel in self.files:  # Opens every shard once: the fd baseline.
                 with open(os.path.join(os.fsencode(self.mnt), rel), "rb") as f:
                     f.read(1)
-            before = split_fds(fd_table(m.pid))[0]
+            before = settled_fds(m.pid)[0]
             procs = [subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), "--worker", self.mnt, self.src,
                  str(SECONDS), str(200 + i)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -163,7 +163,7 @@ class StressTest(unittest.TestCase):
             self.assertTrue(tl.pid_alive(m.pid), "the daemon died under load")
             self.assertGreater(sum(counts), 1000, "the threads did almost nothing")
             self.assertLess(peak_rss, RSS_LIMIT_KB, "daemon RSS grew to %d KiB" % peak_rss)
-            after = split_fds(fd_table(m.pid))[0]
+            after = settled_fds(m.pid, want=(before, 0))[0]
             self.assertEqual(after, before, "the daemon's descriptors changed under load")
 
     def test_sigkill_then_recover(self):
