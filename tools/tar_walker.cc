@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -168,9 +169,8 @@ bool ParsePax(std::string_view recs, Pax* pax) {
     } else if (key == "uname" || key == "gname") {
       if (!Ascii(value)) return false;  // libarchive would warn.
     } else if (key == "atime" || key == "ctime" || key == "comment" || key == "SCHILY.dev" ||
-               key == "SCHILY.ino" || key == "SCHILY.nlink" ||
-               key == "LIBARCHIVE.creationtime" || key.starts_with("SCHILY.xattr.") ||
-               key.starts_with("LIBARCHIVE.xattr.")) {
+               key == "SCHILY.ino" || key == "SCHILY.nlink" || key == "LIBARCHIVE.creationtime" ||
+               key.starts_with("SCHILY.xattr.") || key.starts_with("LIBARCHIVE.xattr.")) {
       // Read by libarchive into fields a ScannedMember does not have.
     } else {
       return false;
@@ -306,7 +306,10 @@ bool Walk(const char* data, size_t size, const ScanOptions& options, Sink&& sink
     mem.uid = pax.uid ? Decimal(*pax.uid) : uid;
     mem.gid = pax.gid ? Decimal(*pax.gid) : gid;
     if (mem.uid < 0 || mem.gid < 0) return false;
-    mem.mtime_ns = mtime * 1000000000;  // At most 12 octal digits of seconds.
+    // Saturated as the libarchive path saturates: 12 octal digits of
+    // seconds overflow 64-bit nanoseconds.
+    constexpr int64_t kMaxSec = INT64_MAX / 1000000000 - 1;
+    mem.mtime_ns = std::min(mtime, kMaxSec) * 1000000000;
     if (pax.mtime && !ParsePaxTimeNs(*pax.mtime, &mem.mtime_ns)) return false;
 
     // Only regular members carry data here; libarchive ignores the size of

@@ -18,10 +18,9 @@ using shardfs::tools::ScannedMember;
 bool Same(const ScannedMember& a, const ScannedMember& b) {
   return a.path == b.path && a.kind == b.kind && std::string_view(a.other_type) == b.other_type &&
          a.mode == b.mode && a.uid == b.uid && a.gid == b.gid && a.mtime_ns == b.mtime_ns &&
-         a.size == b.size && a.header_offset == b.header_offset &&
-         a.data_offset == b.data_offset && a.sparse == b.sparse &&
-         a.extents.size() == b.extents.size() && a.has_checksum == b.has_checksum &&
-         a.xxh3 == b.xxh3 && a.link_target == b.link_target;
+         a.size == b.size && a.header_offset == b.header_offset && a.data_offset == b.data_offset &&
+         a.sparse == b.sparse && a.extents.size() == b.extents.size() &&
+         a.has_checksum == b.has_checksum && a.xxh3 == b.xxh3 && a.link_target == b.link_target;
 }
 
 void Differ(const char* what, size_t i) {
@@ -57,8 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < walked.size(); ++i) {
     if (!Same(walked[i], scanned[i])) {
       std::fprintf(stderr, "walker: '%s' at %llu; libarchive: '%s' at %llu\n",
-                   walked[i].path.c_str(),
-                   static_cast<unsigned long long>(walked[i].header_offset),
+                   walked[i].path.c_str(), static_cast<unsigned long long>(walked[i].header_offset),
                    scanned[i].path.c_str(),
                    static_cast<unsigned long long>(scanned[i].header_offset));
       Differ("member fields", i);

@@ -36,21 +36,22 @@ Scan Libarchive(std::string_view bytes) {
   ScanOptions options;
   options.walker = false;
   ShardInfo info;
-  out.status = ScanTarBytes("t.tar", bytes.data(), bytes.size(), options,
-                            [&](ScannedMember&& m) {
-                              out.members.push_back(std::move(m));
-                              return Status::Ok();
-                            },
-                            &info);
+  out.status = ScanTarBytes(
+      "t.tar", bytes.data(), bytes.size(), options,
+      [&](ScannedMember&& m) {
+        out.members.push_back(std::move(m));
+        return Status::Ok();
+      },
+      &info);
   return out;
 }
 
 std::string Describe(const ScannedMember& m) {
-  return fmt::format("'{}' kind={} mode={:o} uid={} gid={} mtime_ns={} size={} header={} data={} "
-                     "sparse={} checksum={}:{:x} link='{}'",
-                     m.path, static_cast<int>(m.kind), m.mode, m.uid, m.gid, m.mtime_ns, m.size,
-                     m.header_offset, m.data_offset, m.sparse, m.has_checksum, m.xxh3,
-                     m.link_target);
+  return fmt::format(
+      "'{}' kind={} mode={:o} uid={} gid={} mtime_ns={} size={} header={} data={} "
+      "sparse={} checksum={}:{:x} link='{}'",
+      m.path, static_cast<int>(m.kind), m.mode, m.uid, m.gid, m.mtime_ns, m.size, m.header_offset,
+      m.data_offset, m.sparse, m.has_checksum, m.xxh3, m.link_target);
 }
 
 // Runs both paths over `bytes`. Returns whether the walker accepted; where
@@ -88,9 +89,9 @@ std::string SourceRoot() {
 
 TEST(TarWalkerTest, EveryCorpusArchiveIdenticalOrDeclined) {
   size_t files = 0, accepted = 0;
-  for (const std::string& dir : {SourceRoot() + "/tests/corpus/archives",
-                                 SourceRoot() + "/tests/fuzz/corpus/tar_scanner",
-                                 SourceRoot() + "/tests/fuzz/corpus/tar_walker"}) {
+  for (const std::string& dir :
+       {SourceRoot() + "/tests/corpus/archives", SourceRoot() + "/tests/fuzz/corpus/tar_scanner",
+        SourceRoot() + "/tests/fuzz/corpus/tar_walker"}) {
     for (const std::string& f : FilesUnder(dir)) {
       ++files;
       if (ExpectSameOrDeclined(testing::ReadFile(f), f)) ++accepted;
@@ -125,9 +126,9 @@ TEST(TarWalkerTest, RealToolArchivesAreWalkedAndIdentical) {
   const std::string out = dir / "a.tar";
   std::vector<Tool> tools;
   for (const char* format : {"gnu", "posix", "oldgnu"}) {
-    tools.push_back({std::string("tar ") + format,
-                     {"tar", std::string("--format=") + format, "-C", src, "-cf", out, "d",
-                      "empty"}});
+    tools.push_back(
+        {std::string("tar ") + format,
+         {"tar", std::string("--format=") + format, "-C", src, "-cf", out, "d", "empty"}});
   }
   for (const char* format : {"pax", "gnutar"}) {
     tools.push_back({std::string("bsdtar ") + format,
@@ -194,8 +195,10 @@ TEST(TarWalkerTest, PackOutputIsWalkedAndIdentical) {
 // ---- Header cases built byte for byte. ----
 
 // One 512-byte header with a valid checksum. `magic` is 8 bytes.
-std::string Header(std::string_view name, char type, uint64_t size,
-                   std::string_view link = "", std::string_view magic = {"ustar\0" "00", 8}) {
+std::string Header(std::string_view name, char type, uint64_t size, std::string_view link = "",
+                   std::string_view magic = {"ustar\0"
+                                             "00",
+                                             8}) {
   std::string h(512, '\0');
   std::memcpy(h.data(), name.data(), std::min<size_t>(name.size(), 100));
   std::snprintf(h.data() + 100, 8, "%07o", 0640);
@@ -266,69 +269,91 @@ std::vector<Case> Cases() {
       {"symlink", Header("s", '2', 0, "target") + kEnd, true},
       {"hard link", file + Header("h", '1', 0, "f") + kEnd, true},
       {"GNU header", Header("g", '0', 0, "", kGnu) + kEnd, true},
-      {"ustar prefix", [] {
+      {"ustar prefix",
+       [] {
          std::string h = Header("name", '0', 0);
          std::memcpy(h.data() + 345, "pre/fix", 7);
          return Reseal(h) + kEnd;
-       }(), true},
-      {"ustar prefix ending in /", [] {
+       }(),
+       true},
+      {"ustar prefix ending in /",
+       [] {
          std::string h = Header("name", '0', 0);
          std::memcpy(h.data() + 345, "pre/", 4);
          return Reseal(h) + kEnd;
-       }(), true},
-      {"GNU long name", Ext('L', l100 + '\0') + Header("short", '0', 2, "", kGnu) + Pad("ab") +
-                            kEnd, true},
+       }(),
+       true},
+      {"GNU long name",
+       Ext('L', l100 + '\0') + Header("short", '0', 2, "", kGnu) + Pad("ab") + kEnd, true},
       {"GNU long link", Ext('K', l100 + '\0') + Header("s", '2', 0, "short", kGnu) + kEnd, true},
-      {"GNU long name and link", Ext('L', l100) + Ext('K', l100 + "k") +
-                                     Header("h", '1', 0, "x", kGnu) + kEnd, true},
+      {"GNU long name and link",
+       Ext('L', l100) + Ext('K', l100 + "k") + Header("h", '1', 0, "x", kGnu) + kEnd, true},
       {"pax path", Ext('x', Record("path", l100)) + Member("p", '0', "data") + kEnd, true},
       {"pax empty path", Ext('x', Record("path", "")) + Member("p", '0', "data") + kEnd, true},
-      {"pax linkpath", Ext('x', Record("linkpath", l100)) + Header("s", '2', 0, "t") + kEnd,
-       true},
+      {"pax linkpath", Ext('x', Record("linkpath", l100)) + Header("s", '2', 0, "t") + kEnd, true},
       {"pax size", Ext('x', Record("size", "3")) + Header("z", '0', 077777) + Pad("abc") + kEnd,
        true},
       {"pax mtime", Ext('x', Record("mtime", "-1.25")) + file + kEnd, true},
       {"pax uid gid", Ext('x', Record("uid", "4000000000") + Record("gid", " 7x")) + file + kEnd,
        true},
-      {"pax ignored keys", Ext('x', Record("atime", "1.5") + Record("uname", "u") +
-                                        Record("SCHILY.xattr.user.a", "b")) + file + kEnd, true},
+      {"pax ignored keys",
+       Ext('x',
+           Record("atime", "1.5") + Record("uname", "u") + Record("SCHILY.xattr.user.a", "b")) +
+           file + kEnd,
+       true},
       {"pax last record wins", Ext('x', Record("path", "a") + Record("path", "b")) + file + kEnd,
        true},
-      {"pax path over GNU long name", Ext('L', l100) + Ext('x', Record("path", "pax")) +
-                                          Header("n", '0', 0, "", kGnu) + kEnd, true},
-      {"GNU long name after pax path", Ext('x', Record("path", "pax")) + Ext('L', l100) +
-                                           Header("n", '0', 0, "", kGnu) + kEnd, true},
-      {"pax linkpath over GNU long link", Ext('K', l100) + Ext('x', Record("linkpath", "pl")) +
-                                              Header("s", '2', 0, "t", kGnu) + kEnd, true},
+      {"pax path over GNU long name",
+       Ext('L', l100) + Ext('x', Record("path", "pax")) + Header("n", '0', 0, "", kGnu) + kEnd,
+       true},
+      {"GNU long name after pax path",
+       Ext('x', Record("path", "pax")) + Ext('L', l100) + Header("n", '0', 0, "", kGnu) + kEnd,
+       true},
+      {"pax linkpath over GNU long link",
+       Ext('K', l100) + Ext('x', Record("linkpath", "pl")) + Header("s", '2', 0, "t", kGnu) + kEnd,
+       true},
+      {"mtime past 64-bit nanoseconds",
+       [] {
+         std::string h = Header("m", '0', 0);
+         std::memcpy(h.data() + 136, "777777777777", 12);
+         return Reseal(h) + kEnd;
+       }(),
+       true},
       {"global header", Ext('g', Record("comment", "c")) + file + kEnd, true},
       // Declined: libarchive reads these, or they are damaged.
-      {"bad checksum", [&] {
+      {"bad checksum",
+       [&] {
          std::string t = file + kEnd;
          t[0] = 'g';
          return t;
-       }(), false},
+       }(),
+       false},
       {"v7 header", Header("v", '0', 0, "", std::string(8, '\0')) + kEnd, false},
       {"GNU sparse type", Header("s", 'S', 0, "", kGnu) + kEnd, false},
       {"fifo", Header("p", '6', 0) + kEnd, false},
       {"contiguous type", Header("c", '7', 0) + kEnd, false},
-      {"GNU old sparse map", [] {
+      {"GNU old sparse map",
+       [] {
          std::string h = Header("s", '0', 0, "", kGnu);
          h[386] = '1';
          return Reseal(h) + kEnd;
-       }(), false},
-      {"base-256 size", [] {
+       }(),
+       false},
+      {"base-256 size",
+       [] {
          std::string h = Header("b", '0', 0);
          std::memset(h.data() + 124, 0, 12);
          h[124] = static_cast<char>(0x80);
          return Reseal(h) + kEnd;
-       }(), false},
+       }(),
+       false},
       {"pax GNU.sparse key", Ext('x', Record("GNU.sparse.major", "1")) + file + kEnd, false},
       {"pax hdrcharset", Ext('x', Record("hdrcharset", "BINARY")) + file + kEnd, false},
       {"pax charset", Ext('x', Record("charset", "ISO-IR 646 1990")) + file + kEnd, false},
       {"pax non-ASCII path", Ext('x', Record("path", "caf\xc3\xa9")) + file + kEnd, false},
       {"pax malformed record", Ext('x', "8 path=a\n") + file + kEnd, false},
-      {"two pax headers", Ext('x', Record("path", "a")) + Ext('x', Record("path", "b")) + file +
-                              kEnd, false},
+      {"two pax headers",
+       Ext('x', Record("path", "a")) + Ext('x', Record("path", "b")) + file + kEnd, false},
       {"two GNU long names", Ext('L', "a") + Ext('L', "b") + Header("n", '0', 0, "", kGnu) + kEnd,
        false},
       {"long link on a file", Ext('K', "a") + Header("n", '0', 0, "", kGnu) + kEnd, false},
@@ -371,8 +396,9 @@ TEST(TarWalkerTest, DeclinedShardsKeepLibarchiveErrors) {
   std::string t = Member("f", '0', "hello") + kEnd;
   t[0] = 'g';
   ShardInfo info;
-  Status s = ScanTarBytes("bad.tar", t.data(), t.size(), ScanOptions{},
-                          [](ScannedMember&&) { return Status::Ok(); }, &info);
+  Status s = ScanTarBytes(
+      "bad.tar", t.data(), t.size(), ScanOptions{}, [](ScannedMember&&) { return Status::Ok(); },
+      &info);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("shard bad.tar"), std::string::npos) << s.message();
 }
