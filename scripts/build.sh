@@ -2,7 +2,7 @@
 # Installs what is missing and builds shardfs into BUILD_DIR (default: build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh build
 build_dir="${BUILD_DIR:-build}"
 if [[ ! -f "$build_dir/build.ninja" ]]; then
   meson setup "$build_dir" ${MESON_ARGS:-} >/dev/null

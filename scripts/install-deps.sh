@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# Installs every Debian package shardfs needs to build, test and benchmark.
-# Runs `apt-get update` once, then installs only what is missing.
+# Installs the Debian packages shardfs needs, only those that are missing.
+#   install-deps.sh [all|build|test]
+#     build  compile and run shardfs (and the demo)
+#     test   the rest of the test suite and the benchmark: other tar writers
+#            and readers, the sanitizer toolchain, the benchmark's peers and
+#            its real loader (torch), the remote-shard test servers
+#     all    both (the default)
+# Runs `apt-get update` once before installing anything, and not at all when
+# the file named by $APT_UPDATED_STAMP exists (scripts/test.sh installs the two
+# groups one after the other and updates once); creates that file after an
+# update.
 set -euo pipefail
+group="${1:-all}"
 
-packages=(
-  # build
+build_packages=(
   g++ meson ninja-build pkg-config
   libfuse3-dev librocksdb-dev libarchive-dev libxxhash-dev libfmt-dev
   libgtest-dev libgmock-dev
   libcurl4-openssl-dev
-  # run
-  fuse3
-  # tests: other tar writers and reference readers
-  tar libarchive-tools python3 busybox
+  # run; the demo's shards are written with GNU tar
+  fuse3 tar python3
+)
+test_packages=(
+  # other tar writers and reference readers
+  libarchive-tools busybox
   # sanitizer and fuzz build
   clang libclang-rt-14-dev llvm
   # benchmark peers
@@ -24,8 +35,15 @@ packages=(
 )
 # node and npm run the S3 test server (scripts/install-test-servers.sh), which
 # needs Node.js >= 20: an installed one is kept, Debian's only fills a gap.
-command -v node >/dev/null || packages+=(nodejs)
-command -v npm >/dev/null || packages+=(npm)
+command -v node >/dev/null || test_packages+=(nodejs)
+command -v npm >/dev/null || test_packages+=(npm)
+
+case "$group" in
+  build) packages=("${build_packages[@]}") ;;
+  test) packages=("${test_packages[@]}") ;;
+  all) packages=("${build_packages[@]}" "${test_packages[@]}") ;;
+  *) echo "install-deps: unknown group '$group' (all, build or test)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
@@ -37,6 +55,10 @@ done
 if ((${#missing[@]})); then
   echo "install-deps: installing: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  stamp="${APT_UPDATED_STAMP:-}"
+  if [[ -z "$stamp" || ! -e "$stamp" ]]; then
+    apt-get update -qq
+    if [[ -n "$stamp" ]]; then touch "$stamp"; fi
+  fi
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

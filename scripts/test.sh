@@ -10,7 +10,24 @@
 #   SKIP_SANITIZE=1  only the regular build (for quick local runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh
+# One `apt-get update` for both groups of packages. The test-only group (the
+# largest: torch for the loader benchmark, clang, the peers, the servers)
+# installs while the regular build compiles.
+stamp="$(mktemp -u -t shardfs-apt-updated.XXXXXX)"
+trap 'rm -f "$stamp"' EXIT
+export APT_UPDATED_STAMP="$stamp"
+bash scripts/install-deps.sh build
+bash scripts/install-deps.sh test &
+deps_pid=$!
+build_status=0
+bash scripts/build.sh || build_status=$?
+deps_status=0
+wait "$deps_pid" || deps_status=$?
+if ((build_status != 0)); then echo "test: the build failed" >&2; exit "$build_status"; fi
+if ((deps_status != 0)); then
+  echo "test: installing the test packages failed (scripts/install-deps.sh test)" >&2
+  exit "$deps_status"
+fi
 bash scripts/install-test-servers.sh
 [[ -e /dev/fuse ]] || { echo "test: /dev/fuse is missing: FUSE tests cannot run" >&2; exit 1; }
 
