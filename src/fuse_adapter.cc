@@ -128,9 +128,11 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
     fuse_reply_err(req, ToErrno(s));
     return;
   } else {
+    // Before the reply: the file's READ, and the push after it, may follow
+    // at once, and the push needs the prefill under way (see StorePages).
+    if (rec.type != index::EntryType::kDir) NoteFileLookup(c, InodeId{parent});
     FillEntry(c, rec, &e);
     fuse_reply_entry(req, &e);
-    if (rec.type != index::EntryType::kDir) NoteFileLookup(c, InodeId{parent});
   }
   if (c.prefill) c.prefill->NoteMiss(InodeId{parent});
 }
@@ -460,20 +462,24 @@ fuse_lowlevel_ops MakeOps() {
 
 // The push's Store: the file's content into the kernel's page cache.
 int StorePages(const Context& c, InodeId inode, const char* data, size_t size) {
-  fuse_bufvec bv{};
-  bv.count = 1;
-  bv.buf[0].size = size;
-  bv.buf[0].mem = const_cast<char*>(data);
-  int rc = fuse_lowlevel_notify_store(c.se, inode.value, 0, &bv, fuse_buf_copy_flags{});
+  // A fresh bufvec per call: libfuse consumes the one it is given.
+  auto store = [&] {
+    fuse_bufvec bv{};
+    bv.count = 1;
+    bv.buf[0].size = size;
+    bv.buf[0].mem = const_cast<char*>(data);
+    return fuse_lowlevel_notify_store(c.se, inode.value, 0, &bv, fuse_buf_copy_flags{});
+  };
+  int rc = store();
   if (rc != -ENOENT || !c.prefill) return rc;
   // No inode in the kernel: its directory was listed names-only. If the
   // prefill is listing it again with attributes, store once that is done.
   EntryRecord rec;
   index::RecordHolder holder;
   if (!c.fs->GetAttr(inode, &rec, &holder).ok()) return rc;
-  constexpr int kWaitMs = 200;
+  constexpr int kWaitMs = 1000;
   if (!c.prefill->WaitListed(rec.parent, kWaitMs)) return rc;
-  return fuse_lowlevel_notify_store(c.se, inode.value, 0, &bv, fuse_buf_copy_flags{});
+  return store();
 }
 
 // The argv libfuse's session parses: shardfs' fixed mount options, then the
