@@ -1,6 +1,7 @@
 #include "src/push_ahead.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -97,6 +98,18 @@ void PushAhead::DropBehind(ShardState& s, int fd, uint64_t end) {
                   POSIX_FADV_DONTNEED);
 }
 
+void PushAhead::DropRead(int fd, uint64_t pos, size_t len) {
+  if (!options_.drop_behind) return;
+  // Only pages that hold nothing but this file: the neighbours that share
+  // its first and last page, or that the kernel read ahead, stay cached.
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t from = (pos + page - 1) / page * page;
+  const uint64_t to = (pos + len) / page * page;
+  if (to <= from) return;
+  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
+                  POSIX_FADV_DONTNEED);
+}
+
 void PushAhead::NoteRead(InodeId inode, ReadRange* range) {
   range->sequential_to_eof = false;
   if (range->length == 0 || range->shard_id.value >= shard_count_) return;
@@ -116,6 +129,8 @@ void PushAhead::AfterReply(InodeId inode, const ReadRange& range, bool delivered
   ShardState& s = shards_[range.shard_id.value];
   if (delivered && range.sequential_to_eof && range.shard->direct()) {
     DropBehind(s, range.shard->fd(), range.position + range.length);
+  } else if (delivered && range.whole_file && range.shard->direct()) {
+    DropRead(range.shard->fd(), range.position, range.length);
   }
   bool sequential = range.sequential_to_eof;
   uint64_t window = sequential ? options_.sequential_bytes

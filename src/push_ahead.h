@@ -9,7 +9,8 @@
 //    gets the next `shard_readahead` bytes requested from the disk ahead of
 //    it (posix_fadvise WILLNEED);
 //  - drop-behind: behind such a reader the shard's own cached pages are
-//    dropped in 2 MiB steps, since the kernel keeps the files' copy;
+//    dropped in 2 MiB steps, since the kernel keeps the files' copy; after a
+//    whole-file read by any other reader, the pages of that file alone;
 //  - push-ahead: when a read finishes a file, the files that follow it in
 //    the shard (`sequential_bytes` for a sequential reader, `random_bytes`
 //    after a whole-file read that is not part of a walk) are stored into the
@@ -153,6 +154,11 @@ class PushAhead {
   // sequential reader (fadvise WILLNEED).
   void ShardReadahead(ShardState& s, uint64_t shard_size, int fd, uint64_t pos, size_t len);
   void DropBehind(ShardState& s, int fd, uint64_t end);
+  // After a whole file went to a reader that is not sequential: the kernel
+  // now holds the file's copy, so the shard's copy of it is dropped. A
+  // shuffled epoch then keeps one copy of each file in memory instead of two,
+  // and what the kernel read ahead in the shard survives until it is used.
+  void DropRead(int fd, uint64_t pos, size_t len);
   void Offer(Job job);
   void Run();
 
