@@ -83,6 +83,8 @@ class PushAheadTest : public ::testing::Test {
     mount_testing::Tar(src_, shard, names);
   }
 
+  std::string WrittenShard(const std::string& dir, int count, size_t size, uint64_t seed);
+
   static std::vector<std::string> TreeOrder() {
     return {"a", "a/f0", "a/f1", "a/f2", "a/f3",    "a/f4", "a/g-empty",
             "b", "b/f0", "b/f1", "b/f2", "b/z-big", "c",    "c/f0"};
@@ -492,26 +494,31 @@ std::pair<size_t, size_t> ResidentPages(const std::string& path, uint64_t from, 
   return {in, vec.size()};
 }
 
-TEST_F(PushAheadTest, DropBehindASequentialReaderFreesTheShardPagesBehindIt) {
-  // One shard of 40 files of 256 KiB: 10 MiB.
-  fs::create_directories(src_ + "/big");
-  std::vector<std::string> names = {"big"};
-  for (int i = 0; i < 40; ++i) {
-    std::string n = fmt::format("big/f{:02}", i);
+// One indexed shard DIR.tar of `count` files DIR/fNN of `size` bytes each,
+// written out to disk (dirty pages cannot be dropped).
+std::string PushAheadTest::WrittenShard(const std::string& dir, int count, size_t size,
+                                        uint64_t seed) {
+  fs::create_directories(src_ + "/" + dir);
+  std::vector<std::string> names = {dir};
+  for (int i = 0; i < count; ++i) {
+    std::string n = fmt::format("{}/f{:02}", dir, i);
     shardfs::testing::WriteFile(src_ + "/" + n,
-                                shardfs::testing::PseudoRandomBytes(256 << 10, 100 + i));
+                                shardfs::testing::PseudoRandomBytes(size, seed + i));
     names.push_back(n);
   }
-  std::string shard = dir_ / "big.tar";
+  std::string shard = dir_ / (dir + ".tar");
   Tar(shard, names);
   IndexShards({shard}, idx_);
-  {
-    // Dirty pages cannot be dropped: write the shard out first.
-    int fd = ::open(shard.c_str(), O_RDONLY);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::fsync(fd), 0);
-    ::close(fd);
-  }
+  int fd = ::open(shard.c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::fsync(fd), 0);
+  ::close(fd);
+  return shard;
+}
+
+TEST_F(PushAheadTest, DropBehindASequentialReaderFreesTheShardPagesBehindIt) {
+  // One shard of 40 files of 256 KiB: 10 MiB.
+  std::string shard = WrittenShard("big", 40, 256 << 10, 100);
   for (bool drop : {false, true}) {
     auto fs = OpenFs(idx_);
     ASSERT_TRUE(fs);
@@ -542,23 +549,7 @@ TEST_F(PushAheadTest, DropBehindASequentialReaderFreesTheShardPagesBehindIt) {
 
 TEST_F(PushAheadTest, DropBehindAShuffledReaderFreesOnlyThePagesOfTheFilesItRead) {
   // One shard of 16 files of 64 KiB; read every other one, out of order.
-  fs::create_directories(src_ + "/mid");
-  std::vector<std::string> names = {"mid"};
-  for (int i = 0; i < 16; ++i) {
-    std::string n = fmt::format("mid/f{:02}", i);
-    shardfs::testing::WriteFile(src_ + "/" + n,
-                                shardfs::testing::PseudoRandomBytes(64 << 10, 300 + i));
-    names.push_back(n);
-  }
-  std::string shard = dir_ / "mid.tar";
-  Tar(shard, names);
-  IndexShards({shard}, idx_);
-  {
-    int fd = ::open(shard.c_str(), O_RDONLY);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::fsync(fd), 0);
-    ::close(fd);
-  }
+  std::string shard = WrittenShard("mid", 16, 64 << 10, 300);
   const long page = ::sysconf(_SC_PAGESIZE);
   for (bool drop : {false, true}) {
     auto fs = OpenFs(idx_);
