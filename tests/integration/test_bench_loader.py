@@ -14,7 +14,6 @@ left mounted or running. Cold runs need root: the test fails, never skips, witho
 import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from test_bench_smoke import mounts_under, processes_mentioning  # noqa: E402
+from bench_testlib import BenchTmpMixin  # noqa: E402
 
 SOURCE_ROOT = os.environ.get("SHARDFS_SOURCE_ROOT", "")
 BUILD_ROOT = os.environ.get("SHARDFS_BUILD_ROOT", "")
@@ -52,7 +51,7 @@ def tree_checksum(train):
             "per_class": per_class}
 
 
-class BenchLoaderTest(unittest.TestCase):
+class BenchLoaderTest(BenchTmpMixin, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         tl.require_shardfs()
@@ -77,23 +76,12 @@ class BenchLoaderTest(unittest.TestCase):
                 cls.report = json.load(f)
 
     @classmethod
-    def tearDownClass(cls):
-        for mp in mounts_under(cls.tmp):  # Only if a test already failed on this.
-            subprocess.run(["umount", "-l", mp])
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    @classmethod
     def bench(cls, args, timeout=240):
         argv = [sys.executable, SCRIPT, "--loader", "--workdir", cls.workdir, "--shardfs",
                 tl.SHARDFS, "--bench-reader", READER, "--files", str(FILES), "--classes",
                 str(CLASSES), "--shard-size", "1MiB", "--loader-batch", "32"] + args
         return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               timeout=timeout, text=True)
-
-    def assertNothingLeft(self):
-        self.assertEqual(mounts_under(self.tmp), [])
-        self.assertEqual(processes_mentioning(self.tmp), [])
-        self.assertEqual(glob.glob(os.path.join(self.workdir, "run-*")), [])
 
     def test_completes_with_every_row(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])

@@ -9,7 +9,6 @@ running. As root (CI) the cold runs and the slab rows must be there too."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -18,6 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
+from bench_testlib import BenchTmpMixin  # noqa: E402
 
 SOURCE_ROOT = os.environ.get("SHARDFS_SOURCE_ROOT", "")
 BUILD_ROOT = os.environ.get("SHARDFS_BUILD_ROOT", "")
@@ -32,27 +32,7 @@ ROWS = ["index_build_s", "index_build_rate", "index_bytes_per_entry", "mount_col
         "slab_dentry", "slab_inode_cache"]
 
 
-def mounts_under(prefix):
-    prefix = os.path.realpath(prefix).rstrip("/") + "/"
-    with open("/proc/self/mountinfo") as f:
-        return [line.split()[4] for line in f if (line.split()[4] + "/").startswith(prefix)]
-
-
-def processes_mentioning(text):
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                if text.encode() in f.read() and tl.pid_alive(int(d)):
-                    pids.append(int(d))
-        except OSError:
-            pass
-    return pids
-
-
-class BenchScaleSmokeTest(unittest.TestCase):
+class BenchScaleSmokeTest(BenchTmpMixin, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         tl.require_shardfs()
@@ -74,12 +54,6 @@ class BenchScaleSmokeTest(unittest.TestCase):
         if os.path.exists(cls.json_path):
             with open(cls.json_path) as f:
                 cls.report = json.load(f)
-
-    @classmethod
-    def tearDownClass(cls):
-        for mp in mounts_under(cls.tmp):  # Only if a test already failed on this.
-            subprocess.run(["umount", "-l", mp])
-        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_completes_with_every_row(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
@@ -146,8 +120,7 @@ class BenchScaleSmokeTest(unittest.TestCase):
         self.assertGreater(len(meta["shards"]), 1)  # 1 MiB shards: the split is exercised.
 
     def test_nothing_left_behind(self):
-        self.assertEqual(mounts_under(self.tmp), [])
-        self.assertEqual(processes_mentioning(self.tmp), [])
+        self.assertNothingLeft()
         self.assertEqual([d for d in os.listdir(self.tmp) if d.startswith("shardfs-scale-run-")],
                          [], "the run's scratch dir was not removed")
 

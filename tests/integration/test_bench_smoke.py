@@ -27,6 +27,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
+from bench_testlib import BenchTmpMixin, mounts_under  # noqa: E402
 
 SOURCE_ROOT = os.environ.get("SHARDFS_SOURCE_ROOT", "")
 BUILD_ROOT = os.environ.get("SHARDFS_BUILD_ROOT", "")
@@ -35,33 +36,6 @@ READER = os.path.join(BUILD_ROOT, "tools", "bench", "bench_reader")
 ALL_SYSTEMS = ["loose", "squashfuse", "kernel", "archivemount", "raw", "shardfs"]
 READ_FIGURES = ["read_tree1_warm", "read_rand4_warm"]
 SMALL = ["--files", "2000", "--classes", "20", "--reps", "1"]
-
-
-def mounts_under(prefix):
-    prefix = os.path.realpath(prefix).rstrip("/") + "/"
-    found = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            mp = line.split()[4].replace("\\040", " ")
-            if (mp + "/").startswith(prefix):
-                found.append(mp)
-    return found
-
-
-def processes_mentioning(text):
-    """PIDs whose command line mentions `text` (our temp dir): left-behind daemons."""
-    pids = []
-    me = os.getpid()
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == me:
-            continue
-        try:
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                if text.encode() in f.read() and tl.pid_alive(int(d)):
-                    pids.append(int(d))
-        except OSError:
-            pass
-    return pids
 
 
 def xxh3_sum(tree):
@@ -95,7 +69,7 @@ def prepare(cls, prefix, json_name):
     cls.json_path = os.path.join(cls.tmp, json_name)
 
 
-class BenchSmokeTest(unittest.TestCase):
+class BenchSmokeTest(BenchTmpMixin, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         prepare(cls, "shardfs-bench-smoke-", "out.json")
@@ -109,21 +83,11 @@ class BenchSmokeTest(unittest.TestCase):
                 cls.report = json.load(f)
 
     @classmethod
-    def tearDownClass(cls):
-        for mp in mounts_under(cls.tmp):  # Only if a test already failed on this.
-            subprocess.run(["umount", "-l", mp])
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    @classmethod
     def bench(cls, args, timeout=240):
         argv = [sys.executable, SCRIPT, "--workdir", cls.workdir, "--shardfs", tl.SHARDFS,
                 "--bench-reader", READER] + args
         return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               timeout=timeout, text=True)
-
-    def assertNothingLeft(self):
-        self.assertEqual(mounts_under(self.tmp), [])
-        self.assertEqual(processes_mentioning(self.tmp), [])
 
     def test_completes_with_expected_json(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
@@ -286,7 +250,7 @@ VIEW_STEPS = ["create_exclude", "create_rename", "diff", "mount_base", "mount_vi
 VIEW_PHASES = ["walk", "lstat", "read_tree1", "read_rand4"]
 
 
-class BenchViewsSmokeTest(unittest.TestCase):
+class BenchViewsSmokeTest(BenchTmpMixin, unittest.TestCase):
     """`--views` (issue #13's targets) at a tiny size: every step runs, the view's walks and
     reads match the references the bench computes, the diff matches its lists, nothing is left
     mounted."""
@@ -305,12 +269,6 @@ class BenchViewsSmokeTest(unittest.TestCase):
         if os.path.exists(cls.json_path):
             with open(cls.json_path) as f:
                 cls.report = json.load(f)
-
-    @classmethod
-    def tearDownClass(cls):
-        for mp in mounts_under(cls.tmp):  # Only if a test already failed on this.
-            subprocess.run(["umount", "-l", mp])
-        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_completes_with_every_step(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
@@ -349,16 +307,14 @@ class BenchViewsSmokeTest(unittest.TestCase):
         self.assertEqual(base["figures"]["walk_warm"]["files"], 2000)
 
     def test_no_mount_or_daemon_left(self):
-        self.assertEqual(mounts_under(self.tmp), [])
-        self.assertEqual(processes_mentioning(self.tmp), [])
-        self.assertEqual(glob.glob(os.path.join(self.workdir, "run-*")), [])
+        self.assertNothingLeft()
 
 
 REMOTE_WALKS = ["find", "ls", "lstat"]
 REMOTE_TARGETS = 8  # 3 metadata walks, cold ratio, shuffled ratio, bytes fetched, 2 warm rows.
 
 
-class BenchRemoteSmokeTest(unittest.TestCase):
+class BenchRemoteSmokeTest(BenchTmpMixin, unittest.TestCase):
     """`--remote` (issue #14's targets) at a tiny size against nginx and the proxy it starts:
     every row is in the report and the JSON, metadata walks sent 0 requests, every read gave the
     loose tree's files, nothing is left mounted or running, within a minute."""
@@ -382,12 +338,6 @@ class BenchRemoteSmokeTest(unittest.TestCase):
         if os.path.exists(cls.json_path):
             with open(cls.json_path) as f:
                 cls.report = json.load(f)
-
-    @classmethod
-    def tearDownClass(cls):
-        for mp in mounts_under(cls.tmp):  # Only if a test already failed on this.
-            subprocess.run(["umount", "-l", mp])
-        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_completes_with_every_row(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
@@ -440,9 +390,7 @@ class BenchRemoteSmokeTest(unittest.TestCase):
         self.assertGreater(r["rows"]["cold_epochs"][0]["proxy_requests"], 0)
 
     def test_no_mount_or_daemon_left(self):
-        self.assertEqual(mounts_under(self.tmp), [])
-        self.assertEqual(processes_mentioning(self.tmp), [])
-        self.assertEqual(glob.glob(os.path.join(self.workdir, "run-*")), [])
+        self.assertNothingLeft()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 from bench_common import BenchError, log
@@ -93,6 +94,45 @@ def mounts_under(prefix):
             if (p + "/").startswith(prefix):
                 found.append(p)
     return found
+
+
+def run_in_scratch(parent, prefix, body, keep=False, remove_instead=None):
+    """Runs body(scratch) in a fresh directory under `parent` and returns its exit code (1 on
+    a BenchError, 130 on Ctrl-C). Whatever happens, SIGTERM and SIGHUP included, every mount
+    made through REG is unmounted, anything still mounted under the scratch dir is detached,
+    and then `remove_instead` (when given) or else the scratch dir is removed, unless `keep` or
+    something stays mounted."""
+    def on_signal(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    os.makedirs(parent, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    try:
+        return body(scratch)
+    except BenchError as e:
+        log(f"error: {e}")
+        return 1
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+    finally:
+        # Cleanup must finish even if the user presses Ctrl-C again.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        REG.cleanup()
+        for mnt in mounts_under(scratch):  # Last resort for anything left under our scratch.
+            subprocess.run(["umount", "-l", mnt], stderr=subprocess.DEVNULL)
+        if mounts_under(scratch):
+            log(f"still mounted: {mounts_under(scratch)}; scratch {scratch} kept")
+        elif remove_instead:
+            shutil.rmtree(remove_instead, ignore_errors=True)
+        elif not keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+        else:
+            log(f"kept {scratch}")
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class Mount:

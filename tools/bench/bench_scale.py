@@ -32,17 +32,15 @@ import os
 import platform
 import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 from bench_common import BenchError, fmt_bytes, log, parse_size, tree_bytes
 from bench_dataset import class_names
-from bench_mounts import REG, Mount, is_mounted, mounts_under, run_tool
+from bench_mounts import Mount, is_mounted, run_in_scratch, run_tool
 from bench_workloads import can_drop_caches, drop_caches
 
 SCALE_GENERATOR_VERSION = 1
@@ -801,29 +799,4 @@ def scale_main(argv):
                   "--build-dir/--shardfs/--bench-reader", file=sys.stderr)
             return 2
 
-    def on_signal(signum, frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
-    os.makedirs(a.cache_root, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix="shardfs-scale-run-", dir=a.cache_root)
-    try:
-        return run_scale(a, scratch)
-    except BenchError as e:
-        log(f"error: {e}")
-        return 1
-    except KeyboardInterrupt:
-        log("interrupted")
-        return 130
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        REG.cleanup()
-        for mnt in mounts_under(scratch):  # Last resort for anything left under our scratch.
-            subprocess.run(["umount", "-l", mnt], stderr=subprocess.DEVNULL)
-        if mounts_under(scratch):
-            log(f"still mounted: {mounts_under(scratch)}; scratch {scratch} kept")
-        else:
-            shutil.rmtree(scratch, ignore_errors=True)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return run_in_scratch(a.cache_root, "shardfs-scale-run-", lambda scratch: run_scale(a, scratch))

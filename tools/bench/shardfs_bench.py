@@ -39,16 +39,13 @@ import json
 import os
 import platform
 import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 
-from bench_common import ALL_SYSTEMS, BenchError, fmt_bytes, log, parse_size, tree_bytes
+from bench_common import ALL_SYSTEMS, fmt_bytes, log, parse_size, tree_bytes
 from bench_dataset import dataset_key, generate_dataset, tree_file_list
 from bench_images import build_single_tar, build_squashfs, pack_or_reuse
 import bench_loader
-from bench_mounts import REG, Mount, mounts_under
+from bench_mounts import Mount, run_in_scratch
 from bench_remote import run_remote
 from bench_report import compute_targets, print_report
 from bench_scale import scale_main
@@ -149,10 +146,6 @@ def parse_args(argv):
     return a
 
 
-def on_signal(signum, frame):
-    raise SystemExit(128 + signum)
-
-
 def main(argv):
     if any(x == "--scale" or x.startswith("--scale=") for x in argv):
         return scale_main(argv)  # Its own options and cleanup.
@@ -162,11 +155,7 @@ def main(argv):
             print(f"shardfs_bench: {exe} is not an executable; build first or pass "
                   "--build-dir/--shardfs/--bench-reader", file=sys.stderr)
             return 2
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
-    os.makedirs(a.workdir, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix="run-", dir=a.workdir)
-    try:
+    def body(scratch):
         if a.views:
             a.loadavg_start = os.getloadavg()
             return run_views(a, scratch)
@@ -175,29 +164,9 @@ def main(argv):
         if a.loader:
             return bench_loader.run_loader(a, scratch)
         return run(a, scratch)
-    except BenchError as e:
-        log(f"error: {e}")
-        return 1
-    except KeyboardInterrupt:
-        log("interrupted")
-        return 130
-    finally:
-        # Cleanup must finish even if the user presses Ctrl-C again.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        REG.cleanup()
-        left = mounts_under(scratch)
-        for mnt in left:  # Last resort for anything mounted under our scratch dir.
-            subprocess.run(["umount", "-l", mnt], stderr=subprocess.DEVNULL)
-        if mounts_under(scratch):
-            log(f"still mounted: {mounts_under(scratch)}; scratch {scratch} kept")
-        elif a.clean:
-            shutil.rmtree(a.workdir, ignore_errors=True)
-        elif not a.keep:
-            shutil.rmtree(scratch, ignore_errors=True)
-        else:
-            log(f"kept {scratch}")
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    return run_in_scratch(a.workdir, "run-", body, keep=a.keep,
+                          remove_instead=a.workdir if a.clean else None)
 
 
 def run(a, scratch):
