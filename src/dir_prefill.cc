@@ -1,5 +1,6 @@
 #include "src/dir_prefill.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -62,8 +63,20 @@ uint32_t PrefillPolicy::TakeSiblingCount(uint64_t parent) {
   return n;
 }
 
-DirPrefill::DirPrefill(const index::IndexReader* reader, std::string mountpoint)
-    : reader_(reader), mountpoint_(std::move(mountpoint)), thread_([this] { Run(); }) {}
+uint64_t DefaultPrefillEntries() {
+  constexpr uint64_t kKernelBytesPerEntry = 1100;
+  constexpr uint64_t kAtLeast = 1'000'000;
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return kAtLeast;
+  const uint64_t memory = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+  return std::max(kAtLeast, memory / 16 / kKernelBytesPerEntry);
+}
+
+DirPrefill::DirPrefill(const index::IndexReader* reader, std::string mountpoint,
+                       uint64_t max_entries)
+    : reader_(reader), mountpoint_(std::move(mountpoint)), max_entries_(max_entries),
+      thread_([this] { Run(); }) {}
 
 DirPrefill::~DirPrefill() {
   {
@@ -139,6 +152,7 @@ void DirPrefill::Run() {
 
 bool DirPrefill::List(Job& job) {
   index::InodeId dir{job.dir};
+  if (listed_entries_ >= max_entries_) return false;  // Said once, below.
   if (job.path.empty() && dir != index::kRootInode) {
     Status s = reader_->PathOf(dir, &job.path);
     if (!s.ok()) {
@@ -163,7 +177,19 @@ bool DirPrefill::List(Job& job) {
   }
   auto buf = std::make_unique<char[]>(kDentsBuffer);
   long n;
+  uint64_t entries = 0;
   while ((n = ::syscall(SYS_getdents64, fd, buf.get(), kDentsBuffer)) > 0) {
+    for (long off = 0; off < n;) {
+      const auto* d = reinterpret_cast<const struct dirent64*>(buf.get() + off);
+      if (d->d_reclen == 0) break;
+      off += d->d_reclen;
+      ++entries;
+    }
+  }
+  listed_entries_ += entries;
+  if (listed_entries_ >= max_entries_) {
+    log::Info("prefill: {} entries listed, the limit (-o prefill_entries={}); directories are "
+              "no longer listed ahead of lookups", listed_entries_, max_entries_);
   }
   ::close(fd);
   if (n < 0) {

@@ -145,10 +145,18 @@ class PrefillPolicy {
   std::deque<Job> queue_;
 };
 
+// The entries the prefill lists over a mount's life by default: the kernel
+// keeps ~1.1 KB (inode and dentry) for each, so one sixteenth of the
+// machine's memory, and at least a million. A mount of 10M files sampled at
+// random would otherwise have the kernel build every inode of the dataset at
+// once (11 GB), and keep the mount busy (unmount: EBUSY) while it does.
+uint64_t DefaultPrefillEntries();
+
 class DirPrefill {
  public:
-  // Lists directories of `reader` under `mountpoint` (an absolute path).
-  DirPrefill(const index::IndexReader* reader, std::string mountpoint);
+  // Lists directories of `reader` under `mountpoint` (an absolute path),
+  // `max_entries` entries in all; then no more.
+  DirPrefill(const index::IndexReader* reader, std::string mountpoint, uint64_t max_entries);
   // Stops the thread; a listing in progress ends first (or fails once the
   // FUSE connection is gone).
   ~DirPrefill();
@@ -181,6 +189,8 @@ class DirPrefill {
 
   const index::IndexReader* const reader_;
   const std::string mountpoint_;
+  const uint64_t max_entries_;
+  uint64_t listed_entries_ = 0;  // Only touched by the prefill thread.
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable done_cv_;  // A listing ended.

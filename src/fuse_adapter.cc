@@ -568,7 +568,9 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   }
   ctx.se = se;
   if (options.prefill_dirs) {
-    prefill = std::make_unique<DirPrefill>(&fs->reader(), mountpoint);
+    prefill = std::make_unique<DirPrefill>(
+        &fs->reader(), mountpoint,
+        options.prefill_entries != 0 ? options.prefill_entries : DefaultPrefillEntries());
     ctx.prefill = prefill.get();
   }
   push.Start();

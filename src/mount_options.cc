@@ -82,6 +82,12 @@ Parsed ParseAheadOption(std::string_view name, std::string_view value, MountOpti
     if (!ParseBool(value, &o.preload_index)) return Bad("0 or 1");
   } else if (name == "prefill_dirs") {
     if (!ParseBool(value, &o.prefill_dirs)) return Bad("0 or 1");
+  } else if (name == "prefill_entries") {
+    double n = 0;
+    if (!ParseNumber(value, &n) || n != static_cast<double>(static_cast<uint64_t>(n))) {
+      return Bad("a whole number of entries, or 0 for the default");
+    }
+    o.prefill_entries = static_cast<uint64_t>(n);
   } else if (name == "shard_readahead" || name == "readahead") {
     if (name != "shard_readahead") deprecated("shard_readahead");
     if (!ParseSize(value, &o.push.shard_readahead)) return Bad("a size such as 8M, or 0");

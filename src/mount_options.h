@@ -40,6 +40,9 @@ struct MountOptions {
   // (kernel dentry-cache misses): the kernel then holds all of its entries
   // and later lookups in it need no round trip.
   bool prefill_dirs = true;
+  // -o prefill_entries: how many entries the prefill lists over the mount's
+  // life; 0: DefaultPrefillEntries() (from the machine's memory).
+  uint64_t prefill_entries = 0;
   // push_random=auto: push.random_bytes is kAutoPushRandom
   // when the shards together take at most half of the machine's memory
   // (pushed files then stay cached until they are read), else 0.

@@ -111,6 +111,27 @@ class MountPrefetchTest(unittest.TestCase):
             self.assertGreaterEqual(self.requests(log, "LOOKUP"), FILES_PER_DIR)
             self.assertNotIn("prefill:", m.stderr())
 
+    def test_prefill_stops_at_its_entry_limit(self):
+        # A limit of 1 entry: the first listing spends it, and from then on
+        # every name of another directory is a lookup of its own.
+        with self.mount("prefill_entries=1") as m:
+            ino = os.stat(os.path.join(self.mnt, "cls0")).st_ino
+            for rel in self.names("cls0")[:2]:
+                os.lstat(os.path.join(self.mnt, rel))
+            marker = "prefill: listed directory inode %d" % ino
+            self.assertTrue(tl.wait_until(lambda: marker in m.stderr()),
+                            "no prefill of cls0:\n" + m.stderr()[-3000:])
+            self.assertTrue(tl.wait_until(lambda: "the limit (-o prefill_entries=1)" in m.stderr()),
+                            m.stderr()[-3000:])
+            before = len(m.stderr())
+            names = self.names("cls1")
+            for rel in names:
+                st = os.lstat(os.path.join(self.mnt, rel))
+                self.assertEqual(st.st_size, os.lstat(os.path.join(self.src, rel)).st_size)
+            log = m.stderr()[before:]
+            self.assertGreaterEqual(self.requests(log, "LOOKUP"), len(names))
+            self.assertNotIn("prefill: listed directory", log)
+
     def read_in_order(self, options):
         """Lists cls1, reads its first two files; returns (mount log after the
         push, files pushed, READ requests while reading the pushed files).

@@ -41,6 +41,7 @@ TEST(MountOptionsTest, NoOptionsKeepTheDefaults) {
   EXPECT_EQ(o.push.shard_readahead, d.push.shard_readahead);
   EXPECT_TRUE(o.preload_index);
   EXPECT_TRUE(o.prefill_dirs);
+  EXPECT_EQ(o.prefill_entries, 0u);  // DefaultPrefillEntries() at mount.
   EXPECT_TRUE(o.push_random_auto);
   EXPECT_THAT(o.fuse_args, IsEmpty());
   EXPECT_THAT(o.warnings, IsEmpty());
@@ -50,6 +51,7 @@ TEST(MountOptionsTest, EveryOption) {
   MountOptions o = Parse(
       {"entry_timeout=2.5,attr_timeout=0,threads=3,idle_threads=2,clone_fd=0,kernel_open=no",
        "splice=off,block_cache=32M,preload_index=0,prefill_dirs=false,push_ahead=1M",
+       "prefill_entries=5000",
        "drop_behind=0,push_random=2M,push_threads=5,shard_readahead=0,max_open_shards=7",
        "verify=always,uid=1000,gid=100,umask=027,nonempty,ro"});
   EXPECT_EQ(o.entry_timeout, 2.5);
@@ -62,6 +64,7 @@ TEST(MountOptionsTest, EveryOption) {
   EXPECT_EQ(o.block_cache, 32u << 20);
   EXPECT_FALSE(o.preload_index);
   EXPECT_FALSE(o.prefill_dirs);
+  EXPECT_EQ(o.prefill_entries, 5000u);
   EXPECT_EQ(o.push.sequential_bytes, 1u << 20);
   EXPECT_FALSE(o.push.drop_behind);
   EXPECT_FALSE(o.push_random_auto);
@@ -136,6 +139,8 @@ TEST(MountOptionsTest, BadValuesAreRefusedWithWhatWasExpected) {
            {"splice=", "-o splice=: expected 0 or 1"},
            {"preload_index=yes please", "-o preload_index=yes please: expected 0 or 1"},
            {"prefill_dirs=-1", "-o prefill_dirs=-1: expected 0 or 1"},
+           {"prefill_entries=1.5", "-o prefill_entries=1.5: expected a whole number of entries, "
+                                   "or 0 for the default"},
            {"push_ahead=big", "-o push_ahead=big: expected a size such as 4M, or 0"},
            {"drop_behind=on2", "-o drop_behind=on2: expected 0 or 1"},
            {"push_random=sometimes", "-o push_random=sometimes: expected a size such as 1M, 0, "
