@@ -1,5 +1,6 @@
 #include "src/filesystem.h"
 
+#include <new>
 #include <fcntl.h>
 #include <unistd.h>
 #define XXH_STATIC_LINKING_ONLY
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "base/io.h"
@@ -143,19 +145,24 @@ Status DirCursor::Read(const Filesystem& fs, uint64_t off, const EntryFn& fn) {
   return s;
 }
 
-InodeBits::InodeBits(uint64_t max_inode)
-    : words_(std::make_unique<std::atomic<uint64_t>[]>(max_inode / 64 + 1)),
-      size_(max_inode / 64 + 1) {}
+InodeBits::InodeBits(uint64_t max_inode) : size_(max_inode / 64 + 1) {
+  words_.reset(static_cast<uint64_t*>(std::calloc(size_, sizeof(uint64_t))));
+  if (!words_) throw std::bad_alloc();
+}
 
 bool InodeBits::Test(InodeId inode) const {
   uint64_t i = inode.value;
   if (i / 64 >= size_) return false;
-  return words_[i / 64].load(std::memory_order_acquire) & (uint64_t{1} << (i % 64));
+  return std::atomic_ref<uint64_t>(words_[i / 64]).load(std::memory_order_acquire) &
+         (uint64_t{1} << (i % 64));
 }
 
 void InodeBits::Set(InodeId inode) {
   uint64_t i = inode.value;
-  if (i / 64 < size_) words_[i / 64].fetch_or(uint64_t{1} << (i % 64), std::memory_order_release);
+  if (i / 64 < size_) {
+    std::atomic_ref<uint64_t>(words_[i / 64]).fetch_or(uint64_t{1} << (i % 64),
+                                                      std::memory_order_release);
+  }
 }
 
 Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) {

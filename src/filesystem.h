@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -92,7 +93,13 @@ class InodeBits {
   void Set(InodeId inode);  // Beyond the maximum: ignored.
 
  private:
-  std::unique_ptr<std::atomic<uint64_t>[]> words_;
+  struct Free {
+    void operator()(uint64_t* p) const { std::free(p); }
+  };
+  // From calloc, accessed through std::atomic_ref: a large set comes as
+  // untouched zero pages, so a mount of 10M entries does not write (and
+  // fault in) megabytes per set before it serves.
+  std::unique_ptr<uint64_t[], Free> words_;
   size_t size_ = 0;  // Words.
 };
 
