@@ -84,7 +84,10 @@ Parsed ParseAheadOption(std::string_view name, std::string_view value, MountOpti
     if (!ParseBool(value, &o.prefill_dirs)) return Bad("0 or 1");
   } else if (name == "prefill_entries") {
     double n = 0;
-    if (!ParseNumber(value, &n) || n != static_cast<double>(static_cast<uint64_t>(n))) {
+    // At most 2^53: every such count is exact as a double, and the cast below
+    // is defined.
+    if (!ParseNumber(value, &n) || n > 9007199254740992.0 ||
+        n != static_cast<double>(static_cast<uint64_t>(n))) {
       return Bad("a whole number of entries, or 0 for the default");
     }
     o.prefill_entries = static_cast<uint64_t>(n);

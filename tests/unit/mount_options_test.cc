@@ -141,6 +141,8 @@ TEST(MountOptionsTest, BadValuesAreRefusedWithWhatWasExpected) {
            {"prefill_dirs=-1", "-o prefill_dirs=-1: expected 0 or 1"},
            {"prefill_entries=1.5", "-o prefill_entries=1.5: expected a whole number of entries, "
                                    "or 0 for the default"},
+           {"prefill_entries=1e30", "-o prefill_entries=1e30: expected a whole number of entries, "
+                                    "or 0 for the default"},
            {"push_ahead=big", "-o push_ahead=big: expected a size such as 4M, or 0"},
            {"drop_behind=on2", "-o drop_behind=on2: expected 0 or 1"},
            {"push_random=sometimes", "-o push_random=sometimes: expected a size such as 1M, 0, "
