@@ -271,7 +271,11 @@ class MountWalksTest(unittest.TestCase):
             before = len(m.stderr())
             for n in names:
                 self.check_lstat("big/" + n)
-            self.assertEqual(self.lookups(m.stderr()[before:]), 0)
+            # Without the prefill every name is a LOOKUP (len(names) of them);
+            # one racing the listing's pass over its name may still reach the
+            # daemon (seen once under AddressSanitizer with tests in parallel).
+            self.assertLessEqual(self.lookups(m.stderr()[before:]), 2)
+            self.assertGreater(len(names), 100)
 
 
 if __name__ == "__main__":
