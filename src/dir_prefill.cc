@@ -98,7 +98,7 @@ void DirPrefill::NoteMiss(index::InodeId dir) {
 }
 
 AttrPolicy::AttrPolicy(uint64_t max_inode)
-    : max_inode_(max_inode), looked_up_(max_inode), subtree_(max_inode) {}
+    : max_inode_(max_inode), looked_up_(max_inode), subtree_(max_inode), names_only_(max_inode) {}
 
 void AttrPolicy::NoteFileLookup(index::InodeId dir, index::InodeId dir_parent) {
   if (dir.value > max_inode_ || looked_up_.Test(dir)) return;
@@ -123,6 +123,8 @@ void DirPrefill::ListNow(index::InodeId dir) {
     std::lock_guard<std::mutex> lock(mu_);
     queued = policy_.ListNow(dir.value);
   }
+  log::Debug("prefill: directory inode {} was listed names-only; {}", dir.value,
+             queued ? "listing it again with attributes" : "a listing is under way");
   if (queued) cv_.notify_one();
 }
 

@@ -95,6 +95,8 @@ void OpInit(void* userdata, fuse_conn_info* conn) noexcept {
 // A file of `dir` was looked up: a program wants files' attributes there.
 void NoteFileLookup(Context& c, InodeId dir) noexcept {
   if (c.attrs->Marked(dir)) return;
+  log::Debug("attrs: directory inode {}: first file lookup (listed names-only: {})", dir.value,
+             c.attrs->ListedNamesOnly(dir));
   EntryRecord self;
   index::RecordHolder holder;
   // Without its parent, the directory alone is marked.
@@ -478,7 +480,11 @@ int StorePages(const Context& c, InodeId inode, const char* data, size_t size) {
   index::RecordHolder holder;
   if (!c.fs->GetAttr(inode, &rec, &holder).ok()) return rc;
   constexpr int kWaitMs = 1000;
-  if (!c.prefill->WaitListed(rec.parent, kWaitMs)) return rc;
+  if (!c.prefill->WaitListed(rec.parent, kWaitMs)) {
+    log::Debug("push: inode {} is not in the kernel, and no listing of directory inode {} "
+               "gave it one", inode.value, rec.parent.value);
+    return rc;
+  }
   return store();
 }
 

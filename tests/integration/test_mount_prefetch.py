@@ -67,6 +67,12 @@ class MountPrefetchTest(unittest.TestCase):
     def requests(self, log, opcode):
         return len(re.findall(r"opcode: %s \(" % opcode, log))
 
+    def push_lines(self, log):
+        """The daemon's push and prefill lines: what a failed push check shows."""
+        return "\n".join(l for l in log.splitlines()
+                         if "push" in l or "attrs:" in l or "prefill" in l or "opcode: LOOKUP" in l
+                         or "opcode: READDIR" in l or "OPENDIR" in l)[-6000:]
+
     def check_bytes(self, rel):
         with open(os.path.join(self.mnt, rel), "rb") as f:
             self.assertEqual(sha(f.read()), self.want[rel], rel)
@@ -148,6 +154,7 @@ class MountPrefetchTest(unittest.TestCase):
                 self.assertTrue(tl.wait_until(lambda: pat.search(m.stderr())),
                                 "no push-ahead:\n" + m.stderr()[-3000:])
                 pushed = max(int(x) for x in pat.findall(m.stderr()))
+                self.assertGreaterEqual(pushed, 100, self.push_lines(m.stderr()))
             before = len(m.stderr())
             upto = max(pushed, 50)
             for rel in names[2:2 + upto]:

@@ -25,6 +25,19 @@ TEST(AttrPolicyTest, NamesOnlyUntilAFileIsLookedUp) {
   EXPECT_FALSE(p.WantAttrs(kC1, kTrain));
 }
 
+// The mark that makes the first file lookup list the directory again with
+// attributes (DirPrefill::ListNow): without it, push-ahead into a directory
+// listed names-only finds no inodes in the kernel.
+TEST(AttrPolicyTest, RemembersWhichDirectoriesWentOutNamesOnly) {
+  AttrPolicy p(100);
+  EXPECT_FALSE(p.ListedNamesOnly(kC1));
+  p.NoteNamesOnly(kC1);
+  EXPECT_TRUE(p.ListedNamesOnly(kC1));
+  EXPECT_FALSE(p.ListedNamesOnly(kC2));
+  p.NoteNamesOnly(InodeId{100});
+  EXPECT_TRUE(p.ListedNamesOnly(InodeId{100}));
+}
+
 TEST(AttrPolicyTest, ALookupSwitchesTheDirectoryAndItsSiblings) {
   AttrPolicy p(100);
   p.NoteFileLookup(kC1, kTrain);
