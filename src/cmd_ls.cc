@@ -126,6 +126,44 @@ std::string NormalizeArgPath(std::string p) {
   return p;
 }
 
+// Prints one entry of `r` as `shardfs stat` does; false (and a message
+// naming the path) if it cannot.
+bool PrintStat(const IndexReader& r, const std::string& path, bool json, bool first) {
+  EntryRecord e;
+  index::RecordHolder holder;
+  Status s = r.Resolve(path, &e, &holder);
+  if (s.ok()) s = r.CheckFileRange(e);
+  if (!s.ok()) {
+    log::Error("stat {}: {}", path.empty() ? "/" : path, s.message());
+    return false;
+  }
+  if (json) {
+    fmt::print("{}\n", EntryJson(r, path, e));
+    return true;
+  }
+  if (!first) fmt::print("\n");
+  fmt::print("  path: {}\n", path.empty() ? "/" : path);
+  fmt::print("  type: {}\n", index::EntryTypeName(e.type));
+  fmt::print("  size: {}\n", e.size);
+  fmt::print("  mode: {:04o} ({})\n", e.mode & 07777, ModeString(e.mode));
+  fmt::print("   uid: {}  gid: {}\n", e.uid, e.gid);
+  fmt::print(" mtime: {}.{:09d} UTC ({} ns)\n", TimeString(e.mtime_ns),
+             ((e.mtime_ns % 1000000000) + 1000000000) % 1000000000, e.mtime_ns);
+  fmt::print(" nlink: {}\n", e.nlink);
+  fmt::print(" inode: {}\n", e.inode.value);
+  if (e.type == EntryType::kFile) {
+    fmt::print(" shard: {}\n", r.ShardPath(e.shard));
+    fmt::print("offset: {}\n", e.offset);
+    if (e.sparse()) {
+      fmt::print("sparse: {} extents, {} bytes of data\n", index::ExtentCount(e),
+                 index::StoredBytes(e));
+    }
+    fmt::print("  xxh3: {}\n", e.has_checksum() ? fmt::format("{:016x}", e.xxh3) : "(none)");
+  }
+  if (e.type == EntryType::kSymlink) fmt::print("target: {}\n", e.target);
+  return true;
+}
+
 }  // namespace
 
 int RunLs(int argc, char** argv) {
@@ -191,46 +229,19 @@ int RunStat(int argc, char** argv) {
       return UsageError("stat", "unknown option");
     }
   }
-  if (argc - optind != 2) return UsageError("stat", "expected INDEX PATH");
+  if (argc - optind < 2) return UsageError("stat", "expected INDEX PATH...");
   auto reader = IndexReader::Open(argv[optind], ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());
     return kExitFailure;
   }
-  const IndexReader& r = **reader;
-  std::string path = NormalizeArgPath(argv[optind + 1]);
-  EntryRecord e;
-  index::RecordHolder holder;
-  Status s = r.Resolve(path, &e, &holder);
-  if (s.ok()) s = r.CheckFileRange(e);
-  if (!s.ok()) {
-    log::Error("stat {}: {}", path.empty() ? "/" : path, s.message());
-    return kExitFailure;
+  // Like stat(1): every path is answered, a missing one is named, and the
+  // exit status says whether any failed.
+  int rc = kExitOk;
+  for (int i = optind + 1; i < argc; ++i) {
+    if (!PrintStat(**reader, NormalizeArgPath(argv[i]), json, i == optind + 1)) rc = kExitFailure;
   }
-  if (json) {
-    fmt::print("{}\n", EntryJson(r, path, e));
-    return kExitOk;
-  }
-  fmt::print("  path: {}\n", path.empty() ? "/" : path);
-  fmt::print("  type: {}\n", index::EntryTypeName(e.type));
-  fmt::print("  size: {}\n", e.size);
-  fmt::print("  mode: {:04o} ({})\n", e.mode & 07777, ModeString(e.mode));
-  fmt::print("   uid: {}  gid: {}\n", e.uid, e.gid);
-  fmt::print(" mtime: {}.{:09d} UTC ({} ns)\n", TimeString(e.mtime_ns),
-             ((e.mtime_ns % 1000000000) + 1000000000) % 1000000000, e.mtime_ns);
-  fmt::print(" nlink: {}\n", e.nlink);
-  fmt::print(" inode: {}\n", e.inode.value);
-  if (e.type == EntryType::kFile) {
-    fmt::print(" shard: {}\n", r.ShardPath(e.shard));
-    fmt::print("offset: {}\n", e.offset);
-    if (e.sparse()) {
-      fmt::print("sparse: {} extents, {} bytes of data\n", index::ExtentCount(e),
-                 index::StoredBytes(e));
-    }
-    fmt::print("  xxh3: {}\n", e.has_checksum() ? fmt::format("{:016x}", e.xxh3) : "(none)");
-  }
-  if (e.type == EntryType::kSymlink) fmt::print("target: {}\n", e.target);
-  return kExitOk;
+  return rc;
 }
 
 }  // namespace shardfs::cli

@@ -53,8 +53,8 @@ const std::vector<Command>& AllCommands() {
        "usage: shardfs index info [--view VIEW] [--json] INDEX", RunIndexInfo},
       {"ls", "list a directory of the indexed tree",
        "usage: shardfs ls [-R] [--json] [--view VIEW] INDEX [PATH]", RunLs},
-      {"stat", "one entry of the indexed tree, with its shard and offset",
-       "usage: shardfs stat [--json] [--view VIEW] INDEX PATH", RunStat},
+      {"stat", "entries of the indexed tree, with their shards and offsets",
+       "usage: shardfs stat [--json] [--view VIEW] INDEX PATH [PATH...]", RunStat},
       {"view create", "make a new version of a named view (a subset, renames)",
        "usage: shardfs view create INDEX NAME [--from VIEW] [--include GLOB]... [--exclude GLOB]...\n"
        "                           [--include-list FILE] [--exclude-list FILE]\n"

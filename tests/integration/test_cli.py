@@ -144,19 +144,16 @@ class CliTest(unittest.TestCase):
     # -- stat --json --------------------------------------------------------
 
     def test_stat_matches_source(self):
-        # One process per path: all paths but most of the 2,000-file dir.
-        paths = [p for p in self.ref if p and not (p.startswith(b"many/") and
-                                                   not p.endswith(b"7.txt"))]
-        self.assertGreater(len(paths), 300)
-        for path in paths:
+        # Every path of the tree, in one process, answered in the order given.
+        paths = [p for p in self.ref if p]
+        self.assertGreater(len(paths), 2000)
+        p = tl.run_shardfs("stat", "--json", self.idx, *paths)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got_all = tl.json_lines(p.stdout)
+        self.assertEqual([g["path"] for g in got_all], paths)
+        for path, got in zip(paths, got_all):
             want = self.ref[path]
             with self.subTest(path=path):
-                p = tl.run_shardfs("stat", "--json", self.idx, path)
-                self.assertEqual(p.returncode, 0, p.stderr)
-                got = tl.json_lines(p.stdout)
-                self.assertEqual(len(got), 1)
-                got = got[0]
-                self.assertEqual(got["path"], path)
                 self.check_entry(path, got, want)
                 listed = self.entries[path]
                 for k in ("inode", "shard", "shard_id", "offset", "xxh3"):
@@ -172,6 +169,17 @@ class CliTest(unittest.TestCase):
         # A name longer than any entry can have.
         p = tl.run_shardfs("stat", self.idx, "x" * 300)
         self.assertEqual(p.returncode, 1)
+        # Several paths, one missing: it is named, the others are printed in
+        # order (a blank line between entries), and the status says failure.
+        p = tl.run_shardfs("stat", self.idx, "sizes/size_513", "no/such/path", "sizes/size_0",
+                           check=1)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"stat no/such/path:", p.stderr)
+        self.assertNotIn(b"size_513", p.stderr)
+        blocks = p.stdout.split(b"\n\n")
+        self.assertEqual(len(blocks), 2, p.stdout)
+        self.assertIn(b"path: sizes/size_513", blocks[0])
+        self.assertIn(b"path: sizes/size_0", blocks[1])
 
     # -- index info --json --------------------------------------------------
 
