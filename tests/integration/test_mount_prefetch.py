@@ -13,7 +13,6 @@ bytes read are compared with the source in every case."""
 import ctypes
 import glob
 import hashlib
-import json
 import mmap
 import os
 import random
@@ -57,6 +56,9 @@ class MountPrefetchTest(unittest.TestCase):
         cls.idx = os.path.join(cls.out, "index")
         cls.mnt = os.path.join(cls.tmp, "mnt")
         os.mkdir(cls.mnt)
+        rels = sorted(cls.want)
+        p = tl.run_shardfs("stat", "--json", cls.idx, *rels, check=0)
+        cls.index_entries = dict(zip(rels, tl.json_lines(p.stdout)))
 
     def names(self, d):
         return sorted(n for n in self.want if n.startswith(d + "/"))
@@ -227,7 +229,8 @@ class MountPrefetchTest(unittest.TestCase):
         """How many of the shard's pages wholly inside `rel`'s data are in
         the page cache (mincore), how many there are, and where its data
         ends in the shard."""
-        info = json.loads(tl.run_shardfs("stat", "--json", self.idx, rel, check=0).stdout)
+        info = self.index_entries[rel]
+        self.assertEqual(info["path"], rel.encode())
         end = info["offset"] + info["size"]
         first = (info["offset"] + PAGE - 1) // PAGE * PAGE
         last = end // PAGE * PAGE

@@ -120,20 +120,23 @@ class ViewExportTest(unittest.TestCase):
                    for p in self.shard_paths}
         per_shard = {}
         with tl.Mount(self.idx, mnt, options="view=" + spec):
+            rels = []
             for dirpath, _, files in os.walk(mnt):
                 for f in files:
                     full = os.path.join(dirpath, f)
-                    if os.path.islink(full):
-                        continue
-                    rel = os.path.relpath(full, mnt)
-                    st = json.loads(tl.run_shardfs("stat", "--json", "--view", spec, self.idx,
-                                                   rel, check=0).stdout)
-                    shard, off = st["shard"], st["offset"]
-                    name, data = members[shard][off]
-                    with open(full, "rb") as fh:
-                        self.assertEqual(fh.read(), data, rel)
-                    self.assertIn(name, tar_paths[st["inode"]], rel)
-                    per_shard.setdefault(shard, []).append((off, name))
+                    if not os.path.islink(full):
+                        rels.append(os.path.relpath(full, mnt))
+            self.assertTrue(rels)
+            p = tl.run_shardfs("stat", "--json", "--view", spec, self.idx, *rels, check=0)
+            stats = tl.json_lines(p.stdout)
+            self.assertEqual([st["path"] for st in stats], [os.fsencode(r) for r in rels])
+            for rel, st in zip(rels, stats):
+                shard, off = st["shard"], st["offset"]
+                name, data = members[shard][off]
+                with open(os.path.join(mnt, rel), "rb") as fh:
+                    self.assertEqual(fh.read(), data, rel)
+                self.assertIn(name, tar_paths[st["inode"]], rel)
+                per_shard.setdefault(shard, []).append((off, name))
         want = []
         for shard in self.shard_paths:
             if shard not in per_shard:
