@@ -29,6 +29,7 @@ if ((deps_status != 0)); then
   exit "$deps_status"
 fi
 bash scripts/install-test-servers.sh
+echo "test: packages and regular build took ${SECONDS} s" >&2
 [[ -e /dev/fuse ]] || { echo "test: /dev/fuse is missing: FUSE tests cannot run" >&2; exit 1; }
 
 status=0
@@ -37,6 +38,7 @@ echo "== regular build: meson test" >&2
 # A testlog.json left by an earlier run must not be counted if this one dies.
 rm -f build/meson-logs/testlog.json
 meson test -C build --print-errorlogs --num-processes 2 || status=$?
+echo "test: regular suite done at ${SECONDS} s" >&2
 
 if [[ "${SKIP_SANITIZE:-0}" != 1 ]]; then
   echo "== sanitizer build (clang, address+undefined, fuzz targets): meson test" >&2
@@ -45,11 +47,13 @@ if [[ "${SKIP_SANITIZE:-0}" != 1 ]]; then
       -Dfuzz=true -Dcpp_args=-fno-sanitize-recover=all >/dev/null
   fi
   ninja -C build-asan | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
+  echo "test: sanitizer build done at ${SECONDS} s" >&2
   builds+=(build-asan)
   rm -f build-asan/meson-logs/testlog.json
   FUZZ_SECONDS="${FUZZ_SECONDS:-15}" SHARDFS_SANITIZED=1 \
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     meson test -C build-asan --print-errorlogs --num-processes 2 --no-suite timing || status=$?
+  echo "test: sanitizer suite done at ${SECONDS} s" >&2
 fi
 
 # Every test of every build counts once; a missing log (meson test could not
