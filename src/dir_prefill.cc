@@ -18,12 +18,6 @@
 #include "base/log.h"
 
 namespace shardfs::mount {
-namespace {
-
-constexpr size_t kDentsBuffer = 64 * 1024;
-
-}  // namespace
-
 bool PrefillPolicy::NoteMiss(uint64_t dir) {
   DirState& d = dirs_[dir];
   if (d.queued) return false;
@@ -75,7 +69,7 @@ uint64_t DefaultPrefillEntries() {
 
 DirPrefill::DirPrefill(const index::IndexReader* reader, std::string mountpoint,
                        uint64_t max_entries)
-    : reader_(reader), mountpoint_(std::move(mountpoint)), max_entries_(max_entries),
+    : reader_(reader), max_entries_(max_entries), lister_(std::move(mountpoint)),
       thread_([this] { Run(); }) {}
 
 DirPrefill::~DirPrefill() {
@@ -137,7 +131,6 @@ bool DirPrefill::WaitListed(index::InodeId dir, int timeout_ms) {
 }
 
 void DirPrefill::Run() {
-  tid_.store(static_cast<pid_t>(::syscall(SYS_gettid)));
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || !policy_.empty(); });
@@ -162,62 +155,19 @@ bool DirPrefill::List(Job& job) {
       return false;
     }
   }
-  if (!mount_dev_ && !FindMountDevice()) return false;
-  std::string path = job.path.empty() ? mountpoint_ : mountpoint_ + "/" + job.path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    log::Debug("prefill: {}: {}", path, std::strerror(errno));
-    return false;
-  }
-  // Something mounted over the path (or over the mountpoint) is not ours to
-  // list: only directories of this mount are.
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || st.st_dev != *mount_dev_) {
-    log::Debug("prefill: {}: not on this mount; not listed", path);
-    ::close(fd);
-    return false;
-  }
-  auto buf = std::make_unique<char[]>(kDentsBuffer);
-  long n;
+  log::Debug("prefill: listing directory inode {}", dir.value);
   uint64_t entries = 0;
-  while ((n = ::syscall(SYS_getdents64, fd, buf.get(), kDentsBuffer)) > 0) {
-    for (long off = 0; off < n;) {
-      const auto* d = reinterpret_cast<const struct dirent64*>(buf.get() + off);
-      if (d->d_reclen == 0) break;
-      off += d->d_reclen;
-      ++entries;
-    }
+  Status s = lister_.List(job.path, &entries);
+  if (!s.ok()) {
+    log::Debug("prefill: {}: {}", job.path.empty() ? "/" : job.path, s.message());
+    return false;
   }
   listed_entries_ += entries;
   if (listed_entries_ >= max_entries_) {
     log::Info("prefill: {} entries listed, the limit (-o prefill_entries={}); directories are "
               "no longer listed ahead of lookups", listed_entries_, max_entries_);
   }
-  ::close(fd);
-  if (n < 0) {
-    log::Debug("prefill: {}: {}", path, std::strerror(errno));
-    return false;
-  }
   log::Debug("prefill: listed directory inode {}{}", dir.value, job.sibling ? " (ahead)" : "");
-  return true;
-}
-
-bool DirPrefill::FindMountDevice() {
-  // The root of a FUSE mount: inode 1 on a filesystem of FUSE's type. Asked
-  // from this thread, never from a request worker: the stat is a request.
-  constexpr long kFuseSuperMagic = 0x65735546;
-  struct stat st;
-  struct statfs sf;
-  if (::stat(mountpoint_.c_str(), &st) != 0 || ::statfs(mountpoint_.c_str(), &sf) != 0) {
-    log::Debug("prefill: {}: {}", mountpoint_, std::strerror(errno));
-    return false;
-  }
-  if (sf.f_type != kFuseSuperMagic || st.st_ino != index::kRootInode.value) {
-    log::Warning("prefill: {} is not this mount's root; directories are not listed ahead",
-                 mountpoint_);
-    return false;
-  }
-  mount_dev_ = st.st_dev;
   return true;
 }
 

@@ -18,8 +18,9 @@
 // again, after 4x as many misses each time, so a directory too big for the
 // kernel's cache is not listed over and over.
 //
-// Only directories on the mount's own device (st_dev of its root, taken from
-// the prefill thread once the mount serves) are listed.
+// The listings run in a child process (src/prefill_lister.h says why). Only
+// directories on the mount's own device (st_dev of its root, taken by that
+// process when it starts) are listed.
 //
 // While a listing runs it holds the directory open, so an unmount in that
 // moment fails with EBUSY, as it would with any open file on the mount.
@@ -38,13 +39,13 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 
 #include "index/index_reader.h"
 #include "src/filesystem.h"
+#include "src/prefill_lister.h"
 
 namespace shardfs::mount {
 
@@ -175,20 +176,17 @@ class DirPrefill {
   // Whether `tid` (a request's sender) is the thread that lists: its
   // listings must reach the daemon (not the kernel's readdir cache) and carry
   // attributes, or they would fill no dentry.
-  bool IsListingThread(pid_t tid) const { return tid != 0 && tid == tid_.load(); }
+  bool IsListingThread(pid_t tid) const { return tid != 0 && tid == lister_.pid(); }
 
  private:
   using Job = PrefillPolicy::Job;
   void Run();
   // Lists `job.dir`, filling in `job.path` if empty; false if it failed.
   bool List(Job& job);
-  // Sets mount_dev_ from the mountpoint, if it is this mount's root.
-  bool FindMountDevice();
   // Queues the directories that follow `job.dir` among its siblings.
   void QueueSiblings(const Job& job);
 
   const index::IndexReader* const reader_;
-  const std::string mountpoint_;
   const uint64_t max_entries_;
   uint64_t listed_entries_ = 0;  // Only touched by the prefill thread.
   mutable std::mutex mu_;
@@ -196,8 +194,7 @@ class DirPrefill {
   std::condition_variable done_cv_;  // A listing ended.
   PrefillPolicy policy_;  // Guarded by mu_.
   bool stop_ = false;     // Guarded by mu_.
-  std::optional<dev_t> mount_dev_;  // Only touched by the prefill thread.
-  std::atomic<pid_t> tid_{0};       // The prefill thread's id, once it runs.
+  PrefillLister lister_;  // Only used by the prefill thread.
   std::thread thread_;
 };
 

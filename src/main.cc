@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "src/command.h"
+#include "src/prefill_lister.h"
 
 #ifndef SHARDFS_VERSION
 #define SHARDFS_VERSION "unknown"
@@ -185,6 +186,10 @@ int main(int argc, char** argv) {
   // Commands report failures as a Status; an exception reaching here is a
   // bug or exhaustion (std::bad_alloc), and still gets a clear message and
   // exit 1 rather than std::terminate's abort.
+  // Not a command: the daemon's own lister process (src/prefill_lister.h).
+  if (argc >= 2 && std::strcmp(argv[1], shardfs::mount::kPrefillListerArg) == 0) {
+    return shardfs::mount::RunPrefillLister(argc, argv);
+  }
   std::string command;
   try {
     return Dispatch(argc, argv, &command);

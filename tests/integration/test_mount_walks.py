@@ -19,6 +19,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -27,6 +28,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
+from test_mount_hang import abort_connection  # noqa: E402
 
 # Far more than one READDIRPLUS reply holds (each entry carries ~150 bytes of
 # attributes; a reply is at most a few pages).
@@ -276,6 +278,63 @@ class MountWalksTest(unittest.TestCase):
             # daemon (seen once under AddressSanitizer with tests in parallel).
             self.assertLessEqual(self.lookups(m.stderr()[before:]), 2)
             self.assertGreater(len(names), 100)
+
+    def test_sigkill_inside_a_prefill_listing(self):
+        # The prefill lists the mount from a child process that holds no
+        # /dev/fuse descriptor. A daemon killed while a listing of its own
+        # mount is under way then still exits: its descriptor closes, the
+        # connection ends, the listing fails. (From a thread of the daemon,
+        # the listing would wait for an answer only the dead daemon could
+        # give, keep its descriptor open, and hang the mount until an abort.)
+        names = self.names("big")
+        inside = 0
+        for trial in range(15):
+            with tl.Mount(self.idx, self.mnt, options="debug", check_exit=False) as m:
+                conn = os.minor(os.stat(self.mnt).st_dev)
+                ino = os.stat(self.path("big")).st_ino
+                for n in names[trial * 2:trial * 2 + 2]:  # Two misses: a listing.
+                    os.lstat(self.path("big/" + n))
+                # Killed once the lister's first READDIRPLUS reached the daemon.
+                pat = re.compile(r"prefill: lister process (\d+) started")
+                self.assertTrue(tl.wait_until(lambda: pat.search(m.stderr()), interval=0.001),
+                                m.stderr()[-3000:])
+                lister = int(pat.search(m.stderr()).group(1))
+                readdir = re.compile(r"opcode: READDIRPLUS \(44\), nodeid: %d, .*pid: %d\b"
+                                     % (ino, lister))
+                self.assertTrue(tl.wait_until(lambda: readdir.search(m.stderr()), interval=0.001),
+                                m.stderr()[-3000:])
+                os.kill(m.pid, signal.SIGKILL)
+                exited = tl.wait_until(lambda: not tl.pid_alive(m.pid), timeout=10)
+                if not exited:
+                    note = abort_connection(conn)
+                    self.fail("daemon %d hung after SIGKILL inside a listing (%s):\n%s"
+                              % (m.pid, note, m.stderr()[-3000:]))
+                log = m.stderr()
+                self.assertTrue(tl.wait_until(lambda: not tl.pid_alive(lister)),
+                                "the lister process outlived the daemon")
+                if "prefill: listed directory inode %d" % ino not in log:
+                    inside += 1
+            self.assertEqual(m.returncode, -signal.SIGKILL)
+            if inside >= 3:
+                break
+        self.assertGreater(inside, 0, "no SIGKILL landed inside a listing in 15 tries")
+
+    def test_the_lister_holds_no_fuse_descriptor_and_ends_with_the_mount(self):
+        with self.mount() as m:
+            for n in self.names("c1")[:2]:
+                os.lstat(self.path("c1/" + n))
+            pat = re.compile(r"prefill: lister process (\d+) started")
+            self.assertTrue(tl.wait_until(lambda: pat.search(m.stderr())), m.stderr()[-3000:])
+            pid = int(pat.search(m.stderr()).group(1))
+            ino = os.stat(self.path("c1")).st_ino
+            self.assertTrue(tl.wait_until(
+                lambda: "prefill: listed directory inode %d" % ino in m.stderr()))
+            fds = os.listdir("/proc/%d/fd" % pid)
+            targets = [os.readlink("/proc/%d/fd/%s" % (pid, fd)) for fd in fds]
+            self.assertNotIn("/dev/fuse", targets)
+            self.assertEqual(sorted(int(fd) for fd in fds), [0, 1, 2], targets)
+            self.assertEqual(os.readlink("/proc/%d/cwd" % pid), "/")
+        self.assertFalse(tl.pid_alive(pid), "the lister outlived the unmount")
 
 
 if __name__ == "__main__":
