@@ -1,5 +1,6 @@
 #include "base/io.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,6 +22,36 @@ Status PreadExact(int fd, char* buf, size_t len, uint64_t pos) {
     done += static_cast<size_t>(n);
   }
   return Status::Ok();
+}
+
+bool ReadFully(int fd, void* buf, size_t len) {
+  char* p = static_cast<char*>(buf);
+  while (len > 0) {
+    ssize_t n = ::read(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) errno = 0;
+    if (n <= 0) return false;
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool WriteFully(int fd, const void* buf, size_t len) {
+  const char* p = static_cast<const char*>(buf);
+  bool socket = true;
+  while (len > 0) {
+    ssize_t n = socket ? ::send(fd, p, len, MSG_NOSIGNAL) : ::write(fd, p, len);
+    if (n < 0 && socket && errno == ENOTSOCK) {
+      socket = false;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
 }
 
 }  // namespace shardfs

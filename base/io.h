@@ -1,4 +1,4 @@
-// Whole reads: the pread loop every layer needs, written once.
+// Whole reads and writes: the loops every layer needs, written once.
 #ifndef SHARDFS_BASE_IO_H_
 #define SHARDFS_BASE_IO_H_
 
@@ -13,6 +13,15 @@ namespace shardfs {
 // that ends first is an IoError naming the byte where it ended; callers add
 // which file it was with WithContext.
 Status PreadExact(int fd, char* buf, size_t len, uint64_t pos);
+
+// Reads exactly `len` bytes from a pipe or socket, retrying short reads and
+// EINTR; false at end of file or on an error (errno says which, 0 at EOF).
+bool ReadFully(int fd, void* buf, size_t len);
+
+// Writes all `len` bytes, retrying short writes and EINTR; false on an
+// error (errno). A socket whose peer is gone is an error (EPIPE), never a
+// SIGPIPE.
+bool WriteFully(int fd, const void* buf, size_t len);
 
 }  // namespace shardfs
 

@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "base/io.h"
 #include "base/log.h"
 
 extern char** environ;
@@ -38,32 +39,6 @@ constexpr int32_t kNotMountRoot = -1;
 constexpr int32_t kNotOnMount = -2;
 constexpr size_t kDentsBuffer = 64 * 1024;
 constexpr uint32_t kMaxPath = 1 << 16;
-
-// MSG_NOSIGNAL: a child that died is an error here, not a SIGPIPE.
-bool WriteAll(int fd, const void* buf, size_t size) {
-  const char* p = static_cast<const char*>(buf);
-  while (size > 0) {
-    ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// The child reads without a bound: its parent alone writes to it.
-bool ReadAll(int fd, void* buf, size_t size) {
-  char* p = static_cast<char*>(buf);
-  while (size > 0) {
-    ssize_t n = ::read(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
 
 // The root of a FUSE mount: inode 1 on a filesystem of FUSE's type.
 Reply CheckMountRoot(const char* mountpoint) {
@@ -107,18 +82,18 @@ int RunPrefillLister(int argc, char** argv) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   const std::string mountpoint = argv[2];
   Reply start = CheckMountRoot(mountpoint.c_str());
-  if (!WriteAll(STDOUT_FILENO, &start, sizeof start) || start.error != 0) return 1;
+  if (!WriteFully(STDOUT_FILENO, &start, sizeof start) || start.error != 0) return 1;
   const dev_t dev = static_cast<dev_t>(start.value);
   auto buf = std::make_unique<char[]>(kDentsBuffer);
   std::string rel;
   for (;;) {
     uint32_t len;
-    if (!ReadAll(STDIN_FILENO, &len, sizeof len)) return 0;  // The daemon closed the pipe.
+    if (!ReadFully(STDIN_FILENO, &len, sizeof len)) return 0;  // The daemon closed the pipe.
     if (len > kMaxPath) return 1;
     rel.resize(len);
-    if (len > 0 && !ReadAll(STDIN_FILENO, rel.data(), len)) return 1;
+    if (len > 0 && !ReadFully(STDIN_FILENO, rel.data(), len)) return 1;
     Reply r = ListOne(rel.empty() ? mountpoint : mountpoint + "/" + rel, dev, buf.get());
-    if (!WriteAll(STDOUT_FILENO, &r, sizeof r)) return 1;
+    if (!WriteFully(STDOUT_FILENO, &r, sizeof r)) return 1;
   }
 }
 
@@ -223,7 +198,7 @@ Status PrefillLister::List(const std::string& rel, uint64_t* entries) {
   if (pid_.load() == 0) SHARDFS_RETURN_IF_ERROR(Start());
   if (rel.size() > kMaxPath) return Status::InvalidArgument("path too long");
   uint32_t len = static_cast<uint32_t>(rel.size());
-  if (!WriteAll(fd_, &len, sizeof len) || !WriteAll(fd_, rel.data(), rel.size())) {
+  if (!WriteFully(fd_, &len, sizeof len) || !WriteFully(fd_, rel.data(), rel.size())) {
     Kill();
     return Status::IoError("prefill: the lister process ended");
   }

@@ -47,6 +47,8 @@
 
 #include <xxhash.h>
 
+#include "base/io.h"
+
 namespace shardfs::tools::bench {
 namespace {
 
@@ -235,30 +237,6 @@ bool LoadList(const std::string& path, std::vector<std::string>* out) {
   return true;
 }
 
-bool WriteAll(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t w = ::write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    c += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-bool ReadAll(int fd, void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t r = ::read(fd, c, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    c += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
 // Runs `work(i, &tally)` in `procs` forked processes. Each child waits at a
 // start gate (a pipe the parent closes) so forking is not timed; each sends
 // its Tally back through its own pipe. Returns false if a child died.
@@ -282,7 +260,7 @@ bool RunForked(int procs, const Work& work, Tally* total, double* seconds) {
       }
       Tally t;
       work(i, &t);
-      _exit(WriteAll(res[1], &t, sizeof(t)) ? 0 : 1);
+      _exit(shardfs::WriteFully(res[1], &t, sizeof(t)) ? 0 : 1);
     }
     ::close(res[1]);
     pids.push_back(pid);
@@ -294,7 +272,7 @@ bool RunForked(int procs, const Work& work, Tally* total, double* seconds) {
   bool ok = true;
   for (int i = 0; i < procs; ++i) {
     Tally t;
-    if (ReadAll(results[i], &t, sizeof(t))) {
+    if (shardfs::ReadFully(results[i], &t, sizeof(t))) {
       total->Add(t);
     } else {
       ok = false;
