@@ -1,17 +1,9 @@
 #include "src/dir_prefill.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cerrno>
-#include <cstring>
-#include <memory>
 #include <string_view>
 #include <vector>
 
