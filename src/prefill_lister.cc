@@ -88,7 +88,7 @@ int RunPrefillLister(int argc, char** argv) {
   std::string rel;
   for (;;) {
     uint32_t len;
-    if (!ReadFully(STDIN_FILENO, &len, sizeof len)) return 0;  // The daemon closed the pipe.
+    if (!ReadFully(STDIN_FILENO, &len, sizeof len)) return 0;  // The daemon closed its end.
     if (len > kMaxPath) return 1;
     rel.resize(len);
     if (len > 0 && !ReadFully(STDIN_FILENO, rel.data(), len)) return 1;

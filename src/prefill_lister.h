@@ -10,9 +10,9 @@
 //
 // So the listings run in a child process: `shardfs` itself, executed with
 // the hidden first argument kPrefillListerArg. It holds no /dev/fuse
-// descriptor (all but its pipes are closed at exec), so when the daemon
+// descriptor (all but its socket and stderr are closed at exec), so when the daemon
 // dies the connection ends and any listing under way fails with ENOTCONN; the
-// lister then sees its parent gone (PR_SET_PDEATHSIG) or its pipe closed, and
+// lister then sees its parent gone (PR_SET_PDEATHSIG) or its socket closed, and
 // exits.
 //
 // The protocol, on a socket pair (the child's stdin and stdout), native
