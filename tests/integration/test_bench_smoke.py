@@ -91,7 +91,7 @@ class BenchSmokeTest(BenchTmpMixin, unittest.TestCase):
 
     def test_completes_with_expected_json(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
-        self.assertIn("targets (shardfs)", self.proc.stdout)
+        self.assertIn("targets (shardfs, issue #15)", self.proc.stdout)
         r = self.report
         self.assertIsNotNone(r, "no JSON written")
         for k in ("schema", "params", "environment", "dataset", "build", "reference",
@@ -109,7 +109,7 @@ class BenchSmokeTest(BenchTmpMixin, unittest.TestCase):
             for fname, f in s["figures"].items():
                 for k in ("unit", "status", "samples_seconds", "median", "min", "max"):
                     self.assertIn(k, f, "%s %s" % (name, fname))
-        self.assertEqual(len(r["targets"]), 10)
+        self.assertEqual(len(r["targets"]), 11)
         for t in r["targets"]:
             self.assertIn(t["status"], ("met", "not met", "n/a"), t)
         # The target table and the shardfs figures are there.
