@@ -69,10 +69,23 @@ ShardId IndexWriter::AddShard(ShardMeta meta) {
 void IndexWriter::AddMember(MemberEntry member) { members_.push_back(std::move(member)); }
 
 void IndexWriter::AddSparseMember(MemberEntry member, const std::vector<Extent>& extents) {
+  SetExtents(members_.size(), extents);
+  members_.push_back(std::move(member));
+}
+
+void IndexWriter::AddMembers(HugeVector<MemberEntry>&& batch) {
+  if (members_.empty() && batch.capacity() >= members_.capacity()) {
+    members_.swap(batch);
+    return;
+  }
+  members_.insert(members_.end(), std::make_move_iterator(batch.begin()),
+                  std::make_move_iterator(batch.end()));
+}
+
+void IndexWriter::SetExtents(size_t member, const std::vector<Extent>& extents) {
   std::string encoded;
   for (const Extent& e : extents) AppendExtent(e, &encoded);
-  extents_[static_cast<uint32_t>(members_.size())] = std::move(encoded);
-  members_.push_back(std::move(member));
+  extents_[static_cast<uint32_t>(member)] = std::move(encoded);
 }
 
 Result<WriteStats> IndexWriter::Finish(const std::string& out_path,

@@ -89,6 +89,13 @@ class IndexWriter {
   // (sorted, apart, non-empty, inside member.size, which is the logical
   // size), member.offset the first one's shard position (0 if none).
   void AddSparseMember(MemberEntry member, const std::vector<Extent>& extents);
+  // Adds `batch` in order (a shard's members, say); when nothing was added
+  // yet and its buffer can hold all that Reserve announced, the buffer is
+  // taken over instead of copied. Then SetExtents makes sparse files of
+  // some of them.
+  void AddMembers(HugeVector<MemberEntry>&& batch);
+  // Member number `member` (in call order) is sparse, as AddSparseMember.
+  void SetExtents(size_t member, const std::vector<Extent>& extents);
 
   // Makes room for `members` members in all, so that adding them does not
   // move the ones already added.
@@ -103,7 +110,7 @@ class IndexWriter {
 
  private:
   std::vector<ShardMeta> shards_;
-  std::vector<MemberEntry> members_;
+  HugeVector<MemberEntry> members_;
   // Encoded extent lists of the sparse members, by index in members_; kept
   // aside so that other members pay nothing for them.
   std::unordered_map<uint32_t, std::string> extents_;

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <optional>
 #include <thread>
-#include <unordered_map>
 
 #include "base/log.h"
 #include "index/member_path.h"
@@ -13,18 +12,88 @@ namespace shardfs::index {
 namespace {
 
 constexpr size_t kParallelSortMin = 1 << 14;
+constexpr uint32_t kNoName = UINT32_MAX;
+
+uint64_t HashPath(std::string_view path) { return std::hash<std::string_view>()(path); }
+
+// The live names by path: open addressing over name ids, at most half full.
+// A slot keeps the high bits of its path's hash, so a probe compares paths
+// only when those match. (std::unordered_map cost a node allocation and two
+// hashings per member: most of the replay's time at 1M members.)
+class NameTable {
+ public:
+  NameTable(const HugeVector<TreeName>& names, size_t expected) : names_(names) {
+    size_t cap = 16;
+    while (cap < 2 * expected) cap *= 2;
+    slots_.assign(cap, Slot{});
+  }
+
+  size_t size() const { return size_; }
+
+  // The live name of `path` (its hash `h`), or kNoName.
+  uint32_t Find(std::string_view path, uint64_t h) const {
+    const uint32_t tag = Tag(h);
+    for (size_t i = h & Mask();; i = (i + 1) & Mask()) {
+      const Slot& s = slots_[i];
+      if (s.id_plus_one == 0) return kNoName;
+      if (s.tag == tag && names_[s.id_plus_one - 1].path == path) return s.id_plus_one - 1;
+    }
+  }
+
+  // Makes `id` the live name of `path`.
+  void Set(std::string_view path, uint64_t h, uint32_t id) {
+    if (2 * (size_ + 1) > slots_.size()) Grow();
+    const uint32_t tag = Tag(h);
+    for (size_t i = h & Mask();; i = (i + 1) & Mask()) {
+      Slot& s = slots_[i];
+      if (s.id_plus_one == 0) {
+        s = Slot{tag, id + 1};
+        ++size_;
+        return;
+      }
+      if (s.tag == tag && names_[s.id_plus_one - 1].path == path) {
+        s.id_plus_one = id + 1;
+        return;
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    uint32_t tag = 0;
+    uint32_t id_plus_one = 0;  // 0: empty.
+  };
+  static uint32_t Tag(uint64_t h) { return static_cast<uint32_t>(h >> 32); }
+  size_t Mask() const { return slots_.size() - 1; }
+
+  void Grow() {
+    HugeVector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& s : old) {
+      if (s.id_plus_one == 0) continue;
+      const uint64_t h = HashPath(names_[s.id_plus_one - 1].path);
+      size_t i = h & Mask();
+      while (slots_[i].id_plus_one != 0) i = (i + 1) & Mask();
+      slots_[i] = s;
+    }
+  }
+
+  const HugeVector<TreeName>& names_;
+  HugeVector<Slot> slots_;
+  size_t size_ = 0;
+};
 
 // Step 1 as an object: the tree so far, the live names by path, and the last
 // parent directory (siblings usually follow each other).
 class Replayer {
  public:
-  explicit Replayer(std::span<const MemberEntry> members) : members_(members) {
+  explicit Replayer(std::span<const MemberEntry> members)
+      : members_(members), by_path_(tree_.names, members.size() + 1) {
     tree_.objects.reserve(members.size() + 1);
     tree_.names.reserve(members.size() + 1);
     tree_.objects.push_back(TreeObject{});  // The root, implied unless a member names it.
     tree_.names.push_back(TreeName{"", 0, 0});
-    by_path_.reserve(members.size() + 1);
-    by_path_.emplace("", 0);
+    by_path_.Set("", HashPath(""), 0);
   }
 
   void Replay(uint32_t i);
@@ -45,10 +114,10 @@ class Replayer {
       ex.emplace_back(path);
     }
   }
-  uint32_t AddName(std::string_view path, uint32_t object, uint32_t parent) {
+  uint32_t AddName(std::string_view path, uint64_t hash, uint32_t object, uint32_t parent) {
     tree_.names.push_back(TreeName{path, object, parent});
     uint32_t id = static_cast<uint32_t>(tree_.names.size() - 1);
-    by_path_.insert_or_assign(path, id);
+    by_path_.Set(path, hash, id);
     tree_.names[parent].has_children = true;
     return id;
   }
@@ -67,7 +136,7 @@ class Replayer {
 
   std::span<const MemberEntry> members_;
   ReplayedTree tree_;
-  std::unordered_map<std::string_view, uint32_t> by_path_;  // Live names only.
+  NameTable by_path_;  // Live names only.
   std::string_view last_dir_path_;
   uint32_t last_dir_ = 0;
 };
@@ -81,14 +150,15 @@ std::optional<uint32_t> Replayer::ParentOf(uint32_t i, std::string_view path) {
     if (slash == std::string_view::npos) slash = parent_path.size();
     std::string_view prefix = parent_path.substr(0, slash);
     from = slash + 1;
-    auto it = by_path_.find(prefix);
-    if (it == by_path_.end()) {
-      parent = AddName(prefix, AddObject(kImplied, EntryType::kDir), parent);
-    } else if (ObjectOf(it->second).type != EntryType::kDir) {
+    const uint64_t hash = HashPath(prefix);
+    const uint32_t found = by_path_.Find(prefix, hash);
+    if (found == kNoName) {
+      parent = AddName(prefix, hash, AddObject(kImplied, EntryType::kDir), parent);
+    } else if (ObjectOf(found).type != EntryType::kDir) {
       Refuse(i, fmt::format("'{}' is not a directory", prefix));
       return std::nullopt;
     } else {
-      parent = it->second;
+      parent = found;
     }
   }
   last_dir_path_ = parent_path;
@@ -98,14 +168,14 @@ std::optional<uint32_t> Replayer::ParentOf(uint32_t i, std::string_view path) {
 
 std::optional<uint32_t> Replayer::LinkTarget(uint32_t i) {
   const MemberEntry& m = members_[i];
-  auto target = by_path_.find(m.link_target);
-  if (target == by_path_.end()) {
+  const uint32_t target = by_path_.Find(m.link_target, HashPath(m.link_target));
+  if (target == kNoName) {
     Refuse(i, fmt::format("hard link to '{}', which is not in the tree at this point of the "
                           "archive (missing, or only later)",
                           m.link_target));
     return std::nullopt;
   }
-  uint32_t object = tree_.names[target->second].object;
+  uint32_t object = tree_.names[target].object;
   if (tree_.objects[object].type == EntryType::kDir) {
     Refuse(i, fmt::format("hard link to '{}', a directory", m.link_target));
     return std::nullopt;
@@ -127,8 +197,9 @@ void Replayer::Replay(uint32_t i) {
   std::optional<uint32_t> parent = ParentOf(i, m.path);
   if (!parent) return;
 
-  auto it = by_path_.find(m.path);
-  TreeName* old = it == by_path_.end() ? nullptr : &tree_.names[it->second];
+  const uint64_t hash = HashPath(m.path);
+  const uint32_t found = by_path_.Find(m.path, hash);
+  TreeName* old = found == kNoName ? nullptr : &tree_.names[found];
   const TreeObject* old_object = old ? &tree_.objects[old->object] : nullptr;
   const bool over_dir = old_object && old_object->type == EntryType::kDir;
   uint32_t object = 0;
@@ -152,7 +223,7 @@ void Replayer::Replay(uint32_t i) {
     old->alive = false;
     Replaced(m.path);
   }
-  AddName(m.path, object, *parent);
+  AddName(m.path, hash, object, *parent);
 }
 
 }  // namespace
@@ -164,7 +235,7 @@ ReplayedTree ReplayMembers(std::span<const MemberEntry> members) {
 }
 
 std::vector<uint32_t> SortLiveNames(const ReplayedTree& replayed) {
-  const std::vector<TreeName>& names = replayed.names;
+  const HugeVector<TreeName>& names = replayed.names;
   std::vector<uint32_t> order;
   order.reserve(replayed.live_names);
   for (uint32_t i = 0; i < names.size(); ++i) {
@@ -183,10 +254,10 @@ std::vector<uint32_t> SortLiveNames(const ReplayedTree& replayed) {
   return order;
 }
 
-std::vector<TreeNode> LinkNodes(const ReplayedTree& replayed,
-                                const std::vector<uint32_t>& order) {
+HugeVector<TreeNode> LinkNodes(const ReplayedTree& replayed,
+                               const std::vector<uint32_t>& order) {
   constexpr uint32_t kNone = UINT32_MAX;
-  std::vector<TreeNode> nodes(order.size());
+  HugeVector<TreeNode> nodes(order.size());
   std::vector<uint32_t> node_of_name(replayed.names.size(), kNone);
   std::vector<uint32_t> node_of_object(replayed.objects.size(), kNone);
   for (uint32_t k = 0; k < order.size(); ++k) {
@@ -208,8 +279,8 @@ std::vector<TreeNode> LinkNodes(const ReplayedTree& replayed,
   return nodes;
 }
 
-TreeCounts AssignInodes(std::span<const MemberEntry> members, std::vector<TreeNode>* nodes_ptr) {
-  std::vector<TreeNode>& nodes = *nodes_ptr;
+TreeCounts AssignInodes(std::span<const MemberEntry> members, HugeVector<TreeNode>* nodes_ptr) {
+  HugeVector<TreeNode>& nodes = *nodes_ptr;
   TreeCounts counts;
   uint64_t next_inode = kRootInode.value;
   for (size_t i = 0; i < nodes.size(); ++i) {

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "index/schema.h"
 
 namespace shardfs::index {
@@ -84,8 +85,8 @@ struct TreeName {
 
 // Step 1's result. names[0] and objects[0] are the root.
 struct ReplayedTree {
-  std::vector<TreeObject> objects;
-  std::vector<TreeName> names;
+  HugeVector<TreeObject> objects;
+  HugeVector<TreeName> names;
   size_t live_names = 0;
   ReplayReport report;
 };
@@ -114,7 +115,7 @@ struct TreeCounts {
 };
 
 struct Tree {
-  std::vector<TreeNode> nodes;
+  HugeVector<TreeNode> nodes;
   TreeCounts counts;
   ReplayReport report;
 };
@@ -131,14 +132,14 @@ std::vector<uint32_t> SortLiveNames(const ReplayedTree& replayed);
 // Step 3: one node per name of `order` (SortLiveNames), parents resolved; the
 // first name of an object in tree order carries its inode, the later ones are
 // hard links to that node. Inodes, link counts and mtimes are left unset.
-std::vector<TreeNode> LinkNodes(const ReplayedTree& replayed, const std::vector<uint32_t>& order);
+HugeVector<TreeNode> LinkNodes(const ReplayedTree& replayed, const std::vector<uint32_t>& order);
 
 // Step 4: numbers the inodes of `nodes` densely in order from kRootInode,
 // counts links (a directory: 2 + subdirectories; a file or symlink: its
 // names), sets mtimes (a member's own; an implied directory: its newest
 // child's, 0 without children) and returns the counts.
 // REQUIRES: `nodes` from LinkNodes over these `members`.
-TreeCounts AssignInodes(std::span<const MemberEntry> members, std::vector<TreeNode>* nodes);
+TreeCounts AssignInodes(std::span<const MemberEntry> members, HugeVector<TreeNode>* nodes);
 
 // Steps 1 to 4.
 Tree BuildTree(std::span<const MemberEntry> members);

@@ -21,7 +21,7 @@ uint32_t TypeBits(EntryType type) {
 
 // The non-root nodes of `nodes` ordered by their parent's inode, siblings in
 // tree (name) order: the order of the 'D' keys. A stable counting sort.
-std::vector<uint32_t> ByParentInode(const std::vector<TreeNode>& nodes, uint64_t max_inode) {
+std::vector<uint32_t> ByParentInode(const HugeVector<TreeNode>& nodes, uint64_t max_inode) {
   std::vector<uint32_t> start(max_inode + 2, 0);
   for (size_t i = 1; i < nodes.size(); ++i) ++start[nodes[nodes[i].parent_node].inode + 1];
   for (size_t k = 1; k < start.size(); ++k) start[k] += start[k - 1];
@@ -45,7 +45,7 @@ const std::string* TreeEmitter::SparseExtentsOf(const TreeNode& n) const {
 }
 
 EntryRecord TreeEmitter::Record(const TreeNode& node) const {
-  const std::vector<TreeNode>& nodes = tree_.nodes;
+  const HugeVector<TreeNode>& nodes = tree_.nodes;
   const TreeNode& n = node.hardlink ? nodes[node.link_node] : node;
   EntryRecord rec;
   rec.type = n.type;
@@ -95,7 +95,7 @@ bool TreeEmitter::AnySparse() const {
 }
 
 Status TreeEmitter::EmitDirents(const KvSink& put) const {
-  const std::vector<TreeNode>& nodes = tree_.nodes;
+  const HugeVector<TreeNode>& nodes = tree_.nodes;
   DirentKeyBuffer key;
   std::string value;
   for (uint32_t i : ByParentInode(nodes, tree_.counts.max_inode)) {

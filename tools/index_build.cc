@@ -32,7 +32,7 @@ struct ShardScan {
   ShardInfo info;
   bool remote = false;
   std::string etag;  // A remote shard's, when scanned.
-  std::vector<index::MemberEntry> members;
+  HugeVector<index::MemberEntry> members;
   // Extents of the sparse members, by index in `members`, in order.
   std::vector<std::pair<size_t, std::vector<index::Extent>>> sparse;
   uint64_t rejected = 0;
@@ -95,6 +95,30 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
   // Progress counters are shared by the scanning threads: add in batches, so
   // that they do not bounce a cache line between cores on every member.
   uint64_t pending_entries = 0, pending_bytes = 0;
+  // What progress was given before a restart, and is not given again.
+  uint64_t added_entries = 0, added_bytes = 0, credit_entries = 0, credit_bytes = 0;
+  auto add_progress = [&] {
+    const uint64_t e = pending_entries - std::min(pending_entries, credit_entries);
+    const uint64_t b = pending_bytes - std::min(pending_bytes, credit_bytes);
+    credit_entries -= pending_entries - e;
+    credit_bytes -= pending_bytes - b;
+    progress->Add(e, b);
+    added_entries += e;
+    added_bytes += b;
+    pending_entries = pending_bytes = 0;
+  };
+  // The walker reads the shard once; in the rare case that it then hands
+  // the shard to libarchive, what it reported is dropped here.
+  so.restart = [&] {
+    out->members.clear();
+    out->sparse.clear();
+    out->rejected = 0;
+    out->rejected_examples.clear();
+    last_end = 0;
+    pending_entries = pending_bytes = 0;
+    credit_entries = added_entries;
+    credit_bytes = added_bytes;
+  };
   // A remote shard is read once, as a stream, into a temporary file that
   // the same scanner then maps: the offsets are exact by the same argument.
   UniqueFd downloaded;
@@ -109,6 +133,13 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
     }
     downloaded = std::move(fd).value();
     out->etag = object.etag;
+  }
+  // A member takes at least one 512-byte header and, with data, a block of
+  // it; reserving for 1 KiB per member saves the regrowth copies of small-file
+  // shards and only reserves address space otherwise.
+  struct stat st;
+  if (!downloaded.valid() && ::stat(path.c_str(), &st) == 0) {
+    out->members.reserve(static_cast<size_t>(st.st_size) / 1024);
   }
   auto scan = [&](const std::string& p, const ScanOptions& o,
                   const std::function<Status(ScannedMember&&)>& fn, ShardInfo* info) {
@@ -126,10 +157,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
                                 : m.data_offset + m.size;
         pending_bytes += end > last_end ? end - last_end : 0;
         last_end = std::max(last_end, end);
-        if (++pending_entries == kProgressBatch) {
-          progress->Add(pending_entries, pending_bytes);
-          pending_entries = pending_bytes = 0;
-        }
+        if (++pending_entries == kProgressBatch) add_progress();
         auto reject = [&](std::string_view why) {
           ++out->rejected;
           if (out->rejected_examples.size() < kExamples) {
@@ -167,7 +195,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
         return Status::Ok();
       },
       &out->info);
-  progress->Add(pending_entries, pending_bytes);
+  add_progress();
   progress->UnitDone();
 }
 
@@ -290,17 +318,10 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* sc
     for (auto& ex : scan.rejected_examples) {
       if (report->rejected_examples.size() < kExamples) report->rejected_examples.push_back(ex);
     }
-    auto sparse = scan.sparse.begin();
-    for (size_t k = 0; k < scan.members.size(); ++k) {
-      if (sparse != scan.sparse.end() && sparse->first == k) {
-        writer->AddSparseMember(std::move(scan.members[k]), sparse->second);
-        ++sparse;
-      } else {
-        writer->AddMember(std::move(scan.members[k]));
-      }
-    }
-    scan.members.clear();
-    scan.members.shrink_to_fit();
+    const size_t first = writer->member_count();
+    writer->AddMembers(std::move(scan.members));
+    for (const auto& [k, extents] : scan.sparse) writer->SetExtents(first + k, extents);
+    HugeVector<index::MemberEntry>().swap(scan.members);  // Freed as it goes.
   }
 }
 
@@ -309,11 +330,14 @@ struct MemberCollector {
   ScannedShards* out;
   void Reserve(size_t n) { out->members.reserve(n); }
   void AddShard(index::ShardMeta meta) { out->shards.push_back(std::move(meta)); }
-  void AddMember(index::MemberEntry m) { out->members.push_back(std::move(m)); }
-  void AddSparseMember(index::MemberEntry m, const std::vector<index::Extent>& extents) {
-    std::string& encoded = out->extents[static_cast<uint32_t>(out->members.size())];
+  size_t member_count() const { return out->members.size(); }
+  void AddMembers(HugeVector<index::MemberEntry>&& batch) {
+    out->members.insert(out->members.end(), std::make_move_iterator(batch.begin()),
+                        std::make_move_iterator(batch.end()));
+  }
+  void SetExtents(size_t member, const std::vector<index::Extent>& extents) {
+    std::string& encoded = out->extents[static_cast<uint32_t>(member)];
     for (const index::Extent& e : extents) index::AppendExtent(e, &encoded);
-    out->members.push_back(std::move(m));
   }
 };
 

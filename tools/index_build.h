@@ -55,7 +55,7 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options);
 // from `first_id` on, for `index add` (options.out is not used).
 struct ScannedShards {
   std::vector<index::ShardMeta> shards;  // Paths as given.
-  std::vector<index::MemberEntry> members;
+  HugeVector<index::MemberEntry> members;
   index::SparseExtents extents;  // By member index.
   IndexBuildReport report;       // Members, rejections, shard bytes.
 };

@@ -467,7 +467,14 @@ Status ScanTarBytes(std::string_view path, const char* data, size_t size,
       ++info->members;
       return on_member(std::move(m));
     };
-    if (WalkTar(data, size, options, counted, &status)) return status;
+    if (WalkTar(data, size, options, counted, &status, options.restart != nullptr)) {
+      return status;
+    }
+    if (options.restart && info->members > 0) {
+      info->members = 0;
+      info->data_bytes = 0;
+      options.restart();
+    }
   }
   return ShardScan(path, data, size, options, on_member, info).Run();
 }

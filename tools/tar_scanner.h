@@ -69,6 +69,12 @@ struct ScanOptions {
   // all shards when this is off, are read through libarchive. Off only to
   // compare the two.
   bool walker = true;
+  // Set: the header walker reads a shard once, reporting members as it
+  // goes, and calls `restart` if it then gives the shard to libarchive
+  // after all; the caller drops every member it was given, and the scan
+  // reports them all again from the first. Unset: the walker first reads the
+  // whole shard to decide, and reports nothing it would take back.
+  std::function<void()> restart;
 };
 
 // Scans the shard at `path`, calling `on_member` for each member in archive

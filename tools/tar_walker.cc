@@ -351,17 +351,24 @@ bool WalkTar(const char* data, size_t size, const ScanOptions& options,
 }
 
 bool WalkTar(const char* data, size_t size, const ScanOptions& options,
-             const std::function<Status(ScannedMember&&)>& on_member, Status* status) {
-  // Pass one only decides; it keeps no member (a million of them held at
-  // once cost more in fresh memory than the walk itself) and hashes nothing.
+             const std::function<Status(ScannedMember&&)>& on_member, Status* status,
+             bool report_before_deciding) {
+  // Deciding reads every header but keeps no member (a million of them held
+  // at once cost more in fresh memory than the walk itself) and hashes
+  // nothing.
   ScanOptions check = options;
   check.checksum = false;
-  if (!Walk(data, size, check, [](ScannedMember&&) { return true; })) return false;
+  auto decide = [&] { return Walk(data, size, check, [](ScannedMember&&) { return true; }); };
+  if (!report_before_deciding && !decide()) return false;
   *status = Status::Ok();
-  Walk(data, size, options, [&](ScannedMember&& m) {
+  const bool taken = Walk(data, size, options, [&](ScannedMember&& m) {
     *status = on_member(std::move(m));
     return status->ok();
   });
+  if (!taken) return false;
+  // A member the caller refused stopped the walk before the end; the shard
+  // may still be one for libarchive, which would report its own members.
+  if (report_before_deciding && !status->ok() && !decide()) return false;
   return true;
 }
 

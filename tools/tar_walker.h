@@ -38,12 +38,15 @@ namespace shardfs::tools {
 bool WalkTar(const char* data, size_t size, const ScanOptions& options,
              std::vector<ScannedMember>* members);
 
-// The same, reporting members one at a time: decides first, from the whole
-// shard, and reports nothing if it declines (returns false). Otherwise calls
-// on_member for each member in order, stops at the first non-ok Status,
-// sets *status to it (or Ok) and returns true.
+// The same, reporting members one at a time: calls on_member for each
+// member in order, stops at the first non-ok Status, sets *status to it (or
+// Ok) and returns true; returns false if it declines the shard. Declining
+// after reporting members happens only if `report_before_deciding`, and the
+// caller then drops them. Otherwise it reads the shard twice: once to
+// decide, from the whole shard, and once to report.
 bool WalkTar(const char* data, size_t size, const ScanOptions& options,
-             const std::function<Status(ScannedMember&&)>& on_member, Status* status);
+             const std::function<Status(ScannedMember&&)>& on_member, Status* status,
+             bool report_before_deciding = false);
 
 }  // namespace shardfs::tools
 

@@ -7,6 +7,7 @@
 #include "tools/tar_walker.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -401,6 +402,80 @@ TEST(TarWalkerTest, DeclinedShardsKeepLibarchiveErrors) {
       &info);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("shard bad.tar"), std::string::npos) << s.message();
+}
+
+// With ScanOptions::restart the walker reads a shard once. A shard it
+// declines only after some members (here at a FIFO) is restarted through
+// libarchive, and the caller, dropping what came before the restart, ends
+// with exactly libarchive's members; a shard the walker takes never restarts.
+TEST(TarWalkerTest, OnePassScanRestartsWhenTheWalkerDeclinesLate) {
+  const std::string late = Member("a", '0', "one") + Member("b", '0', "two") +
+                           Header("fifo", '6', 0) + Member("c", '0', "three") + kEnd;
+  const std::string taken = Member("a", '0', "one") + Member("b", '0', "two") + kEnd;
+  for (const std::string* t : {&late, &taken}) {
+    SCOPED_TRACE(t == &late ? "declined late" : "taken");
+    std::vector<ScannedMember> got;
+    int restarts = 0;
+    ScanOptions options;
+    options.restart = [&] {
+      ++restarts;
+      got.clear();
+    };
+    ShardInfo info;
+    Status s = ScanTarBytes(
+        "t.tar", t->data(), t->size(), options,
+        [&](ScannedMember&& m) {
+          got.push_back(std::move(m));
+          return Status::Ok();
+        },
+        &info);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(restarts, t == &late ? 1 : 0);
+    Scan lib = Libarchive(*t);
+    ASSERT_TRUE(lib.status.ok()) << lib.status.message();
+    ASSERT_EQ(got.size(), lib.members.size());
+    EXPECT_EQ(info.members, lib.members.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(Describe(got[i]), Describe(lib.members[i])) << "member " << i;
+    }
+  }
+}
+
+// A member the caller refuses stops a one-pass scan as it stops a two-pass
+// one: the same error, also when the walker would have declined the shard
+// further on (the refusal then comes from libarchive's pass).
+TEST(TarWalkerTest, OnePassScanStopsAtARefusedMemberLikeTwoPasses) {
+  const std::string late = Member("a", '0', "one") + Member("b", '0', "two") +
+                           Header("fifo", '6', 0) + kEnd;
+  const std::string taken = Member("a", '0', "one") + Member("b", '0', "two") + kEnd;
+  for (const std::string* t : {&late, &taken}) {
+    SCOPED_TRACE(t == &late ? "declined late" : "taken");
+    std::string results[2];
+    for (int one_pass = 0; one_pass < 2; ++one_pass) {
+      ScanOptions options;
+      int restarts = 0;
+      if (one_pass) options.restart = [&] { ++restarts; };
+      std::vector<std::string> seen;
+      ShardInfo info;
+      Status s = ScanTarBytes(
+          "t.tar", t->data(), t->size(), options,
+          [&](ScannedMember&& m) {
+            seen.push_back(m.path);
+            return m.path == "b" ? Status::InvalidArgument("refused b") : Status::Ok();
+          },
+          &info);
+      ASSERT_FALSE(s.ok());
+      results[one_pass] = fmt::format("{} after {}", s.message(), fmt::join(seen, ","));
+      if (one_pass) {
+        EXPECT_EQ(restarts, t == &late ? 1 : 0);
+      }
+    }
+    EXPECT_NE(results[0].find("refused b"), std::string::npos) << results[0];
+    // Two passes report a, b; one pass that restarts reports a, b, then a, b again.
+    EXPECT_EQ(results[1], t == &late ? fmt::format("{} after a,b,a,b", results[0].substr(
+                                                       0, results[0].find(" after ")))
+                                     : results[0]);
+  }
 }
 
 }  // namespace

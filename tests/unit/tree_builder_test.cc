@@ -197,7 +197,7 @@ TEST(TreeBuilderTest, StepsAlone) {
   std::vector<uint32_t> order = SortLiveNames(replayed);
   EXPECT_THAT(order, ElementsAre(0u, 3u, 5u, 1u, 4u));  // "", a, b, q, q/f
 
-  std::vector<TreeNode> nodes = LinkNodes(replayed, order);
+  HugeVector<TreeNode> nodes = LinkNodes(replayed, order);
   ASSERT_EQ(nodes.size(), 5u);
   EXPECT_TRUE(nodes[2].hardlink);
   EXPECT_EQ(nodes[2].link_node, 1u);
