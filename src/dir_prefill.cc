@@ -13,9 +13,10 @@ namespace shardfs::mount {
 bool PrefillPolicy::NoteMiss(uint64_t dir) {
   DirState& d = dirs_[dir];
   if (d.queued) return false;
-  uint64_t threshold = uint64_t{kMissesBeforeListing} << (2 * std::min(d.listings, 15u));
+  const uint64_t first = past_limit_ ? kMissesPastLimit : kMissesBeforeListing;
+  uint64_t threshold = first << (2 * std::min(d.listings, 15u));
   if (++d.misses < threshold) return false;
-  return Queue({dir, "", false});
+  return Queue({dir, "", false, past_limit_});
 }
 
 bool PrefillPolicy::Queue(Job job) {
@@ -130,7 +131,11 @@ void DirPrefill::Run() {
     Job job;
     policy_.Next(&job);
     lock.unlock();
-    if (List(job) && !job.sibling) QueueSiblings(job);
+    // Past the limit only a directory a program goes through has its
+    // siblings listed ahead: a walk or an epoch goes on to them.
+    if (List(job) && !job.sibling && (listed_entries_ < max_entries_ || job.past_limit)) {
+      QueueSiblings(job);
+    }
     lock.lock();
     policy_.Done(job.dir);
     done_cv_.notify_all();
@@ -139,7 +144,7 @@ void DirPrefill::Run() {
 
 bool DirPrefill::List(Job& job) {
   index::InodeId dir{job.dir};
-  if (listed_entries_ >= max_entries_) return false;  // Said once, below.
+  if (listed_entries_ >= max_entries_ && !job.past_limit) return false;  // Said once, below.
   if (job.path.empty() && dir != index::kRootInode) {
     Status s = reader_->PathOf(dir, &job.path);
     if (!s.ok()) {
@@ -154,10 +159,14 @@ bool DirPrefill::List(Job& job) {
     log::Debug("prefill: {}: {}", job.path.empty() ? "/" : job.path, s.message());
     return false;
   }
+  const bool was_below = listed_entries_ < max_entries_;
   listed_entries_ += entries;
-  if (listed_entries_ >= max_entries_) {
-    log::Info("prefill: {} entries listed, the limit (-o prefill_entries={}); directories are "
-              "no longer listed ahead of lookups", listed_entries_, max_entries_);
+  if (was_below && listed_entries_ >= max_entries_) {
+    log::Info("prefill: {} entries listed, the limit (-o prefill_entries={}); from now on only "
+              "directories in which {} lookups missed are listed", listed_entries_, max_entries_,
+              PrefillPolicy::kMissesPastLimit);
+    std::lock_guard<std::mutex> lock(mu_);
+    policy_.SetPastLimit();
   }
   log::Debug("prefill: listed directory inode {}{}", dir.value, job.sibling ? " (ahead)" : "");
   return true;
@@ -183,7 +192,7 @@ void DirPrefill::QueueSiblings(const Job& job) {
         if (rec.type != index::EntryType::kDir) return true;
         std::string p =
             parent_path.empty() ? std::string(sib) : parent_path + "/" + std::string(sib);
-        next.push_back({rec.inode.value, std::move(p), true});
+        next.push_back({rec.inode.value, std::move(p), true, job.past_limit});
         return next.size() < want;
       });
   if (!s.ok() || next.empty()) return;

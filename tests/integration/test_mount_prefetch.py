@@ -286,5 +286,77 @@ class MountPrefetchTest(unittest.TestCase):
         kept, total = sum(g for g, _ in runs), sum(t for _, t in runs)
         self.assertGreaterEqual(kept, total // 2, "control kept %d of %d pages" % (kept, total))
 
+
+class PrefillPastLimitTest(unittest.TestCase):
+    """Past its entry limit the prefill lists a directory only once a program
+    has missed PAST_LIMIT names in it (a walk, an epoch), and then its next
+    siblings ahead; never one it only samples (src/dir_prefill.h)."""
+
+    PAST_LIMIT = 256  # PrefillPolicy::kMissesPastLimit
+    WALKED = 400
+
+    @classmethod
+    def setUpClass(cls):
+        tl.require_shardfs()
+        tl.require_fuse()
+        cls.tmp = tempfile.mkdtemp(prefix="shardfs-prefill-limit-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
+        src = os.path.join(cls.tmp, "src")
+        cls.counts = {"a0": 4, "a1": 40, "a2": 40, "a3": cls.WALKED, "a4": 40}
+        for d, n in cls.counts.items():
+            os.makedirs(os.path.join(src, d))
+            for i in range(n):
+                with open(os.path.join(src, d, "f%04d" % i), "wb") as f:
+                    f.write(b"%s %d\n" % (d.encode(), i))
+        out = os.path.join(cls.tmp, "packed")
+        tl.run_shardfs("pack", src, "--out", out, "--quiet", check=0)
+        cls.idx = os.path.join(out, "index")
+        cls.mnt = os.path.join(cls.tmp, "mnt")
+        os.mkdir(cls.mnt)
+
+    def lookups(self, log):
+        return len(re.findall(r"opcode: LOOKUP \(.*pid: %d$" % os.getpid(), log, re.MULTILINE))
+
+    def test_past_the_limit_only_a_walked_directory_is_listed(self):
+        with tl.Mount(self.idx, self.mnt, options="debug,prefill_entries=1") as m:
+            inode = {d: os.stat(os.path.join(self.mnt, d)).st_ino for d in self.counts}
+            # The first listing (a0, 4 entries) spends the limit of 1.
+            for i in range(2):
+                os.lstat(os.path.join(self.mnt, "a0", "f%04d" % i))
+            self.assertTrue(tl.wait_until(lambda: "the limit (-o prefill_entries=1)" in m.stderr()),
+                            m.stderr()[-3000:])
+            before = len(m.stderr())
+            # Sampled directories: every name a lookup, none listed.
+            for d in ("a1", "a2"):
+                for i in range(0, self.counts[d], 2):
+                    os.lstat(os.path.join(self.mnt, d, "f%04d" % i))
+            sampled = m.stderr()[before:]
+            self.assertEqual(self.lookups(sampled), self.counts["a1"])
+            self.assertNotIn("prefill: listed directory", sampled)
+            # A walked directory: listed on the PAST_LIMIT-th miss, after
+            # which its remaining names are the kernel's.
+            before = len(m.stderr())
+            for i in range(self.PAST_LIMIT):
+                os.lstat(os.path.join(self.mnt, "a3", "f%04d" % i))
+            listed = "prefill: listed directory inode %d" % inode["a3"]
+            self.assertTrue(tl.wait_until(lambda: listed in m.stderr()[before:]),
+                            "a3 not listed past the limit:\n" + m.stderr()[-3000:])
+            walk = m.stderr()[before:]
+            self.assertEqual(self.lookups(walk), self.PAST_LIMIT)
+            before = len(m.stderr())
+            for i in range(self.PAST_LIMIT, self.WALKED):
+                st = os.lstat(os.path.join(self.mnt, "a3", "f%04d" % i))
+                self.assertEqual(st.st_size, len(b"a3 %d\n" % i))
+            rest = m.stderr()[before:]
+            self.assertEqual(self.lookups(rest), 0, rest[-3000:])
+            # The walk goes on: a3's next sibling was listed ahead, and its
+            # names are the kernel's too.
+            ahead = "prefill: listed directory inode %d (ahead)" % inode["a4"]
+            self.assertTrue(tl.wait_until(lambda: ahead in m.stderr()), m.stderr()[-3000:])
+            before = len(m.stderr())
+            for i in range(self.counts["a4"]):
+                os.lstat(os.path.join(self.mnt, "a4", "f%04d" % i))
+            self.assertEqual(self.lookups(m.stderr()[before:]), 0)
+
 if __name__ == "__main__":
     tl.main()

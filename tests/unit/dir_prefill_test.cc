@@ -115,5 +115,30 @@ TEST(PrefillPolicyTest, SiblingCountDoublesPerParentUpToTheMaximum) {
   EXPECT_EQ(p.TakeSiblingCount(2), PrefillPolicy::kFirstSiblings);
 }
 
+// Past the entry limit a sampled directory is not listed; one a program goes
+// through is, on the kMissesPastLimit-th miss (4x that for a listing more),
+// its job marked to be listed over the limit; names-only re-listings are not
+// asked for.
+TEST(PrefillPolicyTest, PastTheLimitOnlyDirectoriesBeingGoneThroughAreListed) {
+  PrefillPolicy p;
+  EXPECT_EQ(MissesUntilQueued(p, 1), 2);
+  Job job;
+  ASSERT_TRUE(p.Next(&job));
+  EXPECT_FALSE(job.past_limit);
+  p.Done(1);
+  p.SetPastLimit();
+  EXPECT_TRUE(p.past_limit());
+  for (int i = 0; i < 20; ++i) EXPECT_FALSE(p.NoteMiss(2));  // Sampled: not listed.
+  EXPECT_EQ(MissesUntilQueued(p, 3), static_cast<int>(PrefillPolicy::kMissesPastLimit));
+  ASSERT_TRUE(p.Next(&job));
+  EXPECT_EQ(job.dir, 3u);
+  EXPECT_TRUE(job.past_limit);
+  p.Done(3);
+  EXPECT_FALSE(p.ListNow(5));
+  EXPECT_TRUE(p.empty());
+  // Directory 1, listed once before the limit: 4 x kMissesPastLimit now.
+  EXPECT_EQ(MissesUntilQueued(p, 1), -1);  // Not within 1000 misses.
+}
+
 }  // namespace
 }  // namespace shardfs::mount
