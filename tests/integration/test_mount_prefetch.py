@@ -33,6 +33,12 @@ def sha(data):
     return hashlib.sha256(data).hexdigest()
 
 
+def own_requests(log, opcode):
+    """Requests sent by this test's own thread: not the prefill lister's
+    (its lookups of sibling directories it lists ahead)."""
+    return len(re.findall(r"opcode: %s \(.*pid: %d$" % (opcode, os.getpid()), log, re.MULTILINE))
+
+
 class MountPrefetchTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -70,10 +76,7 @@ class MountPrefetchTest(unittest.TestCase):
         return len(re.findall(r"opcode: %s \(" % opcode, log))
 
     def own_requests(self, log, opcode):
-        """Requests sent by this test's own thread: not the prefill lister's
-        (its lookups of sibling directories it lists ahead)."""
-        return len(re.findall(r"opcode: %s \(.*pid: %d$" % (opcode, os.getpid()), log,
-                              re.MULTILINE))
+        return own_requests(log, opcode)
 
     def push_lines(self, log):
         """The daemon's push and prefill lines: what a failed push check shows."""
@@ -315,7 +318,7 @@ class PrefillPastLimitTest(unittest.TestCase):
         os.mkdir(cls.mnt)
 
     def lookups(self, log):
-        return len(re.findall(r"opcode: LOOKUP \(.*pid: %d$" % os.getpid(), log, re.MULTILINE))
+        return own_requests(log, "LOOKUP")
 
     def test_past_the_limit_only_a_walked_directory_is_listed(self):
         with tl.Mount(self.idx, self.mnt, options="debug,prefill_entries=1") as m:
