@@ -329,10 +329,28 @@ class MountWalksTest(unittest.TestCase):
             ino = os.stat(self.path("c1")).st_ino
             self.assertTrue(tl.wait_until(
                 lambda: "prefill: listed directory inode %d" % ino in m.stderr()))
-            fds = os.listdir("/proc/%d/fd" % pid)
-            targets = [os.readlink("/proc/%d/fd/%s" % (pid, fd)) for fd in fds]
-            self.assertNotIn("/dev/fuse", targets)
-            self.assertEqual(sorted(int(fd) for fd in fds), [0, 1, 2], targets)
+            # Between listings it holds fds 0-2 only. While it lists the
+            # siblings that follow c1 it also holds the one it lists open, never
+            # /dev/fuse or anything else.
+            seen = []
+
+            def only_std_fds():
+                fds = {}
+                for fd in os.listdir("/proc/%d/fd" % pid):
+                    try:
+                        fds[int(fd)] = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+                    except FileNotFoundError:  # Closed while being read.
+                        pass
+                seen.append(fds)
+                return sorted(fds) == [0, 1, 2]
+
+            self.assertTrue(tl.wait_until(only_std_fds, timeout=10, interval=0.01), seen[-1])
+            for fds in seen:
+                self.assertNotIn("/dev/fuse", fds.values())
+                for fd, target in fds.items():
+                    if fd > 2:
+                        self.assertTrue(target == self.mnt or target.startswith(self.mnt + "/"),
+                                        fds)
             self.assertEqual(os.readlink("/proc/%d/cwd" % pid), "/")
         self.assertFalse(tl.pid_alive(pid), "the lister outlived the unmount")
 
