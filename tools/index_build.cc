@@ -136,10 +136,17 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
   }
   // A member takes at least one 512-byte header and, with data, a block of
   // it; reserving for 1 KiB per member saves the regrowth copies of small-file
-  // shards and only reserves address space otherwise.
+  // shards and only reserves address space otherwise. Capped, so that a
+  // shard of large files does not ask for more address space than the
+  // kernel's overcommit check allows; past the cap the vector grows.
+  constexpr size_t kMaxReserved = size_t{1} << 22;  // ~600 MB of MemberEntry.
   struct stat st;
   if (!downloaded.valid() && ::stat(path.c_str(), &st) == 0) {
-    out->members.reserve(static_cast<size_t>(st.st_size) / 1024);
+    try {
+      out->members.reserve(std::min<size_t>(static_cast<size_t>(st.st_size) / 1024, kMaxReserved));
+    } catch (const std::bad_alloc&) {
+      // Only a saving: the scan grows the vector as it goes.
+    }
   }
   auto scan = [&](const std::string& p, const ScanOptions& o,
                   const std::function<Status(ScannedMember&&)>& fn, ShardInfo* info) {
