@@ -83,9 +83,7 @@ void IndexWriter::AddMembers(HugeVector<MemberEntry>&& batch) {
 }
 
 void IndexWriter::SetExtents(size_t member, const std::vector<Extent>& extents) {
-  std::string encoded;
-  for (const Extent& e : extents) AppendExtent(e, &encoded);
-  extents_[static_cast<uint32_t>(member)] = std::move(encoded);
+  extents_[static_cast<uint32_t>(member)] = EncodeExtents(extents);
 }
 
 Result<WriteStats> IndexWriter::Finish(const std::string& out_path,

@@ -130,6 +130,13 @@ void AppendExtent(const Extent& extent, std::string* out) {
   out->append(buf, kExtentSize);
 }
 
+std::string EncodeExtents(const std::vector<Extent>& extents) {
+  std::string out;
+  out.reserve(extents.size() * kExtentSize);
+  for (const Extent& e : extents) AppendExtent(e, &out);
+  return out;
+}
+
 Extent GetExtent(const EntryRecord& rec, size_t i) {
   const char* p = rec.extents.data() + i * kExtentSize;
   return {GetLittle<uint64_t>(p), GetLittle<uint64_t>(p + 8), GetLittle<uint64_t>(p + 16)};

@@ -140,6 +140,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -291,6 +292,8 @@ void EncodeEntry(const EntryRecord& rec, std::string* out);
 Status DecodeEntry(std::string_view value, EntryRecord* rec);
 // Appends `extent` in the layout above.
 void AppendExtent(const Extent& extent, std::string* out);
+// All of `extents`, in order, in that layout.
+std::string EncodeExtents(const std::vector<Extent>& extents);
 // Extents of a decoded sparse record; no allocation.
 // REQUIRES: i < ExtentCount(rec).
 inline size_t ExtentCount(const EntryRecord& rec) { return rec.extents.size() / kExtentSize; }

@@ -111,7 +111,8 @@ void DirPrefill::ListNow(index::InodeId dir) {
     queued = policy_.ListNow(dir.value);
   }
   log::Debug("prefill: directory inode {} was listed names-only; {}", dir.value,
-             queued ? "listing it again with attributes" : "a listing is under way");
+             queued ? "listing it again with attributes"
+                    : "not queued (a listing is under way, or past the entry limit)");
   if (queued) cv_.notify_one();
 }
 

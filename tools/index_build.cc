@@ -343,8 +343,7 @@ struct MemberCollector {
                         std::make_move_iterator(batch.end()));
   }
   void SetExtents(size_t member, const std::vector<index::Extent>& extents) {
-    std::string& encoded = out->extents[static_cast<uint32_t>(member)];
-    for (const index::Extent& e : extents) index::AppendExtent(e, &encoded);
+    out->extents[static_cast<uint32_t>(member)] = index::EncodeExtents(extents);
   }
 };
 
