@@ -13,6 +13,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -24,9 +25,16 @@
 namespace shardfs::mount {
 namespace {
 
+struct DirHandle;
+
 struct Context {
   Filesystem* fs;
   MountOptions options;
+  // Directories open in the kernel. A handle the kernel never released (the
+  // daemon stopped while a program or the prefill lister had the directory
+  // open) is freed when the session loop has ended.
+  std::mutex open_dirs_mu{};
+  std::unordered_set<DirHandle*> open_dirs{};  // Guarded by open_dirs_mu.
   bool kernel_open = false;  // Set in init when the kernel can open alone.
   bool splice = false;
   fuse_session* se = nullptr;
@@ -44,6 +52,21 @@ struct DirHandle {
 };
 
 Context& Ctx(fuse_req_t req) { return *static_cast<Context*>(fuse_req_userdata(req)); }
+
+void ReleaseDir(Context& c, DirHandle* handle) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(c.open_dirs_mu);
+    c.open_dirs.erase(handle);
+  }
+  delete handle;
+}
+
+// After the session loop: no request runs any more.
+void FreeUnreleasedDirs(Context& c) noexcept {
+  std::lock_guard<std::mutex> lock(c.open_dirs_mu);
+  for (DirHandle* handle : c.open_dirs) delete handle;
+  c.open_dirs.clear();
+}
 
 // A buffer per worker thread for replies built in user space; null if it
 // cannot be had (the request then gets ENOMEM).
@@ -279,7 +302,11 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
   // the kernel's readdir cache (which holds names only).
   handle->prefill = c.prefill && c.prefill->IsListingThread(fuse_req_ctx(req)->pid);
   fi->cache_readdir = handle->prefill ? 0 : 1;
-  if (fuse_reply_open(req, fi) != 0) delete handle;  // The kernel will not release it.
+  {
+    std::lock_guard<std::mutex> lock(c.open_dirs_mu);
+    c.open_dirs.insert(handle);
+  }
+  if (fuse_reply_open(req, fi) != 0) ReleaseDir(c, handle);  // The kernel will not release it.
 }
 
 void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool plus) noexcept {
@@ -350,7 +377,7 @@ void OpReaddirplus(fuse_req_t req, fuse_ino_t, size_t size, off_t off,
 }
 
 void OpReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
-  delete reinterpret_cast<DirHandle*>(fi->fh);
+  ReleaseDir(Ctx(req), reinterpret_cast<DirHandle*>(fi->fh));
   fuse_reply_err(req, 0);
 }
 
@@ -582,6 +609,7 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   push.Start();
   on_mounted();
   int rc = RunLoop(se, options, signals, push);
+  FreeUnreleasedDirs(ctx);
   // Ended by an unmount: the connection is gone, so no store can be waiting.
   push.Stop();
   LogPushStats(push.stats());
