@@ -124,7 +124,7 @@
 //
 // ShardMeta:
 //     0     8  size           bytes of the shard file when indexed
-//     8     8  mtime_ns
+//     8     8  mtime_ns       the file's; a remote shard's Last-Modified, 0 if it had none
 //    16     8  fingerprint    see ShardFingerprint() in index/fingerprint.h
 //    24     1  flags          bit 0: path is relative to the index's parent dir
 //                             bit 1: remote: path is a URL (http, https, s3)
@@ -248,7 +248,7 @@ struct Extent {
 
 struct ShardMeta {
   uint64_t size = 0;
-  int64_t mtime_ns = 0;
+  int64_t mtime_ns = 0;  // Remote: Last-Modified when indexed (0: none); held to if no etag.
   uint64_t fingerprint = 0;
   uint8_t flags = 0;
   std::string path;  // As stored; see ResolveShardPath in index_reader.h. A URL if remote.

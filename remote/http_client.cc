@@ -50,12 +50,16 @@ struct Verdict {
   ErrorKind kind = ErrorKind::kOther;
   std::optional<Millis> retry_after;
   bool cancelled = false;
+  // The response lacked the validator the index holds (counted).
+  bool unverified = false;
 
   static Verdict Ok() { return {}; }
-  static Verdict Fail(Status s, ErrorKind kind) { return {std::move(s), false, kind, {}, false}; }
+  static Verdict Fail(Status s, ErrorKind kind) {
+    return {std::move(s), false, kind, {}, false, false};
+  }
   static Verdict Retry(std::string why, ErrorKind kind,
                        std::optional<Millis> after = std::nullopt) {
-    return {Status::IoError(std::move(why)), true, kind, after, false};
+    return {Status::IoError(std::move(why)), true, kind, after, false, false};
   }
 };
 
@@ -208,6 +212,65 @@ Verdict CommonVerdict(const ResponseHead& h, std::string_view what) {
                        ErrorKind::kBadResponse);
 }
 
+// Last-Modified in nanoseconds since the epoch; 0 when absent or unreadable.
+int64_t MtimeNs(const ResponseHead& h) {
+  if (h.last_modified.empty()) return 0;
+  const time_t t = ParseHttpDate(h.last_modified);
+  return t < 0 ? 0 : static_cast<int64_t>(t) * 1'000'000'000;
+}
+
+// Strong comparison (RFC 9110, 8.8.3.2): both strong, and the same.
+bool StrongMatch(std::string_view a, std::string_view b) {
+  return !a.empty() && !a.starts_with("W/") && a == b;
+}
+
+// Whether a response that carries bytes comes from `object`, by the
+// validator the index holds: the ETag, else Last-Modified. (Its size is
+// judged by the caller against what it asked for.) `changed` says what a
+// mismatch means to the caller.
+Verdict JudgeValidator(const ResponseHead& h, const ExpectedObject& object, bool trust_missing,
+                       std::string_view where, std::string_view changed) {
+  auto differs = [&](std::string what) {
+    return Verdict::Fail(Status::Corruption(fmt::format("{}: {}: {}", where, changed, what)),
+                         ErrorKind::kPrecondition);
+  };
+  const int64_t mtime_ns = MtimeNs(h);
+  auto mtime_differs = [&] {
+    return differs(fmt::format("Last-Modified {} ({} s since the epoch), {} s when indexed",
+                               h.last_modified, mtime_ns / 1'000'000'000,
+                               object.mtime_ns / 1'000'000'000));
+  };
+  const bool by_etag = !object.etag.empty();
+  if (!by_etag && object.mtime_ns == 0) return Verdict::Ok();  // Only the size to go by.
+  const bool missing = by_etag ? h.etag.empty() : h.last_modified.empty();
+  if (missing) {
+    // A differing Last-Modified still proves a change.
+    if (object.mtime_ns != 0 && !h.last_modified.empty() && mtime_ns != object.mtime_ns) {
+      return mtime_differs();
+    }
+    Verdict v = Verdict::Ok();
+    if (!trust_missing) {
+      v = Verdict::Fail(
+          Status::Corruption(fmt::format(
+              "{}: the response has no {}, and the index holds {}: it cannot be told from a "
+              "replaced object (-o trust_responses_without_etag would accept it)",
+              where, by_etag ? "ETag" : "Last-Modified",
+              by_etag ? std::string(object.etag) : "one")),
+          ErrorKind::kBadResponse);
+    }
+    v.unverified = true;
+    return v;
+  }
+  if (by_etag) {
+    if (StrongMatch(h.etag, object.etag)) return Verdict::Ok();
+    const bool weak = h.etag.starts_with("W/") || object.etag.starts_with("W/");
+    return differs(fmt::format("ETag {}, {} when indexed{}", h.etag, object.etag,
+                               weak ? " (a weak ETag never proves the same bytes)" : ""));
+  }
+  if (mtime_ns == object.mtime_ns) return Verdict::Ok();
+  return mtime_differs();
+}
+
 // What an attempt asks for and how its response is judged. One Exchange
 // lives across the attempts of a call, so a retry can resume.
 class Exchange {
@@ -225,14 +288,19 @@ class Exchange {
 
 class RangeExchange final : public Exchange {
  public:
-  RangeExchange(std::string what, uint64_t pos, uint64_t len, std::string_view etag,
-                uint64_t object_size, char* buf)
-      : what_(std::move(what)), pos_(pos), len_(len), etag_(etag), size_(object_size),
+  RangeExchange(std::string what, uint64_t pos, uint64_t len, const ExpectedObject& object,
+                bool trust_missing, char* buf)
+      : what_(std::move(what)),
+        pos_(pos),
+        len_(len),
+        object_(object),
+        size_(object.size),
+        trust_missing_(trust_missing),
         buf_(buf) {}
 
   void Prepare(Request* req) override {
     req->range = fmt::format("{}-{}", pos_ + got_, pos_ + len_ - 1);
-    req->if_match = std::string(etag_);
+    req->if_match = std::string(object_.etag);
   }
 
   Verdict Judge(const ResponseHead& h) override {
@@ -258,7 +326,7 @@ class RangeExchange final : public Exchange {
                                  h.range_first, h.range_last)),
                              ErrorKind::kBadResponse);
       }
-      return Verdict::Ok();
+      return JudgeValidator(h, object_, trust_missing_, Where(), kChanged);
     }
     if (h.status == 200) {
       if (h.content_length >= 0 && h.content_length != static_cast<int64_t>(size_)) {
@@ -275,8 +343,9 @@ class RangeExchange final : public Exchange {
                 Where())),
             ErrorKind::kBadResponse);
       }
-      whole_ = true;
-      return Verdict::Ok();
+      Verdict v = JudgeValidator(h, object_, trust_missing_, Where(), kChanged);
+      whole_ = v.status.ok();
+      return v;
     }
     return CommonVerdict(h, Where());
   }
@@ -309,8 +378,9 @@ class RangeExchange final : public Exchange {
   std::string what_;
   uint64_t pos_;
   uint64_t len_;
-  std::string_view etag_;
+  ExpectedObject object_;
   uint64_t size_;
+  bool trust_missing_;
   char* buf_;
   uint64_t got_ = 0;
   bool whole_ = false;
@@ -318,7 +388,9 @@ class RangeExchange final : public Exchange {
 
 class HeadExchange final : public Exchange {
  public:
-  explicit HeadExchange(std::string what) : what_(std::move(what)) {}
+  // With `expect`, the answer must show that object (Check).
+  HeadExchange(std::string what, const ExpectedObject* expect = nullptr, bool trust_missing = false)
+      : what_(std::move(what)), expect_(expect), trust_missing_(trust_missing) {}
   void Prepare(Request*) override {}
   Verdict Judge(const ResponseHead& h) override {
     if (h.status != 200) return CommonVerdict(h, what_);
@@ -330,26 +402,30 @@ class HeadExchange final : public Exchange {
     info.size = static_cast<uint64_t>(h.content_length);
     info.etag = h.etag;
     info.mtime_ns = MtimeNs(h);
-    return Verdict::Ok();
+    if (expect_ == nullptr) return Verdict::Ok();
+    if (info.size != expect_->size) {
+      return Verdict::Fail(
+          Status::Corruption(fmt::format("{}: {}: {} bytes now, {} when indexed", what_, kChanged,
+                                         info.size, expect_->size)),
+          ErrorKind::kPrecondition);
+    }
+    return JudgeValidator(h, *expect_, trust_missing_, what_, kChanged);
   }
   Status OnBody(const char*, size_t) override { return Status::Ok(); }
   Verdict Finish(const ResponseHead&) override { return Verdict::Ok(); }
-
-  static int64_t MtimeNs(const ResponseHead& h) {
-    if (h.last_modified.empty()) return 0;
-    const time_t t = ParseHttpDate(h.last_modified);
-    return t < 0 ? 0 : static_cast<int64_t>(t) * 1'000'000'000;
-  }
 
   ObjectInfo info;
 
  private:
   std::string what_;
+  const ExpectedObject* expect_;
+  bool trust_missing_;
 };
 
 class StreamExchange final : public Exchange {
  public:
-  StreamExchange(std::string what, const Sink& sink) : what_(std::move(what)), sink_(sink) {}
+  StreamExchange(std::string what, const Sink& sink, bool trust_missing)
+      : what_(std::move(what)), sink_(sink), trust_missing_(trust_missing) {}
 
   void Prepare(Request* req) override {
     if (delivered_ > 0) {
@@ -370,7 +446,7 @@ class StreamExchange final : public Exchange {
       }
       size_ = h.content_length;
       info.etag = h.etag;
-      info.mtime_ns = HeadExchange::MtimeNs(h);
+      info.mtime_ns = MtimeNs(h);
       return Verdict::Ok();
     }
     const std::string where = fmt::format("{}: resuming at byte {}", what_, delivered_);
@@ -380,18 +456,20 @@ class StreamExchange final : public Exchange {
             Status::IoError(fmt::format("{}: HTTP 206 without the range asked for", where)),
             ErrorKind::kBadResponse);
       }
-      const bool size_changed = size_ >= 0 && h.range_total >= 0 && h.range_total != size_;
-      const bool etag_changed = !info.etag.empty() && !h.etag.empty() && h.etag != info.etag;
-      if (size_changed || etag_changed) {
+      constexpr std::string_view kChangedMidStream =
+          "the object changed on the server while it was read";
+      if (size_ >= 0 && h.range_total != size_) {
         return Verdict::Fail(
-            Status::Corruption(fmt::format(
-                "{}: the object changed on the server while it was read (ETag {} -> {}, size "
-                "{} -> {})",
-                where, info.etag, h.etag, size_, h.range_total)),
+            Status::Corruption(fmt::format("{}: {} (size {} -> {})", where, kChangedMidStream,
+                                           size_, h.range_total)),
             ErrorKind::kPrecondition);
       }
-      if (size_ < 0) size_ = h.range_total;
-      return Verdict::Ok();
+      // As strict as a read of an indexed shard: the first response's ETag
+      // (else its Last-Modified) must be on the resumed one too.
+      const ExpectedObject first{0, info.etag, info.mtime_ns};
+      Verdict v = JudgeValidator(h, first, trust_missing_, where, kChangedMidStream);
+      if (v.status.ok() && size_ < 0) size_ = h.range_total;
+      return v;
     }
     if (h.status == 200) {
       return Verdict::Fail(
@@ -433,6 +511,7 @@ class StreamExchange final : public Exchange {
  private:
   std::string what_;
   const Sink& sink_;
+  bool trust_missing_;
   uint64_t delivered_ = 0;
   int64_t size_ = -1;  // -1 while unknown (no Content-Length).
 };
@@ -726,6 +805,7 @@ Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& reque
       }
     }
   }
+  if (judged && verdict.unverified && stats != nullptr) stats->AddUnverified();
   if (!v.status.ok() && stats != nullptr) stats->AddError(v.kind);
   return v;
 }
@@ -797,13 +877,18 @@ std::string HttpClient::RequestUrl(const RemoteUrl& url, std::string_view query)
 }
 
 Status HttpClient::GetRange(const RemoteUrl& url, uint64_t pos, uint64_t len,
-                            std::string_view etag, uint64_t object_size, char* buf) {
-  if (len == 0 || pos > object_size || len > object_size - pos) {
+                            const ExpectedObject& object, char* buf) {
+  if (len == 0 || pos > object.size || len > object.size - pos) {
     return Status::InvalidArgument(fmt::format("{}: bytes {}+{} are not within its {} bytes",
-                                               url.ToString(), pos, len, object_size));
+                                               url.ToString(), pos, len, object.size));
   }
-  RangeExchange ex(url.ToString(), pos, len, etag, object_size, buf);
+  RangeExchange ex(url.ToString(), pos, len, object, options_.trust_responses_without_etag, buf);
   return impl_->Run(url, {}, /*head_only=*/false, ex);
+}
+
+Status HttpClient::Check(const RemoteUrl& url, const ExpectedObject& object) {
+  HeadExchange ex(url.ToString(), &object, options_.trust_responses_without_etag);
+  return impl_->Run(url, {}, /*head_only=*/true, ex);
 }
 
 Result<ObjectInfo> HttpClient::Head(const RemoteUrl& url) {
@@ -813,7 +898,7 @@ Result<ObjectInfo> HttpClient::Head(const RemoteUrl& url) {
 }
 
 Result<ObjectInfo> HttpClient::GetStream(const RemoteUrl& url, const Sink& sink) {
-  StreamExchange ex(url.ToString(), sink);
+  StreamExchange ex(url.ToString(), sink, options_.trust_responses_without_etag);
   SHARDFS_RETURN_IF_ERROR(impl_->Run(url, {}, /*head_only=*/false, ex));
   return ex.info;
 }

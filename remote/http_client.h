@@ -12,6 +12,16 @@
 // shows the object is not the one indexed (Corruption "... the object changed
 // on the server since it was indexed"). Bytes are copied to the caller only
 // from a response proven to be the requested range of the expected object.
+//
+// What proves it. If-Match is only a request: some servers and caches ignore
+// it. So every response that carries bytes (200 and 206) is judged by what it
+// says itself: its size (Content-Range total or Content-Length), and its
+// ETag, compared strongly with the indexed one (equal, and neither weak:
+// W/"..." never matches). Where the index holds no ETag, its Last-Modified
+// is compared the same way. A response without the validator the index
+// holds cannot be told from a replaced object: it is counted
+// (RequestStats::unverified) and refused as Corruption, unless
+// FetchOptions::trust_responses_without_etag.
 #ifndef SHARDFS_REMOTE_HTTP_CLIENT_H_
 #define SHARDFS_REMOTE_HTTP_CLIENT_H_
 
@@ -48,6 +58,19 @@ struct FetchOptions {
   // a backoff wait, or mid-transfer) and returns IoError "... cancelled".
   // Must outlive the client.
   const std::atomic<bool>* cancel = nullptr;
+  // Accept a response that has no ETag although the index holds one (or no
+  // Last-Modified, for an object indexed with only that) on its size and
+  // range alone: a replaced object of the same size is then served. A
+  // Last-Modified that differs still fails. -o trust_responses_without_etag.
+  bool trust_responses_without_etag = false;
+};
+
+// What the index recorded of a remote object. Every response with its bytes
+// must show it is still that object.
+struct ExpectedObject {
+  uint64_t size = 0;
+  std::string_view etag;  // Sent as If-Match; "" when the index has none.
+  int64_t mtime_ns = 0;   // Last-Modified when indexed; 0 when it had none.
 };
 
 struct ObjectInfo {
@@ -73,26 +96,33 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
 
   // Reads bytes [pos, pos+len) of the object into buf (REQUIRES: len > 0,
-  // pos + len <= object_size), with "Range: bytes=pos-(pos+len-1)" and
-  // "If-Match: etag" when etag is not empty. Accepts a 206 whose
-  // Content-Range is exactly that range with total object_size, or a 200
-  // when the range is the whole object and the body is exactly object_size
-  // long. Returns Corruption, not retried, on 412, 416, a total other than
-  // object_size or a 200 of another length; NotFound on 404; IoError on a
-  // 200 for a part (a server without ranges), on 401/403 ("access denied")
-  // and when the budget is spent. A fault mid-body resumes from the first
-  // byte not yet received. On error, buf holds unspecified bytes.
-  Status GetRange(const RemoteUrl& url, uint64_t pos, uint64_t len, std::string_view etag,
-                  uint64_t object_size, char* buf);
+  // pos + len <= object.size), with "Range: bytes=pos-(pos+len-1)" and
+  // "If-Match: etag" when object.etag is not empty. Accepts a 206 whose
+  // Content-Range is exactly that range with total object.size, or a 200
+  // when the range is the whole object and the body is exactly object.size
+  // long; either only with the object's validator (see the top). Returns
+  // Corruption, not retried, on 412, 416, a total other than object.size, a
+  // 200 of another length, another or a weak ETag, another Last-Modified, or
+  // no validator; NotFound on 404; IoError on a 200 for a part (a server
+  // without ranges), on 401/403 ("access denied") and when the budget is
+  // spent. A fault mid-body resumes from the first byte not yet received.
+  // On error, buf holds unspecified bytes.
+  Status GetRange(const RemoteUrl& url, uint64_t pos, uint64_t len, const ExpectedObject& object,
+                  char* buf);
 
   // Size (Content-Length), ETag and Last-Modified of the object, with the
   // same retry rules. IoError when a 200 has no Content-Length.
   Result<ObjectInfo> Head(const RemoteUrl& url);
 
+  // A HEAD judged like GetRange's responses: Ok if the object is still
+  // `object` (its Content-Length and validator); Corruption if not.
+  Status Check(const RemoteUrl& url, const ExpectedObject& object);
+
   // The whole object, passed to `sink` in order and each byte once. A fault
   // mid-body resumes with "Range: bytes=N-" from the first byte not yet
-  // delivered and "If-Match" on the ETag of the first response (without an
-  // ETag, the size must match): a change mid-stream is Corruption.
+  // delivered and "If-Match" on the ETag of the first response; the resumed
+  // response must carry that ETag (or, if the first had none, its
+  // Last-Modified) and total: a change mid-stream is Corruption.
   Result<ObjectInfo> GetStream(const RemoteUrl& url, const Sink& sink);
 
   // GET of a small body (at most max_bytes, else IoError): for S3 listings.

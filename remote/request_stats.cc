@@ -51,6 +51,7 @@ RequestStatsSnapshot RequestStats::Snapshot() const {
   s.requests = requests_.load(std::memory_order_relaxed);
   s.retries = retries_.load(std::memory_order_relaxed);
   s.bytes_received = bytes_.load(std::memory_order_relaxed);
+  s.unverified = unverified_.load(std::memory_order_relaxed);
   s.in_flight = in_flight_.load(std::memory_order_relaxed);
   for (int i = 0; i < kErrorKinds; ++i) s.errors[i] = errors_[i].load(std::memory_order_relaxed);
   std::array<uint64_t, kBuckets> counts;

@@ -35,7 +35,10 @@ struct RequestStatsSnapshot {
   uint64_t requests = 0;        // Requests sent (each attempt counts).
   uint64_t retries = 0;         // Attempts after the first of a call.
   uint64_t bytes_received = 0;  // Response body bytes.
-  int64_t in_flight = 0;        // Requests under way now.
+  // Responses with bytes that lacked the ETag (or Last-Modified) the index
+  // holds: refused, or accepted with trust_responses_without_etag.
+  uint64_t unverified = 0;
+  int64_t in_flight = 0;                       // Requests under way now.
   std::array<uint64_t, kErrorKinds> errors{};  // Indexed by ErrorKind.
   uint64_t latency_count = 0;
   // Request latency (first byte sent to last byte received or failure), in
@@ -57,6 +60,7 @@ class RequestStats {
   void AddRequest() { requests_.fetch_add(1, std::memory_order_relaxed); }
   void AddRetry() { retries_.fetch_add(1, std::memory_order_relaxed); }
   void AddBytes(uint64_t n) { bytes_.fetch_add(n, std::memory_order_relaxed); }
+  void AddUnverified() { unverified_.fetch_add(1, std::memory_order_relaxed); }
   void AddInFlight(int64_t delta) { in_flight_.fetch_add(delta, std::memory_order_relaxed); }
   void AddError(ErrorKind kind) {
     errors_[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed);
@@ -75,6 +79,7 @@ class RequestStats {
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> retries_{0};
   std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> unverified_{0};
   std::atomic<int64_t> in_flight_{0};
   std::array<std::atomic<uint64_t>, kErrorKinds> errors_{};
   std::array<std::atomic<uint64_t>, kBuckets> latency_{};

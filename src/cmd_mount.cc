@@ -178,7 +178,7 @@ Result<std::unique_ptr<mount::ShardFetcher>> MakeFetcher(const MountOptions& o,
     chunk_shards.push_back({fmt::format("{}\n{}\n{}\n{:016x}", location, m.size, m.etag,
                                         m.fingerprint),
                             m.size});
-    fetch_shards.push_back({location, m.remote(), m.size, m.etag});
+    fetch_shards.push_back({location, m.remote(), m.size, m.etag, m.mtime_ns});
   }
   mount::ChunkCacheOptions co;
   co.dir = o.cache_dir;

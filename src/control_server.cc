@@ -373,12 +373,15 @@ std::string ControlServer::StatsText(const FetcherStats& s) const {
     errors += fmt::format("{}{} {}", errors.empty() ? "" : ", ",
                           remote::ErrorKindName(static_cast<remote::ErrorKind>(k)), r.errors[k]);
   }
+  if (errors.empty()) errors = "none";
+  if (r.unverified != 0) {
+    errors += fmt::format("; {} responses without the indexed ETag or Last-Modified", r.unverified);
+  }
   out += fmt::format(
       "requests   {} ({} retries, {} in flight); errors: {}; latency p50 {}, p90 {}, p99 {}, "
       "max {}\n",
-      r.requests, r.retries, r.in_flight, errors.empty() ? "none" : errors,
-      Millis(r.latency_p50_us), Millis(r.latency_p90_us), Millis(r.latency_p99_us),
-      Millis(r.latency_max_us));
+      r.requests, r.retries, r.in_flight, errors, Millis(r.latency_p50_us),
+      Millis(r.latency_p90_us), Millis(r.latency_p99_us), Millis(r.latency_max_us));
   out += fmt::format(
       "fetching   {} threads, {} chunks; {} chunks fetched ({} ahead of a reader, {} not "
       "queued), {} failed; {} running, {} queued; {} reads gave up waiting\n",
@@ -415,6 +418,7 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
       .UNum("retries", r.retries)
       .Num("in_flight", r.in_flight)
       .Raw("errors", errors.Finish())
+      .UNum("responses_unverified", r.unverified)
       .UNum("latency_p50_us", r.latency_p50_us)
       .UNum("latency_p90_us", r.latency_p90_us)
       .UNum("latency_p99_us", r.latency_p99_us)

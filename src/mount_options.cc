@@ -231,6 +231,13 @@ Parsed ParseRemoteOption(std::string_view name, std::string_view value, MountOpt
   } else if (name == "ca_file") {
     if (value.empty()) return Bad("a file of CA certificates");
     f.ca_file = value;
+  } else if (name == "trust_responses_without_etag") {
+    // Named for what it risks; given bare, it means 1.
+    if (value.empty()) {
+      f.trust_responses_without_etag = true;
+    } else if (!ParseBool(value, &f.trust_responses_without_etag)) {
+      return Bad("0 or 1");
+    }
   } else {
     return kUnknown;
   }

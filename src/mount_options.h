@@ -67,6 +67,7 @@ struct MountOptions {
   uint64_t cache_size = 0;  // -o cache_size; 0: the default below.
   static constexpr uint64_t kDefaultMemoryCache = 1ull << 30;
   static constexpr uint64_t kDefaultDiskCache = 16ull << 30;
+  // Includes -o trust_responses_without_etag (fetch.fetch).
   FetcherOptions fetch;
   FilesystemOptions fs;
   PushOptions push;

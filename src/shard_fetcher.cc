@@ -323,25 +323,15 @@ Status ShardFetcher::CheckRemote(uint32_t id) {
   if (id >= shards_.size() || !shards_[id].remote) return Status::Ok();
   const FetchShard& s = shards_[id];
   remote::HttpClient client(options_.fetch, options_.aws, &requests_);
-  Result<remote::ObjectInfo> info = client.Head(urls_[id]);
-  if (!info.ok()) return info.status().WithContext(fmt::format("shard {}", s.location));
-  if (info->size != s.size) {
-    return Status::Corruption(fmt::format("shard {}: {} bytes on the server, indexed as {}",
-                                          s.location, info->size, s.size));
-  }
-  if (!s.etag.empty() && info->etag != s.etag) {
-    return Status::Corruption(fmt::format("shard {}: ETag {} on the server, indexed as {}: "
-                                          "replaced after indexing?",
-                                          s.location, info->etag, s.etag));
-  }
-  return Status::Ok();
+  return client.Check(urls_[id], {s.size, s.etag, s.mtime_ns})
+      .WithContext(fmt::format("shard {}", s.location));
 }
 
 Status ShardFetcher::Fetch(remote::HttpClient& client, const Job& job, char* data, size_t len) {
   const FetchShard& s = shards_[job.key.shard];
   const uint64_t pos = job.key.index * options_.chunk_size;
   if (s.remote) {
-    return client.GetRange(urls_[job.key.shard], pos, len, s.etag, s.size, data)
+    return client.GetRange(urls_[job.key.shard], pos, len, {s.size, s.etag, s.mtime_ns}, data)
         .WithContext(fmt::format("shard {}", s.location));
   }
   return PreadExact(job.shard->fd(), data, len, pos)

@@ -23,8 +23,9 @@
 // gets IoError; the fetch itself ends within the retry budget (the
 // HttpClient's contract). A reader only ever waits for a fetcher thread,
 // never for another request. Bytes come from a response the HttpClient has
-// proven to be the asked range of the indexed object (If-Match on the ETag,
-// the total size), or from a cached chunk whose checksum held.
+// proven to be the asked range of the indexed object (the total size, and
+// the indexed ETag, else Last-Modified, on the response itself: see
+// remote/http_client.h), or from a cached chunk whose checksum held.
 //
 // What counts as a re-use for the cache's policy: a read of a chunk that is
 // not among the last few chunks of that shard read or fetched ahead. The many
@@ -72,7 +73,8 @@ struct FetchShard {
   std::string location;  // A URL, or a local path (read through the fd of its OpenShard).
   bool remote = false;
   uint64_t size = 0;
-  std::string etag;  // Sent as If-Match; "" for none.
+  std::string etag;      // Sent as If-Match; "" for none.
+  int64_t mtime_ns = 0;  // Last-Modified when indexed, held to where etag is ""; 0: none.
 };
 
 // Per shard, since the mount started.
@@ -125,9 +127,10 @@ class ShardFetcher : public ChunkedReader {
   // `threads` at a time, and waits for them. Adds the bytes fetched to
   // *fetched. IoError or Corruption of the first chunk that failed.
   Status Warm(const ShardHandle& shard, uint64_t pos, uint64_t len, uint64_t* fetched);
-  // For mount --check: a HEAD of remote shard `id`, which must have the
-  // indexed size and ETag. Corruption if it differs, IoError if it cannot be
-  // reached within the retry budget. Ok for a local shard.
+  // For mount --check: a HEAD of remote shard `id`, judged like every
+  // response (its size, its ETag or Last-Modified). Corruption if it
+  // differs, IoError if it cannot be reached within the retry budget. Ok for
+  // a local shard.
   Status CheckRemote(uint32_t id);
   // Empties the cache (memory and disk).
   void DropCache() { cache_->Clear(); }

@@ -152,7 +152,9 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
                   const std::function<Status(ScannedMember&&)>& fn, ShardInfo* info) {
     if (!downloaded.valid()) return ScanTar(p, o, fn, info);
     Status s = ScanTarFd(p, downloaded.get(), o, fn, info);
-    if (object.mtime_ns != 0) info->mtime_ns = object.mtime_ns;
+    // The server's Last-Modified, never the temporary copy's mtime: a mount
+    // holds responses to it when there is no ETag (0: nothing to hold to).
+    info->mtime_ns = object.mtime_ns;
     return s;
   };
   out->status = scan(

@@ -647,7 +647,8 @@ TEST_F(HttpClientTest, SendsTheRangeAndCopiesThe206) {
   LoopbackServer server([](int fd, const HttpRequest& req, int) { return ServeRanges(fd, req); });
   HttpClient client(FastOptions(), AwsConfig(), &stats_);
   std::string buf(100, 'x');
-  ASSERT_TRUE(client.GetRange(Url(server.Url("/s/a.tar")), 100, 100, kEtag, 1000, buf.data()).ok());
+  ASSERT_TRUE(
+      client.GetRange(Url(server.Url("/s/a.tar")), 100, 100, {1000, kEtag}, buf.data()).ok());
   EXPECT_EQ(buf, obj_.substr(100, 100));
   const auto reqs = server.requests();
   ASSERT_EQ(reqs.size(), 1u);
@@ -670,7 +671,8 @@ TEST_F(HttpClientTest, KeepAliveReusesOneConnection) {
   HttpClient client(FastOptions(), AwsConfig(), &stats_);
   std::string buf(10, '\0');
   for (int i = 0; i < 30; ++i) {
-    ASSERT_TRUE(client.GetRange(Url(server.Url("/a.tar")), i * 10, 10, "", 1000, buf.data()).ok());
+    ASSERT_TRUE(
+        client.GetRange(Url(server.Url("/a.tar")), i * 10, 10, {1000, ""}, buf.data()).ok());
     EXPECT_EQ(buf, obj_.substr(i * 10, 10));
   }
   auto info = client.Head(Url(server.Url("/a.tar")));
@@ -701,7 +703,7 @@ TEST_F(HttpClientTest, A503ThenA206SucceedsWithTheRetryCounted) {
   });
   HttpClient client(FastOptions(), AwsConfig(), &stats_);
   std::string buf(50, '\0');
-  ASSERT_TRUE(client.GetRange(Url(server.Url("/a.tar")), 0, 50, kEtag, 1000, buf.data()).ok());
+  ASSERT_TRUE(client.GetRange(Url(server.Url("/a.tar")), 0, 50, {1000, kEtag}, buf.data()).ok());
   EXPECT_EQ(buf, obj_.substr(0, 50));
   const auto snap = stats_.Snapshot();
   EXPECT_EQ(snap.requests, 2u);
@@ -721,7 +723,7 @@ TEST_F(HttpClientTest, A429WithRetryAfterIsWaitedFor) {
   HttpClient client(FastOptions(), AwsConfig(), &stats_);
   std::string buf(10, '\0');
   const Clock::time_point t0 = Clock::now();
-  ASSERT_TRUE(client.GetRange(Url(server.Url("/a.tar")), 5, 10, "", 1000, buf.data()).ok());
+  ASSERT_TRUE(client.GetRange(Url(server.Url("/a.tar")), 5, 10, {1000, ""}, buf.data()).ok());
   EXPECT_GE(SecondsSince(t0), 0.95);
   EXPECT_EQ(Errors(stats_.Snapshot(), ErrorKind::kThrottle), 1u);
 
@@ -731,7 +733,7 @@ TEST_F(HttpClientTest, A429WithRetryAfterIsWaitedFor) {
     return After::kKeep;
   });
   const Clock::time_point t1 = Clock::now();
-  Status s = client.GetRange(Url(slow.Url("/a.tar")), 5, 10, "", 1000, buf.data());
+  Status s = client.GetRange(Url(slow.Url("/a.tar")), 5, 10, {1000, ""}, buf.data());
   EXPECT_LT(SecondsSince(t1), 0.5);
   EXPECT_EQ(s.code(), Status::Code::kIoError);
   EXPECT_THAT(s.message(), HasSubstr("asked to wait 60 s"));
@@ -748,7 +750,7 @@ TEST_F(HttpClientTest, AResetMidBodyResumesFromTheFirstMissingByte) {
   });
   HttpClient client(FastOptions(), AwsConfig(), &stats_);
   std::string buf(200, '\0');
-  Status s = client.GetRange(Url(server.Url("/a.tar")), 100, 200, kEtag, 1000, buf.data());
+  Status s = client.GetRange(Url(server.Url("/a.tar")), 100, 200, {1000, kEtag}, buf.data());
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(buf, obj_.substr(100, 200));
   const auto reqs = server.requests();
@@ -770,7 +772,7 @@ TEST_F(HttpClientTest, AStalledBodyFailsAfterStallTimeoutAndIsRetried) {
   HttpClient client(FastOptions(), AwsConfig(), &stats_);
   std::string buf(500, '\0');
   const Clock::time_point t0 = Clock::now();
-  Status s = client.GetRange(Url(server.Url("/a.tar")), 0, 500, kEtag, 1000, buf.data());
+  Status s = client.GetRange(Url(server.Url("/a.tar")), 0, 500, {1000, kEtag}, buf.data());
   ASSERT_TRUE(s.ok()) << s.message();
   const double took = SecondsSince(t0);
   EXPECT_GE(took, 0.3);
@@ -790,7 +792,7 @@ TEST_F(HttpClientTest, AnExhaustedBudgetIsOneIoErrorSoonAfterTheBudget) {
   HttpClient client(o, AwsConfig(), &stats_);
   std::string buf(10, '\0');
   const Clock::time_point t0 = Clock::now();
-  Status s = client.GetRange(Url(server.Url("/a.tar")), 0, 10, "", 1000, buf.data());
+  Status s = client.GetRange(Url(server.Url("/a.tar")), 0, 10, {1000, ""}, buf.data());
   const double took = SecondsSince(t0);
   EXPECT_EQ(s.code(), Status::Code::kIoError);
   EXPECT_THAT(s.message(), StartsWith(server.Url("/a.tar")));
@@ -814,8 +816,8 @@ TEST_F(HttpClientTest, RefusedConnectionsAreRetriedUntilTheBudget) {
   o.retry_budget = milliseconds(400);
   HttpClient client(o, AwsConfig(), &stats_);
   std::string buf(10, '\0');
-  Status s = client.GetRange(Url(fmt::format("http://127.0.0.1:{}/a.tar", port)), 0, 10, "",
-                             1000, buf.data());
+  Status s = client.GetRange(Url(fmt::format("http://127.0.0.1:{}/a.tar", port)), 0, 10, {1000, ""},
+                             buf.data());
   EXPECT_EQ(s.code(), Status::Code::kIoError);
   EXPECT_THAT(s.message(), HasSubstr("gave up after"));
   EXPECT_GE(Errors(stats_.Snapshot(), ErrorKind::kConnect), 2u);
@@ -827,7 +829,7 @@ TEST_F(HttpClientTest, A412IsCorruptionAndNotRetried) {
   });
   HttpClient client(FastOptions(), AwsConfig(), &stats_);
   std::string buf(10, 'x');
-  Status s = client.GetRange(Url(server.Url("/a.tar")), 0, 10, kEtag, 1000, buf.data());
+  Status s = client.GetRange(Url(server.Url("/a.tar")), 0, 10, {1000, kEtag}, buf.data());
   EXPECT_EQ(s.code(), Status::Code::kCorruption);
   EXPECT_THAT(s.message(), HasSubstr("the object changed on the server since it was indexed"));
   EXPECT_EQ(server.requests().size(), 1u);
@@ -841,7 +843,7 @@ TEST_F(HttpClientTest, AnotherTotalIsCorruption) {
   });
   HttpClient client(FastOptions(), AwsConfig(), &stats_);
   std::string buf(10, 'x');
-  Status s = client.GetRange(Url(server.Url("/a.tar")), 0, 10, kEtag, 1000, buf.data());
+  Status s = client.GetRange(Url(server.Url("/a.tar")), 0, 10, {1000, kEtag}, buf.data());
   EXPECT_EQ(s.code(), Status::Code::kCorruption);
   EXPECT_THAT(s.message(), HasSubstr("1004 bytes long now, 1000 when indexed"));
   EXPECT_EQ(server.requests().size(), 1u);
@@ -857,19 +859,19 @@ TEST_F(HttpClientTest, A200IsTakenOnlyForTheWholeObjectOfTheRightLength) {
   });
   HttpClient client(FastOptions(), AwsConfig(), &stats_);
   std::string buf(100, 'x');
-  Status s = client.GetRange(Url(server.Url("/a.tar")), 100, 100, "", 1000, buf.data());
+  Status s = client.GetRange(Url(server.Url("/a.tar")), 100, 100, {1000, ""}, buf.data());
   EXPECT_EQ(s.code(), Status::Code::kIoError);
   EXPECT_THAT(s.message(), HasSubstr("does not serve byte ranges"));
   EXPECT_EQ(buf, std::string(100, 'x'));
   EXPECT_EQ(server.requests().size(), 1u);
 
   std::string whole(1000, '\0');
-  ASSERT_TRUE(client.GetRange(Url(server.Url("/a.tar")), 0, 1000, "", 1000, whole.data()).ok());
+  ASSERT_TRUE(client.GetRange(Url(server.Url("/a.tar")), 0, 1000, {1000, ""}, whole.data()).ok());
   EXPECT_EQ(whole, obj_);
 
-  s = client.GetRange(Url(server.Url("/short.tar")), 0, 1000, "", 1000, whole.data());
+  s = client.GetRange(Url(server.Url("/short.tar")), 0, 1000, {1000, ""}, whole.data());
   EXPECT_EQ(s.code(), Status::Code::kCorruption);
-  s = client.GetRange(Url(server.Url("/short.tar")), 0, 10, "", 1000, buf.data());
+  s = client.GetRange(Url(server.Url("/short.tar")), 0, 10, {1000, ""}, buf.data());
   EXPECT_EQ(s.code(), Status::Code::kCorruption);
   EXPECT_EQ(buf, std::string(100, 'x'));
 }
@@ -882,13 +884,13 @@ TEST_F(HttpClientTest, NotFoundAndAccessDeniedAreNotRetried) {
   });
   HttpClient client(FastOptions(), AwsConfig(), &stats_);
   std::string buf(10, '\0');
-  Status s = client.GetRange(Url(server.Url("/missing")), 0, 10, "", 1000, buf.data());
+  Status s = client.GetRange(Url(server.Url("/missing")), 0, 10, {1000, ""}, buf.data());
   EXPECT_EQ(s.code(), Status::Code::kNotFound);
   auto h = client.Head(Url(server.Url("/secret")));
   ASSERT_FALSE(h.ok());
   EXPECT_EQ(h.status().code(), Status::Code::kIoError);
   EXPECT_THAT(h.status().message(), HasSubstr("access denied"));
-  s = client.GetRange(Url(server.Url("/secret")), 0, 10, "", 1000, buf.data());
+  s = client.GetRange(Url(server.Url("/secret")), 0, 10, {1000, ""}, buf.data());
   EXPECT_THAT(s.message(), HasSubstr("AccessDenied"));
   EXPECT_EQ(server.requests().size(), 3u);
   EXPECT_EQ(stats_.Snapshot().retries, 0u);
@@ -967,7 +969,7 @@ TEST_F(HttpClientTest, CancelEndsARetryLoopQuickly) {
   });
   std::string buf(10, '\0');
   const Clock::time_point t0 = Clock::now();
-  Status s = client.GetRange(Url(server.Url("/a.tar")), 0, 10, "", 1000, buf.data());
+  Status s = client.GetRange(Url(server.Url("/a.tar")), 0, 10, {1000, ""}, buf.data());
   const double took = SecondsSince(t0);
   canceller.join();
   EXPECT_EQ(s.code(), Status::Code::kIoError);
@@ -997,6 +999,195 @@ TEST_F(HttpClientTest, CancelEndsARetryLoopQuickly) {
   EXPECT_LT(SecondsSince(t1), 0.6);
 }
 
+// ---------------------------------------------------------------- validators
+
+const std::string kLastModified = "Last-Modified: Tue, 01 Dec 2026 10:00:00 GMT";
+constexpr int64_t kLastModifiedNs = int64_t{1796119200} * 1'000'000'000;
+
+// A server that ignores If-Match (python range servers, some caches and S3
+// gateways): it answers every range from `obj` with exactly `headers` (and
+// Content-Range), whatever the request's If-Match says.
+After ServeIgnoringIfMatch(int fd, const HttpRequest& req, const std::string& obj,
+                           const std::vector<std::string>& headers) {
+  std::vector<std::string> h = headers;
+  const std::string range = req.Header("range");
+  if (range.empty()) {
+    Respond(fd, "200 OK", h, obj, std::nullopt, req.method == "HEAD");
+    return After::kKeep;
+  }
+  const std::string spec = range.substr(6);
+  const size_t dash = spec.find('-');
+  const uint64_t first = std::stoull(spec.substr(0, dash));
+  uint64_t last = obj.size() - 1;
+  if (dash + 1 < spec.size()) last = std::min<uint64_t>(last, std::stoull(spec.substr(dash + 1)));
+  h.push_back(fmt::format("Content-Range: bytes {}-{}/{}", first, last, obj.size()));
+  Respond(fd, "206 Partial Content", h, obj.substr(first, last - first + 1));
+  return After::kKeep;
+}
+
+// Same size, other bytes: what a replaced shard looks like.
+std::string Replaced() { return testing::PseudoRandomBytes(1000, 99); }
+
+TEST_F(HttpClientTest, TheResponseEtagIsComparedEvenWhenIfMatchIsIgnored) {
+  LoopbackServer server([](int fd, const HttpRequest& req, int) {
+    return ServeIgnoringIfMatch(fd, req, Replaced(), {"ETag: \"v2-etag\"", kLastModified});
+  });
+  HttpClient client(FastOptions(), AwsConfig(), &stats_);
+  std::string buf(100, 'x');
+  Status s = client.GetRange(Url(server.Url("/a.tar")), 100, 100, {1000, kEtag}, buf.data());
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_THAT(s.message(), HasSubstr("ETag \"v2-etag\", \"v1-etag\" when indexed"));
+  EXPECT_EQ(buf, std::string(100, 'x'));
+  // The whole object as a 200 is held to the same.
+  std::string whole(1000, 'x');
+  s = client.GetRange(Url(server.Url("/a.tar")), 0, 1000, {1000, kEtag}, whole.data());
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_EQ(server.requests().size(), 2u);  // Not retried.
+  EXPECT_EQ(Errors(stats_.Snapshot(), ErrorKind::kPrecondition), 2u);
+}
+
+TEST_F(HttpClientTest, AWeakEtagNeverMatchesEitherSide) {
+  LoopbackServer server([](int fd, const HttpRequest& req, int) {
+    const std::string etag = req.target == "/weak-both.tar" ? "W/\"w1\"" : "W/" + kEtag;
+    return ServeIgnoringIfMatch(fd, req, Object(), {"ETag: " + etag});
+  });
+  HttpClient client(FastOptions(), AwsConfig(), &stats_);
+  std::string buf(10, 'x');
+  Status s = client.GetRange(Url(server.Url("/weak.tar")), 0, 10, {1000, kEtag}, buf.data());
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_THAT(s.message(), HasSubstr("weak ETag"));
+  s = client.GetRange(Url(server.Url("/weak-both.tar")), 0, 10, {1000, "W/\"w1\""}, buf.data());
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_EQ(buf, std::string(10, 'x'));
+}
+
+TEST_F(HttpClientTest, AResponseWithoutTheIndexedEtagIsCountedAndRefusedUnlessTrusted) {
+  LoopbackServer server([](int fd, const HttpRequest& req, int) {
+    if (req.target == "/other-lm.tar") {
+      return ServeIgnoringIfMatch(fd, req, Replaced(),
+                                  {"Last-Modified: Wed, 02 Dec 2026 10:00:00 GMT"});
+    }
+    return ServeIgnoringIfMatch(fd, req, Object(), {kLastModified});
+  });
+  std::string buf(10, 'x');
+  {
+    HttpClient client(FastOptions(), AwsConfig(), &stats_);
+    Status s = client.GetRange(Url(server.Url("/a.tar")), 0, 10, {1000, kEtag}, buf.data());
+    EXPECT_EQ(s.code(), Status::Code::kCorruption);
+    EXPECT_THAT(s.message(), HasSubstr("no ETag"));
+    EXPECT_THAT(s.message(), HasSubstr("trust_responses_without_etag"));
+    EXPECT_EQ(buf, std::string(10, 'x'));
+    const auto snap = stats_.Snapshot();
+    EXPECT_EQ(snap.unverified, 1u);
+    EXPECT_EQ(Errors(snap, ErrorKind::kBadResponse), 1u);
+    EXPECT_EQ(snap.retries, 0u);
+  }
+  FetchOptions trusting = FastOptions();
+  trusting.trust_responses_without_etag = true;
+  HttpClient client(trusting, AwsConfig(), &stats_);
+  Status s =
+      client.GetRange(Url(server.Url("/a.tar")), 0, 10, {1000, kEtag, kLastModifiedNs}, buf.data());
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(buf, obj_.substr(0, 10));
+  EXPECT_EQ(stats_.Snapshot().unverified, 2u);  // Counted when accepted too.
+  // Trusted, but a Last-Modified that differs still proves a change.
+  buf.assign(10, 'x');
+  s = client.GetRange(Url(server.Url("/other-lm.tar")), 0, 10, {1000, kEtag, kLastModifiedNs},
+                      buf.data());
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_THAT(s.message(), HasSubstr("Last-Modified"));
+  EXPECT_EQ(buf, std::string(10, 'x'));
+}
+
+TEST_F(HttpClientTest, WithoutAnEtagLastModifiedIsHeldTo) {
+  LoopbackServer server([](int fd, const HttpRequest& req, int) {
+    if (req.target == "/other.tar") {
+      return ServeIgnoringIfMatch(fd, req, Replaced(),
+                                  {"Last-Modified: Wed, 02 Dec 2026 10:00:00 GMT"});
+    }
+    if (req.target == "/none.tar") return ServeIgnoringIfMatch(fd, req, Replaced(), {});
+    return ServeIgnoringIfMatch(fd, req, Object(), {kLastModified});
+  });
+  HttpClient client(FastOptions(), AwsConfig(), &stats_);
+  const ExpectedObject indexed{1000, "", kLastModifiedNs};
+  std::string buf(10, 'x');
+  ASSERT_TRUE(client.GetRange(Url(server.Url("/same.tar")), 5, 10, indexed, buf.data()).ok());
+  EXPECT_EQ(buf, obj_.substr(5, 10));
+  buf.assign(10, 'x');
+  Status s = client.GetRange(Url(server.Url("/other.tar")), 5, 10, indexed, buf.data());
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_THAT(s.message(), HasSubstr("Last-Modified Wed, 02 Dec 2026"));
+  s = client.GetRange(Url(server.Url("/none.tar")), 5, 10, indexed, buf.data());
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_THAT(s.message(), HasSubstr("no Last-Modified"));
+  EXPECT_EQ(buf, std::string(10, 'x'));
+  EXPECT_EQ(stats_.Snapshot().unverified, 1u);
+  // An index that holds neither has only the size to go by.
+  ASSERT_TRUE(client.GetRange(Url(server.Url("/none.tar")), 5, 10, {1000, ""}, buf.data()).ok());
+}
+
+TEST_F(HttpClientTest, CheckJudgesAHeadLikeEveryResponse) {
+  LoopbackServer server([](int fd, const HttpRequest& req, int) {
+    if (req.target == "/missing.tar") {
+      Respond(fd, "404 Not Found", {}, "", std::nullopt, true);
+      return After::kKeep;
+    }
+    if (req.target == "/noetag.tar") return ServeIgnoringIfMatch(fd, req, Object(), {});
+    return ServeRanges(fd, req);
+  });
+  HttpClient client(FastOptions(), AwsConfig(), &stats_);
+  EXPECT_TRUE(client.Check(Url(server.Url("/a.tar")), {1000, kEtag}).ok());
+  EXPECT_TRUE(client.Check(Url(server.Url("/a.tar")), {1000, "", kLastModifiedNs}).ok());
+  EXPECT_EQ(client.Check(Url(server.Url("/a.tar")), {1000, "\"v0\""}).code(),
+            Status::Code::kCorruption);
+  EXPECT_EQ(client.Check(Url(server.Url("/a.tar")), {999, kEtag}).code(),
+            Status::Code::kCorruption);
+  EXPECT_EQ(client.Check(Url(server.Url("/noetag.tar")), {1000, kEtag}).code(),
+            Status::Code::kCorruption);
+  EXPECT_EQ(client.Check(Url(server.Url("/missing.tar")), {1000, kEtag}).code(),
+            Status::Code::kNotFound);
+  for (const HttpRequest& r : server.requests()) EXPECT_EQ(r.method, "HEAD");
+}
+
+TEST_F(HttpClientTest, GetStreamRefusesAResumeWithoutTheFirstEtag) {
+  LoopbackServer server([this](int fd, const HttpRequest& req, int i) {
+    if (i == 0) {
+      Respond(fd, "200 OK", {"ETag: " + kEtag}, obj_, 400);
+      return After::kReset;
+    }
+    return ServeIgnoringIfMatch(fd, req, Replaced(), {});
+  });
+  HttpClient client(FastOptions(), AwsConfig(), &stats_);
+  std::string got;
+  auto info = client.GetStream(Url(server.Url("/a.tar")), [&](const char* p, size_t n) {
+    got.append(p, n);
+    return Status::Ok();
+  });
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), Status::Code::kCorruption);
+  EXPECT_EQ(got, obj_.substr(0, 400));
+}
+
+TEST_F(HttpClientTest, GetStreamWithoutAnEtagHoldsTheResumeToLastModified) {
+  LoopbackServer server([this](int fd, const HttpRequest& req, int i) {
+    if (i == 0) {
+      Respond(fd, "200 OK", {kLastModified}, obj_, 400);
+      return After::kReset;
+    }
+    return ServeIgnoringIfMatch(fd, req, Replaced(),
+                                {"Last-Modified: Wed, 02 Dec 2026 10:00:00 GMT"});
+  });
+  HttpClient client(FastOptions(), AwsConfig(), &stats_);
+  std::string got;
+  auto info = client.GetStream(Url(server.Url("/a.tar")), [&](const char* p, size_t n) {
+    got.append(p, n);
+    return Status::Ok();
+  });
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), Status::Code::kCorruption);
+  EXPECT_EQ(got, obj_.substr(0, 400));
+}
+
 TEST_F(HttpClientTest, S3RequestsCarrySigV4Headers) {
   LoopbackServer server([](int fd, const HttpRequest& req, int) { return ServeRanges(fd, req); });
   AwsConfig cfg;
@@ -1009,7 +1200,7 @@ TEST_F(HttpClientTest, S3RequestsCarrySigV4Headers) {
   {
     HttpClient client(FastOptions(), cfg, &stats_);
     std::string buf(10, '\0');
-    Status s = client.GetRange(Url("s3://bkt/dir/a b+c.tar"), 10, 10, kEtag, 1000, buf.data());
+    Status s = client.GetRange(Url("s3://bkt/dir/a b+c.tar"), 10, 10, {1000, kEtag}, buf.data());
     ASSERT_TRUE(s.ok()) << s.message();
     EXPECT_EQ(buf, obj_.substr(10, 10));
   }  // Closes its connection: the server serves one at a time.
