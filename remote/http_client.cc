@@ -40,6 +40,7 @@ struct ResponseHead {
   int64_t range_total = -1;  // -1 for "*".
   std::string etag;
   std::string last_modified;
+  std::string location;
   std::optional<Millis> retry_after;
 };
 
@@ -139,6 +140,8 @@ void ParseHeaderLine(std::string_view line, ResponseHead* h) {
     h->etag = std::string(value);
   } else if (name == "last-modified") {
     h->last_modified = std::string(value);
+  } else if (name == "location") {
+    h->location = std::string(value);
   } else if (name == "retry-after") {
     if (ParseU64(value, &n)) {
       h->retry_after = Millis(std::min<uint64_t>(n, 86400) * 1000);
@@ -622,6 +625,11 @@ size_t HttpClient::Impl::OnWrite(char* data, size_t size, size_t n, void* self_p
 
 namespace {
 
+// The schemes a redirect of `url` may lead to (curl's list).
+const char* RedirectProtocols(const RemoteUrl& url) {
+  return url.scheme == RemoteUrl::Scheme::kHttps ? "https" : "http,https";
+}
+
 Verdict FromCurlCode(CURLcode rc, const char* detail) {
   std::string text = detail != nullptr && *detail != '\0'
                          ? std::string(detail)
@@ -720,9 +728,11 @@ Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& reque
     if (!config.session_token.empty()) add_header("x-amz-security-token: " + config.session_token);
   } else if (!url.is_s3()) {
     // A CDN may redirect; a signed request may not follow (the signature
-    // covers the host).
+    // covers the host). Never to a weaker scheme (https -> http) or another
+    // protocol (file, ftp, ...).
     curl->easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 1L);
     curl->easy_setopt(easy, CURLOPT_MAXREDIRS, 5L);
+    curl->easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, RedirectProtocols(url));
   }
   if (headers != nullptr) curl->easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
 
@@ -784,6 +794,14 @@ Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& reque
                                        : ErrorKind::kOther);
   } else if (judged && !verdict.status.ok()) {
     v = verdict;
+  } else if (rc == CURLE_UNSUPPORTED_PROTOCOL && head.status >= 300 && head.status <= 399) {
+    v = Verdict::Fail(Status::IoError(fmt::format(
+                          "refused to follow the redirect ({}) to {}: {}", StatusText(head),
+                          head.location.empty() ? "(no Location)" : head.location,
+                          url.scheme == RemoteUrl::Scheme::kHttps
+                              ? "an https URL is only followed to https"
+                              : "an http URL is only followed to http or https")),
+                      ErrorKind::kBadResponse);
   } else if (!rc || *rc != CURLE_OK) {
     v = FromCurlCode(rc.value_or(CURLE_OUT_OF_MEMORY), curl_error);
   } else {

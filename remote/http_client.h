@@ -21,7 +21,9 @@
 // is compared the same way. A response without the validator the index
 // holds cannot be told from a replaced object: it is counted
 // (RequestStats::unverified) and refused as Corruption, unless
-// FetchOptions::trust_responses_without_etag.
+// FetchOptions::trust_responses_without_etag. Redirects are followed (http(s)
+// URLs only) to https from https, to http or https from http, never to
+// another scheme; a refused redirect is an IoError naming its target.
 #ifndef SHARDFS_REMOTE_HTTP_CLIENT_H_
 #define SHARDFS_REMOTE_HTTP_CLIENT_H_
 

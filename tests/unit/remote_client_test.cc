@@ -1188,6 +1188,32 @@ TEST_F(HttpClientTest, GetStreamWithoutAnEtagHoldsTheResumeToLastModified) {
   EXPECT_EQ(got, obj_.substr(0, 400));
 }
 
+TEST_F(HttpClientTest, RedirectsToAnotherSchemeAreRefused) {
+  LoopbackServer server([](int fd, const HttpRequest& req, int) {
+    if (req.target == "/moved.tar") {
+      Respond(fd, "302 Found", {"Location: /a.tar"}, "");
+      return After::kKeep;
+    }
+    if (req.target == "/file.tar") {
+      Respond(fd, "302 Found", {"Location: file:///etc/hostname"}, "");
+      return After::kKeep;
+    }
+    return ServeRanges(fd, req);
+  });
+  HttpClient client(FastOptions(), AwsConfig(), &stats_);
+  std::string buf(10, 'x');
+  ASSERT_TRUE(
+      client.GetRange(Url(server.Url("/moved.tar")), 0, 10, {1000, kEtag}, buf.data()).ok());
+  EXPECT_EQ(buf, obj_.substr(0, 10));
+  buf.assign(10, 'x');
+  Status s = client.GetRange(Url(server.Url("/file.tar")), 0, 10, {1000, kEtag}, buf.data());
+  EXPECT_EQ(s.code(), Status::Code::kIoError);
+  EXPECT_THAT(s.message(), HasSubstr("refused to follow the redirect (HTTP 302 Found) to "
+                                     "file:///etc/hostname"));
+  EXPECT_EQ(buf, std::string(10, 'x'));
+  EXPECT_EQ(stats_.Snapshot().retries, 0u);
+}
+
 TEST_F(HttpClientTest, S3RequestsCarrySigV4Headers) {
   LoopbackServer server([](int fd, const HttpRequest& req, int) { return ServeRanges(fd, req); });
   AwsConfig cfg;
