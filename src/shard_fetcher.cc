@@ -23,6 +23,17 @@ enum ShardCounter {
   kDelivered, kFetched, kHits, kMisses, kFetches, kErrors, kPushed, kShardCounters
 };
 
+// A remote read's failure as ChunkedReader promises it: Corruption stays
+// (the shard is not the one indexed); anything else, a 404's NotFound
+// included, is an IoError, so that the read fails with EIO.
+Status AsShardError(const Status& s, const std::string& location) {
+  if (s.ok()) return s;
+  if (s.code() == Status::Code::kCorruption || s.code() == Status::Code::kIoError) {
+    return s.WithContext(fmt::format("shard {}", location));
+  }
+  return Status::IoError(fmt::format("shard {}: {}", location, s.message()));
+}
+
 }  // namespace
 
 struct ShardFetcher::Inflight {
@@ -323,16 +334,16 @@ Status ShardFetcher::CheckRemote(uint32_t id) {
   if (id >= shards_.size() || !shards_[id].remote) return Status::Ok();
   const FetchShard& s = shards_[id];
   remote::HttpClient client(options_.fetch, options_.aws, &requests_);
-  return client.Check(urls_[id], {s.size, s.etag, s.mtime_ns})
-      .WithContext(fmt::format("shard {}", s.location));
+  return AsShardError(client.Check(urls_[id], {s.size, s.etag, s.mtime_ns}), s.location);
 }
 
 Status ShardFetcher::Fetch(remote::HttpClient& client, const Job& job, char* data, size_t len) {
   const FetchShard& s = shards_[job.key.shard];
   const uint64_t pos = job.key.index * options_.chunk_size;
   if (s.remote) {
-    return client.GetRange(urls_[job.key.shard], pos, len, {s.size, s.etag, s.mtime_ns}, data)
-        .WithContext(fmt::format("shard {}", s.location));
+    return AsShardError(
+        client.GetRange(urls_[job.key.shard], pos, len, {s.size, s.etag, s.mtime_ns}, data),
+        s.location);
   }
   return PreadExact(job.shard->fd(), data, len, pos)
       .WithContext(fmt::format("shard {}", s.location));

@@ -27,6 +27,10 @@
 // the indexed ETag, else Last-Modified, on the response itself: see
 // remote/http_client.h), or from a cached chunk whose checksum held.
 //
+// Errors are those of ChunkedReader: Corruption when the server shows the
+// shard is not the one indexed, IoError for everything else, a 404 included
+// (a missing shard is an I/O error of the files in it, not "no such file").
+//
 // What counts as a re-use for the cache's policy: a read of a chunk that is
 // not among the last few chunks of that shard read or fetched ahead. The many
 // reads of one chunk during a sweep (a chunk holds hundreds of small files)
@@ -129,8 +133,8 @@ class ShardFetcher : public ChunkedReader {
   Status Warm(const ShardHandle& shard, uint64_t pos, uint64_t len, uint64_t* fetched);
   // For mount --check: a HEAD of remote shard `id`, judged like every
   // response (its size, its ETag or Last-Modified). Corruption if it
-  // differs, IoError if it cannot be reached within the retry budget. Ok for
-  // a local shard.
+  // differs, IoError if it cannot be reached within the retry budget or is
+  // not there (404). Ok for a local shard.
   Status CheckRemote(uint32_t id);
   // Empties the cache (memory and disk).
   void DropCache() { cache_->Clear(); }
