@@ -51,12 +51,15 @@ Status CheckFingerprint(const ShardCache::Shard& s, uint64_t fp) {
 
 }  // namespace
 
-Result<ShardHandle> ShardCache::OpenRemote(uint32_t id) {
+Result<ShardHandle> ShardCache::OpenRemote(uint32_t id, bool recheck) {
   const Shard& s = shards_[id];
   if (options_.chunked == nullptr) {
     return Status::NotSupported(fmt::format("shard {}: a remote shard, and this mount reads "
                                             "no remote shards", s.path));
   }
+  // The chunk cache would answer the fingerprint's reads from what it holds:
+  // only the server can say whether the shard is right again.
+  if (recheck) SHARDFS_RETURN_IF_ERROR(options_.chunked->Recheck(index::ShardId{id}));
   auto handle = std::make_shared<OpenShard>(index::ShardId{id}, -1, options_.chunked);
   if (!s.meta.etag.empty()) return handle;  // Every request carries If-Match.
   // No ETag to hold the server to: the fingerprint, from the first and last
@@ -68,9 +71,9 @@ Result<ShardHandle> ShardCache::OpenRemote(uint32_t id) {
   return handle;
 }
 
-Result<ShardHandle> ShardCache::Open(uint32_t id) {
+Result<ShardHandle> ShardCache::Open(uint32_t id, bool recheck) {
   const Shard& s = shards_[id];
-  if (s.meta.remote()) return OpenRemote(id);
+  if (s.meta.remote()) return OpenRemote(id, recheck);
   // O_NONBLOCK: a FIFO (or a device) where the shard should be must not
   // block the open; it is refused right after, on fstat.
   constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
@@ -100,6 +103,7 @@ Result<ShardHandle> ShardCache::Get(index::ShardId id) {
     return Status::Corruption(fmt::format("shard id {} out of range", id.value));
   }
   Slot& slot = slots_[id.value];
+  bool recheck;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (slot.handle) {
@@ -107,10 +111,11 @@ Result<ShardHandle> ShardCache::Get(index::ShardId id) {
       return slot.handle;
     }
     if (!slot.bad.ok() && Clock::now() < slot.recheck_at) return slot.bad;
+    recheck = !slot.bad.ok();
   }
   // Open and check outside the lock: it reads 128 KiB. Two threads may race
   // to open the same shard; the second keeps the first's handle.
-  Result<ShardHandle> opened = Open(id.value);
+  Result<ShardHandle> opened = Open(id.value, recheck);
   if (!opened.ok()) {
     const Status& s = opened.status();
     // A remote shard that cannot be fetched now (the server is down, the

@@ -18,8 +18,11 @@
 // through a ChunkedReader (src/shard_fetcher.h), which fetches aligned
 // chunks into a local cache. With ShardCacheOptions::chunk_local, local
 // shards are read through it too (a cache in front of NFS or Lustre). A
-// remote shard is checked by its ETag on every request; one indexed without
-// an ETag is checked by its fingerprint when opened.
+// remote shard is checked on every response (its size and ETag, else its
+// Last-Modified); one indexed without an ETag is checked by its fingerprint
+// when opened too. A remote shard marked bad is asked for again after its
+// back-off (ChunkedReader::Recheck, a HEAD judged like every response), and
+// serves again only if that answer matches the index.
 //
 // Thread safety: all methods may be called from any thread. The LRU and the
 // fd table are guarded by mu_; a ShardHandle keeps its fd open while held,
@@ -56,6 +59,10 @@ class ChunkedReader {
   // a file stored ahead of the program into the kernel's cache. Reads for
   // checks and pushes that were not stored are not counted.
   virtual void NoteDelivered(index::ShardId shard, uint64_t bytes, bool pushed) = 0;
+  // Asks the shard's source, not the cache, whether `shard` is still the one
+  // indexed: before a remote shard marked bad serves again. Corruption if
+  // not, IoError if that cannot be told now.
+  virtual Status Recheck(index::ShardId shard) = 0;
 };
 
 // An open shard: a local file (closed when the last holder lets go), read
@@ -136,8 +143,9 @@ class ShardCache {
     bool logged = false;                    // Guarded by mu_; bad was logged.
     bool logged_transient = false;          // Guarded by mu_.
   };
-  Result<ShardHandle> Open(uint32_t id);
-  Result<ShardHandle> OpenRemote(uint32_t id);
+  // `recheck`: the shard was marked bad; a remote one is asked again.
+  Result<ShardHandle> Open(uint32_t id, bool recheck);
+  Result<ShardHandle> OpenRemote(uint32_t id, bool recheck);
 
   const std::vector<Shard> shards_;
   ShardCacheOptions options_;

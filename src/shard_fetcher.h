@@ -131,11 +131,13 @@ class ShardFetcher : public ChunkedReader {
   // `threads` at a time, and waits for them. Adds the bytes fetched to
   // *fetched. IoError or Corruption of the first chunk that failed.
   Status Warm(const ShardHandle& shard, uint64_t pos, uint64_t len, uint64_t* fetched);
-  // For mount --check: a HEAD of remote shard `id`, judged like every
-  // response (its size, its ETag or Last-Modified). Corruption if it
-  // differs, IoError if it cannot be reached within the retry budget or is
-  // not there (404). Ok for a local shard.
+  // For mount --check and the recheck of a shard marked bad: a HEAD of
+  // remote shard `id`, judged like every response (its size, its ETag or
+  // Last-Modified). Corruption if it differs, IoError if it cannot be
+  // reached within the retry budget or is not there (404). Ok for a local
+  // shard.
   Status CheckRemote(uint32_t id);
+  Status Recheck(index::ShardId shard) override { return CheckRemote(shard.value); }
   // Empties the cache (memory and disk).
   void DropCache() { cache_->Clear(); }
 
