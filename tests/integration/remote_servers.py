@@ -1034,3 +1034,170 @@ def http_get(url, headers=None, ca_file=None, timeout=10):
             return r.status, dict(r.headers), r.read()
     except urllib.error.HTTPError as e:
         return e.code, dict(e.headers), e.read()
+
+
+# --------------------------------------------------------------------------- RangeServer
+# A server that misbehaves on purpose (for test_remote_trust.py): kept apart
+# from the proxy above, which relays an honest server's answers.
+
+import email.utils as _email_utils  # noqa: E402
+import http.server as _http_server  # noqa: E402
+
+KEEP = object()  # RangeServer.misbehave: leave this part of the answer as it was.
+
+
+class RangeServer:
+    """An HTTP/1.1 range server in threads of the test process (stdlib only),
+    over https with a self-signed certificate (.ca_file) if tls=True.
+
+    Honest by default, as nginx: byte ranges, a strong ETag and a
+    Last-Modified per object, 412 for an If-Match that does not match.
+    misbehave(path, ...) then changes what it answers for one path, the way
+    real servers do: ignore If-Match and serve other bytes (body), send
+    another, a weak or no ETag (etag=None), another or no Last-Modified
+    (last_modified=None), answer a status (404), or redirect (location).
+    behave(path) makes it honest again. Every request is logged in
+    .requests as (method, path, range header, if-match header)."""
+
+    def __init__(self, tls=False, cert_dir=None):
+        self.tls = tls
+        self._cert_dir = cert_dir
+        self._own_cert_dir = None
+        self.ca_file = None
+        self._objects = {}  # path -> (body, etag, last_modified)
+        self._faults = {}   # path -> dict of overrides
+        self._lock = threading.Lock()
+        self.requests = []
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    @property
+    def url(self):
+        host, port = self._httpd.server_address[:2]
+        return "%s://%s:%d" % ("https" if self.tls else "http", host, port)
+
+    def put(self, path, data, etag=KEEP, last_modified=KEEP):
+        """Serves `data` at `path`: with a fresh strong ETag and a
+        Last-Modified of now unless given (None: no such header)."""
+        if etag is KEEP:
+            etag = '"%s"' % secrets.token_hex(8)
+        if last_modified is KEEP:
+            last_modified = _email_utils.formatdate(time.time(), usegmt=True)
+        with self._lock:
+            self._objects[path] = (bytes(data), etag, last_modified)
+            self._faults.pop(path, None)
+
+    def etag(self, path):
+        with self._lock:
+            return self._objects[path][1]
+
+    def misbehave(self, path, body=KEEP, etag=KEEP, last_modified=KEEP, status=None,
+                  location=None):
+        """From now on `path` is answered against the rules; any of `body`,
+        `etag`, `last_modified` given replaces that part of the answer and
+        makes the server ignore If-Match."""
+        with self._lock:
+            self._faults[path] = {"body": body, "etag": etag, "last_modified": last_modified,
+                                  "status": status, "location": location}
+
+    def behave(self, path):
+        with self._lock:
+            self._faults.pop(path, None)
+
+    def start(self):
+        server = self
+
+        class Handler(_http_server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            timeout = 60  # An idle kept-alive connection ends its thread.
+
+            def log_message(self, *args):
+                pass
+
+            def do_HEAD(self):
+                self._answer(head=True)
+
+            def do_GET(self):
+                self._answer(head=False)
+
+            def _send(self, code, headers, body, head):
+                self.send_response(code)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if not head:
+                    self.wfile.write(body)
+
+            def _answer(self, head):
+                path = urllib.parse.urlsplit(self.path).path
+                rng = self.headers.get("Range")
+                if_match = self.headers.get("If-Match")
+                with server._lock:
+                    server.requests.append((self.command, path, rng, if_match))
+                    obj = server._objects.get(path)
+                    fault = server._faults.get(path)
+                if obj is None:
+                    return self._send(404, [], b"not found\n", head)
+                body, etag, last_modified = obj
+                honour_if_match = True
+                if fault is not None:
+                    if fault["location"] is not None:
+                        return self._send(302, [("Location", fault["location"])], b"", head)
+                    if fault["status"] is not None:
+                        return self._send(fault["status"], [], b"gone\n", head)
+                    for key in ("body", "etag", "last_modified"):
+                        if fault[key] is not KEEP:
+                            honour_if_match = False
+                    body = body if fault["body"] is KEEP else fault["body"]
+                    etag = etag if fault["etag"] is KEEP else fault["etag"]
+                    if fault["last_modified"] is not KEEP:
+                        last_modified = fault["last_modified"]
+                if honour_if_match and if_match is not None and if_match != etag:
+                    return self._send(412, [], b"", head)
+                headers = []
+                if etag is not None:
+                    headers.append(("ETag", etag))
+                if last_modified is not None:
+                    headers.append(("Last-Modified", last_modified))
+                if rng is None:
+                    return self._send(200, headers, body, head)
+                first, _, last = rng[len("bytes="):].partition("-")
+                first = int(first)
+                last = min(int(last) if last else len(body) - 1, len(body) - 1)
+                headers.append(("Content-Range", "bytes %d-%d/%d" % (first, last, len(body))))
+                return self._send(206, headers, body[first:last + 1], head)
+
+        httpd = _http_server.ThreadingHTTPServer((LOOPBACK, 0), Handler)
+        httpd.daemon_threads = True
+        if self.tls:
+            if self._cert_dir is None:
+                self._own_cert_dir = tempfile.mkdtemp(prefix="shardfs-rangeserver-")
+                self._cert_dir = self._own_cert_dir
+            cert, key = make_self_signed_cert(self._cert_dir)
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(cert, key)
+            httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+            self.ca_file = cert
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="RangeServer", daemon=True)
+        self._thread.start()
+
+    def stop(self):
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._thread.join(timeout=10)
+            self._httpd = None
+        if self._own_cert_dir is not None:
+            shutil.rmtree(self._own_cert_dir, ignore_errors=True)
+            self._own_cert_dir = None
