@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "base/parse.h"
+#include "base/strings.h"
 #include "index/index_reader.h"
 #include "src/command.h"
 #include "src/json_writer.h"
@@ -124,8 +125,8 @@ int RunIndexInfo(int argc, char** argv) {
       const auto& s = r.shards()[i];
       JsonObject so;
       so.UNum("shard_id", i)
-          .Str("shard", r.ShardPath(index::ShardId{static_cast<uint32_t>(i)}))
-          .Str("stored_path", s.path)
+          .Str("shard", RedactLocation(r.ShardPath(index::ShardId{static_cast<uint32_t>(i)})))
+          .Str("stored_path", RedactLocation(s.path))
           .UNum("size", s.size)
           .Num("mtime_ns", s.mtime_ns)
           .Str("fingerprint", fmt::format("{:016x}", s.fingerprint))

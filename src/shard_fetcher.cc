@@ -7,6 +7,7 @@
 
 #include "base/io.h"
 #include "base/log.h"
+#include "base/strings.h"
 
 namespace shardfs::mount {
 
@@ -197,14 +198,14 @@ Status ShardFetcher::Await(Inflight& f, ChunkKey key, uint64_t offset, size_t le
   if (!f.cv.wait_for(lock, wait_bound(), [&] { return f.done; })) {
     counters_->wait_timeouts.fetch_add(1, std::memory_order_relaxed);
     return Status::IoError(fmt::format("shard {}: chunk {} not fetched within {} s",
-                                       shards_[key.shard].location, key.index,
+                                       RedactLocation(shards_[key.shard].location), key.index,
                                        wait_bound().count() / 1000));
   }
   if (!f.status.ok()) return f.status;
   if (offset + len > f.len) {
     return Status::IoError(fmt::format("shard {}: chunk {} is {} bytes, read to byte {}",
-                                       shards_[key.shard].location, key.index, f.len,
-                                       offset + len));
+                                       RedactLocation(shards_[key.shard].location), key.index,
+                                       f.len, offset + len));
   }
   std::memcpy(buf, f.data.get() + offset, len);
   return Status::Ok();
@@ -216,7 +217,8 @@ Status ShardFetcher::ReadShard(const ShardHandle& shard, uint64_t pos, size_t le
   if (len == 0) return Status::Ok();
   if (pos > shards_[id].size || len > shards_[id].size - pos) {
     return Status::IoError(fmt::format("shard {}: read to byte {} of a {}-byte shard",
-                                       shards_[id].location, pos + len, shards_[id].size));
+                                       RedactLocation(shards_[id].location), pos + len,
+                                       shards_[id].size));
   }
   const uint64_t cs = options_.chunk_size;
   const uint64_t first = pos / cs, last = (pos + len - 1) / cs;
@@ -298,7 +300,7 @@ Status ShardFetcher::Warm(const ShardHandle& shard, uint64_t pos, uint64_t len,
     if (!f->cv.wait_for(lock, wait_bound(), [&] { return f->done; })) {
       if (first_error.ok()) {
         first_error = Status::IoError(fmt::format("shard {}: chunk {} not fetched within {} s",
-                                                  shards_[id].location, c,
+                                                  RedactLocation(shards_[id].location), c,
                                                   wait_bound().count() / 1000));
       }
     } else if (!f->status.ok()) {
@@ -324,15 +326,18 @@ Status ShardFetcher::CheckRemote(uint32_t id) {
   const FetchShard& s = shards_[id];
   remote::HttpClient client(options_.fetch, options_.aws, &requests_);
   Result<remote::ObjectInfo> info = client.Head(urls_[id]);
-  if (!info.ok()) return info.status().WithContext(fmt::format("shard {}", s.location));
+  if (!info.ok()) {
+    return info.status().WithContext(fmt::format("shard {}", RedactLocation(s.location)));
+  }
   if (info->size != s.size) {
     return Status::Corruption(fmt::format("shard {}: {} bytes on the server, indexed as {}",
-                                          s.location, info->size, s.size));
+                                          RedactLocation(s.location), info->size, s.size));
   }
   if (!s.etag.empty() && info->etag != s.etag) {
-    return Status::Corruption(fmt::format("shard {}: ETag {} on the server, indexed as {}: "
-                                          "replaced after indexing?",
-                                          s.location, info->etag, s.etag));
+    return Status::Corruption(
+        fmt::format("shard {}: ETag {} on the server, indexed as {}: "
+                    "replaced after indexing?",
+                    RedactLocation(s.location), info->etag, s.etag));
   }
   return Status::Ok();
 }
@@ -342,10 +347,10 @@ Status ShardFetcher::Fetch(remote::HttpClient& client, const Job& job, char* dat
   const uint64_t pos = job.key.index * options_.chunk_size;
   if (s.remote) {
     return client.GetRange(urls_[job.key.shard], pos, len, s.etag, s.size, data)
-        .WithContext(fmt::format("shard {}", s.location));
+        .WithContext(fmt::format("shard {}", RedactLocation(s.location)));
   }
   return PreadExact(job.shard->fd(), data, len, pos)
-      .WithContext(fmt::format("shard {}", s.location));
+      .WithContext(fmt::format("shard {}", RedactLocation(s.location)));
 }
 
 void ShardFetcher::Run() {

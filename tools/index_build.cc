@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/strings.h"
 #include "index/file_kind.h"
 #include "index/member_path.h"
 #include "tools/progress.h"
@@ -89,6 +90,9 @@ index::EntryType TypeOf(MemberKind kind) {
 
 void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress* progress,
              ShardScan* out) {
+  // What messages name: a URL without its query (a presigned URL's
+  // signature) is what may be printed.
+  const std::string shown = RedactLocation(path);
   ScanOptions so;
   so.checksum = checksum;
   uint64_t last_end = 0;
@@ -151,7 +155,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
   auto scan = [&](const std::string& p, const ScanOptions& o,
                   const std::function<Status(ScannedMember&&)>& fn, ShardInfo* info) {
     if (!downloaded.valid()) return ScanTar(p, o, fn, info);
-    Status s = ScanTarFd(p, downloaded.get(), o, fn, info);
+    Status s = ScanTarFd(shown, downloaded.get(), o, fn, info);
     if (object.mtime_ns != 0) info->mtime_ns = object.mtime_ns;
     return s;
   };
@@ -169,7 +173,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
           ++out->rejected;
           if (out->rejected_examples.size() < kExamples) {
             out->rejected_examples.push_back(
-                fmt::format("{}: member '{}' at byte {}: {}", path, m.path, m.header_offset, why));
+                fmt::format("{}: member '{}' at byte {}: {}", shown, m.path, m.header_offset, why));
           }
           return Status::Ok();
         };
@@ -278,10 +282,11 @@ Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int
         ScanOne(shards[i], index::ShardId{first_id + static_cast<uint32_t>(i)}, options.checksum,
                 &progress, &scan);
       } catch (const std::bad_alloc&) {
-        scan.status =
-            Status::IoError(fmt::format("shard {}: out of memory while scanning", shards[i]));
+        scan.status = Status::IoError(
+            fmt::format("shard {}: out of memory while scanning", RedactLocation(shards[i])));
       } catch (const std::exception& e) {
-        scan.status = Status::IoError(fmt::format("shard {}: {}", shards[i], e.what()));
+        scan.status =
+            Status::IoError(fmt::format("shard {}: {}", RedactLocation(shards[i]), e.what()));
       }
       if (!scan.status.ok()) failed = true;
     }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "base/strings.h"
 #include "remote/aws_config.h"
 #include "remote/s3_list.h"
 #include "remote/url.h"
@@ -25,12 +26,13 @@ Result<remote::AwsConfig> AwsConfigFor(const remote::RemoteUrl& url) {
   return config;
 }
 
-Status WriteAll(int fd, const char* data, size_t len, const std::string& url) {
+Status WriteAll(int fd, const char* data, size_t len, const std::string& shown_url) {
   while (len > 0) {
     ssize_t n = ::write(fd, data, len);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Status::FromErrno(errno, fmt::format("shard {}: writing the temporary copy", url));
+      return Status::FromErrno(errno,
+                               fmt::format("shard {}: writing the temporary copy", shown_url));
     }
     data += n;
     len -= static_cast<size_t>(n);
@@ -51,7 +53,8 @@ Status ExpandRemoteInput(const std::string& input, std::vector<std::string>* out
   if (!url.is_s3()) {
     return Status::InvalidArgument(fmt::format(
         "{}: an HTTP URL ending in '/' cannot be listed; give the shards' names in a list file "
-        "(--from-list FILE --url-prefix {})", input, input));
+        "(--from-list FILE --url-prefix {})",
+        url.Redacted(), url.Redacted()));
   }
   SHARDFS_ASSIGN_OR_RETURN(remote::AwsConfig config, AwsConfigFor(url));
   remote::HttpClient client(remote::FetchOptions{}, config, nullptr);
@@ -64,7 +67,8 @@ Status ExpandRemoteInput(const std::string& input, std::vector<std::string>* out
     ++found;
   }
   if (found == 0) {
-    return Status::InvalidArgument(fmt::format("{}: no *.tar objects under this prefix", input));
+    return Status::InvalidArgument(
+        fmt::format("{}: no *.tar objects under this prefix", url.Redacted()));
   }
   return Status::Ok();
 }
@@ -72,21 +76,22 @@ Status ExpandRemoteInput(const std::string& input, std::vector<std::string>* out
 Result<UniqueFd> DownloadShard(const std::string& url_text, remote::ObjectInfo* info) {
   SHARDFS_ASSIGN_OR_RETURN(remote::RemoteUrl url, remote::ParseRemoteUrl(url_text));
   SHARDFS_ASSIGN_OR_RETURN(remote::AwsConfig config, AwsConfigFor(url));
+  const std::string shown = url.Redacted();
   const char* tmp = std::getenv("TMPDIR");
   std::string dir = tmp && *tmp ? tmp : "/var/tmp";
   UniqueFd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
   if (!fd.valid()) {
-    return Status::FromErrno(errno, fmt::format("shard {}: a temporary file in {}", url_text, dir));
+    return Status::FromErrno(errno, fmt::format("shard {}: a temporary file in {}", shown, dir));
   }
   remote::HttpClient client(remote::FetchOptions{}, config, nullptr);
   const int out = fd.get();
   Result<remote::ObjectInfo> got = client.GetStream(url, [&](const char* data, size_t len) {
-    return WriteAll(out, data, len, url_text);
+    return WriteAll(out, data, len, shown);
   });
-  if (!got.ok()) return got.status().WithContext(fmt::format("shard {}", url_text));
+  if (!got.ok()) return got.status().WithContext(fmt::format("shard {}", shown));
   if (got->etag.size() > 0xffff) {
     return Status::InvalidArgument(
-        fmt::format("shard {}: an ETag of {} bytes (at most 65535)", url_text, got->etag.size()));
+        fmt::format("shard {}: an ETag of {} bytes (at most 65535)", shown, got->etag.size()));
   }
   *info = std::move(got).value();
   return fd;

@@ -25,7 +25,8 @@ Status ExpandRemoteInput(const std::string& input, std::vector<std::string>* out
 // Streams the object at `url` once into an unnamed temporary file (O_TMPFILE
 // in $TMPDIR, else /var/tmp: it vanishes with the descriptor, also on a
 // crash) and returns the descriptor, with the object's size, ETag and
-// Last-Modified in *info. Errors name the URL.
+// Last-Modified in *info. Errors name the URL, redacted (base/strings.h:
+// RedactLocation).
 Result<UniqueFd> DownloadShard(const std::string& url, remote::ObjectInfo* info);
 
 }  // namespace shardfs::tools

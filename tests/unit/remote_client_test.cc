@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "base/strings.h"
 #include "remote/aws_config.h"
 #include "remote/http_client.h"
 #include "remote/request_stats.h"
@@ -36,6 +37,7 @@ namespace shardfs::remote {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 using std::chrono::milliseconds;
 
@@ -87,6 +89,55 @@ TEST(RemoteUrlTest, RefusesWhatIsNotAUrl) {
       EXPECT_THAT(r.status().message(), HasSubstr(bad));
     }
   }
+}
+
+TEST(RemoteUrlTest, RedactedHidesTheQueryAndAnyUserinfo) {
+  EXPECT_EQ(RedactLocation("https://cdn.example/d/a.tar?X-Amz-Signature=SECRET&X-Amz-Date=1"),
+            "https://cdn.example/d/a.tar?<redacted>");
+  EXPECT_EQ(RedactLocation("HTTP://h:8080/a.tar?"), "HTTP://h:8080/a.tar?<redacted>");
+  EXPECT_EQ(RedactLocation("http://h?sig=SECRET"), "http://h?<redacted>");
+  EXPECT_EQ(RedactLocation("http://h/a.tar#frag?SECRET"), "http://h/a.tar#frag?<redacted>");
+  EXPECT_EQ(RedactLocation("http://alice:SECRET@h/a.tar"), "http://<redacted>@h/a.tar");
+  EXPECT_EQ(RedactLocation("https://a@b:SECRET@h/x?SECRET"), "https://<redacted>@h/x?<redacted>");
+  EXPECT_EQ(RedactLocation("http://h/a@b.tar"), "http://h/a@b.tar");  // Not in the host part.
+  EXPECT_EQ(RedactLocation("http://h/a.tar"), "http://h/a.tar");
+  // An S3 key may hold '?' and '#': it is the object's name, not a query.
+  EXPECT_EQ(RedactLocation("s3://b/d/a?b#c.tar"), "s3://b/d/a?b#c.tar");
+  EXPECT_EQ(RedactLocation("s3://AK:SECRET@b/k?x"), "s3://<redacted>@b/k?x");
+  EXPECT_EQ(RedactLocation("/data/a?b@c.tar"), "/data/a?b@c.tar");
+  EXPECT_EQ(RedactLocation("shards/x.tar"), "shards/x.tar");
+  EXPECT_EQ(RedactLocation(""), "");
+
+  auto u = ParseRemoteUrl("https://h:1/a.tar?X-Amz-Signature=SECRET");
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->ToString(), "https://h:1/a.tar?X-Amz-Signature=SECRET");  // Kept for fetching.
+  EXPECT_EQ(u->Redacted(), "https://h:1/a.tar?<redacted>");
+  auto s3 = ParseRemoteUrl("s3://b/k?v=1");
+  ASSERT_TRUE(s3.ok());
+  EXPECT_EQ(s3->Redacted(), "s3://b/k?v=1");
+}
+
+TEST(RemoteUrlTest, RefusesUserinfoNamingTheWaysToGiveCredentials) {
+  for (const char* bad : {"http://alice:hunter2@h/a.tar", "https://hunter2@h:443/a.tar?q",
+                          "http://alice:hunter2@h", "HTTPS://u:hunter2@h?x=1"}) {
+    auto r = ParseRemoteUrl(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_THAT(r.status().message(), Not(HasSubstr("hunter2"))) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("<redacted>@h")) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("presigned URL")) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("AWS_ACCESS_KEY_ID")) << bad;
+  }
+  auto r = ParseRemoteUrl("s3://AKIA:hunter2@bkt/k.tar");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("hunter2")));
+  EXPECT_THAT(r.status().message(), HasSubstr("s3://<redacted>@bkt/k.tar"));
+  EXPECT_THAT(r.status().message(), HasSubstr("AWS_PROFILE"));
+  // Other refusals do not print a query either.
+  r = ParseRemoteUrl("http://h/a b.tar?sig=hunter2");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("hunter2")));
+  EXPECT_THAT(r.status().message(), HasSubstr("http://h/a b.tar?<redacted>"));
 }
 
 TEST(RemoteUrlTest, EncodesKeysPerSigV4) {
