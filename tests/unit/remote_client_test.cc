@@ -36,10 +36,10 @@
 namespace shardfs::remote {
 namespace {
 
+using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
-using std::chrono::milliseconds;
 
 // ---------------------------------------------------------------- URLs
 
@@ -175,7 +175,7 @@ class EnvGuard {
          {"HOME", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
           "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
           "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_NO_SIGN_REQUEST", "CURL_CA_BUNDLE",
-          "SSL_CERT_FILE"}) {
+          "SSL_CERT_FILE", "SHARDFS_S3_ALLOW_HTTP"}) {
       const char* v = std::getenv(name);
       saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
       if (std::string_view(name) != "HOME") unsetenv(name);
@@ -200,6 +200,9 @@ class AwsConfigTest : public ::testing::Test {
  protected:
   AwsConfigTest() {
     env_.Set("HOME", dir_.path());
+    // Most tests here name plain-http endpoints; PlainHttpEndpointNeedsConsent
+    // shows the refusal without this.
+    env_.Set("SHARDFS_S3_ALLOW_HTTP", "1");
     ::mkdir((dir_ / ".aws").c_str(), 0700);
   }
   void WriteCredentials(std::string_view text) {
@@ -327,6 +330,36 @@ TEST_F(AwsConfigTest, ClearErrors) {
   c = LoadAwsConfig();
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("AWS_ENDPOINT_URL"));
+}
+
+TEST_F(AwsConfigTest, PlainHttpEndpointNeedsConsent) {
+  unsetenv("SHARDFS_S3_ALLOW_HTTP");
+  env_.Set("AWS_ENDPOINT_URL_S3", "http://user:hunter2@127.0.0.1:9000/");
+  auto c = LoadAwsConfig();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("AWS_ENDPOINT_URL_S3 = http://<redacted>@127.0.0.1"));
+  EXPECT_THAT(c.status().message(), HasSubstr("clear text"));
+  EXPECT_THAT(c.status().message(), HasSubstr("SHARDFS_S3_ALLOW_HTTP=1"));
+  EXPECT_THAT(c.status().message(), Not(HasSubstr("hunter2")));
+
+  unsetenv("AWS_ENDPOINT_URL_S3");
+  WriteConfig("[default]\nendpoint_url = http://minio:9000\n");
+  env_.Set("SHARDFS_S3_ALLOW_HTTP", "0");  // Only "1" says yes.
+  c = LoadAwsConfig();
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("endpoint_url of profile default"));
+
+  env_.Set("SHARDFS_S3_ALLOW_HTTP", "1");
+  c = LoadAwsConfig();
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->endpoint_url, "http://minio:9000");
+
+  unsetenv("SHARDFS_S3_ALLOW_HTTP");
+  WriteConfig("[default]\nendpoint_url = https://minio:9000\n");
+  c = LoadAwsConfig();
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->endpoint_url, "https://minio:9000");
 }
 
 // ---------------------------------------------------------------- backoff, stats
