@@ -2,6 +2,7 @@
 #include <getopt.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -17,12 +18,16 @@
 namespace shardfs::cli {
 
 int RunIndexBuild(int argc, char** argv) {
-  static const option kLong[] = {
-      {"out", required_argument, nullptr, 'o'},   {"no-checksum", no_argument, nullptr, 'n'},
-      {"jobs", required_argument, nullptr, 'j'},  {"force", no_argument, nullptr, 'F'},
-      {"quiet", no_argument, nullptr, 'q'},       {"from-list", required_argument, nullptr, 'L'},
-      {"url-prefix", required_argument, nullptr, 'U'},
-      {nullptr, 0, nullptr, 0}};
+  static const option kLong[] = {{"out", required_argument, nullptr, 'o'},
+                                 {"no-checksum", no_argument, nullptr, 'n'},
+                                 {"jobs", required_argument, nullptr, 'j'},
+                                 {"force", no_argument, nullptr, 'F'},
+                                 {"quiet", no_argument, nullptr, 'q'},
+                                 {"from-list", required_argument, nullptr, 'L'},
+                                 {"url-prefix", required_argument, nullptr, 'U'},
+                                 {"max-shard-size", required_argument, nullptr, 'S'},
+                                 {"max-list-pages", required_argument, nullptr, 'P'},
+                                 {nullptr, 0, nullptr, 0}};
   tools::IndexBuildOptions o;
   optind = 0;
   for (int c; (c = getopt_long(argc, argv, "+o:j:qF", kLong, nullptr)) != -1;) {
@@ -36,6 +41,16 @@ int RunIndexBuild(int argc, char** argv) {
       case 'q': o.quiet = true; break;
       case 'L': o.from_list = optarg; break;
       case 'U': o.url_prefix = optarg; break;
+      case 'S':
+        if (!ParseSize(optarg, &o.remote.max_shard_size) || o.remote.max_shard_size == 0) {
+          return UsageError("index build", "--max-shard-size needs a size such as 64G");
+        }
+        break;
+      case 'P':
+        if (!ParseCount(optarg, 1, UINT64_MAX, &o.remote.max_list_pages)) {
+          return UsageError("index build", "--max-list-pages needs a count of at least 1");
+        }
+        break;
       default: return UsageError("index build", "unknown option");
     }
   }

@@ -11,6 +11,7 @@
 #include "remote/aws_config.h"
 #include "remote/s3_list.h"
 #include "remote/url.h"
+#include "tools/progress.h"
 
 namespace shardfs::tools {
 
@@ -44,7 +45,8 @@ Status WriteAll(int fd, const char* data, size_t len, const std::string& shown_u
 
 bool IsRemoteInput(const std::string& input) { return remote::IsRemoteUrl(input); }
 
-Status ExpandRemoteInput(const std::string& input, std::vector<std::string>* out) {
+Status ExpandRemoteInput(const std::string& input, const RemoteLimits& limits,
+                         std::vector<std::string>* out) {
   SHARDFS_ASSIGN_OR_RETURN(remote::RemoteUrl url, remote::ParseRemoteUrl(input));
   if (!input.ends_with("/")) {
     out->push_back(url.ToString());
@@ -59,7 +61,7 @@ Status ExpandRemoteInput(const std::string& input, std::vector<std::string>* out
   SHARDFS_ASSIGN_OR_RETURN(remote::AwsConfig config, AwsConfigFor(url));
   remote::HttpClient client(remote::FetchOptions{}, config, nullptr);
   SHARDFS_ASSIGN_OR_RETURN(std::vector<remote::ListedObject> objects,
-                           remote::ListS3(client, url.bucket, url.key));
+                           remote::ListS3(client, url.bucket, url.key, limits.max_list_pages));
   size_t found = 0;
   for (const remote::ListedObject& o : objects) {
     if (!o.key.ends_with(".tar")) continue;
@@ -73,7 +75,8 @@ Status ExpandRemoteInput(const std::string& input, std::vector<std::string>* out
   return Status::Ok();
 }
 
-Result<UniqueFd> DownloadShard(const std::string& url_text, remote::ObjectInfo* info) {
+Result<UniqueFd> DownloadShard(const std::string& url_text, uint64_t max_size,
+                               remote::ObjectInfo* info) {
   SHARDFS_ASSIGN_OR_RETURN(remote::RemoteUrl url, remote::ParseRemoteUrl(url_text));
   SHARDFS_ASSIGN_OR_RETURN(remote::AwsConfig config, AwsConfigFor(url));
   const std::string shown = url.Redacted();
@@ -85,9 +88,18 @@ Result<UniqueFd> DownloadShard(const std::string& url_text, remote::ObjectInfo* 
   }
   remote::HttpClient client(remote::FetchOptions{}, config, nullptr);
   const int out = fd.get();
+  uint64_t written = 0;
   Result<remote::ObjectInfo> got = client.GetStream(url, [&](const char* data, size_t len) {
+    if (len > max_size - written) {
+      return Status::IoError(fmt::format(
+          "longer than the {} ({} bytes) a remote shard may have; --max-shard-size SIZE "
+          "raises the limit",
+          HumanBytes(static_cast<double>(max_size)), max_size));
+    }
+    written += len;
     return WriteAll(out, data, len, shown);
   });
+  // On an error `fd` closes here, and with it goes the partial copy.
   if (!got.ok()) return got.status().WithContext(fmt::format("shard {}", shown));
   if (got->etag.size() > 0xffff) {
     return Status::InvalidArgument(

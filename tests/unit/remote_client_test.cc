@@ -1148,5 +1148,47 @@ TEST_F(HttpClientTest, ListS3FollowsContinuationTokensWithSortedQueries) {
   EXPECT_EQ(server.requests().size(), 2u);
 }
 
+// One page per request, truncated, with the continuation token `token(n)`
+// for the n-th request (0-based).
+LoopbackServer::Handler EndlessListing(std::function<std::string(int)> token) {
+  return [token](int fd, const HttpRequest&, int index) {
+    Respond(fd, "200 OK", {"Content-Type: application/xml"},
+            fmt::format("<ListBucketResult><IsTruncated>true</IsTruncated>"
+                        "<NextContinuationToken>{}</NextContinuationToken>"
+                        "<Contents><Key>d/{}.tar</Key><Size>1</Size></Contents>"
+                        "</ListBucketResult>",
+                        token(index), index));
+    return After::kKeep;
+  };
+}
+
+TEST_F(HttpClientTest, ListS3StopsAtATokenSentBefore) {
+  // A, B, C, A, B, C, ...: never the same token twice in a row.
+  LoopbackServer server(EndlessListing([](int n) { return std::string(1, "ABC"[n % 3]); }));
+  AwsConfig cfg;
+  cfg.endpoint_url = server.Endpoint();
+  HttpClient client(FastOptions(), cfg, &stats_);
+  auto list = ListS3(client, "bkt", "d/");
+  ASSERT_FALSE(list.ok());
+  EXPECT_EQ(list.status().code(), Status::Code::kIoError);
+  EXPECT_THAT(list.status().message(),
+              HasSubstr("s3://bkt/d/: page 4: the server sent again the continuation token of "
+                        "page 1"));
+  EXPECT_EQ(server.requests().size(), 4u);
+}
+
+TEST_F(HttpClientTest, ListS3StopsAfterMaxPages) {
+  LoopbackServer server(EndlessListing([](int n) { return fmt::format("t{}", n); }));
+  AwsConfig cfg;
+  cfg.endpoint_url = server.Endpoint();
+  HttpClient client(FastOptions(), cfg, &stats_);
+  auto list = ListS3(client, "bkt", "d/", /*max_pages=*/5);
+  ASSERT_FALSE(list.ok());
+  EXPECT_EQ(list.status().code(), Status::Code::kIoError);
+  EXPECT_THAT(list.status().message(), HasSubstr("s3://bkt/d/: the listing goes on past 5 pages"));
+  EXPECT_THAT(list.status().message(), HasSubstr("--max-list-pages"));
+  EXPECT_EQ(server.requests().size(), 5u);
+}
+
 }  // namespace
 }  // namespace shardfs::remote
