@@ -51,4 +51,38 @@ bool IsUtf8(std::string_view s) {
   return true;
 }
 
+std::string RedactLocation(std::string_view location) {
+  auto starts_with_no_case = [&](std::string_view prefix) {
+    if (location.size() < prefix.size()) return false;
+    for (size_t i = 0; i < prefix.size(); ++i) {
+      const char c = location[i];
+      if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != prefix[i]) return false;
+    }
+    return true;
+  };
+  size_t scheme = 0;
+  bool has_query = true;
+  if (starts_with_no_case("http://")) {
+    scheme = 7;
+  } else if (starts_with_no_case("https://")) {
+    scheme = 8;
+  } else if (starts_with_no_case("s3://")) {
+    scheme = 5;
+    has_query = false;  // '?' and '#' belong to the key.
+  } else {
+    return std::string(location);
+  }
+  std::string out(location.substr(0, scheme));
+  std::string_view rest = location.substr(scheme);
+  const std::string_view host = rest.substr(0, rest.find_first_of(has_query ? "/?#" : "/"));
+  if (const size_t at = host.rfind('@'); at != std::string_view::npos) {
+    out.append("<redacted>@");
+    rest.remove_prefix(at + 1);
+  }
+  const size_t query = has_query ? rest.find('?') : std::string_view::npos;
+  out.append(rest.substr(0, query));
+  if (query != std::string_view::npos) out.append("?<redacted>");
+  return out;
+}
+
 }  // namespace shardfs

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "base/log.h"
+#include "base/strings.h"
 #include "index/index_publish.h"
 #include "index/tree_builder.h"
 #include "index/tree_emitter.h"
@@ -35,8 +36,8 @@ WriteStats StatsOf(const Tree& tree, const std::vector<ShardMeta>& shards,
   for (const Refusal& refusal : tree.report.refusals) {
     if (stats.dropped_examples.size() >= kReportExamples) break;
     const MemberEntry& m = members[refusal.member];
-    std::string_view shard =
-        m.shard.value < shards.size() ? std::string_view(shards[m.shard.value].path) : "?";
+    const std::string shard =
+        m.shard.value < shards.size() ? RedactLocation(shards[m.shard.value].path) : "?";
     stats.dropped_examples.push_back(fmt::format("shard {}: member '{}' at byte {}: {}", shard,
                                                  m.path, m.header_offset, refusal.reason));
   }

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "base/strings.h"
+
 namespace shardfs::remote {
 namespace {
 
@@ -167,8 +169,15 @@ Result<AwsConfig> LoadAwsConfig() {
   if (endpoint) {
     std::string_view e = *endpoint;
     if (e.substr(0, 7) != "http://" && e.substr(0, 8) != "https://") {
+      return Status::InvalidArgument(fmt::format("{} = {}: expected an http:// or https:// URL",
+                                                 endpoint_source, RedactLocation(e)));
+    }
+    if (e.substr(0, 7) == "http://" && Env(kS3AllowHttpEnv) != "1") {
       return Status::InvalidArgument(fmt::format(
-          "{} = {}: expected an http:// or https:// URL", endpoint_source, e));
+          "{} = {}: an S3 endpoint over plain http would send the signed requests and the "
+          "session token in clear text; use https://, or set {}=1 to accept it (a test "
+          "server, a trusted network)",
+          endpoint_source, RedactLocation(e), kS3AllowHttpEnv));
     }
     while (e.back() == '/') e.remove_suffix(1);
     cfg.endpoint_url = std::string(e);

@@ -39,8 +39,13 @@ struct AwsConfig {
 // Missing files are fine. Errors: InvalidArgument naming FILE:LINE for a
 // malformed line; NotFound when AWS_PROFILE names a profile neither file has;
 // InvalidArgument when only one of the key id and the secret is found, or
-// the endpoint is not http(s)://.
+// the endpoint is not http(s)://, or is http:// (clear text: the signed
+// requests and the session token could be read and replayed) and env
+// SHARDFS_S3_ALLOW_HTTP is not "1".
 Result<AwsConfig> LoadAwsConfig();
+
+// The environment variable that accepts a plain-http S3 endpoint.
+inline constexpr char kS3AllowHttpEnv[] = "SHARDFS_S3_ALLOW_HTTP";
 
 }  // namespace shardfs::remote
 

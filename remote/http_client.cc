@@ -830,7 +830,7 @@ Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& reque
 
 Status HttpClient::Impl::Run(const RemoteUrl& url, std::string_view query, bool head_only,
                              Exchange& ex) {
-  const std::string what = url.ToString();
+  const std::string what = url.Redacted();
   if (easy == nullptr || multi == nullptr) {
     return Status::IoError(fmt::format(
         "{}: {}", what, curl == nullptr ? curl_missing : "libcurl could not start a transfer"));
@@ -898,32 +898,32 @@ Status HttpClient::GetRange(const RemoteUrl& url, uint64_t pos, uint64_t len,
                             const ExpectedObject& object, char* buf) {
   if (len == 0 || pos > object.size || len > object.size - pos) {
     return Status::InvalidArgument(fmt::format("{}: bytes {}+{} are not within its {} bytes",
-                                               url.ToString(), pos, len, object.size));
+                                               url.Redacted(), pos, len, object.size));
   }
-  RangeExchange ex(url.ToString(), pos, len, object, options_.trust_responses_without_etag, buf);
+  RangeExchange ex(url.Redacted(), pos, len, object, options_.trust_responses_without_etag, buf);
   return impl_->Run(url, {}, /*head_only=*/false, ex);
 }
 
 Status HttpClient::Check(const RemoteUrl& url, const ExpectedObject& object) {
-  HeadExchange ex(url.ToString(), &object, options_.trust_responses_without_etag);
+  HeadExchange ex(url.Redacted(), &object, options_.trust_responses_without_etag);
   return impl_->Run(url, {}, /*head_only=*/true, ex);
 }
 
 Result<ObjectInfo> HttpClient::Head(const RemoteUrl& url) {
-  HeadExchange ex(url.ToString());
+  HeadExchange ex(url.Redacted());
   SHARDFS_RETURN_IF_ERROR(impl_->Run(url, {}, /*head_only=*/true, ex));
   return ex.info;
 }
 
 Result<ObjectInfo> HttpClient::GetStream(const RemoteUrl& url, const Sink& sink) {
-  StreamExchange ex(url.ToString(), sink, options_.trust_responses_without_etag);
+  StreamExchange ex(url.Redacted(), sink, options_.trust_responses_without_etag);
   SHARDFS_RETURN_IF_ERROR(impl_->Run(url, {}, /*head_only=*/false, ex));
   return ex.info;
 }
 
 Status HttpClient::GetText(const RemoteUrl& url, std::string_view query, std::string* body,
                            size_t max_bytes) {
-  TextExchange ex(url.ToString(), body, max_bytes);
+  TextExchange ex(url.Redacted(), body, max_bytes);
   return impl_->Run(url, query, /*head_only=*/false, ex);
 }
 

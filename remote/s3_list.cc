@@ -1,6 +1,7 @@
 #include "remote/s3_list.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -159,14 +160,23 @@ Result<ListPage> ParseListObjectsV2(std::string_view xml) {
 }
 
 Result<std::vector<ListedObject>> ListS3(HttpClient& client, std::string_view bucket,
-                                         std::string_view prefix) {
+                                         std::string_view prefix, uint64_t max_pages) {
   RemoteUrl url;
   url.scheme = RemoteUrl::Scheme::kS3;
   url.bucket = std::string(bucket);
   std::vector<ListedObject> out;
   std::string token;
+  // Every token sent so far, with the page that brought it: a server that
+  // sends one again (a cycle of any length) would be listed forever.
+  std::unordered_map<std::string, uint64_t> seen;
   std::string body;
-  for (int page_no = 1;; ++page_no) {
+  for (uint64_t page_no = 1;; ++page_no) {
+    if (page_no > max_pages) {
+      return Status::IoError(fmt::format(
+          "s3://{}/{}: the listing goes on past {} pages ({} objects so far); --max-list-pages "
+          "raises the limit",
+          bucket, prefix, max_pages, out.size()));
+    }
     std::vector<std::pair<std::string, std::string>> params = {{"list-type", "2"}};
     if (!prefix.empty()) params.emplace_back("prefix", std::string(prefix));
     if (!token.empty()) params.emplace_back("continuation-token", token);
@@ -179,10 +189,12 @@ Result<std::vector<ListedObject>> ListS3(HttpClient& client, std::string_view bu
     }
     for (ListedObject& o : page->objects) out.push_back(std::move(o));
     if (!page->is_truncated) break;
-    if (page->next_continuation_token == token) {
+    const auto [it, fresh] = seen.try_emplace(page->next_continuation_token, page_no);
+    if (!fresh) {
       return Status::IoError(fmt::format(
-          "s3://{}/{}: page {}: the server repeated its continuation token", bucket, prefix,
-          page_no));
+          "s3://{}/{}: page {}: the server sent again the continuation token of page {}; "
+          "its listing would never end",
+          bucket, prefix, page_no, it->second));
     }
     token = std::move(page->next_continuation_token);
   }

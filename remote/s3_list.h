@@ -34,11 +34,19 @@ Result<ListPage> ParseListObjectsV2(std::string_view xml);
 // UTF-8). InvalidArgument on an unknown or unterminated entity.
 Result<std::string> DecodeXmlText(std::string_view text);
 
+// The listing pages ListS3 reads by default: S3 gives up to 1000 keys a
+// page, so 10 million objects.
+inline constexpr uint64_t kDefaultMaxListPages = 10'000;
+
 // Every object under `prefix` in `bucket` (all pages, following
 // continuation tokens), in key order, through `client` (so with its retries,
 // signing and stats). The query is sorted and encoded before signing.
+// A listing that does not end is an IoError naming s3://BUCKET/PREFIX: a
+// continuation token the server already sent (its pages would loop), or
+// more than `max_pages` pages (REQUIRES: max_pages >= 1).
 Result<std::vector<ListedObject>> ListS3(HttpClient& client, std::string_view bucket,
-                                         std::string_view prefix);
+                                         std::string_view prefix,
+                                         uint64_t max_pages = kDefaultMaxListPages);
 
 }  // namespace shardfs::remote
 

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "base/strings.h"
+
 namespace shardfs::remote {
 namespace {
 
@@ -32,48 +34,68 @@ std::string RemoteUrl::ToString() const {
   return url;
 }
 
+std::string RemoteUrl::Redacted() const { return RedactLocation(ToString()); }
+
 Result<RemoteUrl> ParseRemoteUrl(std::string_view s) {
+  const std::string shown = RedactLocation(s);
   RemoteUrl out;
   std::string_view rest;
+  size_t scheme_len = 0;
   if (StartsWithNoCase(s, "s3://")) {
+    scheme_len = 5;
+  } else if (StartsWithNoCase(s, "http://")) {
+    scheme_len = 7;
+  } else if (StartsWithNoCase(s, "https://")) {
+    scheme_len = 8;
+  } else {
+    return Status::InvalidArgument(fmt::format("{}: not an http://, https:// or s3:// URL", shown));
+  }
+  rest = s.substr(scheme_len);
+  const bool s3 = scheme_len == 5;
+  if (rest.substr(0, rest.find_first_of(s3 ? "/" : "/?#")).find('@') != std::string_view::npos) {
+    return Status::InvalidArgument(fmt::format(
+        "URL {}: a user name or password in a URL is not supported (the index would store it "
+        "and messages print it); {}",
+        shown,
+        s3 ? "s3:// credentials come from the AWS configuration: AWS_ACCESS_KEY_ID, "
+             "AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or AWS_PROFILE and ~/.aws/credentials"
+           : "for a private http(s) server use a presigned URL (its query is stored for "
+             "fetching, never printed), or s3:// with the AWS configuration "
+             "(AWS_ACCESS_KEY_ID, AWS_PROFILE, ~/.aws/credentials)"));
+  }
+  if (s3) {
     out.scheme = RemoteUrl::Scheme::kS3;
-    rest = s.substr(5);
     size_t slash = rest.find('/');
     std::string_view bucket = rest.substr(0, slash);
     if (bucket.empty()) {
-      return Status::InvalidArgument(fmt::format("URL {}: no bucket after s3://", s));
+      return Status::InvalidArgument(fmt::format("URL {}: no bucket after s3://", shown));
     }
     for (unsigned char c : bucket) {
       if (!std::isalnum(c) && c != '.' && c != '-' && c != '_') {
         return Status::InvalidArgument(fmt::format(
-            "URL {}: bucket name \"{}\" has a character S3 does not allow", s, bucket));
+            "URL {}: bucket name \"{}\" has a character S3 does not allow", shown, bucket));
       }
     }
     out.bucket = std::string(bucket);
     if (slash != std::string_view::npos) out.key = std::string(rest.substr(slash + 1));
     return out;
   }
-  if (StartsWithNoCase(s, "http://")) {
+  if (scheme_len == 7) {
     out.scheme = RemoteUrl::Scheme::kHttp;
-    rest = s.substr(7);
     out.url = "http://";
-  } else if (StartsWithNoCase(s, "https://")) {
-    out.scheme = RemoteUrl::Scheme::kHttps;
-    rest = s.substr(8);
-    out.url = "https://";
   } else {
-    return Status::InvalidArgument(
-        fmt::format("{}: not an http://, https:// or s3:// URL", s));
+    out.scheme = RemoteUrl::Scheme::kHttps;
+    out.url = "https://";
   }
   std::string_view host = rest.substr(0, rest.find_first_of("/?#"));
   if (host.empty() || host.front() == ':') {
-    return Status::InvalidArgument(fmt::format("URL {}: no host", s));
+    return Status::InvalidArgument(fmt::format("URL {}: no host", shown));
   }
   for (unsigned char c : rest) {
     // libcurl would refuse these later with a vaguer message.
     if (c <= ' ' || c == 0x7f) {
-      return Status::InvalidArgument(fmt::format(
-          "URL {}: a space or control character must be percent-encoded", s));
+      return Status::InvalidArgument(
+          fmt::format("URL {}: a space or control character must be percent-encoded", shown));
     }
   }
   out.url.append(rest);

@@ -4,6 +4,12 @@
 // canonical text back). The URL a request is sent to is built separately
 // (S3RequestUrl), because for S3 it depends on the endpoint and region of the
 // machine that reads, not of the one that indexed.
+//
+// Secrets. A user name or password in a URL is refused: the index would
+// store it and every message print it (credentials come from the AWS
+// configuration for s3://; an http(s) server takes a presigned URL). A query
+// is kept, since a presigned URL needs it to fetch, but never printed:
+// messages, listings and stats show Redacted().
 #ifndef SHARDFS_REMOTE_URL_H_
 #define SHARDFS_REMOTE_URL_H_
 
@@ -34,13 +40,19 @@ struct RemoteUrl {
 
   bool is_s3() const { return scheme == Scheme::kS3; }
   // The canonical text: the http(s) URL, or "s3://" + bucket + "/" + key.
-  // ParseRemoteUrl(x.ToString()) gives back x.
+  // ParseRemoteUrl(x.ToString()) gives back x. Stored and fetched, never
+  // printed: it may hold a presigned URL's signature.
   std::string ToString() const;
+  // What messages and listings print: ToString() with an http(s) query
+  // shown as "?<redacted>" (see RedactLocation in base/strings.h).
+  std::string Redacted() const;
 };
 
-// Parses an http://, https:// or s3:// URL. InvalidArgument names the URL and
-// what is wrong: another scheme, no host, an s3:// URL without a bucket, a
-// bucket name with characters S3 refuses (allowed: [A-Za-z0-9.-_]).
+// Parses an http://, https:// or s3:// URL. InvalidArgument names the URL
+// (redacted) and what is wrong: another scheme, no host, a user name or
+// password before '@' (with the ways credentials are given instead), an
+// s3:// URL without a bucket, a bucket name with characters S3 refuses
+// (allowed: [A-Za-z0-9.-_]).
 Result<RemoteUrl> ParseRemoteUrl(std::string_view s);
 
 // Percent-encodes `s` per the SigV4 URI rules: unreserved characters

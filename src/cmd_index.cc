@@ -2,11 +2,13 @@
 #include <getopt.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include <fmt/format.h>
 
 #include "base/log.h"
 #include "base/parse.h"
+#include "base/strings.h"
 #include "index/index_reader.h"
 #include "src/command.h"
 #include "src/json_writer.h"
@@ -16,12 +18,16 @@
 namespace shardfs::cli {
 
 int RunIndexBuild(int argc, char** argv) {
-  static const option kLong[] = {
-      {"out", required_argument, nullptr, 'o'},   {"no-checksum", no_argument, nullptr, 'n'},
-      {"jobs", required_argument, nullptr, 'j'},  {"force", no_argument, nullptr, 'F'},
-      {"quiet", no_argument, nullptr, 'q'},       {"from-list", required_argument, nullptr, 'L'},
-      {"url-prefix", required_argument, nullptr, 'U'},
-      {nullptr, 0, nullptr, 0}};
+  static const option kLong[] = {{"out", required_argument, nullptr, 'o'},
+                                 {"no-checksum", no_argument, nullptr, 'n'},
+                                 {"jobs", required_argument, nullptr, 'j'},
+                                 {"force", no_argument, nullptr, 'F'},
+                                 {"quiet", no_argument, nullptr, 'q'},
+                                 {"from-list", required_argument, nullptr, 'L'},
+                                 {"url-prefix", required_argument, nullptr, 'U'},
+                                 {"max-shard-size", required_argument, nullptr, 'S'},
+                                 {"max-list-pages", required_argument, nullptr, 'P'},
+                                 {nullptr, 0, nullptr, 0}};
   tools::IndexBuildOptions o;
   optind = 0;
   for (int c; (c = getopt_long(argc, argv, "+o:j:qF", kLong, nullptr)) != -1;) {
@@ -35,6 +41,16 @@ int RunIndexBuild(int argc, char** argv) {
       case 'q': o.quiet = true; break;
       case 'L': o.from_list = optarg; break;
       case 'U': o.url_prefix = optarg; break;
+      case 'S':
+        if (!ParseSize(optarg, &o.remote.max_shard_size) || o.remote.max_shard_size == 0) {
+          return UsageError("index build", "--max-shard-size needs a size such as 64G");
+        }
+        break;
+      case 'P':
+        if (!ParseCount(optarg, 1, UINT64_MAX, &o.remote.max_list_pages)) {
+          return UsageError("index build", "--max-list-pages needs a count of at least 1");
+        }
+        break;
       default: return UsageError("index build", "unknown option");
     }
   }
@@ -124,8 +140,8 @@ int RunIndexInfo(int argc, char** argv) {
       const auto& s = r.shards()[i];
       JsonObject so;
       so.UNum("shard_id", i)
-          .Str("shard", r.ShardPath(index::ShardId{static_cast<uint32_t>(i)}))
-          .Str("stored_path", s.path)
+          .Str("shard", RedactLocation(r.ShardPath(index::ShardId{static_cast<uint32_t>(i)})))
+          .Str("stored_path", RedactLocation(s.path))
           .UNum("size", s.size)
           .Num("mtime_ns", s.mtime_ns)
           .Str("fingerprint", fmt::format("{:016x}", s.fingerprint))

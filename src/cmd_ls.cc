@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "base/strings.h"
 #include "index/index_reader.h"
 #include "src/command.h"
 #include "src/json_writer.h"
@@ -58,7 +59,9 @@ std::string EntryJson(const IndexReader& r, std::string_view path, const EntryRe
       .UNum("nlink", e.nlink)
       .UNum("inode", e.inode.value);
   if (e.type == EntryType::kFile) {
-    o.Str("shard", r.ShardPath(e.shard)).UNum("shard_id", e.shard.value).UNum("offset", e.offset);
+    o.Str("shard", RedactLocation(r.ShardPath(e.shard)))
+        .UNum("shard_id", e.shard.value)
+        .UNum("offset", e.offset);
     if (e.sparse()) {
       // [logical, length, shard offset] per extent; holes between read as zeros.
       std::string extents = "[";
@@ -152,7 +155,7 @@ bool PrintStat(const IndexReader& r, const std::string& path, bool json, bool fi
   fmt::print(" nlink: {}\n", e.nlink);
   fmt::print(" inode: {}\n", e.inode.value);
   if (e.type == EntryType::kFile) {
-    fmt::print(" shard: {}\n", r.ShardPath(e.shard));
+    fmt::print(" shard: {}\n", RedactLocation(r.ShardPath(e.shard)));
     fmt::print("offset: {}\n", e.offset);
     if (e.sparse()) {
       fmt::print("sparse: {} extents, {} bytes of data\n", index::ExtentCount(e),

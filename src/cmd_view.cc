@@ -2,6 +2,7 @@
 // views and versions of an index (index/view_store.h).
 #include <getopt.h>
 
+#include <cstdint>
 #include <ctime>
 
 #include <fmt/format.h>
@@ -271,6 +272,8 @@ int RunIndexAdd(int argc, char** argv) {
                                  {"jobs", required_argument, nullptr, 'j'},
                                  {"message", required_argument, nullptr, 'm'},
                                  {"quiet", no_argument, nullptr, 'q'},
+                                 {"max-shard-size", required_argument, nullptr, 'S'},
+                                 {"max-list-pages", required_argument, nullptr, 'P'},
                                  {nullptr, 0, nullptr, 0}};
   tools::IndexAddOptions o;
   optind = 0;
@@ -282,6 +285,16 @@ int RunIndexAdd(int argc, char** argv) {
         break;
       case 'm': o.message = optarg; break;
       case 'q': o.quiet = true; break;
+      case 'S':
+        if (!ParseSize(optarg, &o.remote.max_shard_size) || o.remote.max_shard_size == 0) {
+          return UsageError("index add", "--max-shard-size needs a size such as 64G");
+        }
+        break;
+      case 'P':
+        if (!ParseCount(optarg, 1, UINT64_MAX, &o.remote.max_list_pages)) {
+          return UsageError("index add", "--max-list-pages needs a count of at least 1");
+        }
+        break;
       default: return UsageError("index add", "unknown option");
     }
   }

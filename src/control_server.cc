@@ -16,6 +16,7 @@
 
 #include "base/fd.h"
 #include "base/log.h"
+#include "base/strings.h"
 #include "index/member_path.h"
 #include "src/json_writer.h"
 
@@ -247,7 +248,7 @@ Status ControlServer::Handle(const std::vector<std::string>& words, std::string*
                              "{:>6}  errors {}  {}\n",
                              i, Size(p.bytes_delivered), Size(p.bytes_fetched), p.chunk_hits,
                              p.chunk_misses, p.errors,
-                             r.ShardPath(index::ShardId{static_cast<uint32_t>(i)}));
+                             RedactLocation(r.ShardPath(index::ShardId{static_cast<uint32_t>(i)})));
       }
     }
     return Status::Ok();
@@ -438,7 +439,8 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
       const ShardFetchStats& p = s.shards[i];
       JsonObject so;
       so.UNum("shard", i)
-          .Str("location", reader.ShardPath(index::ShardId{static_cast<uint32_t>(i)}))
+          .Str("location",
+               RedactLocation(reader.ShardPath(index::ShardId{static_cast<uint32_t>(i)})))
           .UNum("bytes_delivered", p.bytes_delivered)
           .UNum("bytes_pushed", p.bytes_pushed)
           .UNum("bytes_fetched", p.bytes_fetched)

@@ -14,6 +14,7 @@
 
 #include "base/io.h"
 #include "base/log.h"
+#include "base/strings.h"
 
 namespace shardfs::mount {
 namespace {
@@ -183,7 +184,8 @@ Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) 
       size_t len = static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, e.length - done));
       Status s = shard->ReadAt(buf, len, e.physical + done);
       if (!s.ok()) {
-        Status bad = s.WithContext(fmt::format("shard {}", reader_->ShardPath(rec.shard)));
+        Status bad =
+            s.WithContext(fmt::format("shard {}", RedactLocation(reader_->ShardPath(rec.shard))));
         shards_.ReadFailed(rec.shard, bad);
         return bad;
       }
@@ -195,7 +197,7 @@ Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) 
   if (got != rec.xxh3) {
     Status bad = Status::Corruption(fmt::format(
         "shard {}: inode {} at byte {}: content checksum {:016x}, indexed {:016x}",
-        reader_->ShardPath(rec.shard), rec.inode.value, rec.offset, got, rec.xxh3));
+        RedactLocation(reader_->ShardPath(rec.shard)), rec.inode.value, rec.offset, got, rec.xxh3));
     shards_.MarkBad(rec.shard, bad);
     return bad;
   }
@@ -227,7 +229,7 @@ Status Filesystem::Resolve(InodeId inode, uint64_t offset, size_t size, ReadRang
       (::fstat(shard->fd(), &st) != 0 || static_cast<uint64_t>(st.st_size) != meta.size)) {
     Status bad = Status::Corruption(
         fmt::format("shard {}: size changed while mounted ({} bytes, indexed as {})",
-                    reader_->ShardPath(rec.shard), st.st_size, meta.size));
+                    RedactLocation(reader_->ShardPath(rec.shard)), st.st_size, meta.size));
     shards_.MarkBad(rec.shard, bad);
     return bad;
   }
@@ -314,7 +316,7 @@ Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, 
   Status s = range->gather ? Gather(rec, *range->shard, offset, range->length, buf)
                            : range->shard->ReadAt(buf, range->length, range->position);
   if (!s.ok()) {
-    s = s.WithContext(fmt::format("shard {}", reader_->ShardPath(range->shard_id)));
+    s = s.WithContext(fmt::format("shard {}", RedactLocation(reader_->ShardPath(range->shard_id))));
     shards_.ReadFailed(range->shard_id, s);
     *range = ReadRange{};
     return s;

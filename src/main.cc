@@ -45,10 +45,12 @@ const std::vector<Command>& AllCommands() {
   static const std::vector<Command> kCommands = {
       {"index build", "scan tar shards and write an index",
        "usage: shardfs index build --out INDEX [--no-checksum] [-j N] [--force] [--quiet]\n"
-       "                           [--from-list FILE [--url-prefix URL]] SHARD|DIR|GLOB|URL...",
+       "                           [--from-list FILE [--url-prefix URL]] [--max-shard-size SIZE]\n"
+       "                           [--max-list-pages N] SHARD|DIR|GLOB|URL...",
        RunIndexBuild},
       {"index add", "append shards to an index as a new version of the full tree",
-       "usage: shardfs index add [--no-checksum] [-m MESSAGE] [--quiet] INDEX SHARD...",
+       "usage: shardfs index add [--no-checksum] [-m MESSAGE] [--quiet] [--max-shard-size SIZE]\n"
+       "                         [--max-list-pages N] INDEX SHARD...",
        RunIndexAdd},
       {"index info", "what an index holds",
        "usage: shardfs index info [--view VIEW] [--json] INDEX", RunIndexInfo},

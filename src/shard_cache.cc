@@ -10,6 +10,7 @@
 
 #include "base/io.h"
 #include "base/log.h"
+#include "base/strings.h"
 #include "index/file_kind.h"
 #include "index/fingerprint.h"
 
@@ -43,10 +44,10 @@ bool Transient(int err) {
 // Corruption unless `fp` is the fingerprint `s` was indexed with.
 Status CheckFingerprint(const ShardCache::Shard& s, uint64_t fp) {
   if (fp == s.meta.fingerprint) return Status::Ok();
-  return Status::Corruption(fmt::format(
-      "shard {}: content differs from the indexed shard (fingerprint {:016x}, indexed "
-      "{:016x}): replaced after indexing?",
-      s.path, fp, s.meta.fingerprint));
+  return Status::Corruption(
+      fmt::format("shard {}: content differs from the indexed shard (fingerprint {:016x}, indexed "
+                  "{:016x}): replaced after indexing?",
+                  RedactLocation(s.path), fp, s.meta.fingerprint));
 }
 
 }  // namespace
@@ -54,8 +55,9 @@ Status CheckFingerprint(const ShardCache::Shard& s, uint64_t fp) {
 Result<ShardHandle> ShardCache::OpenRemote(uint32_t id, bool recheck) {
   const Shard& s = shards_[id];
   if (options_.chunked == nullptr) {
-    return Status::NotSupported(fmt::format("shard {}: a remote shard, and this mount reads "
-                                            "no remote shards", s.path));
+    return Status::NotSupported(
+        fmt::format("shard {}: a remote shard, and this mount reads no remote shards",
+                    RedactLocation(s.path)));
   }
   // The chunk cache would answer the fingerprint's reads from what it holds:
   // only the server can say whether the shard is right again.
@@ -152,7 +154,9 @@ Result<ShardHandle> ShardCache::Get(index::ShardId id) {
     lru_.pop_back();
     slots_[victim].handle.reset();  // Closes once the last reader lets go.
   }
-  if (healed) log::Info("shard {}: checked again and serving", shards_[id.value].path);
+  if (healed) {
+    log::Info("shard {}: checked again and serving", RedactLocation(shards_[id.value].path));
+  }
   return slot.handle;
 }
 

@@ -7,6 +7,7 @@
 
 #include "base/io.h"
 #include "base/log.h"
+#include "base/strings.h"
 
 namespace shardfs::mount {
 
@@ -29,9 +30,9 @@ enum ShardCounter {
 Status AsShardError(const Status& s, const std::string& location) {
   if (s.ok()) return s;
   if (s.code() == Status::Code::kCorruption || s.code() == Status::Code::kIoError) {
-    return s.WithContext(fmt::format("shard {}", location));
+    return s.WithContext(fmt::format("shard {}", RedactLocation(location)));
   }
-  return Status::IoError(fmt::format("shard {}: {}", location, s.message()));
+  return Status::IoError(fmt::format("shard {}: {}", RedactLocation(location), s.message()));
 }
 
 }  // namespace
@@ -208,14 +209,14 @@ Status ShardFetcher::Await(Inflight& f, ChunkKey key, uint64_t offset, size_t le
   if (!f.cv.wait_for(lock, wait_bound(), [&] { return f.done; })) {
     counters_->wait_timeouts.fetch_add(1, std::memory_order_relaxed);
     return Status::IoError(fmt::format("shard {}: chunk {} not fetched within {} s",
-                                       shards_[key.shard].location, key.index,
+                                       RedactLocation(shards_[key.shard].location), key.index,
                                        wait_bound().count() / 1000));
   }
   if (!f.status.ok()) return f.status;
   if (offset + len > f.len) {
     return Status::IoError(fmt::format("shard {}: chunk {} is {} bytes, read to byte {}",
-                                       shards_[key.shard].location, key.index, f.len,
-                                       offset + len));
+                                       RedactLocation(shards_[key.shard].location), key.index,
+                                       f.len, offset + len));
   }
   std::memcpy(buf, f.data.get() + offset, len);
   return Status::Ok();
@@ -227,7 +228,8 @@ Status ShardFetcher::ReadShard(const ShardHandle& shard, uint64_t pos, size_t le
   if (len == 0) return Status::Ok();
   if (pos > shards_[id].size || len > shards_[id].size - pos) {
     return Status::IoError(fmt::format("shard {}: read to byte {} of a {}-byte shard",
-                                       shards_[id].location, pos + len, shards_[id].size));
+                                       RedactLocation(shards_[id].location), pos + len,
+                                       shards_[id].size));
   }
   const uint64_t cs = options_.chunk_size;
   const uint64_t first = pos / cs, last = (pos + len - 1) / cs;
@@ -309,7 +311,7 @@ Status ShardFetcher::Warm(const ShardHandle& shard, uint64_t pos, uint64_t len,
     if (!f->cv.wait_for(lock, wait_bound(), [&] { return f->done; })) {
       if (first_error.ok()) {
         first_error = Status::IoError(fmt::format("shard {}: chunk {} not fetched within {} s",
-                                                  shards_[id].location, c,
+                                                  RedactLocation(shards_[id].location), c,
                                                   wait_bound().count() / 1000));
       }
     } else if (!f->status.ok()) {
@@ -346,7 +348,7 @@ Status ShardFetcher::Fetch(remote::HttpClient& client, const Job& job, char* dat
         s.location);
   }
   return PreadExact(job.shard->fd(), data, len, pos)
-      .WithContext(fmt::format("shard {}", s.location));
+      .WithContext(fmt::format("shard {}", RedactLocation(s.location)));
 }
 
 void ShardFetcher::Run() {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "base/strings.h"
 #include "index/index_publish.h"
 #include "index/index_reader.h"
 #include "index/member_path.h"
@@ -185,9 +186,9 @@ Status CheckNotIndexed(const index::IndexReader& reader,
   for (const index::ShardMeta& s : shards) {
     if (!canonical(s.path, s.remote(), &p)) continue;
     if (auto it = known.find(p); it != known.end()) {
-      return Status::InvalidArgument(fmt::format(
-          "shard {}: already in index {} (shard {}); a changed shard needs a new name",
-          s.path, reader.path(), it->second));
+      return Status::InvalidArgument(
+          fmt::format("shard {}: already in index {} (shard {}); a changed shard needs a new name",
+                      RedactLocation(s.path), reader.path(), it->second));
     }
   }
   return Status::Ok();
@@ -210,6 +211,7 @@ Result<IndexAddReport> AddShards(const IndexAddOptions& o) {
   scan_options.checksum = o.checksum;
   scan_options.jobs = o.jobs;
   scan_options.quiet = o.quiet;
+  scan_options.remote = o.remote;
   // The tree loads while the new shards are scanned: neither waits for
   // the other.
   Result<std::unique_ptr<VersionBuilder>> loaded = Status::IoError("the tree was not loaded");

@@ -25,6 +25,7 @@ struct IndexAddOptions {
   int jobs = 0;
   bool quiet = false;
   std::string message;
+  RemoteLimits remote;  // For remote shards, as in `index build`.
 };
 
 struct IndexAddReport {

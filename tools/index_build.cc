@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/strings.h"
 #include "index/file_kind.h"
 #include "index/member_path.h"
 #include "tools/progress.h"
@@ -41,8 +42,9 @@ struct ShardScan {
 
 bool HasGlobChars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
-Status ExpandOne(const std::string& input, std::vector<std::string>* out) {
-  if (IsRemoteInput(input)) return ExpandRemoteInput(input, out);
+Status ExpandOne(const std::string& input, const RemoteLimits& limits,
+                 std::vector<std::string>* out) {
+  if (IsRemoteInput(input)) return ExpandRemoteInput(input, limits, out);
   struct stat st;
   if (::stat(input.c_str(), &st) == 0) {
     if (!S_ISDIR(st.st_mode)) {
@@ -87,8 +89,11 @@ index::EntryType TypeOf(MemberKind kind) {
   }
 }
 
-void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress* progress,
-             ShardScan* out) {
+void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t max_remote_size,
+             Progress* progress, ShardScan* out) {
+  // What messages name: a URL without its query (a presigned URL's
+  // signature) is what may be printed.
+  const std::string shown = RedactLocation(path);
   ScanOptions so;
   so.checksum = checksum;
   uint64_t last_end = 0;
@@ -125,7 +130,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
   remote::ObjectInfo object;
   if (IsRemoteInput(path)) {
     out->remote = true;
-    Result<UniqueFd> fd = DownloadShard(path, &object);
+    Result<UniqueFd> fd = DownloadShard(path, max_remote_size, &object);
     if (!fd.ok()) {
       out->status = fd.status();
       progress->UnitDone();
@@ -151,7 +156,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
   auto scan = [&](const std::string& p, const ScanOptions& o,
                   const std::function<Status(ScannedMember&&)>& fn, ShardInfo* info) {
     if (!downloaded.valid()) return ScanTar(p, o, fn, info);
-    Status s = ScanTarFd(p, downloaded.get(), o, fn, info);
+    Status s = ScanTarFd(shown, downloaded.get(), o, fn, info);
     // The server's Last-Modified, never the temporary copy's mtime: a mount
     // holds responses to it when there is no ETag (0: nothing to hold to).
     info->mtime_ns = object.mtime_ns;
@@ -171,7 +176,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
           ++out->rejected;
           if (out->rejected_examples.size() < kExamples) {
             out->rejected_examples.push_back(
-                fmt::format("{}: member '{}' at byte {}: {}", path, m.path, m.header_offset, why));
+                fmt::format("{}: member '{}' at byte {}: {}", shown, m.path, m.header_offset, why));
           }
           return Status::Ok();
         };
@@ -212,7 +217,8 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, Progress
 
 Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string>& inputs,
                                                    const std::string& from_list,
-                                                   const std::string& url_prefix) {
+                                                   const std::string& url_prefix,
+                                                   const RemoteLimits& limits) {
   std::vector<std::string> all = inputs;
   if (!url_prefix.empty() && from_list.empty()) {
     return Status::InvalidArgument("--url-prefix names the shards of a --from-list file");
@@ -237,7 +243,7 @@ Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string
     }
   }
   std::vector<std::string> out;
-  for (const std::string& input : all) SHARDFS_RETURN_IF_ERROR(ExpandOne(input, &out));
+  for (const std::string& input : all) SHARDFS_RETURN_IF_ERROR(ExpandOne(input, limits, &out));
   if (out.empty()) return Status::InvalidArgument("no shards given");
   return out;
 }
@@ -278,12 +284,13 @@ Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int
       // this shard's scan like any other error.
       try {
         ScanOne(shards[i], index::ShardId{first_id + static_cast<uint32_t>(i)}, options.checksum,
-                &progress, &scan);
+                options.remote.max_shard_size, &progress, &scan);
       } catch (const std::bad_alloc&) {
-        scan.status =
-            Status::IoError(fmt::format("shard {}: out of memory while scanning", shards[i]));
+        scan.status = Status::IoError(
+            fmt::format("shard {}: out of memory while scanning", RedactLocation(shards[i])));
       } catch (const std::exception& e) {
-        scan.status = Status::IoError(fmt::format("shard {}: {}", shards[i], e.what()));
+        scan.status =
+            Status::IoError(fmt::format("shard {}: {}", RedactLocation(shards[i]), e.what()));
       }
       if (!scan.status.ok()) failed = true;
     }
@@ -359,8 +366,9 @@ int Jobs(const IndexBuildOptions& options, size_t shards) {
 
 Result<ScannedShards> ScanNewShards(const IndexBuildOptions& options, uint32_t first_id) {
   ScannedShards out;
-  SHARDFS_ASSIGN_OR_RETURN(std::vector<std::string> shards,
-                           ExpandShardInputs(options.inputs, options.from_list, options.url_prefix));
+  SHARDFS_ASSIGN_OR_RETURN(
+      std::vector<std::string> shards,
+      ExpandShardInputs(options.inputs, options.from_list, options.url_prefix, options.remote));
   SHARDFS_RETURN_IF_ERROR(CheckShardFiles(shards, &out.report.shard_bytes));
   std::vector<ShardScan> scans;
   SHARDFS_RETURN_IF_ERROR(ScanShards(shards, first_id, Jobs(options, shards.size()), options,
@@ -377,8 +385,9 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   SHARDFS_RETURN_IF_ERROR(index::CheckOutputPath(options.out, options.force));
-  SHARDFS_ASSIGN_OR_RETURN(std::vector<std::string> shards,
-                           ExpandShardInputs(options.inputs, options.from_list, options.url_prefix));
+  SHARDFS_ASSIGN_OR_RETURN(
+      std::vector<std::string> shards,
+      ExpandShardInputs(options.inputs, options.from_list, options.url_prefix, options.remote));
   IndexBuildReport report;
   report.shards = shards.size();
   SHARDFS_RETURN_IF_ERROR(CheckShardFiles(shards, &report.shard_bytes));

@@ -8,6 +8,7 @@
 #include "base/status.h"
 #include "index/index_writer.h"
 #include "index/tree_emitter.h"
+#include "tools/remote_shards.h"
 
 namespace shardfs::tools {
 
@@ -20,6 +21,7 @@ struct IndexBuildOptions {
   int jobs = 0;  // 0: one per core.
   bool force = false;
   bool quiet = false;
+  RemoteLimits remote;  // S3 listing pages, bytes of a remote shard.
 };
 
 struct IndexBuildReport {
@@ -35,12 +37,13 @@ struct IndexBuildReport {
 // Expands inputs to shard paths, in the order given: a directory contributes
 // its *.tar files in name order, a pattern with * ? or [ its glob(3) matches
 // in name order, a URL itself, an "s3://BUCKET/PREFIX/" its *.tar objects in
-// key order (tools/remote_shards.h). With `url_prefix`, the lines of
-// `from_list` that are not URLs are names under it. Returns InvalidArgument
-// naming an input that matches nothing.
+// key order (tools/remote_shards.h; `limits` bound the listing). With
+// `url_prefix`, the lines of `from_list` that are not URLs are names under
+// it. Returns InvalidArgument naming an input that matches nothing.
 Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string>& inputs,
                                                    const std::string& from_list,
-                                                   const std::string& url_prefix = "");
+                                                   const std::string& url_prefix = "",
+                                                   const RemoteLimits& limits = {});
 
 // Scans every shard (options.jobs at a time) and publishes the index at
 // options.out. The index is the same, byte for byte in every key and value,

@@ -111,7 +111,8 @@ Status OpenShards(IndexSource* src) {
     if (metas[i].remote()) {
       return Status::NotSupported(fmt::format(
           "shard {}: a remote shard; pack --from-index reads local shard files (mount the index "
-          "and pack the mounted tree instead)", path));
+          "and pack the mounted tree instead)",
+          RedactLocation(path)));
     }
     auto changed = [&](std::string what) {
       return Status::Corruption(fmt::format("shard {}: {}", path, what));

@@ -201,9 +201,10 @@ class Verifier {
     for (size_t i = 0; i < shards.size(); ++i) {
       const std::string& path = reader_->ShardPath(index::ShardId{static_cast<uint32_t>(i)});
       if (shards[i].remote()) {
-        Add(0, "shard differs", fmt::format("{}: a remote shard; verify INDEX reads local shard "
-                                            "files (use verify --mounted on a mount of it)",
-                                            path));
+        Add(0, "shard differs",
+            fmt::format("{}: a remote shard; verify INDEX reads local shard "
+                        "files (use verify --mounted on a mount of it)",
+                        RedactLocation(path)));
         continue;
       }
       // O_NONBLOCK: a FIFO where a shard should be is refused, not waited on.
@@ -383,8 +384,9 @@ class Verifier {
       other = ShardFd(p.shard);
       base = p.offset;
       if (other < 0) {
-        Add(job.order, "unreadable", fmt::format("{}: shard {} cannot be opened", path,
-                                                 reader_->ShardPath(index::ShardId{p.shard})));
+        Add(job.order, "unreadable",
+            fmt::format("{}: shard {} cannot be opened", path,
+                        RedactLocation(reader_->ShardPath(index::ShardId{p.shard}))));
         return;
       }
     }
@@ -429,8 +431,9 @@ class Verifier {
     const std::string path = EscapePath(s.path);
     const int shard = ShardFd(p.shard);
     if (o_.full && shard < 0) {
-      Add(job.order, "unreadable", fmt::format("{}: shard {} cannot be opened", path,
-                                               reader_->ShardPath(index::ShardId{p.shard})));
+      Add(job.order, "unreadable",
+          fmt::format("{}: shard {} cannot be opened", path,
+                      RedactLocation(reader_->ShardPath(index::ShardId{p.shard}))));
       return;
     }
     std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> h(XXH3_createState(),

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "base/fd.h"
+#include "base/strings.h"
 #include "index/index_reader.h"
 #include "tools/view_diff.h"
 
@@ -158,7 +159,7 @@ Result<ViewExport> ExportView(const std::string& index_path, const std::string& 
         return context(Status::Corruption(fmt::format(
             "file inode {} (shard {} offset {}) is in no version of default, so its path in "
             "the tar is unknown",
-            w.inode, view->ShardPath(index::ShardId{w.shard}), w.offset)));
+            w.inode, RedactLocation(view->ShardPath(index::ShardId{w.shard})), w.offset)));
       }
     }
   }

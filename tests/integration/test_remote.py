@@ -5,7 +5,9 @@ servers started here (nginx, s3rver) with a fault-injecting proxy between.
 
 What each test shows:
   - the mounted tree is the tree tar'd into the shards, byte for byte, over
-    http, https (with the test's CA) and S3 (SigV4 checked by the server);
+    http, https (with the test's CA) and S3 (SigV4 checked by the server;
+    s3rver's plain-http endpoint needs SHARDFS_S3_ALLOW_HTTP=1, in the build
+    and in the daemon);
   - metadata walks (find, ls -lR, lstat of everything) send no request;
   - 503/429 bursts, resets and stalls are retried and still give the right
     bytes; a server that is down fails a read with EIO within the retry
@@ -32,9 +34,9 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import remote_servers as rs  # noqa: E402
-from shardfs_testlib import (SHARDFS, Mount, ScratchTestCase, build_index, json_lines,  # noqa: E402
-                             main, run_shardfs, sha256_file, tar_into_shards, unmount, wait_until,
-                             walk_reference)
+from shardfs_testlib import (SHARDFS, Mount, MountError, ScratchTestCase, build_index,  # noqa: E402
+                             json_lines, main, run_shardfs, sha256_file, tar_into_shards, unmount,
+                             wait_until, walk_reference)
 
 CHUNK = 64 << 10  # Small chunks, so the little test shards span many.
 
@@ -247,7 +249,7 @@ class S3Test(RemoteTestCase):
             s3.put("train/README.txt", b"not a shard")
             env = dict(os.environ, AWS_ACCESS_KEY_ID=s3.access_key,
                        AWS_SECRET_ACCESS_KEY=s3.secret_key, AWS_REGION=s3.region,
-                       AWS_ENDPOINT_URL_S3=s3.endpoint,
+                       AWS_ENDPOINT_URL_S3=s3.endpoint, SHARDFS_S3_ALLOW_HTTP="1",
                        AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
             env.pop("AWS_PROFILE", None)
             idx = os.path.join(self.scratch("idx"), "s3.idx")
@@ -270,6 +272,14 @@ class S3Test(RemoteTestCase):
             saved = dict(os.environ)
             os.environ.update(env)
             try:
+                # s3rver listens on plain http: the daemon refuses it too
+                # unless told that is fine.
+                del os.environ["SHARDFS_S3_ALLOW_HTTP"]
+                with self.assertRaises(MountError) as cm:
+                    with Mount(idx, mnt, "chunk_size=64K"):
+                        pass
+                self.assertIn("SHARDFS_S3_ALLOW_HTTP=1", str(cm.exception))
+                os.environ["SHARDFS_S3_ALLOW_HTTP"] = "1"
                 with Mount(idx, mnt, "chunk_size=64K"):
                     self.assert_tree(mnt)
                     self.assertGreater(stats(mnt)["requests"], 0)

@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "base/strings.h"
 #include "remote/aws_config.h"
 #include "remote/http_client.h"
 #include "remote/request_stats.h"
@@ -35,9 +36,10 @@
 namespace shardfs::remote {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 using std::chrono::milliseconds;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
 
 // ---------------------------------------------------------------- URLs
 
@@ -89,6 +91,55 @@ TEST(RemoteUrlTest, RefusesWhatIsNotAUrl) {
   }
 }
 
+TEST(RemoteUrlTest, RedactedHidesTheQueryAndAnyUserinfo) {
+  EXPECT_EQ(RedactLocation("https://cdn.example/d/a.tar?X-Amz-Signature=SECRET&X-Amz-Date=1"),
+            "https://cdn.example/d/a.tar?<redacted>");
+  EXPECT_EQ(RedactLocation("HTTP://h:8080/a.tar?"), "HTTP://h:8080/a.tar?<redacted>");
+  EXPECT_EQ(RedactLocation("http://h?sig=SECRET"), "http://h?<redacted>");
+  EXPECT_EQ(RedactLocation("http://h/a.tar#frag?SECRET"), "http://h/a.tar#frag?<redacted>");
+  EXPECT_EQ(RedactLocation("http://alice:SECRET@h/a.tar"), "http://<redacted>@h/a.tar");
+  EXPECT_EQ(RedactLocation("https://a@b:SECRET@h/x?SECRET"), "https://<redacted>@h/x?<redacted>");
+  EXPECT_EQ(RedactLocation("http://h/a@b.tar"), "http://h/a@b.tar");  // Not in the host part.
+  EXPECT_EQ(RedactLocation("http://h/a.tar"), "http://h/a.tar");
+  // An S3 key may hold '?' and '#': it is the object's name, not a query.
+  EXPECT_EQ(RedactLocation("s3://b/d/a?b#c.tar"), "s3://b/d/a?b#c.tar");
+  EXPECT_EQ(RedactLocation("s3://AK:SECRET@b/k?x"), "s3://<redacted>@b/k?x");
+  EXPECT_EQ(RedactLocation("/data/a?b@c.tar"), "/data/a?b@c.tar");
+  EXPECT_EQ(RedactLocation("shards/x.tar"), "shards/x.tar");
+  EXPECT_EQ(RedactLocation(""), "");
+
+  auto u = ParseRemoteUrl("https://h:1/a.tar?X-Amz-Signature=SECRET");
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->ToString(), "https://h:1/a.tar?X-Amz-Signature=SECRET");  // Kept for fetching.
+  EXPECT_EQ(u->Redacted(), "https://h:1/a.tar?<redacted>");
+  auto s3 = ParseRemoteUrl("s3://b/k?v=1");
+  ASSERT_TRUE(s3.ok());
+  EXPECT_EQ(s3->Redacted(), "s3://b/k?v=1");
+}
+
+TEST(RemoteUrlTest, RefusesUserinfoNamingTheWaysToGiveCredentials) {
+  for (const char* bad : {"http://alice:hunter2@h/a.tar", "https://hunter2@h:443/a.tar?q",
+                          "http://alice:hunter2@h", "HTTPS://u:hunter2@h?x=1"}) {
+    auto r = ParseRemoteUrl(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_THAT(r.status().message(), Not(HasSubstr("hunter2"))) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("<redacted>@h")) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("presigned URL")) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("AWS_ACCESS_KEY_ID")) << bad;
+  }
+  auto r = ParseRemoteUrl("s3://AKIA:hunter2@bkt/k.tar");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("hunter2")));
+  EXPECT_THAT(r.status().message(), HasSubstr("s3://<redacted>@bkt/k.tar"));
+  EXPECT_THAT(r.status().message(), HasSubstr("AWS_PROFILE"));
+  // Other refusals do not print a query either.
+  r = ParseRemoteUrl("http://h/a b.tar?sig=hunter2");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("hunter2")));
+  EXPECT_THAT(r.status().message(), HasSubstr("http://h/a b.tar?<redacted>"));
+}
+
 TEST(RemoteUrlTest, EncodesKeysPerSigV4) {
   EXPECT_EQ(UriEncode("AZaz09-._~", true), "AZaz09-._~");
   EXPECT_EQ(UriEncode("a b/c+d=e&f", true), "a%20b/c%2Bd%3De%26f");
@@ -124,7 +175,7 @@ class EnvGuard {
          {"HOME", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
           "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
           "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_NO_SIGN_REQUEST", "CURL_CA_BUNDLE",
-          "SSL_CERT_FILE"}) {
+          "SSL_CERT_FILE", "SHARDFS_S3_ALLOW_HTTP"}) {
       const char* v = std::getenv(name);
       saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
       if (std::string_view(name) != "HOME") unsetenv(name);
@@ -149,6 +200,9 @@ class AwsConfigTest : public ::testing::Test {
  protected:
   AwsConfigTest() {
     env_.Set("HOME", dir_.path());
+    // Most tests here name plain-http endpoints; PlainHttpEndpointNeedsConsent
+    // shows the refusal without this.
+    env_.Set("SHARDFS_S3_ALLOW_HTTP", "1");
     ::mkdir((dir_ / ".aws").c_str(), 0700);
   }
   void WriteCredentials(std::string_view text) {
@@ -276,6 +330,36 @@ TEST_F(AwsConfigTest, ClearErrors) {
   c = LoadAwsConfig();
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("AWS_ENDPOINT_URL"));
+}
+
+TEST_F(AwsConfigTest, PlainHttpEndpointNeedsConsent) {
+  unsetenv("SHARDFS_S3_ALLOW_HTTP");
+  env_.Set("AWS_ENDPOINT_URL_S3", "http://user:hunter2@127.0.0.1:9000/");
+  auto c = LoadAwsConfig();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("AWS_ENDPOINT_URL_S3 = http://<redacted>@127.0.0.1"));
+  EXPECT_THAT(c.status().message(), HasSubstr("clear text"));
+  EXPECT_THAT(c.status().message(), HasSubstr("SHARDFS_S3_ALLOW_HTTP=1"));
+  EXPECT_THAT(c.status().message(), Not(HasSubstr("hunter2")));
+
+  unsetenv("AWS_ENDPOINT_URL_S3");
+  WriteConfig("[default]\nendpoint_url = http://minio:9000\n");
+  env_.Set("SHARDFS_S3_ALLOW_HTTP", "0");  // Only "1" says yes.
+  c = LoadAwsConfig();
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("endpoint_url of profile default"));
+
+  env_.Set("SHARDFS_S3_ALLOW_HTTP", "1");
+  c = LoadAwsConfig();
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->endpoint_url, "http://minio:9000");
+
+  unsetenv("SHARDFS_S3_ALLOW_HTTP");
+  WriteConfig("[default]\nendpoint_url = https://minio:9000\n");
+  c = LoadAwsConfig();
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->endpoint_url, "https://minio:9000");
 }
 
 // ---------------------------------------------------------------- backoff, stats
@@ -1279,6 +1363,48 @@ TEST_F(HttpClientTest, ListS3FollowsContinuationTokensWithSortedQueries) {
   EXPECT_EQ((*list)[0].etag, "\"e1\"");
   EXPECT_EQ((*list)[1].key, "d/b.tar");
   EXPECT_EQ(server.requests().size(), 2u);
+}
+
+// One page per request, truncated, with the continuation token `token(n)`
+// for the n-th request (0-based).
+LoopbackServer::Handler EndlessListing(std::function<std::string(int)> token) {
+  return [token](int fd, const HttpRequest&, int index) {
+    Respond(fd, "200 OK", {"Content-Type: application/xml"},
+            fmt::format("<ListBucketResult><IsTruncated>true</IsTruncated>"
+                        "<NextContinuationToken>{}</NextContinuationToken>"
+                        "<Contents><Key>d/{}.tar</Key><Size>1</Size></Contents>"
+                        "</ListBucketResult>",
+                        token(index), index));
+    return After::kKeep;
+  };
+}
+
+TEST_F(HttpClientTest, ListS3StopsAtATokenSentBefore) {
+  // A, B, C, A, B, C, ...: never the same token twice in a row.
+  LoopbackServer server(EndlessListing([](int n) { return std::string(1, "ABC"[n % 3]); }));
+  AwsConfig cfg;
+  cfg.endpoint_url = server.Endpoint();
+  HttpClient client(FastOptions(), cfg, &stats_);
+  auto list = ListS3(client, "bkt", "d/");
+  ASSERT_FALSE(list.ok());
+  EXPECT_EQ(list.status().code(), Status::Code::kIoError);
+  EXPECT_THAT(list.status().message(),
+              HasSubstr("s3://bkt/d/: page 4: the server sent again the continuation token of "
+                        "page 1"));
+  EXPECT_EQ(server.requests().size(), 4u);
+}
+
+TEST_F(HttpClientTest, ListS3StopsAfterMaxPages) {
+  LoopbackServer server(EndlessListing([](int n) { return fmt::format("t{}", n); }));
+  AwsConfig cfg;
+  cfg.endpoint_url = server.Endpoint();
+  HttpClient client(FastOptions(), cfg, &stats_);
+  auto list = ListS3(client, "bkt", "d/", /*max_pages=*/5);
+  ASSERT_FALSE(list.ok());
+  EXPECT_EQ(list.status().code(), Status::Code::kIoError);
+  EXPECT_THAT(list.status().message(), HasSubstr("s3://bkt/d/: the listing goes on past 5 pages"));
+  EXPECT_THAT(list.status().message(), HasSubstr("--max-list-pages"));
+  EXPECT_EQ(server.requests().size(), 5u);
 }
 
 }  // namespace
