@@ -4,6 +4,10 @@
 `index build --force` replaces a shardfs index or an empty directory, never
 a directory of shards or anything else, and never an output that holds an
 input; the index path names the old or the new index at every moment.
+`pack --force` replaces only an earlier pack output and keeps it whole until
+the new one is complete: a pack failing half-way (the test-only
+SHARDFS_TEST_FAIL_AFTER_SHARDS hook, as a full disk) leaves the old output
+as it was, and verify still passes on it.
 """
 
 import os
@@ -163,6 +167,96 @@ class ForceSafetyTest(tl.ScratchTestCase):
         tl.build_index(tars, empty, "--force")
         self.assertEqual(tl.index_info(empty)[0]["shards"], 2)
         self.assertEqual(sorted(os.listdir(parent)), ["empty", "idx"])
+
+    # -- pack --force -------------------------------------------------------
+
+    def make_src(self, name):
+        src = os.path.join(self.scratch(name), "src")
+        for d in range(3):
+            os.makedirs(os.path.join(src, "d%d" % d))
+            for i in range(30):
+                tl._write(os.path.join(src, "d%d" % d, "s%03d.jpg" % i), os.urandom(2000))
+                tl._write(os.path.join(src, "d%d" % d, "s%03d.cls" % i), b"%d" % (i % 5))
+        return src
+
+    def verify(self, out, src):
+        v = tl.run_shardfs("verify", os.path.join(out, "index"), src)
+        self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+
+    def test_pack_force_failing_half_way_keeps_the_old_output(self):
+        src = self.make_src("fail")
+        parent = self.scratch("fail-out")
+        out = os.path.join(parent, "out")
+        tl.pack(src, out, "--shard-size", "64K")
+        self.verify(out, src)
+        before = snapshot(out)
+        shards = tl.shards_of(out)
+        self.assertGreater(len(shards), 4)
+        # Smaller shards, so the new output would differ; it fails after two
+        # of them.
+        p = tl.pack(src, out, "--shard-size", "16K", "--force", check=1,
+                    prefix=["env", "SHARDFS_TEST_FAIL_AFTER_SHARDS=2"])
+        self.assertIn(b"SHARDFS_TEST_FAIL_AFTER_SHARDS=2", p.stderr)
+        self.assertEqual(snapshot(out), before, "the old output changed")
+        self.assertEqual(os.listdir(parent), ["out"], "nothing left beside the output")
+        info, _ = tl.index_info(os.path.join(out, "index"))
+        self.assertEqual(info["shards"], len(shards))
+        self.verify(out, src)
+        # Without the hook, --force replaces it; the old output is gone
+        # whole, and the output path held an index throughout.
+        with IndexAlwaysThere(os.path.join(out, "index")) as w:
+            tl.pack(src, out, "--shard-size", "16K", "--force")
+        self.assertEqual(w.missing, 0, "%s/index missing during pack --force" % out)
+        self.verify(out, src)
+        self.assertEqual(sorted(os.listdir(out)), sorted(["index"] + tl.shards_of(out)))
+        self.assertGreater(len(tl.shards_of(out)), len(shards))
+        self.assertEqual(os.listdir(parent), ["out"])
+
+    def test_pack_force_removes_only_an_earlier_pack(self):
+        src = self.make_src("only")
+        out = os.path.join(self.scratch("only-out"), "out")
+        tl.pack(src, out, "--name", "old-%d.tar", "--shard-size", "64K")
+        old = tl.shards_of(out)
+        # A file pack did not write: refused, with --force, nothing touched.
+        tl._write(os.path.join(out, "notes.txt"), b"my notes")
+        before = snapshot(out)
+        p = tl.pack(src, out, "--force", check=1)
+        self.assertIn(b"notes.txt", p.stderr)
+        self.assertIn(b"not written by shardfs pack", p.stderr)
+        self.assertEqual(snapshot(out), before)
+        os.unlink(os.path.join(out, "notes.txt"))
+        # An earlier pack under another --name: its index lists its shards,
+        # so they go, with the index.
+        tl.pack(src, out, "--force")
+        new = tl.shards_of(out)
+        self.assertTrue(all(n.startswith("train-") for n in new), new)
+        self.assertEqual(sorted(os.listdir(out)), sorted(["index"] + new))
+        self.assertTrue(old and not set(old) & set(new))
+        self.verify(out, src)
+
+    def test_pack_force_refuses_a_directory_of_other_files(self):
+        src = self.make_src("home")
+        home = os.path.dirname(src)  # Holds the source tree, and more.
+        tl._write(os.path.join(home, ".profile"), b"PATH=$PATH:~/bin")
+        home_before = snapshot(home)
+        p = tl.pack(src, home, "--force", check=1)
+        self.assertIn(b"contains the source", p.stderr)
+        p = tl.pack(src, home, check=1)
+        self.assertIn(b"contains the source", p.stderr)
+        self.assertEqual(snapshot(home), home_before)
+        # Files of their own in a directory beside the source.
+        docs = self.scratch("docs")
+        os.makedirs(os.path.join(docs, "sub"))
+        tl._write(os.path.join(docs, "sub", "a.txt"), b"a")
+        tl._write(os.path.join(docs, "train-000000.tar"), b"not ours, named like ours")
+        before = snapshot(docs)
+        p = tl.pack(src, docs, "--force", check=1)
+        self.assertIn(b"sub", p.stderr)
+        self.assertEqual(snapshot(docs), before)
+        # The output inside the source is refused, as before.
+        p = tl.pack(src, os.path.join(src, "d0"), "--force", check=1)
+        self.assertIn(b"inside the source", p.stderr)
+        self.assertEqual(snapshot(home), home_before)
 
 
 if __name__ == "__main__":
