@@ -14,6 +14,7 @@
 
 #include "base/fd.h"
 #include "base/parse.h"
+#include "base/paths.h"
 #include "index/fingerprint.h"
 #include "tools/tar_writer.h"
 
@@ -31,13 +32,6 @@ uint64_t FailAfterShards() {
   const char* v = std::getenv("SHARDFS_TEST_FAIL_AFTER_SHARDS");
   uint64_t n = 0;
   return v && ParseCount(v, 1, UINT32_MAX, &n) ? n : UINT64_MAX;
-}
-
-Status SyncDir(const std::string& dir) {
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno(errno, dir);
-  if (::fsync(fd.get()) != 0) return Status::FromErrno(errno, fmt::format("fsync {}", dir));
-  return Status::Ok();
 }
 
 class ShardWriter {
@@ -123,7 +117,7 @@ class ShardWriter {
     }
     if (check_only_) return Status::Ok();
     SHARDFS_RETURN_IF_ERROR(FinishShard());
-    return SyncDir(out_dir_);
+    return SyncPath(out_dir_);
   }
 
   Status OpenShard(uint32_t shard) {
