@@ -1,6 +1,7 @@
 #include "index/index_publish.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,18 +16,14 @@
 
 #include "base/fd.h"
 #include "base/log.h"
+#include "base/paths.h"
 #include "index/db_options.h"
+#include "index/file_kind.h"
+#include "index/index_reader.h"
 
 namespace shardfs::index {
 namespace fs = std::filesystem;
 namespace {
-
-Status SyncPath(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno(errno, path);
-  if (::fsync(fd.get()) != 0) return Status::FromErrno(errno, fmt::format("fsync {}", path));
-  return Status::Ok();
-}
 
 // Every regular file in `dir`, then `dir` itself.
 Status SyncDirectory(const std::string& dir) {
@@ -88,28 +85,37 @@ Status IngestTables(const std::string& dir, const std::vector<std::string>& file
   return Status::Ok();
 }
 
-// Renames the complete database `tmp` to `out_abs`, moving what is there
-// aside first and putting it back if the rename fails.
-Status RenameIntoPlace(const std::string& tmp, const fs::path& out_abs,
-                       const std::string& out_path, std::random_device& rd) {
+// Removes what publishing moved away from `out_path` (now at `old`): an
+// index, or the empty directory it replaced. Anything else (something put
+// there since CheckReplaceable) is kept, with a warning.
+void RemoveReplaced(const std::string& old, const std::string& out_path) {
+  if (!IsShardfsIndex(old) && !IsEmptyDirectory(old)) {
+    log::Warning("{}: what it held is not a shardfs index; kept at {}", out_path, old);
+    return;
+  }
   std::error_code ec;
-  std::string old;
-  if (fs::exists(fs::symlink_status(out_abs, ec))) {
-    old = fmt::format("{}.old-{}-{:08x}", out_abs.string(), ::getpid(), rd());
-    fs::rename(out_abs, old, ec);
-    if (ec) {
-      fs::remove_all(tmp, ec);
-      return Status::IoError(fmt::format("{}: cannot move aside: {}", out_path, ec.message()));
-    }
-  }
-  fs::rename(tmp, out_abs, ec);
-  if (ec) {
-    std::string msg = ec.message();
+  fs::remove_all(old, ec);
+  if (ec) log::Warning("{}: the replaced index is left at {}: {}", out_path, old, ec.message());
+}
+
+// Puts the complete database `tmp` at `out_abs`, in one step (see
+// ReplaceDirectory): a reader finds the old index or the new one there at
+// every moment, and a crash leaves one of them. Then removes the old one.
+Status RenameIntoPlace(const std::string& tmp, const fs::path& out_abs,
+                       const std::string& out_path) {
+  std::error_code ec;
+  // Checked again: the build took a while.
+  if (Status s = CheckReplaceable(out_path, out_abs); !s.ok()) {
     fs::remove_all(tmp, ec);
-    if (!old.empty()) fs::rename(old, out_abs, ec);
-    return Status::IoError(fmt::format("{}: cannot publish: {}", out_path, msg));
+    return s;
   }
-  if (!old.empty()) fs::remove_all(old, ec);
+  Result<Replaced> r = ReplaceDirectory(tmp, out_abs.string());
+  if (!r.ok()) {
+    fs::remove_all(tmp, ec);
+    return Status::IoError(fmt::format("{}: cannot publish: {}", out_path, r.status().message()));
+  }
+  if (!r->atomic) log::Debug("{}: replaced by two renames (no RENAME_EXCHANGE here)", out_path);
+  if (!r->old_path.empty()) RemoveReplaced(r->old_path, out_path);
   return Status::Ok();
 }
 
@@ -131,6 +137,21 @@ Result<fs::path> AbsoluteIndexPath(const std::string& out_path) {
   if (ec) return Status::IoError(fmt::format("{}: {}", out_path, ec.message()));
   if (out_abs.filename().empty()) out_abs = out_abs.parent_path();
   return out_abs;
+}
+
+Status CheckReplaceable(const std::string& out_path, const fs::path& out_abs) {
+  struct stat st;
+  if (::lstat(out_abs.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return Status::FromErrno(errno, out_path);
+  }
+  if (IsShardfsIndex(out_abs.string()) || IsEmptyDirectory(out_abs.string())) return Status::Ok();
+  const std::string what = S_ISREG(st.st_mode)   ? "is a file"
+                           : S_ISDIR(st.st_mode) ? "is a directory that holds no shardfs index"
+                                                 : FileKind(st.st_mode);
+  return Status::InvalidArgument(
+      fmt::format("{}: {}; --force replaces only a shardfs index or an empty directory: left alone",
+                  out_path, what));
 }
 
 Status WriteDatabase(const std::string& dir, std::span<const TablePart> parts) {
@@ -177,7 +198,7 @@ Result<uint64_t> PublishIndex(const std::string& out_path, const fs::path& out_a
     return s.WithContext(out_path);
   }
   log::Debug("index write: database written");
-  SHARDFS_RETURN_IF_ERROR(RenameIntoPlace(tmp, out_abs, out_path, rd));
+  SHARDFS_RETURN_IF_ERROR(RenameIntoPlace(tmp, out_abs, out_path));
   SHARDFS_RETURN_IF_ERROR(SyncPath(out_abs.parent_path().string()));
   return DirectoryBytes(out_abs);
 }

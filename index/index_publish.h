@@ -2,9 +2,9 @@
 // database of them, published atomically at the output path.
 //
 // The database is written to a temporary directory next to the output and
-// renamed into place only when complete (an existing output is moved aside
-// first and removed after), so a failed or interrupted build leaves nothing
-// that looks like an index, and a failed publish puts the old one back.
+// put in place only when complete, exchanged with an existing index in one
+// step, so a failed or interrupted build leaves nothing that looks like a
+// new index, and the output path never lacks an index it had.
 #ifndef SHARDFS_INDEX_INDEX_PUBLISH_H_
 #define SHARDFS_INDEX_INDEX_PUBLISH_H_
 
@@ -37,11 +37,20 @@ Result<std::filesystem::path> AbsoluteIndexPath(const std::string& out_path);
 // then every file and `dir` fsynced. IoError naming the file on failure.
 Status WriteDatabase(const std::string& dir, std::span<const TablePart> parts);
 
+// Whether an index may be published at `out_abs` (AbsoluteIndexPath(
+// out_path)) over what is there: nothing, a shardfs index (IsShardfsIndex)
+// or an empty directory. Anything else, InvalidArgument naming `out_path`
+// and what it is: no publish replaces what shardfs did not write.
+Status CheckReplaceable(const std::string& out_path, const std::filesystem::path& out_abs);
+
 // Writes `parts` with WriteDatabase into a temporary directory beside
-// `out_abs` (AbsoluteIndexPath(out_path)) and renames it into place,
-// replacing whatever is there; the caller checked that it may (see
-// CheckOutputPath). Returns the bytes of the published index's files, or
-// IoError naming `out_path` with nothing new left behind.
+// `out_abs` (AbsoluteIndexPath(out_path)) and puts it in place in one step
+// (ReplaceDirectory in base/paths.h: `out_abs` names the old index or the
+// new one at every moment, a crash included), then removes the old one.
+// Whether an existing index may be replaced is the caller's to check (see
+// CheckOutputPath); what CheckReplaceable refuses is refused here too.
+// Returns the bytes of the published index's files, or an error naming
+// `out_path` with nothing new left behind.
 Result<uint64_t> PublishIndex(const std::string& out_path, const std::filesystem::path& out_abs,
                               std::span<const TablePart> parts);
 

@@ -123,6 +123,17 @@ const char* EntryTypeName(EntryType type) {
 
 IndexReader::~IndexReader() = default;
 
+bool IsShardfsIndex(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  if (::lstat(JoinPath(path, "CURRENT").c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  rocksdb::DB* raw = nullptr;
+  if (!rocksdb::DB::OpenForReadOnly(ReaderDbOptions(1 << 20), path, &raw).ok()) return false;
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::string version;
+  return db->Get(rocksdb::ReadOptions(), EncodeMetaKey(kMetaSchemaVersion), &version).ok();
+}
+
 Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
                                                        const ReaderOptions& options) {
   SHARDFS_RETURN_IF_ERROR(CheckIndexDirectory(path));

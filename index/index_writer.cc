@@ -52,9 +52,9 @@ Status CheckOutputPath(const std::string& out_path, bool force) {
     return Status::AlreadyExists(
         fmt::format("{}: already exists (use --force to replace it)", out_path));
   }
-  std::error_code ec;
-  fs::path parent = fs::absolute(out_path, ec).parent_path();
-  if (ec) return Status::IoError(fmt::format("{}: {}", out_path, ec.message()));
+  SHARDFS_ASSIGN_OR_RETURN(const fs::path out_abs, AbsoluteIndexPath(out_path));
+  SHARDFS_RETURN_IF_ERROR(CheckReplaceable(out_path, out_abs));
+  const fs::path parent = out_abs.parent_path();
   if (::access(parent.c_str(), W_OK) != 0) {
     return Status::FromErrno(errno, fmt::format("{}: cannot write to {}", out_path,
                                                 parent.string()));

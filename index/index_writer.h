@@ -54,7 +54,8 @@
 namespace shardfs::index {
 
 struct WriteOptions {
-  // Replace an existing index at the output path.
+  // Replace an existing index (or empty directory) at the output path;
+  // nothing else is ever replaced (see CheckOutputPath).
   bool force = false;
   // Recorded in the index as meta "build_options".
   std::string build_options;
@@ -104,8 +105,9 @@ class IndexWriter {
   size_t member_count() const { return members_.size(); }
 
   // Assembles the tree and publishes the index at `out_path`.
-  // Returns AlreadyExists if `out_path` exists and !options.force; IoError
-  // naming the path if writing fails (nothing is left at `out_path` then).
+  // Returns what CheckOutputPath returns (a forced build replaces only a
+  // shardfs index or an empty directory); IoError naming the path if
+  // writing fails (what was at `out_path` is left there then).
   Result<WriteStats> Finish(const std::string& out_path, const WriteOptions& options);
 
  private:
@@ -116,7 +118,11 @@ class IndexWriter {
   std::unordered_map<uint32_t, std::string> extents_;
 };
 
-// Checks early, before a long scan, that `out_path` can be published.
+// Checks early, before a long scan, that `out_path` can be published:
+// AlreadyExists if something is there and !force; with force,
+// InvalidArgument unless that is a shardfs index or an empty directory
+// (CheckReplaceable: nothing else is ever replaced); IoError if its
+// directory is not writable.
 Status CheckOutputPath(const std::string& out_path, bool force);
 
 }  // namespace shardfs::index

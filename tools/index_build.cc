@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/paths.h"
 #include "base/strings.h"
 #include "index/file_kind.h"
 #include "index/member_path.h"
@@ -356,6 +357,31 @@ struct MemberCollector {
   }
 };
 
+// The index published at options.out replaces (with --force) and then
+// removes what was there, so no input may lie there: a shard, a directory
+// given, the --from-list file. InvalidArgument naming both otherwise.
+Status RefuseOutputHoldingInputs(const IndexBuildOptions& options,
+                                 const std::vector<std::string>& shards) {
+  SHARDFS_ASSIGN_OR_RETURN(const std::string out_real, ResolvePath(options.out));
+  std::vector<std::string> inputs = shards;
+  for (const std::string& in : options.inputs) {
+    struct stat st;
+    if (::lstat(in.c_str(), &st) == 0) inputs.push_back(in);  // Not a pattern.
+  }
+  if (!options.from_list.empty()) inputs.push_back(options.from_list);
+  for (const std::string& in : inputs) {
+    if (IsRemoteInput(in)) continue;
+    Result<std::string> real = ResolvePath(in);
+    if (real.ok() && PathWithin(*real, out_real)) {
+      return Status::InvalidArgument(
+          fmt::format("--out {} holds the input {}: the index would replace it; choose another "
+                      "--out",
+                      options.out, in));
+    }
+  }
+  return Status::Ok();
+}
+
 int Jobs(const IndexBuildOptions& options, size_t shards) {
   int jobs = options.jobs > 0 ? options.jobs
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -390,6 +416,7 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
       ExpandShardInputs(options.inputs, options.from_list, options.url_prefix, options.remote));
   IndexBuildReport report;
   report.shards = shards.size();
+  SHARDFS_RETURN_IF_ERROR(RefuseOutputHoldingInputs(options, shards));
   SHARDFS_RETURN_IF_ERROR(CheckShardFiles(shards, &report.shard_bytes));
 
   std::vector<ShardScan> scans;

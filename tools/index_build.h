@@ -46,12 +46,14 @@ Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string
                                                    const RemoteLimits& limits = {});
 
 // Scans every shard (options.jobs at a time) and publishes the index at
-// options.out. The index is the same, byte for byte in every key and value,
-// whatever the number of jobs. A shard that fails to
-// scan fails the build, naming the shard and byte offset; nothing is
-// published then. A shard that is not a regular file (a FIFO, a device, ...)
-// fails it before any scan, as InvalidArgument naming the shard and what it
-// is; opening one never blocks.
+// options.out: with options.force over a shardfs index or an empty
+// directory only (index::CheckOutputPath), never over one that holds an
+// input (a shard, an input directory, the --from-list file): refused, as
+// InvalidArgument naming both, before any scan. The index is the same, byte for byte in every key
+// and value, whatever the number of jobs. A shard that fails to scan fails the build, naming the
+// shard and byte offset; nothing is published then. A shard that is not a regular file (a FIFO, a
+// device, ...) fails it before any scan, as InvalidArgument naming the shard and what it is;
+// opening one never blocks.
 Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options);
 
 // The members of options.inputs scanned as BuildIndex scans them, shard ids

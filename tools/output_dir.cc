@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <system_error>
+
+#include "index/index_reader.h"
 
 namespace shardfs::tools {
 namespace fs = std::filesystem;
@@ -58,19 +61,84 @@ Status RefuseLeftovers(const std::string& out_dir, const ShardNamePattern& patte
   return Status::Ok();
 }
 
-Status CleanOutput(const std::string& out_dir, const ShardNamePattern& pattern,
-                   const std::string& index_path) {
+Result<std::vector<std::string>> ListEarlierOutput(const std::string& out_dir,
+                                                   const ShardNamePattern& pattern,
+                                                   const std::string& out_shown) {
+  std::vector<std::string> names;
   std::error_code ec;
-  if (fs::exists(fs::symlink_status(index_path, ec))) {
-    fs::remove_all(index_path, ec);
-    if (ec) return Status::IoError(fmt::format("remove {}: {}", index_path, ec.message()));
+  const fs::file_status st = fs::symlink_status(out_dir, ec);
+  if (!fs::exists(st)) return names;
+  if (!fs::is_directory(st)) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: not a directory; pack --force replaces only an earlier pack output", out_shown));
   }
-  std::vector<fs::path> stale, index_tmps;
-  SHARDFS_RETURN_IF_ERROR(ListLeftovers(out_dir, pattern, &stale, &index_tmps));
-  stale.insert(stale.end(), index_tmps.begin(), index_tmps.end());
-  for (const fs::path& p : stale) {
-    fs::remove_all(p, ec);
-    if (ec) return Status::IoError(fmt::format("remove {}: {}", p.string(), ec.message()));
+  // The shards the earlier index names in this directory, whatever their
+  // --name was.
+  std::set<std::string> listed;
+  const std::string index_path = out_dir + "/index";
+  const bool has_index = index::IsShardfsIndex(index_path);
+  if (has_index) {
+    if (auto r = index::IndexReader::Open(index_path); r.ok()) {
+      for (size_t i = 0; i < (*r)->shards().size(); ++i) {
+        const fs::path p = (*r)->ShardPath(index::ShardId{static_cast<uint32_t>(i)});
+        if (p.parent_path().lexically_normal() == fs::path(out_dir)) {
+          listed.insert(p.filename().string());
+        }
+      }
+    }
+  }
+  std::vector<std::string> others;
+  for (fs::directory_iterator de(out_dir, ec); !ec && de != fs::directory_iterator();
+       de.increment(ec)) {
+    const std::string name = de->path().filename().string();
+    std::error_code type_ec;
+    const bool dir = de->is_directory(type_ec) && !de->is_symlink(type_ec);
+    const bool file = de->is_regular_file(type_ec) && !de->is_symlink(type_ec);
+    bool ours;
+    if (name == "index") {
+      ours = has_index;
+    } else if (name.starts_with("index.tmp-") || name.starts_with("index.old-")) {
+      ours = dir;
+    } else {
+      ours = file && (listed.contains(name) || pattern.Matches(name, true));
+    }
+    (ours ? names : others).push_back(name);
+  }
+  if (ec) return Status::IoError(fmt::format("{}: {}", out_dir, ec.message()));
+  if (!others.empty()) {
+    std::sort(others.begin(), others.end());
+    std::string more =
+        others.size() > 1 ? fmt::format(" (and {} more such entries)", others.size() - 1) : "";
+    return Status::InvalidArgument(fmt::format(
+        "{}{}: not written by shardfs pack{}; pack --force replaces only an earlier pack output "
+        "and leaves this directory alone (choose another --out)",
+        out_shown, others.front(), more));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Status RemoveEarlierOutput(const std::string& dir, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    const std::string p = dir + "/" + name;
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(p, ec);
+    if (!fs::exists(st)) continue;
+    if (fs::is_directory(st)) {
+      if (name == "index" && !index::IsShardfsIndex(p)) continue;  // Kept: no longer an index.
+      if (name != "index" && !name.starts_with("index.tmp-") && !name.starts_with("index.old-")) {
+        continue;  // A file was listed: kept.
+      }
+      fs::remove_all(p, ec);
+    } else if (fs::is_regular_file(st)) {
+      fs::remove(p, ec);
+    }
+    if (ec) return Status::IoError(fmt::format("remove {}: {}", p, ec.message()));
+  }
+  std::error_code ec;
+  if (!fs::remove(dir, ec) || ec) {
+    return Status::IoError(fmt::format(
+        "{}: holds files no earlier pack wrote (they appeared during the pack); kept there", dir));
   }
   return Status::Ok();
 }

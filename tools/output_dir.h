@@ -1,6 +1,8 @@
 // Pack's output directory before a pack: what an earlier pack (finished or
-// interrupted) may have left there, refused without --force and removed
-// with it. A pack replaces no file it did not write itself unless forced.
+// interrupted) may have left there. Without --force such files are refused;
+// with it, the output is replaced whole, and only if it holds nothing a pack
+// did not write. A pack replaces no file it did not write itself unless
+// forced, and deletes no file a pack did not write at all.
 #ifndef SHARDFS_TOOLS_OUTPUT_DIR_H_
 #define SHARDFS_TOOLS_OUTPUT_DIR_H_
 
@@ -20,10 +22,23 @@ namespace shardfs::tools {
 Status RefuseLeftovers(const std::string& out_dir, const ShardNamePattern& pattern,
                        const std::string& out_shown, std::vector<std::string>* warnings);
 
-// --force: removes `index_path` and every file RefuseLeftovers would refuse
-// or warn about. Returns IoError naming the first path that will not go.
-Status CleanOutput(const std::string& out_dir, const ShardNamePattern& pattern,
-                   const std::string& index_path);
+// --force: the names of the entries of `out_dir` that an earlier pack wrote
+// (none if it is missing or empty): "index" if it is a shardfs index, the
+// files that index lists as its shards in `out_dir` (written under any
+// --name), files named like a shard or NAME.tmp by `pattern`, and
+// index.tmp-* and index.old-* directories (an interrupted publish).
+// InvalidArgument naming (as `out_shown` + name) the first other entry, or
+// `out_dir` if it is not a directory: pack --force replaces an earlier
+// output only, so a directory holding anything else is left untouched.
+Result<std::vector<std::string>> ListEarlierOutput(const std::string& out_dir,
+                                                   const ShardNamePattern& pattern,
+                                                   const std::string& out_shown);
+
+// Removes `names` (ListEarlierOutput's, from the directory that was at the
+// output) from `dir`, then `dir`. An "index" that is no longer a shardfs
+// index, a directory where a file was listed, or anything that appeared
+// since is kept: IoError naming what is left and where.
+Status RemoveEarlierOutput(const std::string& dir, const std::vector<std::string>& names);
 
 }  // namespace shardfs::tools
 

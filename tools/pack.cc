@@ -4,16 +4,19 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <system_error>
 #include <thread>
 
 #include "base/fd.h"
+#include "base/paths.h"
 #include "tools/output_dir.h"
 #include "tools/pack_from_index.h"
 #include "tools/pack_plan.h"
@@ -35,8 +38,8 @@ struct PackPaths {
   std::string index_path;  // out_real + "/index".
 };
 
-// The source must be a directory and must not hold the output (an index
-// source: see RefuseOverwritingSource).
+// The source must be a directory; neither of the source and the output may
+// hold the other (an index source: see RefuseOverwritingSource).
 Result<PackPaths> ResolvePaths(const PackOptions& options) {
   PackPaths p;
   if (options.from_index.empty()) {
@@ -49,15 +52,17 @@ Result<PackPaths> ResolvePaths(const PackOptions& options) {
       return Status::InvalidArgument(fmt::format("source {}: not a directory", options.src));
     }
   }
-  std::error_code ec;
-  fs::path out_abs = fs::absolute(options.out, ec);
-  p.out_real = ec ? std::string() : fs::weakly_canonical(out_abs, ec).string();
-  if (ec) return Status::IoError(fmt::format("output {}: {}", options.out, ec.message()));
-  while (p.out_real.size() > 1 && p.out_real.back() == '/') p.out_real.pop_back();
-  if (!p.src_real.empty() && (p.out_real == p.src_real ||
-      (p.out_real.rfind(p.src_real == "/" ? "/" : p.src_real + "/", 0) == 0))) {
+  Result<std::string> out_real = ResolvePath(options.out);
+  if (!out_real.ok()) return out_real.status().WithContext("output");
+  p.out_real = std::move(out_real).value();
+  if (!p.src_real.empty() && PathWithin(p.out_real, p.src_real)) {
     return Status::InvalidArgument(
         fmt::format("output {} lies inside the source {}: the pack would read its own shards",
+                    options.out, options.src));
+  }
+  if (!p.src_real.empty() && PathWithin(p.src_real, p.out_real)) {
+    return Status::InvalidArgument(
+        fmt::format("output {} contains the source {}: choose an --out outside the source",
                     options.out, options.src));
   }
   p.out_shown = options.out + (options.out.ends_with('/') ? "" : "/");
@@ -68,7 +73,7 @@ Result<PackPaths> ResolvePaths(const PackOptions& options) {
 // An index source's own index, or a shard of it, must not be a file this
 // pack could write or (with --force) remove.
 Status RefuseOverwritingSource(const IndexSource& src, const PackPaths& paths,
-                               const ShardNamePattern& pattern) {
+                               const ShardNamePattern& pattern, bool force) {
   if (src.index_real == paths.index_path) {
     return Status::InvalidArgument(
         fmt::format("output {}index is the source index", paths.out_shown));
@@ -78,7 +83,8 @@ Status RefuseOverwritingSource(const IndexSource& src, const PackPaths& paths,
     if (!rp) continue;  // Not used by the view (used ones are open).
     fs::path real = rp;
     std::free(rp);
-    if (real.parent_path() == paths.out_real && pattern.Matches(real.filename().string(), true)) {
+    if (real.parent_path() == paths.out_real &&
+        (force || pattern.Matches(real.filename().string(), true))) {
       return Status::InvalidArgument(fmt::format(
           "output {} would overwrite the source shard {}: choose another --out or --name",
           paths.out_shown, src.shards.paths[i]));
@@ -89,31 +95,105 @@ Status RefuseOverwritingSource(const IndexSource& src, const PackPaths& paths,
 
 // Nothing but what this run writes is replaced or removed without --force:
 // an existing index, or a shard name taken by any file (an interrupted
-// pack's too), stops the pack before anything is written.
+// pack's too), stops the pack before anything is written. With --force,
+// anything in OUT_DIR that no pack wrote stops it; `earlier` gets what an
+// earlier pack left there, to be replaced.
 Status RefuseExisting(const PackOptions& options, const PackPaths& paths,
-                      const ShardNamePattern& pattern, PackReport* report) {
+                      const ShardNamePattern& pattern, PackReport* report,
+                      std::vector<std::string>* earlier) {
+  if (options.force) {
+    SHARDFS_ASSIGN_OR_RETURN(*earlier, ListEarlierOutput(paths.out_real, pattern, paths.out_shown));
+    if (earlier->empty()) return Status::Ok();
+    // The new output is written beside the old one and exchanged with it:
+    // both must be on one filesystem.
+    struct stat out_st, parent_st;
+    const std::string parent = fs::path(paths.out_real).parent_path().string();
+    if (::stat(paths.out_real.c_str(), &out_st) != 0) {
+      return Status::FromErrno(errno, options.out);
+    }
+    if (::stat(parent.c_str(), &parent_st) != 0) return Status::FromErrno(errno, parent);
+    if (out_st.st_dev != parent_st.st_dev) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: a mount point; pack --force writes the new output beside the old one in {} and "
+          "swaps the two, which cannot cross filesystems (remove the old output yourself, or "
+          "pack into a subdirectory)",
+          options.out, parent));
+    }
+    return Status::Ok();
+  }
   std::error_code ec;
-  if (fs::exists(fs::symlink_status(paths.index_path, ec)) && !options.force) {
+  if (fs::exists(fs::symlink_status(paths.index_path, ec))) {
     return Status::AlreadyExists(
         fmt::format("{}: already exists (use --force to pack again)", report->index_path));
   }
-  if (options.force) return Status::Ok();
   return RefuseLeftovers(paths.out_real, pattern, paths.out_shown, &report->warnings);
 }
 
-// The output directory: created, then cleaned of an earlier pack's
-// leftovers with --force; without, checked again (the scan took a while).
-Status PrepareOutput(const PackOptions& options, const PackPaths& paths,
-                     const ShardNamePattern& pattern) {
-  if (!options.force) {
-    SHARDFS_RETURN_IF_ERROR(RefuseLeftovers(paths.out_real, pattern, paths.out_shown, nullptr));
+// Where this run writes: OUT_DIR itself, created if missing; with --force
+// over an earlier output, a fresh OUT_DIR.tmp-PID-* beside it (removed with
+// this object unless ReplaceOutput swapped it in), so that a failed pack
+// leaves the earlier output whole.
+class OutputDir {
+ public:
+  ~OutputDir() {
+    std::error_code ec;
+    if (!fresh_.empty()) fs::remove_all(fresh_, ec);  // Only what this run created.
   }
-  std::error_code ec;
-  fs::create_directories(paths.out_real, ec);
-  if (ec) return Status::IoError(fmt::format("create {}: {}", options.out, ec.message()));
-  if (options.force) return CleanOutput(paths.out_real, pattern, paths.index_path);
-  return Status::Ok();
-}
+
+  Status Prepare(const PackOptions& options, const PackPaths& paths,
+                 const ShardNamePattern& pattern, bool replace) {
+    if (!replace) {
+      if (!options.force) {
+        // Checked again: the scan took a while.
+        SHARDFS_RETURN_IF_ERROR(RefuseLeftovers(paths.out_real, pattern, paths.out_shown, nullptr));
+      }
+      std::error_code ec;
+      fs::create_directories(paths.out_real, ec);
+      if (ec) return Status::IoError(fmt::format("create {}: {}", options.out, ec.message()));
+      dir_ = paths.out_real;
+      return Status::Ok();
+    }
+    struct stat st;
+    if (::stat(paths.out_real.c_str(), &st) != 0) return Status::FromErrno(errno, options.out);
+    std::random_device rd;
+    std::string fresh = fmt::format("{}.tmp-{}-{:08x}", paths.out_real, ::getpid(), rd());
+    if (::mkdir(fresh.c_str(), st.st_mode & 07777) != 0) {
+      return Status::FromErrno(errno, fmt::format("create {}", fresh));
+    }
+    ::chmod(fresh.c_str(), st.st_mode & 07777);  // As the old one, whatever the umask.
+    fresh_ = dir_ = std::move(fresh);
+    return Status::Ok();
+  }
+
+  // Where shards and the index go.
+  const std::string& dir() const { return dir_; }
+
+  // --force over an earlier output: puts the complete new output in its
+  // place in one step (ReplaceDirectory), then removes the old one, which
+  // held only what a pack writes (checked again now). Shard paths in
+  // `report` name the new place.
+  Status ReplaceOutput(const PackPaths& paths, const ShardNamePattern& pattern,
+                       PackReport* report) {
+    if (fresh_.empty()) return Status::Ok();
+    SHARDFS_ASSIGN_OR_RETURN(const std::vector<std::string> earlier,
+                             ListEarlierOutput(paths.out_real, pattern, paths.out_shown));
+    SHARDFS_ASSIGN_OR_RETURN(const Replaced r, ReplaceDirectory(fresh_, paths.out_real));
+    const std::string parent = fs::path(paths.out_real).parent_path().string();
+    fresh_.clear();
+    for (std::string& p : report->shard_paths) p = paths.out_real + p.substr(dir_.size());
+    dir_ = paths.out_real;
+    if (!r.old_path.empty()) {
+      if (Status s = RemoveEarlierOutput(r.old_path, earlier); !s.ok()) {
+        report->warnings.push_back(s.message());
+      }
+    }
+    return SyncPath(parent);
+  }
+
+ private:
+  std::string dir_;
+  std::string fresh_;
+};
 
 Result<TreeScan> Scan(const PackOptions& options, const std::string& src_real, int jobs) {
   TreeScanOptions so;
@@ -188,7 +268,8 @@ Status Pack(const PackOptions& options, PackReport* report) {
   }
   SHARDFS_ASSIGN_OR_RETURN(const PackPaths paths, ResolvePaths(options));
   report->index_path = paths.out_shown + "index";
-  SHARDFS_RETURN_IF_ERROR(RefuseExisting(options, paths, pattern, report));
+  std::vector<std::string> earlier;  // With --force: an earlier output to replace.
+  SHARDFS_RETURN_IF_ERROR(RefuseExisting(options, paths, pattern, report, &earlier));
   const int jobs = options.jobs > 0
                        ? options.jobs
                        : std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
@@ -199,7 +280,7 @@ Status Pack(const PackOptions& options, PackReport* report) {
   TreeScan loose;
   if (!options.from_index.empty()) {
     SHARDFS_ASSIGN_OR_RETURN(from, OpenIndexSource(options.from_index, options.view));
-    SHARDFS_RETURN_IF_ERROR(RefuseOverwritingSource(*from, paths, pattern));
+    SHARDFS_RETURN_IF_ERROR(RefuseOverwritingSource(*from, paths, pattern, options.force));
   } else {
     SHARDFS_ASSIGN_OR_RETURN(loose, Scan(options, paths.src_real, jobs));
   }
@@ -217,7 +298,6 @@ Status Pack(const PackOptions& options, PackReport* report) {
   plan.scan = &scan;
   plan.members = &members;
   plan.pattern = pattern;
-  plan.out_dir = paths.out_real;
   plan.skip_unreadable = options.skip_unreadable;
   if (from) plan.stored = &from->shards;
   if (!report->errors.empty() && from) return Status::InvalidArgument("cannot pack");
@@ -226,7 +306,10 @@ Status Pack(const PackOptions& options, PackReport* report) {
   // 3. Shards; 4. the output directory; 5. read and write; 6. the index.
   const uint32_t shard_total = CutShards(scan, options.shard_size, options.max_files, &members);
   ReadPlan reads = PlanReads(scan, &members);
-  SHARDFS_RETURN_IF_ERROR(PrepareOutput(options, paths, pattern));
+  OutputDir out;
+  SHARDFS_RETURN_IF_ERROR(out.Prepare(options, paths, pattern, !earlier.empty()));
+  plan.out_dir = out.dir();
+  const std::string index_path = out.dir() + "/index";
   auto prefetch =
       from ? std::make_unique<SourcePrefetch>(scan.entries, std::move(reads.entries), &from->shards)
            : std::make_unique<SourcePrefetch>(scan.entries, std::move(reads.entries), root.get());
@@ -237,8 +320,9 @@ Status Pack(const PackOptions& options, PackReport* report) {
   prefetch->Stop();
   progress.Stop();
   SHARDFS_RETURN_IF_ERROR(s);
-  SHARDFS_RETURN_IF_ERROR(PublishIndex(options, paths.index_path, &index, report));
-  if (from) SHARDFS_RETURN_IF_ERROR(CheckAgainstSource(*from, paths.index_path, jobs, report));
+  SHARDFS_RETURN_IF_ERROR(PublishIndex(options, index_path, &index, report));
+  if (from) SHARDFS_RETURN_IF_ERROR(CheckAgainstSource(*from, index_path, jobs, report));
+  SHARDFS_RETURN_IF_ERROR(out.ReplaceOutput(paths, pattern, report));
   report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }

@@ -48,10 +48,18 @@
 // file its name pattern could produce (a shard or NAME.tmp, whoever wrote
 // it: an interrupted pack's leftovers too); index.tmp-* directories left by
 // an interrupted publish are left alone (with a warning). With force it
-// removes the old index, those files and those directories first. Output is
-// deterministic (same tree, same options -> byte-identical shards), so a
-// forced restart reproduces an interrupted pack. A failed pack removes the
-// shards it wrote.
+// replaces an earlier output whole, and only that: OUT_DIR may hold nothing
+// but a shardfs index named "index", the shards that index lists, files
+// named like a shard or NAME.tmp, and index.tmp-*/index.old-* directories
+// (see ListEarlierOutput); anything else stops the pack before anything is
+// written. The new output is written into a fresh OUT_DIR.tmp-PID-* beside
+// OUT_DIR and exchanged with it in one step once complete (ReplaceDirectory
+// in base/paths.h), then the old one is removed: a failed or interrupted
+// forced pack leaves the earlier output as it was (and at most an
+// OUT_DIR.tmp-* directory of its own). Neither of SRC_DIR and OUT_DIR may
+// hold the other. Output is deterministic (same tree, same options ->
+// byte-identical shards), so a forced restart reproduces an interrupted
+// pack. A failed pack removes the shards it wrote.
 //
 // The parts, in tools/: source_tree (the scan), pack_plan (order, samples,
 // shard cuts), source_prefetch (the reader threads), shard_writer (the
@@ -117,9 +125,11 @@ struct PackReport {
 // Packs options.src into shards and an index in options.out. On failure
 // returns a non-ok Status (report->errors then lists every unreadable or
 // unsupported entry found, each with its reason) and publishes no index:
-// InvalidArgument for bad options or entries that cannot be packed,
-// AlreadyExists if OUT_DIR/index or a file named like a shard exists and
-// !force (nothing is written then), IoError if writing fails,
+// InvalidArgument for bad options or entries that cannot be packed, for
+// SRC_DIR and OUT_DIR holding one another, or with force for an OUT_DIR
+// holding what no pack wrote (nothing is written then), AlreadyExists if
+// OUT_DIR/index or a file named like a shard exists and !force (nothing is
+// written then), IoError if writing fails,
 // Corruption if a file changed while it was packed (from an index: a source
 // shard changed since indexing, or the packed tree differs from the view;
 // report->errors lists the differences and nothing is left published).

@@ -8,10 +8,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
 #include "base/fd.h"
+#include "base/parse.h"
+#include "base/paths.h"
 #include "index/fingerprint.h"
 #include "tools/tar_writer.h"
 
@@ -21,11 +24,14 @@ namespace {
 // Big files are streamed into the shard in chunks of this size.
 constexpr size_t kChunk = 1 << 20;
 
-Status SyncDir(const std::string& dir) {
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno(errno, dir);
-  if (::fsync(fd.get()) != 0) return Status::FromErrno(errno, fmt::format("fsync {}", dir));
-  return Status::Ok();
+// Test only: SHARDFS_TEST_FAIL_AFTER_SHARDS=N fails the pack as a full disk
+// would, right after its Nth shard is complete, so that the integration
+// tests can check what a pack failing half-way leaves (see shard_writer.h).
+// Unset (or not a count from 1): never.
+uint64_t FailAfterShards() {
+  const char* v = std::getenv("SHARDFS_TEST_FAIL_AFTER_SHARDS");
+  uint64_t n = 0;
+  return v && ParseCount(v, 1, UINT32_MAX, &n) ? n : UINT64_MAX;
 }
 
 class ShardWriter {
@@ -111,7 +117,7 @@ class ShardWriter {
     }
     if (check_only_) return Status::Ok();
     SHARDFS_RETURN_IF_ERROR(FinishShard());
-    return SyncDir(out_dir_);
+    return SyncPath(out_dir_);
   }
 
   Status OpenShard(uint32_t shard) {
@@ -145,6 +151,11 @@ class ShardWriter {
     report_->shard_paths.push_back(path_);
     report_->shard_bytes += meta.size;
     ++report_->shards;
+    if (report_->shards >= fail_after_shards_) {
+      return Status::IoError(
+          fmt::format("{}: SHARDFS_TEST_FAIL_AFTER_SHARDS={}: failing on purpose (a test hook)",
+                      path_, fail_after_shards_));
+    }
     index::ShardId id = index_->AddShard(std::move(meta));
     if (id.value != shard_) {
       return Status::Corruption(fmt::format("shard {}: registered as shard {}", shard_, id.value));
@@ -428,6 +439,7 @@ class ShardWriter {
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash_;
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> stored_hash_;  // Sparse stored files.
   bool check_only_;
+  const uint64_t fail_after_shards_ = FailAfterShards();
   Status write_status_;
 
   uint32_t shard_ = 0;

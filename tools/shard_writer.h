@@ -9,6 +9,10 @@
 // changed while it was read fails the pack at once. A failed write removes
 // every shard this run wrote, and nothing else.
 //
+// Test hook: with SHARDFS_TEST_FAIL_AFTER_SHARDS=N in the environment, the
+// write fails (IoError) right after the Nth shard is complete, as a full
+// disk would. Only the integration tests set it.
+//
 // Thread safety: call from one thread (the prefetch's writer).
 #ifndef SHARDFS_TOOLS_SHARD_WRITER_H_
 #define SHARDFS_TOOLS_SHARD_WRITER_H_

@@ -303,10 +303,17 @@ class PackSamplesTest(unittest.TestCase):
         p = pack(src, out, check=1)
         self.assertIn("train-000000.tar.tmp", p.stderr.decode())
         self.assertTrue(os.path.exists(os.path.join(out, "train-000000.tar.tmp")))
-        # --force replaces them; other files stay.
+        # --force replaces only an earlier output: with notes.txt there it
+        # refuses, naming it, and changes nothing ...
         tl._write(os.path.join(out, "train-000042.tar"), b"someone else's shard")
+        before = sorted(os.listdir(out))
+        p = pack(src, out, "--force", check=1)
+        self.assertIn("notes.txt: not written by shardfs pack", p.stderr.decode())
+        self.assertEqual(sorted(os.listdir(out)), before)
+        # ... and replaces files named like shards once they are all there is.
+        os.unlink(os.path.join(out, "notes.txt"))
         pack(src, out, "--force")
-        self.assertEqual(sorted(os.listdir(out)), ["index", "notes.txt", "train-000000.tar"])
+        self.assertEqual(sorted(os.listdir(out)), ["index", "train-000000.tar"])
         self.verify(out, src)
 
 

@@ -426,7 +426,7 @@ TEST_F(IndexWriterTest, FinishRefusesExistingOutputUnlessForced) {
     EXPECT_FALSE(PathExists(**r, "first"));
     EXPECT_TRUE(PathExists(**r, "second"));
   }
-  // A plain file in the way is refused too, and replaced with force.
+  // A plain file in the way is refused, with force too: it is no index.
   testing::WriteFile(dir_ / "plain", "not an index");
   {
     IndexWriter w;
@@ -434,8 +434,12 @@ TEST_F(IndexWriterTest, FinishRefusesExistingOutputUnlessForced) {
               Status::Code::kAlreadyExists);
     WriteOptions force;
     force.force = true;
-    ASSERT_TRUE(w.Finish(dir_ / "plain", force).ok());
-    EXPECT_TRUE(IndexReader::Open(dir_ / "plain").ok());
+    Result<WriteStats> refused = w.Finish(dir_ / "plain", force);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_THAT(refused.status().message(), HasSubstr(dir_ / "plain"));
+    EXPECT_THAT(refused.status().message(), HasSubstr("is a file"));
+    EXPECT_EQ(testing::ReadFile(dir_ / "plain"), "not an index");
   }
   // Nothing temporary is left beside the outputs.
   for (const auto& e : fs::directory_iterator(dir_.path())) {
@@ -453,6 +457,59 @@ TEST_F(IndexWriterTest, FinishIntoAMissingDirectoryFailsAndLeavesNothing) {
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr(dir_ / "no/such/dir/idx"));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_.path()), fs::directory_iterator()), 0);
+}
+
+// A RocksDB database written directly, with the given meta entries.
+void WriteRawDb(const std::string& path, const std::map<std::string, std::string>& kvs);
+
+// What --force may replace: a shardfs index (of any schema version) or an
+// empty directory; what it replaces is gone afterwards and nothing is left
+// beside it. Anything else stays as it was, byte for byte.
+TEST_F(IndexWriterTest, ForceReplacesOnlyAnIndexOrAnEmptyDirectory) {
+  WriteOptions force;
+  force.force = true;
+  auto build = [&](const std::string& out) {
+    IndexWriter w;
+    w.AddMember(FileMember("new", 1, 1));
+    return w.Finish(out, force);
+  };
+  auto is_new_index = [](const std::string& out) {
+    auto r = IndexReader::Open(out);
+    return r.ok() && PathExists(**r, "new");
+  };
+  fs::create_directory(dir_ / "empty");
+  ASSERT_TRUE(build(dir_ / "empty").ok());
+  EXPECT_TRUE(is_new_index(dir_ / "empty"));
+  // An index of a schema this build does not read is still an index.
+  WriteRawDb(dir_ / "future", {{EncodeMetaKey(kMetaSchemaVersion), "999"}});
+  EXPECT_TRUE(IsShardfsIndex(dir_ / "future"));
+  ASSERT_TRUE(build(dir_ / "future").ok());
+  EXPECT_TRUE(is_new_index(dir_ / "future"));
+
+  // Refused: a directory with files, a RocksDB database without the meta
+  // key, a symlink (even to an index).
+  fs::create_directory(dir_ / "data");
+  testing::WriteFile(dir_ / "data/README", "mine");
+  WriteRawDb(dir_ / "other-db", {{EncodeMetaKey(kMetaFiles), "1"}});
+  fs::create_directory_symlink(dir_ / "empty", dir_ / "link");
+  for (const char* name : {"data", "other-db", "link"}) {
+    const std::string out = dir_ / name;
+    EXPECT_FALSE(IsShardfsIndex(out)) << name;
+    Result<WriteStats> r = build(out);
+    ASSERT_FALSE(r.ok()) << name;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << name;
+    EXPECT_THAT(r.status().message(), HasSubstr(out));
+    EXPECT_THAT(r.status().message(), HasSubstr("--force replaces only a shardfs index"));
+  }
+  EXPECT_EQ(testing::ReadFile(dir_ / "data/README"), "mine");
+  EXPECT_TRUE(fs::is_symlink(dir_ / "link"));
+  EXPECT_TRUE(is_new_index(dir_ / "link"));  // The index it names is untouched.
+  EXPECT_FALSE(IsShardfsIndex(dir_ / "missing"));
+  EXPECT_FALSE(IsShardfsIndex(dir_ / "data/README"));
+  for (const auto& e : fs::directory_iterator(dir_.path())) {
+    const std::string name = e.path().filename();
+    EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name;
+  }
 }
 
 // A RocksDB database written directly, with the given meta entries.

@@ -401,6 +401,17 @@ TEST(IndexPublishTest, PublishesReplacesAndLeavesNothingOnFailure) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ((*r)->Meta(kMetaSchemaVersion), "2");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+  // Whatever its caller decided, a publish replaces no directory that is
+  // not an index: refused, the directory as it was, nothing left beside.
+  const std::string data = dir / "data";
+  fs::create_directory(data);
+  testing::WriteFile(data + "/notes", "mine");
+  Result<uint64_t> refused = PublishIndex(data, fs::path(data), second);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr(data + ": is a directory that holds no"));
+  EXPECT_EQ(testing::ReadFile(data + "/notes"), "mine");
+  EXPECT_EQ(std::distance(fs::directory_iterator(data), fs::directory_iterator()), 1);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 2);
 }
 
 }  // namespace
