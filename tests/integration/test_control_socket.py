@@ -11,7 +11,9 @@ hostile local users and careless clients:
 - connections beyond the cap are refused at once with a message, and the
   daemon keeps serving;
 - a client that sends a request and never reads the answer cannot hold up an
-  unmount.
+  unmount;
+- a control directory another user made first makes the mount fail, undone
+  and with a message.
 
 The refusal of a listener of another uid (SO_PEERCRED) is tested at unit level
 (tests/unit/control_socket_test.cc): nobody but the owner and root can create
@@ -260,6 +262,24 @@ class ControlSocketTest(tl.ScratchTestCase):
                 self.assertLess(elapsed, 10)
             finally:
                 s.close()
+
+    def test_mount_fails_when_another_user_holds_the_directory(self):
+        # In a mount namespace of its own with an empty /run, so that nothing
+        # else sees the directory: another user made /run/shardfs first.
+        mnt = self.scratch("refused")
+        script = ('mount -t tmpfs tmpfs /run && mkdir -m 700 /run/shardfs && '
+                  'chown 65534:65534 /run/shardfs && '
+                  'timeout 15 "$0" mount -f "$1" "$2"; rc=$?; '
+                  'if mountpoint -q "$2"; then echo STILL-MOUNTED >&2; fi; exit $rc')
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                            tl.SHARDFS, self.idx, mnt],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        err = p.stderr.decode(errors="replace")
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn("/run/shardfs: owned by uid 65534", err)
+        self.assertIn("not mounting", err)
+        self.assertNotIn("STILL-MOUNTED", err)
+        self.assertFalse(os.path.ismount(mnt))
 
 
 if __name__ == "__main__":
