@@ -45,9 +45,13 @@ Result<std::string> ControlRequest(const std::string& mountpoint,
   SHARDFS_ASSIGN_OR_RETURN(UniqueFd fd, ConnectControl(mountpoint, kControlConnectTimeoutMs));
   Result<std::string> answer =
       ControlExchange(fd.get(), words, kControlConnectTimeoutMs, reply_timeout_ms);
-  if (!answer.ok() && answer.status().message().starts_with("control socket: timed out")) {
-    return Status::IoError(fmt::format("{}: {} (the daemon did not answer within {} s)", mountpoint,
-                                       answer.status().message(), reply_timeout_ms / 1000));
+  if (!answer.ok() && answer.status().message() == kControlReadTimedOut) {
+    return Status::IoError(fmt::format("{}: the daemon did not answer within {} s", mountpoint,
+                                       reply_timeout_ms / 1000.0));
+  }
+  if (!answer.ok() && answer.status().message() == kControlWriteTimedOut) {
+    return Status::IoError(fmt::format("{}: the daemon did not take the request within {} s",
+                                       mountpoint, kControlConnectTimeoutMs / 1000.0));
   }
   return answer;
 }
@@ -216,7 +220,11 @@ void ControlServer::Serve(Connection* c) {
     start = end + 1;
   }
   std::string body;
-  if (s.ok()) s = Handle(words, &body);
+  try {
+    if (s.ok()) s = Handle(words, &body);
+  } catch (const std::exception& e) {  // Not the daemon's end.
+    s = Status::IoError(fmt::format("the daemon could not answer: {}", e.what()));
+  }
   (void)ControlWriteAll(fd, s.ok() ? "ok\n" + body : "error\n" + s.message() + "\n");
   {
     std::lock_guard<std::mutex> lock(mu_);

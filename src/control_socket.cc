@@ -193,7 +193,7 @@ Status ControlReadAll(int fd, std::string* out) {
     if (n == 0) return Status::Ok();
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (TimedOut(errno)) return Status::IoError("control socket: timed out reading");
+      if (TimedOut(errno)) return Status::IoError(std::string(kControlReadTimedOut));
       return Status::FromErrno(errno, "control socket: read");
     }
     out->append(buf, static_cast<size_t>(n));
@@ -208,7 +208,7 @@ Status ControlWriteAll(int fd, std::string_view data) {
     ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (TimedOut(errno)) return Status::IoError("control socket: timed out writing");
+      if (TimedOut(errno)) return Status::IoError(std::string(kControlWriteTimedOut));
       return Status::FromErrno(errno, "control socket: write");
     }
     data.remove_prefix(static_cast<size_t>(n));

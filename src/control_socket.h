@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/fd.h"
@@ -97,8 +98,10 @@ Result<std::string> ControlExchange(int fd, const std::vector<std::string>& word
                                     int send_timeout_ms, int reply_timeout_ms);
 
 // Reads until EOF (at most kMaxControlMessage bytes); a socket timeout is an
-// IoError saying so.
+// IoError with the message kControlReadTimedOut (kControlWriteTimedOut).
 inline constexpr size_t kMaxControlMessage = 64 << 20;
+inline constexpr std::string_view kControlReadTimedOut = "control socket: timed out reading";
+inline constexpr std::string_view kControlWriteTimedOut = "control socket: timed out writing";
 Status ControlReadAll(int fd, std::string* out);
 Status ControlWriteAll(int fd, std::string_view data);
 
