@@ -243,11 +243,15 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
   if (a.check && !ShardsPassCheck(a, fs, fetcher->get())) return kExitFailure;
   std::string fsname = a.index;  // Absolute and normal already.
   mount::ControlServer control(&fs, fetcher->get(), a.mountpoint);
-  Status s = mount::ServeFuse(&fs, options, a.mountpoint, fsname, [&] {
-    // Without its control socket the mount still serves; stats cannot reach it.
+  Status s = mount::ServeFuse(&fs, options, a.mountpoint, fsname, [&]() -> Status {
+    // No mount without its control socket: `shardfs stats` and `cache warm`
+    // would find nothing, or whatever another user put in its place.
     Status cs = control.Start();
-    if (!cs.ok()) log::Warning("control socket: {}; shardfs stats cannot reach this mount", cs.message());
+    if (!cs.ok()) {
+      return cs.WithContext("no control socket for shardfs stats and cache, so not mounting");
+    }
     on_mounted();
+    return Status::Ok();
   });
   // Fetches first (a cache warm in progress ends with them), then the socket.
   if (*fetcher) (*fetcher)->Stop();

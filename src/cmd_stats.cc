@@ -13,9 +13,9 @@ namespace shardfs::cli {
 
 namespace {
 
-int Ask(const char* command, const std::string& mountpoint,
-        const std::vector<std::string>& words) {
-  Result<std::string> answer = mount::ControlRequest(mountpoint, words);
+int Ask(const char* command, const std::string& mountpoint, const std::vector<std::string>& words,
+        int reply_timeout_ms = mount::kControlReplyTimeoutMs) {
+  Result<std::string> answer = mount::ControlRequest(mountpoint, words, reply_timeout_ms);
   if (!answer.ok()) {
     std::string msg = answer.status().message();
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();
@@ -50,7 +50,8 @@ int RunCacheWarm(int argc, char** argv) {
   std::vector<std::string> words{"warm"};
   // Paths inside the mount, relative to its root ("a/b" or "/a/b").
   for (int i = 2; i < argc; ++i) words.push_back(argv[i]);
-  return Ask("cache warm", argv[1], words);
+  // As long as the fetches take: the daemon answers once they are done.
+  return Ask("cache warm", argv[1], words, /*reply_timeout_ms=*/0);
 }
 
 int RunCacheDrop(int argc, char** argv) {

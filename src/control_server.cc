@@ -1,8 +1,10 @@
 #include "src/control_server.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -10,92 +12,19 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
+#include <system_error>
 
 #include "base/fd.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "index/member_path.h"
+#include "src/control_socket.h"
 #include "src/json_writer.h"
 
 namespace shardfs::mount {
 
 namespace {
-
-// A request or an answer larger than this is refused (warm takes paths).
-constexpr size_t kMaxMessage = 64 << 20;
-
-sockaddr_un AbstractAddress(const std::string& name, socklen_t* len) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  // Abstract namespace: a leading NUL, the name not NUL-terminated.
-  const size_t n = std::min(name.size(), sizeof(addr.sun_path) - 1);
-  std::memcpy(addr.sun_path + 1, name.data(), n);
-  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
-  return addr;
-}
-
-// Reads until EOF, at most kMaxMessage bytes.
-Status ReadAll(int fd, std::string* out) {
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n == 0) return Status::Ok();
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno, "control socket: read");
-    }
-    out->append(buf, static_cast<size_t>(n));
-    if (out->size() > kMaxMessage) return Status::InvalidArgument("control socket: message too long");
-  }
-}
-
-Status WriteAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno, "control socket: write");
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return Status::Ok();
-}
-
-// The device number of the mount at `mountpoint`, from /proc/self/mountinfo
-// (the last line for it: a later mount over the same path hides earlier ones).
-// Field 5 is the mount point (octal escapes for space, tab, newline, '\').
-Result<dev_t> MountDevice(const std::string& mountpoint) {
-  std::ifstream in("/proc/self/mountinfo");
-  if (!in) return Status::IoError("cannot read /proc/self/mountinfo");
-  auto unescape = [](std::string_view s) {
-    std::string out;
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (s[i] == '\\' && i + 3 < s.size()) {
-        out.push_back(static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 +
-                                        (s[i + 3] - '0')));
-        i += 3;
-      } else {
-        out.push_back(s[i]);
-      }
-    }
-    return out;
-  };
-  std::string line;
-  bool found = false;
-  unsigned major_n = 0, minor_n = 0;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string id, parent, devs, root, point;
-    if (!(f >> id >> parent >> devs >> root >> point)) continue;
-    if (unescape(point) != mountpoint) continue;
-    if (std::sscanf(devs.c_str(), "%u:%u", &major_n, &minor_n) == 2) found = true;
-  }
-  if (!found) return Status::NotFound(fmt::format("{}: not in /proc/self/mountinfo", mountpoint));
-  return makedev(major_n, minor_n);
-}
 
 std::string Size(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -112,37 +41,20 @@ std::string Millis(uint64_t us) { return fmt::format("{:.1f} ms", static_cast<do
 
 }  // namespace
 
-std::string ControlSocketName(dev_t dev) {
-  return fmt::format("shardfs-ctl-{}:{}", major(dev), minor(dev));
-}
-
 Result<std::string> ControlRequest(const std::string& mountpoint,
-                                   const std::vector<std::string>& words) {
-  struct stat st;
-  if (::stat(mountpoint.c_str(), &st) != 0) {
-    return Status::FromErrno(errno, fmt::format("{}", mountpoint));
+                                   const std::vector<std::string>& words, int reply_timeout_ms) {
+  SHARDFS_ASSIGN_OR_RETURN(UniqueFd fd, ConnectControl(mountpoint, kControlConnectTimeoutMs));
+  Result<std::string> answer =
+      ControlExchange(fd.get(), words, kControlConnectTimeoutMs, reply_timeout_ms);
+  if (!answer.ok() && answer.status().message() == kControlReadTimedOut) {
+    return Status::IoError(fmt::format("{}: the daemon did not answer within {} s", mountpoint,
+                                       reply_timeout_ms / 1000.0));
   }
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return Status::FromErrno(errno, "socket");
-  socklen_t len;
-  sockaddr_un addr = AbstractAddress(ControlSocketName(st.st_dev), &len);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    return Status::InvalidArgument(fmt::format(
-        "{}: not a shardfs mount (no shardfs daemon answers for its device {}:{})", mountpoint,
-        major(st.st_dev), minor(st.st_dev)));
+  if (!answer.ok() && answer.status().message() == kControlWriteTimedOut) {
+    return Status::IoError(fmt::format("{}: the daemon did not take the request within {} s",
+                                       mountpoint, kControlConnectTimeoutMs / 1000.0));
   }
-  std::string request;
-  for (const std::string& w : words) {
-    request += w;
-    request.push_back('\0');
-  }
-  SHARDFS_RETURN_IF_ERROR(WriteAll(fd.get(), request));
-  ::shutdown(fd.get(), SHUT_WR);
-  std::string answer;
-  SHARDFS_RETURN_IF_ERROR(ReadAll(fd.get(), &answer));
-  if (answer.starts_with("ok\n")) return answer.substr(3);
-  if (answer.starts_with("error\n")) return Status::IoError(answer.substr(6));
-  return Status::IoError(fmt::format("{}: the daemon gave no answer", mountpoint));
+  return answer;
 }
 
 ControlServer::ControlServer(Filesystem* fs, ShardFetcher* fetcher, std::string mountpoint)
@@ -151,65 +63,156 @@ ControlServer::ControlServer(Filesystem* fs, ShardFetcher* fetcher, std::string 
 ControlServer::~ControlServer() { Stop(); }
 
 Status ControlServer::Start() {
-  SHARDFS_ASSIGN_OR_RETURN(dev_t dev, MountDevice(mountpoint_));
-  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) return Status::FromErrno(errno, "control socket");
-  socklen_t len;
-  const std::string name = ControlSocketName(dev);
-  sockaddr_un addr = AbstractAddress(name, &len);
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      ::listen(listen_fd_, 16) != 0) {
-    Status s = Status::FromErrno(errno, fmt::format("control socket {}", name));
-    ::close(listen_fd_);
-    listen_fd_ = -1;
-    return s;
+  // Not stat(2): the mount's own daemon does not serve yet.
+  SHARDFS_ASSIGN_OR_RETURN(MountEntry mount, FindMountAt(CanonicalMountpoint(mountpoint_)));
+  owner_ = mount.owner;
+  const std::string dir = DaemonControlDir(owner_);
+  SHARDFS_ASSIGN_OR_RETURN(dir_fd_, OpenControlDir(dir, owner_, /*create=*/true));
+  name_ = ControlSocketName(mount.dev);
+  const std::string path = dir + "/" + name_;
+  // Only the owner or root can have put a file there: one left by a killed
+  // daemon of an earlier mount that had this device number.
+  if (::unlinkat(dir_fd_.get(), name_.c_str(), 0) != 0 && errno != ENOENT) {
+    return Status::FromErrno(errno, fmt::format("control socket {}: unlink", path));
   }
-  accept_thread_ = std::thread([this] { Accept(); });
-  log::Debug("control socket @{}", name);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) {
+    return Status::InvalidArgument(fmt::format("control socket {}: path too long", path));
+  }
+  // Bound by its path (the directory checked above; only its owner or root
+  // can replace it in /run or sticky /tmp), so that the socket shows under
+  // it in ss -x and /proc/net/unix, where tmpfiles' cleaning looks.
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  listen_fd_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!listen_fd_.valid()) return Status::FromErrno(errno, "control socket");
+  if (::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(listen_fd_.get(), 16) != 0) {
+    return Status::FromErrno(errno, fmt::format("control socket {}", path));
+  }
+  struct stat st;
+  if (::fstatat(dir_fd_.get(), name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    socket_ino_ = st.st_ino;
+  }
+  wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_fd_.valid()) return Status::FromErrno(errno, "control socket: eventfd");
+  try {
+    accept_thread_ = std::thread([this] { Accept(); });
+  } catch (const std::system_error& e) {
+    return Status::IoError(fmt::format("control socket: cannot start its thread: {}", e.what()));
+  }
+  log::Debug("control socket {}", path);
   return Status::Ok();
 }
 
 void ControlServer::Stop() {
   if (stop_.exchange(true)) return;
-  if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
-  if (accept_thread_.joinable()) accept_thread_.join();
-  if (listen_fd_ >= 0) ::close(listen_fd_);
-  listen_fd_ = -1;
-  std::vector<std::thread> conns;
+  if (accept_thread_.joinable()) {
+    Wake();
+    accept_thread_.join();
+  }
+  std::list<Connection> conns;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A connection blocked reading its request or sending its answer returns
+    // at once.
+    for (Connection& c : conns_) {
+      if (c.fd >= 0) ::shutdown(c.fd, SHUT_RDWR);
+    }
     conns.swap(conns_);
   }
-  for (std::thread& t : conns) t.join();
+  for (Connection& c : conns) c.thread.join();
+  listen_fd_.reset();
+  struct stat st;
+  if (dir_fd_.valid() && socket_ino_ != 0 &&
+      ::fstatat(dir_fd_.get(), name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      st.st_ino == socket_ino_) {
+    ::unlinkat(dir_fd_.get(), name_.c_str(), 0);
+  }
+  dir_fd_.reset();
+}
+
+void ControlServer::Wake() {
+  uint64_t one = 1;
+  ssize_t unused = ::write(wake_fd_.get(), &one, sizeof one);
+  (void)unused;
+}
+
+void ControlServer::Refuse(int fd, std::string_view why) {
+  (void)ControlWriteAll(fd, fmt::format("error\n{}\n", why));
+  ::close(fd);
+}
+
+void ControlServer::Reap() {
+  std::list<Connection> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      auto next = std::next(it);
+      if (it->done) done.splice(done.end(), conns_, it);
+      it = next;
+    }
+  }
+  for (Connection& c : done) c.thread.join();
 }
 
 void ControlServer::Accept() {
-  while (!stop_.load()) {
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // Shut down by Stop.
+  pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
+  for (;;) {
+    Reap();
+    if (stop_.load()) return;
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      log::Error("control socket: poll: {}", std::strerror(errno));
+      return;
     }
-    ucred cred{};
-    socklen_t clen = sizeof cred;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 ||
-        (cred.uid != 0 && cred.uid != ::geteuid())) {
-      (void)WriteAll(fd, "error\nonly the mount's owner may ask its daemon\n");
-      ::close(fd);
+    if (fds[1].revents != 0) {
+      uint64_t n;
+      ssize_t unused = ::read(wake_fd_.get(), &n, sizeof n);
+      (void)unused;
+    }
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN) {
+        log::Warning("control socket: accept: {}", std::strerror(errno));
+      }
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    conns_.emplace_back([this, fd] { Serve(fd); });
+    // A client that stops reading, or never finishes its request, holds its
+    // thread for a bounded time only.
+    SetSocketTimeouts(fd, kSendTimeoutMs, kRequestTimeoutMs);
+    if (Status s = CheckControlPeer(fd, owner_, "control socket client"); !s.ok()) {
+      log::Warning("{}", s.message());
+      Refuse(fd, "only the mount's owner and root may ask its daemon");
+      continue;
+    }
+    std::string refusal;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (conns_.size() >= kMaxConnections) {
+        refusal =
+            fmt::format("the daemon is busy: {} requests in progress; try again", kMaxConnections);
+      } else {
+        Connection& c = conns_.emplace_back();
+        c.fd = fd;
+        try {
+          c.thread = std::thread([this, &c] { Serve(&c); });
+        } catch (const std::system_error& e) {
+          conns_.pop_back();
+          log::Warning("control socket: cannot start a thread: {}", e.what());
+          refusal = fmt::format("the daemon cannot start a thread: {}", e.what());
+        }
+      }
+    }
+    if (!refusal.empty()) Refuse(fd, refusal);
   }
 }
 
-void ControlServer::Serve(int raw_fd) {
-  UniqueFd fd(raw_fd);
-  // A client that never finishes its request does not hold a thread for good.
-  timeval tv{10, 0};
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+void ControlServer::Serve(Connection* c) {
+  const int fd = c->fd;
   std::string request;
-  Status s = ReadAll(fd.get(), &request);
+  Status s = ControlReadAll(fd, &request);
   std::vector<std::string> words;
   for (size_t start = 0; s.ok() && start < request.size();) {
     size_t end = request.find('\0', start);
@@ -218,8 +221,19 @@ void ControlServer::Serve(int raw_fd) {
     start = end + 1;
   }
   std::string body;
-  if (s.ok()) s = Handle(words, &body);
-  (void)WriteAll(fd.get(), s.ok() ? "ok\n" + body : "error\n" + s.message() + "\n");
+  try {
+    if (s.ok()) s = Handle(words, &body);
+  } catch (const std::exception& e) {  // Not the daemon's end.
+    s = Status::IoError(fmt::format("the daemon could not answer: {}", e.what()));
+  }
+  (void)ControlWriteAll(fd, s.ok() ? "ok\n" + body : "error\n" + s.message() + "\n");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ::close(fd);
+    c->fd = -1;
+    c->done = true;
+  }
+  Wake();
 }
 
 Status ControlServer::Handle(const std::vector<std::string>& words, std::string* body) {

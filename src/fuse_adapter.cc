@@ -572,7 +572,7 @@ int ToErrno(const Status& s) {
 }
 
 Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string& mountpoint,
-                 const std::string& fsname, const std::function<void()>& on_mounted) {
+                 const std::string& fsname, const std::function<Status()>& on_mounted) {
   fuse_set_log_func(&LibfuseLog);
   const fuse_lowlevel_ops ops = MakeOps();
   Context ctx{fs, options};
@@ -607,7 +607,11 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
     ctx.prefill = prefill.get();
   }
   push.Start();
-  on_mounted();
+  if (Status s = on_mounted(); !s.ok()) {
+    push.Stop();
+    fuse_session_unmount(se);
+    return s;
+  }
   int rc = RunLoop(se, options, signals, push);
   FreeUnreleasedDirs(ctx);
   // Ended by an unmount: the connection is gone, so no store can be waiting.

@@ -18,10 +18,11 @@ int ToErrno(const Status& s);
 
 // Mounts `fs` at `mountpoint` and serves requests until the filesystem is
 // unmounted or the process gets SIGINT, SIGTERM or SIGHUP (then it unmounts
-// cleanly). `on_mounted` runs once the mount is in place, before serving.
-// Returns IoError if the session cannot be created or mounted.
+// cleanly). `on_mounted` runs once the mount is in place, before serving; if
+// it fails, the mount is undone and its status returned. Returns IoError if
+// the session cannot be created or mounted.
 Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string& mountpoint,
-                 const std::string& fsname, const std::function<void()>& on_mounted);
+                 const std::string& fsname, const std::function<Status()>& on_mounted);
 
 }  // namespace shardfs::mount
 
