@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """`-o cache_dir`: what a mount promises about its chunk cache directory.
 
+- A shard rewritten at the same size with a changed member in the middle
+  (first and last 64 KiB, hence the fingerprint, unchanged) is read as it is
+  now after a remount, whether it was re-indexed or not: chunks cached from
+  the old bytes are never served again.
 - A cache_dir another user owns (pre-created in a shared sticky directory,
   with a forged chunk planted), or a symbolic link, is refused: the mount
   exits 1 with a message naming the directory and the reason.
@@ -114,6 +118,40 @@ class CacheDirSafetyTest(tl.ScratchTestCase):
         self.assertEqual(m.proc.returncode, 1, message)
         for w in wanted:
             self.assertIn(w, message)
+
+    # -- (a) stale chunks after a rewritten shard -----------------------------
+
+    def test_rewritten_shard_is_read_as_it_is_now(self):
+        base, src, shard, idx = self.make_shard()
+        cache = os.path.join(base, "cache")
+        opts = "chunk_size=64K,cache_size=16M,cache_dir=%s" % cache
+        mnt = self.scratch("mnt")
+        with tl.Mount(idx, mnt, opts):
+            self.assertEqual(read_tree(mnt), self.source(src))
+        cached = chunk_files(cache)
+        self.assertGreaterEqual(len(cached), 5)
+        # Unchanged: read from the chunks already there (the cache is in play).
+        with tl.Mount(idx, mnt, opts):
+            self.assertEqual(read_tree(mnt), self.source(src))
+        self.assertEqual(chunk_files(cache), cached)
+
+        # Rewritten in place and re-indexed.
+        self.rewrite_mid(src, shard)
+        tl.build_index([shard], idx, "--force")
+        with tl.Mount(idx, mnt, opts):
+            got = read_tree(mnt)
+        self.assertEqual(got, self.source(src), "stale chunks served after a re-index")
+        cached = chunk_files(cache)
+        with tl.Mount(idx, mnt, opts):
+            self.assertEqual(read_tree(mnt), self.source(src))
+        self.assertEqual(chunk_files(cache), cached)
+
+        # Rewritten again, not re-indexed (the index still describes it: the
+        # members did not move).
+        self.rewrite_mid(src, shard)
+        with tl.Mount(idx, mnt, opts):
+            got = read_tree(mnt)
+        self.assertEqual(got, self.source(src), "stale chunks served after a rewrite")
 
     # -- (b), (c) refused directories ------------------------------------------
 
