@@ -26,11 +26,11 @@ import shardfs_testlib as tl  # noqa: E402
 
 SUBDIR = "shardfs-chunks-v2"
 MTIME = tl.BASE_TIME_S
+# ustar: no pax records (posix adds the atime and ctime tar saw, which differ
+# between two runs and would change the shard's first bytes).
+USTAR = ("--format=ustar",)
 # Members in tar order: head, mid, tail. head.bin and tail.bin keep the shard's
 # first and last 64 KiB fixed; mid.bin is what changes.
-# ustar: no pax records (posix adds the atime and ctime tar saw, which differ
-# between two runs).
-USTAR = ("--format=ustar",)
 SIZES = {"head.bin": 100 * 1024, "mid.bin": 128 * 1024, "tail.bin": 100 * 1024}
 
 
@@ -38,12 +38,12 @@ def write_member(src, name, data):
     path = os.path.join(src, name)
     with open(path, "wb") as f:
         f.write(data)
-    os.utime(path, (MTIME, MTIME))  # Whole seconds: no pax time records.
+    os.utime(path, (MTIME, MTIME))  # The same header bytes for every version.
 
 
 def read_tree(root):
     """{name: SHA-256} of the members as files under `root` (a mount, or the
-    source tar read); digests keep a failure's diff short."""
+    source directory tar archived); digests keep a failure's diff short."""
     out = {}
     for name in SIZES:
         with open(os.path.join(root, name), "rb") as f:
