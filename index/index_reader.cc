@@ -154,6 +154,7 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
         fmt::format("index {}: cannot open as a shardfs index: {}", path, s.ToString()));
   }
   r->db_.reset(raw);
+  if (!r->db_->GetDbIdentity(r->db_identity_).ok()) r->db_identity_.clear();
   SHARDFS_RETURN_IF_ERROR(r->LoadMeta());
   SHARDFS_RETURN_IF_ERROR(r->CheckSchemaVersion());
   SHARDFS_RETURN_IF_ERROR(r->LoadShards());

@@ -132,6 +132,12 @@ class IndexReader {
   // symlinks bounds every inode number of the index.
   uint64_t MetaNumber(std::string_view name) const;
   const std::string& path() const { return path_; }
+  // The database's unique id: the random id RocksDB writes when it creates a
+  // database. Every `index build` (and pack) publishes a freshly created
+  // database, so a rebuilt index never has its predecessor's id; `index add`
+  // and `view create` edit the database in place and keep it. "" if RocksDB
+  // cannot tell (a caller must then treat the index as never seen before).
+  const std::string& db_identity() const { return db_identity_; }
   // Bytes of the index on disk.
   uint64_t DiskBytes() const;
 
@@ -172,6 +178,7 @@ class IndexReader {
 
   std::unique_ptr<rocksdb::DB> db_;
   std::string path_;
+  std::string db_identity_;
   // The base's tree keys ('D' and 'I' with view 0).
   ViewId view_;
   std::unique_ptr<Catalog> catalog_;

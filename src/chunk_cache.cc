@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,6 +28,13 @@ constexpr char kMagic[8] = {'S', 'H', 'F', 'S', 'C', 'H', 'N', 'K'};
 constexpr uint64_t kMaxChunkSize = uint64_t{1} << 30;
 constexpr uint64_t kBlock = 4096;
 constexpr size_t kHeaderSumOffset = 56;
+constexpr char kMarker[] = "shardfs-cache";
+constexpr char kLock[] = "lock";
+constexpr std::string_view kTmpPrefix = "tmp-";
+constexpr std::string_view kMarkerText =
+    "This directory holds the chunk files of shardfs mounts (see cache_dir in\n"
+    "shardfs(1)). shardfs writes and deletes its own files here and leaves any\n"
+    "other file alone.\n";
 
 void Put32(char* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
@@ -88,6 +96,96 @@ Status WriteAll(int fd, const char* data, size_t len) {
   return Status::Ok();
 }
 
+// "uid 65534 (nobody)".
+std::string UserName(uid_t uid) {
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  char buf[1024];
+  if (::getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found != nullptr) {
+    return fmt::format("uid {} ({})", uid, found->pw_name);
+  }
+  return fmt::format("uid {}", uid);
+}
+
+// Opens directory `name` under `at` (AT_FDCWD: a path) without following a
+// symbolic link in its place, creating it 0700 if it is missing (only it: a
+// mistyped parent should fail, not be made). Refuses one that another user
+// owns or that group or others may write to: whoever can write there could
+// plant chunk files, and the XXH3 sums in them are no defence against a
+// forger. `shown` names it in errors.
+Result<UniqueFd> OpenPrivateDir(int at, const char* name, const std::string& shown) {
+  constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  UniqueFd fd(::openat(at, name, kFlags));
+  if (!fd.valid() && errno == ENOENT) {
+    if (::mkdirat(at, name, 0700) != 0 && errno != EEXIST) {
+      return Status::FromErrno(errno, fmt::format("cache_dir {}: cannot create it", shown));
+    }
+    fd.reset(::openat(at, name, kFlags));
+  }
+  if (!fd.valid()) {
+    const int err = errno;
+    struct stat lst;
+    if ((err == ELOOP || err == ENOTDIR) && ::fstatat(at, name, &lst, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (S_ISLNK(lst.st_mode)) {
+        return Status::InvalidArgument(fmt::format(
+            "cache_dir {}: a symbolic link, refused: name the directory itself (whoever "
+            "can change the link could point the cache elsewhere)",
+            shown));
+      }
+      if (!S_ISDIR(lst.st_mode)) {
+        return Status::NotADirectory(fmt::format("cache_dir {}: not a directory", shown));
+      }
+    }
+    return Status::FromErrno(err, fmt::format("cache_dir {}", shown));
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) {
+    return Status::FromErrno(errno, fmt::format("cache_dir {}", shown));
+  }
+  if (st.st_uid != ::geteuid()) {
+    return Status::InvalidArgument(fmt::format(
+        "cache_dir {}: owned by {}, not by this mount's user ({}), refused: its owner could "
+        "plant chunks that the mount would serve as shard bytes",
+        shown, UserName(st.st_uid), UserName(::geteuid())));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return Status::InvalidArgument(fmt::format(
+        "cache_dir {}: writable by {} (mode {:04o}), refused: they could plant chunks that "
+        "the mount would serve as shard bytes (chmod go-w it)",
+        shown, (st.st_mode & S_IWOTH) != 0 ? "others" : "its group", st.st_mode & 07777));
+  }
+  return fd;
+}
+
+// Whether directory `dir_fd` has no entries but . and ..
+Result<bool> IsEmptyDir(int dir_fd, const std::string& shown) {
+  int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
+  if (d == nullptr) {
+    int err = errno;
+    if (fd >= 0) ::close(fd);
+    return Status::FromErrno(err, fmt::format("cache_dir {}", shown));
+  }
+  bool empty = true;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string_view name = e->d_name;
+    if (name != "." && name != "..") {
+      empty = false;
+      break;
+    }
+  }
+  ::closedir(d);
+  return empty;
+}
+
+// Parses "tmp-<gen>" (hex), the name WriteChunk gives its temp files.
+bool ParseTmpName(std::string_view name, uint64_t* gen) {
+  if (!name.starts_with(kTmpPrefix) || name.size() == kTmpPrefix.size()) return false;
+  name.remove_prefix(kTmpPrefix.size());
+  auto [next, ec] = std::from_chars(name.data(), name.data() + name.size(), *gen, 16);
+  return ec == std::errc() && next == name.data() + name.size();
+}
+
 // Parses "<idhash>-<index>-<gen>.chunk" (hex).
 bool ParseChunkName(std::string_view name, uint64_t* id_hash, uint64_t* index, uint64_t* gen) {
   constexpr std::string_view kSuffix = ".chunk";
@@ -115,7 +213,9 @@ struct ChunkCache::Slot {
       : cache(c), key(k), len(l), gen(g), charge(ch) {}
   // A doomed disk slot deletes its file once no reader holds it.
   ~Slot() {
-    if (doomed && !cache->options_.dir.empty()) ::unlink(cache->ChunkPath(key, gen).c_str());
+    if (doomed && cache->dir_fd_.valid()) {
+      ::unlinkat(cache->dir_fd_.get(), cache->ChunkName(key, gen).c_str(), 0);
+    }
   }
   const ChunkCache* const cache;
   const ChunkKey key;
@@ -184,28 +284,52 @@ uint64_t ChunkCache::ChunkLength(ChunkKey key) const {
   return std::min(options_.chunk_size, size - key.index * options_.chunk_size);
 }
 
+std::string ChunkCache::ChunkName(ChunkKey key, uint64_t gen) const {
+  return fmt::format("{:016x}-{:x}-{:x}.chunk", id_hash_[key.shard], key.index, gen);
+}
+
 std::string ChunkCache::ChunkPath(ChunkKey key, uint64_t gen) const {
-  return fmt::format("{}/{:016x}-{:x}-{:x}.chunk", options_.dir, id_hash_[key.shard], key.index,
-                     gen);
+  return fmt::format("{}/{}", chunk_dir_, ChunkName(key, gen));
 }
 
 Status ChunkCache::OpenDir() {
   const std::string& dir = options_.dir;
+  SHARDFS_ASSIGN_OR_RETURN(UniqueFd top, OpenPrivateDir(AT_FDCWD, dir.c_str(), dir));
+  chunk_dir_ = fmt::format("{}/{}", dir, kChunkDir);
+  SHARDFS_ASSIGN_OR_RETURN(dir_fd_, OpenPrivateDir(top.get(), kChunkDir, chunk_dir_));
+  // The marker says the directory is shardfs's: files are deleted only in a
+  // directory that has it, or that was empty (a first Open cut short).
+  const std::string marker = fmt::format("{}/{}", chunk_dir_, kMarker);
   struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) {
-    if (errno != ENOENT) return Status::FromErrno(errno, fmt::format("cache_dir {}", dir));
-    // Only the last component: a mistyped parent should fail, not be made.
-    if (::mkdir(dir.c_str(), 0755) != 0) {
-      return Status::FromErrno(errno, fmt::format("cache_dir {}: cannot create it", dir));
+  if (::fstatat(dir_fd_.get(), kMarker, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+      return Status::InvalidArgument(fmt::format(
+          "cache_dir {}: {} is not a file this user wrote; not shardfs's directory, refused", dir,
+          marker));
     }
-  } else if (!S_ISDIR(st.st_mode)) {
-    return Status::NotADirectory(fmt::format("cache_dir {}: not a directory", dir));
+  } else if (errno != ENOENT) {
+    return Status::FromErrno(errno, fmt::format("cache_dir {}", marker));
+  } else {
+    SHARDFS_ASSIGN_OR_RETURN(bool empty, IsEmptyDir(dir_fd_.get(), chunk_dir_));
+    if (!empty) {
+      return Status::InvalidArgument(fmt::format(
+          "cache_dir {}: {} holds files but no {} marker: not made by shardfs, refused (move it "
+          "away to start a new cache)",
+          dir, chunk_dir_, kMarker));
+    }
+    UniqueFd m(::openat(dir_fd_.get(), kMarker,
+                        O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    // EEXIST: another process wrote it meanwhile; the lock below decides.
+    if (!m.valid() && errno != EEXIST) {
+      return Status::FromErrno(errno, fmt::format("cache_dir {}", marker));
+    }
+    if (m.valid()) {
+      SHARDFS_RETURN_IF_ERROR(WriteAll(m.get(), kMarkerText.data(), kMarkerText.size())
+                                  .WithContext(fmt::format("cache_dir {}", marker)));
+    }
   }
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    return Status::FromErrno(errno, fmt::format("cache_dir {}: not writable", dir));
-  }
-  std::string lock = dir + "/lock";
-  lock_fd_.reset(::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  const std::string lock = fmt::format("{}/{}", chunk_dir_, kLock);
+  lock_fd_.reset(::openat(dir_fd_.get(), kLock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!lock_fd_.valid()) return Status::FromErrno(errno, fmt::format("cache_dir {}", lock));
   // flock locks the open file description: a second Open in this process is
   // refused too.
@@ -221,7 +345,8 @@ Status ChunkCache::OpenDir() {
 }
 
 Status ChunkCache::Scan() {
-  const std::string& dir = options_.dir;
+  const std::string& dir = chunk_dir_;
+  const uid_t uid = ::geteuid();
   struct Found {
     std::string name;
     ChunkKey key;
@@ -235,23 +360,43 @@ Status ChunkCache::Scan() {
 
   std::vector<Found> found;
   std::vector<std::string> bad;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return Status::FromErrno(errno, fmt::format("cache_dir {}", dir));
+  // Files shardfs cannot prove it wrote: left alone.
+  std::vector<std::string> others;
+  int list_fd = ::openat(dir_fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* d = list_fd < 0 ? nullptr : ::fdopendir(list_fd);
+  if (d == nullptr) {
+    int err = errno;
+    if (list_fd >= 0) ::close(list_fd);
+    return Status::FromErrno(err, fmt::format("cache_dir {}", dir));
+  }
   uint64_t max_gen = 0;
   while (true) {
     errno = 0;
     struct dirent* e = ::readdir(d);
     if (e == nullptr) break;
     std::string_view name = e->d_name;
-    if (name.starts_with("tmp-")) {
+    if (name == "." || name == ".." || name == kMarker || name == kLock) continue;
+    // A file shardfs wrote has one of its names and is a regular file of
+    // this user; in a directory of this user that no one else may write to,
+    // nobody else can have put it there.
+    struct stat st;
+    const bool mine = ::fstatat(dir_fd_.get(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                      S_ISREG(st.st_mode) && st.st_uid == uid;
+    uint64_t id_hash, index, gen;
+    const bool chunk_name = ParseChunkName(name, &id_hash, &index, &gen);
+    const bool tmp_name = !chunk_name && ParseTmpName(name, &gen);
+    // New files get higher numbers than any name here, so no Insert is
+    // stopped by, or renames over, a file it may not delete.
+    if (chunk_name || tmp_name) max_gen = std::max(max_gen, gen);
+    if (!mine || (!chunk_name && !tmp_name)) {
+      others.emplace_back(name);
+      continue;
+    }
+    if (!chunk_name) {
       bad.emplace_back(name);  // An Insert cut short by a crash.
       continue;
     }
-    uint64_t id_hash, index, gen;
-    if (!ParseChunkName(name, &id_hash, &index, &gen)) continue;  // Not ours: leave it.
-    std::string path = fmt::format("{}/{}", dir, name);
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
-    struct stat st;
+    UniqueFd fd(::openat(dir_fd_.get(), e->d_name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
     char raw[kHeaderSize];
     Header h;
     if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
@@ -271,7 +416,6 @@ Status ChunkCache::Scan() {
         continue;
       }
     }
-    max_gen = std::max(max_gen, gen);
     found.push_back(std::move(f));
   }
   int err = errno;
@@ -281,6 +425,10 @@ Status ChunkCache::Scan() {
     log::Debug("chunk cache: {}/{}: not an intact chunk, deleted", dir, name);
   }
   UnlinkAll(bad);
+  if (!others.empty()) {
+    log::Warning("chunk cache: {}: {} file(s) not written by shardfs left alone (the first: {})",
+                 dir, others.size(), others.front());
+  }
 
   std::sort(found.begin(), found.end(),
             [](const Found& a, const Found& b) { return a.mtime_ns < b.mtime_ns; });
@@ -290,6 +438,7 @@ Status ChunkCache::Scan() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     next_gen_ = max_gen + 1;
+    stats_.other_files = others.size();
     for (Found& f : found) {
       if (f.foreign) {
         uint64_t charge = Charge(f.len);
@@ -315,9 +464,8 @@ Status ChunkCache::Scan() {
 
 void ChunkCache::UnlinkAll(const std::vector<std::string>& names) const {
   for (const std::string& name : names) {
-    std::string path = fmt::format("{}/{}", options_.dir, name);
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      log::Warning("chunk cache: {}: cannot delete: {}", path, std::strerror(errno));
+    if (::unlinkat(dir_fd_.get(), name.c_str(), 0) != 0 && errno != ENOENT) {
+      log::Warning("chunk cache: {}/{}: cannot delete: {}", chunk_dir_, name, std::strerror(errno));
     }
   }
 }
@@ -414,23 +562,26 @@ void ChunkCache::EvictOneLocked(std::vector<std::shared_ptr<Slot>>* dead,
 
 Result<uint64_t> ChunkCache::WriteChunk(ChunkKey key, const char* data, size_t len,
                                         uint64_t gen) {
-  std::string tmp = fmt::format("{}/tmp-{:x}", options_.dir, gen);
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd.valid()) return Status::FromErrno(errno, fmt::format("chunk cache: {}", tmp));
+  const std::string tmp = fmt::format("{}{:x}", kTmpPrefix, gen);
+  UniqueFd fd(::openat(dir_fd_.get(), tmp.c_str(),
+                       O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) {
+    return Status::FromErrno(errno, fmt::format("chunk cache: {}/{}", chunk_dir_, tmp));
+  }
   char raw[kHeaderSize];
   EncodeHeader({static_cast<uint32_t>(len), id_hash_[key.shard], key.index, XXH3_64bits(data, len)},
                raw);
   Status st = WriteAll(fd.get(), raw, kHeaderSize);
   if (st.ok()) st = WriteAll(fd.get(), data, len);
   if (st.ok() && ::close(fd.release()) != 0) st = Status::FromErrno(errno, "close");
-  std::string path = ChunkPath(key, gen);
+  const std::string name = ChunkName(key, gen);
   // The rename is what makes the chunk count: until then it is a temp file.
-  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    st = Status::FromErrno(errno, fmt::format("rename to {}", path));
+  if (st.ok() && ::renameat(dir_fd_.get(), tmp.c_str(), dir_fd_.get(), name.c_str()) != 0) {
+    st = Status::FromErrno(errno, fmt::format("rename to {}", name));
   }
   if (!st.ok()) {
-    ::unlink(tmp.c_str());
-    return st.WithContext(fmt::format("chunk cache: {}", tmp));
+    ::unlinkat(dir_fd_.get(), tmp.c_str(), 0);
+    return st.WithContext(fmt::format("chunk cache: {}/{}", chunk_dir_, tmp));
   }
   return gen;
 }
@@ -491,10 +642,10 @@ std::shared_ptr<const UniqueFd> ChunkCache::ChunkFile(const std::shared_ptr<Slot
     std::lock_guard<std::mutex> lock(mu_);
     if (slot->file) return slot->file;
   }
-  std::string path = ChunkPath(slot->key, slot->gen);
-  auto file = std::make_shared<const UniqueFd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  auto file = std::make_shared<const UniqueFd>(::openat(
+      dir_fd_.get(), ChunkName(slot->key, slot->gen).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!file->valid()) {
-    log::Warning("chunk cache: {}: {}", path, std::strerror(errno));
+    log::Warning("chunk cache: {}: {}", ChunkPath(slot->key, slot->gen), std::strerror(errno));
     return nullptr;
   }
   std::lock_guard<std::mutex> lock(mu_);

@@ -28,14 +28,36 @@
 //   Chunks found on disk at Open enter main, oldest (by mtime) at the tail,
 //   frequency 0: they are kept until main must shrink, oldest first.
 //
-// Disk layout: flat files in DIR.
-//   DIR/lock                       flock'd by the one process using DIR.
-//   DIR/tmp-<gen>                  a chunk being written; deleted at Open.
-//   DIR/<idhash>-<index>-<gen>.chunk   a complete chunk (hex numbers).
+// Disk layout. DIR is the user's (cache_dir=DIR); the cache's files live in
+// a subdirectory of it that shardfs makes, and nowhere else:
+//   DIR/                           this user's, not writable by group or others.
+//   DIR/shardfs-chunks-v2/         made 0700 by shardfs; the same rules.
+//     shardfs-cache                the marker (0600): this directory is shardfs's.
+//     lock                         flock'd by the one process using DIR (0600).
+//     tmp-<gen>                    a chunk being written (0600); deleted at Open.
+//     <idhash>-<index>-<gen>.chunk a complete chunk (0600; hex numbers).
+//   What is promised:
+//   - Refused at Open, with an error naming the directory and the reason:
+//     DIR or the subdirectory a symbolic link, owned by another user, or
+//     writable by group or others (whoever can write there could plant a
+//     chunk: the XXH3 sums below catch damage, not a forger); a subdirectory
+//     without the marker that is not empty. Both are opened once, O_NOFOLLOW,
+//     and every later file operation is relative to the subdirectory's
+//     descriptor, so renaming or relinking the paths afterwards changes
+//     nothing. (Links above DIR are followed: whoever controls them can make
+//     the mount fail, or lead it to a directory that is then refused.)
+//   - Nothing outside the subdirectory is read, written or deleted (an old
+//     flat-layout cache in DIR is ignored, left in place). Inside it, Open
+//     deletes only regular files of this user with the names above that are
+//     temp files or damaged chunks; anything else is left alone and logged
+//     (ChunkCacheStats::other_files).
+//   - Chunks are readable by this user only: a private bucket stays private.
 //   <idhash> is XXH3-64 of the shard's identity seeded with chunk_size, so a
-//   replaced shard or another chunk size never matches. <gen> makes each
-//   stored copy's name unique, so a deferred delete of an evicted copy never
-//   removes a newer copy of the same chunk.
+//   replaced shard or another chunk size never matches (what the identity
+//   holds and why it changes with the shard's bytes: ChunkIdentity in
+//   src/cmd_mount.cc). <gen> makes each stored copy's name unique, so a
+//   deferred delete of an evicted copy never removes a newer copy of the
+//   same chunk.
 //   A chunk file is a 64-byte header, then the payload:
 //     0  8  magic "SHFSCHNK"
 //     8  4  format version (kFormatVersion), little-endian like all fields
@@ -87,8 +109,10 @@ struct ChunkCacheOptions {
   uint64_t chunk_size = 4 << 20;  // Bytes; 1 .. 1 GiB.
 };
 
-// What a shard is: `identity` names its exact content (URL or path, size,
-// ETag, fingerprint); `size` is its length in bytes, which fixes each chunk's
+// What a shard is: `identity` names its exact content, and must differ
+// whenever the content can (the mount's: index database id, shard ordinal,
+// location, size, fingerprint, and a local shard's inode and times or a
+// remote one's ETag); `size` is its length in bytes, which fixes each chunk's
 // length.
 struct ChunkShard {
   std::string identity;
@@ -117,6 +141,7 @@ struct ChunkCacheStats {
   uint64_t foreign_bytes = 0;
   uint64_t reused_at_open = 0;   // Chunks found intact-looking on disk at Open.
   uint64_t corrupt_dropped = 0;  // Chunks whose payload failed its check.
+  uint64_t other_files = 0;      // Files at Open shardfs did not write: left alone.
   std::vector<uint64_t> shard_resident_bytes;  // Payload bytes, per shard.
 };
 
@@ -124,11 +149,16 @@ class ChunkCache {
  public:
   static constexpr uint32_t kFormatVersion = 1;
   static constexpr size_t kHeaderSize = 64;
+  // The subdirectory of DIR that holds the cache's files.
+  static constexpr char kChunkDir[] = "shardfs-chunks-v2";
 
-  // Opens the cache. Disk mode: creates DIR if its parent exists, takes an
-  // exclusive flock on DIR/lock (InvalidArgument "cache_dir DIR: in use by
-  // another shardfs process" if held), deletes temp files and chunk files
-  // that are not intact-looking (bad header, wrong length), registers this
+  // Opens the cache. Disk mode: creates DIR (0700) if its parent exists and
+  // DIR/kChunkDir (0700) with its marker, refuses either if it is a symbolic
+  // link, another user's, or writable by group or others (InvalidArgument
+  // naming the directory and why), takes an exclusive flock on its lock file
+  // (InvalidArgument "cache_dir DIR: in use by another shardfs process" if
+  // held), deletes this process's kind of temp files and damaged chunk files
+  // (bad header, wrong length), leaves other files alone, registers this
   // index's chunks (reused_at_open) and the foreign ones, and evicts down to
   // capacity. Returns InvalidArgument for a bad capacity or chunk size, and
   // an error naming DIR if it cannot be created, read or written.
@@ -182,6 +212,8 @@ class ChunkCache {
   Status OpenDir();
   Status Scan();
   uint64_t Charge(uint64_t len) const;
+  // A chunk file's name in the subdirectory, and its path (for messages).
+  std::string ChunkName(ChunkKey key, uint64_t gen) const;
   std::string ChunkPath(ChunkKey key, uint64_t gen) const;
   // Writes the chunk file for `key`; returns its generation.
   Result<uint64_t> WriteChunk(ChunkKey key, const char* data, size_t len, uint64_t gen);
@@ -209,6 +241,10 @@ class ChunkCache {
   std::vector<uint64_t> id_hash_;  // Per shard; immutable after Open.
   uint64_t small_target_ = 0;      // Bytes.
   size_t ghost_limit_ = 0;         // Keys.
+  // Disk mode: DIR/kChunkDir, its path and descriptor (every file operation
+  // is relative to it), and the lock. Immutable after Open.
+  std::string chunk_dir_;
+  UniqueFd dir_fd_;
   UniqueFd lock_fd_;
 
   mutable std::mutex mu_;

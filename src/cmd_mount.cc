@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -159,6 +160,44 @@ bool ShardsPassCheck(const MountArgs& a, mount::Filesystem& fs, mount::ShardFetc
   return true;
 }
 
+// What names shard `i`'s bytes in the chunk cache. Chunks cached under an
+// identity are reused by a later mount only if it computes the same one, so
+// it must change whenever the bytes can have changed:
+// - the index database's id and the shard's ordinal: every `index build`
+//   creates a new database with a new random id, so a shard rebuilt and
+//   re-indexed (even at the same size, with the same first and last 64 KiB,
+//   the same fingerprint) never matches the chunks of its predecessor;
+//   `index add` keeps the database but appends shards at new ordinals.
+// - a local shard: its inode number, mtime and ctime now. Writing the file
+//   changes its ctime (which no user can set back), replacing it by a rename
+//   changes its inode. st_dev is left out: NFS and Lustre clients number
+//   their mounts anew after a remount, which would drop every chunk.
+// - a remote shard: its ETag; every response is held to the indexed one.
+// - location, size and fingerprint, as before.
+// An identity that cannot be established (no database id, a local shard that
+// cannot be stat'd) gets a random part: its chunks are never reused.
+std::string ChunkIdentity(const index::IndexReader& r, uint32_t i) {
+  const index::ShardMeta& m = r.shards()[i];
+  const std::string& location = r.ShardPath(index::ShardId{i});
+  auto unique = [] {
+    std::random_device rd;
+    return fmt::format("unique {:08x}{:08x}", rd(), rd());
+  };
+  std::string db = r.db_identity().empty() ? unique() : r.db_identity();
+  std::string state;
+  if (m.remote()) {
+    state = fmt::format("etag {}", m.etag);
+  } else if (struct stat st; ::stat(location.c_str(), &st) == 0) {
+    state =
+        fmt::format("ino {} mtime {}.{:09} ctime {}.{:09}", static_cast<uint64_t>(st.st_ino),
+                    st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+  } else {
+    state = unique();
+  }
+  return fmt::format("db {}\nshard {}\n{}\n{}\n{:016x}\n{}", db, i, location, m.size, m.fingerprint,
+                     state);
+}
+
 // The chunk fetcher and its cache, for an index with remote shards or a mount
 // with -o cache_dir; null otherwise (local shards read directly).
 Result<std::unique_ptr<mount::ShardFetcher>> MakeFetcher(const MountOptions& o,
@@ -169,15 +208,16 @@ Result<std::unique_ptr<mount::ShardFetcher>> MakeFetcher(const MountOptions& o,
     any_s3 |= m.remote() && m.path.starts_with("s3://");
   }
   if (!any_remote && o.cache_dir.empty()) return std::unique_ptr<mount::ShardFetcher>();
+  if (!o.cache_dir.empty() && r.db_identity().empty()) {
+    log::Warning("index {}: no database id; chunks cached in {} will not be reused", r.path(),
+                 o.cache_dir);
+  }
   std::vector<mount::ChunkShard> chunk_shards;
   std::vector<mount::FetchShard> fetch_shards;
   for (uint32_t i = 0; i < r.shards().size(); ++i) {
     const index::ShardMeta& m = r.shards()[i];
     const std::string& location = r.ShardPath(index::ShardId{i});
-    // What names this shard's bytes: a replaced shard never matches.
-    chunk_shards.push_back({fmt::format("{}\n{}\n{}\n{:016x}", location, m.size, m.etag,
-                                        m.fingerprint),
-                            m.size});
+    chunk_shards.push_back({ChunkIdentity(r, i), m.size});
     fetch_shards.push_back({location, m.remote(), m.size, m.etag, m.mtime_ns});
   }
   mount::ChunkCacheOptions co;

@@ -304,10 +304,11 @@ class CacheTest(RemoteTestCase):
             self.assertLessEqual(first["bytes_delivered"] - first["bytes_pushed"], file_bytes)
             self.assertGreaterEqual(first["bytes_delivered"], file_bytes)
             self.assertGreater(first["cache_resident_chunks"], 0)
-            chunks = [n for n in os.listdir(cache) if n.endswith(".chunk")]
+            files = os.path.join(cache, "shardfs-chunks-v2")  # The cache's own subdirectory.
+            chunks = [n for n in os.listdir(files) if n.endswith(".chunk")]
             self.assertEqual(len(chunks), first["cache_resident_chunks"])
             # Flip one byte in the payload of one chunk file.
-            victim = os.path.join(cache, sorted(chunks)[0])
+            victim = os.path.join(files, sorted(chunks)[0])
             with open(victim, "r+b") as f:
                 f.seek(100)
                 b = f.read(1)
@@ -348,7 +349,8 @@ class CacheTest(RemoteTestCase):
                 self.assert_tree(mnt)
                 s = stats(mnt)
                 self.assertEqual(s["cache_corrupt_dropped"], 0)
-            self.assertEqual([n for n in os.listdir(cache) if n.startswith("tmp-")], [])
+            files = os.path.join(cache, "shardfs-chunks-v2")
+            self.assertEqual([n for n in os.listdir(files) if n.startswith("tmp-")], [])
 
     def test_warm_drop_and_local_shards_behind_a_cache(self):
         with rs.Nginx(self.served) as web, rs.FaultProxy(web.url) as proxy:

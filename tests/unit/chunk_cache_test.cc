@@ -4,9 +4,11 @@
 // and readers racing inserters, evictions and Clear.
 #include "src/chunk_cache.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <list>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,9 +70,14 @@ bool ReadMatches(ChunkCache& c, ChunkKey key, bool reference = false) {
   return got == want;
 }
 
-std::vector<std::string> Names(const std::string& dir, const std::string& suffix) {
+// Where the cache keeps its files: a subdirectory of cache_dir.
+std::string Files(const std::string& cache_dir) { return cache_dir + "/" + ChunkCache::kChunkDir; }
+
+// The names in cache_dir's subdirectory that end with `suffix` (or, for
+// "tmp-", begin with it).
+std::vector<std::string> Names(const std::string& cache_dir, const std::string& suffix) {
   std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) {
+  for (const auto& e : fs::directory_iterator(Files(cache_dir))) {
     std::string name = e.path().filename();
     if (name.ends_with(suffix) || (suffix == "tmp-" && name.starts_with("tmp-"))) {
       out.push_back(name);
@@ -80,7 +88,7 @@ std::vector<std::string> Names(const std::string& dir, const std::string& suffix
 
 uint64_t ChunkFileBytes(const std::string& dir) {
   uint64_t sum = 0;
-  for (const std::string& n : Names(dir, ".chunk")) sum += fs::file_size(dir + "/" + n);
+  for (const std::string& n : Names(dir, ".chunk")) sum += fs::file_size(Files(dir) + "/" + n);
   return sum;
 }
 
@@ -328,7 +336,7 @@ TEST(ChunkCacheTest, DamagedAndLeftoverFilesRejected) {
   names = Names(d, ".chunk");
   ASSERT_EQ(names.size(), 6u);
   std::sort(names.begin(), names.end());
-  auto path = [&d](const std::string& n) { return d + "/" + n; };
+  auto path = [&d](const std::string& n) { return Files(d) + "/" + n; };
   // Truncated mid-payload (a torn write that somehow got its name).
   fs::resize_file(path(names[0]), 64 + 100);
   // A header byte changed: the header checksum fails.
@@ -345,10 +353,10 @@ TEST(ChunkCacheTest, DamagedAndLeftoverFilesRejected) {
   }
   // Garbage with a chunk's name, an empty one, a leftover temp file, and a
   // file that is not the cache's (left alone).
-  shardfs::testing::WriteFile(d + "/00000000000000aa-3-77.chunk", std::string(5000, 'x'));
-  shardfs::testing::WriteFile(d + "/00000000000000aa-4-78.chunk", "");
-  shardfs::testing::WriteFile(d + "/tmp-99", std::string(3000, 'y'));
-  shardfs::testing::WriteFile(d + "/notes.txt", "mine");
+  shardfs::testing::WriteFile(Files(d) + "/00000000000000aa-3-77.chunk", std::string(5000, 'x'));
+  shardfs::testing::WriteFile(Files(d) + "/00000000000000aa-4-78.chunk", "");
+  shardfs::testing::WriteFile(Files(d) + "/tmp-99", std::string(3000, 'y'));
+  shardfs::testing::WriteFile(Files(d) + "/notes.txt", "mine");
 
   auto c = OpenOk({d, 64 * (kChunk + 4096), kChunk}, Shards(1));
   ASSERT_TRUE(c);
@@ -358,9 +366,9 @@ TEST(ChunkCacheTest, DamagedAndLeftoverFilesRejected) {
   EXPECT_TRUE(Names(d, "tmp-").empty());
   EXPECT_FALSE(fs::exists(path(names[0])));
   EXPECT_FALSE(fs::exists(path(names[1])));
-  EXPECT_FALSE(fs::exists(d + "/00000000000000aa-3-77.chunk"));
-  EXPECT_FALSE(fs::exists(d + "/00000000000000aa-4-78.chunk"));
-  EXPECT_TRUE(fs::exists(d + "/notes.txt"));
+  EXPECT_FALSE(fs::exists(Files(d) + "/00000000000000aa-3-77.chunk"));
+  EXPECT_FALSE(fs::exists(Files(d) + "/00000000000000aa-4-78.chunk"));
+  EXPECT_TRUE(fs::exists(Files(d) + "/notes.txt"));
 
   int good = 0;
   for (uint64_t i = 0; i < 6; ++i) good += ReadMatches(*c, {0, i});
@@ -382,7 +390,7 @@ TEST(ChunkCacheTest, FirstPartialReadChecksWholePayload) {
     ASSERT_TRUE(c);
     InsertOk(*c, {0, 0});
   }
-  std::string p = d + "/" + Names(d, ".chunk").at(0);
+  std::string p = Files(d) + "/" + Names(d, ".chunk").at(0);
   std::string b = shardfs::testing::ReadFile(p);
   b[64 + kChunk - 1] ^= 1;
   shardfs::testing::WriteFile(p, b);
@@ -509,6 +517,215 @@ TEST(ChunkCacheTest, DirCreatedOrNamedInErrors) {
   r = ChunkCache::Open({dir / "file", 8 * (kChunk + 4096), kChunk}, Shards(1));
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("cache_dir " + (dir / "file") + ": not a directory"));
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Every file below `root`, with its bytes (a symlink: its target).
+std::map<std::string, std::string> Tree(const std::string& root) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    std::string rel = fs::relative(e.path(), root);
+    if (e.is_symlink()) {
+      out[rel] = "-> " + fs::read_symlink(e.path()).string();
+    } else if (e.is_regular_file()) {
+      out[rel] = shardfs::testing::ReadFile(e.path());
+    } else {
+      out[rel] = "<dir>";
+    }
+  }
+  return out;
+}
+
+// The cache's own files: DIR (when it makes it) and its subdirectory 0700,
+// every file 0600 whatever the umask; nothing else in DIR.
+TEST(ChunkCacheTest, LayoutAndModes) {
+  TempDir dir;
+  const std::string d = dir / "cache";
+  const mode_t old_umask = ::umask(0);  // Modes must not depend on it.
+  {
+    auto c = OpenOk({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
+    ASSERT_TRUE(c);
+    InsertOk(*c, {0, 0});
+    InsertOk(*c, {0, 1});
+  }
+  ::umask(old_umask);
+  EXPECT_EQ(ModeOf(d), 0700u);
+  EXPECT_EQ(ModeOf(Files(d)), 0700u);
+  std::vector<std::string> top;
+  for (const auto& e : fs::directory_iterator(d)) top.push_back(e.path().filename());
+  EXPECT_THAT(top, ::testing::ElementsAre(ChunkCache::kChunkDir));
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(Files(d))) {
+    files.push_back(e.path().filename());
+    EXPECT_TRUE(e.is_regular_file()) << e.path();
+    EXPECT_EQ(ModeOf(e.path()), 0600u) << e.path();
+  }
+  EXPECT_THAT(
+      files, ::testing::UnorderedElementsAre("shardfs-cache", "lock", ::testing::EndsWith(".chunk"),
+                                             ::testing::EndsWith(".chunk")));
+  // An existing private DIR keeps its mode.
+  const std::string mine = dir / "mine";
+  ASSERT_EQ(::mkdir(mine.c_str(), 0750), 0);
+  ASSERT_EQ(::chmod(mine.c_str(), 0750), 0);
+  EXPECT_TRUE(OpenOk({mine, 8 * (kChunk + 4096), kChunk}, Shards(1)));
+  EXPECT_EQ(ModeOf(mine), 0750u);
+  EXPECT_EQ(ModeOf(Files(mine)), 0700u);
+}
+
+// A symbolic link as DIR or in place of the subdirectory is refused, and
+// nothing is written where it points.
+TEST(ChunkCacheTest, SymlinkRefused) {
+  TempDir dir;
+  const std::string real = dir / "real";
+  ASSERT_EQ(::mkdir(real.c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(real.c_str(), (dir / "link").c_str()), 0);
+  auto r = ChunkCache::Open({dir / "link", 8 * (kChunk + 4096), kChunk}, Shards(1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("cache_dir " + (dir / "link") + ": a symbolic link, refused"));
+  EXPECT_TRUE(fs::is_empty(real));
+
+  const std::string d = dir / "cache";
+  ASSERT_EQ(::mkdir(d.c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(real.c_str(), Files(d).c_str()), 0);
+  r = ChunkCache::Open({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("cache_dir " + Files(d) + ": a symbolic link, refused"));
+  EXPECT_TRUE(fs::is_empty(real));
+}
+
+// A DIR that group or others may write to (a shared or sticky temp dir too)
+// is refused with its mode, and left as it was.
+TEST(ChunkCacheTest, GroupOrOtherWritableRefused) {
+  TempDir dir;
+  struct Case {
+    mode_t mode;
+    const char* who;
+  };
+  for (Case c : {Case{0770, "its group"}, Case{0703, "others"}, Case{01777, "others"}}) {
+    const std::string d = dir / fmt::format("cache-{:o}", c.mode);
+    ASSERT_EQ(::mkdir(d.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(d.c_str(), c.mode), 0);
+    shardfs::testing::WriteFile(d + "/" + "README", "mine");
+    auto r = ChunkCache::Open({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
+    ASSERT_FALSE(r.ok()) << d;
+    EXPECT_THAT(r.status().message(),
+                HasSubstr(fmt::format("cache_dir {}: writable by {} (mode {:04o}), refused", d,
+                                      c.who, c.mode)));
+    EXPECT_EQ(Tree(d), (std::map<std::string, std::string>{{"README", "mine"}}));
+    EXPECT_EQ(ModeOf(d), c.mode);
+  }
+  // The subdirectory too.
+  const std::string d = dir / "cache";
+  ASSERT_EQ(::mkdir(d.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(Files(d).c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(Files(d).c_str(), 0770), 0);
+  auto r = ChunkCache::Open({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("cache_dir " + Files(d) + ": writable by its group"));
+}
+
+// A DIR another user owns is refused, naming the owner: as root, one chowned
+// to nobody; as anyone else, "/" (root's).
+TEST(ChunkCacheTest, ForeignOwnedDirRefused) {
+  TempDir dir;
+  std::string d = "/";
+  std::string owner = "uid 0 (root)";
+  if (::geteuid() == 0) {
+    d = dir / "cache";
+    ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
+    shardfs::testing::WriteFile(d + "/00000000000000aa-0-1.chunk", "forged");
+    ASSERT_EQ(::chown(d.c_str(), 65534, 65534), 0);
+    owner = "uid 65534";
+  }
+  auto r = ChunkCache::Open({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("cache_dir " + d + ": owned by " + owner));
+  EXPECT_THAT(r.status().message(), HasSubstr("not by this mount's user"));
+  EXPECT_FALSE(fs::exists(Files(d)));
+  if (::geteuid() == 0) {
+    EXPECT_EQ(Tree(d),
+              (std::map<std::string, std::string>{{"00000000000000aa-0-1.chunk", "forged"}}));
+  }
+}
+
+// Files the cache did not write are never deleted: anything in DIR itself
+// (an old flat-layout cache included), and in the subdirectory anything not
+// named and owned as the cache's own files. Reuse, eviction and Clear leave
+// them alone too.
+TEST(ChunkCacheTest, FilesOfOthersLeftAlone) {
+  TempDir dir;
+  const std::string d = dir / "cache";
+  ASSERT_EQ(::mkdir(d.c_str(), 0700), 0);
+  // The user's files in DIR, and what an old version's flat layout left.
+  shardfs::testing::WriteFile(d + "/tmp-foo", "temp of mine");
+  shardfs::testing::WriteFile(d + "/tmp-12", "looks like an old temp file");
+  shardfs::testing::WriteFile(d + "/x.chunk", std::string(5000, 'g'));
+  shardfs::testing::WriteFile(d + "/00000000000000aa-3-77.chunk", std::string(5000, 'x'));
+  shardfs::testing::WriteFile(d + "/README", "read me");
+  shardfs::testing::WriteFile(d + "/lock", "");
+  {
+    auto c = OpenOk({d, 4 * (kChunk + 4096), kChunk}, Shards(1));
+    ASSERT_TRUE(c);
+  }
+  // Files in the subdirectory that the cache did not write.
+  shardfs::testing::WriteFile(Files(d) + "/notes.txt", "mine");
+  shardfs::testing::WriteFile(Files(d) + "/tmp-zz", "not a temp name of the cache");
+  shardfs::testing::WriteFile(Files(d) + "/elsewhere", "a link target");
+  ASSERT_EQ(::symlink("elsewhere", (Files(d) + "/00000000000000bb-1-2.chunk").c_str()), 0);
+  ASSERT_EQ(::mkdir((Files(d) + "/tmp-7").c_str(), 0700), 0);
+  uint64_t others = 5;
+  if (::geteuid() == 0) {
+    // Only root can put another user's file into the 0700 subdirectory.
+    shardfs::testing::WriteFile(Files(d) + "/00000000000000cc-1-3.chunk", "nobody's");
+    shardfs::testing::WriteFile(Files(d) + "/tmp-8", "nobody's temp");
+    ASSERT_EQ(::chown((Files(d) + "/00000000000000cc-1-3.chunk").c_str(), 65534, 65534), 0);
+    ASSERT_EQ(::chown((Files(d) + "/tmp-8").c_str(), 65534, 65534), 0);
+    others += 2;
+  }
+  std::map<std::string, std::string> before = Tree(d);
+  {
+    auto c = OpenOk({d, 4 * (kChunk + 4096), kChunk}, Shards(1));
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->stats().other_files, others);
+    EXPECT_EQ(c->stats().foreign_chunks, 0u);
+    for (uint64_t i = 0; i < 10; ++i) InsertOk(*c, {0, i});  // Evicts.
+    c->Clear();
+  }
+  std::map<std::string, std::string> after = Tree(d);
+  for (const auto& [name, bytes] : before) {
+    const std::string sub = ChunkCache::kChunkDir;
+    if (name == sub + "/lock" || name == sub + "/shardfs-cache") continue;
+    auto it = after.find(name);
+    ASSERT_NE(it, after.end()) << name << " was deleted";
+    EXPECT_EQ(it->second, bytes) << name << " was changed";
+  }
+}
+
+// A subdirectory without the marker is shardfs's only if it is empty (a
+// first Open cut short): one holding files is refused, and kept.
+TEST(ChunkCacheTest, SubdirWithoutMarkerNotTaken) {
+  TempDir dir;
+  const std::string d = dir / "cache";
+  ASSERT_EQ(::mkdir(d.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(Files(d).c_str(), 0700), 0);
+  EXPECT_TRUE(OpenOk({d, 8 * (kChunk + 4096), kChunk}, Shards(1)));
+  EXPECT_TRUE(fs::is_regular_file(Files(d) + "/shardfs-cache"));
+
+  const std::string e = dir / "other";
+  ASSERT_EQ(::mkdir(e.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(Files(e).c_str(), 0700), 0);
+  shardfs::testing::WriteFile(Files(e) + "/tmp-1", "someone's");
+  auto r = ChunkCache::Open({e, 8 * (kChunk + 4096), kChunk}, Shards(1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("holds files but no shardfs-cache marker"));
+  EXPECT_EQ(Tree(Files(e)), (std::map<std::string, std::string>{{"tmp-1", "someone's"}}));
 }
 
 // kill -9 while a child inserts big chunks as fast as it can: every chunk
