@@ -138,6 +138,14 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
       return;
     }
     downloaded = std::move(fd).value();
+    // A weak ETag proves no bytes, so a mount could never accept a response
+    // against it: keep none, and the mount holds the shard to Last-Modified.
+    if (object.etag.starts_with("W/")) {
+      log::Warning("shard {}: the server's ETag {} is weak; indexed by its Last-Modified{}", shown,
+                   object.etag,
+                   object.mtime_ns != 0 ? "" : " (none either: a mount checks only its size)");
+      object.etag.clear();
+    }
     out->etag = object.etag;
   }
   // A member takes at least one 512-byte header and, with data, a block of

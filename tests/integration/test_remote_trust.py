@@ -144,6 +144,28 @@ class TrustTest(ScratchTestCase):
         log, _ = self.refused(put={"etag": '"v1"'}, etag='W/"v1"')
         self.assertIn("weak ETag", log)
 
+    def test_a_weak_etag_at_build_is_not_indexed(self):
+        # Indexed under a weak ETag, every response would be refused: the
+        # build keeps none, says so, and the mount holds the shard to its
+        # Last-Modified instead.
+        with rs.RangeServer() as server:
+            server.put(SHARD, self.shard_bytes, etag='W/"v1"')
+            url = server.url + SHARD
+            idx = os.path.join(self.scratch("idx"), "trust.idx")
+            built = run_shardfs("index", "build", "--quiet", "--out", idx, url, check=0)
+            self.assertIn(b"is weak; indexed by its Last-Modified", built.stderr)
+            lines = run_shardfs("index", "info", "--json", idx, check=0).stdout.splitlines()
+            shards = [json.loads(l) for l in lines[1:]]
+            self.assertEqual([s["etag"] for s in shards], [""])
+            self.assertNotEqual(shards[0]["mtime_ns"], 0)
+            mnt = self.scratch("mnt")
+            with Mount(idx, mnt, OPTS):
+                self.assertEqual(self.read(mnt), self.want["f1.bin"])
+            server.misbehave(SHARD, body=self.middle_replaced,
+                             last_modified="Wed, 01 Jan 2020 00:00:00 GMT")
+            with Mount(idx, mnt, OPTS):
+                self.assert_eio(mnt)
+
     def test_without_an_etag_last_modified_is_held_to(self):
         log, _ = self.refused(put={"etag": None}, body=self.middle_replaced,
                               last_modified="Wed, 01 Jan 2020 00:00:00 GMT")
