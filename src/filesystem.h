@@ -51,7 +51,7 @@ struct FilesystemOptions {
   int64_t gid = -1;
   int64_t umask = -1;
   // Reads remote shards, and local ones too with chunk_local (a cache_dir
-  // in front of them); see src/shard_fetcher.h. Not owned.
+  // in front of them); see src/chunked_reader.h. Not owned.
   ChunkedReader* chunked = nullptr;
   bool chunk_local = false;
 };
