@@ -56,7 +56,8 @@ struct FilesystemOptions {
   bool chunk_local = false;
 };
 
-// A read resolved to a range of an open, checked shard.
+// A read resolved to a range of an open, checked shard: what ResolveRead
+// hands down, to ReadResolved or to a splice from shard->fd().
 struct ReadRange {
   ShardHandle shard;
   index::ShardId shard_id;
@@ -69,9 +70,11 @@ struct ReadRange {
   bool sequential_to_eof = false;
   // A read of a sparse file that crosses a hole or several extents: it is no
   // one range of the shard (position is where its first stored byte is) and
-  // only Read can serve it, assembling it in the caller's buffer. A read
-  // inside one extent is an ordinary range.
+  // only ReadResolved can serve it, assembling it in the caller's buffer from
+  // `offset` and `extents`. A read inside one extent is an ordinary range.
   bool gather = false;
+  uint64_t offset = 0;       // Where in the file the read starts.
+  std::string_view extents;  // Gather: the file's extents (index/schema.h).
 };
 
 // A file planned for pushing into the kernel's page cache ahead of a reader
@@ -157,17 +160,19 @@ class Filesystem {
   Status ReadLink(InodeId inode, std::string_view* target, index::RecordHolder* holder) const;
 
   // Resolves a read of `size` bytes at `offset` of file `inode`, clamped to
-  // the file's size. With verify=first/always the file's content is checked
-  // first. Returns IoError or Corruption (EIO) if the shard is bad or the
-  // content does not match; IsADirectory for a directory, InvalidArgument for
-  // a symlink.
-  Status ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range);
-  // Like ResolveRead, then preads the range into `buf` (of at least `size`
-  // bytes; a sparse file's holes read as zeros); a short read marks the
-  // shard bad and returns IoError.
+  // the file's size: one index lookup, one shard cache lookup. With
+  // verify=first/always the file's content is checked first. Returns IoError
+  // or Corruption (EIO) if the shard is bad or the content does not match;
+  // IsADirectory for a directory, InvalidArgument for a symlink.
+  // range->extents points into `holder`, which must outlive the range's read.
+  Status ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range,
+                     index::RecordHolder* holder);
+  // Reads a range ResolveRead gave into `buf` (of at least range.length
+  // bytes; a sparse file's holes read as zeros), without resolving again. A
+  // short read marks the shard bad and returns IoError.
+  Status ReadResolved(const ReadRange& range, char* buf);
+  // ResolveRead, then ReadResolved; *n is the number of bytes read.
   Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n);
-  // The same, also returning the range read (range->length bytes).
-  Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, ReadRange* range);
 
   // Reads planned file `f` whole from `shard` into `buf` (f.size bytes),
   // checking its XXH3 when verify is first (once) or always. Returns
@@ -183,13 +188,9 @@ class Filesystem {
 
  private:
   Status VerifyFile(const EntryRecord& rec, const ShardHandle& shard);
-  // ResolveRead, leaving the file's record in `rec` (valid while `holder`).
-  Status Resolve(InodeId inode, uint64_t offset, size_t size, ReadRange* range,
-                 EntryRecord* rec, index::RecordHolder* holder);
-  // Reads `len` bytes at logical `offset` of sparse file `rec` into `buf`:
-  // a pread per extent, zeros for the holes.
-  static Status Gather(const EntryRecord& rec, const OpenShard& shard, uint64_t offset,
-                       size_t len, char* buf);
+  // Reads gather range `range` into `buf`: a pread per extent, zeros for
+  // the holes.
+  static Status Gather(const ReadRange& range, char* buf);
 
   const std::unique_ptr<index::IndexReader> reader_;
   const FilesystemOptions options_;

@@ -121,9 +121,22 @@ class PushAheadTest : public ::testing::Test {
   // does before its reply.
   ReadRange ReadWhole(Filesystem& fs, PushAhead& push, std::string_view path) {
     ReadRange r;
-    Status s = fs.ResolveRead(InodeOf(fs, path), 0, 1 << 20, &r);
+    index::RecordHolder holder;
+    Status s = fs.ResolveRead(InodeOf(fs, path), 0, 1 << 20, &r, &holder);
     EXPECT_TRUE(s.ok()) << s.message();
     push.NoteRead(InodeOf(fs, path), &r);
+    return r;
+  }
+
+  // Reads the whole file `path` into `buf` from the range it resolves to,
+  // as the FUSE edge does for a reply from a buffer.
+  ReadRange ReadInto(Filesystem& fs, std::string_view path, char* buf) {
+    ReadRange r;
+    index::RecordHolder holder;
+    Status s = fs.ResolveRead(InodeOf(fs, path), 0, 1 << 20, &r, &holder);
+    EXPECT_TRUE(s.ok()) << s.message();
+    s = fs.ReadResolved(r, buf);
+    EXPECT_TRUE(s.ok()) << s.message();
     return r;
   }
 
@@ -340,7 +353,8 @@ TEST_F(PushAheadTest, SequentialToEofOnlyForAReaderWalkingTheShardInOrder) {
   ASSERT_TRUE(fs);
   auto seq = [&](PushAhead& push, std::string_view path, uint64_t off, size_t size) {
     ReadRange r;
-    Status s = fs->ResolveRead(InodeOf(*fs, path), off, size, &r);
+    index::RecordHolder holder;
+    Status s = fs->ResolveRead(InodeOf(*fs, path), off, size, &r, &holder);
     EXPECT_TRUE(s.ok()) << s.message();
     push.NoteRead(InodeOf(*fs, path), &r);
     return r.sequential_to_eof;
@@ -377,7 +391,8 @@ TEST_F(PushAheadTest, OnlyWholeOrSequentialReadsOfferJobsAndOnlyWithAWindow) {
   push.Start();
   // A partial read in the middle of a file: no job.
   ReadRange part;
-  ASSERT_TRUE(fs->ResolveRead(InodeOf(*fs, "b/f1"), 10, 100, &part).ok());
+  index::RecordHolder holder;
+  ASSERT_TRUE(fs->ResolveRead(InodeOf(*fs, "b/f1"), 10, 100, &part, &holder).ok());
   push.NoteRead(InodeOf(*fs, "b/f1"), &part);
   push.AfterReply(InodeOf(*fs, "b/f1"), part, true);
   // A reply that did not reach the kernel: no job.
@@ -530,8 +545,7 @@ TEST_F(PushAheadTest, DropBehindASequentialReaderFreesTheShardPagesBehindIt) {
     uint64_t end = 0;
     for (int i = 0; i < 40; ++i) {
       std::string p = fmt::format("big/f{:02}", i);
-      ReadRange r;
-      ASSERT_TRUE(fs->Read(InodeOf(*fs, p), 0, 1 << 20, buf.data(), &r).ok());
+      ReadRange r = ReadInto(*fs, p, buf.data());
       push.NoteRead(InodeOf(*fs, p), &r);
       push.AfterReply(InodeOf(*fs, p), r, true);
       end = r.position + r.length;
@@ -568,15 +582,11 @@ TEST_F(PushAheadTest, DropBehindAShuffledReaderFreesOnlyThePagesOfTheFilesItRead
     // neighbours that are cached (read ahead) but not yet read.
     std::vector<ReadRange> neighbours;
     for (int i = 1; i < 16; i += 2) {
-      ReadRange n;
-      ASSERT_TRUE(fs->Read(InodeOf(*fs, fmt::format("mid/f{:02}", i)), 0, 1 << 20, buf.data(),
-                           &n).ok());
-      neighbours.push_back(n);
+      neighbours.push_back(ReadInto(*fs, fmt::format("mid/f{:02}", i), buf.data()));
     }
     for (int i : {14, 2, 8, 0, 12, 6, 10, 4}) {
       std::string p = fmt::format("mid/f{:02}", i);
-      ReadRange r;
-      ASSERT_TRUE(fs->Read(InodeOf(*fs, p), 0, 1 << 20, buf.data(), &r).ok());
+      ReadRange r = ReadInto(*fs, p, buf.data());
       ASSERT_TRUE(r.whole_file);
       push.NoteRead(InodeOf(*fs, p), &r);
       ASSERT_FALSE(r.sequential_to_eof) << p;
