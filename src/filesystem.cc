@@ -284,16 +284,16 @@ Status Filesystem::Gather(const ReadRange& range, char* buf) {
   return Status::Ok();
 }
 
-Status Filesystem::ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf) {
-  SHARDFS_RETURN_IF_ERROR(shard->ReadAt(buf, f.size, f.position));
+Status Filesystem::VerifyBytes(InodeId inode, const char* data, size_t size, uint64_t xxh3,
+                               bool has_checksum) {
   bool check = options_.verify == VerifyMode::kAlways ||
-               (options_.verify == VerifyMode::kFirst && !verified_.Test(f.inode));
+               (options_.verify == VerifyMode::kFirst && !verified_.Test(inode));
   if (!check) return Status::Ok();
-  if (!f.has_checksum) return Status::NotSupported("the index has no checksum for this file");
-  if (XXH3_64bits(buf, f.size) != f.xxh3) {
-    return Status::Corruption(fmt::format("inode {}: content checksum differs", f.inode.value));
+  if (!has_checksum) return Status::NotSupported("the index has no checksum for this file");
+  if (XXH3_64bits(data, size) != xxh3) {
+    return Status::Corruption(fmt::format("inode {}: content checksum differs", inode.value));
   }
-  verified_.Set(f.inode);
+  verified_.Set(inode);
   return Status::Ok();
 }
 

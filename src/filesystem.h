@@ -65,9 +65,6 @@ struct ReadRange {
   size_t length = 0;      // 0 at or past end of file.
   bool ends_file = false;   // The range ends where the file ends.
   bool whole_file = false;  // The range is the whole file.
-  // Set by PushAhead::NoteRead: the range ends the file, and reads of this
-  // shard have been running sequentially (a reader walking the shard).
-  bool sequential_to_eof = false;
   // A read of a sparse file that crosses a hole or several extents: it is no
   // one range of the shard (position is where its first stored byte is) and
   // only ReadResolved can serve it, assembling it in the caller's buffer from
@@ -75,16 +72,6 @@ struct ReadRange {
   bool gather = false;
   uint64_t offset = 0;       // Where in the file the read starts.
   std::string_view extents;  // Gather: the file's extents (index/schema.h).
-};
-
-// A file planned for pushing into the kernel's page cache ahead of a reader
-// (see src/push_ahead.h).
-struct PlannedFile {
-  InodeId inode;
-  uint64_t position = 0;  // Byte offset of its data in the shard.
-  uint64_t size = 0;
-  uint64_t xxh3 = 0;
-  bool has_checksum = false;
 };
 
 // One bit per inode up to a maximum, set and tested from any thread.
@@ -174,12 +161,12 @@ class Filesystem {
   // ResolveRead, then ReadResolved; *n is the number of bytes read.
   Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n);
 
-  // Reads planned file `f` whole from `shard` into `buf` (f.size bytes),
-  // checking its XXH3 when verify is first (once) or always. Returns
-  // Corruption on a mismatch (nothing is marked: a read of the file will
-  // report it), IoError if the shard is short.
-  Status ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf);
-  static constexpr uint64_t kMaxPlannedFile = 1 << 20;
+  // Checks `data`, the whole content of file `inode` (`size` bytes), against
+  // the file's indexed XXH3 `xxh3` when verify is first (once) or always.
+  // Returns Corruption on a mismatch (nothing is marked: a read of the file
+  // will report it), NotSupported if the index has no checksum for it.
+  Status VerifyBytes(InodeId inode, const char* data, size_t size, uint64_t xxh3,
+                     bool has_checksum);
 
   void StatFs(struct statvfs* st) const;
   const index::IndexReader& reader() const { return *reader_; }

@@ -236,12 +236,13 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
     fuse_reply_buf(req, nullptr, 0);
     return;
   }
+  ReadNote note;
   int replied = 0;
   // A shard read through the chunk fetcher has no descriptor to splice; a
   // sparse file's read across holes or extents is no one range of the shard.
   // Both are read into a buffer, from the range resolved above.
   if (c.splice && !range.gather && range.shard->direct()) {
-    c.push->NoteRead(inode, &range);
+    note = c.push->NoteRead(inode, range);
     fuse_bufvec buf{};
     buf.count = 1;
     buf.buf[0].size = range.length;
@@ -260,11 +261,11 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
       fuse_reply_err(req, ToErrno(s));
       return;
     }
-    c.push->NoteRead(inode, &range);
+    note = c.push->NoteRead(inode, range);
     replied = fuse_reply_buf(req, buf, range.length);
   }
   // Hands work to the pushers; never waits for them.
-  c.push->AfterReply(inode, range, replied == 0);
+  c.push->AfterReply(inode, range, note, replied == 0);
 }
 
 void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept {
