@@ -246,15 +246,7 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
   // the daemon's memory bounded (about 35 MB instead of 50 MB after a walk of
   // a 1M-file tree) at no measurable cost on this path.
   ::mallopt(M_ARENA_MAX, 2);
-  index::ReaderOptions ro;
-  ro.block_cache_bytes = a.options.block_cache;
-  ro.preload = a.options.preload_index;
-  ro.view = a.options.view;
-  ro.rank = a.options.rank;
-  ro.world = a.options.world;
-  ro.seed = a.options.seed;
-  ro.rank_keep_dirs = a.options.rank_keep_dirs;
-  auto reader = index::IndexReader::Open(a.index, ro);
+  auto reader = index::IndexReader::Open(a.index, a.options.reader);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());
     return kExitFailure;

@@ -204,17 +204,10 @@ Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) 
   return Status::Ok();
 }
 
-Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range) {
+Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range,
+                               index::RecordHolder* holder) {
   EntryRecord rec;
-  index::RecordHolder holder;
-  return Resolve(inode, offset, size, range, &rec, &holder);
-}
-
-Status Filesystem::Resolve(InodeId inode, uint64_t offset, size_t size, ReadRange* range,
-                           EntryRecord* rec_out, index::RecordHolder* holder_out) {
-  EntryRecord& rec = *rec_out;
-  index::RecordHolder& holder = *holder_out;
-  SHARDFS_RETURN_IF_ERROR(reader_->GetInode(inode, &rec, &holder));
+  SHARDFS_RETURN_IF_ERROR(reader_->GetInode(inode, &rec, holder));
   if (rec.type == index::EntryType::kDir) return Status::IsADirectory("a directory");
   if (rec.type != index::EntryType::kFile) return Status::InvalidArgument("not a file");
   *range = ReadRange{};
@@ -244,8 +237,9 @@ Status Filesystem::Resolve(InodeId inode, uint64_t offset, size_t size, ReadRang
   range->length = static_cast<size_t>(std::min<uint64_t>(size, rec.size - offset));
   range->ends_file = offset + range->length == rec.size;
   range->whole_file = offset == 0 && range->ends_file;
+  range->offset = offset;
   if (rec.sparse()) {
-    // Inside one extent: an ordinary range. Otherwise Read assembles it;
+    // Inside one extent: an ordinary range. Otherwise ReadResolved assembles it;
     // push-ahead leaves such ranges alone (they end no file for it).
     const size_t i = index::FindExtent(rec, offset);
     if (i < index::ExtentCount(rec)) {
@@ -258,15 +252,19 @@ Status Filesystem::Resolve(InodeId inode, uint64_t offset, size_t size, ReadRang
       range->position = rec.offset;
     }
     range->gather = true;
+    range->extents = rec.extents;
     range->ends_file = false;
     range->whole_file = false;
   }
   return Status::Ok();
 }
 
-Status Filesystem::Gather(const EntryRecord& rec, const OpenShard& shard, uint64_t offset,
-                          size_t len, char* buf) {
-  const uint64_t end = offset + len;
+Status Filesystem::Gather(const ReadRange& range, char* buf) {
+  // The index's extent helpers read a record's extent list alone.
+  EntryRecord rec;
+  rec.extents = range.extents;
+  const uint64_t offset = range.offset;
+  const uint64_t end = offset + range.length;
   const size_t count = index::ExtentCount(rec);
   uint64_t at = offset;
   for (size_t i = index::FindExtent(rec, offset); at < end; ++i) {
@@ -279,49 +277,46 @@ Status Filesystem::Gather(const EntryRecord& rec, const OpenShard& shard, uint64
     }
     if (at >= end) break;
     const uint64_t stop = std::min(end, e.logical + e.length);
-    SHARDFS_RETURN_IF_ERROR(shard.ReadAt(buf + (at - offset), static_cast<size_t>(stop - at),
-                                         e.physical + (at - e.logical)));
+    SHARDFS_RETURN_IF_ERROR(range.shard->ReadAt(buf + (at - offset), static_cast<size_t>(stop - at),
+                                                e.physical + (at - e.logical)));
     at = stop;
   }
   return Status::Ok();
 }
 
-Status Filesystem::ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf) {
-  SHARDFS_RETURN_IF_ERROR(shard->ReadAt(buf, f.size, f.position));
+Status Filesystem::VerifyBytes(InodeId inode, const char* data, size_t size, uint64_t xxh3,
+                               bool has_checksum) {
   bool check = options_.verify == VerifyMode::kAlways ||
-               (options_.verify == VerifyMode::kFirst && !verified_.Test(f.inode));
+               (options_.verify == VerifyMode::kFirst && !verified_.Test(inode));
   if (!check) return Status::Ok();
-  if (!f.has_checksum) return Status::NotSupported("the index has no checksum for this file");
-  if (XXH3_64bits(buf, f.size) != f.xxh3) {
-    return Status::Corruption(fmt::format("inode {}: content checksum differs", f.inode.value));
+  if (!has_checksum) return Status::NotSupported("the index has no checksum for this file");
+  if (XXH3_64bits(data, size) != xxh3) {
+    return Status::Corruption(fmt::format("inode {}: content checksum differs", inode.value));
   }
-  verified_.Set(f.inode);
+  verified_.Set(inode);
+  return Status::Ok();
+}
+
+Status Filesystem::ReadResolved(const ReadRange& range, char* buf) {
+  if (range.length == 0) return Status::Ok();
+  Status s =
+      range.gather ? Gather(range, buf) : range.shard->ReadAt(buf, range.length, range.position);
+  if (!s.ok()) {
+    s = s.WithContext(fmt::format("shard {}", RedactLocation(reader_->ShardPath(range.shard_id))));
+    shards_.ReadFailed(range.shard_id, s);
+    return s;
+  }
+  range.shard->NoteDelivered(range.length, false);
   return Status::Ok();
 }
 
 Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n) {
-  ReadRange range;
   *n = 0;
-  SHARDFS_RETURN_IF_ERROR(Read(inode, offset, size, buf, &range));
-  *n = range.length;
-  return Status::Ok();
-}
-
-Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, ReadRange* range) {
-  *range = ReadRange{};
-  EntryRecord rec;
+  ReadRange range;
   index::RecordHolder holder;
-  SHARDFS_RETURN_IF_ERROR(Resolve(inode, offset, size, range, &rec, &holder));
-  if (range->length == 0) return Status::Ok();
-  Status s = range->gather ? Gather(rec, *range->shard, offset, range->length, buf)
-                           : range->shard->ReadAt(buf, range->length, range->position);
-  if (!s.ok()) {
-    s = s.WithContext(fmt::format("shard {}", RedactLocation(reader_->ShardPath(range->shard_id))));
-    shards_.ReadFailed(range->shard_id, s);
-    *range = ReadRange{};
-    return s;
-  }
-  range->shard->NoteDelivered(range->length, false);
+  SHARDFS_RETURN_IF_ERROR(ResolveRead(inode, offset, size, &range, &holder));
+  SHARDFS_RETURN_IF_ERROR(ReadResolved(range, buf));
+  *n = range.length;
   return Status::Ok();
 }
 

@@ -51,12 +51,13 @@ struct FilesystemOptions {
   int64_t gid = -1;
   int64_t umask = -1;
   // Reads remote shards, and local ones too with chunk_local (a cache_dir
-  // in front of them); see src/shard_fetcher.h. Not owned.
+  // in front of them); see src/chunked_reader.h. Not owned.
   ChunkedReader* chunked = nullptr;
   bool chunk_local = false;
 };
 
-// A read resolved to a range of an open, checked shard.
+// A read resolved to a range of an open, checked shard: what ResolveRead
+// hands down, to ReadResolved or to a splice from shard->fd().
 struct ReadRange {
   ShardHandle shard;
   index::ShardId shard_id;
@@ -64,24 +65,13 @@ struct ReadRange {
   size_t length = 0;      // 0 at or past end of file.
   bool ends_file = false;   // The range ends where the file ends.
   bool whole_file = false;  // The range is the whole file.
-  // Set by PushAhead::NoteRead: the range ends the file, and reads of this
-  // shard have been running sequentially (a reader walking the shard).
-  bool sequential_to_eof = false;
   // A read of a sparse file that crosses a hole or several extents: it is no
   // one range of the shard (position is where its first stored byte is) and
-  // only Read can serve it, assembling it in the caller's buffer. A read
-  // inside one extent is an ordinary range.
+  // only ReadResolved can serve it, assembling it in the caller's buffer from
+  // `offset` and `extents`. A read inside one extent is an ordinary range.
   bool gather = false;
-};
-
-// A file planned for pushing into the kernel's page cache ahead of a reader
-// (see src/push_ahead.h).
-struct PlannedFile {
-  InodeId inode;
-  uint64_t position = 0;  // Byte offset of its data in the shard.
-  uint64_t size = 0;
-  uint64_t xxh3 = 0;
-  bool has_checksum = false;
+  uint64_t offset = 0;       // Where in the file the read starts.
+  std::string_view extents;  // Gather: the file's extents (index/schema.h).
 };
 
 // One bit per inode up to a maximum, set and tested from any thread.
@@ -157,24 +147,26 @@ class Filesystem {
   Status ReadLink(InodeId inode, std::string_view* target, index::RecordHolder* holder) const;
 
   // Resolves a read of `size` bytes at `offset` of file `inode`, clamped to
-  // the file's size. With verify=first/always the file's content is checked
-  // first. Returns IoError or Corruption (EIO) if the shard is bad or the
-  // content does not match; IsADirectory for a directory, InvalidArgument for
-  // a symlink.
-  Status ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range);
-  // Like ResolveRead, then preads the range into `buf` (of at least `size`
-  // bytes; a sparse file's holes read as zeros); a short read marks the
-  // shard bad and returns IoError.
+  // the file's size: one index lookup, one shard cache lookup. With
+  // verify=first/always the file's content is checked first. Returns IoError
+  // or Corruption (EIO) if the shard is bad or the content does not match;
+  // IsADirectory for a directory, InvalidArgument for a symlink.
+  // range->extents points into `holder`, which must outlive the range's read.
+  Status ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range,
+                     index::RecordHolder* holder);
+  // Reads a range ResolveRead gave into `buf` (of at least range.length
+  // bytes; a sparse file's holes read as zeros), without resolving again. A
+  // short read marks the shard bad and returns IoError.
+  Status ReadResolved(const ReadRange& range, char* buf);
+  // ResolveRead, then ReadResolved; *n is the number of bytes read.
   Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n);
-  // The same, also returning the range read (range->length bytes).
-  Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, ReadRange* range);
 
-  // Reads planned file `f` whole from `shard` into `buf` (f.size bytes),
-  // checking its XXH3 when verify is first (once) or always. Returns
-  // Corruption on a mismatch (nothing is marked: a read of the file will
-  // report it), IoError if the shard is short.
-  Status ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf);
-  static constexpr uint64_t kMaxPlannedFile = 1 << 20;
+  // Checks `data`, the whole content of file `inode` (`size` bytes), against
+  // the file's indexed XXH3 `xxh3` when verify is first (once) or always.
+  // Returns Corruption on a mismatch (nothing is marked: a read of the file
+  // will report it), NotSupported if the index has no checksum for it.
+  Status VerifyBytes(InodeId inode, const char* data, size_t size, uint64_t xxh3,
+                     bool has_checksum);
 
   void StatFs(struct statvfs* st) const;
   const index::IndexReader& reader() const { return *reader_; }
@@ -183,13 +175,9 @@ class Filesystem {
 
  private:
   Status VerifyFile(const EntryRecord& rec, const ShardHandle& shard);
-  // ResolveRead, leaving the file's record in `rec` (valid while `holder`).
-  Status Resolve(InodeId inode, uint64_t offset, size_t size, ReadRange* range,
-                 EntryRecord* rec, index::RecordHolder* holder);
-  // Reads `len` bytes at logical `offset` of sparse file `rec` into `buf`:
-  // a pread per extent, zeros for the holes.
-  static Status Gather(const EntryRecord& rec, const OpenShard& shard, uint64_t offset,
-                       size_t len, char* buf);
+  // Reads gather range `range` into `buf`: a pread per extent, zeros for
+  // the holes.
+  static Status Gather(const ReadRange& range, char* buf);
 
   const std::unique_ptr<index::IndexReader> reader_;
   const FilesystemOptions options_;

@@ -225,26 +225,24 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
     return;
   }
   const InodeId inode{ino};
+  index::RecordHolder holder;  // Holds a sparse file's extents for the read.
   ReadRange range;
-  int replied = 0;
-  // A sparse file's read across holes or extents is no one range of the
-  // shard: it is assembled in a buffer below.
-  bool buffered = !c.splice;
-  if (c.splice) {
-    Status s = c.fs->ResolveRead(inode, static_cast<uint64_t>(off), size, &range);
-    if (!s.ok()) {
-      fuse_reply_err(req, ToErrno(s));
-      return;
-    }
-    if (range.length == 0) {
-      fuse_reply_buf(req, nullptr, 0);
-      return;
-    }
-    // A shard read through the chunk fetcher has no descriptor to splice.
-    buffered = range.gather || !range.shard->direct();
+  Status s = c.fs->ResolveRead(inode, static_cast<uint64_t>(off), size, &range, &holder);
+  if (!s.ok()) {
+    fuse_reply_err(req, ToErrno(s));
+    return;
   }
-  if (!buffered) {
-    c.push->NoteRead(inode, &range);
+  if (range.length == 0) {
+    fuse_reply_buf(req, nullptr, 0);
+    return;
+  }
+  ReadNote note;
+  int replied = 0;
+  // A shard read through the chunk fetcher has no descriptor to splice; a
+  // sparse file's read across holes or extents is no one range of the shard.
+  // Both are read into a buffer, from the range resolved above.
+  if (c.splice && !range.gather && range.shard->direct()) {
+    note = c.push->NoteRead(inode, range);
     fuse_bufvec buf{};
     buf.count = 1;
     buf.buf[0].size = range.length;
@@ -253,21 +251,21 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
     buf.buf[0].pos = static_cast<off_t>(range.position);
     replied = fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
   } else {
-    char* buf = ThreadBuffer(size);
+    char* buf = ThreadBuffer(range.length);
     if (!buf) {
       fuse_reply_err(req, ENOMEM);
       return;
     }
-    Status s = c.fs->Read(inode, static_cast<uint64_t>(off), size, buf, &range);
+    s = c.fs->ReadResolved(range, buf);
     if (!s.ok()) {
       fuse_reply_err(req, ToErrno(s));
       return;
     }
-    if (range.length > 0) c.push->NoteRead(inode, &range);
+    note = c.push->NoteRead(inode, range);
     replied = fuse_reply_buf(req, buf, range.length);
   }
   // Hands work to the pushers; never waits for them.
-  c.push->AfterReply(inode, range, replied == 0);
+  c.push->AfterReply(inode, range, note, replied == 0);
 }
 
 void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept {

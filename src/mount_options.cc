@@ -79,7 +79,7 @@ Parsed ParseAheadOption(std::string_view name, std::string_view value, MountOpti
   uint64_t n = 0;
   if (name == "preload_index" || name == "prefetch_index") {
     if (name != "preload_index") deprecated("preload_index");
-    if (!ParseBool(value, &o.preload_index)) return Bad("0 or 1");
+    if (!ParseBool(value, &o.reader.preload)) return Bad("0 or 1");
   } else if (name == "prefill_dirs") {
     if (!ParseBool(value, &o.prefill_dirs)) return Bad("0 or 1");
   } else if (name == "prefill_entries") {
@@ -119,7 +119,8 @@ Parsed ParseAheadOption(std::string_view name, std::string_view value, MountOpti
 Parsed ParseFilesOption(std::string_view name, std::string_view value, MountOptions& o) {
   uint64_t n = 0;
   if (name == "block_cache") {
-    if (!ParseSize(value, &o.block_cache)) return Bad("a size such as 16M");
+    if (!ParseSize(value, &n)) return Bad("a size such as 16M");
+    o.reader.block_cache_bytes = static_cast<size_t>(n);
   } else if (name == "max_open_shards") {
     if (!ParseCount(value, 1, 1u << 20, &n)) return Bad("a count 1..1048576");
     o.fs.max_open_shards = static_cast<size_t>(n);
@@ -155,22 +156,22 @@ Parsed ParseViewOption(std::string_view name, std::string_view value, MountOptio
   uint64_t n = 0;
   if (name == "view") {
     if (value.empty() || !index::ParseViewSpec(value).ok()) return Bad("NAME, NAME@N or NAME@TAG");
-    o.view = value;
+    o.reader.view = value;
   } else if (name == "rank") {
     if (!ParseCount(value, 0, 1u << 20, &n)) return Bad("a rank 0..1048576");
-    o.rank = static_cast<uint32_t>(n);
+    o.reader.rank = static_cast<uint32_t>(n);
     o.rank_set = true;
   } else if (name == "world") {
     if (!ParseCount(value, 1, 1u << 20, &n)) return Bad("a world size 1..1048576");
-    o.world = static_cast<uint32_t>(n);
+    o.reader.world = static_cast<uint32_t>(n);
   } else if (name == "seed") {
     if (!ParseCount(value, 0, UINT64_MAX, &n)) return Bad("a number");
-    o.seed = n;
+    o.reader.seed = n;
   } else if (name == "rank_dirs") {
     if (value == "prune") {
-      o.rank_keep_dirs = false;
+      o.reader.rank_keep_dirs = false;
     } else if (value == "keep") {
-      o.rank_keep_dirs = true;
+      o.reader.rank_keep_dirs = true;
     } else {
       return Bad("prune or keep");
     }
@@ -296,12 +297,13 @@ Status ParseMountOptions(const std::vector<std::string>& o_lists, MountOptions* 
   for (int i = 1; i < args.argc; ++i) out->fuse_args.push_back(args.argv[i]);
   fuse_opt_free_args(&args);
   SHARDFS_RETURN_IF_ERROR(st.status);
-  if (out->rank_set != (out->world != 0)) {
+  const index::ReaderOptions& r = out->reader;
+  if (out->rank_set != (r.world != 0)) {
     return Status::InvalidArgument("-o rank=K and -o world=N go together");
   }
-  if (out->world != 0 && out->rank >= out->world) {
-    return Status::InvalidArgument(fmt::format(
-        "-o rank={}: expected a rank below world={}", out->rank, out->world));
+  if (r.world != 0 && r.rank >= r.world) {
+    return Status::InvalidArgument(
+        fmt::format("-o rank={}: expected a rank below world={}", r.rank, r.world));
   }
   return Status::Ok();
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "index/index_reader.h"
 #include "src/filesystem.h"
 #include "src/push_ahead.h"
 #include "src/shard_fetcher.h"
@@ -31,11 +32,19 @@ struct MountOptions {
   bool kernel_open = true;
   // Splice read replies from the shard descriptor into the kernel.
   bool splice = true;
-  // RocksDB block cache for index blocks, bytes.
-  uint64_t block_cache = 16ull << 20;
-  // -o preload_index: start reading the index into the page cache at mount
-  // (not waited for).
-  bool preload_index = true;
+  // The index reader's options (index/index_reader.h), whole:
+  //  -o block_cache: block_cache_bytes, the RocksDB block cache;
+  //  -o preload_index: preload (on for a mount): start reading the index
+  //     into the page cache at mount, not waited for;
+  //  -o view=SPEC: the view and version to show ("" = the full tree);
+  //  -o rank=K,world=N[,seed=S][,rank_dirs=prune|keep]: rank K's share of
+  //     the view (index/rank_partition.h).
+  index::ReaderOptions reader = [] {
+    index::ReaderOptions r;
+    r.preload = true;
+    return r;
+  }();
+  bool rank_set = false;  // -o rank was given (it goes with -o world).
   // List a directory in the background once two names in it were looked up
   // (kernel dentry-cache misses): the kernel then holds all of its entries
   // and later lookups in it need no round trip.
@@ -51,15 +60,6 @@ struct MountOptions {
   // Pass -o nonempty semantics: allow a mountpoint that is not empty.
   bool nonempty = false;
   bool debug = false;
-  // -o view=SPEC: the view and version to show ("" = the full tree).
-  std::string view;
-  // -o rank=K,world=N[,seed=S][,rank_dirs=prune|keep]: rank K's share of
-  // the view (index/rank_partition.h).
-  uint32_t rank = 0;
-  uint32_t world = 0;
-  uint64_t seed = 0;
-  bool rank_set = false;
-  bool rank_keep_dirs = false;
   // Remote shards and the chunk cache (src/shard_fetcher.h): -o cache_dir
   // keeps chunks on disk (and puts local shards behind the cache too);
   // without it remote shards' chunks are kept in memory.

@@ -110,29 +110,28 @@ void PushAhead::DropRead(int fd, uint64_t pos, size_t len) {
                   POSIX_FADV_DONTNEED);
 }
 
-void PushAhead::NoteRead(InodeId inode, ReadRange* range) {
-  range->sequential_to_eof = false;
-  if (range->length == 0 || range->shard_id.value >= shard_count_) return;
+ReadNote PushAhead::NoteRead(InodeId inode, const ReadRange& range) {
+  if (range.length == 0 || range.shard_id.value >= shard_count_) return {};
   read_.Set(inode);
-  ShardState& s = shards_[range->shard_id.value];
-  if (!Sequential(s, range->position, range->length)) return;
+  ShardState& s = shards_[range.shard_id.value];
+  if (!Sequential(s, range.position, range.length)) return {};
   // A shard read through the chunk fetcher has its own readahead.
-  if (range->shard->direct()) {
-    ShardReadahead(s, fs_->reader().shards()[range->shard_id.value].size, range->shard->fd(),
-                   range->position, range->length);
+  if (range.shard->direct()) {
+    ShardReadahead(s, fs_->reader().shards()[range.shard_id.value].size, range.shard->fd(),
+                   range.position, range.length);
   }
-  range->sequential_to_eof = range->ends_file;
+  return {.sequential_to_eof = range.ends_file};
 }
 
-void PushAhead::AfterReply(InodeId inode, const ReadRange& range, bool delivered) {
+void PushAhead::AfterReply(InodeId inode, const ReadRange& range, ReadNote note, bool delivered) {
   if (range.length == 0 || range.shard_id.value >= shard_count_) return;
   ShardState& s = shards_[range.shard_id.value];
-  if (delivered && range.sequential_to_eof && range.shard->direct()) {
+  if (delivered && note.sequential_to_eof && range.shard->direct()) {
     DropBehind(s, range.shard->fd(), range.position + range.length);
   } else if (delivered && range.whole_file && range.shard->direct()) {
     DropRead(range.shard->fd(), range.position, range.length);
   }
-  bool sequential = range.sequential_to_eof;
+  bool sequential = note.sequential_to_eof;
   uint64_t window = sequential ? options_.sequential_bytes
                     : range.whole_file ? options_.random_bytes
                                        : 0;
@@ -241,7 +240,7 @@ void PushAhead::RunJob(const Job& job, char* buf) {
     const PlannedFile& f = files[i];
     // The reader overtook the push: skip what it has passed.
     if (job.sequential && f.position < s.next_pos.load(std::memory_order_relaxed)) continue;
-    st = fs_->ReadPlannedFile(f, job.shard, buf);
+    st = ReadPlannedFile(f, job.shard, buf);
     if (!st.ok()) break;
     // Checked again right before the store: a READ may have reached the
     // file meanwhile, and its reader then holds the pages' locks.
@@ -271,6 +270,11 @@ void PushAhead::RunJob(const Job& job, char* buf) {
     }
     s.busy.store(false, std::memory_order_release);
   }
+}
+
+Status PushAhead::ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf) {
+  SHARDFS_RETURN_IF_ERROR(shard->ReadAt(buf, f.size, f.position));
+  return fs_->VerifyBytes(f.inode, buf, f.size, f.xxh3, f.has_checksum);
 }
 
 PushStats PushAhead::stats() const {

@@ -38,8 +38,9 @@
 //     cannot leave a pusher waiting on a READ nobody will answer (see
 //     ServeFuse).
 //
-// Thread safety: NoteRead, AfterReply, Plan, RunJob and stats may be called
-// from any thread. Per-shard state is atomics; the queue is guarded by mu_.
+// Thread safety: NoteRead, AfterReply, Plan, RunJob, ReadPlannedFile and
+// stats may be called from any thread. Per-shard state is atomics; the queue
+// is guarded by mu_.
 #ifndef SHARDFS_SRC_PUSH_AHEAD_H_
 #define SHARDFS_SRC_PUSH_AHEAD_H_
 
@@ -67,6 +68,22 @@ struct PushOptions {
   bool drop_behind = true;              // -o drop_behind.
   unsigned threads = 8;                 // -o push_threads: pusher threads.
   size_t queue_capacity = 64;           // Jobs waiting; more are dropped.
+};
+
+// What NoteRead made of a READ, handed on to AfterReply.
+struct ReadNote {
+  // The range ends the file, and reads of this shard have been running
+  // sequentially (a reader walking the shard).
+  bool sequential_to_eof = false;
+};
+
+// A file planned for pushing into the kernel's page cache ahead of a reader.
+struct PlannedFile {
+  InodeId inode;
+  uint64_t position = 0;  // Byte offset of its data in the shard.
+  uint64_t size = 0;
+  uint64_t xxh3 = 0;
+  bool has_checksum = false;
 };
 
 // Counters, for tests and the debug log.
@@ -99,7 +116,7 @@ class PushAhead {
 
   static constexpr std::chrono::milliseconds kMaxJobAge{250};
   // Files larger than this are never pushed.
-  static constexpr uint64_t kMaxFile = Filesystem::kMaxPlannedFile;
+  static constexpr uint64_t kMaxFile = 1 << 20;
 
   // `fs` must outlive this object. `store` is only called by pushers and
   // RunJob.
@@ -115,12 +132,13 @@ class PushAhead {
   void Stop();
 
   // Request path, on a worker, before the reply to a READ that resolved to
-  // `range` (length > 0): notes the read, starts shard readahead for a
-  // sequential reader and sets range->sequential_to_eof. Never blocks.
-  void NoteRead(InodeId inode, ReadRange* range);
+  // `range` (length > 0): notes the read and starts shard readahead for a
+  // sequential reader. Never blocks.
+  ReadNote NoteRead(InodeId inode, const ReadRange& range);
   // Request path, after the reply (`delivered`: the reply reached the
-  // kernel): drop-behind, then offers a push job. Never blocks.
-  void AfterReply(InodeId inode, const ReadRange& range, bool delivered);
+  // kernel), with what NoteRead made of it: drop-behind, then offers a push
+  // job. Never blocks.
+  void AfterReply(InodeId inode, const ReadRange& range, ReadNote note, bool delivered);
 
   // The regular files that follow `inode` in inode order and lie back to
   // back after it in the same shard (at most a small gap of tar headers),
@@ -133,6 +151,11 @@ class PushAhead {
               std::vector<PlannedFile>* files) const;
   // Runs `job` on the calling thread (the pushers' body; tests call it).
   void RunJob(const Job& job, char* buf);
+  // Reads planned file `f` whole from `shard` into `buf` (f.size bytes),
+  // checked by Filesystem::VerifyBytes (verify=first|always). Returns
+  // Corruption on a mismatch (nothing is marked: a read of the file will
+  // report it), IoError if the shard is short.
+  Status ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf);
 
   bool WasRead(InodeId inode) const { return read_.Test(inode); }
   bool WasPushed(InodeId inode) const { return pushed_.Test(inode); }

@@ -15,14 +15,15 @@
 //    put back as it was indexed serves again without a remount.
 //
 // Remote shards (a URL in the index) have no descriptor: their bytes come
-// through a ChunkedReader (src/shard_fetcher.h), which fetches aligned
-// chunks into a local cache. With ShardCacheOptions::chunk_local, local
-// shards are read through it too (a cache in front of NFS or Lustre). A
-// remote shard is checked on every response (its size and ETag, else its
-// Last-Modified); one indexed without an ETag is checked by its fingerprint
-// when opened too. A remote shard marked bad is asked for again after its
-// back-off (ChunkedReader::Recheck, a HEAD judged like every response), and
-// serves again only if that answer matches the index.
+// through a ChunkedReader (src/chunked_reader.h; ShardFetcher in
+// src/shard_fetcher.h implements it), which fetches aligned chunks into a
+// local cache. With ShardCacheOptions::chunk_local, local shards are read
+// through it too (a cache in front of NFS or Lustre). A remote shard is
+// checked on every response (its size and ETag, else its Last-Modified); one
+// indexed without an ETag is checked by its fingerprint when opened too. A
+// remote shard marked bad is asked for again after its back-off
+// (ChunkedReader::Recheck, a HEAD judged like every response), and serves
+// again only if that answer matches the index.
 //
 // Thread safety: all methods may be called from any thread. The LRU and the
 // fd table are guarded by mu_; a ShardHandle keeps its fd open while held,
@@ -41,33 +42,14 @@
 
 #include "base/status.h"
 #include "index/schema.h"
+#include "src/chunked_reader.h"
 
 namespace shardfs::mount {
 
-class OpenShard;
-using ShardHandle = std::shared_ptr<OpenShard>;
-
-// Reads shard bytes that do not come straight from a local descriptor.
-class ChunkedReader {
- public:
-  virtual ~ChunkedReader() = default;
-  // Reads bytes [pos, pos + len) of `shard` into `buf`. Returns IoError if
-  // they cannot be had now (the shard is not marked: a later read tries
-  // again), Corruption if the shard differs from what was indexed.
-  virtual Status ReadShard(const ShardHandle& shard, uint64_t pos, size_t len, char* buf) = 0;
-  // `bytes` of `shard` were handed to the kernel: a READ reply, or (pushed)
-  // a file stored ahead of the program into the kernel's cache. Reads for
-  // checks and pushes that were not stored are not counted.
-  virtual void NoteDelivered(index::ShardId shard, uint64_t bytes, bool pushed) = 0;
-  // Asks the shard's source, not the cache, whether `shard` is still the one
-  // indexed: before a remote shard marked bad serves again. Corruption if
-  // not, IoError if that cannot be told now.
-  virtual Status Recheck(index::ShardId shard) = 0;
-};
-
 // An open shard: a local file (closed when the last holder lets go), read
 // with pread or, with a ChunkedReader, through it; or a remote shard, read
-// through the ChunkedReader only.
+// through the ChunkedReader only. Held as a ShardHandle
+// (src/chunked_reader.h).
 class OpenShard : public std::enable_shared_from_this<OpenShard> {
  public:
   // fd < 0: a remote shard. REQUIRES: chunked != nullptr then.

@@ -1,10 +1,12 @@
 // ShardFetcher: the read path of shards that are not read straight from a
-// local descriptor. Remote shards (http, https, s3 URLs in the index), and
-// local ones behind a cache (-o cache_dir for a shard directory on NFS or
-// Lustre), are read in aligned chunks: chunk i of a shard is bytes
-// [i * chunk_size, min(size, (i + 1) * chunk_size)). A read is answered from
-// the ChunkCache (src/chunk_cache.h) or from the chunks it needs, fetched
-// whole; a small file thereby brings its neighbours along.
+// local descriptor; it implements ChunkedReader (src/chunked_reader.h), the
+// interface through which an OpenShard reads them. Remote shards (http,
+// https, s3 URLs in the index), and local ones behind a cache (-o cache_dir
+// for a shard directory on NFS or Lustre), are read in aligned chunks: chunk
+// i of a shard is bytes [i * chunk_size, min(size, (i + 1) * chunk_size)). A
+// read is answered from the ChunkCache (src/chunk_cache.h) or from the
+// chunks it needs, fetched whole; a small file thereby brings its neighbours
+// along.
 //
 // Fetching. `threads` fetcher threads, each with its own HttpClient (one
 // kept-alive connection each), take jobs from two queues: chunks a reader
@@ -60,6 +62,7 @@
 #include "remote/request_stats.h"
 #include "remote/url.h"
 #include "src/chunk_cache.h"
+#include "src/chunked_reader.h"
 #include "src/shard_cache.h"
 
 namespace shardfs::mount {

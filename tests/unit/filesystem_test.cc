@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "base/io.h"
 #include "index/fingerprint.h"
 #include "index/index_reader.h"
 #include "tests/unit/mount_test_util.h"
@@ -226,12 +227,52 @@ TEST_F(FilesystemTreeTest, ReadsInOddChunksAtRandomOffsetsAndPastTheEnd) {
   EXPECT_EQ(got.size(), 0u);
   // ResolveRead clamps to the file and points into the shard.
   mount::ReadRange range;
-  ASSERT_TRUE(fs->ResolveRead(big, want.size() - 10, 4096, &range).ok());
+  index::RecordHolder holder;
+  ASSERT_TRUE(fs->ResolveRead(big, want.size() - 10, 4096, &range, &holder).ok());
   EXPECT_EQ(range.length, 10u);
   ASSERT_TRUE(range.shard);
   std::string raw(10, '\0');
   ASSERT_EQ(::pread(range.shard->fd(), raw.data(), 10, static_cast<off_t>(range.position)), 10);
   EXPECT_EQ(raw, want.substr(want.size() - 10));
+}
+
+// A ChunkedReader over local shards' descriptors that counts its calls: a
+// shard read through it is one the FUSE edge cannot splice from (a remote
+// shard, or a local one behind -o cache_dir).
+class CountingReader : public ChunkedReader {
+ public:
+  Status ReadShard(const ShardHandle& shard, uint64_t pos, size_t len, char* buf) override {
+    ++reads;
+    return PreadExact(shard->fd(), buf, len, pos);
+  }
+  void NoteDelivered(index::ShardId, uint64_t, bool) override { ++delivered; }
+  Status Recheck(index::ShardId) override { return Status::Ok(); }
+  int reads = 0;
+  int delivered = 0;
+};
+
+// The READ of a shard that cannot be spliced walks down once: ResolveRead
+// looks the file up and checks it, ReadResolved reads the range it gave.
+TEST_F(FilesystemTreeTest, AReadThroughTheChunkedReaderResolvesAndChecksOnce) {
+  CountingReader chunked;
+  auto fs = Open(
+      *dir_ / "idx",
+      FilesystemOptions{.verify = VerifyMode::kAlways, .chunked = &chunked, .chunk_local = true});
+  ASSERT_TRUE(fs);
+  const InodeId hello = InodeOf(*fs, "hello.txt");
+  for (int i = 1; i <= 2; ++i) {
+    mount::ReadRange range;
+    index::RecordHolder holder;
+    ASSERT_TRUE(fs->ResolveRead(hello, 0, 4096, &range, &holder).ok());
+    ASSERT_EQ(range.length, 12u);
+    EXPECT_FALSE(range.shard->direct());
+    EXPECT_EQ(chunked.reads, 2 * i - 1);  // verify=always: the checksum pass.
+    std::string got(range.length, '\0');
+    ASSERT_TRUE(fs->ReadResolved(range, got.data()).ok());
+    EXPECT_EQ(got, "hello world\n");
+    EXPECT_EQ(chunked.reads, 2 * i);  // The range, neither resolved nor checked again.
+    EXPECT_EQ(chunked.delivered, i);
+  }
 }
 
 TEST_F(FilesystemTreeTest, OwnershipAndUmaskOverrides) {

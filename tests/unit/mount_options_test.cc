@@ -39,7 +39,7 @@ TEST(MountOptionsTest, NoOptionsKeepTheDefaults) {
   EXPECT_EQ(o.threads, d.threads);
   EXPECT_EQ(o.push.sequential_bytes, d.push.sequential_bytes);
   EXPECT_EQ(o.push.shard_readahead, d.push.shard_readahead);
-  EXPECT_TRUE(o.preload_index);
+  EXPECT_TRUE(o.reader.preload);
   EXPECT_TRUE(o.prefill_dirs);
   EXPECT_EQ(o.prefill_entries, 0u);  // DefaultPrefillEntries() at mount.
   EXPECT_TRUE(o.push_random_auto);
@@ -61,8 +61,8 @@ TEST(MountOptionsTest, EveryOption) {
   EXPECT_FALSE(o.clone_fd);
   EXPECT_FALSE(o.kernel_open);
   EXPECT_FALSE(o.splice);
-  EXPECT_EQ(o.block_cache, 32u << 20);
-  EXPECT_FALSE(o.preload_index);
+  EXPECT_EQ(o.reader.block_cache_bytes, size_t{32} << 20);
+  EXPECT_FALSE(o.reader.preload);
   EXPECT_FALSE(o.prefill_dirs);
   EXPECT_EQ(o.prefill_entries, 5000u);
   EXPECT_EQ(o.push.sequential_bytes, 1u << 20);
@@ -105,6 +105,24 @@ TEST(MountOptionsTest, VerifyModesAndPushRandomAuto) {
   EXPECT_EQ(o.push.random_bytes, 0u);
 }
 
+TEST(MountOptionsTest, ViewAndRankGoToTheIndexReadersOptions) {
+  MountOptions d = Parse({});
+  EXPECT_EQ(d.reader.view, "");
+  EXPECT_EQ(d.reader.world, 0u);
+  EXPECT_FALSE(d.reader.rank_keep_dirs);
+  MountOptions o = Parse({"view=train@3,rank=1,world=4,seed=7,rank_dirs=keep"});
+  EXPECT_EQ(o.reader.view, "train@3");
+  EXPECT_EQ(o.reader.rank, 1u);
+  EXPECT_EQ(o.reader.world, 4u);
+  EXPECT_EQ(o.reader.seed, 7u);
+  EXPECT_TRUE(o.reader.rank_keep_dirs);
+  EXPECT_FALSE(Parse({"rank=0,world=2,rank_dirs=prune"}).reader.rank_keep_dirs);
+  EXPECT_EQ(Refused("rank=1"), "-o rank=K and -o world=N go together");
+  EXPECT_EQ(Refused("world=2"), "-o rank=K and -o world=N go together");
+  EXPECT_EQ(Refused("rank=2,world=2"), "-o rank=2: expected a rank below world=2");
+  EXPECT_EQ(Refused("rank_dirs=some"), "-o rank_dirs=some: expected prune or keep");
+}
+
 TEST(MountOptionsTest, LaterValuesWin) {
   MountOptions o = Parse({"threads=2", "threads=9"});
   EXPECT_EQ(o.threads, 9u);
@@ -113,7 +131,7 @@ TEST(MountOptionsTest, LaterValuesWin) {
 TEST(MountOptionsTest, DeprecatedAliasesSetTheNewOptionsAndSaySo) {
   MountOptions o = Parse({"readahead=1M,prefetch_index=0"});
   EXPECT_EQ(o.push.shard_readahead, 1u << 20);
-  EXPECT_FALSE(o.preload_index);
+  EXPECT_FALSE(o.reader.preload);
   EXPECT_THAT(o.warnings, ElementsAre("-o readahead is deprecated; use shard_readahead",
                                       "-o prefetch_index is deprecated; use preload_index"));
   EXPECT_THAT(o.fuse_args, IsEmpty());

@@ -64,7 +64,7 @@ class PushAheadTest : public ::testing::Test {
     src_ = dir_ / "src";
     for (const char* d : {"a", "b", "c"}) fs::create_directories(src_ + "/" + d);
     // a/ holds 5 small files, b/ 3 more and a file bigger than
-    // kMaxPlannedFile, c/ one small file after it.
+    // PushAhead::kMaxFile, c/ one small file after it.
     for (int i = 0; i < 5; ++i) {
       shardfs::testing::WriteFile(fmt::format("{}/a/f{}", src_, i),
                                   shardfs::testing::PseudoRandomBytes(1000 + 700 * i, 40 + i));
@@ -74,8 +74,8 @@ class PushAheadTest : public ::testing::Test {
       shardfs::testing::WriteFile(fmt::format("{}/b/f{}", src_, i),
                                   shardfs::testing::PseudoRandomBytes(3000 + i, 50 + i));
     }
-    shardfs::testing::WriteFile(
-        src_ + "/b/z-big", shardfs::testing::PseudoRandomBytes(Filesystem::kMaxPlannedFile + 1, 60));
+    shardfs::testing::WriteFile(src_ + "/b/z-big",
+                                shardfs::testing::PseudoRandomBytes(PushAhead::kMaxFile + 1, 60));
     shardfs::testing::WriteFile(src_ + "/c/f0", shardfs::testing::PseudoRandomBytes(500, 61));
   }
 
@@ -117,13 +117,32 @@ class PushAheadTest : public ::testing::Test {
     return Names(fs, files);
   }
 
+  // A READ's range and what push-ahead noted of it.
+  struct Noted {
+    ReadRange range;
+    ReadNote note;
+  };
+
   // A read of the whole file `path`, resolved and noted as the FUSE edge
   // does before its reply.
-  ReadRange ReadWhole(Filesystem& fs, PushAhead& push, std::string_view path) {
-    ReadRange r;
-    Status s = fs.ResolveRead(InodeOf(fs, path), 0, 1 << 20, &r);
+  Noted ReadWhole(Filesystem& fs, PushAhead& push, std::string_view path) {
+    Noted r;
+    index::RecordHolder holder;
+    Status s = fs.ResolveRead(InodeOf(fs, path), 0, 1 << 20, &r.range, &holder);
     EXPECT_TRUE(s.ok()) << s.message();
-    push.NoteRead(InodeOf(fs, path), &r);
+    r.note = push.NoteRead(InodeOf(fs, path), r.range);
+    return r;
+  }
+
+  // Reads the whole file `path` into `buf` from the range it resolves to,
+  // as the FUSE edge does for a reply from a buffer.
+  ReadRange ReadInto(Filesystem& fs, std::string_view path, char* buf) {
+    ReadRange r;
+    index::RecordHolder holder;
+    Status s = fs.ResolveRead(InodeOf(fs, path), 0, 1 << 20, &r, &holder);
+    EXPECT_TRUE(s.ok()) << s.message();
+    s = fs.ReadResolved(r, buf);
+    EXPECT_TRUE(s.ok()) << s.message();
     return r;
   }
 
@@ -192,7 +211,7 @@ TEST_F(PushAheadTest, PlansTheFilesThatFollowInTheShard) {
     std::string p;
     ASSERT_TRUE(fs->reader().PathOf(f.inode, &p).ok());
     got.assign(f.size, '\0');
-    Status s = fs->ReadPlannedFile(f, *shard, got.data());
+    Status s = push.ReadPlannedFile(f, *shard, got.data());
     ASSERT_TRUE(s.ok()) << p << ": " << s.message();
     EXPECT_EQ(got, Content(p)) << p;
   }
@@ -228,9 +247,9 @@ TEST_F(PushAheadTest, AJobStoresTheFilesThatFollowWithTheirBytes) {
   ASSERT_TRUE(fs);
   RecordingStore store;
   PushAhead push(fs.get(), {}, store.fn());
-  ReadRange r = ReadWhole(*fs, push, "a/f1");
+  Noted r = ReadWhole(*fs, push, "a/f1");
   std::string buf(PushAhead::kMaxFile, '\0');
-  push.RunJob({InodeOf(*fs, "a/f1"), r.shard, r.shard_id, true, {}}, buf.data());
+  push.RunJob({InodeOf(*fs, "a/f1"), r.range.shard, r.range.shard_id, true, {}}, buf.data());
   std::map<uint64_t, std::string> stored = store.stored();
   std::vector<std::string> want = {"a/f2", "a/f3", "a/f4", "b/f0", "b/f1", "b/f2"};
   ASSERT_EQ(stored.size(), want.size());
@@ -251,9 +270,9 @@ TEST_F(PushAheadTest, FilesReadOrPushedAreNeverStoredAgain) {
   PushAhead push(fs.get(), {.random_bytes = 3800}, store.fn());
   std::string buf(PushAhead::kMaxFile, '\0');
   // a/f3 was read (its pages are the kernel's), a/f4 pushed by an earlier job.
-  ReadRange r3 = ReadWhole(*fs, push, "a/f3");
+  Noted r3 = ReadWhole(*fs, push, "a/f3");
   EXPECT_TRUE(push.WasRead(InodeOf(*fs, "a/f3")));
-  push.RunJob({InodeOf(*fs, "a/f3"), r3.shard, r3.shard_id, false, {}}, buf.data());
+  push.RunJob({InodeOf(*fs, "a/f3"), r3.range.shard, r3.range.shard_id, false, {}}, buf.data());
   ASSERT_TRUE(push.WasPushed(InodeOf(*fs, "a/f4")));
 
   EXPECT_EQ(Plan(*fs, push, "a/f0", 1 << 20),
@@ -278,9 +297,9 @@ TEST_F(PushAheadTest, AFileReadWhileTheJobRunsIsSkipped) {
   });
   self = &push;
   ASSERT_EQ(push.options().random_bytes, uint64_t{1} << 20);
-  ReadRange r = ReadWhole(*fs, push, "a/f1");
+  Noted r = ReadWhole(*fs, push, "a/f1");
   std::string buf(PushAhead::kMaxFile, '\0');
-  push.RunJob({InodeOf(*fs, "a/f1"), r.shard, r.shard_id, false, {}}, buf.data());
+  push.RunJob({InodeOf(*fs, "a/f1"), r.range.shard, r.range.shard_id, false, {}}, buf.data());
   EXPECT_EQ(std::count(stored.begin(), stored.end(), f3.value), 0);
   EXPECT_EQ(push.stats().files_skipped_read, 1u);
   EXPECT_GE(stored.size(), 3u);  // a/f2, a/f4, b/...
@@ -292,9 +311,9 @@ TEST_F(PushAheadTest, AStoreErrorEndsTheJob) {
   RecordingStore store;
   store.FailAt(InodeOf(*fs, "a/f4"));  // The kernel does not know it.
   PushAhead push(fs.get(), {}, store.fn());
-  ReadRange r = ReadWhole(*fs, push, "a/f1");
+  Noted r = ReadWhole(*fs, push, "a/f1");
   std::string buf(PushAhead::kMaxFile, '\0');
-  push.RunJob({InodeOf(*fs, "a/f1"), r.shard, r.shard_id, true, {}}, buf.data());
+  push.RunJob({InodeOf(*fs, "a/f1"), r.range.shard, r.range.shard_id, true, {}}, buf.data());
   EXPECT_EQ(store.stored().size(), 2u);  // a/f2, a/f3.
   EXPECT_EQ(push.stats().store_errors, 1u);
   EXPECT_FALSE(push.WasPushed(InodeOf(*fs, "a/f4")));
@@ -320,19 +339,20 @@ TEST_F(PushAheadTest, VerifiedBeforeItIsPushed) {
     ASSERT_EQ(::pwrite(fd, &x, 1, static_cast<off_t>(victim.position + 10)), 1);
     ::close(fd);
   }
-  std::string buf(Filesystem::kMaxPlannedFile, '\0');
-  EXPECT_TRUE(fs->ReadPlannedFile(files[0], *shard, buf.data()).ok());
-  Status s = fs->ReadPlannedFile(victim, *shard, buf.data());
+  std::string buf(PushAhead::kMaxFile, '\0');
+  EXPECT_TRUE(push.ReadPlannedFile(files[0], *shard, buf.data()).ok());
+  Status s = push.ReadPlannedFile(victim, *shard, buf.data());
   EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
   // A job stops before the altered file: it is never stored.
-  ReadRange r = ReadWhole(*fs, push, "a/f0");
-  push.RunJob({InodeOf(*fs, "a/f0"), r.shard, r.shard_id, false, {}}, buf.data());
+  Noted r = ReadWhole(*fs, push, "a/f0");
+  push.RunJob({InodeOf(*fs, "a/f0"), r.range.shard, r.range.shard_id, false, {}}, buf.data());
   EXPECT_EQ(store.stored().count(victim.inode.value), 0u);
   EXPECT_EQ(store.stored().size(), 1u);
   // With verify=off the same bytes are read without a check: the mode is
   // what protects pushed pages, not luck.
   auto unverified = OpenFs(idx_);
-  EXPECT_TRUE(unverified->ReadPlannedFile(victim, *shard, buf.data()).ok());
+  PushAhead unverified_push(unverified.get(), {.random_bytes = 1 << 20}, store.fn());
+  EXPECT_TRUE(unverified_push.ReadPlannedFile(victim, *shard, buf.data()).ok());
 }
 
 TEST_F(PushAheadTest, SequentialToEofOnlyForAReaderWalkingTheShardInOrder) {
@@ -340,10 +360,10 @@ TEST_F(PushAheadTest, SequentialToEofOnlyForAReaderWalkingTheShardInOrder) {
   ASSERT_TRUE(fs);
   auto seq = [&](PushAhead& push, std::string_view path, uint64_t off, size_t size) {
     ReadRange r;
-    Status s = fs->ResolveRead(InodeOf(*fs, path), off, size, &r);
+    index::RecordHolder holder;
+    Status s = fs->ResolveRead(InodeOf(*fs, path), off, size, &r, &holder);
     EXPECT_TRUE(s.ok()) << s.message();
-    push.NoteRead(InodeOf(*fs, path), &r);
-    return r.sequential_to_eof;
+    return push.NoteRead(InodeOf(*fs, path), r).sequential_to_eof;
   };
   {
     RecordingStore store;
@@ -368,8 +388,8 @@ TEST_F(PushAheadTest, OnlyWholeOrSequentialReadsOfferJobsAndOnlyWithAWindow) {
   {
     PushAhead off(fs.get(), {.sequential_bytes = 0, .random_bytes = 0}, store.fn());
     off.Start();  // No pushers: nothing to offer to.
-    ReadRange r = ReadWhole(*fs, off, "a/f0");
-    off.AfterReply(InodeOf(*fs, "a/f0"), r, true);
+    Noted r = ReadWhole(*fs, off, "a/f0");
+    off.AfterReply(InodeOf(*fs, "a/f0"), r.range, r.note, true);
     EXPECT_EQ(off.stats().jobs_queued, 0u);
     EXPECT_FALSE(off.WasRead(InodeOf(*fs, "a/f0")));  // No bits kept when off.
   }
@@ -377,16 +397,17 @@ TEST_F(PushAheadTest, OnlyWholeOrSequentialReadsOfferJobsAndOnlyWithAWindow) {
   push.Start();
   // A partial read in the middle of a file: no job.
   ReadRange part;
-  ASSERT_TRUE(fs->ResolveRead(InodeOf(*fs, "b/f1"), 10, 100, &part).ok());
-  push.NoteRead(InodeOf(*fs, "b/f1"), &part);
-  push.AfterReply(InodeOf(*fs, "b/f1"), part, true);
+  index::RecordHolder holder;
+  ASSERT_TRUE(fs->ResolveRead(InodeOf(*fs, "b/f1"), 10, 100, &part, &holder).ok());
+  ReadNote part_note = push.NoteRead(InodeOf(*fs, "b/f1"), part);
+  push.AfterReply(InodeOf(*fs, "b/f1"), part, part_note, true);
   // A reply that did not reach the kernel: no job.
-  ReadRange lost = ReadWhole(*fs, push, "c/f0");
-  push.AfterReply(InodeOf(*fs, "c/f0"), lost, false);
+  Noted lost = ReadWhole(*fs, push, "c/f0");
+  push.AfterReply(InodeOf(*fs, "c/f0"), lost.range, lost.note, false);
   EXPECT_EQ(push.stats().jobs_queued, 0u);
   // A whole-file read, not part of a walk (it goes backwards): one job.
-  ReadRange whole = ReadWhole(*fs, push, "a/f3");
-  push.AfterReply(InodeOf(*fs, "a/f3"), whole, true);
+  Noted whole = ReadWhole(*fs, push, "a/f3");
+  push.AfterReply(InodeOf(*fs, "a/f3"), whole.range, whole.note, true);
   EXPECT_EQ(push.stats().jobs_queued, 1u);
   for (int i = 0; i < 1000 && store.stored().empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -416,8 +437,8 @@ TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
     return 0;
   });
   push.Start();
-  ReadRange first = ReadWhole(*fs, push, "a/f0");
-  push.AfterReply(InodeOf(*fs, "a/f0"), first, true);
+  Noted first = ReadWhole(*fs, push, "a/f0");
+  push.AfterReply(InodeOf(*fs, "a/f0"), first.range, first.note, true);
   {
     std::unique_lock<std::mutex> lock(mu);
     ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return stores > 0; }));
@@ -426,8 +447,8 @@ TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 100; ++i) {
     for (const char* p : {"b/f0", "b/f1", "c/f0", "a/f4"}) {
-      ReadRange r = ReadWhole(*fs, push, p);
-      push.AfterReply(InodeOf(*fs, p), r, true);
+      Noted r = ReadWhole(*fs, push, p);
+      push.AfterReply(InodeOf(*fs, p), r.range, r.note, true);
     }
   }
   auto took = std::chrono::steady_clock::now() - start;
@@ -461,15 +482,15 @@ TEST_F(PushAheadTest, AJobThatWaitedTooLongIsDropped) {
     return 0;
   });
   push.Start();
-  ReadRange r0 = ReadWhole(*fs, push, "a/f0");
-  push.AfterReply(InodeOf(*fs, "a/f0"), r0, true);
+  Noted r0 = ReadWhole(*fs, push, "a/f0");
+  push.AfterReply(InodeOf(*fs, "a/f0"), r0.range, r0.note, true);
   {
     std::unique_lock<std::mutex> lock(mu);
     ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return stuck; }));
   }
   // Not part of the walk (past the 1 MiB file): a random job, queued.
-  ReadRange r1 = ReadWhole(*fs, push, "c/f0");
-  push.AfterReply(InodeOf(*fs, "c/f0"), r1, true);
+  Noted r1 = ReadWhole(*fs, push, "c/f0");
+  push.AfterReply(InodeOf(*fs, "c/f0"), r1.range, r1.note, true);
   for (int i = 0; i < 200 && push.stats().jobs_dropped_stale == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -530,10 +551,9 @@ TEST_F(PushAheadTest, DropBehindASequentialReaderFreesTheShardPagesBehindIt) {
     uint64_t end = 0;
     for (int i = 0; i < 40; ++i) {
       std::string p = fmt::format("big/f{:02}", i);
-      ReadRange r;
-      ASSERT_TRUE(fs->Read(InodeOf(*fs, p), 0, 1 << 20, buf.data(), &r).ok());
-      push.NoteRead(InodeOf(*fs, p), &r);
-      push.AfterReply(InodeOf(*fs, p), r, true);
+      ReadRange r = ReadInto(*fs, p, buf.data());
+      ReadNote note = push.NoteRead(InodeOf(*fs, p), r);
+      push.AfterReply(InodeOf(*fs, p), r, note, true);
       end = r.position + r.length;
     }
     ASSERT_GT(end, 8u << 20);
@@ -568,19 +588,15 @@ TEST_F(PushAheadTest, DropBehindAShuffledReaderFreesOnlyThePagesOfTheFilesItRead
     // neighbours that are cached (read ahead) but not yet read.
     std::vector<ReadRange> neighbours;
     for (int i = 1; i < 16; i += 2) {
-      ReadRange n;
-      ASSERT_TRUE(fs->Read(InodeOf(*fs, fmt::format("mid/f{:02}", i)), 0, 1 << 20, buf.data(),
-                           &n).ok());
-      neighbours.push_back(n);
+      neighbours.push_back(ReadInto(*fs, fmt::format("mid/f{:02}", i), buf.data()));
     }
     for (int i : {14, 2, 8, 0, 12, 6, 10, 4}) {
       std::string p = fmt::format("mid/f{:02}", i);
-      ReadRange r;
-      ASSERT_TRUE(fs->Read(InodeOf(*fs, p), 0, 1 << 20, buf.data(), &r).ok());
+      ReadRange r = ReadInto(*fs, p, buf.data());
       ASSERT_TRUE(r.whole_file);
-      push.NoteRead(InodeOf(*fs, p), &r);
-      ASSERT_FALSE(r.sequential_to_eof) << p;
-      push.AfterReply(InodeOf(*fs, p), r, true);
+      ReadNote note = push.NoteRead(InodeOf(*fs, p), r);
+      ASSERT_FALSE(note.sequential_to_eof) << p;
+      push.AfterReply(InodeOf(*fs, p), r, note, true);
       auto [in, total] = interior(r);
       ASSERT_GT(total, 10u);
       if (drop) {

@@ -207,7 +207,8 @@ TEST(SparseFilesystemTest, ReadsMatchTheSource) {
     ASSERT_EQ(buf.substr(0, got), expect) << off << "+" << n;
     // ResolveRead serves a range inside one extent directly, from the shard.
     mount::ReadRange range;
-    ASSERT_TRUE(fs->ResolveRead(inode, off, n, &range).ok());
+    index::RecordHolder holder;
+    ASSERT_TRUE(fs->ResolveRead(inode, off, n, &range, &holder).ok());
     if (!range.gather && range.length > 0) {
       std::string direct(range.length, '\0');
       ASSERT_TRUE(

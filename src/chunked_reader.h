@@ -1,0 +1,45 @@
+// ChunkedReader: how an OpenShard (src/shard_cache.h) reads the bytes of a
+// shard that are not read straight from a local descriptor: a remote shard,
+// or a local one behind -o cache_dir. ShardFetcher (src/shard_fetcher.h)
+// implements it, reading aligned chunks through the chunk cache; the shard
+// cache and Filesystem know only this interface, so their unit tests need no
+// fetcher.
+//
+// Thread safety: implementations are called from any number of threads.
+#ifndef SHARDFS_SRC_CHUNKED_READER_H_
+#define SHARDFS_SRC_CHUNKED_READER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "base/status.h"
+#include "index/schema.h"
+
+namespace shardfs::mount {
+
+class OpenShard;
+// An open, checked shard, held by its readers (src/shard_cache.h).
+using ShardHandle = std::shared_ptr<OpenShard>;
+
+// Reads shard bytes that do not come straight from a local descriptor.
+class ChunkedReader {
+ public:
+  virtual ~ChunkedReader() = default;
+  // Reads bytes [pos, pos + len) of `shard` into `buf`. Returns IoError if
+  // they cannot be had now (the shard is not marked: a later read tries
+  // again), Corruption if the shard differs from what was indexed.
+  virtual Status ReadShard(const ShardHandle& shard, uint64_t pos, size_t len, char* buf) = 0;
+  // `bytes` of `shard` were handed to the kernel: a READ reply, or (pushed)
+  // a file stored ahead of the program into the kernel's cache. Reads for
+  // checks and pushes that were not stored are not counted.
+  virtual void NoteDelivered(index::ShardId shard, uint64_t bytes, bool pushed) = 0;
+  // Asks the shard's source, not the cache, whether `shard` is still the one
+  // indexed: before a remote shard marked bad serves again. Corruption if
+  // not, IoError if that cannot be told now.
+  virtual Status Recheck(index::ShardId shard) = 0;
+};
+
+}  // namespace shardfs::mount
+
+#endif  // SHARDFS_SRC_CHUNKED_READER_H_
