@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "src/cli_options.h"
+
 namespace shardfs::cli {
 
 inline constexpr int kExitOk = 0;
@@ -27,6 +29,9 @@ const std::vector<Command>& AllCommands();
 // Prints "shardfs NAME: REASON (see shardfs NAME --help)" and returns 2.
 int UsageError(const char* command, const std::string& reason);
 
+// Parses argv by `cl` (src/cli_options.h) into `*operands`. Returns -1 to go
+// on, else the exit code: 0 once `--help` is printed, 2 after a usage error.
+int ParseArgs(const CommandLine& cl, int argc, char** argv, std::vector<std::string>* operands);
 
 // Commands, defined in cmd_*.cc.
 int RunIndexBuild(int argc, char** argv);

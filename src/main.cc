@@ -1,6 +1,7 @@
 // shardfs: one command with subcommands. See man/shardfs.1.
 #include <getopt.h>
 
+#include <algorithm>
 #include <clocale>
 #include <cstdio>
 #include <cstdlib>
@@ -105,6 +106,20 @@ const std::vector<Command>& AllCommands() {
 int UsageError(const char* command, const std::string& reason) {
   fmt::print(stderr, "shardfs {}: {} (see shardfs {} --help)\n", command, reason, command);
   return kExitUsage;
+}
+
+int ParseArgs(const CommandLine& cl, int argc, char** argv, std::vector<std::string>* operands) {
+  Result<ParsedArgs> parsed = ParseCommandLine(cl, argc, argv);
+  if (!parsed.ok()) return UsageError(cl.command, parsed.status().message());
+  if (parsed->help) {
+    std::string_view name = cl.command;
+    auto c = std::find_if(AllCommands().begin(), AllCommands().end(),
+                          [&](const Command& c) { return name == c.name; });
+    fmt::print("{}", FormatHelp(cl, c != AllCommands().end() ? c->summary : ""));
+    return kExitOk;
+  }
+  *operands = std::move(parsed->operands);
+  return -1;
 }
 
 }  // namespace shardfs::cli
