@@ -9,6 +9,10 @@
 
 #include "src/cli_options.h"
 
+namespace shardfs::tools {
+struct RemoteLimits;
+}  // namespace shardfs::tools
+
 namespace shardfs::cli {
 
 inline constexpr int kExitOk = 0;
@@ -32,6 +36,10 @@ int UsageError(const char* command, const std::string& reason);
 // Parses argv by `cl` (src/cli_options.h) into `*operands`. Returns -1 to go
 // on, else the exit code: 0 once `--help` is printed, 2 after a usage error.
 int ParseArgs(const CommandLine& cl, int argc, char** argv, std::vector<std::string>* operands);
+
+// --max-shard-size and --max-list-pages, for every command that reads remote
+// shards (cmd_index.cc).
+std::vector<Option> RemoteLimitOptions(tools::RemoteLimits* limits);
 
 // Commands, defined in cmd_*.cc.
 int RunIndexBuild(int argc, char** argv);
