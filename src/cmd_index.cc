@@ -32,7 +32,7 @@ int RunIndexBuild(int argc, char** argv) {
   CommandLine cl{
       "index build",
       "--out INDEX SHARD|DIR|GLOB|URL...\n"
-      "--out INDEX --from-list FILE [--url-prefix URL] [SHARD|DIR|GLOB|URL...]",
+      "--out INDEX --from-list FILE [SHARD|DIR|GLOB|URL...]",
       {{"out", 'o', "INDEX", "where to publish the index (required)", SetString(&o.out)},
        {"no-checksum", 0, nullptr, "read headers only, no content checksums",
         SetFlag(&o.checksum, false)},

@@ -19,10 +19,11 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 
+// The options and operands of each are a table in its run function
+// (src/cli_options.h), from which its `--help` is printed too.
 struct Command {
   const char* name;     // "index build", "ls", ...
-  const char* summary;  // One line for `shardfs --help`.
-  const char* usage;    // Printed by `shardfs NAME --help`.
+  const char* summary;  // One line for `shardfs --help` and `shardfs NAME --help`.
   // argv[0] is the command name; returns the exit code.
   int (*run)(int argc, char** argv);
 };
