@@ -89,7 +89,7 @@ int RunIndexInfo(int argc, char** argv) {
       "index info",
       "INDEX",
       {{"json", 0, nullptr, "JSON lines: the index, then one per shard", SetFlag(&json)},
-       {"view", 0, "VIEW", "a view or version instead of default", SetString(&ro.view)}},
+       ViewOption(&ro.view)},
       Operands::kAfterOptions};
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;

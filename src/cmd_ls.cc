@@ -168,16 +168,19 @@ bool PrintStat(const IndexReader& r, const std::string& path, bool json, bool fi
 
 }  // namespace
 
+Option ViewOption(std::string* view) {
+  return {"view", 0, "VIEW", "a view or version instead of default", SetString(view)};
+}
+
 int RunLs(int argc, char** argv) {
   bool json = false, recursive = false;
   index::ReaderOptions ro;
-  const CommandLine cl{
-      "ls",
-      "INDEX [PATH]",
-      {{"recursive", 'R', nullptr, "the whole subtree", SetFlag(&recursive)},
-       {"json", 0, nullptr, "one JSON object per entry", SetFlag(&json)},
-       {"view", 0, "VIEW", "a view or version instead of default", SetString(&ro.view)}},
-      Operands::kAfterOptions};
+  const CommandLine cl{"ls",
+                       "INDEX [PATH]",
+                       {{"recursive", 'R', nullptr, "the whole subtree", SetFlag(&recursive)},
+                        {"json", 0, nullptr, "one JSON object per entry", SetFlag(&json)},
+                        ViewOption(&ro.view)},
+                       Operands::kAfterOptions};
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.empty() || args.size() > 2) return UsageError("ls", "expected INDEX [PATH]");
@@ -213,8 +216,7 @@ int RunStat(int argc, char** argv) {
   const CommandLine cl{
       "stat",
       "INDEX PATH [PATH...]",
-      {{"json", 0, nullptr, "one JSON object per path", SetFlag(&json)},
-       {"view", 0, "VIEW", "a view or version instead of default", SetString(&ro.view)}},
+      {{"json", 0, nullptr, "one JSON object per path", SetFlag(&json)}, ViewOption(&ro.view)},
       Operands::kAfterOptions};
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;

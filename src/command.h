@@ -42,6 +42,9 @@ int ParseArgs(const CommandLine& cl, int argc, char** argv, std::vector<std::str
 // shards (cmd_index.cc).
 std::vector<Option> RemoteLimitOptions(tools::RemoteLimits* limits);
 
+// --view VIEW, for the commands that read one view of an index (cmd_ls.cc).
+Option ViewOption(std::string* view);
+
 // Commands, defined in cmd_*.cc.
 int RunIndexBuild(int argc, char** argv);
 int RunIndexInfo(int argc, char** argv);
