@@ -1,8 +1,7 @@
 // `shardfs index build` and `shardfs index info`.
-#include <getopt.h>
-
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -17,44 +16,36 @@
 
 namespace shardfs::cli {
 
+std::vector<Option> RemoteLimitOptions(tools::RemoteLimits* limits) {
+  return {{"max-shard-size", 0, "SIZE", "the largest remote shard read (default 64G)",
+           SetNonZeroSize(&limits->max_shard_size, "--max-shard-size needs a size such as 64G")},
+          {"max-list-pages", 0, "N", "pages of one s3:// listing (default 10000)",
+           [limits](const char* arg) {
+             return ParseCount(arg, 1, UINT64_MAX, &limits->max_list_pages)
+                        ? Status::Ok()
+                        : Status::InvalidArgument("--max-list-pages needs a count of at least 1");
+           }}};
+}
+
 int RunIndexBuild(int argc, char** argv) {
-  static const option kLong[] = {{"out", required_argument, nullptr, 'o'},
-                                 {"no-checksum", no_argument, nullptr, 'n'},
-                                 {"jobs", required_argument, nullptr, 'j'},
-                                 {"force", no_argument, nullptr, 'F'},
-                                 {"quiet", no_argument, nullptr, 'q'},
-                                 {"from-list", required_argument, nullptr, 'L'},
-                                 {"url-prefix", required_argument, nullptr, 'U'},
-                                 {"max-shard-size", required_argument, nullptr, 'S'},
-                                 {"max-list-pages", required_argument, nullptr, 'P'},
-                                 {nullptr, 0, nullptr, 0}};
   tools::IndexBuildOptions o;
-  optind = 0;
-  for (int c; (c = getopt_long(argc, argv, "+o:j:qF", kLong, nullptr)) != -1;) {
-    switch (c) {
-      case 'o': o.out = optarg; break;
-      case 'n': o.checksum = false; break;
-      case 'j':
-        if (!ParseJobs(optarg, &o.jobs)) return UsageError("index build", "-j needs a count 1..4096");
-        break;
-      case 'F': o.force = true; break;
-      case 'q': o.quiet = true; break;
-      case 'L': o.from_list = optarg; break;
-      case 'U': o.url_prefix = optarg; break;
-      case 'S':
-        if (!ParseSize(optarg, &o.remote.max_shard_size) || o.remote.max_shard_size == 0) {
-          return UsageError("index build", "--max-shard-size needs a size such as 64G");
-        }
-        break;
-      case 'P':
-        if (!ParseCount(optarg, 1, UINT64_MAX, &o.remote.max_list_pages)) {
-          return UsageError("index build", "--max-list-pages needs a count of at least 1");
-        }
-        break;
-      default: return UsageError("index build", "unknown option");
-    }
-  }
-  for (int i = optind; i < argc; ++i) o.inputs.push_back(argv[i]);
+  CommandLine cl{
+      "index build",
+      "--out INDEX SHARD|DIR|GLOB|URL...\n"
+      "--out INDEX --from-list FILE [SHARD|DIR|GLOB|URL...]",
+      {{"out", 'o', "INDEX", "where to publish the index (required)", SetString(&o.out)},
+       {"no-checksum", 0, nullptr, "read headers only, no content checksums",
+        SetFlag(&o.checksum, false)},
+       {"jobs", 'j', "N", "shards scanned at once (default: one per core)", SetJobs(&o.jobs)},
+       {"force", 'F', nullptr, "replace an existing index at INDEX", SetFlag(&o.force)},
+       {"quiet", 'q', nullptr, "no progress and no summary", SetFlag(&o.quiet)},
+       {"from-list", 0, "FILE", "also the shards FILE lists, one per line",
+        SetString(&o.from_list)},
+       {"url-prefix", 0, "URL", "the base of --from-list lines that are not URLs",
+        SetString(&o.url_prefix)}},
+      Operands::kAfterOptions};
+  std::ranges::move(RemoteLimitOptions(&o.remote), std::back_inserter(cl.options));
+  if (int rc = ParseArgs(cl, argc, argv, &o.inputs); rc >= 0) return rc;
   if (o.out.empty()) return UsageError("index build", "--out INDEX is required");
   if (o.inputs.empty() && o.from_list.empty()) {
     return UsageError("index build", "no shards given");
@@ -92,23 +83,18 @@ int RunIndexBuild(int argc, char** argv) {
 }
 
 int RunIndexInfo(int argc, char** argv) {
-  static const option kLong[] = {{"json", no_argument, nullptr, 'J'},
-                                 {"view", required_argument, nullptr, 'v'},
-                                 {nullptr, 0, nullptr, 0}};
   bool json = false;
   index::ReaderOptions ro;
-  optind = 0;
-  for (int c; (c = getopt_long(argc, argv, "+", kLong, nullptr)) != -1;) {
-    if (c == 'J') {
-      json = true;
-    } else if (c == 'v') {
-      ro.view = optarg;
-    } else {
-      return UsageError("index info", "unknown option");
-    }
-  }
-  if (argc - optind != 1) return UsageError("index info", "expected one INDEX");
-  auto reader = index::IndexReader::Open(argv[optind], ro);
+  const CommandLine cl{
+      "index info",
+      "INDEX",
+      {{"json", 0, nullptr, "JSON lines: the index, then one per shard", SetFlag(&json)},
+       ViewOption(&ro.view)},
+      Operands::kAfterOptions};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() != 1) return UsageError("index info", "expected one INDEX");
+  auto reader = index::IndexReader::Open(args[0], ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());
     return kExitFailure;

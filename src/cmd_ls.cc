@@ -1,5 +1,4 @@
 // `shardfs ls` and `shardfs stat`: the indexed tree without mounting it.
-#include <getopt.h>
 #include <sys/stat.h>
 
 #include <ctime>
@@ -169,33 +168,28 @@ bool PrintStat(const IndexReader& r, const std::string& path, bool json, bool fi
 
 }  // namespace
 
+Option ViewOption(std::string* view) {
+  return {"view", 0, "VIEW", "a view or version instead of default", SetString(view)};
+}
+
 int RunLs(int argc, char** argv) {
-  static const option kLong[] = {{"json", no_argument, nullptr, 'J'},
-                                 {"recursive", no_argument, nullptr, 'R'},
-                                 {"view", required_argument, nullptr, 'v'},
-                                 {nullptr, 0, nullptr, 0}};
   bool json = false, recursive = false;
   index::ReaderOptions ro;
-  optind = 0;
-  for (int c; (c = getopt_long(argc, argv, "+R", kLong, nullptr)) != -1;) {
-    if (c == 'J') {
-      json = true;
-    } else if (c == 'R') {
-      recursive = true;
-    } else if (c == 'v') {
-      ro.view = optarg;
-    } else {
-      return UsageError("ls", "unknown option");
-    }
-  }
-  int n = argc - optind;
-  if (n < 1 || n > 2) return UsageError("ls", "expected INDEX [PATH]");
-  auto reader = IndexReader::Open(argv[optind], ro);
+  const CommandLine cl{"ls",
+                       "INDEX [PATH]",
+                       {{"recursive", 'R', nullptr, "the whole subtree", SetFlag(&recursive)},
+                        {"json", 0, nullptr, "one JSON object per entry", SetFlag(&json)},
+                        ViewOption(&ro.view)},
+                       Operands::kAfterOptions};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.empty() || args.size() > 2) return UsageError("ls", "expected INDEX [PATH]");
+  auto reader = IndexReader::Open(args[0], ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());
     return kExitFailure;
   }
-  std::string path = NormalizeArgPath(n == 2 ? argv[optind + 1] : "");
+  std::string path = NormalizeArgPath(args.size() == 2 ? args[1] : "");
   EntryRecord e;
   index::RecordHolder holder;
   Status s = (*reader)->Resolve(path, &e, &holder);
@@ -217,23 +211,17 @@ int RunLs(int argc, char** argv) {
 }
 
 int RunStat(int argc, char** argv) {
-  static const option kLong[] = {{"json", no_argument, nullptr, 'J'},
-                                 {"view", required_argument, nullptr, 'v'},
-                                 {nullptr, 0, nullptr, 0}};
   bool json = false;
   index::ReaderOptions ro;
-  optind = 0;
-  for (int c; (c = getopt_long(argc, argv, "+", kLong, nullptr)) != -1;) {
-    if (c == 'J') {
-      json = true;
-    } else if (c == 'v') {
-      ro.view = optarg;
-    } else {
-      return UsageError("stat", "unknown option");
-    }
-  }
-  if (argc - optind < 2) return UsageError("stat", "expected INDEX PATH...");
-  auto reader = IndexReader::Open(argv[optind], ro);
+  const CommandLine cl{
+      "stat",
+      "INDEX PATH [PATH...]",
+      {{"json", 0, nullptr, "one JSON object per path", SetFlag(&json)}, ViewOption(&ro.view)},
+      Operands::kAfterOptions};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() < 2) return UsageError("stat", "expected INDEX PATH...");
+  auto reader = IndexReader::Open(args[0], ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());
     return kExitFailure;
@@ -241,8 +229,8 @@ int RunStat(int argc, char** argv) {
   // Like stat(1): every path is answered, a missing one is named, and the
   // exit status says whether any failed.
   int rc = kExitOk;
-  for (int i = optind + 1; i < argc; ++i) {
-    if (!PrintStat(**reader, NormalizeArgPath(argv[i]), json, i == optind + 1)) rc = kExitFailure;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (!PrintStat(**reader, NormalizeArgPath(args[i]), json, i == 1)) rc = kExitFailure;
   }
   return rc;
 }

@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <getopt.h>
 #include <malloc.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -297,28 +296,29 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
 
 // Parses the command line into `a`. Returns -1 to go on, else the exit code.
 int ParseMountArgs(int argc, char** argv, MountArgs* a) {
-  static const option kLong[] = {{"foreground", no_argument, nullptr, 'f'},
-                                 {"check", no_argument, nullptr, 'c'},
-                                 {"allow-missing-shards", no_argument, nullptr, 'A'},
-                                 {"debug", no_argument, nullptr, 'd'},
-                                 {nullptr, 0, nullptr, 0}};
   std::vector<std::string> o_lists;
-  optind = 0;
-  for (int c; (c = getopt_long(argc, argv, "+fo:d", kLong, nullptr)) != -1;) {
-    switch (c) {
-      case 'f': a->foreground = true; break;
-      case 'o': o_lists.push_back(optarg); break;
-      case 'c': a->check = true; break;
-      case 'A': a->allow_missing = true; break;
-      case 'd': a->foreground = true; o_lists.push_back("debug"); break;
-      default: return UsageError("mount", "unknown option");
-    }
-  }
-  if (argc - optind != 2) return UsageError("mount", "expected INDEX MOUNTPOINT");
+  const CommandLine cl{
+      "mount",
+      "INDEX MOUNTPOINT",
+      {{"foreground", 'f', nullptr, "stay in the foreground", SetFlag(&a->foreground)},
+       {nullptr, 'o', "OPT[,OPT...]", "mount options (man shardfs(1))", AppendString(&o_lists)},
+       {"check", 0, nullptr, "check every shard before mounting", SetFlag(&a->check)},
+       {"allow-missing-shards", 0, nullptr, "mount even if shards are missing",
+        SetFlag(&a->allow_missing)},
+       {"debug", 'd', nullptr, "-f -o debug",
+        [&](const char*) {
+          a->foreground = true;
+          o_lists.push_back("debug");
+          return Status::Ok();
+        }}},
+      Operands::kAfterOptions};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() != 2) return UsageError("mount", "expected INDEX MOUNTPOINT");
   std::error_code ec;
-  a->index = std::filesystem::absolute(argv[optind], ec).lexically_normal().string();
+  a->index = std::filesystem::absolute(args[0], ec).lexically_normal().string();
   if (!ec) {
-    a->mountpoint = std::filesystem::absolute(argv[optind + 1], ec).lexically_normal().string();
+    a->mountpoint = std::filesystem::absolute(args[1], ec).lexically_normal().string();
   }
   if (ec) {
     log::Error("mount: cannot make paths absolute: {}", ec.message());
@@ -432,7 +432,10 @@ int RunFusermount(const char* mountpoint, std::string* err) {
 }  // namespace
 
 int RunUmount(int argc, char** argv) {
-  if (argc != 2) return UsageError("umount", "expected MOUNTPOINT");
+  const CommandLine cl{"umount", "MOUNTPOINT", {}, Operands::kVerbatim};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() != 1) return UsageError("umount", "expected MOUNTPOINT");
   // A background directory listing (prefill_dirs) holds a directory of the
   // mount open for a moment: the unmount is then busy, so it is tried again
   // for a few seconds.
@@ -440,14 +443,14 @@ int RunUmount(int argc, char** argv) {
   auto deadline = std::chrono::steady_clock::now() + kBusyFor;
   std::string err;
   for (;;) {
-    int rc = RunFusermount(argv[1], &err);
+    int rc = RunFusermount(args[0].c_str(), &err);
     if (rc == 0) return kExitOk;
     bool busy = err.find("busy") != std::string::npos;
     if (!busy || std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   while (!err.empty() && err.back() == '\n') err.pop_back();
-  log::Error("umount {}: {}", argv[1], err.empty() ? "fusermount3 failed" : err);
+  log::Error("umount {}: {}", args[0], err.empty() ? "fusermount3 failed" : err);
   return kExitFailure;
 }
 

@@ -1,13 +1,10 @@
 // `shardfs pack` (from a directory tree or, with --from-index, from an index
 // view) and `shardfs verify`.
-#include <getopt.h>
-
 #include <string>
 
 #include <fmt/format.h>
 
 #include "base/log.h"
-#include "base/parse.h"
 #include "src/command.h"
 #include "tools/pack.h"
 #include "tools/progress.h"
@@ -31,63 +28,34 @@ void PrintList(log::Level level, std::string_view what, const std::vector<std::s
 
 // Parses the command line into `o`. Returns -1 to go on, else the exit code.
 int ParsePackArgs(int argc, char** argv, tools::PackOptions* o) {
-  enum {
-    kShardSize = 256, kMaxFiles, kName, kFromList, kExclude, kSkipUnreadable, kSkipSpecial,
-    kFollow, kForce, kFromIndex, kView,
-  };
-  static const option kLong[] = {
-      {"out", required_argument, nullptr, 'o'},
-      {"shard-size", required_argument, nullptr, kShardSize},
-      {"max-files", required_argument, nullptr, kMaxFiles},
-      {"name", required_argument, nullptr, kName},
-      {"jobs", required_argument, nullptr, 'j'},
-      {"from-list", required_argument, nullptr, kFromList},
-      {"exclude", required_argument, nullptr, kExclude},
-      {"skip-unreadable", no_argument, nullptr, kSkipUnreadable},
-      {"skip-special", no_argument, nullptr, kSkipSpecial},
-      {"follow-symlinks", no_argument, nullptr, kFollow},
-      {"quiet", no_argument, nullptr, 'q'},
-      {"force", no_argument, nullptr, kForce},
-      {"from-index", required_argument, nullptr, kFromIndex},
-      {"view", required_argument, nullptr, kView},
-      {nullptr, 0, nullptr, 0}};
+  const CommandLine cl{
+      "pack",
+      "SRC_DIR --out OUT_DIR\n--from-index INDEX [--view VIEW] --out OUT_DIR",
+      {{"out", 'o', "OUT_DIR", "where the shards and the index go (required)", SetString(&o->out)},
+       {"shard-size", 0, "SIZE", "largest shard, trailer included (default 1GiB)",
+        SetNonZeroSize(&o->shard_size, "--shard-size: bad size '{}'")},
+       {"max-files", 0, "N", "members per shard at most (default: no limit)",
+        SetNonZeroSize(&o->max_files, "--max-files: bad number '{}'")},
+       {"name", 0, "PATTERN", "shard file names, one printf integer conversion",
+        SetString(&o->name)},
+       {"jobs", 'j', "N", "threads reading files ahead (default: twice the cores)",
+        SetJobs(&o->jobs)},
+       {"from-list", 0, "FILE", "only the paths FILE lists, in its order",
+        SetString(&o->from_list)},
+       {"exclude", 0, "GLOB", "leave out what matches (repeatable)", AppendString(&o->excludes)},
+       {"skip-unreadable", 0, nullptr, "skip what cannot be read instead of failing",
+        SetFlag(&o->skip_unreadable)},
+       {"skip-special", 0, nullptr, "leave out sockets, FIFOs and devices",
+        SetFlag(&o->skip_special)},
+       {"follow-symlinks", 0, nullptr, "store what a symlink inside SRC_DIR names",
+        SetFlag(&o->follow_symlinks)},
+       {"quiet", 'q', nullptr, "no progress and no summary", SetFlag(&o->quiet)},
+       {"force", 0, nullptr, "replace an earlier pack at OUT_DIR", SetFlag(&o->force)},
+       {"from-index", 0, "INDEX", "pack a view of INDEX instead of a tree",
+        SetString(&o->from_index)},
+       {"view", 0, "VIEW", "the view to pack (with --from-index)", SetString(&o->view)}}};
   std::vector<std::string> positional;
-  optind = 0;
-  // Options may follow SRC_DIR ("shardfs pack SRC --out OUT"), so no '+'.
-  for (int c; (c = getopt_long(argc, argv, "-o:j:q", kLong, nullptr)) != -1;) {
-    switch (c) {
-      case 1: positional.push_back(optarg); break;
-      case 'o': o->out = optarg; break;
-      case kShardSize:
-        if (!ParseSize(optarg, &o->shard_size) || o->shard_size == 0) {
-          return UsageError("pack", fmt::format("--shard-size: bad size '{}'", optarg));
-        }
-        break;
-      case kMaxFiles: {
-        uint64_t n = 0;
-        if (!ParseSize(optarg, &n) || n == 0) {
-          return UsageError("pack", fmt::format("--max-files: bad number '{}'", optarg));
-        }
-        o->max_files = n;
-        break;
-      }
-      case kName: o->name = optarg; break;
-      case 'j':
-        if (!ParseJobs(optarg, &o->jobs)) return UsageError("pack", "-j needs a count 1..4096");
-        break;
-      case kFromList: o->from_list = optarg; break;
-      case kExclude: o->excludes.push_back(optarg); break;
-      case kSkipUnreadable: o->skip_unreadable = true; break;
-      case kSkipSpecial: o->skip_special = true; break;
-      case kFollow: o->follow_symlinks = true; break;
-      case 'q': o->quiet = true; break;
-      case kForce: o->force = true; break;
-      case kFromIndex: o->from_index = optarg; break;
-      case kView: o->view = optarg; break;
-      default: return UsageError("pack", "unknown option");
-    }
-  }
-  for (int i = optind; i < argc; ++i) positional.push_back(argv[i]);
+  if (int rc = ParseArgs(cl, argc, argv, &positional); rc >= 0) return rc;
   if (o->out.empty()) return UsageError("pack", "--out OUT_DIR is required");
   if (!o->from_index.empty()) {
     if (!positional.empty()) return UsageError("pack", "--from-index takes no SRC_DIR");
@@ -140,28 +108,16 @@ int RunPack(int argc, char** argv) {
 }
 
 int RunVerify(int argc, char** argv) {
-  enum { kMounted = 256, kFull };
-  static const option kLong[] = {{"mounted", required_argument, nullptr, kMounted},
-                                 {"full", no_argument, nullptr, kFull},
-                                 {"jobs", required_argument, nullptr, 'j'},
-                                 {"quiet", no_argument, nullptr, 'q'},
-                                 {nullptr, 0, nullptr, 0}};
   tools::VerifyOptions o;
+  const CommandLine cl{
+      "verify",
+      "INDEX SRC_DIR\n--mounted MOUNTPOINT SRC_DIR",
+      {{"mounted", 0, "MOUNTPOINT", "compare a mount instead of an index", SetString(&o.mounted)},
+       {"full", 0, nullptr, "compare contents byte for byte", SetFlag(&o.full)},
+       {"jobs", 'j', "N", "files compared at once (default: twice the cores)", SetJobs(&o.jobs)},
+       {"quiet", 'q', nullptr, "no progress; differences and errors only", SetFlag(&o.quiet)}}};
   std::vector<std::string> positional;
-  optind = 0;
-  for (int c; (c = getopt_long(argc, argv, "-j:q", kLong, nullptr)) != -1;) {
-    switch (c) {
-      case 1: positional.push_back(optarg); break;
-      case kMounted: o.mounted = optarg; break;
-      case kFull: o.full = true; break;
-      case 'j':
-        if (!ParseJobs(optarg, &o.jobs)) return UsageError("verify", "-j needs a count 1..4096");
-        break;
-      case 'q': o.quiet = true; break;
-      default: return UsageError("verify", "unknown option");
-    }
-  }
-  for (int i = optind; i < argc; ++i) positional.push_back(argv[i]);
+  if (int rc = ParseArgs(cl, argc, argv, &positional); rc >= 0) return rc;
   if (o.mounted.empty()) {
     if (positional.size() != 2) return UsageError("verify", "expected INDEX SRC_DIR");
     o.index = positional[0];

@@ -1,7 +1,5 @@
 // `shardfs stats`, `shardfs cache warm`, `shardfs cache drop`: requests to a
 // running mount's daemon over its control socket (src/control_server.h).
-#include <getopt.h>
-
 #include <string>
 #include <vector>
 
@@ -29,34 +27,45 @@ int Ask(const char* command, const std::string& mountpoint, const std::vector<st
 }  // namespace
 
 int RunStats(int argc, char** argv) {
-  static const option kLong[] = {{"json", no_argument, nullptr, 'j'},
-                                 {"shards", no_argument, nullptr, 's'},
-                                 {nullptr, 0, nullptr, 0}};
   std::vector<std::string> words{"stats"};
-  optind = 0;
-  for (int c; (c = getopt_long(argc, argv, "+", kLong, nullptr)) != -1;) {
-    switch (c) {
-      case 'j': words.push_back("json"); break;
-      case 's': words.push_back("shards"); break;
-      default: return UsageError("stats", "unknown option");
-    }
-  }
-  if (argc - optind != 1) return UsageError("stats", "expected MOUNTPOINT");
-  return Ask("stats", argv[optind], words);
+  auto ask_for = [&words](const char* word) {
+    return [&words, word](const char*) {
+      words.push_back(word);
+      return Status::Ok();
+    };
+  };
+  const CommandLine cl{
+      "stats",
+      "MOUNTPOINT",
+      {{"json", 0, nullptr, "one JSON object", ask_for("json")},
+       {"shards", 0, nullptr, "also the counters of each shard", ask_for("shards")}},
+      Operands::kAfterOptions};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() != 1) return UsageError("stats", "expected MOUNTPOINT");
+  return Ask("stats", args[0], words);
 }
 
+// No options: a PATH is a path inside the mount, whatever it begins with.
 int RunCacheWarm(int argc, char** argv) {
-  if (argc < 2) return UsageError("cache warm", "expected MOUNTPOINT [PATH...]");
+  const CommandLine cl{
+      "cache warm", "MOUNTPOINT [PATH...]   (no PATH: the whole view)", {}, Operands::kVerbatim};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.empty()) return UsageError("cache warm", "expected MOUNTPOINT [PATH...]");
   std::vector<std::string> words{"warm"};
   // Paths inside the mount, relative to its root ("a/b" or "/a/b").
-  for (int i = 2; i < argc; ++i) words.push_back(argv[i]);
+  words.insert(words.end(), args.begin() + 1, args.end());
   // As long as the fetches take: the daemon answers once they are done.
-  return Ask("cache warm", argv[1], words, /*reply_timeout_ms=*/0);
+  return Ask("cache warm", args[0], words, /*reply_timeout_ms=*/0);
 }
 
 int RunCacheDrop(int argc, char** argv) {
-  if (argc != 2) return UsageError("cache drop", "expected MOUNTPOINT");
-  return Ask("cache drop", argv[1], {"drop"});
+  const CommandLine cl{"cache drop", "MOUNTPOINT", {}, Operands::kVerbatim};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() != 1) return UsageError("cache drop", "expected MOUNTPOINT");
+  return Ask("cache drop", args[0], {"drop"});
 }
 
 }  // namespace shardfs::cli

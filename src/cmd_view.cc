@@ -1,9 +1,8 @@
 // `shardfs view create|ls|log|rm|tag` and `shardfs index add`: the named
 // views and versions of an index (index/view_store.h).
-#include <getopt.h>
-
 #include <cstdint>
 #include <ctime>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -12,7 +11,6 @@
 #include "index/view_store.h"
 #include "src/command.h"
 #include "src/json_writer.h"
-#include "base/parse.h"
 #include "tools/index_add.h"
 #include "tools/progress.h"
 #include "tools/view_create.h"
@@ -52,43 +50,35 @@ Result<std::unique_ptr<index::IndexReader>> OpenIndex(const std::string& path) {
 }  // namespace
 
 int RunViewCreate(int argc, char** argv) {
-  static const option kLong[] = {
-      {"from", required_argument, nullptr, 'f'},
-      {"include", required_argument, nullptr, 'i'},
-      {"exclude", required_argument, nullptr, 'x'},
-      {"include-list", required_argument, nullptr, 'I'},
-      {"exclude-list", required_argument, nullptr, 'X'},
-      {"rename-map", required_argument, nullptr, 'r'},
-      {"ignore-missing", no_argument, nullptr, 'g'},
-      {"message", required_argument, nullptr, 'm'},
-      {"json", no_argument, nullptr, 'J'},
-      {nullptr, 0, nullptr, 0}};
   tools::ViewCreateOptions o;
   bool json = false;
-  optind = 0;
-  for (int c; (c = getopt_long(argc, argv, "m:", kLong, nullptr)) != -1;) {
-    switch (c) {
-      case 'f': o.from = optarg; break;
-      case 'i': o.include_globs.push_back(optarg); break;
-      case 'x': o.exclude_globs.push_back(optarg); break;
-      case 'I':
-        if (!o.include_list.empty()) return UsageError("view create", "one --include-list");
-        o.include_list = optarg;
-        break;
-      case 'X':
-        if (!o.exclude_list.empty()) return UsageError("view create", "one --exclude-list");
-        o.exclude_list = optarg;
-        break;
-      case 'r': o.rename_map = optarg; break;
-      case 'g': o.ignore_missing = true; break;
-      case 'm': o.message = optarg; break;
-      case 'J': json = true; break;
-      default: return UsageError("view create", "unknown option");
-    }
-  }
-  if (argc - optind != 2) return UsageError("view create", "expected INDEX NAME");
-  o.index = argv[optind];
-  o.name = argv[optind + 1];
+  auto one_list = [](std::string* list, const char* error) {
+    return [list, error](const char* arg) {
+      if (!list->empty()) return Status::InvalidArgument(error);
+      *list = arg;
+      return Status::Ok();
+    };
+  };
+  const CommandLine cl{
+      "view create",
+      "INDEX NAME",
+      {{"from", 0, "SPEC", "the version to start from (default: default)", SetString(&o.from)},
+       {"include", 0, "GLOB", "keep what matches (repeatable)", AppendString(&o.include_globs)},
+       {"exclude", 0, "GLOB", "drop what matches (repeatable)", AppendString(&o.exclude_globs)},
+       {"include-list", 0, "FILE", "keep the paths FILE lists",
+        one_list(&o.include_list, "one --include-list")},
+       {"exclude-list", 0, "FILE", "drop the paths FILE lists",
+        one_list(&o.exclude_list, "one --exclude-list")},
+       {"rename-map", 0, "FILE", "rename by FILE's OLD<TAB>NEW lines", SetString(&o.rename_map)},
+       {"ignore-missing", 0, nullptr, "listed paths that are not there are no error",
+        SetFlag(&o.ignore_missing)},
+       {"message", 'm', "MESSAGE", "the version's message", SetString(&o.message)},
+       {"json", 0, nullptr, "one JSON object", SetFlag(&json)}}};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() != 2) return UsageError("view create", "expected INDEX NAME");
+  o.index = args[0];
+  o.name = args[1];
   Result<tools::ViewCreateReport> r = tools::CreateView(o);
   if (!r.ok()) return Fail(r.status().WithContext("view create"));
   const auto& s = r->summary;
@@ -114,15 +104,13 @@ int RunViewCreate(int argc, char** argv) {
 }
 
 int RunViewLs(int argc, char** argv) {
-  static const option kLong[] = {{"json", no_argument, nullptr, 'J'}, {nullptr, 0, nullptr, 0}};
   bool json = false;
-  optind = 0;
-  for (int c; (c = getopt_long(argc, argv, "", kLong, nullptr)) != -1;) {
-    if (c != 'J') return UsageError("view ls", "unknown option");
-    json = true;
-  }
-  if (argc - optind != 1) return UsageError("view ls", "expected INDEX");
-  auto reader = OpenIndex(argv[optind]);
+  const CommandLine cl{
+      "view ls", "INDEX", {{"json", 0, nullptr, "one JSON object", SetFlag(&json)}}};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() != 1) return UsageError("view ls", "expected INDEX");
+  auto reader = OpenIndex(args[0]);
   if (!reader.ok()) return Fail(reader.status());
   const index::Catalog& catalog = (*reader)->catalog();
   auto names = catalog.Names();
@@ -165,18 +153,16 @@ int RunViewLs(int argc, char** argv) {
 }
 
 int RunViewLog(int argc, char** argv) {
-  static const option kLong[] = {{"json", no_argument, nullptr, 'J'}, {nullptr, 0, nullptr, 0}};
   bool json = false;
-  optind = 0;
-  for (int c; (c = getopt_long(argc, argv, "", kLong, nullptr)) != -1;) {
-    if (c != 'J') return UsageError("view log", "unknown option");
-    json = true;
-  }
-  if (argc - optind != 2) return UsageError("view log", "expected INDEX NAME");
-  if (Status s = index::CheckViewName(argv[optind + 1], "view"); !s.ok()) return Fail(s);
-  auto reader = OpenIndex(argv[optind]);
+  const CommandLine cl{
+      "view log", "INDEX NAME", {{"json", 0, nullptr, "one JSON object", SetFlag(&json)}}};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() != 2) return UsageError("view log", "expected INDEX NAME");
+  if (Status s = index::CheckViewName(args[1], "view"); !s.ok()) return Fail(s);
+  auto reader = OpenIndex(args[0]);
   if (!reader.ok()) return Fail(reader.status());
-  auto versions = (*reader)->catalog().Versions(argv[optind + 1]);
+  auto versions = (*reader)->catalog().Versions(args[1]);
   if (!versions.ok()) return Fail(versions.status());
   std::string items = "[";
   for (auto v = versions->rbegin(); v != versions->rend(); ++v) {
@@ -205,27 +191,26 @@ int RunViewLog(int argc, char** argv) {
   }
   if (json) {
     JsonObject j;
-    j.Str("name", argv[optind + 1]).Raw("versions", items + "]");
+    j.Str("name", args[1]).Raw("versions", items + "]");
     fmt::print("{}\n", j.Finish());
   }
   return kExitOk;
 }
 
 int RunViewRm(int argc, char** argv) {
-  optind = 0;
-  if (getopt_long(argc, argv, "", nullptr, nullptr) != -1) {
-    return UsageError("view rm", "unknown option");
-  }
-  if (argc - optind != 2) return UsageError("view rm", "expected INDEX NAME[@N]");
-  auto spec = index::ParseViewSpec(argv[optind + 1]);
+  const CommandLine cl{"view rm", "INDEX NAME[@N]", {}};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() != 2) return UsageError("view rm", "expected INDEX NAME[@N]");
+  auto spec = index::ParseViewSpec(args[1]);
   if (!spec.ok()) return Fail(spec.status());
   if (spec->name == index::kDefaultViewName) {
     return Fail(Status::InvalidArgument(
         "view rm: 'default' is the full tree and cannot be removed"));
   }
-  auto editor = index::IndexEditor::Open(argv[optind]);
+  auto editor = index::IndexEditor::Open(args[0]);
   if (!editor.ok()) return Fail(editor.status());
-  auto reader = OpenIndex(argv[optind]);
+  auto reader = OpenIndex(args[0]);
   if (!reader.ok()) return Fail(reader.status());
   auto versions = (*reader)->catalog().Versions(spec->name);
   if (!versions.ok()) return Fail(versions.status());
@@ -244,63 +229,45 @@ int RunViewRm(int argc, char** argv) {
 }
 
 int RunViewTag(int argc, char** argv) {
-  static const option kLong[] = {{"force", no_argument, nullptr, 'F'}, {nullptr, 0, nullptr, 0}};
   bool force = false;
-  optind = 0;
-  for (int c; (c = getopt_long(argc, argv, "", kLong, nullptr)) != -1;) {
-    if (c != 'F') return UsageError("view tag", "unknown option");
-    force = true;
-  }
-  if (argc - optind != 3) return UsageError("view tag", "expected INDEX NAME@N TAG");
-  auto spec = index::ParseViewSpec(argv[optind + 1]);
+  const CommandLine cl{
+      "view tag",
+      "INDEX NAME@N TAG",
+      {{"force", 0, nullptr, "move the tag if it names another version", SetFlag(&force)}}};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() != 3) return UsageError("view tag", "expected INDEX NAME@N TAG");
+  auto spec = index::ParseViewSpec(args[1]);
   if (!spec.ok()) return Fail(spec.status());
-  if (Status s = index::CheckTagName(argv[optind + 2]); !s.ok()) return Fail(s);
-  auto editor = index::IndexEditor::Open(argv[optind]);
+  if (Status s = index::CheckTagName(args[2]); !s.ok()) return Fail(s);
+  auto editor = index::IndexEditor::Open(args[0]);
   if (!editor.ok()) return Fail(editor.status());
-  auto reader = OpenIndex(argv[optind]);
+  auto reader = OpenIndex(args[0]);
   if (!reader.ok()) return Fail(reader.status());
   auto version = (*reader)->catalog().Resolve(*spec);
   if (!version.ok()) return Fail(version.status());
   reader->reset();
-  if (Status s = (*editor)->Tag(*version, argv[optind + 2], force); !s.ok()) return Fail(s);
-  fmt::print("{}@{} -> {}\n", version->name, argv[optind + 2], version->label());
+  if (Status s = (*editor)->Tag(*version, args[2], force); !s.ok()) return Fail(s);
+  fmt::print("{}@{} -> {}\n", version->name, args[2], version->label());
   return kExitOk;
 }
 
 int RunIndexAdd(int argc, char** argv) {
-  static const option kLong[] = {{"no-checksum", no_argument, nullptr, 'n'},
-                                 {"jobs", required_argument, nullptr, 'j'},
-                                 {"message", required_argument, nullptr, 'm'},
-                                 {"quiet", no_argument, nullptr, 'q'},
-                                 {"max-shard-size", required_argument, nullptr, 'S'},
-                                 {"max-list-pages", required_argument, nullptr, 'P'},
-                                 {nullptr, 0, nullptr, 0}};
   tools::IndexAddOptions o;
-  optind = 0;
-  for (int c; (c = getopt_long(argc, argv, "j:m:q", kLong, nullptr)) != -1;) {
-    switch (c) {
-      case 'n': o.checksum = false; break;
-      case 'j':
-        if (!ParseJobs(optarg, &o.jobs)) return UsageError("index add", "-j needs a count 1..4096");
-        break;
-      case 'm': o.message = optarg; break;
-      case 'q': o.quiet = true; break;
-      case 'S':
-        if (!ParseSize(optarg, &o.remote.max_shard_size) || o.remote.max_shard_size == 0) {
-          return UsageError("index add", "--max-shard-size needs a size such as 64G");
-        }
-        break;
-      case 'P':
-        if (!ParseCount(optarg, 1, UINT64_MAX, &o.remote.max_list_pages)) {
-          return UsageError("index add", "--max-list-pages needs a count of at least 1");
-        }
-        break;
-      default: return UsageError("index add", "unknown option");
-    }
-  }
-  if (argc - optind < 2) return UsageError("index add", "expected INDEX SHARD...");
-  o.index = argv[optind];
-  for (int i = optind + 1; i < argc; ++i) o.inputs.push_back(argv[i]);
+  CommandLine cl{
+      "index add",
+      "INDEX SHARD...",
+      {{"no-checksum", 0, nullptr, "read headers only, no content checksums",
+        SetFlag(&o.checksum, false)},
+       {"jobs", 'j', "N", "shards scanned at once (default: one per core)", SetJobs(&o.jobs)},
+       {"message", 'm', "MESSAGE", "the new version's message", SetString(&o.message)},
+       {"quiet", 'q', nullptr, "no progress; warnings and errors only", SetFlag(&o.quiet)}}};
+  std::ranges::move(RemoteLimitOptions(&o.remote), std::back_inserter(cl.options));
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() < 2) return UsageError("index add", "expected INDEX SHARD...");
+  o.index = args[0];
+  o.inputs.assign(args.begin() + 1, args.end());
   if (o.quiet) log::SetLevel(log::Level::kWarning);
   Result<tools::IndexAddReport> r = tools::AddShards(o);
   if (!r.ok()) return Fail(r.status().WithContext("index add"));

@@ -1,8 +1,6 @@
 // `shardfs view diff` and `shardfs view export` (tools/view_diff.h,
 // tools/view_export.h): the logic lives in tools/, this file parses the
 // command line and writes the text and JSON forms.
-#include <getopt.h>
-
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -65,21 +63,17 @@ std::string KeysJsonLines(const tools::ViewExport& ex) {
 
 }  // namespace
 
-// Options may follow the operands (`view export IDX VIEW --format keys`), so
-// getopt permutes: view names cannot start with '-'.
+// Options may follow the operands (`view export IDX VIEW --format keys`):
+// view names cannot start with '-'.
 int RunViewDiff(int argc, char** argv) {
-  static const option kLong[] = {{"json", no_argument, nullptr, 'J'}, {nullptr, 0, nullptr, 0}};
   bool json = false;
-  optind = 0;
-  for (int c; (c = getopt_long(argc, argv, "", kLong, nullptr)) != -1;) {
-    if (c == 'J') {
-      json = true;
-    } else {
-      return UsageError("view diff", "unknown option");
-    }
-  }
-  if (argc - optind != 3) return UsageError("view diff", "expected INDEX VIEW_A VIEW_B");
-  auto diff = tools::DiffViews(argv[optind], argv[optind + 1], argv[optind + 2]);
+  const CommandLine cl{"view diff",
+                       "INDEX VIEW_A VIEW_B",
+                       {{"json", 0, nullptr, "one JSON object", SetFlag(&json)}}};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() != 3) return UsageError("view diff", "expected INDEX VIEW_A VIEW_B");
+  auto diff = tools::DiffViews(args[0], args[1], args[2]);
   if (!diff.ok()) {
     log::Error("view diff: {}", diff.status().message());
     return kExitFailure;
@@ -91,24 +85,21 @@ int RunViewDiff(int argc, char** argv) {
 }
 
 int RunViewExport(int argc, char** argv) {
-  static const option kLong[] = {{"format", required_argument, nullptr, 'f'},
-                                 {"out", required_argument, nullptr, 'o'},
-                                 {nullptr, 0, nullptr, 0}};
   std::string format, out;
-  optind = 0;
-  for (int c; (c = getopt_long(argc, argv, "", kLong, nullptr)) != -1;) {
-    switch (c) {
-      case 'f': format = optarg; break;
-      case 'o': out = optarg; break;
-      default: return UsageError("view export", "unknown option");
-    }
-  }
-  if (argc - optind != 2) return UsageError("view export", "expected INDEX VIEW");
+  const CommandLine cl{
+      "view export",
+      "INDEX VIEW --format shards|keys",
+      {{"format", 0, "shards|keys", "shard paths, or JSON lines of sample keys per shard",
+        SetString(&format)},
+       {"out", 0, "FILE", "write FILE (atomically) instead of standard output", SetString(&out)}}};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() != 2) return UsageError("view export", "expected INDEX VIEW");
   if (format.empty()) return UsageError("view export", "--format shards|keys is required");
   if (format != "shards" && format != "keys") {
     return UsageError("view export", fmt::format("--format must be shards or keys, not '{}'", format));
   }
-  auto ex = tools::ExportView(argv[optind], argv[optind + 1]);
+  auto ex = tools::ExportView(args[0], args[1]);
   if (!ex.ok()) {
     log::Error("view export: {}", ex.status().message());
     return kExitFailure;

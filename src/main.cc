@@ -1,6 +1,5 @@
 // shardfs: one command with subcommands. See man/shardfs.1.
-#include <getopt.h>
-
+#include <algorithm>
 #include <clocale>
 #include <cstdio>
 #include <cstdlib>
@@ -31,73 +30,31 @@ void PrintHelp() {
   fmt::print("\n`shardfs COMMAND --help` shows a command's options; man shardfs(1) has them all.\n");
 }
 
-bool WantsHelp(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--") == 0) return false;
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command> kCommands = {
-      {"index build", "scan tar shards and write an index",
-       "usage: shardfs index build --out INDEX [--no-checksum] [-j N] [--force] [--quiet]\n"
-       "                           [--from-list FILE [--url-prefix URL]] [--max-shard-size SIZE]\n"
-       "                           [--max-list-pages N] SHARD|DIR|GLOB|URL...",
-       RunIndexBuild},
-      {"index add", "append shards to an index as a new version of the full tree",
-       "usage: shardfs index add [--no-checksum] [-m MESSAGE] [--quiet] [--max-shard-size SIZE]\n"
-       "                         [--max-list-pages N] INDEX SHARD...",
-       RunIndexAdd},
-      {"index info", "what an index holds",
-       "usage: shardfs index info [--view VIEW] [--json] INDEX", RunIndexInfo},
-      {"ls", "list a directory of the indexed tree",
-       "usage: shardfs ls [-R] [--json] [--view VIEW] INDEX [PATH]", RunLs},
-      {"stat", "entries of the indexed tree, with their shards and offsets",
-       "usage: shardfs stat [--json] [--view VIEW] INDEX PATH [PATH...]", RunStat},
-      {"view create", "make a new version of a named view (a subset, renames)",
-       "usage: shardfs view create INDEX NAME [--from VIEW] [--include GLOB]... [--exclude GLOB]...\n"
-       "                           [--include-list FILE] [--exclude-list FILE]\n"
-       "                           [--rename-map FILE] [--ignore-missing] [-m MESSAGE] [--json]",
-       RunViewCreate},
-      {"view ls", "the views of an index", "usage: shardfs view ls [--json] INDEX", RunViewLs},
-      {"view log", "the versions of a view", "usage: shardfs view log [--json] INDEX NAME",
-       RunViewLog},
-      {"view diff", "what changed between two views or versions",
-       "usage: shardfs view diff [--json] INDEX VIEW_A VIEW_B", RunViewDiff},
-      {"view rm", "remove a view or one version of it", "usage: shardfs view rm INDEX NAME[@N]",
-       RunViewRm},
-      {"view tag", "name a version of a view",
-       "usage: shardfs view tag [--force] INDEX NAME@N TAG", RunViewTag},
+      {"index build", "scan tar shards and write an index", RunIndexBuild},
+      {"index add", "append shards to an index as a new version of the full tree", RunIndexAdd},
+      {"index info", "what an index holds", RunIndexInfo},
+      {"ls", "list a directory of the indexed tree", RunLs},
+      {"stat", "entries of the indexed tree, with their shards and offsets", RunStat},
+      {"view create", "make a new version of a named view (a subset, renames)", RunViewCreate},
+      {"view ls", "the views of an index", RunViewLs},
+      {"view log", "the versions of a view", RunViewLog},
+      {"view diff", "what changed between two views or versions", RunViewDiff},
+      {"view rm", "remove a view or one version of it", RunViewRm},
+      {"view tag", "name a version of a view", RunViewTag},
       {"view export", "a view as shard lists and sample keys, for WebDataset-style readers",
-       "usage: shardfs view export INDEX VIEW --format shards|keys [--out FILE]", RunViewExport},
-      {"mount", "mount an index as a read-only filesystem",
-       "usage: shardfs mount [-f] [-o OPT[,OPT...]] [--check] [--allow-missing-shards]\n"
-       "                     INDEX MOUNTPOINT",
-       RunMount},
-      {"umount", "unmount a shardfs mount", "usage: shardfs umount MOUNTPOINT", RunUmount},
-      {"stats", "a mount's reads, fetches, cache and requests",
-       "usage: shardfs stats [--json] [--shards] MOUNTPOINT", RunStats},
-      {"cache warm", "fetch files of a mount into its chunk cache",
-       "usage: shardfs cache warm MOUNTPOINT [PATH...]   (no PATH: the whole view)",
-       RunCacheWarm},
-      {"cache drop", "empty a mount's chunk cache", "usage: shardfs cache drop MOUNTPOINT",
-       RunCacheDrop},
+       RunViewExport},
+      {"mount", "mount an index as a read-only filesystem", RunMount},
+      {"umount", "unmount a shardfs mount", RunUmount},
+      {"stats", "a mount's reads, fetches, cache and requests", RunStats},
+      {"cache warm", "fetch files of a mount into its chunk cache", RunCacheWarm},
+      {"cache drop", "empty a mount's chunk cache", RunCacheDrop},
       {"pack", "pack a directory tree (or a view of an index) into tar shards and an index",
-       "usage: shardfs pack SRC_DIR --out OUT_DIR [--shard-size SIZE] [--max-files N]\n"
-       "                    [--name PATTERN] [-j N] [--from-list FILE] [--exclude GLOB]...\n"
-       "                    [--skip-unreadable] [--skip-special] [--follow-symlinks]\n"
-       "                    [--quiet] [--force]\n"
-       "       shardfs pack --from-index INDEX [--view VIEW] --out OUT_DIR [--shard-size SIZE]\n"
-       "                    [--max-files N] [--name PATTERN] [-j N] [--quiet] [--force]",
        RunPack},
-      {"verify", "compare a packed tree with its source",
-       "usage: shardfs verify INDEX SRC_DIR [--full] [-j N] [--quiet]\n"
-       "       shardfs verify --mounted MOUNTPOINT SRC_DIR [--full] [-j N] [--quiet]",
-       RunVerify},
+      {"verify", "compare a packed tree with its source", RunVerify},
   };
   return kCommands;
 }
@@ -105,6 +62,20 @@ const std::vector<Command>& AllCommands() {
 int UsageError(const char* command, const std::string& reason) {
   fmt::print(stderr, "shardfs {}: {} (see shardfs {} --help)\n", command, reason, command);
   return kExitUsage;
+}
+
+int ParseArgs(const CommandLine& cl, int argc, char** argv, std::vector<std::string>* operands) {
+  Result<ParsedArgs> parsed = ParseCommandLine(cl, argc, argv);
+  if (!parsed.ok()) return UsageError(cl.command, parsed.status().message());
+  if (parsed->help) {
+    std::string_view name = cl.command;
+    auto c = std::find_if(AllCommands().begin(), AllCommands().end(),
+                          [&](const Command& c) { return name == c.name; });
+    fmt::print("{}", FormatHelp(cl, c != AllCommands().end() ? c->summary : ""));
+    return kExitOk;
+  }
+  *operands = std::move(parsed->operands);
+  return -1;
 }
 
 }  // namespace shardfs::cli
@@ -143,10 +114,6 @@ int Dispatch(int argc, char** argv, std::string* command) {
     *command = name;
     int sub_argc = argc - words;
     char** sub_argv = argv + words;
-    if (WantsHelp(sub_argc, sub_argv)) {
-      fmt::print("{}\n\n{}.\nAll options: man shardfs(1).\n", c.usage, c.summary);
-      return kExitOk;
-    }
     return c.run(sub_argc, sub_argv);
   }
   if (first == "index" || first == "view") {
@@ -179,9 +146,6 @@ int main(int argc, char** argv) {
   // libarchive hands pax UTF-8 names through as they are stored (in a UTF-8
   // locale it would normalise them to NFC, naming paths tar never wrote).
   std::setlocale(LC_ALL, "C");
-  // Commands report unknown options in their one usage line; getopt's own
-  // message would make it two.
-  opterr = 0;
   if (const char* debug = std::getenv("SHARDFS_DEBUG"); debug && *debug && *debug != '0') {
     shardfs::log::SetLevel(shardfs::log::Level::kDebug);
   }
