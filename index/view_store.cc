@@ -16,6 +16,7 @@
 #include <rocksdb/metadata.h>
 #include <rocksdb/sst_file_writer.h>
 
+#include "base/coding.h"
 #include "base/strings.h"
 #include "index/db_options.h"
 
@@ -45,15 +46,9 @@ bool NameChar(char c) {
          c == '.' || c == '_' || c == '-';
 }
 
-uint32_t GetLittle32(std::string_view v) {
-  uint32_t x = 0;
-  for (int i = 3; i >= 0; --i) x = (x << 8) | static_cast<uint8_t>(v[i]);
-  return x;
-}
-
-std::string PutLittle32(uint32_t x) {
-  std::string v(4, '\0');
-  for (int i = 0; i < 4; ++i, x >>= 8) v[i] = static_cast<char>(x & 0xff);
+std::string Fixed32(uint32_t x) {
+  std::string v;
+  PutFixed32(&v, x);
   return v;
 }
 
@@ -134,7 +129,7 @@ Result<std::vector<std::pair<std::string, uint32_t>>> Catalog::Tags(std::string_
         if (!DecodeTagKey(key, &n, &tag) || value.size() != 4) {
           return Status::Corruption(fmt::format("index {}: damaged tag of view '{}'", path_, name));
         }
-        tags.emplace_back(std::string(tag), GetLittle32(value));
+        tags.emplace_back(std::string(tag), DecodeFixed32(value.data()));
         return Status::Ok();
       }));
   return tags;
@@ -218,7 +213,7 @@ Result<uint32_t> Catalog::MaxViewId() const {
   uint32_t max = 0;
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kViewIdKey, &value);
-  if (s.ok() && value.size() == 4) max = GetLittle32(value);
+  if (s.ok() && value.size() == 4) max = DecodeFixed32(value.data());
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   it->SeekForPrev(std::string(1, kViewPrefix) + std::string(8, '\xff'));
   ViewId last;
@@ -248,11 +243,9 @@ Result<VersionSets> ReadVersionSets(rocksdb::DB* db, const std::string& index_pa
 }
 
 std::string EncodeShardBytes(const std::vector<uint64_t>& bytes) {
-  std::string out(bytes.size() * 8, '\0');
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    uint64_t v = bytes[i];
-    for (int b = 0; b < 8; ++b, v >>= 8) out[i * 8 + b] = static_cast<char>(v & 0xff);
-  }
+  std::string out;
+  out.reserve(bytes.size() * 8);
+  for (uint64_t v : bytes) PutFixed64(&out, v);
   return out;
 }
 
@@ -264,11 +257,7 @@ Result<std::vector<uint64_t>> ReadShardBytes(rocksdb::DB* db, ViewId view) {
   if (!s.ok()) return FromRocks(s, "shard bytes");
   if (value.size() % 8 != 0) return Status::Corruption("shard bytes: not a multiple of 8 bytes");
   std::vector<uint64_t> bytes(value.size() / 8);
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    uint64_t v = 0;
-    for (int b = 7; b >= 0; --b) v = (v << 8) | static_cast<uint8_t>(value[i * 8 + b]);
-    bytes[i] = v;
-  }
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = DecodeFixed64(value.data() + i * 8);
   return bytes;
 }
 
@@ -435,7 +424,7 @@ Status IndexEditor::AddVersion(const VersionInfo& info, const VersionTable& tabl
   std::string record;
   EncodeVersionRecord(info.record, &record);
   catalog.emplace_back(EncodeCatalogKey(info.name, info.version), std::move(record));
-  catalog.emplace_back(kViewIdKey, PutLittle32(view.value));
+  catalog.emplace_back(kViewIdKey, Fixed32(view.value));
   std::sort(catalog.begin(), catalog.end());
   SHARDFS_ASSIGN_OR_RETURN(f, WriteTable("catalog", catalog, {}));
   files.push_back(std::move(f));
@@ -461,11 +450,11 @@ Status IndexEditor::Tag(const VersionInfo& info, std::string_view tag, bool forc
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), key, &value);
   if (s.ok() && !force) {
-    return Status::AlreadyExists(fmt::format(
-        "index {}: {}@{} already exists (version {}); use --force to move it", path_, info.name,
-        tag, value.size() == 4 ? GetLittle32(value) : 0));
+    return Status::AlreadyExists(
+        fmt::format("index {}: {}@{} already exists (version {}); use --force to move it", path_,
+                    info.name, tag, value.size() == 4 ? DecodeFixed32(value.data()) : 0));
   }
-  SHARDFS_ASSIGN_OR_RETURN(std::string f, WriteTable("tag", {{key, PutLittle32(info.version)}}, {}));
+  SHARDFS_ASSIGN_OR_RETURN(std::string f, WriteTable("tag", {{key, Fixed32(info.version)}}, {}));
   return Ingest({f});
 }
 

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <utility>
 
+#include "base/coding.h"
 #include "base/io.h"
 #include "base/log.h"
 
@@ -36,23 +37,6 @@ constexpr std::string_view kMarkerText =
     "shardfs(1)). shardfs writes and deletes its own files here and leaves any\n"
     "other file alone.\n";
 
-void Put32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-void Put64(char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-uint32_t Get32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-uint64_t Get64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-
 struct Header {
   uint32_t len = 0;
   uint64_t id_hash = 0;
@@ -63,23 +47,23 @@ struct Header {
 void EncodeHeader(const Header& h, char* out) {
   std::memset(out, 0, ChunkCache::kHeaderSize);
   std::memcpy(out, kMagic, sizeof(kMagic));
-  Put32(out + 8, ChunkCache::kFormatVersion);
-  Put32(out + 12, h.len);
-  Put64(out + 16, h.id_hash);
-  Put64(out + 24, h.index);
-  Put64(out + 32, h.xxh3);
-  Put64(out + kHeaderSumOffset, XXH3_64bits(out, kHeaderSumOffset));
+  EncodeFixed32(out + 8, ChunkCache::kFormatVersion);
+  EncodeFixed32(out + 12, h.len);
+  EncodeFixed64(out + 16, h.id_hash);
+  EncodeFixed64(out + 24, h.index);
+  EncodeFixed64(out + 32, h.xxh3);
+  EncodeFixed64(out + kHeaderSumOffset, XXH3_64bits(out, kHeaderSumOffset));
 }
 
 // False if the bytes are not a header this version wrote.
 bool DecodeHeader(const char* in, Header* h) {
   if (std::memcmp(in, kMagic, sizeof(kMagic)) != 0) return false;
-  if (Get32(in + 8) != ChunkCache::kFormatVersion) return false;
-  if (Get64(in + kHeaderSumOffset) != XXH3_64bits(in, kHeaderSumOffset)) return false;
-  h->len = Get32(in + 12);
-  h->id_hash = Get64(in + 16);
-  h->index = Get64(in + 24);
-  h->xxh3 = Get64(in + 32);
+  if (DecodeFixed32(in + 8) != ChunkCache::kFormatVersion) return false;
+  if (DecodeFixed64(in + kHeaderSumOffset) != XXH3_64bits(in, kHeaderSumOffset)) return false;
+  h->len = DecodeFixed32(in + 12);
+  h->id_hash = DecodeFixed64(in + 16);
+  h->index = DecodeFixed64(in + 24);
+  h->xxh3 = DecodeFixed64(in + 32);
   return true;
 }
 
