@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <mutex>
@@ -19,6 +18,7 @@
 #include <rocksdb/table_properties.h>
 
 #include "base/fd.h"
+#include "base/parse.h"
 #include "base/strings.h"
 #include "index/db_options.h"
 #include "index/member_path.h"
@@ -58,18 +58,12 @@ std::string Printable(std::string_view v) {
 
 // Meta numbers are what std::to_string writes: decimal digits only (no sign,
 // space or base prefix) that fit in 64 bits.
-bool ParseDecimal(std::string_view text, uint64_t* out) {
-  if (text.empty()) return false;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-  }
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
-  return ec == std::errc() && end == text.data() + text.size();
-}
-
 Status ParseMetaNumber(std::string_view index, std::string_view name, std::string_view text,
                        uint64_t* out) {
-  if (ParseDecimal(text, out)) return Status::Ok();
+  if (std::optional<uint64_t> n = ParseDecimal(text)) {
+    *out = *n;
+    return Status::Ok();
+  }
   return Status::Corruption(
       fmt::format("index {}: meta key '{}' is '{}', expected a decimal number below 2^64", index,
                   name, Printable(text)));
@@ -807,9 +801,8 @@ std::string IndexReader::Meta(std::string_view name) const {
 
 uint64_t IndexReader::MetaNumber(std::string_view name) const {
   auto it = meta_.find(std::string(name));
-  uint64_t n = 0;
-  if (it == meta_.end() || !ParseDecimal(it->second, &n)) return 0;
-  return n;
+  if (it == meta_.end()) return 0;
+  return ParseDecimal(it->second).value_or(0);
 }
 
 uint64_t IndexReader::DiskBytes() const { return IndexDiskBytes(path_); }

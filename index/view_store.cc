@@ -17,6 +17,7 @@
 #include <rocksdb/sst_file_writer.h>
 
 #include "base/coding.h"
+#include "base/parse.h"
 #include "base/strings.h"
 #include "index/db_options.h"
 
@@ -101,11 +102,8 @@ Result<ViewSpec> ParseViewSpec(std::string_view spec) {
   if (!rest.empty() && std::all_of(rest.begin(), rest.end(), [](char c) {
         return c >= '0' && c <= '9';
       })) {
-    uint64_t v = 0;
-    for (char c : rest) {
-      v = v * 10 + static_cast<uint64_t>(c - '0');
-      if (v > UINT32_MAX) break;
-    }
+    // Digits only: too large for 64 bits is out of range too.
+    const uint64_t v = ParseDecimal(rest).value_or(0);
     if (v == 0 || v > UINT32_MAX) {
       return Status::InvalidArgument(
           fmt::format("view '{}': versions are numbered from 1", spec));

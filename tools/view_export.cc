@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <functional>
 #include <unordered_set>
 #include <utility>
@@ -14,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "base/fd.h"
+#include "base/parse.h"
 #include "base/strings.h"
 #include "index/index_reader.h"
 #include "tools/view_diff.h"
@@ -73,9 +73,7 @@ uint64_t DefaultVersion(std::string_view name) {
   constexpr std::string_view kPrefix = "default@";
   if (!name.starts_with(kPrefix)) return 0;
   name.remove_prefix(kPrefix.size());
-  uint64_t n = 0;
-  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), n);
-  return ec == std::errc() && end == name.data() + name.size() ? n : 0;
+  return ParseDecimal(name).value_or(0);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "base/coding.h"
@@ -114,6 +115,20 @@ TEST(ParseSizeTest, EverythingElseIsRefusedAndLeavesTheOutputAlone) {
   }
 }
 
+TEST(ParseDecimalTest, EveryUint64AndNothingElse) {
+  EXPECT_EQ(ParseDecimal("0"), 0u);
+  EXPECT_EQ(ParseDecimal("007"), 7u);
+  EXPECT_EQ(ParseDecimal("9999999999999999999"), 9999999999999999999u);
+  // 20 digits: uint64 has them (the copies this replaced stopped at 19).
+  EXPECT_EQ(ParseDecimal("10000000000000000000"), 10000000000000000000u);
+  EXPECT_EQ(ParseDecimal("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(ParseDecimal("000000000000000000000000018446744073709551615"), UINT64_MAX);
+  for (const char* text : {"", "18446744073709551616", "99999999999999999999", "-1", "+1", " 1",
+                           "1 ", "1x", "0x10", "1.0", "1e3", "\xd9\xa1"}) {
+    EXPECT_EQ(ParseDecimal(text), std::nullopt) << text;
+  }
+}
+
 TEST(ParseCountTest, WholeNumbersInRangeOnly) {
   uint64_t n = 0;
   EXPECT_TRUE(ParseCount("0", 0, 10, &n));
@@ -121,6 +136,8 @@ TEST(ParseCountTest, WholeNumbersInRangeOnly) {
   EXPECT_TRUE(ParseCount("10", 0, 10, &n));
   EXPECT_EQ(n, 10u);
   EXPECT_TRUE(ParseCount("4294967294", 0, UINT32_MAX - 1, &n));
+  EXPECT_TRUE(ParseCount("18446744073709551615", 0, UINT64_MAX, &n));
+  EXPECT_EQ(n, UINT64_MAX);
   for (const char* text : {"11", "", "4x", "+4", "-0", " 1", "1.0", "1e3"}) {
     EXPECT_FALSE(ParseCount(text, 0, 10, &n)) << text;
   }
