@@ -67,19 +67,6 @@ bool DecodeHeader(const char* in, Header* h) {
   return true;
 }
 
-Status WriteAll(int fd, const char* data, size_t len) {
-  while (len > 0) {
-    ssize_t n = ::write(fd, data, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno, "write");
-    }
-    data += n;
-    len -= static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
 // "uid 65534 (nobody)".
 std::string UserName(uid_t uid) {
   struct passwd pw;
@@ -307,9 +294,8 @@ Status ChunkCache::OpenDir() {
     if (!m.valid() && errno != EEXIST) {
       return Status::FromErrno(errno, fmt::format("cache_dir {}", marker));
     }
-    if (m.valid()) {
-      SHARDFS_RETURN_IF_ERROR(WriteAll(m.get(), kMarkerText.data(), kMarkerText.size())
-                                  .WithContext(fmt::format("cache_dir {}", marker)));
+    if (m.valid() && !WriteFully(m.get(), kMarkerText.data(), kMarkerText.size())) {
+      return Status::FromErrno(errno, "write").WithContext(fmt::format("cache_dir {}", marker));
     }
   }
   const std::string lock = fmt::format("{}/{}", chunk_dir_, kLock);
@@ -555,8 +541,10 @@ Result<uint64_t> ChunkCache::WriteChunk(ChunkKey key, const char* data, size_t l
   char raw[kHeaderSize];
   EncodeHeader({static_cast<uint32_t>(len), id_hash_[key.shard], key.index, XXH3_64bits(data, len)},
                raw);
-  Status st = WriteAll(fd.get(), raw, kHeaderSize);
-  if (st.ok()) st = WriteAll(fd.get(), data, len);
+  Status st = Status::Ok();
+  if (!WriteFully(fd.get(), raw, kHeaderSize) || !WriteFully(fd.get(), data, len)) {
+    st = Status::FromErrno(errno, "write");
+  }
   if (st.ok() && ::close(fd.release()) != 0) st = Status::FromErrno(errno, "close");
   const std::string name = ChunkName(key, gen);
   // The rename is what makes the chunk count: until then it is a temp file.
