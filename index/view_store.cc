@@ -20,6 +20,7 @@
 #include "base/parse.h"
 #include "base/strings.h"
 #include "index/db_options.h"
+#include "index/rocks_util.h"
 
 namespace shardfs::index {
 namespace fs = std::filesystem;
@@ -33,14 +34,6 @@ const std::string kViewIdKey = std::string(1, kCatalogPrefix) + '\x02';
 const std::string kLastEditKey = std::string(1, kCatalogPrefix) + '\x03';
 // Temporary table files of an editor, in the index directory.
 constexpr std::string_view kEditTempPrefix = "shardfs-edit-";
-
-std::string_view View(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
-
-Status FromRocks(const rocksdb::Status& s, const std::string& what) {
-  if (s.IsNotFound()) return Status::NotFound(what);
-  if (s.IsCorruption()) return Status::Corruption(fmt::format("{}: {}", what, s.ToString()));
-  return Status::IoError(fmt::format("{}: {}", what, s.ToString()));
-}
 
 bool NameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -58,9 +51,9 @@ template <typename Fn>
 Status ScanPrefix(rocksdb::DB* db, const std::string& prefix, const std::string& what, Fn&& fn) {
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek(prefix); it->Valid(); it->Next()) {
-    std::string_view key = View(it->key());
+    std::string_view key = SliceBytes(it->key());
     if (!key.starts_with(prefix)) break;
-    SHARDFS_RETURN_IF_ERROR(fn(key, View(it->value())));
+    SHARDFS_RETURN_IF_ERROR(fn(key, SliceBytes(it->value())));
   }
   if (!it->status().ok()) return FromRocks(it->status(), what);
   return Status::Ok();
@@ -215,7 +208,7 @@ Result<uint32_t> Catalog::MaxViewId() const {
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   it->SeekForPrev(std::string(1, kViewPrefix) + std::string(8, '\xff'));
   ViewId last;
-  if (it->Valid() && DecodeViewKey(View(it->key()), &last)) max = std::max(max, last.value);
+  if (it->Valid() && DecodeViewKey(SliceBytes(it->key()), &last)) max = std::max(max, last.value);
   if (!it->status().ok()) return FromRocks(it->status(), fmt::format("index {}", path_));
   return max;
 }
