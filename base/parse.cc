@@ -41,12 +41,17 @@ bool ParseSize(std::string_view text, uint64_t* out) {
   return true;
 }
 
-bool ParseCount(std::string_view text, uint64_t min, uint64_t max, uint64_t* out) {
+std::optional<uint64_t> ParseDecimal(std::string_view text) {
   uint64_t n = 0;
-  if (text.empty() || text[0] < '0' || text[0] > '9') return false;
-  if (LeadingDigits(text, &n) != text.size()) return false;
-  if (n < min || n > max) return false;
-  *out = n;
+  if (text.empty() || text[0] < '0' || text[0] > '9') return std::nullopt;
+  if (LeadingDigits(text, &n) != text.size()) return std::nullopt;
+  return n;
+}
+
+bool ParseCount(std::string_view text, uint64_t min, uint64_t max, uint64_t* out) {
+  std::optional<uint64_t> n = ParseDecimal(text);
+  if (!n || *n < min || *n > max) return false;
+  *out = *n;
   return true;
 }
 

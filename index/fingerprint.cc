@@ -1,5 +1,6 @@
 #include "index/fingerprint.h"
 
+#include "base/coding.h"
 #include "base/io.h"
 
 #include <unistd.h>
@@ -29,8 +30,8 @@ Result<uint64_t> ShardFingerprint(uint64_t size, const ReadAtFn& read_at) {
   uint64_t tail = size - tail_off;
   SHARDFS_RETURN_IF_ERROR(read_at(buf.data(), tail, tail_off));
   XXH3_64bits_update(state.get(), buf.data(), tail);
-  unsigned char le[8];
-  for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(size >> (8 * i));
+  char le[8];
+  EncodeFixed64(le, size);
   XXH3_64bits_update(state.get(), le, sizeof le);
   return XXH3_64bits_digest(state.get());
 }

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <mutex>
@@ -19,10 +18,12 @@
 #include <rocksdb/table_properties.h>
 
 #include "base/fd.h"
+#include "base/parse.h"
 #include "base/strings.h"
 #include "index/db_options.h"
 #include "index/member_path.h"
 #include "index/rank_partition.h"
+#include "index/rocks_util.h"
 
 namespace shardfs::index {
 namespace fs = std::filesystem;
@@ -30,14 +31,6 @@ namespace {
 
 bool StartsWith(const rocksdb::Slice& s, std::string_view prefix) {
   return s.size() >= prefix.size() && std::memcmp(s.data(), prefix.data(), prefix.size()) == 0;
-}
-
-std::string_view View(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
-
-Status FromRocks(const rocksdb::Status& s, std::string_view what) {
-  if (s.IsNotFound()) return Status::NotFound(std::string(what));
-  if (s.IsCorruption()) return Status::Corruption(fmt::format("{}: {}", what, s.ToString()));
-  return Status::IoError(fmt::format("{}: {}", what, s.ToString()));
 }
 
 // A stored value as a message can show it: at most 40 bytes, bytes outside
@@ -58,18 +51,12 @@ std::string Printable(std::string_view v) {
 
 // Meta numbers are what std::to_string writes: decimal digits only (no sign,
 // space or base prefix) that fit in 64 bits.
-bool ParseDecimal(std::string_view text, uint64_t* out) {
-  if (text.empty()) return false;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-  }
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
-  return ec == std::errc() && end == text.data() + text.size();
-}
-
 Status ParseMetaNumber(std::string_view index, std::string_view name, std::string_view text,
                        uint64_t* out) {
-  if (ParseDecimal(text, out)) return Status::Ok();
+  if (std::optional<uint64_t> n = ParseDecimal(text)) {
+    *out = *n;
+    return Status::Ok();
+  }
   return Status::Corruption(
       fmt::format("index {}: meta key '{}' is '{}', expected a decimal number below 2^64", index,
                   name, Printable(text)));
@@ -291,7 +278,7 @@ Status IndexReader::LoadMeta() {
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   const std::string meta_prefix(1, kMetaPrefix);
   for (it->Seek(meta_prefix); it->Valid() && StartsWith(it->key(), meta_prefix); it->Next()) {
-    meta_.emplace(std::string(View(it->key()).substr(1)), it->value().ToString());
+    meta_.emplace(std::string(SliceBytes(it->key()).substr(1)), it->value().ToString());
   }
   if (!it->status().ok()) return FromRocks(it->status(), fmt::format("index {}", path_));
   return Status::Ok();
@@ -331,10 +318,10 @@ Status IndexReader::LoadShards() {
   for (it->Seek(shard_prefix); it->Valid() && StartsWith(it->key(), shard_prefix); it->Next()) {
     ShardId id;
     ShardMeta meta;
-    if (!DecodeShardKey(View(it->key()), &id) || id.value != shards_.size()) {
+    if (!DecodeShardKey(SliceBytes(it->key()), &id) || id.value != shards_.size()) {
       return Status::Corruption(fmt::format("index {}: shard table is not dense", path_));
     }
-    SHARDFS_RETURN_IF_ERROR(DecodeShardMeta(View(it->value()), &meta)
+    SHARDFS_RETURN_IF_ERROR(DecodeShardMeta(SliceBytes(it->value()), &meta)
                                 .WithContext(fmt::format("index {}: shard {}", path_, id.value)));
     if (meta.path.empty()) {
       return Status::Corruption(
@@ -459,7 +446,7 @@ Status IndexReader::CheckInodeRange() const {
   it->Seek(rocksdb::Slice(after.data(), after.size()));
   ViewId view;
   InodeId beyond;
-  if (it->Valid() && DecodeInodeKey(View(it->key()), &view, &beyond) &&
+  if (it->Valid() && DecodeInodeKey(SliceBytes(it->key()), &view, &beyond) &&
       view.value == view_.value) {
     return Status::Corruption(fmt::format(
         "index {}: meta key '{}' is {}, but there is an inode {} after it", path_,
@@ -480,7 +467,7 @@ Status IndexReader::CheckInodeRange() const {
 }
 
 Status IndexReader::DecodeChecked(const rocksdb::Slice& value, EntryRecord* rec) const {
-  Status s = DecodeEntry(View(value), rec);
+  Status s = DecodeEntry(SliceBytes(value), rec);
   if (!s.ok()) return s.WithContext(fmt::format("index {}", path_));
   return CheckRecord(*rec);
 }
@@ -631,8 +618,8 @@ class PrefixCursor {
     }
     it_->Seek(seek);
   }
-  bool Valid() const { return it_->Valid() && View(it_->key()).starts_with(prefix_); }
-  std::string_view name() const { return View(it_->key()).substr(prefix_.size()); }
+  bool Valid() const { return it_->Valid() && SliceBytes(it_->key()).starts_with(prefix_); }
+  std::string_view name() const { return SliceBytes(it_->key()).substr(prefix_.size()); }
   rocksdb::Slice value() const { return it_->value(); }
   void Next() { it_->Next(); }
   rocksdb::Status status() const { return it_->status(); }
@@ -733,7 +720,7 @@ Status IndexReader::ForEachInode(InodeId first,
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
     for (it->Seek(rocksdb::Slice(start.data(), start.size())); it->Valid() && !stopped;
          it->Next()) {
-      std::string_view key = View(it->key());
+      std::string_view key = SliceBytes(it->key());
       if (key.compare(0, prefix.size(), prefix) != 0) break;
       EntryRecord rec;
       SHARDFS_RETURN_IF_ERROR(DecodeChecked(it->value(), &rec));
@@ -758,7 +745,7 @@ Status IndexReader::ForEachInode(InodeId first,
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek(EncodeViewInodeKey(overlay_->view, InodeId{from})); it->Valid() && !stopped;
        it->Next()) {
-    if (!View(it->key()).starts_with(prefix)) break;
+    if (!SliceBytes(it->key()).starts_with(prefix)) break;
     EntryRecord rec;
     SHARDFS_RETURN_IF_ERROR(DecodeChecked(it->value(), &rec));
     SHARDFS_RETURN_IF_ERROR(visit(rec));
@@ -807,9 +794,8 @@ std::string IndexReader::Meta(std::string_view name) const {
 
 uint64_t IndexReader::MetaNumber(std::string_view name) const {
   auto it = meta_.find(std::string(name));
-  uint64_t n = 0;
-  if (it == meta_.end() || !ParseDecimal(it->second, &n)) return 0;
-  return n;
+  if (it == meta_.end()) return 0;
+  return ParseDecimal(it->second).value_or(0);
 }
 
 uint64_t IndexReader::DiskBytes() const { return IndexDiskBytes(path_); }

@@ -4,33 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "base/coding.h"
+
 namespace shardfs::index {
-namespace {
-
-void PutVarint(uint64_t v, std::string* out) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-bool GetVarint(std::string_view* in, uint64_t* v) {
-  uint64_t result = 0;
-  for (int shift = 0; shift < 64 && !in->empty(); shift += 7) {
-    uint8_t b = static_cast<uint8_t>(in->front());
-    in->remove_prefix(1);
-    if (shift == 63 && b > 1) return false;
-    result |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if (!(b & 0x80)) {
-      *v = result;
-      return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
 
 bool InodeSet::Contains(uint64_t inode) const {
   // The first run that ends after `inode`.
@@ -50,11 +26,11 @@ void InodeSet::Append(uint64_t start, uint64_t end) {
 }
 
 void InodeSet::Encode(std::string* out) const {
-  PutVarint(runs_.size(), out);
+  PutVarint64(out, runs_.size());
   uint64_t prev_end = 0;
   for (const Run& r : runs_) {
-    PutVarint(r.start - prev_end, out);
-    PutVarint(r.end - r.start - 1, out);
+    PutVarint64(out, r.start - prev_end);
+    PutVarint64(out, r.end - r.start - 1);
     prev_end = r.end;
   }
 }
@@ -62,14 +38,14 @@ void InodeSet::Encode(std::string* out) const {
 Result<InodeSet> InodeSet::Decode(std::string_view data) {
   InodeSet set;
   uint64_t count = 0;
-  if (!GetVarint(&data, &count) || count > data.size()) {
+  if (!GetVarint64(&data, &count) || count > data.size()) {
     return Status::Corruption("inode set: bad run count");
   }
   set.runs_.reserve(count);
   uint64_t prev_end = 0;
   for (uint64_t i = 0; i < count; ++i) {
     uint64_t gap = 0, len = 0;
-    if (!GetVarint(&data, &gap) || !GetVarint(&data, &len)) {
+    if (!GetVarint64(&data, &gap) || !GetVarint64(&data, &len)) {
       return Status::Corruption(fmt::format("inode set: run {} of {} is cut short", i, count));
     }
     uint64_t start = prev_end + gap;

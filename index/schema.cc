@@ -3,39 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/coding.h"
+
 namespace shardfs::index {
 namespace {
-
-void PutBig32(char* p, uint32_t v) {
-  for (int i = 3; i >= 0; --i, v >>= 8) p[i] = static_cast<char>(v & 0xff);
-}
-void PutBig64(char* p, uint64_t v) {
-  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<char>(v & 0xff);
-}
-uint32_t GetBig32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-uint64_t GetBig64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-
-template <typename T>
-void PutLittle(char* p, T v) {
-  using U = std::make_unsigned_t<T>;
-  U u = static_cast<U>(v);
-  for (size_t i = 0; i < sizeof(T); ++i, u >>= 8) p[i] = static_cast<char>(u & 0xff);
-}
-template <typename T>
-T GetLittle(const char* p) {
-  using U = std::make_unsigned_t<T>;
-  U u = 0;
-  for (size_t i = sizeof(T); i-- > 0;) u = static_cast<U>((u << 8) | static_cast<uint8_t>(p[i]));
-  return static_cast<T>(u);
-}
 
 // The tail of a sparse record: whole extents, each non-empty, in order,
 // apart, inside the logical size, with shard positions that do not wrap.
@@ -69,8 +40,8 @@ Status DecodeExtents(EntryRecord* rec) {
 
 std::string_view EncodeDirentPrefix(ViewId view, InodeId parent, DirentKeyBuffer& buf) {
   buf[0] = kDirentPrefix;
-  PutBig32(&buf[1], view.value);
-  PutBig64(&buf[5], parent.value);
+  EncodeBigEndian32(&buf[1], view.value);
+  EncodeBigEndian64(&buf[5], parent.value);
   return {buf.data(), kDirentKeyHeader};
 }
 
@@ -83,14 +54,14 @@ std::string_view EncodeDirentKey(ViewId view, InodeId parent, std::string_view n
 
 std::string_view EncodeInodeKey(ViewId view, InodeId inode, InodeKeyBuffer& buf) {
   buf[0] = kInodePrefix;
-  PutBig32(&buf[1], view.value);
-  PutBig64(&buf[5], inode.value);
+  EncodeBigEndian32(&buf[1], view.value);
+  EncodeBigEndian64(&buf[5], inode.value);
   return {buf.data(), buf.size()};
 }
 
 std::string_view EncodeShardKey(ShardId shard, ShardKeyBuffer& buf) {
   buf[0] = kShardPrefix;
-  PutBig32(&buf[1], shard.value);
+  EncodeBigEndian32(&buf[1], shard.value);
   return {buf.data(), buf.size()};
 }
 
@@ -103,30 +74,30 @@ std::string EncodeMetaKey(std::string_view name) {
 bool DecodeDirentKey(std::string_view key, ViewId* view, InodeId* parent,
                      std::string_view* name) {
   if (key.size() <= kDirentKeyHeader || key[0] != kDirentPrefix) return false;
-  view->value = GetBig32(&key[1]);
-  parent->value = GetBig64(&key[5]);
+  view->value = DecodeBigEndian32(&key[1]);
+  parent->value = DecodeBigEndian64(&key[5]);
   *name = key.substr(kDirentKeyHeader);
   return true;
 }
 
 bool DecodeInodeKey(std::string_view key, ViewId* view, InodeId* inode) {
   if (key.size() != kInodeKeySize || key[0] != kInodePrefix) return false;
-  view->value = GetBig32(&key[1]);
-  inode->value = GetBig64(&key[5]);
+  view->value = DecodeBigEndian32(&key[1]);
+  inode->value = DecodeBigEndian64(&key[5]);
   return true;
 }
 
 bool DecodeShardKey(std::string_view key, ShardId* shard) {
   if (key.size() != kShardKeySize || key[0] != kShardPrefix) return false;
-  shard->value = GetBig32(&key[1]);
+  shard->value = DecodeBigEndian32(&key[1]);
   return true;
 }
 
 void AppendExtent(const Extent& extent, std::string* out) {
   char buf[kExtentSize];
-  PutLittle<uint64_t>(buf, extent.logical);
-  PutLittle<uint64_t>(buf + 8, extent.length);
-  PutLittle<uint64_t>(buf + 16, extent.physical);
+  EncodeFixed64(buf, extent.logical);
+  EncodeFixed64(buf + 8, extent.length);
+  EncodeFixed64(buf + 16, extent.physical);
   out->append(buf, kExtentSize);
 }
 
@@ -139,7 +110,7 @@ std::string EncodeExtents(const std::vector<Extent>& extents) {
 
 Extent GetExtent(const EntryRecord& rec, size_t i) {
   const char* p = rec.extents.data() + i * kExtentSize;
-  return {GetLittle<uint64_t>(p), GetLittle<uint64_t>(p + 8), GetLittle<uint64_t>(p + 16)};
+  return {DecodeFixed64(p), DecodeFixed64(p + 8), DecodeFixed64(p + 16)};
 }
 
 uint64_t StoredBytes(const EntryRecord& rec) {
@@ -170,17 +141,17 @@ void EncodeEntry(const EntryRecord& rec, std::string* out) {
   char* p = out->data();
   p[0] = static_cast<char>(rec.type);
   p[1] = static_cast<char>(rec.flags);
-  PutLittle<uint32_t>(p + 2, rec.mode);
-  PutLittle<uint32_t>(p + 6, rec.uid);
-  PutLittle<uint32_t>(p + 10, rec.gid);
-  PutLittle<uint64_t>(p + 14, rec.inode.value);
-  PutLittle<uint64_t>(p + 22, rec.parent.value);
-  PutLittle<uint64_t>(p + 30, rec.size);
-  PutLittle<int64_t>(p + 38, rec.mtime_ns);
-  PutLittle<uint32_t>(p + 46, rec.nlink);
-  PutLittle<uint32_t>(p + 50, rec.shard.value);
-  PutLittle<uint64_t>(p + 54, rec.offset);
-  PutLittle<uint64_t>(p + 62, rec.xxh3);
+  EncodeFixed32(p + 2, rec.mode);
+  EncodeFixed32(p + 6, rec.uid);
+  EncodeFixed32(p + 10, rec.gid);
+  EncodeFixed64(p + 14, rec.inode.value);
+  EncodeFixed64(p + 22, rec.parent.value);
+  EncodeFixed64(p + 30, rec.size);
+  EncodeFixed64(p + 38, static_cast<uint64_t>(rec.mtime_ns));
+  EncodeFixed32(p + 46, rec.nlink);
+  EncodeFixed32(p + 50, rec.shard.value);
+  EncodeFixed64(p + 54, rec.offset);
+  EncodeFixed64(p + 62, rec.xxh3);
   if (!tail.empty()) std::memcpy(p + kEntryFixedSize, tail.data(), tail.size());
 }
 
@@ -197,17 +168,17 @@ Status DecodeEntry(std::string_view value, EntryRecord* rec) {
   }
   rec->type = static_cast<EntryType>(type);
   rec->flags = static_cast<uint8_t>(p[1]);
-  rec->mode = GetLittle<uint32_t>(p + 2);
-  rec->uid = GetLittle<uint32_t>(p + 6);
-  rec->gid = GetLittle<uint32_t>(p + 10);
-  rec->inode.value = GetLittle<uint64_t>(p + 14);
-  rec->parent.value = GetLittle<uint64_t>(p + 22);
-  rec->size = GetLittle<uint64_t>(p + 30);
-  rec->mtime_ns = GetLittle<int64_t>(p + 38);
-  rec->nlink = GetLittle<uint32_t>(p + 46);
-  rec->shard.value = GetLittle<uint32_t>(p + 50);
-  rec->offset = GetLittle<uint64_t>(p + 54);
-  rec->xxh3 = GetLittle<uint64_t>(p + 62);
+  rec->mode = DecodeFixed32(p + 2);
+  rec->uid = DecodeFixed32(p + 6);
+  rec->gid = DecodeFixed32(p + 10);
+  rec->inode.value = DecodeFixed64(p + 14);
+  rec->parent.value = DecodeFixed64(p + 22);
+  rec->size = DecodeFixed64(p + 30);
+  rec->mtime_ns = static_cast<int64_t>(DecodeFixed64(p + 38));
+  rec->nlink = DecodeFixed32(p + 46);
+  rec->shard.value = DecodeFixed32(p + 50);
+  rec->offset = DecodeFixed64(p + 54);
+  rec->xxh3 = DecodeFixed64(p + 62);
   rec->target = value.substr(kEntryFixedSize);
   rec->extents = {};
   if (rec->flags & kEntrySparse) return DecodeExtents(rec);
@@ -227,12 +198,12 @@ void EncodeShardMeta(const ShardMeta& meta, std::string* out) {
   const size_t head = meta.remote() ? 27 + meta.etag.size() : 25;
   out->resize(head + meta.path.size());
   char* p = out->data();
-  PutLittle<uint64_t>(p, meta.size);
-  PutLittle<int64_t>(p + 8, meta.mtime_ns);
-  PutLittle<uint64_t>(p + 16, meta.fingerprint);
+  EncodeFixed64(p, meta.size);
+  EncodeFixed64(p + 8, static_cast<uint64_t>(meta.mtime_ns));
+  EncodeFixed64(p + 16, meta.fingerprint);
   p[24] = static_cast<char>(meta.flags);
   if (meta.remote()) {
-    PutLittle<uint16_t>(p + 25, static_cast<uint16_t>(meta.etag.size()));
+    EncodeFixed16(p + 25, static_cast<uint16_t>(meta.etag.size()));
     std::memcpy(p + 27, meta.etag.data(), meta.etag.size());
   }
   std::memcpy(p + head, meta.path.data(), meta.path.size());
@@ -244,9 +215,9 @@ Status DecodeShardMeta(std::string_view value, ShardMeta* meta) {
                                           value.size()));
   }
   const char* p = value.data();
-  meta->size = GetLittle<uint64_t>(p);
-  meta->mtime_ns = GetLittle<int64_t>(p + 8);
-  meta->fingerprint = GetLittle<uint64_t>(p + 16);
+  meta->size = DecodeFixed64(p);
+  meta->mtime_ns = static_cast<int64_t>(DecodeFixed64(p + 8));
+  meta->fingerprint = DecodeFixed64(p + 16);
   meta->flags = static_cast<uint8_t>(p[24]);
   meta->etag.clear();
   size_t head = 25;
@@ -254,7 +225,7 @@ Status DecodeShardMeta(std::string_view value, ShardMeta* meta) {
     if (value.size() < 27) {
       return Status::Corruption("remote shard record: no ETag length");
     }
-    const size_t e = GetLittle<uint16_t>(p + 25);
+    const size_t e = DecodeFixed16(p + 25);
     if (value.size() < 27 + e) {
       return Status::Corruption(fmt::format("remote shard record: ETag of {} bytes runs past "
                                             "the record's {}", e, value.size()));
@@ -276,7 +247,7 @@ std::string EncodeCatalogPrefix(std::string_view name) {
 std::string EncodeCatalogKey(std::string_view name, uint32_t version) {
   std::string key = EncodeCatalogPrefix(name);
   char v[4];
-  PutBig32(v, version);
+  EncodeBigEndian32(v, version);
   key.append(v, 4);
   return key;
 }
@@ -295,7 +266,7 @@ std::string EncodeTagKey(std::string_view name, std::string_view tag) {
 std::string EncodeViewKeyPrefix(ViewId view, char sub) {
   std::string key(1, kViewPrefix);
   char v[4];
-  PutBig32(v, view.value);
+  EncodeBigEndian32(v, view.value);
   key.append(v, 4);
   if (sub != 0) key.push_back(sub);
   return key;
@@ -304,7 +275,7 @@ std::string EncodeViewKeyPrefix(ViewId view, char sub) {
 std::string EncodeViewDirentKey(ViewId view, InodeId parent, std::string_view name) {
   std::string key = EncodeViewKeyPrefix(view, kViewDirent);
   char p[8];
-  PutBig64(p, parent.value);
+  EncodeBigEndian64(p, parent.value);
   key.append(p, 8);
   key.append(name);
   return key;
@@ -313,7 +284,7 @@ std::string EncodeViewDirentKey(ViewId view, InodeId parent, std::string_view na
 std::string EncodeViewInodeKey(ViewId view, InodeId inode) {
   std::string key = EncodeViewKeyPrefix(view, kViewInode);
   char p[8];
-  PutBig64(p, inode.value);
+  EncodeBigEndian64(p, inode.value);
   key.append(p, 8);
   return key;
 }
@@ -329,7 +300,7 @@ bool DecodeCatalogKey(std::string_view key, std::string_view* name, uint32_t* ve
     return false;
   }
   *name = key.substr(1, key.size() - 6);
-  *version = GetBig32(key.data() + key.size() - 4);
+  *version = DecodeBigEndian32(key.data() + key.size() - 4);
   return true;
 }
 
@@ -344,29 +315,29 @@ bool DecodeTagKey(std::string_view key, std::string_view* name, std::string_view
 
 bool DecodeViewKey(std::string_view key, ViewId* view) {
   if (key.size() < 5 || key[0] != kViewPrefix) return false;
-  view->value = GetBig32(key.data() + 1);
+  view->value = DecodeBigEndian32(key.data() + 1);
   return true;
 }
 
 void EncodeVersionRecord(const VersionRecord& rec, std::string* out) {
   out->assign(65, '\0');
   char* p = out->data();
-  PutLittle<uint32_t>(p, rec.view.value);
-  PutLittle<uint32_t>(p + 4, rec.shard_count);
-  PutLittle<uint64_t>(p + 8, rec.base_max_inode);
-  PutLittle<uint64_t>(p + 16, rec.max_inode);
-  PutLittle<uint64_t>(p + 24, rec.files);
-  PutLittle<uint64_t>(p + 32, rec.dirs);
-  PutLittle<uint64_t>(p + 40, rec.symlinks);
-  PutLittle<uint64_t>(p + 48, rec.bytes);
-  PutLittle<int64_t>(p + 56, rec.created_ns);
+  EncodeFixed32(p, rec.view.value);
+  EncodeFixed32(p + 4, rec.shard_count);
+  EncodeFixed64(p + 8, rec.base_max_inode);
+  EncodeFixed64(p + 16, rec.max_inode);
+  EncodeFixed64(p + 24, rec.files);
+  EncodeFixed64(p + 32, rec.dirs);
+  EncodeFixed64(p + 40, rec.symlinks);
+  EncodeFixed64(p + 48, rec.bytes);
+  EncodeFixed64(p + 56, static_cast<uint64_t>(rec.created_ns));
   p[64] = static_cast<char>(rec.kind);
   const size_t from = std::min<size_t>(rec.from.size(), UINT16_MAX);
   char len[4];
-  PutLittle<uint16_t>(len, static_cast<uint16_t>(from));
+  EncodeFixed16(len, static_cast<uint16_t>(from));
   out->append(len, 2);
   out->append(rec.from, 0, from);
-  PutLittle<uint32_t>(len, static_cast<uint32_t>(rec.message.size()));
+  EncodeFixed32(len, static_cast<uint32_t>(rec.message.size()));
   out->append(len, 4);
   out->append(rec.message);
 }
@@ -377,24 +348,24 @@ Status DecodeVersionRecord(std::string_view value, VersionRecord* rec) {
         fmt::format("version record of {} bytes, expected at least 71", value.size()));
   }
   const char* p = value.data();
-  rec->view.value = GetLittle<uint32_t>(p);
-  rec->shard_count = GetLittle<uint32_t>(p + 4);
-  rec->base_max_inode = GetLittle<uint64_t>(p + 8);
-  rec->max_inode = GetLittle<uint64_t>(p + 16);
-  rec->files = GetLittle<uint64_t>(p + 24);
-  rec->dirs = GetLittle<uint64_t>(p + 32);
-  rec->symlinks = GetLittle<uint64_t>(p + 40);
-  rec->bytes = GetLittle<uint64_t>(p + 48);
-  rec->created_ns = GetLittle<int64_t>(p + 56);
+  rec->view.value = DecodeFixed32(p);
+  rec->shard_count = DecodeFixed32(p + 4);
+  rec->base_max_inode = DecodeFixed64(p + 8);
+  rec->max_inode = DecodeFixed64(p + 16);
+  rec->files = DecodeFixed64(p + 24);
+  rec->dirs = DecodeFixed64(p + 32);
+  rec->symlinks = DecodeFixed64(p + 40);
+  rec->bytes = DecodeFixed64(p + 48);
+  rec->created_ns = static_cast<int64_t>(DecodeFixed64(p + 56));
   const uint8_t kind = static_cast<uint8_t>(p[64]);
   if (kind != 1 && kind != 2) {
     return Status::Corruption(fmt::format("version record: kind {}, expected 1 or 2", kind));
   }
   rec->kind = static_cast<VersionKind>(kind);
-  const size_t from = GetLittle<uint16_t>(p + 65);
+  const size_t from = DecodeFixed16(p + 65);
   if (value.size() < 67 + from + 4) return Status::Corruption("version record: cut short");
   rec->from.assign(value.substr(67, from));
-  const size_t message = GetLittle<uint32_t>(p + 67 + from);
+  const size_t message = DecodeFixed32(p + 67 + from);
   if (value.size() != 71 + from + message) {
     return Status::Corruption("version record: message length does not match");
   }

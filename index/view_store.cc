@@ -16,8 +16,11 @@
 #include <rocksdb/metadata.h>
 #include <rocksdb/sst_file_writer.h>
 
+#include "base/coding.h"
+#include "base/parse.h"
 #include "base/strings.h"
 #include "index/db_options.h"
+#include "index/rocks_util.h"
 
 namespace shardfs::index {
 namespace fs = std::filesystem;
@@ -32,28 +35,14 @@ const std::string kLastEditKey = std::string(1, kCatalogPrefix) + '\x03';
 // Temporary table files of an editor, in the index directory.
 constexpr std::string_view kEditTempPrefix = "shardfs-edit-";
 
-std::string_view View(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
-
-Status FromRocks(const rocksdb::Status& s, const std::string& what) {
-  if (s.IsNotFound()) return Status::NotFound(what);
-  if (s.IsCorruption()) return Status::Corruption(fmt::format("{}: {}", what, s.ToString()));
-  return Status::IoError(fmt::format("{}: {}", what, s.ToString()));
-}
-
 bool NameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
          c == '.' || c == '_' || c == '-';
 }
 
-uint32_t GetLittle32(std::string_view v) {
-  uint32_t x = 0;
-  for (int i = 3; i >= 0; --i) x = (x << 8) | static_cast<uint8_t>(v[i]);
-  return x;
-}
-
-std::string PutLittle32(uint32_t x) {
-  std::string v(4, '\0');
-  for (int i = 0; i < 4; ++i, x >>= 8) v[i] = static_cast<char>(x & 0xff);
+std::string Fixed32(uint32_t x) {
+  std::string v;
+  PutFixed32(&v, x);
   return v;
 }
 
@@ -62,9 +51,9 @@ template <typename Fn>
 Status ScanPrefix(rocksdb::DB* db, const std::string& prefix, const std::string& what, Fn&& fn) {
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek(prefix); it->Valid(); it->Next()) {
-    std::string_view key = View(it->key());
+    std::string_view key = SliceBytes(it->key());
     if (!key.starts_with(prefix)) break;
-    SHARDFS_RETURN_IF_ERROR(fn(key, View(it->value())));
+    SHARDFS_RETURN_IF_ERROR(fn(key, SliceBytes(it->value())));
   }
   if (!it->status().ok()) return FromRocks(it->status(), what);
   return Status::Ok();
@@ -106,11 +95,8 @@ Result<ViewSpec> ParseViewSpec(std::string_view spec) {
   if (!rest.empty() && std::all_of(rest.begin(), rest.end(), [](char c) {
         return c >= '0' && c <= '9';
       })) {
-    uint64_t v = 0;
-    for (char c : rest) {
-      v = v * 10 + static_cast<uint64_t>(c - '0');
-      if (v > UINT32_MAX) break;
-    }
+    // Digits only: too large for 64 bits is out of range too.
+    const uint64_t v = ParseDecimal(rest).value_or(0);
     if (v == 0 || v > UINT32_MAX) {
       return Status::InvalidArgument(
           fmt::format("view '{}': versions are numbered from 1", spec));
@@ -134,7 +120,7 @@ Result<std::vector<std::pair<std::string, uint32_t>>> Catalog::Tags(std::string_
         if (!DecodeTagKey(key, &n, &tag) || value.size() != 4) {
           return Status::Corruption(fmt::format("index {}: damaged tag of view '{}'", path_, name));
         }
-        tags.emplace_back(std::string(tag), GetLittle32(value));
+        tags.emplace_back(std::string(tag), DecodeFixed32(value.data()));
         return Status::Ok();
       }));
   return tags;
@@ -218,11 +204,11 @@ Result<uint32_t> Catalog::MaxViewId() const {
   uint32_t max = 0;
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kViewIdKey, &value);
-  if (s.ok() && value.size() == 4) max = GetLittle32(value);
+  if (s.ok() && value.size() == 4) max = DecodeFixed32(value.data());
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   it->SeekForPrev(std::string(1, kViewPrefix) + std::string(8, '\xff'));
   ViewId last;
-  if (it->Valid() && DecodeViewKey(View(it->key()), &last)) max = std::max(max, last.value);
+  if (it->Valid() && DecodeViewKey(SliceBytes(it->key()), &last)) max = std::max(max, last.value);
   if (!it->status().ok()) return FromRocks(it->status(), fmt::format("index {}", path_));
   return max;
 }
@@ -248,11 +234,9 @@ Result<VersionSets> ReadVersionSets(rocksdb::DB* db, const std::string& index_pa
 }
 
 std::string EncodeShardBytes(const std::vector<uint64_t>& bytes) {
-  std::string out(bytes.size() * 8, '\0');
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    uint64_t v = bytes[i];
-    for (int b = 0; b < 8; ++b, v >>= 8) out[i * 8 + b] = static_cast<char>(v & 0xff);
-  }
+  std::string out;
+  out.reserve(bytes.size() * 8);
+  for (uint64_t v : bytes) PutFixed64(&out, v);
   return out;
 }
 
@@ -264,11 +248,7 @@ Result<std::vector<uint64_t>> ReadShardBytes(rocksdb::DB* db, ViewId view) {
   if (!s.ok()) return FromRocks(s, "shard bytes");
   if (value.size() % 8 != 0) return Status::Corruption("shard bytes: not a multiple of 8 bytes");
   std::vector<uint64_t> bytes(value.size() / 8);
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    uint64_t v = 0;
-    for (int b = 7; b >= 0; --b) v = (v << 8) | static_cast<uint8_t>(value[i * 8 + b]);
-    bytes[i] = v;
-  }
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = DecodeFixed64(value.data() + i * 8);
   return bytes;
 }
 
@@ -435,7 +415,7 @@ Status IndexEditor::AddVersion(const VersionInfo& info, const VersionTable& tabl
   std::string record;
   EncodeVersionRecord(info.record, &record);
   catalog.emplace_back(EncodeCatalogKey(info.name, info.version), std::move(record));
-  catalog.emplace_back(kViewIdKey, PutLittle32(view.value));
+  catalog.emplace_back(kViewIdKey, Fixed32(view.value));
   std::sort(catalog.begin(), catalog.end());
   SHARDFS_ASSIGN_OR_RETURN(f, WriteTable("catalog", catalog, {}));
   files.push_back(std::move(f));
@@ -461,11 +441,11 @@ Status IndexEditor::Tag(const VersionInfo& info, std::string_view tag, bool forc
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), key, &value);
   if (s.ok() && !force) {
-    return Status::AlreadyExists(fmt::format(
-        "index {}: {}@{} already exists (version {}); use --force to move it", path_, info.name,
-        tag, value.size() == 4 ? GetLittle32(value) : 0));
+    return Status::AlreadyExists(
+        fmt::format("index {}: {}@{} already exists (version {}); use --force to move it", path_,
+                    info.name, tag, value.size() == 4 ? DecodeFixed32(value.data()) : 0));
   }
-  SHARDFS_ASSIGN_OR_RETURN(std::string f, WriteTable("tag", {{key, PutLittle32(info.version)}}, {}));
+  SHARDFS_ASSIGN_OR_RETURN(std::string f, WriteTable("tag", {{key, Fixed32(info.version)}}, {}));
   return Ingest({f});
 }
 

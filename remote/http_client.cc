@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "base/parse.h"
 #include "remote/curl_api.h"
 #include "remote/retry.h"
 
@@ -75,17 +76,6 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-bool ParseU64(std::string_view s, uint64_t* out) {
-  if (s.empty() || s.size() > 19) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  *out = v;
-  return true;
-}
-
 // "bytes FIRST-LAST/TOTAL" or "bytes FIRST-LAST/*".
 bool ParseContentRange(std::string_view v, ResponseHead* h) {
   if (v.substr(0, 6) != "bytes ") return false;
@@ -95,17 +85,16 @@ bool ParseContentRange(std::string_view v, ResponseHead* h) {
   if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash) {
     return false;
   }
-  if (!ParseU64(Trim(v.substr(0, dash)), &h->range_first) ||
-      !ParseU64(Trim(v.substr(dash + 1, slash - dash - 1)), &h->range_last) ||
-      h->range_last < h->range_first) {
-    return false;
-  }
+  const std::optional<uint64_t> first = ParseDecimal(Trim(v.substr(0, dash)));
+  const std::optional<uint64_t> last = ParseDecimal(Trim(v.substr(dash + 1, slash - dash - 1)));
+  if (!first || !last || *last < *first) return false;
+  h->range_first = *first;
+  h->range_last = *last;
   std::string_view total = Trim(v.substr(slash + 1));
-  uint64_t t = 0;
   if (total == "*") {
     h->range_total = -1;
-  } else if (ParseU64(total, &t) && t <= INT64_MAX) {
-    h->range_total = static_cast<int64_t>(t);
+  } else if (const std::optional<uint64_t> t = ParseDecimal(total); t && *t <= INT64_MAX) {
+    h->range_total = static_cast<int64_t>(*t);
   } else {
     return false;
   }
@@ -121,8 +110,9 @@ void ParseHeaderLine(std::string_view line, ResponseHead* h) {
     const size_t sp = line.find(' ');
     if (sp == std::string_view::npos) return;
     std::string_view rest = line.substr(sp + 1);
-    uint64_t code = 0;
-    if (ParseU64(rest.substr(0, 3), &code)) h->status = static_cast<long>(code);
+    if (std::optional<uint64_t> code = ParseDecimal(rest.substr(0, 3))) {
+      h->status = static_cast<long>(*code);
+    }
     h->reason = std::string(Trim(rest.substr(std::min<size_t>(3, rest.size()))));
     return;
   }
@@ -131,9 +121,9 @@ void ParseHeaderLine(std::string_view line, ResponseHead* h) {
   std::string name(Trim(line.substr(0, colon)));
   for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   const std::string_view value = Trim(line.substr(colon + 1));
-  uint64_t n = 0;
   if (name == "content-length") {
-    if (ParseU64(value, &n) && n <= INT64_MAX) h->content_length = static_cast<int64_t>(n);
+    const std::optional<uint64_t> n = ParseDecimal(value);
+    if (n && *n <= INT64_MAX) h->content_length = static_cast<int64_t>(*n);
   } else if (name == "content-range") {
     if (!ParseContentRange(value, h)) h->has_range = false;
   } else if (name == "etag") {
@@ -143,8 +133,8 @@ void ParseHeaderLine(std::string_view line, ResponseHead* h) {
   } else if (name == "location") {
     h->location = std::string(value);
   } else if (name == "retry-after") {
-    if (ParseU64(value, &n)) {
-      h->retry_after = Millis(std::min<uint64_t>(n, 86400) * 1000);
+    if (const std::optional<uint64_t> n = ParseDecimal(value)) {
+      h->retry_after = Millis(std::min<uint64_t>(*n, 86400) * 1000);
     } else {
       const time_t t = ParseHttpDate(std::string(value));
       if (t >= 0) h->retry_after = Millis(std::max<int64_t>(0, t - std::time(nullptr)) * 1000);

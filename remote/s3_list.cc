@@ -1,11 +1,13 @@
 #include "remote/s3_list.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "base/parse.h"
 #include "remote/url.h"
 
 namespace shardfs::remote {
@@ -128,18 +130,12 @@ Result<ListPage> ParseListObjectsV2(std::string_view xml) {
     ListedObject obj;
     SHARDFS_ASSIGN_OR_RETURN(obj.key, DecodeXmlText(key.text));
     const Element size = FindElement(contents.text, "Size");
-    bool size_ok = size.found && !size.text.empty() && size.text.size() <= 19;
-    for (char c : size.text) {
-      if (c < '0' || c > '9') {
-        size_ok = false;
-        break;
-      }
-      obj.size = obj.size * 10 + static_cast<uint64_t>(c - '0');
-    }
-    if (!size_ok) {
+    const std::optional<uint64_t> bytes = size.found ? ParseDecimal(size.text) : std::nullopt;
+    if (!bytes) {
       return Status::InvalidArgument(
           fmt::format("S3 listing: object {} has no valid <Size>", obj.key));
     }
+    obj.size = *bytes;
     const Element etag = FindElement(contents.text, "ETag");
     if (etag.found) {
       SHARDFS_ASSIGN_OR_RETURN(obj.etag, DecodeXmlText(etag.text));

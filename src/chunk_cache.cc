@@ -17,6 +17,7 @@
 #include <string_view>
 #include <utility>
 
+#include "base/coding.h"
 #include "base/io.h"
 #include "base/log.h"
 
@@ -36,23 +37,6 @@ constexpr std::string_view kMarkerText =
     "shardfs(1)). shardfs writes and deletes its own files here and leaves any\n"
     "other file alone.\n";
 
-void Put32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-void Put64(char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-uint32_t Get32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-uint64_t Get64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-
 struct Header {
   uint32_t len = 0;
   uint64_t id_hash = 0;
@@ -63,37 +47,24 @@ struct Header {
 void EncodeHeader(const Header& h, char* out) {
   std::memset(out, 0, ChunkCache::kHeaderSize);
   std::memcpy(out, kMagic, sizeof(kMagic));
-  Put32(out + 8, ChunkCache::kFormatVersion);
-  Put32(out + 12, h.len);
-  Put64(out + 16, h.id_hash);
-  Put64(out + 24, h.index);
-  Put64(out + 32, h.xxh3);
-  Put64(out + kHeaderSumOffset, XXH3_64bits(out, kHeaderSumOffset));
+  EncodeFixed32(out + 8, ChunkCache::kFormatVersion);
+  EncodeFixed32(out + 12, h.len);
+  EncodeFixed64(out + 16, h.id_hash);
+  EncodeFixed64(out + 24, h.index);
+  EncodeFixed64(out + 32, h.xxh3);
+  EncodeFixed64(out + kHeaderSumOffset, XXH3_64bits(out, kHeaderSumOffset));
 }
 
 // False if the bytes are not a header this version wrote.
 bool DecodeHeader(const char* in, Header* h) {
   if (std::memcmp(in, kMagic, sizeof(kMagic)) != 0) return false;
-  if (Get32(in + 8) != ChunkCache::kFormatVersion) return false;
-  if (Get64(in + kHeaderSumOffset) != XXH3_64bits(in, kHeaderSumOffset)) return false;
-  h->len = Get32(in + 12);
-  h->id_hash = Get64(in + 16);
-  h->index = Get64(in + 24);
-  h->xxh3 = Get64(in + 32);
+  if (DecodeFixed32(in + 8) != ChunkCache::kFormatVersion) return false;
+  if (DecodeFixed64(in + kHeaderSumOffset) != XXH3_64bits(in, kHeaderSumOffset)) return false;
+  h->len = DecodeFixed32(in + 12);
+  h->id_hash = DecodeFixed64(in + 16);
+  h->index = DecodeFixed64(in + 24);
+  h->xxh3 = DecodeFixed64(in + 32);
   return true;
-}
-
-Status WriteAll(int fd, const char* data, size_t len) {
-  while (len > 0) {
-    ssize_t n = ::write(fd, data, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno, "write");
-    }
-    data += n;
-    len -= static_cast<size_t>(n);
-  }
-  return Status::Ok();
 }
 
 // "uid 65534 (nobody)".
@@ -323,9 +294,8 @@ Status ChunkCache::OpenDir() {
     if (!m.valid() && errno != EEXIST) {
       return Status::FromErrno(errno, fmt::format("cache_dir {}", marker));
     }
-    if (m.valid()) {
-      SHARDFS_RETURN_IF_ERROR(WriteAll(m.get(), kMarkerText.data(), kMarkerText.size())
-                                  .WithContext(fmt::format("cache_dir {}", marker)));
+    if (m.valid() && !WriteFully(m.get(), kMarkerText.data(), kMarkerText.size())) {
+      return Status::FromErrno(errno, "write").WithContext(fmt::format("cache_dir {}", marker));
     }
   }
   const std::string lock = fmt::format("{}/{}", chunk_dir_, kLock);
@@ -571,8 +541,10 @@ Result<uint64_t> ChunkCache::WriteChunk(ChunkKey key, const char* data, size_t l
   char raw[kHeaderSize];
   EncodeHeader({static_cast<uint32_t>(len), id_hash_[key.shard], key.index, XXH3_64bits(data, len)},
                raw);
-  Status st = WriteAll(fd.get(), raw, kHeaderSize);
-  if (st.ok()) st = WriteAll(fd.get(), data, len);
+  Status st = Status::Ok();
+  if (!WriteFully(fd.get(), raw, kHeaderSize) || !WriteFully(fd.get(), data, len)) {
+    st = Status::FromErrno(errno, "write");
+  }
   if (st.ok() && ::close(fd.release()) != 0) st = Status::FromErrno(errno, "close");
   const std::string name = ChunkName(key, gen);
   // The rename is what makes the chunk count: until then it is a temp file.

@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include "base/fd.h"
+#include "base/io.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "index/member_path.h"
@@ -139,7 +140,8 @@ void ControlServer::Wake() {
 }
 
 void ControlServer::Refuse(int fd, std::string_view why) {
-  (void)ControlWriteAll(fd, fmt::format("error\n{}\n", why));
+  const std::string reply = fmt::format("error\n{}\n", why);
+  (void)WriteFully(fd, reply.data(), reply.size());
   ::close(fd);
 }
 
@@ -226,7 +228,8 @@ void ControlServer::Serve(Connection* c) {
   } catch (const std::exception& e) {  // Not the daemon's end.
     s = Status::IoError(fmt::format("the daemon could not answer: {}", e.what()));
   }
-  (void)ControlWriteAll(fd, s.ok() ? "ok\n" + body : "error\n" + s.message() + "\n");
+  const std::string reply = s.ok() ? "ok\n" + body : "error\n" + s.message() + "\n";
+  (void)WriteFully(fd, reply.data(), reply.size());
   {
     std::lock_guard<std::mutex> lock(mu_);
     ::close(fd);

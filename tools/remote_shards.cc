@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "base/io.h"
 #include "base/strings.h"
 #include "remote/aws_config.h"
 #include "remote/s3_list.h"
@@ -25,20 +26,6 @@ Result<remote::AwsConfig> AwsConfigFor(const remote::RemoteUrl& url) {
   static Result<remote::AwsConfig> config = Status::IoError("not loaded");
   std::call_once(once, [] { config = remote::LoadAwsConfig(); });
   return config;
-}
-
-Status WriteAll(int fd, const char* data, size_t len, const std::string& shown_url) {
-  while (len > 0) {
-    ssize_t n = ::write(fd, data, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno,
-                               fmt::format("shard {}: writing the temporary copy", shown_url));
-    }
-    data += n;
-    len -= static_cast<size_t>(n);
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -97,7 +84,8 @@ Result<UniqueFd> DownloadShard(const std::string& url_text, uint64_t max_size,
           HumanBytes(static_cast<double>(max_size)), max_size));
     }
     written += len;
-    return WriteAll(out, data, len, shown);
+    if (WriteFully(out, data, len)) return Status::Ok();
+    return Status::FromErrno(errno, fmt::format("shard {}: writing the temporary copy", shown));
   });
   // On an error `fd` closes here, and with it goes the partial copy.
   if (!got.ok()) return got.status().WithContext(fmt::format("shard {}", shown));

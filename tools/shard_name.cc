@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "base/parse.h"
+
 namespace shardfs::tools {
 
 std::string ShardNamePattern::Format(uint64_t n) const {
@@ -17,13 +19,9 @@ bool ShardNamePattern::Matches(std::string_view name, bool or_tmp) const {
     }
     std::string_view mid = s.substr(prefix.size(), s.size() - prefix.size() - suffix.size());
     size_t first = mid.find_first_not_of(' ');
-    if (first == std::string_view::npos || mid.size() - first > 19) return false;
-    uint64_t n = 0;
-    for (char c : mid.substr(first)) {
-      if (c < '0' || c > '9') return false;
-      n = n * 10 + static_cast<uint64_t>(c - '0');
-    }
-    return Format(n) == s;
+    if (first == std::string_view::npos) return false;
+    const std::optional<uint64_t> n = ParseDecimal(mid.substr(first));
+    return n && Format(*n) == s;
   };
   if (exact(name)) return true;
   constexpr std::string_view kTmp = ".tmp";

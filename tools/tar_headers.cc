@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "base/parse.h"
+
 namespace shardfs::tools {
 namespace {
 
@@ -29,20 +31,6 @@ bool HeaderSize(const char* data, uint64_t pos, uint64_t* out) {
   return true;
 }
 
-// A decimal number that fills `v`: digits only, no sign, no overflow.
-bool Decimal(std::string_view v, uint64_t* out) {
-  if (v.empty() || v.size() > 20) return false;
-  uint64_t n = 0;
-  for (char c : v) {
-    if (c < '0' || c > '9') return false;
-    uint64_t d = static_cast<uint64_t>(c - '0');
-    if (n > (std::numeric_limits<uint64_t>::max() - d) / 10) return false;
-    n = n * 10 + d;
-  }
-  *out = n;
-  return true;
-}
-
 // Calls on(key, value) for each record of a pax header's data. False if the
 // records are malformed.
 template <typename F>
@@ -50,13 +38,9 @@ bool ForEachPaxRecord(std::string_view recs, F on) {
   while (!recs.empty()) {
     size_t space = recs.find(' ');
     if (space == std::string_view::npos) return false;
-    uint64_t rec_len = 0;
-    for (size_t i = 0; i < space; ++i) {
-      if (recs[i] < '0' || recs[i] > '9') return false;
-      rec_len = rec_len * 10 + static_cast<uint64_t>(recs[i] - '0');
-      if (rec_len > recs.size()) return false;
-    }
-    if (rec_len <= space + 1) return false;
+    const std::optional<uint64_t> len = ParseDecimal(recs.substr(0, space));
+    if (!len || *len > recs.size() || *len <= space + 1) return false;
+    const size_t rec_len = static_cast<size_t>(*len);
     std::string_view kv = recs.substr(space + 1, rec_len - space - 2);  // Drop '\n'.
     recs.remove_prefix(rec_len);
     size_t eq = kv.find('=');
@@ -123,7 +107,9 @@ std::optional<Sparse10Map> ReadSparse10Map(const char* data, size_t size, const 
   if (ext.own_header > size || size - ext.own_header < kTarBlock) return std::nullopt;
   uint64_t declared = 0;
   if (ext.size) {
-    if (!Decimal(*ext.size, &declared)) return std::nullopt;
+    const std::optional<uint64_t> n = ParseDecimal(*ext.size);
+    if (!n) return std::nullopt;
+    declared = *n;
   } else if (!HeaderSize(data, ext.own_header, &declared)) {
     return std::nullopt;
   }
@@ -132,7 +118,10 @@ std::optional<Sparse10Map> ReadSparse10Map(const char* data, size_t size, const 
   size_t used = 0;
   auto number = [&](uint64_t* out) {
     size_t nl = text.find('\n', used);
-    if (nl == std::string_view::npos || !Decimal(text.substr(used, nl - used), out)) return false;
+    if (nl == std::string_view::npos) return false;
+    const std::optional<uint64_t> n = ParseDecimal(text.substr(used, nl - used));
+    if (!n) return false;
+    *out = *n;
     used = nl + 1;
     return true;
   };

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string_view>
 
+#include "base/parse.h"
 #include "tools/tar_headers.h"
 
 namespace shardfs::tools {
@@ -138,14 +139,12 @@ struct Pax {
 // member's fields alone (GNU.sparse.*, SCHILY.realsize, hdrcharset, ...).
 bool ParsePax(std::string_view recs, Pax* pax) {
   while (!recs.empty()) {
-    size_t i = 0;
-    uint64_t len = 0;
-    for (; i < recs.size() && recs[i] >= '0' && recs[i] <= '9'; ++i) {
-      len = len * 10 + static_cast<uint64_t>(recs[i] - '0');
-      if (len > recs.size()) return false;
-    }
-    if (i == 0 || i >= recs.size() || recs[i] != ' ') return false;
-    if (len <= i + 1 || len > recs.size() || recs[len - 1] != '\n') return false;
+    const size_t i = recs.find(' ');
+    if (i == std::string_view::npos) return false;
+    const std::optional<uint64_t> n = ParseDecimal(recs.substr(0, i));
+    if (!n || *n <= i + 1 || *n > recs.size()) return false;
+    const size_t len = static_cast<size_t>(*n);
+    if (recs[len - 1] != '\n') return false;
     std::string_view kv = recs.substr(i + 1, len - i - 2);
     recs.remove_prefix(len);
     if (kv.find('\0') != std::string_view::npos) return false;

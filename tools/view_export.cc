@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <functional>
 #include <unordered_set>
 #include <utility>
@@ -14,6 +13,8 @@
 #include <fmt/format.h>
 
 #include "base/fd.h"
+#include "base/io.h"
+#include "base/parse.h"
 #include "base/strings.h"
 #include "index/index_reader.h"
 #include "tools/view_diff.h"
@@ -73,9 +74,7 @@ uint64_t DefaultVersion(std::string_view name) {
   constexpr std::string_view kPrefix = "default@";
   if (!name.starts_with(kPrefix)) return 0;
   name.remove_prefix(kPrefix.size());
-  uint64_t n = 0;
-  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), n);
-  return ec == std::errc() && end == name.data() + name.size() ? n : 0;
+  return ParseDecimal(name).value_or(0);
 }
 
 }  // namespace
@@ -185,12 +184,7 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
   mode_t mask = ::umask(0);
   ::umask(mask);
   if (::fchmod(fd.get(), 0666 & ~mask) != 0) return fail(errno, "chmod");
-  for (size_t done = 0; done < bytes.size();) {
-    ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail(errno, "write");
-    done += static_cast<size_t>(n);
-  }
+  if (!WriteFully(fd.get(), bytes.data(), bytes.size())) return fail(errno, "write");
   if (::fsync(fd.get()) != 0) return fail(errno, "fsync");
   if (::close(fd.release()) != 0) return fail(errno, "close");
   if (::rename(tmp.c_str(), path.c_str()) != 0) {

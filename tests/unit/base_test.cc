@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
+#include "base/coding.h"
 #include "base/fd.h"
 #include "base/huge_pages.h"
 #include "base/io.h"
@@ -26,6 +28,69 @@ namespace shardfs {
 namespace {
 
 using ::testing::HasSubstr;
+
+TEST(CodingTest, FixedWidthLittleEndianBytes) {
+  char b[8];
+  EncodeFixed16(b, 0x0102);
+  EXPECT_EQ(std::string(b, 2), std::string("\x02\x01", 2));
+  EncodeFixed32(b, 0x01020304);
+  EXPECT_EQ(std::string(b, 4), std::string("\x04\x03\x02\x01", 4));
+  EncodeFixed64(b, 0x0102030405060708);
+  EXPECT_EQ(std::string(b, 8), std::string("\x08\x07\x06\x05\x04\x03\x02\x01", 8));
+  EXPECT_EQ(DecodeFixed64(b), 0x0102030405060708u);
+  EXPECT_EQ(DecodeFixed32(b), 0x05060708u);
+  EXPECT_EQ(DecodeFixed16(b), 0x0708u);
+  // Signed values through their unsigned type.
+  EncodeFixed64(b, static_cast<uint64_t>(int64_t{-2}));
+  EXPECT_EQ(std::string(b, 8), std::string("\xfe\xff\xff\xff\xff\xff\xff\xff", 8));
+  EXPECT_EQ(static_cast<int64_t>(DecodeFixed64(b)), -2);
+  std::string s = "x";
+  PutFixed32(&s, 0xdeadbeef);
+  PutFixed64(&s, UINT64_MAX);
+  ASSERT_EQ(s.size(), 13u);
+  EXPECT_EQ(DecodeFixed32(s.data() + 1), 0xdeadbeefu);
+  EXPECT_EQ(DecodeFixed64(s.data() + 5), UINT64_MAX);
+}
+
+TEST(CodingTest, BigEndianSortsBytewiseInNumericOrder) {
+  char b[8];
+  EncodeBigEndian32(b, 0x01020304);
+  EXPECT_EQ(std::string(b, 4), std::string("\x01\x02\x03\x04", 4));
+  EXPECT_EQ(DecodeBigEndian32(b), 0x01020304u);
+  EncodeBigEndian64(b, 0x0102030405060708);
+  EXPECT_EQ(std::string(b, 8), std::string("\x01\x02\x03\x04\x05\x06\x07\x08", 8));
+  EXPECT_EQ(DecodeBigEndian64(b), 0x0102030405060708u);
+  char lo[8], hi[8];
+  EncodeBigEndian64(lo, 255);
+  EncodeBigEndian64(hi, 256);
+  EXPECT_LT(std::string(lo, 8), std::string(hi, 8));
+}
+
+TEST(CodingTest, VarintsRoundTripAndRefuseWhatIsCutOrTooLong) {
+  std::string s;
+  PutVarint64(&s, 0);
+  PutVarint64(&s, 127);
+  PutVarint64(&s, 300);
+  PutVarint64(&s, UINT64_MAX);
+  EXPECT_EQ(s, std::string("\x00\x7f\xac\x02", 4) + std::string(9, '\xff') + '\x01');
+  std::string_view in = s;
+  for (uint64_t want : {uint64_t{0}, uint64_t{127}, uint64_t{300}, UINT64_MAX}) {
+    uint64_t v = 1;
+    ASSERT_TRUE(GetVarint64(&in, &v));
+    EXPECT_EQ(v, want);
+  }
+  EXPECT_TRUE(in.empty());
+  uint64_t v = 42;
+  in = std::string_view("\xac", 1);  // Cut short.
+  EXPECT_FALSE(GetVarint64(&in, &v));
+  const std::string too_big = std::string(9, '\xff') + '\x02';  // 2^64.
+  in = too_big;
+  EXPECT_FALSE(GetVarint64(&in, &v));
+  const std::string too_long = std::string(10, '\x80') + '\x00';
+  in = too_long;
+  EXPECT_FALSE(GetVarint64(&in, &v));
+  EXPECT_EQ(v, 42u);
+}
 
 TEST(ParseSizeTest, DigitsAndBinarySuffixes) {
   const std::pair<const char*, uint64_t> ok[] = {
@@ -50,6 +115,20 @@ TEST(ParseSizeTest, EverythingElseIsRefusedAndLeavesTheOutputAlone) {
   }
 }
 
+TEST(ParseDecimalTest, EveryUint64AndNothingElse) {
+  EXPECT_EQ(ParseDecimal("0"), 0u);
+  EXPECT_EQ(ParseDecimal("007"), 7u);
+  EXPECT_EQ(ParseDecimal("9999999999999999999"), 9999999999999999999u);
+  // 20 digits: uint64 has them (the copies this replaced stopped at 19).
+  EXPECT_EQ(ParseDecimal("10000000000000000000"), 10000000000000000000u);
+  EXPECT_EQ(ParseDecimal("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(ParseDecimal("000000000000000000000000018446744073709551615"), UINT64_MAX);
+  for (const char* text : {"", "18446744073709551616", "99999999999999999999", "-1", "+1", " 1",
+                           "1 ", "1x", "0x10", "1.0", "1e3", "\xd9\xa1"}) {
+    EXPECT_EQ(ParseDecimal(text), std::nullopt) << text;
+  }
+}
+
 TEST(ParseCountTest, WholeNumbersInRangeOnly) {
   uint64_t n = 0;
   EXPECT_TRUE(ParseCount("0", 0, 10, &n));
@@ -57,6 +136,8 @@ TEST(ParseCountTest, WholeNumbersInRangeOnly) {
   EXPECT_TRUE(ParseCount("10", 0, 10, &n));
   EXPECT_EQ(n, 10u);
   EXPECT_TRUE(ParseCount("4294967294", 0, UINT32_MAX - 1, &n));
+  EXPECT_TRUE(ParseCount("18446744073709551615", 0, UINT64_MAX, &n));
+  EXPECT_EQ(n, UINT64_MAX);
   for (const char* text : {"11", "", "4x", "+4", "-0", " 1", "1.0", "1e3"}) {
     EXPECT_FALSE(ParseCount(text, 0, 10, &n)) << text;
   }
