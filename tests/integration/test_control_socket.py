@@ -22,6 +22,7 @@ a socket where the client looks, so it cannot be set up here."""
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -210,9 +211,14 @@ class ControlSocketTest(tl.ScratchTestCase):
                 # Connected, the request never finished: each holds a slot.
                 for _ in range(20):
                     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                    s.settimeout(10)
                     held.append(s)
+                    # A blocking connect waits (at most SO_SNDTIMEO) for room
+                    # in the listener's backlog; Python's timeout mode would
+                    # make it non-blocking, and a full backlog then EAGAIN.
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                                 struct.pack("ll", 10, 0))
                     s.connect(path)
+                    s.settimeout(10)
                     try:
                         s.sendall(b"stats\0")
                     except BrokenPipeError:
