@@ -104,11 +104,19 @@ def socket_path(mnt):
     return "/run/shardfs/ctl-%d:%d" % mount_dev(mnt)
 
 
+def connect(s, path, timeout=10):
+    """A blocking connect, which waits (at most SO_SNDTIMEO) for room in the
+    listener's backlog; Python's timeout mode would make it non-blocking, and
+    a full backlog then fails with EAGAIN. Then `timeout` for the rest."""
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", timeout, 0))
+    s.connect(path)
+    s.settimeout(timeout)
+
+
 def request(path, words, timeout=10):
     """One request in the protocol of control_server.h; returns the answer."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(path)
+        connect(s, path, timeout)
         s.sendall(b"".join(w + b"\0" for w in words))
         s.shutdown(socket.SHUT_WR)
         chunks = []
@@ -212,13 +220,7 @@ class ControlSocketTest(tl.ScratchTestCase):
                 for _ in range(20):
                     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                     held.append(s)
-                    # A blocking connect waits (at most SO_SNDTIMEO) for room
-                    # in the listener's backlog; Python's timeout mode would
-                    # make it non-blocking, and a full backlog then EAGAIN.
-                    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
-                                 struct.pack("ll", 10, 0))
-                    s.connect(path)
-                    s.settimeout(10)
+                    connect(s, path)
                     try:
                         s.sendall(b"stats\0")
                     except BrokenPipeError:
