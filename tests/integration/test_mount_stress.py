@@ -23,7 +23,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from test_mount_concurrency import mmap_worker, settled_fds, source_files  # noqa: E402
+from shardfs_testlib import mmap_worker, settled_fds, source_files  # noqa: E402
 
 SECONDS = 25.0
 THREADS = 8

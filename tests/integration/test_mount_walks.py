@@ -28,7 +28,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from test_mount_hang import abort_connection  # noqa: E402
+from shardfs_testlib import abort_connection  # noqa: E402
 
 # Far more than one READDIRPLUS reply holds (each entry carries ~150 bytes of
 # attributes; a reply is at most a few pages).
