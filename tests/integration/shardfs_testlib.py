@@ -631,16 +631,21 @@ def make_pack_samples(parent):
 class ScratchTestCase(unittest.TestCase):
     """A test class with one temporary folder for all its tests (`tmp`),
     removed afterwards, and fresh folders inside it (`scratch`). Subclasses
-    set PREFIX."""
+    set PREFIX, and call super().setUpClass() first in their own setUpClass.
+    The folder is removed by a class cleanup, which runs even when the rest
+    of a subclass's setUpClass fails, after any tearDownClass; a subclass
+    with more to undo first (a mount left by a failed test) overrides
+    remove_tmp."""
     PREFIX = "shardfs-test-"
 
     @classmethod
     def setUpClass(cls):
         require_shardfs()
         cls.tmp = tempfile.mkdtemp(prefix=cls.PREFIX)
+        cls.addClassCleanup(cls.remove_tmp)
 
     @classmethod
-    def tearDownClass(cls):
+    def remove_tmp(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def scratch(self, name):

@@ -21,18 +21,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from bench_testlib import BenchTmpMixin, mounts_under  # noqa: E402
+from bench_testlib import READER, SCRIPT, BenchTestCase, mounts_under  # noqa: E402
 
-SOURCE_ROOT = os.environ.get("SHARDFS_SOURCE_ROOT", "")
-BUILD_ROOT = os.environ.get("SHARDFS_BUILD_ROOT", "")
-SCRIPT = os.path.join(SOURCE_ROOT, "tools", "bench", "shardfs_bench.py")
-READER = os.path.join(BUILD_ROOT, "tools", "bench", "bench_reader")
 ALL_SYSTEMS = ["loose", "squashfuse", "kernel", "archivemount", "raw", "shardfs"]
 READ_FIGURES = ["read_tree1_warm", "read_rand4_warm"]
 SMALL = ["--files", "2000", "--classes", "20", "--reps", "1"]
@@ -67,24 +61,21 @@ def require_peers():
                            % ", ".join(missing))
 
 
-def prepare(cls, prefix, json_name):
-    """What both smoke tests need: shardfs, FUSE, the bench script and reader;
-    a temporary folder with a work folder and the JSON output path."""
-    tl.require_shardfs()
-    tl.require_fuse()
-    for p in (SCRIPT, READER):
-        if not os.path.exists(p):
-            raise RuntimeError("%s missing (SHARDFS_SOURCE_ROOT/SHARDFS_BUILD_ROOT set?)" % p)
-    cls.tmp = tempfile.mkdtemp(prefix=prefix)
+def prepare(cls, json_name):
+    """After BenchTestCase.setUpClass: the work folder and the JSON output
+    path in the test's temporary folder."""
     cls.workdir = os.path.join(cls.tmp, "work")
     cls.json_path = os.path.join(cls.tmp, json_name)
 
 
-class BenchSmokeTest(BenchTmpMixin, unittest.TestCase):
+class BenchSmokeTest(BenchTestCase):
+    PREFIX = "shardfs-bench-smoke-"
+
     @classmethod
     def setUpClass(cls):
+        super().setUpClass()
         require_peers()
-        prepare(cls, "shardfs-bench-smoke-", "out.json")
+        prepare(cls, "out.json")
         start = time.monotonic()
         cls.proc = cls.bench(SMALL + ["--archivemount-budget", "5", "--json", cls.json_path])
         cls.seconds = time.monotonic() - start
@@ -259,14 +250,17 @@ VIEW_STEPS = ["create_exclude", "create_rename", "diff", "mount_base", "mount_vi
 VIEW_PHASES = ["walk", "lstat", "read_tree1", "read_rand4"]
 
 
-class BenchViewsSmokeTest(BenchTmpMixin, unittest.TestCase):
+class BenchViewsSmokeTest(BenchTestCase):
     """`--views` (issue #13's targets) at a tiny size: every step runs, the view's walks and
     reads match the references the bench computes, the diff matches its lists, nothing is left
     mounted."""
 
+    PREFIX = "shardfs-bench-views-smoke-"
+
     @classmethod
     def setUpClass(cls):
-        prepare(cls, "shardfs-bench-views-smoke-", "views.json")
+        super().setUpClass()
+        prepare(cls, "views.json")
         argv = [sys.executable, SCRIPT, "--views", "--workdir", cls.workdir, "--shardfs",
                 tl.SHARDFS, "--bench-reader", READER, "--files", "2000", "--classes", "20",
                 "--reps", "1", "--versions", "5", "--mount-reps", "2", "--shard-size", "1MiB",
@@ -323,16 +317,18 @@ REMOTE_WALKS = ["find", "ls", "lstat"]
 REMOTE_TARGETS = 8  # 3 metadata walks, cold ratio, shuffled ratio, bytes fetched, 2 warm rows.
 
 
-class BenchRemoteSmokeTest(BenchTmpMixin, unittest.TestCase):
+class BenchRemoteSmokeTest(BenchTestCase):
     """`--remote` (issue #14's targets) at a tiny size against nginx and the proxy it starts:
     every row is in the report and the JSON, metadata walks sent 0 requests, every read gave the
     loose tree's files, nothing is left mounted or running, within a minute."""
 
+    PREFIX = "shardfs-bench-remote-smoke-"
     FILES = 300
 
     @classmethod
     def setUpClass(cls):
-        prepare(cls, "shardfs-bench-remote-smoke-", "remote.json")
+        super().setUpClass()
+        prepare(cls, "remote.json")
         argv = [sys.executable, SCRIPT, "--remote", "--workdir", cls.workdir, "--shardfs",
                 tl.SHARDFS, "--bench-reader", READER, "--files", str(cls.FILES), "--classes",
                 "10", "--reps", "1", "--shard-size", "1MiB", "--chunk-size", "64K",

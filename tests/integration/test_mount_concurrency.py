@@ -9,13 +9,10 @@ Run with `--mmap-worker MNT SRC SECONDS SEED` it is one of the mmap readers."""
 
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
@@ -26,14 +23,13 @@ THREADS = 8
 PROCESSES = 4
 
 
-class ConcurrencyTest(unittest.TestCase):
+class ConcurrencyTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-conc-"
 
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
+        super().setUpClass()
         tl.require_fuse()
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-conc-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
         cls.src = os.path.join(cls.tmp, "src")
         os.mkdir(cls.src)
         tl.make_hostile_tree(cls.src)

@@ -49,9 +49,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
@@ -160,16 +158,15 @@ def remove_unless_mounted(root):
     shutil.rmtree(root, ignore_errors=True)
 
 
-class MountHangTest(unittest.TestCase):
+class MountHangTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-hang-"
 
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
+        super().setUpClass()
         tl.require_fuse()
         if os.geteuid() != 0:
             raise RuntimeError("test_mount_hang needs root (fusectl abort of a hung mount)")
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-hang-")
-        cls.addClassCleanup(remove_unless_mounted, cls.tmp)
         cls.src = os.path.join(cls.tmp, "src")
         rnd = random.Random(10)
         for d in range(DIRS):
@@ -194,6 +191,11 @@ class MountHangTest(unittest.TestCase):
             raise AssertionError("expected ~20 shards of %s, got %d" % (SHARD_SIZE, len(shards)))
         cls.runs = ISSUE_RUNS + [(o, r, p) for o in OPTIONS for r in READERS for p in PATTERNS
                                  if (o, r, p) not in ISSUE_RUNS]
+
+    @classmethod
+    def remove_tmp(cls):
+        # Walking a hung FUSE mount would hang too.
+        remove_unless_mounted(cls.tmp)
 
     def one_run(self, k, options, readers, pattern):
         """Mounts, reads every file with `readers` processes in `pattern`.
