@@ -42,9 +42,13 @@ echo "test: regular suite done at ${SECONDS} s" >&2
 
 if [[ "${SKIP_SANITIZE:-0}" != 1 ]]; then
   echo "== sanitizer build (clang, address+undefined, fuzz targets): meson test" >&2
+  # Line tables only (-gline-tables-only after meson's -g, as OSS-Fuzz builds
+  # do): sanitizer reports keep function, file and line, and this tree, one
+  # of the suite's largest compiles, compiles ~15% faster without full
+  # debug info.
   if [[ ! -f build-asan/build.ninja ]]; then
     CC=clang CXX=clang++ meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
-      -Dfuzz=true -Dcpp_args=-fno-sanitize-recover=all >/dev/null
+      -Dfuzz=true "-Dcpp_args=-fno-sanitize-recover=all -gline-tables-only" >/dev/null
   fi
   ninja -C build-asan | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
   echo "test: sanitizer build done at ${SECONDS} s" >&2

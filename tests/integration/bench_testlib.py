@@ -3,10 +3,15 @@ that must leave no mount, no process and no scratch behind."""
 
 import glob
 import os
-import shutil
 import subprocess
 
 import shardfs_testlib as tl
+
+# The bench script and its reader, found through the variables meson test sets.
+SOURCE_ROOT = os.environ.get("SHARDFS_SOURCE_ROOT", "")
+BUILD_ROOT = os.environ.get("SHARDFS_BUILD_ROOT", "")
+SCRIPT = os.path.join(SOURCE_ROOT, "tools", "bench", "shardfs_bench.py")
+READER = os.path.join(BUILD_ROOT, "tools", "bench", "bench_reader")
 
 
 def mounts_under(prefix):
@@ -37,15 +42,25 @@ def processes_mentioning(text):
     return pids
 
 
-class BenchTmpMixin:
-    """For a unittest.TestCase whose setUpClass sets cls.tmp (and cls.workdir, where the bench
-    keeps its run-* scratch dirs, if it has one)."""
+class BenchTestCase(tl.ScratchTestCase):
+    """A bench smoke test: shardfs, FUSE, the bench script and its reader are
+    required; one temporary folder (`tmp`, ScratchTestCase) that the run must
+    leave without mount or process, and `workdir`, where the bench keeps its
+    run-* scratch dirs, if the test sets one."""
 
     @classmethod
-    def tearDownClass(cls):
+    def setUpClass(cls):
+        super().setUpClass()
+        tl.require_fuse()
+        for p in (SCRIPT, READER):
+            if not os.path.exists(p):
+                raise RuntimeError("%s missing (SHARDFS_SOURCE_ROOT/SHARDFS_BUILD_ROOT set?)" % p)
+
+    @classmethod
+    def remove_tmp(cls):
         for mp in mounts_under(cls.tmp):  # Only if a test already failed on this.
             subprocess.run(["umount", "-l", mp])
-        shutil.rmtree(cls.tmp, ignore_errors=True)
+        super().remove_tmp()
 
     def assertNothingLeft(self):
         self.assertEqual(mounts_under(self.tmp), [])

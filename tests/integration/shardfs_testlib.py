@@ -8,11 +8,21 @@ with os.lstat/os.readlink, never the code's own output.
 - walk_reference(root): {path bytes: Entry} for every path below root.
 - Mount: `shardfs mount -f` as a context manager that always unmounts.
 - run_shardfs(...): the CLI, with bytes arguments and captured output.
+- ScratchTestCase: a test class with one temporary folder for its tests.
+- ThreeShardFixture: three small shards and their index (mount error tests).
+- source_files, mmap_worker, settled_fds: concurrent readers and the
+  daemon's descriptors (mount concurrency and stress tests).
+- abort_connection(conn): aborts a hung FUSE connection through fusectl.
+- apply_view and friends: the view contract's reference model (view tests).
+
+Test files import helpers from here only, never from each other.
 """
 
 import collections
+import fnmatch
 import hashlib
 import json
+import mmap
 import os
 import random
 import re
@@ -621,17 +631,359 @@ def make_pack_samples(parent):
 class ScratchTestCase(unittest.TestCase):
     """A test class with one temporary folder for all its tests (`tmp`),
     removed afterwards, and fresh folders inside it (`scratch`). Subclasses
-    set PREFIX."""
+    set PREFIX, and call super().setUpClass() first in their own setUpClass.
+    The folder is removed by a class cleanup, which runs even when the rest
+    of a subclass's setUpClass fails, after any tearDownClass; a subclass
+    with more to undo first (a mount left by a failed test) overrides
+    remove_tmp."""
     PREFIX = "shardfs-test-"
 
     @classmethod
     def setUpClass(cls):
         require_shardfs()
         cls.tmp = tempfile.mkdtemp(prefix=cls.PREFIX)
+        cls.addClassCleanup(cls.remove_tmp)
 
     @classmethod
-    def tearDownClass(cls):
+    def remove_tmp(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def scratch(self, name):
         return tempfile.mkdtemp(prefix=name + "-", dir=self.tmp)
+
+
+# -- A small three-shard mount (test_mount_errors, test_mount_robust) ----------
+
+
+def write_file(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class ThreeShardFixture:
+    """Three shards (a/, b/, c/ top-level dirs) and their index, in `d`."""
+
+    def __init__(self, d, seed=7):
+        rnd = random.Random(seed)
+        self.d = d
+        self.src = os.path.join(d, "src")
+        self.content = {}
+        for top in ("a", "b", "c"):
+            os.makedirs(os.path.join(self.src, top, "sub"))
+            for i in range(5):
+                rel = "%s/f%d.bin" % (top, i)
+                data = rnd.randbytes(rnd.randrange(1, 20000))
+                write_file(os.path.join(self.src, rel), data)
+                self.content[rel] = data
+            write_file(os.path.join(self.src, top, "sub", "x.txt"), top.encode())
+            self.content[top + "/sub/x.txt"] = top.encode()
+        shard_dir = os.path.join(d, "shards")
+        os.mkdir(shard_dir)
+        self.shards = tar_into_shards(self.src, shard_dir, 3)
+        self.idx = os.path.join(d, "tree.idx")
+        build_index(self.shards, self.idx)
+        self.mnt = os.path.join(d, "mnt")
+        os.mkdir(self.mnt)
+
+    def shard_of(self, top):
+        return self.shards["abc".index(top)]
+
+
+# -- Concurrent readers and the daemon's descriptors (test_mount_concurrency,
+#    test_mount_stress) -----------------------------------------------------------
+
+
+def source_files(src):
+    """Relative paths (bytes) of the regular files below `src`, sorted."""
+    out = []
+    bsrc = os.fsencode(src)
+    for dirpath, _, files in os.walk(bsrc):
+        for f in files:
+            full = os.path.join(dirpath, f)
+            if not os.path.islink(full):
+                out.append(os.path.relpath(full, bsrc))
+    return sorted(out)
+
+
+def mmap_worker(mnt, src, seconds, seed):
+    """Random slices of mmap'ed files of the mount against the source.
+    Prints the number of checks; exits 1 at the first mismatch."""
+    rnd = random.Random(seed)
+    files = [f for f in source_files(src) if os.path.getsize(os.path.join(os.fsencode(src), f))]
+    bmnt, bsrc = os.fsencode(mnt), os.fsencode(src)
+    checks = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        rel = rnd.choice(files)
+        with open(os.path.join(bsrc, rel), "rb") as f:
+            want = f.read()
+        with open(os.path.join(bmnt, rel), "rb") as f:
+            if rnd.random() < 0.3:
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                if len(mm) != len(want):
+                    print("%r: mapped %d bytes, source has %d" % (rel, len(mm), len(want)))
+                    return 1
+                for _ in range(8):
+                    off = rnd.randrange(0, len(want))
+                    n = rnd.randrange(1, 70000)
+                    if mm[off:off + n] != want[off:off + n]:
+                        print("%r: mmap bytes [%d, +%d) differ from the source" % (rel, off, n))
+                        return 1
+                    checks += 1
+    print(checks)
+    return 0
+
+
+def fd_table(pid):
+    """{fd: target} of process `pid`."""
+    out = {}
+    d = "/proc/%d/fd" % pid
+    for name in os.listdir(d):
+        try:
+            out[int(name)] = os.readlink(os.path.join(d, name))
+        except FileNotFoundError:
+            pass  # Closed meanwhile.
+    return out
+
+
+def split_fds(table):
+    """(sorted targets of the daemon's own fds, count of per-worker-thread
+    fds). libfuse gives each worker thread a /dev/fuse clone (clone_fd) and
+    a splice pipe pair; threads come and go with the load, so those are
+    bounded rather than compared."""
+    per_thread = [t for t in table.values() if t == "/dev/fuse" or t.startswith("pipe:")]
+    own = sorted(t for t in table.values() if t != "/dev/fuse" and not t.startswith("pipe:"))
+    return own, len(per_thread)
+
+
+def settled_fds(pid, want=None, timeout=10.0):
+    """The daemon's fds (split_fds) once they stop changing, or once its own
+    fds equal those of `want`; the last seen at the deadline. A background
+    listing of the dentry prefill holds a directory of the mount open for a
+    moment: a single look could catch it."""
+    last = split_fds(fd_table(pid))
+    stable_since = time.monotonic()
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        time.sleep(0.1)
+        cur = split_fds(fd_table(pid))
+        if want is not None and cur[0] == want[0]:
+            return cur
+        if cur != last:
+            last, stable_since = cur, time.monotonic()
+        elif want is None and time.monotonic() - stable_since > 1.0:
+            return cur
+    return last
+
+
+# -- Aborting a hung FUSE connection (test_mount_hang, test_mount_walks) ------
+
+FUSECTL = "/sys/fs/fuse/connections"
+
+
+def fusectl_mounted():
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == FUSECTL and line.split()[2] == "fusectl" for line in f)
+
+
+def abort_connection(conn):
+    """Writes 1 to the abort file of FUSE connection `conn`, mounting fusectl
+    first if needed (and unmounting it again afterwards). Returns a note for
+    the failure message."""
+    mounted_here = False
+    if not fusectl_mounted():
+        p = subprocess.run(["mount", "-t", "fusectl", "fusectl", FUSECTL],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if p.returncode != 0:
+            return "cannot mount fusectl at %s: %s" % (FUSECTL, p.stdout.decode(errors="replace"))
+        mounted_here = True
+    try:
+        path = os.path.join(FUSECTL, str(conn), "abort")
+        try:
+            with open(path, "w") as f:
+                f.write("1")
+            return "aborted FUSE connection %d" % conn
+        except OSError as e:
+            return "cannot abort FUSE connection %d (%s): %s" % (conn, path, e)
+    finally:
+        if mounted_here:
+            subprocess.run(["umount", FUSECTL], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+
+
+# -- The reference model -------------------------------------------------------
+#
+# A tree is {path bytes: Node}; the root is b"". Node = (type, size, sha256,
+# symlink target); size and sha256 only for files.
+
+
+def node_of(e):
+    return (e.type, e.size if e.type == "file" else None,
+            e.sha256 if e.type == "file" else None, e.target)
+
+
+def tree_of_dir(root):
+    """The tree below `root` (the source, or a mount), read with lstat."""
+    return {p: node_of(e) for p, e in walk_reference(root).items()}
+
+
+DIR = ("dir", None, None, None)
+
+
+def _components(path):
+    return path.split(b"/")
+
+
+def _pathmatch(path, glob):
+    """fnmatch(glob, path, FNM_PATHNAME): '*', '?' and '[...]' never match '/'."""
+    pc, gc = _components(path), _components(glob)
+    return len(pc) == len(gc) and all(fnmatch.fnmatchcase(p, g) for p, g in zip(pc, gc))
+
+
+def glob_hits(path, globs):
+    """Whether `path` or one of its ancestors matches one of `globs`: a glob
+    without '/' matches any component's name, one with '/' the whole path."""
+    comps = _components(path)
+    for g in globs:
+        g = os.fsencode(g)
+        if b"/" not in g:
+            if any(fnmatch.fnmatchcase(c, g) for c in comps):
+                return True
+        else:
+            g = g.lstrip(b"/")
+            if any(_pathmatch(b"/".join(comps[:k]), g) for k in range(1, len(comps) + 1)):
+                return True
+    return False
+
+
+def list_hits(path, listed):
+    comps = _components(path)
+    return any(b"/".join(comps[:k]) in listed for k in range(1, len(comps) + 1))
+
+
+def normalize_list_line(line):
+    line = line.rstrip(b"\n")
+    if line.startswith(b"./"):
+        line = line[2:]
+    elif line.startswith(b"/"):
+        line = line[1:]
+    return line
+
+
+def children(tree):
+    kids = {p: [] for p, n in tree.items() if n[0] == "dir"}
+    for p in tree:
+        if p:
+            kids[os.path.dirname(p)].append(p)
+    return kids
+
+
+def apply_view(src, includes=(), include_list=(), excludes=(), exclude_list=(), renames=()):
+    """The tree a `view create` of `src` gives, by the contract's rules:
+    includes, then excludes, then renames; directories the filters empty are
+    dropped, directories empty in the source stay unless excluded (or, with
+    includes, unless nothing included them)."""
+    inc_list = {normalize_list_line(os.fsencode(x)) for x in include_list}
+    exc_list = {normalize_list_line(os.fsencode(x)) for x in exclude_list}
+    paths = [p for p in src if p]
+    if includes or inc_list:
+        keep = {p for p in paths if glob_hits(p, includes) or list_hits(p, inc_list)}
+        for p in list(keep):  # A directory stays if something below it stays.
+            d = os.path.dirname(p)
+            while d:
+                keep.add(d)
+                d = os.path.dirname(d)
+    else:
+        keep = set(paths)
+    keep = {p for p in keep if not (glob_hits(p, excludes) or list_hits(p, exc_list))}
+    src_kids = children(src)
+    # Bottom-up: a directory that had children and lost them all goes.
+    for p in sorted(keep, key=lambda p: -p.count(b"/")):
+        if src[p][0] == "dir" and src_kids[p] and not any(c in keep for c in src_kids[p]):
+            keep.discard(p)
+    out = {b"": DIR}
+    out.update({p: src[p] for p in keep})
+    for old, new in renames:
+        old, new = normalize_list_line(os.fsencode(old)), normalize_list_line(os.fsencode(new))
+        assert old in out and new not in out, (old, new)
+        if out[old][0] != "dir":
+            moved = {old: out[old]}
+        else:
+            moved = {p: n for p, n in out.items() if p == old or p.startswith(old + b"/")}
+        for p in moved:
+            del out[p]
+        for p, n in moved.items():
+            out[new + p[len(old):]] = n
+        d = os.path.dirname(new)
+        while d and d not in out:
+            out[d] = DIR
+            d = os.path.dirname(d)
+    return out
+
+
+def counts(tree):
+    """files, dirs (root included, as index info counts), symlinks, bytes."""
+    c = {"files": 0, "dirs": 0, "symlinks": 0, "bytes": 0}
+    for n in tree.values():
+        if n[0] == "file":
+            c["files"] += 1
+            c["bytes"] += n[1]
+        elif n[0] == "dir":
+            c["dirs"] += 1
+        elif n[0] == "symlink":
+            c["symlinks"] += 1
+    return c
+
+
+def diff_trees(want, got, limit=20):
+    """A readable account of how two trees differ ("" when equal)."""
+    lines = []
+    for p in sorted(set(want) | set(got)):
+        if p not in got:
+            lines.append("missing %r %s" % (p, want[p][0]))
+        elif p not in want:
+            lines.append("unexpected %r %s" % (p, got[p][0]))
+        elif want[p] != got[p]:
+            lines.append("differs %r: want %r got %r" % (p, want[p], got[p]))
+    more = " ... and %d more" % (len(lines) - limit) if len(lines) > limit else ""
+    return "\n".join(lines[:limit]) + more
+
+
+# -- The CLI -------------------------------------------------------------------
+
+
+def view_create(idx, name, *args, check=0):
+    return run_shardfs("view", "create", idx, name, *args, check=check)
+
+
+def ls_tree(idx, view=None):
+    """The view's tree as `ls -R --json --view` lists it (no content hashes),
+    plus {path: inode}."""
+    extra = ("--view", view) if view is not None else ()
+    p = run_shardfs("ls", "-R", "--json", *extra, idx, check=0)
+    tree, inodes = {b"": DIR}, {}
+    for o in json_lines(p.stdout):
+        path = o["path"]
+        if path in tree and path:
+            raise AssertionError("ls -R --json --view %s lists %r twice" % (view, path))
+        t = o["type"]
+        tree[path] = (t, o["size"] if t == "file" else None, None, o.get("target"))
+        inodes[path] = o["inode"]
+    return tree, inodes
+
+
+def without_content(tree):
+    return {p: (n[0], n[1], None, n[3]) for p, n in tree.items()}
+
+
+def write_lines(path, lines):
+    with open(path, "wb") as f:
+        for line in lines:
+            f.write(os.fsencode(line) + b"\n")
+    return path

@@ -16,19 +16,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
-import unittest
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from bench_testlib import BenchTmpMixin  # noqa: E402
+from bench_testlib import READER, SCRIPT, BenchTestCase  # noqa: E402
 
-SOURCE_ROOT = os.environ.get("SHARDFS_SOURCE_ROOT", "")
-BUILD_ROOT = os.environ.get("SHARDFS_BUILD_ROOT", "")
-SCRIPT = os.path.join(SOURCE_ROOT, "tools", "bench", "shardfs_bench.py")
-READER = os.path.join(BUILD_ROOT, "tools", "bench", "bench_reader")
 FILES, CLASSES, WORKERS = 160, 2, [1, 2]
 MODES, TEMPS = ["decode", "raw"], ["cold", "warm"]
 
@@ -51,17 +45,14 @@ def tree_checksum(train):
             "per_class": per_class}
 
 
-class BenchLoaderTest(BenchTmpMixin, unittest.TestCase):
+class BenchLoaderTest(BenchTestCase):
+    PREFIX = "shardfs-bench-loader-"
+
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
-        tl.require_fuse()
-        for p in (SCRIPT, READER):
-            if not os.path.exists(p):
-                raise RuntimeError("%s missing (SHARDFS_SOURCE_ROOT/SHARDFS_BUILD_ROOT set?)" % p)
+        super().setUpClass()
         if os.geteuid() != 0:
             raise RuntimeError("the loader bench test needs root: its cold runs drop caches")
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-bench-loader-")
         cls.workdir = os.path.join(cls.tmp, "work")
         cls.json_path = os.path.join(cls.tmp, "loader.json")
         start = time.monotonic()

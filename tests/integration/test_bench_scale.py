@@ -12,17 +12,12 @@ import os
 import subprocess
 import sys
 import tarfile
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from bench_testlib import BenchTmpMixin  # noqa: E402
+from bench_testlib import READER, SCRIPT, BenchTestCase  # noqa: E402
 
-SOURCE_ROOT = os.environ.get("SHARDFS_SOURCE_ROOT", "")
-BUILD_ROOT = os.environ.get("SHARDFS_BUILD_ROOT", "")
-SCRIPT = os.path.join(SOURCE_ROOT, "tools", "bench", "shardfs_bench.py")
-READER = os.path.join(BUILD_ROOT, "tools", "bench", "bench_reader")
 SIZES = [2000, 20000]
 ROWS = ["index_build_s", "index_build_rate", "index_headers_s", "index_headers_rate",
         "index_bytes_per_entry", "mount_cold_ms", "mount_warm_ms", "lookup_p50_us",
@@ -33,15 +28,12 @@ ROWS = ["index_build_s", "index_build_rate", "index_headers_s", "index_headers_r
         "slab_inode_cache"]
 
 
-class BenchScaleSmokeTest(BenchTmpMixin, unittest.TestCase):
+class BenchScaleSmokeTest(BenchTestCase):
+    PREFIX = "shardfs-scale-smoke-"
+
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
-        tl.require_fuse()
-        for p in (SCRIPT, READER):
-            if not os.path.exists(p):
-                raise RuntimeError("%s missing (SHARDFS_SOURCE_ROOT/SHARDFS_BUILD_ROOT set?)" % p)
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-scale-smoke-")
+        super().setUpClass()
         cls.json_path = os.path.join(cls.tmp, "scale.json")
         argv = [sys.executable, SCRIPT, "--scale", ",".join(map(str, SIZES)),
                 "--cache-root", cls.tmp, "--classes", "20", "--shard-size", "1MiB",

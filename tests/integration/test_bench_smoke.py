@@ -21,18 +21,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from bench_testlib import BenchTmpMixin, mounts_under  # noqa: E402
+from bench_testlib import READER, SCRIPT, BenchTestCase, mounts_under  # noqa: E402
 
-SOURCE_ROOT = os.environ.get("SHARDFS_SOURCE_ROOT", "")
-BUILD_ROOT = os.environ.get("SHARDFS_BUILD_ROOT", "")
-SCRIPT = os.path.join(SOURCE_ROOT, "tools", "bench", "shardfs_bench.py")
-READER = os.path.join(BUILD_ROOT, "tools", "bench", "bench_reader")
 ALL_SYSTEMS = ["loose", "squashfuse", "kernel", "archivemount", "raw", "shardfs"]
 READ_FIGURES = ["read_tree1_warm", "read_rand4_warm"]
 SMALL = ["--files", "2000", "--classes", "20", "--reps", "1"]
@@ -56,23 +50,32 @@ def xxh3_sum(tree):
     return "%016x" % total, files
 
 
-def prepare(cls, prefix, json_name):
-    """What both smoke tests need: shardfs, FUSE, the bench script and reader;
-    a temporary folder with a work folder and the JSON output path."""
-    tl.require_shardfs()
-    tl.require_fuse()
-    for p in (SCRIPT, READER):
-        if not os.path.exists(p):
-            raise RuntimeError("%s missing (SHARDFS_SOURCE_ROOT/SHARDFS_BUILD_ROOT set?)" % p)
-    cls.tmp = tempfile.mkdtemp(prefix=prefix)
+def require_peers():
+    """Fails loudly (never skips) if a peer filesystem the bench compares is
+    missing: scripts/install-deps.sh installs them with the test packages."""
+    missing = [name for name, alts in (("squashfuse", ("squashfuse_ll", "squashfuse")),
+                                       ("archivemount", ("archivemount",)))
+               if not any(shutil.which(a) for a in alts)]
+    if missing:
+        raise RuntimeError("%s not installed (scripts/install-deps.sh test installs them)"
+                           % ", ".join(missing))
+
+
+def prepare(cls, json_name):
+    """After BenchTestCase.setUpClass: the work folder and the JSON output
+    path in the test's temporary folder."""
     cls.workdir = os.path.join(cls.tmp, "work")
     cls.json_path = os.path.join(cls.tmp, json_name)
 
 
-class BenchSmokeTest(BenchTmpMixin, unittest.TestCase):
+class BenchSmokeTest(BenchTestCase):
+    PREFIX = "shardfs-bench-smoke-"
+
     @classmethod
     def setUpClass(cls):
-        prepare(cls, "shardfs-bench-smoke-", "out.json")
+        super().setUpClass()
+        require_peers()
+        prepare(cls, "out.json")
         start = time.monotonic()
         cls.proc = cls.bench(SMALL + ["--archivemount-budget", "5", "--json", cls.json_path])
         cls.seconds = time.monotonic() - start
@@ -153,16 +156,13 @@ class BenchSmokeTest(BenchTmpMixin, unittest.TestCase):
                 self.assertIn(s["status"], ("FAILED", "timeout", "skipped"), name)
                 self.assertTrue(s["reason"], "%s is %s without a reason" % (name, s["status"]))
         # These are correct implementations: anything else is a bench bug.
-        must_pass = ["loose", "raw", "shardfs"]
-        if shutil.which("squashfuse_ll") or shutil.which("squashfuse"):
-            must_pass.append("squashfuse")
+        must_pass = ["loose", "raw", "shardfs", "squashfuse"]
         if os.geteuid() == 0:
             must_pass.append("kernel")
         for name in must_pass:
             self.assertEqual(r["systems"][name]["status"], "ok",
                              "%s: %s" % (name, r["systems"][name]["reason"]))
-        if shutil.which("archivemount"):
-            self.assertIn(r["systems"]["archivemount"]["status"], ("ok", "timeout"))
+        self.assertIn(r["systems"]["archivemount"]["status"], ("ok", "timeout"))
 
     def test_no_mount_or_daemon_left(self):
         self.assertNothingLeft()
@@ -250,14 +250,17 @@ VIEW_STEPS = ["create_exclude", "create_rename", "diff", "mount_base", "mount_vi
 VIEW_PHASES = ["walk", "lstat", "read_tree1", "read_rand4"]
 
 
-class BenchViewsSmokeTest(BenchTmpMixin, unittest.TestCase):
+class BenchViewsSmokeTest(BenchTestCase):
     """`--views` (issue #13's targets) at a tiny size: every step runs, the view's walks and
     reads match the references the bench computes, the diff matches its lists, nothing is left
     mounted."""
 
+    PREFIX = "shardfs-bench-views-smoke-"
+
     @classmethod
     def setUpClass(cls):
-        prepare(cls, "shardfs-bench-views-smoke-", "views.json")
+        super().setUpClass()
+        prepare(cls, "views.json")
         argv = [sys.executable, SCRIPT, "--views", "--workdir", cls.workdir, "--shardfs",
                 tl.SHARDFS, "--bench-reader", READER, "--files", "2000", "--classes", "20",
                 "--reps", "1", "--versions", "5", "--mount-reps", "2", "--shard-size", "1MiB",
@@ -314,16 +317,18 @@ REMOTE_WALKS = ["find", "ls", "lstat"]
 REMOTE_TARGETS = 8  # 3 metadata walks, cold ratio, shuffled ratio, bytes fetched, 2 warm rows.
 
 
-class BenchRemoteSmokeTest(BenchTmpMixin, unittest.TestCase):
+class BenchRemoteSmokeTest(BenchTestCase):
     """`--remote` (issue #14's targets) at a tiny size against nginx and the proxy it starts:
     every row is in the report and the JSON, metadata walks sent 0 requests, every read gave the
     loose tree's files, nothing is left mounted or running, within a minute."""
 
+    PREFIX = "shardfs-bench-remote-smoke-"
     FILES = 300
 
     @classmethod
     def setUpClass(cls):
-        prepare(cls, "shardfs-bench-remote-smoke-", "remote.json")
+        super().setUpClass()
+        prepare(cls, "remote.json")
         argv = [sys.executable, SCRIPT, "--remote", "--workdir", cls.workdir, "--shardfs",
                 tl.SHARDFS, "--bench-reader", READER, "--files", str(cls.FILES), "--classes",
                 "10", "--reps", "1", "--shard-size", "1MiB", "--chunk-size", "64K",

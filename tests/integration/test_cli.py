@@ -8,10 +8,8 @@ import glob
 import hashlib
 import os
 import re
-import shutil
 import sys
 import tempfile
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
@@ -33,12 +31,12 @@ def read_range(path, offset, size):
         return f.read(size)
 
 
-class CliTest(unittest.TestCase):
+class CliTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-cli-"
 
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-cli-")
+        super().setUpClass()
         cls.src = os.path.join(cls.tmp, "src")
         os.mkdir(cls.src)
         tl.make_hostile_tree(cls.src)
@@ -50,10 +48,6 @@ class CliTest(unittest.TestCase):
         cls.ref = tl.walk_reference(cls.src)
         cls.entries = tl.index_entries(cls.idx)
         cls.quantum = tl.tar_mtime_quantum_ns()
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def check_entry(self, path, got, want):
         label = path

@@ -7,117 +7,29 @@ same before and after (no leaked shard or index fds).
 
 Run with `--mmap-worker MNT SRC SECONDS SEED` it is one of the mmap readers."""
 
-import mmap
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
+from shardfs_testlib import mmap_worker, settled_fds, source_files  # noqa: E402
 
 SECONDS = 5.0
 THREADS = 8
 PROCESSES = 4
 
 
-def source_files(src):
-    """Relative paths (bytes) of the regular files below `src`, sorted."""
-    out = []
-    bsrc = os.fsencode(src)
-    for dirpath, _, files in os.walk(bsrc):
-        for f in files:
-            full = os.path.join(dirpath, f)
-            if not os.path.islink(full):
-                out.append(os.path.relpath(full, bsrc))
-    return sorted(out)
-
-
-def mmap_worker(mnt, src, seconds, seed):
-    """Random slices of mmap'ed files of the mount against the source.
-    Prints the number of checks; exits 1 at the first mismatch."""
-    rnd = random.Random(seed)
-    files = [f for f in source_files(src) if os.path.getsize(os.path.join(os.fsencode(src), f))]
-    bmnt, bsrc = os.fsencode(mnt), os.fsencode(src)
-    checks = 0
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        rel = rnd.choice(files)
-        with open(os.path.join(bsrc, rel), "rb") as f:
-            want = f.read()
-        with open(os.path.join(bmnt, rel), "rb") as f:
-            if rnd.random() < 0.3:
-                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                if len(mm) != len(want):
-                    print("%r: mapped %d bytes, source has %d" % (rel, len(mm), len(want)))
-                    return 1
-                for _ in range(8):
-                    off = rnd.randrange(0, len(want))
-                    n = rnd.randrange(1, 70000)
-                    if mm[off:off + n] != want[off:off + n]:
-                        print("%r: mmap bytes [%d, +%d) differ from the source" % (rel, off, n))
-                        return 1
-                    checks += 1
-    print(checks)
-    return 0
-
-
-def fd_table(pid):
-    """{fd: target} of process `pid`."""
-    out = {}
-    d = "/proc/%d/fd" % pid
-    for name in os.listdir(d):
-        try:
-            out[int(name)] = os.readlink(os.path.join(d, name))
-        except FileNotFoundError:
-            pass  # Closed meanwhile.
-    return out
-
-
-def split_fds(table):
-    """(sorted targets of the daemon's own fds, count of per-worker-thread
-    fds). libfuse gives each worker thread a /dev/fuse clone (clone_fd) and
-    a splice pipe pair; threads come and go with the load, so those are
-    bounded rather than compared."""
-    per_thread = [t for t in table.values() if t == "/dev/fuse" or t.startswith("pipe:")]
-    own = sorted(t for t in table.values() if t != "/dev/fuse" and not t.startswith("pipe:"))
-    return own, len(per_thread)
-
-
-def settled_fds(pid, want=None, timeout=10.0):
-    """The daemon's fds (split_fds) once they stop changing, or once its own
-    fds equal those of `want`; the last seen at the deadline. A background
-    listing of the dentry prefill holds a directory of the mount open for a
-    moment: a single look could catch it."""
-    last = split_fds(fd_table(pid))
-    stable_since = time.monotonic()
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        time.sleep(0.1)
-        cur = split_fds(fd_table(pid))
-        if want is not None and cur[0] == want[0]:
-            return cur
-        if cur != last:
-            last, stable_since = cur, time.monotonic()
-        elif want is None and time.monotonic() - stable_since > 1.0:
-            return cur
-    return last
-
-
-class ConcurrencyTest(unittest.TestCase):
+class ConcurrencyTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-conc-"
 
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
+        super().setUpClass()
         tl.require_fuse()
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-conc-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
         cls.src = os.path.join(cls.tmp, "src")
         os.mkdir(cls.src)
         tl.make_hostile_tree(cls.src)

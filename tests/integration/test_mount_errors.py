@@ -16,47 +16,9 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
+from shardfs_testlib import ThreeShardFixture as Fixture, read_file, write_file  # noqa: E402
 
 KIB = 1024
-
-
-def write_file(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-class Fixture:
-    """Three shards (a/, b/, c/ top-level dirs) and their index, in `d`."""
-
-    def __init__(self, d, seed=7):
-        rnd = random.Random(seed)
-        self.d = d
-        self.src = os.path.join(d, "src")
-        self.content = {}
-        for top in ("a", "b", "c"):
-            os.makedirs(os.path.join(self.src, top, "sub"))
-            for i in range(5):
-                rel = "%s/f%d.bin" % (top, i)
-                data = rnd.randbytes(rnd.randrange(1, 20000))
-                write_file(os.path.join(self.src, rel), data)
-                self.content[rel] = data
-            write_file(os.path.join(self.src, top, "sub", "x.txt"), top.encode())
-            self.content[top + "/sub/x.txt"] = top.encode()
-        shard_dir = os.path.join(d, "shards")
-        os.mkdir(shard_dir)
-        self.shards = tl.tar_into_shards(self.src, shard_dir, 3)
-        self.idx = os.path.join(d, "tree.idx")
-        tl.build_index(self.shards, self.idx)
-        self.mnt = os.path.join(d, "mnt")
-        os.mkdir(self.mnt)
-
-    def shard_of(self, top):
-        return self.shards["abc".index(top)]
 
 
 class MountErrorsTest(unittest.TestCase):

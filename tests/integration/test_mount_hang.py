@@ -49,12 +49,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
+from shardfs_testlib import abort_connection  # noqa: E402
 
 DIRS = 6
 FILES_PER_DIR = 1000
@@ -78,9 +77,6 @@ PATTERNS = ["sequential", "skipping", "shuffled"]
 # The runs named in issue 10 come first, so that a failure names them.
 ISSUE_RUNS = [(None, 16, "sequential"), ("threads=1", 1, "skipping"),
               ("threads=2", 4, "sequential"), ("threads=2", 8, "shuffled")]
-
-FUSECTL = "/sys/fs/fuse/connections"
-
 
 class Terminated(Exception):
     """SIGTERM (meson's timeout): unwinds so that cleanup still runs."""
@@ -140,36 +136,6 @@ def drop_caches():
                            "options need shards read from disk" % e) from e
 
 
-def fusectl_mounted():
-    with open("/proc/self/mounts") as f:
-        return any(line.split()[1] == FUSECTL and line.split()[2] == "fusectl" for line in f)
-
-
-def abort_connection(conn):
-    """Writes 1 to the abort file of FUSE connection `conn`, mounting fusectl
-    first if needed (and unmounting it again afterwards). Returns a note for
-    the failure message."""
-    mounted_here = False
-    if not fusectl_mounted():
-        p = subprocess.run(["mount", "-t", "fusectl", "fusectl", FUSECTL],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        if p.returncode != 0:
-            return "cannot mount fusectl at %s: %s" % (FUSECTL, p.stdout.decode(errors="replace"))
-        mounted_here = True
-    try:
-        path = os.path.join(FUSECTL, str(conn), "abort")
-        try:
-            with open(path, "w") as f:
-                f.write("1")
-            return "aborted FUSE connection %d" % conn
-        except OSError as e:
-            return "cannot abort FUSE connection %d (%s): %s" % (conn, path, e)
-    finally:
-        if mounted_here:
-            subprocess.run(["umount", FUSECTL], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-
-
 def mounted_below(root):
     """Mount points in /proc/self/mountinfo at or below `root`."""
     root = os.path.realpath(root)
@@ -192,16 +158,15 @@ def remove_unless_mounted(root):
     shutil.rmtree(root, ignore_errors=True)
 
 
-class MountHangTest(unittest.TestCase):
+class MountHangTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-hang-"
 
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
+        super().setUpClass()
         tl.require_fuse()
         if os.geteuid() != 0:
             raise RuntimeError("test_mount_hang needs root (fusectl abort of a hung mount)")
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-hang-")
-        cls.addClassCleanup(remove_unless_mounted, cls.tmp)
         cls.src = os.path.join(cls.tmp, "src")
         rnd = random.Random(10)
         for d in range(DIRS):
@@ -226,6 +191,11 @@ class MountHangTest(unittest.TestCase):
             raise AssertionError("expected ~20 shards of %s, got %d" % (SHARD_SIZE, len(shards)))
         cls.runs = ISSUE_RUNS + [(o, r, p) for o in OPTIONS for r in READERS for p in PATTERNS
                                  if (o, r, p) not in ISSUE_RUNS]
+
+    @classmethod
+    def remove_tmp(cls):
+        # Walking a hung FUSE mount would hang too.
+        remove_unless_mounted(cls.tmp)
 
     def one_run(self, k, options, readers, pattern):
         """Mounts, reads every file with `readers` processes in `pattern`.

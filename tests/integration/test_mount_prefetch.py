@@ -17,10 +17,7 @@ import mmap
 import os
 import random
 import re
-import shutil
 import sys
-import tempfile
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
@@ -39,13 +36,13 @@ def own_requests(log, opcode):
     return len(re.findall(r"opcode: %s \(.*pid: %d$" % (opcode, os.getpid()), log, re.MULTILINE))
 
 
-class MountPrefetchTest(unittest.TestCase):
+class MountPrefetchTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-prefetch-"
+
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
+        super().setUpClass()
         tl.require_fuse()
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-prefetch-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
         cls.src = os.path.join(cls.tmp, "src")
         rnd = random.Random(7)
         cls.want = {}
@@ -290,20 +287,19 @@ class MountPrefetchTest(unittest.TestCase):
         self.assertGreaterEqual(kept, total // 2, "control kept %d of %d pages" % (kept, total))
 
 
-class PrefillPastLimitTest(unittest.TestCase):
+class PrefillPastLimitTest(tl.ScratchTestCase):
     """Past its entry limit the prefill lists a directory only once a program
     has missed PAST_LIMIT names in it (a walk, an epoch), and then its next
     siblings ahead; never one it only samples (src/dir_prefill.h)."""
 
+    PREFIX = "shardfs-prefill-limit-"
     PAST_LIMIT = 256  # PrefillPolicy::kMissesPastLimit
     WALKED = 400
 
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
+        super().setUpClass()
         tl.require_fuse()
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-prefill-limit-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
         src = os.path.join(cls.tmp, "src")
         cls.counts = {"a0": 4, "a1": 40, "a2": 40, "a3": cls.WALKED, "a4": 40}
         for d, n in cls.counts.items():

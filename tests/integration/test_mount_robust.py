@@ -20,7 +20,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from test_mount_errors import Fixture, read_file  # noqa: E402
+from shardfs_testlib import ThreeShardFixture as Fixture, read_file  # noqa: E402
 
 
 def rss_kib(pid):

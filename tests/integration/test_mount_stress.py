@@ -12,18 +12,15 @@ Run with `--worker MNT SRC SECONDS SEED` it is one of the worker processes."""
 import errno
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from test_mount_concurrency import mmap_worker, settled_fds, source_files  # noqa: E402
+from shardfs_testlib import mmap_worker, settled_fds, source_files  # noqa: E402
 
 SECONDS = 25.0
 THREADS = 8
@@ -84,14 +81,13 @@ def worker_main(mnt, src, seconds, seed):
     return rc
 
 
-class StressTest(unittest.TestCase):
+class StressTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-stress-"
 
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
+        super().setUpClass()
         tl.require_fuse()
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-stress-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
         cls.src = os.path.join(cls.tmp, "src")
         os.mkdir(cls.src)
         tl.make_hostile_tree(cls.src)

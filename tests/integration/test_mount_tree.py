@@ -12,12 +12,9 @@ import mmap
 import os
 import random
 import re
-import shutil
 import stat
 import subprocess
 import sys
-import tempfile
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
@@ -35,14 +32,13 @@ def run(argv, **kw):
 
 
 class _MountTreeTests:
+    PREFIX = "shardfs-tree-"
     OPTIONS = None
 
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
+        super().setUpClass()
         tl.require_fuse()
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-tree-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
         cls.src = os.path.join(cls.tmp, "src")
         os.mkdir(cls.src)
         tl.make_hostile_tree(cls.src)
@@ -73,9 +69,6 @@ class _MountTreeTests:
 
     def files(self):
         return [(p, e) for p, e in sorted(self.ref.items()) if e.type == "file"]
-
-    def scratch(self, prefix):
-        return tempfile.mkdtemp(prefix=prefix, dir=self.tmp)
 
     # -- metadata -----------------------------------------------------------
 
@@ -349,11 +342,11 @@ class _MountTreeTests:
         self.diff_tree(out)
 
 
-class DefaultMountTree(_MountTreeTests, unittest.TestCase):
+class DefaultMountTree(_MountTreeTests, tl.ScratchTestCase):
     OPTIONS = None
 
 
-class DaemonOpenPreadMountTree(_MountTreeTests, unittest.TestCase):
+class DaemonOpenPreadMountTree(_MountTreeTests, tl.ScratchTestCase):
     # Also max_open_shards=1: reads alternate between 3 shards, so every switch
     # evicts, closes, reopens and re-checks a shard.
     OPTIONS = "kernel_open=0,splice=0,clone_fd=0,threads=2,max_open_shards=1"

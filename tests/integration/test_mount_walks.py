@@ -18,17 +18,14 @@ import ctypes
 import os
 import random
 import re
-import shutil
 import signal
 import stat
 import subprocess
 import sys
-import tempfile
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from test_mount_hang import abort_connection  # noqa: E402
+from shardfs_testlib import abort_connection  # noqa: E402
 
 # Far more than one READDIRPLUS reply holds (each entry carries ~150 bytes of
 # attributes; a reply is at most a few pages).
@@ -36,13 +33,13 @@ BIG = 3000
 SMALL = 40
 
 
-class MountWalksTest(unittest.TestCase):
+class MountWalksTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-walks-"
+
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
+        super().setUpClass()
         tl.require_fuse()
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-walks-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
         cls.src = os.path.join(cls.tmp, "src")
         rnd = random.Random(15)
         dirs = {"big": BIG, "c0": SMALL, "c1": SMALL, "c2": SMALL, "c2/deep": SMALL, "c3": SMALL}

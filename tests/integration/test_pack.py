@@ -69,12 +69,12 @@ def add_pack_extras(root):
     os.utime(os.path.join(x, BEFORE_EPOCH_FRACTION), ns=(-86_400_250_000_000,) * 2)
 
 
-class PackTest(unittest.TestCase):
+class PackTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-pack-"
 
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-pack-")
+        super().setUpClass()
         cls.src = os.path.join(cls.tmp, "src")
         os.mkdir(cls.src)
         tl.make_hostile_tree(cls.src)
@@ -84,13 +84,6 @@ class PackTest(unittest.TestCase):
         cls.idx = os.path.join(cls.out, "index")
         cls.packed = tl.pack(cls.src, cls.out, "--shard-size", "256K", "-j", "3")
         cls.shards = [os.path.join(cls.out, n) for n in tl.shards_of(cls.out)]
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def scratch(self, name):
-        return tempfile.mkdtemp(prefix=name + "-", dir=self.tmp)
 
     # -- The packed tree is the source tree -----------------------------------
 

@@ -50,10 +50,12 @@ def run(argv):
     return p.stdout
 
 
-class SparseDialectsTest(unittest.TestCase):
+class SparseDialectsTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-sparse-"
+
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-sparse-")
+        super().setUpClass()
         rnd = random.Random(11)
         rb = lambda n: bytes(rnd.getrandbits(8) for _ in range(n))  # noqa: E731
         src = os.path.join(cls.tmp, "src")
@@ -82,10 +84,6 @@ class SparseDialectsTest(unittest.TestCase):
         tl.build_index(cls.shards, cls.idx)
         cls.entries = {k.decode(): e for k, e in tl.index_entries(cls.idx).items()}
         cls.files = [os.path.join(d, n) for d in DIALECTS for n in names]
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_index_says_sparse(self):
         for path in self.files:

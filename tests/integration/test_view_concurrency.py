@@ -23,7 +23,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-import test_views as tv  # noqa: E402
 
 BASE_FILES = 8000
 ADD_FILES = 5000
@@ -44,13 +43,13 @@ def write_shard(path, files):
 
 def tree_of_files(files):
     """The tree a set of {path str: bytes} extracts to."""
-    tree = {b"": tv.DIR}
+    tree = {b"": tl.DIR}
     for name, data in files.items():
         p = os.fsencode(name)
         tree[p] = ("file", len(data), hashlib.sha256(data).hexdigest(), None)
         d = os.path.dirname(p)
         while d and d not in tree:
-            tree[d] = tv.DIR
+            tree[d] = tl.DIR
             d = os.path.dirname(d)
     return tree
 
@@ -88,7 +87,7 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
         rnd = random.Random(seed)
         names = sorted(rnd.sample(sorted(self.files), n))
         path = os.path.join(self.scratch("lists"), "exclude.txt")
-        return tv.write_lines(path, names), names
+        return tl.write_lines(path, names), names
 
     def snapshot(self, idx):
         """{spec: ls tree} of every version of every view."""
@@ -99,7 +98,7 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
                                                check=0).stdout)
             for ver in log["versions"]:
                 spec = "%s@%d" % (v["name"], ver["version"])
-                out[spec] = tv.ls_tree(idx, spec)
+                out[spec] = tl.ls_tree(idx, spec)
         return out
 
     def check_clean(self, idx, what):
@@ -112,16 +111,16 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
     def check_mount(self, idx, spec, want):
         mnt = self.scratch("mnt")
         with tl.Mount(idx, mnt, options="view=" + spec if spec else None):
-            got = tv.tree_of_dir(mnt)
-        self.assertEqual(got, want, "mount of %s:\n%s" % (spec, tv.diff_trees(want, got)))
+            got = tl.tree_of_dir(mnt)
+        self.assertEqual(got, want, "mount of %s:\n%s" % (spec, tl.diff_trees(want, got)))
 
     # -- Mounts keep their version ---------------------------------------------
 
     def test_mounts_keep_their_version(self):
         idx = self.new_index()
         lst, names = self.exclude_list(1000, 1)
-        tv.view_create(idx, "v", "--exclude-list", lst)
-        want_v1 = tv.apply_view(self.tree, exclude_list=names)
+        tl.view_create(idx, "v", "--exclude-list", lst)
+        want_v1 = tl.apply_view(self.tree, exclude_list=names)
         m_v1, m_bare, m_idx = self.scratch("m1"), self.scratch("m2"), self.scratch("m3")
         errors, reads = [], [0]
         stop = threading.Event()
@@ -152,13 +151,13 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
                 t.start()
             try:
                 # New versions of v, an index add replacing files, a view of it.
-                tv.view_create(idx, "v", "--exclude", "d0?")
-                tv.view_create(idx, "v", "--from", "v@1", "--exclude", "d1?")
+                tl.view_create(idx, "v", "--exclude", "d0?")
+                tl.view_create(idx, "v", "--from", "v@1", "--exclude", "d1?")
                 add = dict(gen_files(self.rnd, 500, "train", 0))  # Replaces f000000..
                 add.update(gen_files(self.rnd, 300, "extra"))
                 shard = write_shard(os.path.join(self.scratch("add"), "add.tar"), add)
                 tl.run_shardfs("index", "add", idx, shard, check=0)
-                tv.view_create(idx, "v", "--exclude", "d2?")
+                tl.view_create(idx, "v", "--exclude", "d2?")
                 time.sleep(0.5)
             finally:
                 stop.set()
@@ -167,14 +166,14 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
             self.assertEqual(errors, [])
             self.assertGreater(reads[0], 0)
             for mnt, want in ((m_v1, want_v1), (m_bare, want_v1), (m_idx, self.tree)):
-                got = tv.tree_of_dir(mnt)
+                got = tl.tree_of_dir(mnt)
                 self.assertEqual(got, want, "%s after the writes:\n%s" % (
-                    mnt, tv.diff_trees(want, got)))
+                    mnt, tl.diff_trees(want, got)))
         new_default = dict(self.tree)
         new_default.update(tree_of_files(add))
-        self.check_mount(idx, "v", tv.apply_view(new_default, excludes=["d2?"]))
+        self.check_mount(idx, "v", tl.apply_view(new_default, excludes=["d2?"]))
         self.check_mount(idx, None, new_default)
-        self.check_mount(idx, "v@3", tv.apply_view(want_v1, excludes=["d1?"]))
+        self.check_mount(idx, "v@3", tl.apply_view(want_v1, excludes=["d1?"]))
         self.check_mount(idx, "v@1", want_v1)
 
     # -- Killed writers ---------------------------------------------------------
@@ -206,9 +205,9 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
         self.assertLessEqual(new, {spec}, "%s: unexpected versions %s" % (what, new))
         if new:
             got = after[spec][0]
-            want = tv.without_content(tree)
+            want = tl.without_content(tree)
             self.assertEqual(got, want, "%s: completed %s is not whole:\n%s" % (
-                what, spec, tv.diff_trees(want, got)))
+                what, spec, tl.diff_trees(want, got)))
         return bool(new), after
 
     def test_killed_view_create(self):
@@ -220,8 +219,8 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
         with open(renames, "w") as f:
             for a, b in pairs:
                 f.write("%s\t%s\n" % (a, b))
-        want = tv.apply_view(self.tree, exclude_list=names, renames=pairs)
-        tv.view_create(idx, "k", "--exclude", "d3?")
+        want = tl.apply_view(self.tree, exclude_list=names, renames=pairs)
+        tl.view_create(idx, "k", "--exclude", "d3?")
         mnt = self.scratch("mnt")
         outcomes = []
         with tl.Mount(idx, mnt, options="view=k@1"):
@@ -239,19 +238,19 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
                 if rc == 0:
                     self.assertTrue(made, "exit 0 but no new version")
                 outcomes.append(rc)
-            got = tv.tree_of_dir(mnt)
-        self.assertEqual(got, tv.apply_view(self.tree, excludes=["d3?"]))
+            got = tl.tree_of_dir(mnt)
+        self.assertEqual(got, tl.apply_view(self.tree, excludes=["d3?"]))
         sys.stderr.write("view create, exit per kill point %r: %r\n" % (KILL_AFTER_S, outcomes))
         self.assertIn(-signal.SIGKILL, outcomes, "no kill landed while view create ran")
         # The next run works and the earlier versions still mount.
-        tv.view_create(idx, "k", "--exclude-list", lst, "--rename-map", renames)
+        tl.view_create(idx, "k", "--exclude-list", lst, "--rename-map", renames)
         self.check_mount(idx, "k", want)
-        self.check_mount(idx, "k@1", tv.apply_view(self.tree, excludes=["d3?"]))
+        self.check_mount(idx, "k@1", tl.apply_view(self.tree, excludes=["d3?"]))
         self.check_mount(idx, "default@1", self.tree)
 
     def test_killed_index_add(self):
         idx = self.new_index()
-        tv.view_create(idx, "before", "--exclude", "d0?")
+        tl.view_create(idx, "before", "--exclude", "d0?")
         current = dict(self.tree)
         mnt = self.scratch("mnt")
         outcomes = []
@@ -277,10 +276,10 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
                     current = expect
                 outcomes.append(rc)
                 info, shards = tl.index_info(idx)
-                self.assertEqual(info["files"], tv.counts(current)["files"],
+                self.assertEqual(info["files"], tl.counts(current)["files"],
                                  "index info after a %s add" % ("completed" if made else "killed"))
-            got = tv.tree_of_dir(mnt)
-        self.assertEqual(got, self.tree, tv.diff_trees(self.tree, got))
+            got = tl.tree_of_dir(mnt)
+        self.assertEqual(got, self.tree, tl.diff_trees(self.tree, got))
         sys.stderr.write("index add, exit per kill point %r: %r\n" % (KILL_AFTER_S, outcomes))
         self.assertIn(-signal.SIGKILL, outcomes, "no kill landed while index add ran")
         last = gen_files(self.rnd, 10, "final")
@@ -289,7 +288,7 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
         current.update(tree_of_files(last))
         self.check_mount(idx, None, current)
         self.check_mount(idx, "default@1", self.tree)
-        self.check_mount(idx, "before@1", tv.apply_view(self.tree, excludes=["d0?"]))
+        self.check_mount(idx, "before@1", tl.apply_view(self.tree, excludes=["d0?"]))
 
 
 if __name__ == "__main__":

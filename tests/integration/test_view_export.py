@@ -12,7 +12,6 @@ import json
 import os
 import sys
 import tarfile
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
@@ -69,13 +68,12 @@ def tar_files(shard):
     return out
 
 
-class ViewExportTest(unittest.TestCase):
+class ViewExportTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-view-export-"
 
     @classmethod
     def setUpClass(cls):
-        tl.require_shardfs()
-        import tempfile
-        cls.tmp = tempfile.mkdtemp(prefix="shardfs-view-export-")
+        super().setUpClass()
         cls.shards = []
         for i, members in enumerate(SHARDS):
             p = os.path.join(cls.tmp, "shard-%03d.tar" % i)
@@ -85,11 +83,6 @@ class ViewExportTest(unittest.TestCase):
         tl.build_index(cls.shards, cls.idx)
         _, shard_lines = tl.index_info(cls.idx)
         cls.shard_paths = [s["shard"] for s in shard_lines]  # by shard id
-
-    @classmethod
-    def tearDownClass(cls):
-        import shutil
-        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     # -- helpers ------------------------------------------------------------
 

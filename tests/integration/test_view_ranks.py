@@ -13,7 +13,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-import test_views as tv  # noqa: E402
 
 SHARDS = 16
 CLASSES = 5
@@ -72,14 +71,14 @@ class RankTest(tl.ScratchTestCase):
         cls.src, cls.shards = make_sharded(cls.tmp)
         cls.idx = os.path.join(cls.tmp, "ranks.idx")
         tl.build_index(cls.shards, cls.idx)
-        cls.tree = tv.tree_of_dir(cls.src)
+        cls.tree = tl.tree_of_dir(cls.src)
         # A view without some sidecars, one class and some symlinks.
         cls.excludes = ["s00[0-3]?.cls", "c03", "l0[0-3]"]
-        tv.view_create(cls.idx, "sub", *[a for g in cls.excludes for a in ("--exclude", g)])
+        tl.view_create(cls.idx, "sub", *[a for g in cls.excludes for a in ("--exclude", g)])
 
     def view_facts(self, spec):
         """(tree, {path: shard_id} of files, {path: inode}) of the view."""
-        tree, inodes = tv.ls_tree(self.idx, spec)
+        tree, inodes = tl.ls_tree(self.idx, spec)
         p = tl.run_shardfs("ls", "-R", "--json", "--view", spec, self.idx, check=0)
         shard_of = {o["path"]: o["shard_id"] for o in tl.json_lines(p.stdout)
                     if o["type"] == "file"}
@@ -88,15 +87,15 @@ class RankTest(tl.ScratchTestCase):
     def mount_rank(self, opts):
         mnt = self.scratch("mnt")
         with tl.Mount(self.idx, mnt, options=opts):
-            return tv.tree_of_dir(mnt)
+            return tl.tree_of_dir(mnt)
 
     def check_world(self, spec, world, seed, keep_dirs=False):
         """Mounts every rank of one world and checks the contract. Returns the
         partition: {shard_id: rank}."""
-        want = self.tree if spec == "default" else tv.apply_view(self.tree, excludes=self.excludes)
+        want = self.tree if spec == "default" else tl.apply_view(self.tree, excludes=self.excludes)
         listed, shard_of, inodes = self.view_facts(spec)
-        self.assertEqual(listed, tv.without_content(want), tv.diff_trees(
-            tv.without_content(want), listed))
+        self.assertEqual(listed, tl.without_content(want), tl.diff_trees(
+            tl.without_content(want), listed))
         view_dirs = {p for p, n in want.items() if n[0] == "dir"}
         leaves = {p for p, n in want.items() if n[0] != "dir"}
         shard_bytes = {}

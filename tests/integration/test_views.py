@@ -6,196 +6,21 @@ version numbers, tags, `view ls`/`view log` (text and JSON), `view rm`;
 and the mounted tree of every version against the tree the contract's rules
 give when applied here, in Python, to the source tree.
 
-The reference model (`apply_view`) is written from the contract alone; it
-never reads the code's own output. test_view_ranks.py and
-test_view_concurrency.py import it from here."""
+The reference model (`apply_view`, in shardfs_testlib.py) is written from
+the contract alone; it never reads the code's own output."""
 
 import datetime
-import fnmatch
 import hashlib
 import json
 import os
 import random
 import re
-import shutil
 import sys
-import tempfile
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-
-# -- The reference model -------------------------------------------------------
-#
-# A tree is {path bytes: Node}; the root is b"". Node = (type, size, sha256,
-# symlink target); size and sha256 only for files.
-
-
-def node_of(e):
-    return (e.type, e.size if e.type == "file" else None,
-            e.sha256 if e.type == "file" else None, e.target)
-
-
-def tree_of_dir(root):
-    """The tree below `root` (the source, or a mount), read with lstat."""
-    return {p: node_of(e) for p, e in tl.walk_reference(root).items()}
-
-
-DIR = ("dir", None, None, None)
-
-
-def _components(path):
-    return path.split(b"/")
-
-
-def _pathmatch(path, glob):
-    """fnmatch(glob, path, FNM_PATHNAME): '*', '?' and '[...]' never match '/'."""
-    pc, gc = _components(path), _components(glob)
-    return len(pc) == len(gc) and all(fnmatch.fnmatchcase(p, g) for p, g in zip(pc, gc))
-
-
-def glob_hits(path, globs):
-    """Whether `path` or one of its ancestors matches one of `globs`: a glob
-    without '/' matches any component's name, one with '/' the whole path."""
-    comps = _components(path)
-    for g in globs:
-        g = os.fsencode(g)
-        if b"/" not in g:
-            if any(fnmatch.fnmatchcase(c, g) for c in comps):
-                return True
-        else:
-            g = g.lstrip(b"/")
-            if any(_pathmatch(b"/".join(comps[:k]), g) for k in range(1, len(comps) + 1)):
-                return True
-    return False
-
-
-def list_hits(path, listed):
-    comps = _components(path)
-    return any(b"/".join(comps[:k]) in listed for k in range(1, len(comps) + 1))
-
-
-def normalize_list_line(line):
-    line = line.rstrip(b"\n")
-    if line.startswith(b"./"):
-        line = line[2:]
-    elif line.startswith(b"/"):
-        line = line[1:]
-    return line
-
-
-def children(tree):
-    kids = {p: [] for p, n in tree.items() if n[0] == "dir"}
-    for p in tree:
-        if p:
-            kids[os.path.dirname(p)].append(p)
-    return kids
-
-
-def apply_view(src, includes=(), include_list=(), excludes=(), exclude_list=(), renames=()):
-    """The tree a `view create` of `src` gives, by the contract's rules:
-    includes, then excludes, then renames; directories the filters empty are
-    dropped, directories empty in the source stay unless excluded (or, with
-    includes, unless nothing included them)."""
-    inc_list = {normalize_list_line(os.fsencode(x)) for x in include_list}
-    exc_list = {normalize_list_line(os.fsencode(x)) for x in exclude_list}
-    paths = [p for p in src if p]
-    if includes or inc_list:
-        keep = {p for p in paths if glob_hits(p, includes) or list_hits(p, inc_list)}
-        for p in list(keep):  # A directory stays if something below it stays.
-            d = os.path.dirname(p)
-            while d:
-                keep.add(d)
-                d = os.path.dirname(d)
-    else:
-        keep = set(paths)
-    keep = {p for p in keep if not (glob_hits(p, excludes) or list_hits(p, exc_list))}
-    src_kids = children(src)
-    # Bottom-up: a directory that had children and lost them all goes.
-    for p in sorted(keep, key=lambda p: -p.count(b"/")):
-        if src[p][0] == "dir" and src_kids[p] and not any(c in keep for c in src_kids[p]):
-            keep.discard(p)
-    out = {b"": DIR}
-    out.update({p: src[p] for p in keep})
-    for old, new in renames:
-        old, new = normalize_list_line(os.fsencode(old)), normalize_list_line(os.fsencode(new))
-        assert old in out and new not in out, (old, new)
-        if out[old][0] != "dir":
-            moved = {old: out[old]}
-        else:
-            moved = {p: n for p, n in out.items() if p == old or p.startswith(old + b"/")}
-        for p in moved:
-            del out[p]
-        for p, n in moved.items():
-            out[new + p[len(old):]] = n
-        d = os.path.dirname(new)
-        while d and d not in out:
-            out[d] = DIR
-            d = os.path.dirname(d)
-    return out
-
-
-def counts(tree):
-    """files, dirs (root included, as index info counts), symlinks, bytes."""
-    c = {"files": 0, "dirs": 0, "symlinks": 0, "bytes": 0}
-    for n in tree.values():
-        if n[0] == "file":
-            c["files"] += 1
-            c["bytes"] += n[1]
-        elif n[0] == "dir":
-            c["dirs"] += 1
-        elif n[0] == "symlink":
-            c["symlinks"] += 1
-    return c
-
-
-def diff_trees(want, got, limit=20):
-    """A readable account of how two trees differ ("" when equal)."""
-    lines = []
-    for p in sorted(set(want) | set(got)):
-        if p not in got:
-            lines.append("missing %r %s" % (p, want[p][0]))
-        elif p not in want:
-            lines.append("unexpected %r %s" % (p, got[p][0]))
-        elif want[p] != got[p]:
-            lines.append("differs %r: want %r got %r" % (p, want[p], got[p]))
-    more = " ... and %d more" % (len(lines) - limit) if len(lines) > limit else ""
-    return "\n".join(lines[:limit]) + more
-
-
-# -- The CLI -------------------------------------------------------------------
-
-
-def view_create(idx, name, *args, check=0):
-    return tl.run_shardfs("view", "create", idx, name, *args, check=check)
-
-
-def ls_tree(idx, view=None):
-    """The view's tree as `ls -R --json --view` lists it (no content hashes),
-    plus {path: inode}."""
-    extra = ("--view", view) if view is not None else ()
-    p = tl.run_shardfs("ls", "-R", "--json", *extra, idx, check=0)
-    tree, inodes = {b"": DIR}, {}
-    for o in tl.json_lines(p.stdout):
-        path = o["path"]
-        if path in tree and path:
-            raise AssertionError("ls -R --json --view %s lists %r twice" % (view, path))
-        t = o["type"]
-        tree[path] = (t, o["size"] if t == "file" else None, None, o.get("target"))
-        inodes[path] = o["inode"]
-    return tree, inodes
-
-
-def without_content(tree):
-    return {p: (n[0], n[1], None, n[3]) for p, n in tree.items()}
-
-
-def write_lines(path, lines):
-    with open(path, "wb") as f:
-        for line in lines:
-            f.write(os.fsencode(line) + b"\n")
-    return path
-
+from shardfs_testlib import (apply_view, counts, diff_trees, ls_tree, tree_of_dir,  # noqa: E402
+                             view_create, without_content, write_lines)
 
 SUMMARY = re.compile(rb"^(\S+)@(\d+): (\d+) files, (\d+) dirs, (\d+) bytes "
                      rb"\(from (\S+): -(\d+) \+(\d+) ~(\d+)\)$")
