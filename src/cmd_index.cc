@@ -5,16 +5,24 @@
 
 #include <fmt/format.h>
 
+#include "base/json_writer.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/strings.h"
 #include "index/index_reader.h"
 #include "src/command.h"
-#include "src/json_writer.h"
 #include "tools/index_build.h"
 #include "tools/progress.h"
 
-namespace shardfs::cli {
+namespace shardfs::app {
+
+using cli::CommandLine;
+using cli::Operands;
+using cli::Option;
+using cli::SetFlag;
+using cli::SetJobs;
+using cli::SetNonZeroSize;
+using cli::SetString;
 
 std::vector<Option> RemoteLimitOptions(tools::RemoteLimits* limits) {
   return {{"max-shard-size", 0, "SIZE", "the largest remote shard read (default 64G)",
@@ -151,4 +159,4 @@ int RunIndexInfo(int argc, char** argv) {
   return kExitOk;
 }
 
-}  // namespace shardfs::cli
+}  // namespace shardfs::app

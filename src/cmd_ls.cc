@@ -5,13 +5,20 @@
 
 #include <fmt/format.h>
 
+#include "base/json_writer.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "index/index_reader.h"
 #include "src/command.h"
-#include "src/json_writer.h"
 
-namespace shardfs::cli {
+namespace shardfs::app {
+
+using cli::CommandLine;
+using cli::Operands;
+using cli::Option;
+using cli::SetFlag;
+using cli::SetString;
+
 namespace {
 
 using index::EntryRecord;
@@ -235,4 +242,4 @@ int RunStat(int argc, char** argv) {
   return rc;
 }
 
-}  // namespace shardfs::cli
+}  // namespace shardfs::app

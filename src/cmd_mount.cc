@@ -26,20 +26,26 @@
 #include "base/log.h"
 #include "index/index_reader.h"
 #include "remote/aws_config.h"
-#include "src/chunk_cache.h"
+#include "src/cli/mount_options.h"
 #include "src/command.h"
-#include "src/control_server.h"
-#include "src/filesystem.h"
-#include "src/shard_fetcher.h"
 #include "src/fuse_adapter.h"
-#include "src/mount_options.h"
+#include "src/mount/chunk_cache.h"
+#include "src/mount/control_server.h"
+#include "src/mount/filesystem.h"
+#include "src/mount/shard_fetcher.h"
 
 extern char** environ;
 
-namespace shardfs::cli {
+namespace shardfs::app {
+
+using cli::AppendString;
+using cli::CommandLine;
+using cli::Operands;
+using cli::SetFlag;
+
 namespace {
 
-using mount::MountOptions;
+using cli::MountOptions;
 
 Status CheckMountpoint(const std::string& path, bool nonempty) {
   struct stat st;
@@ -274,7 +280,7 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
   if (a.check && !ShardsPassCheck(a, fs, fetcher->get())) return kExitFailure;
   std::string fsname = a.index;  // Absolute and normal already.
   mount::ControlServer control(&fs, fetcher->get(), a.mountpoint);
-  Status s = mount::ServeFuse(&fs, options, a.mountpoint, fsname, [&]() -> Status {
+  Status s = ServeFuse(&fs, options, a.mountpoint, fsname, [&]() -> Status {
     // No mount without its control socket: `shardfs stats` and `cache warm`
     // would find nothing, or whatever another user put in its place.
     Status cs = control.Start();
@@ -324,7 +330,7 @@ int ParseMountArgs(int argc, char** argv, MountArgs* a) {
     log::Error("mount: cannot make paths absolute: {}", ec.message());
     return kExitFailure;
   }
-  Status s = mount::ParseMountOptions(o_lists, &a->options);
+  Status s = cli::ParseMountOptions(o_lists, &a->options);
   if (!s.ok()) return UsageError("mount", s.message());
   if (a->options.debug) log::SetLevel(log::Level::kDebug);
   for (const std::string& w : a->options.warnings) log::Warning("{}", w);
@@ -454,4 +460,4 @@ int RunUmount(int argc, char** argv) {
   return kExitFailure;
 }
 
-}  // namespace shardfs::cli
+}  // namespace shardfs::app

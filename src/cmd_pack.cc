@@ -10,7 +10,15 @@
 #include "tools/progress.h"
 #include "tools/verify.h"
 
-namespace shardfs::cli {
+namespace shardfs::app {
+
+using cli::AppendString;
+using cli::CommandLine;
+using cli::SetFlag;
+using cli::SetJobs;
+using cli::SetNonZeroSize;
+using cli::SetString;
+
 namespace {
 
 // Prints at most this many lines of one list (skipped entries, errors), then
@@ -153,4 +161,4 @@ int RunVerify(int argc, char** argv) {
   return kExitFailure;
 }
 
-}  // namespace shardfs::cli
+}  // namespace shardfs::app

@@ -1,13 +1,16 @@
 // `shardfs stats`, `shardfs cache warm`, `shardfs cache drop`: requests to a
-// running mount's daemon over its control socket (src/control_server.h).
+// running mount's daemon over its control socket (src/mount/control_server.h).
 #include <string>
 #include <vector>
 
 #include "base/log.h"
 #include "src/command.h"
-#include "src/control_server.h"
+#include "src/mount/control_server.h"
 
-namespace shardfs::cli {
+namespace shardfs::app {
+
+using cli::CommandLine;
+using cli::Operands;
 
 namespace {
 
@@ -68,4 +71,4 @@ int RunCacheDrop(int argc, char** argv) {
   return Ask("cache drop", args[0], {"drop"});
 }
 
-}  // namespace shardfs::cli
+}  // namespace shardfs::app

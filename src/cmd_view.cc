@@ -6,16 +6,23 @@
 
 #include <fmt/format.h>
 
+#include "base/json_writer.h"
 #include "base/log.h"
 #include "index/index_reader.h"
 #include "index/view_store.h"
 #include "src/command.h"
-#include "src/json_writer.h"
 #include "tools/index_add.h"
 #include "tools/progress.h"
 #include "tools/view_create.h"
 
-namespace shardfs::cli {
+namespace shardfs::app {
+
+using cli::AppendString;
+using cli::CommandLine;
+using cli::SetFlag;
+using cli::SetJobs;
+using cli::SetString;
+
 namespace {
 
 int Fail(const Status& s) {
@@ -293,4 +300,4 @@ int RunIndexAdd(int argc, char** argv) {
   return kExitOk;
 }
 
-}  // namespace shardfs::cli
+}  // namespace shardfs::app

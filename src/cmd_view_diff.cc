@@ -7,13 +7,18 @@
 
 #include <fmt/format.h>
 
+#include "base/json_writer.h"
 #include "base/log.h"
 #include "src/command.h"
-#include "src/json_writer.h"
 #include "tools/view_diff.h"
 #include "tools/view_export.h"
 
-namespace shardfs::cli {
+namespace shardfs::app {
+
+using cli::CommandLine;
+using cli::SetFlag;
+using cli::SetString;
+
 namespace {
 
 // Writes `bytes` to stdout; false (after logging) if stdout refused them.
@@ -114,4 +119,4 @@ int RunViewExport(int argc, char** argv) {
   return kExitOk;
 }
 
-}  // namespace shardfs::cli
+}  // namespace shardfs::app

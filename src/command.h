@@ -7,20 +7,20 @@
 #include <string>
 #include <vector>
 
-#include "src/cli_options.h"
+#include "src/cli/cli_options.h"
 
 namespace shardfs::tools {
 struct RemoteLimits;
 }  // namespace shardfs::tools
 
-namespace shardfs::cli {
+namespace shardfs::app {
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 
 // The options and operands of each are a table in its run function
-// (src/cli_options.h), from which its `--help` is printed too.
+// (src/cli/cli_options.h), from which its `--help` is printed too.
 struct Command {
   const char* name;     // "index build", "ls", ...
   const char* summary;  // One line for `shardfs --help` and `shardfs NAME --help`.
@@ -34,16 +34,17 @@ const std::vector<Command>& AllCommands();
 // Prints "shardfs NAME: REASON (see shardfs NAME --help)" and returns 2.
 int UsageError(const char* command, const std::string& reason);
 
-// Parses argv by `cl` (src/cli_options.h) into `*operands`. Returns -1 to go
+// Parses argv by `cl` (src/cli/cli_options.h) into `*operands`. Returns -1 to go
 // on, else the exit code: 0 once `--help` is printed, 2 after a usage error.
-int ParseArgs(const CommandLine& cl, int argc, char** argv, std::vector<std::string>* operands);
+int ParseArgs(const cli::CommandLine& cl, int argc, char** argv,
+              std::vector<std::string>* operands);
 
 // --max-shard-size and --max-list-pages, for every command that reads remote
 // shards (cmd_index.cc).
-std::vector<Option> RemoteLimitOptions(tools::RemoteLimits* limits);
+std::vector<cli::Option> RemoteLimitOptions(tools::RemoteLimits* limits);
 
 // --view VIEW, for the commands that read one view of an index (cmd_ls.cc).
-Option ViewOption(std::string* view);
+cli::Option ViewOption(std::string* view);
 
 // Commands, defined in cmd_*.cc.
 int RunIndexBuild(int argc, char** argv);
@@ -68,6 +69,6 @@ int RunStats(int argc, char** argv);
 int RunCacheWarm(int argc, char** argv);
 int RunCacheDrop(int argc, char** argv);
 
-}  // namespace shardfs::cli
+}  // namespace shardfs::app
 
 #endif  // SHARDFS_SRC_COMMAND_H_

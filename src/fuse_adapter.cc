@@ -18,11 +18,26 @@
 #include <vector>
 
 #include "base/log.h"
-#include "src/dir_prefill.h"
-#include "src/push_ahead.h"
-#include "src/signal_stop.h"
+#include "src/mount/dir_prefill.h"
+#include "src/mount/push_ahead.h"
+#include "src/mount/signal_stop.h"
 
-namespace shardfs::mount {
+namespace shardfs::app {
+
+using cli::MountOptions;
+using mount::AttrPolicy;
+using mount::DefaultPrefillEntries;
+using mount::DirCursor;
+using mount::DirPrefill;
+using mount::EntryRecord;
+using mount::Filesystem;
+using mount::InodeId;
+using mount::PushAhead;
+using mount::PushStats;
+using mount::ReadNote;
+using mount::ReadRange;
+using mount::SignalStop;
+
 namespace {
 
 struct DirHandle;
@@ -532,7 +547,7 @@ int RunLoop(fuse_session* se, const MountOptions& options, SignalStop& signals, 
   fuse_loop_cfg_set_max_threads(cfg, options.threads);
   fuse_loop_cfg_set_idle_threads(cfg, std::min(options.idle_threads, options.threads));
   // A signal stops the pushers while the workers still answer READs, then
-  // ends the loop (see src/signal_stop.h).
+  // ends the loop (see src/mount/signal_stop.h).
   signals.Watch([&push] { push.Stop(); }, [se] { fuse_session_exit(se); });
   int rc = fuse_session_loop_mt(se, cfg);
   signals.LoopEnded();
@@ -622,4 +637,4 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   return Status::Ok();
 }
 
-}  // namespace shardfs::mount
+}  // namespace shardfs::app

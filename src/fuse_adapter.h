@@ -8,10 +8,10 @@
 #include <string>
 
 #include "base/status.h"
-#include "src/filesystem.h"
-#include "src/mount_options.h"
+#include "src/cli/mount_options.h"
+#include "src/mount/filesystem.h"
 
-namespace shardfs::mount {
+namespace shardfs::app {
 
 // The errno a Status becomes at the FUSE edge.
 int ToErrno(const Status& s);
@@ -21,9 +21,10 @@ int ToErrno(const Status& s);
 // cleanly). `on_mounted` runs once the mount is in place, before serving; if
 // it fails, the mount is undone and its status returned. Returns IoError if
 // the session cannot be created or mounted.
-Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string& mountpoint,
-                 const std::string& fsname, const std::function<Status()>& on_mounted);
+Status ServeFuse(mount::Filesystem* fs, const cli::MountOptions& options,
+                 const std::string& mountpoint, const std::string& fsname,
+                 const std::function<Status()>& on_mounted);
 
-}  // namespace shardfs::mount
+}  // namespace shardfs::app
 
 #endif  // SHARDFS_SRC_FUSE_ADAPTER_H_

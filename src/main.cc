@@ -13,13 +13,19 @@
 
 #include "base/log.h"
 #include "src/command.h"
-#include "src/prefill_lister.h"
+#include "src/mount/prefill_lister.h"
 
 #ifndef SHARDFS_VERSION
 #define SHARDFS_VERSION "unknown"
 #endif
 
-namespace shardfs::cli {
+namespace shardfs::app {
+
+using cli::CommandLine;
+using cli::FormatHelp;
+using cli::ParseCommandLine;
+using cli::ParsedArgs;
+
 namespace {
 
 void PrintHelp() {
@@ -78,14 +84,14 @@ int ParseArgs(const CommandLine& cl, int argc, char** argv, std::vector<std::str
   return -1;
 }
 
-}  // namespace shardfs::cli
+}  // namespace shardfs::app
 
 namespace {
 
 // Picks the command argv names and runs it. `*command` names it as soon as
 // it is known, for the message of an exception that escapes it.
 int Dispatch(int argc, char** argv, std::string* command) {
-  using namespace shardfs::cli;
+  using namespace shardfs::app;
   if (argc < 2) {
     fmt::print(stderr, "shardfs: missing command (see shardfs --help)\n");
     return kExitUsage;
@@ -136,7 +142,7 @@ int Dispatch(int argc, char** argv, std::string* command) {
 // stdio, which cannot throw in turn.
 int Unexpected(const std::string& command, const char* what) {
   std::fprintf(stderr, "shardfs%s%s: %s\n", command.empty() ? "" : " ", command.c_str(), what);
-  return shardfs::cli::kExitFailure;
+  return shardfs::app::kExitFailure;
 }
 
 }  // namespace
@@ -152,7 +158,7 @@ int main(int argc, char** argv) {
   // Commands report failures as a Status; an exception reaching here is a
   // bug or exhaustion (std::bad_alloc), and still gets a clear message and
   // exit 1 rather than std::terminate's abort.
-  // Not a command: the daemon's own lister process (src/prefill_lister.h).
+  // Not a command: the daemon's own lister process (src/mount/prefill_lister.h).
   if (argc >= 2 && std::strcmp(argv[1], shardfs::mount::kPrefillListerArg) == 0) {
     return shardfs::mount::RunPrefillLister(argc, argv);
   }

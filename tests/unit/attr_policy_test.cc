@@ -1,9 +1,9 @@
-// src/dir_prefill.h's AttrPolicy without a mount: listings are names-only
+// src/mount/dir_prefill.h's AttrPolicy without a mount: listings are names-only
 // until a file lookup in the directory, or in a sibling, asks for attributes;
 // what a lookup in the root turns on; the inheritance down a subtree.
 #include <gtest/gtest.h>
 
-#include "src/dir_prefill.h"
+#include "src/mount/dir_prefill.h"
 
 namespace shardfs::mount {
 namespace {

@@ -1,8 +1,8 @@
-// src/chunk_cache.h: S3-FIFO accounting and scan resistance (against an LRU
+// src/mount/chunk_cache.h: S3-FIFO accounting and scan resistance (against an LRU
 // model of the same trace), the capacity bound in memory and on disk,
 // restarts, damaged and leftover files, a kill -9 mid-Insert, the dir lock,
 // and readers racing inserters, evictions and Clear.
-#include "src/chunk_cache.h"
+#include "src/mount/chunk_cache.h"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>

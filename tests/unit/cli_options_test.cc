@@ -1,6 +1,6 @@
-// src/cli_options.h: getopt_long's grammar from a table of options, usage
+// src/cli/cli_options.h: getopt_long's grammar from a table of options, usage
 // errors naming the bad option, and --help printed from the same table.
-#include "src/cli_options.h"
+#include "src/cli/cli_options.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

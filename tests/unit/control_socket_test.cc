@@ -1,9 +1,9 @@
-// src/control_socket.h: the client refuses a listener of another uid before
+// src/mount/control_socket.h: the client refuses a listener of another uid before
 // sending a byte, never waits without a bound, and refuses a control
 // directory that is not the owner's alone. The listeners are real sockets in
 // child processes; when the test runs as root, the "other uid" listener runs
 // as nobody (65534), otherwise as ourselves while the client expects another.
-#include "src/control_socket.h"
+#include "src/mount/control_socket.h"
 
 #include <fmt/format.h>
 #include <grp.h>

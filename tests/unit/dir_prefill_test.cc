@@ -1,7 +1,7 @@
-// src/dir_prefill.h's PrefillPolicy without a mount: when a directory is
+// src/mount/dir_prefill.h's PrefillPolicy without a mount: when a directory is
 // queued for listing on lookup misses, that it is queued once at a time,
 // that siblings are listed ahead once, and how many of them.
-#include "src/dir_prefill.h"
+#include "src/mount/dir_prefill.h"
 
 #include <gtest/gtest.h>
 

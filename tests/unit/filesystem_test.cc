@@ -1,7 +1,7 @@
-// src/filesystem.h called directly, no FUSE: the tree, attributes and bytes
+// src/mount/filesystem.h called directly, no FUSE: the tree, attributes and bytes
 // it serves over an index of a real tar, compared with the source tree; and
 // what it does when a shard changes under it.
-#include "src/filesystem.h"
+#include "src/mount/filesystem.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>

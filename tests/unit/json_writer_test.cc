@@ -1,8 +1,8 @@
-// src/json_writer.h: JSON escaping, invalid UTF-8 as \udcXX (Python's
+// base/json_writer.h: JSON escaping, invalid UTF-8 as \udcXX (Python's
 // surrogateescape), and objects built field by field, nested through Raw.
 // The output is checked against Python's json module where it matters: a
 // reference that is not this code.
-#include "src/json_writer.h"
+#include "base/json_writer.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include "tests/unit/test_util.h"
 
-namespace shardfs::cli {
+namespace shardfs {
 namespace {
 
 using shardfs::testing::TempDir;
@@ -101,4 +101,4 @@ TEST(JsonObjectTest, PythonGivesBackTheExactBytes) {
 }
 
 }  // namespace
-}  // namespace shardfs::cli
+}  // namespace shardfs

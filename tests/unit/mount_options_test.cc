@@ -1,7 +1,7 @@
-// src/mount_options.h: every -o option into MountOptions, bad values refused
+// src/cli/mount_options.h: every -o option into MountOptions, bad values refused
 // with a message naming the option, the deprecated aliases, and options
 // shardfs does not know passed on to libfuse.
-#include "src/mount_options.h"
+#include "src/cli/mount_options.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace shardfs::mount {
+namespace shardfs::cli {
 namespace {
 
 using ::testing::ElementsAre;
@@ -72,7 +72,7 @@ TEST(MountOptionsTest, EveryOption) {
   EXPECT_EQ(o.push.threads, 5u);
   EXPECT_EQ(o.push.shard_readahead, 0u);
   EXPECT_EQ(o.fs.max_open_shards, 7u);
-  EXPECT_EQ(o.fs.verify, VerifyMode::kAlways);
+  EXPECT_EQ(o.fs.verify, mount::VerifyMode::kAlways);
   EXPECT_EQ(o.fs.uid, 1000);
   EXPECT_EQ(o.fs.gid, 100);
   EXPECT_EQ(o.fs.umask, 027);
@@ -96,8 +96,8 @@ TEST(MountOptionsTest, BooleansTakeEveryOnAndOffSpelling) {
 }
 
 TEST(MountOptionsTest, VerifyModesAndPushRandomAuto) {
-  EXPECT_EQ(Parse({"verify=off"}).fs.verify, VerifyMode::kOff);
-  EXPECT_EQ(Parse({"verify=first"}).fs.verify, VerifyMode::kFirst);
+  EXPECT_EQ(Parse({"verify=off"}).fs.verify, mount::VerifyMode::kOff);
+  EXPECT_EQ(Parse({"verify=first"}).fs.verify, mount::VerifyMode::kFirst);
   MountOptions o = Parse({"push_random=0,push_random=auto"});
   EXPECT_TRUE(o.push_random_auto);
   o = Parse({"push_random=0"});
@@ -197,4 +197,4 @@ TEST(MountOptionsTest, DebugIsOursAndLibfuses) {
 }
 
 }  // namespace
-}  // namespace shardfs::mount
+}  // namespace shardfs::cli

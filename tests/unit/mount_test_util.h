@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "index/index_reader.h"
-#include "src/filesystem.h"
+#include "src/mount/filesystem.h"
 #include "tests/unit/test_util.h"
 #include "tools/index_build.h"
 

@@ -1,7 +1,7 @@
-// src/push_ahead.h without a mount: which files a push plans and skips, its
+// src/mount/push_ahead.h without a mount: which files a push plans and skips, its
 // budgets, what a job stores (through a recording Store), and that the
 // request path never waits for a pusher, even one stuck in a store.
-#include "src/push_ahead.h"
+#include "src/mount/push_ahead.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// src/shard_cache.h on real shards: transient open failures are retried on
+// src/mount/shard_cache.h on real shards: transient open failures are retried on
 // the next Get, bad shards heal after the back-off, a FIFO is refused
 // without blocking, and eviction never closes a held descriptor.
-#include "src/shard_cache.h"
+#include "src/mount/shard_cache.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>

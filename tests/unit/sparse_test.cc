@@ -14,7 +14,7 @@
 #include "index/index_reader.h"
 #include "index/index_writer.h"
 #include "index/schema.h"
-#include "src/filesystem.h"
+#include "src/mount/filesystem.h"
 #include "tests/unit/mount_test_util.h"
 #include "tests/unit/test_util.h"
 

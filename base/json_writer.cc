@@ -1,10 +1,10 @@
-#include "src/json_writer.h"
+#include "base/json_writer.h"
 
 #include <fmt/format.h>
 
 #include "base/strings.h"
 
-namespace shardfs::cli {
+namespace shardfs {
 void AppendJsonString(std::string* out, std::string_view s) {
   out->push_back('"');
   for (size_t i = 0; i < s.size();) {
@@ -76,4 +76,4 @@ JsonObject& JsonObject::Raw(std::string_view key, std::string_view json) {
   return *this;
 }
 
-}  // namespace shardfs::cli
+}  // namespace shardfs

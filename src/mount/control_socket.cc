@@ -1,4 +1,4 @@
-#include "src/control_socket.h"
+#include "src/mount/control_socket.h"
 
 #include <fcntl.h>
 #include <fmt/ranges.h>

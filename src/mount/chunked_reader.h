@@ -1,13 +1,13 @@
-// ChunkedReader: how an OpenShard (src/shard_cache.h) reads the bytes of a
+// ChunkedReader: how an OpenShard (src/mount/shard_cache.h) reads the bytes of a
 // shard that are not read straight from a local descriptor: a remote shard,
-// or a local one behind -o cache_dir. ShardFetcher (src/shard_fetcher.h)
+// or a local one behind -o cache_dir. ShardFetcher (src/mount/shard_fetcher.h)
 // implements it, reading aligned chunks through the chunk cache; the shard
 // cache and Filesystem know only this interface, so their unit tests need no
 // fetcher.
 //
 // Thread safety: implementations are called from any number of threads.
-#ifndef SHARDFS_SRC_CHUNKED_READER_H_
-#define SHARDFS_SRC_CHUNKED_READER_H_
+#ifndef SHARDFS_SRC_MOUNT_CHUNKED_READER_H_
+#define SHARDFS_SRC_MOUNT_CHUNKED_READER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -19,7 +19,7 @@
 namespace shardfs::mount {
 
 class OpenShard;
-// An open, checked shard, held by its readers (src/shard_cache.h).
+// An open, checked shard, held by its readers (src/mount/shard_cache.h).
 using ShardHandle = std::shared_ptr<OpenShard>;
 
 // Reads shard bytes that do not come straight from a local descriptor.
@@ -42,4 +42,4 @@ class ChunkedReader {
 
 }  // namespace shardfs::mount
 
-#endif  // SHARDFS_SRC_CHUNKED_READER_H_
+#endif  // SHARDFS_SRC_MOUNT_CHUNKED_READER_H_

@@ -1,4 +1,4 @@
-#include "src/signal_stop.h"
+#include "src/mount/signal_stop.h"
 
 #include <fcntl.h>
 #include <poll.h>

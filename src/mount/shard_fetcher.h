@@ -1,10 +1,10 @@
 // ShardFetcher: the read path of shards that are not read straight from a
-// local descriptor; it implements ChunkedReader (src/chunked_reader.h), the
+// local descriptor; it implements ChunkedReader (src/mount/chunked_reader.h), the
 // interface through which an OpenShard reads them. Remote shards (http,
 // https, s3 URLs in the index), and local ones behind a cache (-o cache_dir
 // for a shard directory on NFS or Lustre), are read in aligned chunks: chunk
 // i of a shard is bytes [i * chunk_size, min(size, (i + 1) * chunk_size)). A
-// read is answered from the ChunkCache (src/chunk_cache.h) or from the
+// read is answered from the ChunkCache (src/mount/chunk_cache.h) or from the
 // chunks it needs, fetched whole; a small file thereby brings its neighbours
 // along.
 //
@@ -41,8 +41,8 @@
 // Thread safety: every public method may be called from any thread once
 // Start has run. Queues and the in-flight table are guarded by mu_, the
 // per-shard reader state by its own mutex, the counters are atomics.
-#ifndef SHARDFS_SRC_SHARD_FETCHER_H_
-#define SHARDFS_SRC_SHARD_FETCHER_H_
+#ifndef SHARDFS_SRC_MOUNT_SHARD_FETCHER_H_
+#define SHARDFS_SRC_MOUNT_SHARD_FETCHER_H_
 
 #include <atomic>
 #include <chrono>
@@ -61,9 +61,9 @@
 #include "remote/http_client.h"
 #include "remote/request_stats.h"
 #include "remote/url.h"
-#include "src/chunk_cache.h"
-#include "src/chunked_reader.h"
-#include "src/shard_cache.h"
+#include "src/mount/chunk_cache.h"
+#include "src/mount/chunked_reader.h"
+#include "src/mount/shard_cache.h"
 
 namespace shardfs::mount {
 
@@ -200,4 +200,4 @@ class ShardFetcher : public ChunkedReader {
 
 }  // namespace shardfs::mount
 
-#endif  // SHARDFS_SRC_SHARD_FETCHER_H_
+#endif  // SHARDFS_SRC_MOUNT_SHARD_FETCHER_H_

@@ -1,4 +1,4 @@
-#include "src/prefill_lister.h"
+#include "src/mount/prefill_lister.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -9,8 +9,8 @@
 // One SignalStop at a time per process: the handler reaches it through a
 // static descriptor. Install, Watch and LoopEnded are called from the
 // thread that runs the loop.
-#ifndef SHARDFS_SRC_SIGNAL_STOP_H_
-#define SHARDFS_SRC_SIGNAL_STOP_H_
+#ifndef SHARDFS_SRC_MOUNT_SIGNAL_STOP_H_
+#define SHARDFS_SRC_MOUNT_SIGNAL_STOP_H_
 
 #include <pthread.h>
 #include <signal.h>
@@ -59,4 +59,4 @@ class SignalStop {
 
 }  // namespace shardfs::mount
 
-#endif  // SHARDFS_SRC_SIGNAL_STOP_H_
+#endif  // SHARDFS_SRC_MOUNT_SIGNAL_STOP_H_

@@ -4,14 +4,14 @@
 // is written as is; each byte of an invalid sequence is written as the escape
 // \udcXX (0xDC00 + byte), Python's "surrogateescape" convention, so
 // os.fsencode(json.loads(line)["path"]) gives back the exact bytes.
-#ifndef SHARDFS_SRC_JSON_WRITER_H_
-#define SHARDFS_SRC_JSON_WRITER_H_
+#ifndef SHARDFS_BASE_JSON_WRITER_H_
+#define SHARDFS_BASE_JSON_WRITER_H_
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-namespace shardfs::cli {
+namespace shardfs {
 
 class JsonObject {
  public:
@@ -32,6 +32,6 @@ class JsonObject {
 
 void AppendJsonString(std::string* out, std::string_view bytes);
 
-}  // namespace shardfs::cli
+}  // namespace shardfs
 
-#endif  // SHARDFS_SRC_JSON_WRITER_H_
+#endif  // SHARDFS_BASE_JSON_WRITER_H_

@@ -1,4 +1,4 @@
-#include "src/mount_options.h"
+#include "src/cli/mount_options.h"
 
 #include <fuse_opt.h>
 
@@ -10,7 +10,7 @@
 #include "base/parse.h"
 #include "index/view_store.h"
 
-namespace shardfs::mount {
+namespace shardfs::cli {
 namespace {
 
 struct ParseState {
@@ -126,11 +126,11 @@ Parsed ParseFilesOption(std::string_view name, std::string_view value, MountOpti
     o.fs.max_open_shards = static_cast<size_t>(n);
   } else if (name == "verify") {
     if (value == "off") {
-      o.fs.verify = VerifyMode::kOff;
+      o.fs.verify = mount::VerifyMode::kOff;
     } else if (value == "first") {
-      o.fs.verify = VerifyMode::kFirst;
+      o.fs.verify = mount::VerifyMode::kFirst;
     } else if (value == "always") {
-      o.fs.verify = VerifyMode::kAlways;
+      o.fs.verify = mount::VerifyMode::kAlways;
     } else {
       return Bad("off, first or always");
     }
@@ -308,4 +308,4 @@ Status ParseMountOptions(const std::vector<std::string>& o_lists, MountOptions* 
   return Status::Ok();
 }
 
-}  // namespace shardfs::mount
+}  // namespace shardfs::cli

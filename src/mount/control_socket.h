@@ -24,8 +24,8 @@
 // Before sending a byte the client checks the listener's SO_PEERCRED: its uid
 // must be the mount's owner (the user_id= of the mount in
 // /proc/self/mountinfo) or root. Connect, send and receive have timeouts.
-#ifndef SHARDFS_SRC_CONTROL_SOCKET_H_
-#define SHARDFS_SRC_CONTROL_SOCKET_H_
+#ifndef SHARDFS_SRC_MOUNT_CONTROL_SOCKET_H_
+#define SHARDFS_SRC_MOUNT_CONTROL_SOCKET_H_
 
 #include <sys/types.h>
 
@@ -110,4 +110,4 @@ void SetSocketTimeouts(int fd, int send_ms, int receive_ms);
 
 }  // namespace shardfs::mount
 
-#endif  // SHARDFS_SRC_CONTROL_SOCKET_H_
+#endif  // SHARDFS_SRC_MOUNT_CONTROL_SOCKET_H_

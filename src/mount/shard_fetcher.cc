@@ -1,4 +1,4 @@
-#include "src/shard_fetcher.h"
+#include "src/mount/shard_fetcher.h"
 
 #include <algorithm>
 #include <array>

@@ -85,8 +85,8 @@
 // or the file goes away when the last pin is dropped (deferred delete), so a
 // read of a chunk being evicted still reads it whole. Evicted but pinned
 // chunks may exceed capacity briefly, by at most one chunk per reader.
-#ifndef SHARDFS_SRC_CHUNK_CACHE_H_
-#define SHARDFS_SRC_CHUNK_CACHE_H_
+#ifndef SHARDFS_SRC_MOUNT_CHUNK_CACHE_H_
+#define SHARDFS_SRC_MOUNT_CHUNK_CACHE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -266,4 +266,4 @@ class ChunkCache {
 
 }  // namespace shardfs::mount
 
-#endif  // SHARDFS_SRC_CHUNK_CACHE_H_
+#endif  // SHARDFS_SRC_MOUNT_CHUNK_CACHE_H_

@@ -1,4 +1,4 @@
-#include "src/push_ahead.h"
+#include "src/mount/push_ahead.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "src/filesystem.h"
+#include "src/mount/filesystem.h"
 
 #include <new>
 #include <fcntl.h>

@@ -23,8 +23,8 @@
 //     the mountpoint, empty for the root, no NUL)
 //   child -> parent: Reply{error, entries listed}; error kNotOnMount if the
 //     path is on another filesystem (something mounted over it)
-#ifndef SHARDFS_SRC_PREFILL_LISTER_H_
-#define SHARDFS_SRC_PREFILL_LISTER_H_
+#ifndef SHARDFS_SRC_MOUNT_PREFILL_LISTER_H_
+#define SHARDFS_SRC_MOUNT_PREFILL_LISTER_H_
 
 #include <sys/types.h>
 
@@ -80,4 +80,4 @@ class PrefillLister {
 
 }  // namespace shardfs::mount
 
-#endif  // SHARDFS_SRC_PREFILL_LISTER_H_
+#endif  // SHARDFS_SRC_MOUNT_PREFILL_LISTER_H_

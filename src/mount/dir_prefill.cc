@@ -1,4 +1,4 @@
-#include "src/dir_prefill.h"
+#include "src/mount/dir_prefill.h"
 
 #include <unistd.h>
 

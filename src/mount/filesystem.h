@@ -11,9 +11,9 @@
 // itself, the verified-inode bitmap is atomic words.
 //
 // What the mount does ahead of a reader (shard readahead, drop-behind,
-// pushes into the kernel's page cache) is src/push_ahead.h.
-#ifndef SHARDFS_SRC_FILESYSTEM_H_
-#define SHARDFS_SRC_FILESYSTEM_H_
+// pushes into the kernel's page cache) is src/mount/push_ahead.h.
+#ifndef SHARDFS_SRC_MOUNT_FILESYSTEM_H_
+#define SHARDFS_SRC_MOUNT_FILESYSTEM_H_
 
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -30,7 +30,7 @@
 #include "base/status.h"
 #include "index/index_reader.h"
 #include "index/schema.h"
-#include "src/shard_cache.h"
+#include "src/mount/shard_cache.h"
 
 namespace shardfs::mount {
 
@@ -51,7 +51,7 @@ struct FilesystemOptions {
   int64_t gid = -1;
   int64_t umask = -1;
   // Reads remote shards, and local ones too with chunk_local (a cache_dir
-  // in front of them); see src/chunked_reader.h. Not owned.
+  // in front of them); see src/mount/chunked_reader.h. Not owned.
   ChunkedReader* chunked = nullptr;
   bool chunk_local = false;
 };
@@ -189,4 +189,4 @@ class Filesystem {
 
 }  // namespace shardfs::mount
 
-#endif  // SHARDFS_SRC_FILESYSTEM_H_
+#endif  // SHARDFS_SRC_MOUNT_FILESYSTEM_H_

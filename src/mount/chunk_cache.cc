@@ -1,4 +1,4 @@
-#include "src/chunk_cache.h"
+#include "src/mount/chunk_cache.h"
 
 #include <dirent.h>
 #include <fcntl.h>

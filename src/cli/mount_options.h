@@ -3,8 +3,8 @@
 // does not know are passed on to libfuse (e.g. allow_other, max_read,
 // fsname). Every option is documented in man/shardfs.1, the deprecated
 // aliases too.
-#ifndef SHARDFS_SRC_MOUNT_OPTIONS_H_
-#define SHARDFS_SRC_MOUNT_OPTIONS_H_
+#ifndef SHARDFS_SRC_CLI_MOUNT_OPTIONS_H_
+#define SHARDFS_SRC_CLI_MOUNT_OPTIONS_H_
 
 #include <cstdint>
 #include <string>
@@ -12,11 +12,11 @@
 
 #include "base/status.h"
 #include "index/index_reader.h"
-#include "src/filesystem.h"
-#include "src/push_ahead.h"
-#include "src/shard_fetcher.h"
+#include "src/mount/filesystem.h"
+#include "src/mount/push_ahead.h"
+#include "src/mount/shard_fetcher.h"
 
-namespace shardfs::mount {
+namespace shardfs::cli {
 
 struct MountOptions {
   // Kernel cache lifetimes, in seconds. The content is immutable.
@@ -60,7 +60,7 @@ struct MountOptions {
   // Pass -o nonempty semantics: allow a mountpoint that is not empty.
   bool nonempty = false;
   bool debug = false;
-  // Remote shards and the chunk cache (src/shard_fetcher.h): -o cache_dir
+  // Remote shards and the chunk cache (src/mount/shard_fetcher.h): -o cache_dir
   // keeps chunks on disk (and puts local shards behind the cache too);
   // without it remote shards' chunks are kept in memory.
   std::string cache_dir;
@@ -68,9 +68,9 @@ struct MountOptions {
   static constexpr uint64_t kDefaultMemoryCache = 1ull << 30;
   static constexpr uint64_t kDefaultDiskCache = 16ull << 30;
   // Includes -o trust_responses_without_etag (fetch.fetch).
-  FetcherOptions fetch;
-  FilesystemOptions fs;
-  PushOptions push;
+  mount::FetcherOptions fetch;
+  mount::FilesystemOptions fs;
+  mount::PushOptions push;
   // Options for libfuse, in "-o a,b" form.
   std::vector<std::string> fuse_args;
   // One line per deprecated alias used ("-o readahead is deprecated; use
@@ -85,6 +85,6 @@ struct MountOptions {
 // (preload_index).
 Status ParseMountOptions(const std::vector<std::string>& o_lists, MountOptions* out);
 
-}  // namespace shardfs::mount
+}  // namespace shardfs::cli
 
-#endif  // SHARDFS_SRC_MOUNT_OPTIONS_H_
+#endif  // SHARDFS_SRC_CLI_MOUNT_OPTIONS_H_

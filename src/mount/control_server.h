@@ -2,7 +2,7 @@
 // `shardfs cache drop` reach a running mount.
 //
 // The socket is a file named after the mount's device in a directory only the
-// mount's owner and root can write (src/control_socket.h). Both ends check
+// mount's owner and root can write (src/mount/control_socket.h). Both ends check
 // the other's SO_PEERCRED: only the mount's owner and root may ask (stats show
 // where the shards are; warm and drop change what the mount holds), and a
 // client talks to nothing but a daemon of the owner or root.
@@ -10,7 +10,7 @@
 // Protocol: the client sends one request, its words separated by NUL bytes,
 // and shuts down its sending side; the daemon answers "ok\n" or "error\n"
 // followed by the body (text or JSON) and closes. Requests:
-//   stats [json] [shards]     counters (src/shard_fetcher.h)
+//   stats [json] [shards]     counters (src/mount/shard_fetcher.h)
 //   warm PATH...              fetch the files under each path into the cache
 //   drop                      empty the cache
 //
@@ -22,8 +22,8 @@
 // ends with the fetcher, which is stopped first).
 //
 // Thread safety: Start and Stop from one thread.
-#ifndef SHARDFS_SRC_CONTROL_SERVER_H_
-#define SHARDFS_SRC_CONTROL_SERVER_H_
+#ifndef SHARDFS_SRC_MOUNT_CONTROL_SERVER_H_
+#define SHARDFS_SRC_MOUNT_CONTROL_SERVER_H_
 
 #include <sys/types.h>
 
@@ -38,8 +38,8 @@
 
 #include "base/fd.h"
 #include "base/status.h"
-#include "src/filesystem.h"
-#include "src/shard_fetcher.h"
+#include "src/mount/filesystem.h"
+#include "src/mount/shard_fetcher.h"
 
 namespace shardfs::mount {
 
@@ -117,4 +117,4 @@ class ControlServer {
 
 }  // namespace shardfs::mount
 
-#endif  // SHARDFS_SRC_CONTROL_SERVER_H_
+#endif  // SHARDFS_SRC_MOUNT_CONTROL_SERVER_H_

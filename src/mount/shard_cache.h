@@ -15,8 +15,8 @@
 //    put back as it was indexed serves again without a remount.
 //
 // Remote shards (a URL in the index) have no descriptor: their bytes come
-// through a ChunkedReader (src/chunked_reader.h; ShardFetcher in
-// src/shard_fetcher.h implements it), which fetches aligned chunks into a
+// through a ChunkedReader (src/mount/chunked_reader.h; ShardFetcher in
+// src/mount/shard_fetcher.h implements it), which fetches aligned chunks into a
 // local cache. With ShardCacheOptions::chunk_local, local shards are read
 // through it too (a cache in front of NFS or Lustre). A remote shard is
 // checked on every response (its size and ETag, else its Last-Modified); one
@@ -29,8 +29,8 @@
 // fd table are guarded by mu_; a ShardHandle keeps its fd open while held,
 // even if the cache evicts it meanwhile, so a read never uses a closed or
 // reused descriptor.
-#ifndef SHARDFS_SRC_SHARD_CACHE_H_
-#define SHARDFS_SRC_SHARD_CACHE_H_
+#ifndef SHARDFS_SRC_MOUNT_SHARD_CACHE_H_
+#define SHARDFS_SRC_MOUNT_SHARD_CACHE_H_
 
 #include <chrono>
 #include <cstdint>
@@ -42,14 +42,14 @@
 
 #include "base/status.h"
 #include "index/schema.h"
-#include "src/chunked_reader.h"
+#include "src/mount/chunked_reader.h"
 
 namespace shardfs::mount {
 
 // An open shard: a local file (closed when the last holder lets go), read
 // with pread or, with a ChunkedReader, through it; or a remote shard, read
 // through the ChunkedReader only. Held as a ShardHandle
-// (src/chunked_reader.h).
+// (src/mount/chunked_reader.h).
 class OpenShard : public std::enable_shared_from_this<OpenShard> {
  public:
   // fd < 0: a remote shard. REQUIRES: chunked != nullptr then.
@@ -138,4 +138,4 @@ class ShardCache {
 
 }  // namespace shardfs::mount
 
-#endif  // SHARDFS_SRC_SHARD_CACHE_H_
+#endif  // SHARDFS_SRC_MOUNT_SHARD_CACHE_H_

@@ -1,4 +1,4 @@
-#include "src/shard_cache.h"
+#include "src/mount/shard_cache.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -41,8 +41,8 @@
 // Thread safety: NoteRead, AfterReply, Plan, RunJob, ReadPlannedFile and
 // stats may be called from any thread. Per-shard state is atomics; the queue
 // is guarded by mu_.
-#ifndef SHARDFS_SRC_PUSH_AHEAD_H_
-#define SHARDFS_SRC_PUSH_AHEAD_H_
+#ifndef SHARDFS_SRC_MOUNT_PUSH_AHEAD_H_
+#define SHARDFS_SRC_MOUNT_PUSH_AHEAD_H_
 
 #include <atomic>
 #include <chrono>
@@ -57,7 +57,7 @@
 
 #include "base/status.h"
 #include "index/schema.h"
-#include "src/filesystem.h"
+#include "src/mount/filesystem.h"
 
 namespace shardfs::mount {
 
@@ -204,4 +204,4 @@ class PushAhead {
 
 }  // namespace shardfs::mount
 
-#endif  // SHARDFS_SRC_PUSH_AHEAD_H_
+#endif  // SHARDFS_SRC_MOUNT_PUSH_AHEAD_H_

@@ -1,4 +1,4 @@
-#include "src/cli_options.h"
+#include "src/cli/cli_options.h"
 
 #include <algorithm>
 #include <cstring>

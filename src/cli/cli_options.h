@@ -6,8 +6,8 @@
 // The grammar is getopt_long's: `--name`, `--name=VALUE`, `--name VALUE`, a
 // long name shortened to any unique prefix, `-x`, `-xVALUE`, `-x VALUE`,
 // flags bundled (`-qF`), `--` ending the options, `-` an operand.
-#ifndef SHARDFS_SRC_CLI_OPTIONS_H_
-#define SHARDFS_SRC_CLI_OPTIONS_H_
+#ifndef SHARDFS_SRC_CLI_CLI_OPTIONS_H_
+#define SHARDFS_SRC_CLI_CLI_OPTIONS_H_
 
 #include <cstdint>
 #include <functional>
@@ -76,4 +76,4 @@ OptionSetter SetNonZeroSize(uint64_t* size, std::string error);
 
 }  // namespace shardfs::cli
 
-#endif  // SHARDFS_SRC_CLI_OPTIONS_H_
+#endif  // SHARDFS_SRC_CLI_CLI_OPTIONS_H_

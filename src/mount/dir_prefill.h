@@ -18,7 +18,7 @@
 // again, after 4x as many misses each time, so a directory too big for the
 // kernel's cache is not listed over and over.
 //
-// The listings run in a child process (src/prefill_lister.h says why). Only
+// The listings run in a child process (src/mount/prefill_lister.h says why). Only
 // directories on the mount's own device (st_dev of its root, taken by that
 // process when it starts) are listed.
 //
@@ -29,8 +29,8 @@
 // them on its thread and does the listing.
 //
 // Thread safety: DirPrefill::NoteMiss may be called from any thread.
-#ifndef SHARDFS_SRC_DIR_PREFILL_H_
-#define SHARDFS_SRC_DIR_PREFILL_H_
+#ifndef SHARDFS_SRC_MOUNT_DIR_PREFILL_H_
+#define SHARDFS_SRC_MOUNT_DIR_PREFILL_H_
 
 #include <sys/types.h>
 
@@ -44,8 +44,8 @@
 #include <unordered_map>
 
 #include "index/index_reader.h"
-#include "src/filesystem.h"
-#include "src/prefill_lister.h"
+#include "src/mount/filesystem.h"
+#include "src/mount/prefill_lister.h"
 
 namespace shardfs::mount {
 
@@ -219,4 +219,4 @@ class DirPrefill {
 
 }  // namespace shardfs::mount
 
-#endif  // SHARDFS_SRC_DIR_PREFILL_H_
+#endif  // SHARDFS_SRC_MOUNT_DIR_PREFILL_H_

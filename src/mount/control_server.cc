@@ -1,4 +1,4 @@
-#include "src/control_server.h"
+#include "src/mount/control_server.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -17,11 +17,11 @@
 
 #include "base/fd.h"
 #include "base/io.h"
+#include "base/json_writer.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "index/member_path.h"
-#include "src/control_socket.h"
-#include "src/json_writer.h"
+#include "src/mount/control_socket.h"
 
 namespace shardfs::mount {
 
@@ -409,7 +409,6 @@ std::string ControlServer::StatsText(const FetcherStats& s) const {
 }
 
 std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
-  using cli::JsonObject;
   const ChunkCacheStats& c = s.cache;
   const remote::RequestStatsSnapshot& r = s.requests;
   JsonObject errors;
