@@ -441,13 +441,13 @@ Status IndexReader::CheckInodeRange() const {
   }
   SHARDFS_RETURN_IF_ERROR(s);
   InodeKeyBuffer buf;
-  std::string_view after = EncodeInodeKey(view_, InodeId{max_inode + 1}, buf);
+  std::string_view after = EncodeInodeKey(kDefaultView, InodeId{max_inode + 1}, buf);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   it->Seek(rocksdb::Slice(after.data(), after.size()));
   ViewId view;
   InodeId beyond;
   if (it->Valid() && DecodeInodeKey(SliceBytes(it->key()), &view, &beyond) &&
-      view.value == view_.value) {
+      view.value == kDefaultView.value) {
     return Status::Corruption(fmt::format(
         "index {}: meta key '{}' is {}, but there is an inode {} after it", path_,
         kMetaMaxInode, max_inode, beyond.value));
@@ -545,7 +545,7 @@ Status IndexReader::LookupRaw(InodeId parent, std::string_view name, EntryRecord
   }
   if (overlay_ && parent.value > overlay_->base_max) return Status::NotFound("no such entry");
   DirentKeyBuffer buf;
-  std::string_view key = EncodeDirentKey(view_, parent, name, buf);
+  std::string_view key = EncodeDirentKey(kDefaultView, parent, name, buf);
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), db_->DefaultColumnFamily(),
                                rocksdb::Slice(key.data(), key.size()), holder);
   if (s.IsNotFound()) return Status::NotFound("no such entry");
@@ -581,7 +581,7 @@ Status IndexReader::GetInodeRecord(InodeId inode, EntryRecord* rec,
                           overlay_->sets.hidden.Contains(inode.value))) {
     return Status::NotFound("no such inode");
   } else {
-    key = EncodeInodeKey(view_, inode, buf);
+    key = EncodeInodeKey(kDefaultView, inode, buf);
   }
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), db_->DefaultColumnFamily(),
                                rocksdb::Slice(key.data(), key.size()), holder);
@@ -648,7 +648,7 @@ Status IndexReader::ForEachChildRaw(
   std::optional<PrefixCursor> base, over;
   if (!overlay_ || dir.value <= overlay_->base_max) {
     DirentKeyBuffer buf;
-    base.emplace(db_.get(), EncodeDirentPrefix(view_, dir, buf), start_after);
+    base.emplace(db_.get(), EncodeDirentPrefix(kDefaultView, dir, buf), start_after);
   }
   if (overlay_ && overlay_->sets.parents.Contains(dir.value)) {
     over.emplace(db_.get(), EncodeViewDirentKey(overlay_->view, dir, ""), start_after);
@@ -714,7 +714,7 @@ Status IndexReader::ForEachInode(InodeId first,
   RecordHolder holder;
   if (!overlay_ || first.value <= overlay_->base_max) {
     InodeKeyBuffer buf;
-    std::string_view start = EncodeInodeKey(view_, first, buf);
+    std::string_view start = EncodeInodeKey(kDefaultView, first, buf);
     // Keys of this view's inodes share the type byte and the view id.
     std::string prefix(start.substr(0, kInodeKeySize - 8));
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
