@@ -2,7 +2,10 @@
 //
 // A Status is a code plus a human message that names the file, the offset and
 // what was expected ("shard a.tar: header at byte 512: checksum mismatch").
-// errno values appear only at the FUSE edge (src/fuse_adapter.cc, ToErrno).
+// errno is taken in where a system call fails, by Status::FromErrno (an
+// IoError keeps it: sys_errno(), which callers may read to tell a transient
+// failure from a lasting one), and given out as a reply only at the FUSE edge,
+// by the adapter's ToErrno(const Status&).
 #ifndef SHARDFS_BASE_STATUS_H_
 #define SHARDFS_BASE_STATUS_H_
 

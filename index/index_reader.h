@@ -1,5 +1,9 @@
-// Reading an index: the questions a mount and the CLI ask, each one RocksDB
-// operation (see index/schema.h for the key layout).
+// Reading an index: the questions a mount and the CLI ask (see index/schema.h
+// for the key layout). On the base version a lookup or getattr is one RocksDB
+// Get; on another version a lookup is up to three (the overlay's dirent, the
+// base dirent, then the overlay's inode record when the entry was changed),
+// and a getattr stays one. A directory listing is one iterator, or on another
+// version the base's and the overlay's merged, plus a Get per changed entry.
 //
 // Thread safety: after Open, every method is const and safe to call from any
 // number of threads at once (RocksDB's DB is thread-safe; the shard table and
@@ -179,8 +183,6 @@ class IndexReader {
   std::unique_ptr<rocksdb::DB> db_;
   std::string path_;
   std::string db_identity_;
-  // The base's tree keys ('D' and 'I' with view 0).
-  ViewId view_;
   std::unique_ptr<Catalog> catalog_;
   VersionInfo version_;
   // A version other than the base: its view id's stored difference.

@@ -229,28 +229,45 @@ void VersionBuilder::Redescribe(NodeId n, const EntryRecord& rec) {
   nodes_[n].changed = true;
 }
 
+struct VersionBuilder::Census {
+  // Per inode: its live names, its first live node, whether it changed.
+  std::vector<uint32_t> names;
+  std::vector<NodeId> first;
+  std::vector<uint8_t> touched;
+  // Per node: its live subdirectories, its live children's newest mtime.
+  std::vector<uint32_t> subdirs;
+  std::vector<int64_t> newest;
+  uint64_t moved = 0;  // Live nodes of the source that moved.
+};
+
+void VersionBuilder::TakeCensus(Census* c) const {
+  const uint64_t max_inode = next_inode_ - 1;
+  c->names.assign(max_inode + 1, 0);
+  c->first.assign(max_inode + 1, kNoNode);
+  c->touched.assign(max_inode + 1, 0);
+  c->subdirs.assign(nodes_.size(), 0);
+  c->newest.assign(nodes_.size(), INT64_MIN);
+  for (NodeId n = 0; n < nodes_.size(); ++n) {
+    const Node& node = nodes_[n];
+    if (!node.from_base || !node.alive || node.moved || node.changed) c->touched[node.inode] = 1;
+    if (!node.alive) continue;
+    if (node.moved && n < loaded_) ++c->moved;
+    ++c->names[node.inode];
+    if (c->first[node.inode] == kNoNode) c->first[node.inode] = n;
+    if (n != kRootNode) {
+      if (node.type == EntryType::kDir) ++c->subdirs[node.parent];
+      c->newest[node.parent] = std::max(c->newest[node.parent], record(n).mtime_ns);
+    }
+  }
+}
+
 Result<BuiltVersion> VersionBuilder::Finish(uint32_t shard_count) const {
   BuiltVersion out;
   VersionSummary& sum = out.summary;
   const uint64_t max_inode = next_inode_ - 1;
-  // Per inode: its live names, its first live node, whether it changed.
-  std::vector<uint32_t> names(max_inode + 1, 0);
-  std::vector<NodeId> first(max_inode + 1, kNoNode);
-  std::vector<uint8_t> touched(max_inode + 1, 0);
-  std::vector<uint32_t> subdirs(nodes_.size(), 0);
-  std::vector<int64_t> newest(nodes_.size(), INT64_MIN);
-  for (NodeId n = 0; n < nodes_.size(); ++n) {
-    const Node& node = nodes_[n];
-    if (!node.from_base || !node.alive || node.moved || node.changed) touched[node.inode] = 1;
-    if (!node.alive) continue;
-    if (node.moved && n < loaded_) ++sum.moved;
-    ++names[node.inode];
-    if (first[node.inode] == kNoNode) first[node.inode] = n;
-    if (n != kRootNode) {
-      if (node.type == EntryType::kDir) ++subdirs[node.parent];
-      newest[node.parent] = std::max(newest[node.parent], record(n).mtime_ns);
-    }
-  }
+  Census c;
+  TakeCensus(&c);
+  sum.moved = c.moved;
   std::vector<uint8_t> emitted(max_inode + 1, 0);
   std::vector<uint64_t> hidden, overlaid, parents;
   out.table.shard_bytes.assign(shard_count, 0);
@@ -262,11 +279,11 @@ Result<BuiltVersion> VersionBuilder::Finish(uint32_t shard_count) const {
     if (n < loaded_) seen[inode] = 1;  // Was in the source.
     if (!node.alive) continue;
     EntryRecord rec = record(n);
-    const uint32_t nlink = node.type == EntryType::kDir ? 2 + subdirs[n] : names[inode];
-    if (rec.nlink != nlink) touched[inode] = 1;
+    const uint32_t nlink = node.type == EntryType::kDir ? 2 + c.subdirs[n] : c.names[inode];
+    if (rec.nlink != nlink) c.touched[inode] = 1;
     if (node.type == EntryType::kDir && node.changed && node.inode > base_max_ &&
-        newest[n] != INT64_MIN) {
-      rec.mtime_ns = newest[n];  // A made directory: its newest child's mtime.
+        c.newest[n] != INT64_MIN) {
+      rec.mtime_ns = c.newest[n];  // A made directory: its newest child's mtime.
     }
     if (!counted[inode]) {
       counted[inode] = 1;
@@ -280,9 +297,9 @@ Result<BuiltVersion> VersionBuilder::Finish(uint32_t shard_count) const {
           break;
       }
     }
-    if (!touched[inode]) continue;
+    if (!c.touched[inode]) continue;
     rec.inode = InodeId{inode};
-    rec.parent = InodeId{n == kRootNode ? kRootInode.value : nodes_[nodes_[first[inode]].parent].inode};
+    rec.parent = InodeId{n == kRootNode ? kRootInode.value : nodes_[nodes_[c.first[inode]].parent].inode};
     rec.nlink = nlink;
     std::string encoded;
     EncodeEntry(rec, &encoded);
@@ -299,7 +316,7 @@ Result<BuiltVersion> VersionBuilder::Finish(uint32_t shard_count) const {
     }
   }
   for (uint64_t i = 1; i <= max_inode; ++i) {
-    if (touched[i] && i <= base_max_) hidden.push_back(i);
+    if (c.touched[i] && i <= base_max_) hidden.push_back(i);
     if (seen[i] && !counted[i]) ++sum.removed;
     if (!seen[i] && counted[i]) ++sum.added;
   }

@@ -89,6 +89,9 @@ class VersionBuilder {
   Result<BuiltVersion> Finish(uint32_t shard_count) const;
 
  private:
+  // What Finish needs to know of every live node before emitting any.
+  struct Census;
+  void TakeCensus(Census* c) const;
   struct Node {
     uint64_t inode = 0;
     NodeId parent = 0;

@@ -123,8 +123,9 @@ class IndexEditor {
 
  private:
   IndexEditor() = default;
-  // Writes `keys` (sorted, unique; deletes as values of nullopt) to a table
-  // file in the index directory; returns its path.
+  // Writes `puts` (key, value) and `deletes` (keys), each sorted and unique,
+  // merged in key order to a table file in the index directory named after
+  // `name`; returns its path.
   Result<std::string> WriteTable(const std::string& name,
                                  const std::vector<std::pair<std::string, std::string>>& puts,
                                  const std::vector<std::string>& deletes);

@@ -93,6 +93,40 @@ bool EqualsNoCase(std::string_view a, std::string_view b) {
   return true;
 }
 
+// Sets cfg->endpoint_url from AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the
+// profile's endpoint_url (`conf_sec`, of `profile` in `config_path`): an
+// https URL, or http with kS3AllowHttpEnv=1, without trailing slashes.
+Status SetEndpoint(const std::map<std::string, std::string>* conf_sec, const std::string& profile,
+                   const std::string& config_path, AwsConfig* cfg) {
+  std::string endpoint_source = "AWS_ENDPOINT_URL_S3";
+  std::optional<std::string> endpoint = Env("AWS_ENDPOINT_URL_S3");
+  if (!endpoint) {
+    endpoint = Env("AWS_ENDPOINT_URL");
+    endpoint_source = "AWS_ENDPOINT_URL";
+  }
+  if (!endpoint) {
+    endpoint = Get(conf_sec, "endpoint_url");
+    endpoint_source = fmt::format("endpoint_url of profile {} in {}", profile, config_path);
+  }
+  if (endpoint) {
+    std::string_view e = *endpoint;
+    if (e.substr(0, 7) != "http://" && e.substr(0, 8) != "https://") {
+      return Status::InvalidArgument(fmt::format("{} = {}: expected an http:// or https:// URL",
+                                                 endpoint_source, RedactLocation(e)));
+    }
+    if (e.substr(0, 7) == "http://" && Env(kS3AllowHttpEnv) != "1") {
+      return Status::InvalidArgument(fmt::format(
+          "{} = {}: an S3 endpoint over plain http would send the signed requests and the "
+          "session token in clear text; use https://, or set {}=1 to accept it (a test "
+          "server, a trusted network)",
+          endpoint_source, RedactLocation(e), kS3AllowHttpEnv));
+    }
+    while (e.back() == '/') e.remove_suffix(1);
+    cfg->endpoint_url = std::string(e);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<AwsConfig> LoadAwsConfig() {
@@ -156,32 +190,7 @@ Result<AwsConfig> LoadAwsConfig() {
     cfg.region = *c;
   }
 
-  std::string endpoint_source = "AWS_ENDPOINT_URL_S3";
-  std::optional<std::string> endpoint = Env("AWS_ENDPOINT_URL_S3");
-  if (!endpoint) {
-    endpoint = Env("AWS_ENDPOINT_URL");
-    endpoint_source = "AWS_ENDPOINT_URL";
-  }
-  if (!endpoint) {
-    endpoint = Get(conf_sec, "endpoint_url");
-    endpoint_source = fmt::format("endpoint_url of profile {} in {}", profile, config_path);
-  }
-  if (endpoint) {
-    std::string_view e = *endpoint;
-    if (e.substr(0, 7) != "http://" && e.substr(0, 8) != "https://") {
-      return Status::InvalidArgument(fmt::format("{} = {}: expected an http:// or https:// URL",
-                                                 endpoint_source, RedactLocation(e)));
-    }
-    if (e.substr(0, 7) == "http://" && Env(kS3AllowHttpEnv) != "1") {
-      return Status::InvalidArgument(fmt::format(
-          "{} = {}: an S3 endpoint over plain http would send the signed requests and the "
-          "session token in clear text; use https://, or set {}=1 to accept it (a test "
-          "server, a trusted network)",
-          endpoint_source, RedactLocation(e), kS3AllowHttpEnv));
-    }
-    while (e.back() == '/') e.remove_suffix(1);
-    cfg.endpoint_url = std::string(e);
-  }
+  SHARDFS_RETURN_IF_ERROR(SetEndpoint(conf_sec, profile, config_path, &cfg));
   return cfg;
 }
 

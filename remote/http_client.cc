@@ -558,6 +558,17 @@ struct HttpClient::Impl {
   Status Run(const RemoteUrl& url, std::string_view query, bool head_only, Exchange& ex);
   Verdict Attempt(const RemoteUrl& url, const std::string& request_url, const Request& req,
                   bool head_only, Exchange& ex, Clock::time_point deadline);
+  // Why a transfer ended before libcurl finished it.
+  enum class Cut { kNone, kCancel, kStall };
+  // Sets the easy handle's options for one attempt; returns the header list
+  // the caller frees after the transfer.
+  curl_slist* SetUpTransfer(const RemoteUrl& url, const std::string& request_url,
+                            const Request& req, bool head_only, Clock::time_point deadline);
+  // Runs the transfer until libcurl is done (*rc its result, if it gave one),
+  // a cancel, or a stall.
+  Cut Perform(std::optional<CURLcode>* rc);
+  // The attempt's verdict from how it ended, with the server's error body.
+  Verdict Conclude(const RemoteUrl& url, Exchange& ex, Cut cut, std::optional<CURLcode> rc);
 
   static size_t OnHeader(char* data, size_t size, size_t n, void* self);
   static size_t OnWrite(char* data, size_t size, size_t n, void* self);
@@ -662,18 +673,9 @@ Verdict FromCurlCode(CURLcode rc, const char* detail) {
 
 }  // namespace
 
-Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& request_url,
-                                  const Request& req, bool head_only, Exchange& ex,
-                                  Clock::time_point deadline) {
-  exchange = &ex;
-  head = ResponseHead();
-  judged = false;
-  verdict = Verdict::Ok();
-  error_body.clear();
-  error_body_read = 0;
-  body_status = Status::Ok();
-  curl_error[0] = '\0';
-
+curl_slist* HttpClient::Impl::SetUpTransfer(const RemoteUrl& url, const std::string& request_url,
+                                            const Request& req, bool head_only,
+                                            Clock::time_point deadline) {
   curl->easy_reset(easy);  // Keeps the live connections.
   curl->easy_setopt(easy, CURLOPT_URL, request_url.c_str());
   // Keys such as "a/../b" or "a//b" are object names, not paths to tidy.
@@ -725,21 +727,17 @@ Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& reque
     curl->easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, RedirectProtocols(url));
   }
   if (headers != nullptr) curl->easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+  return headers;
+}
 
-  const Clock::time_point start = Clock::now();
-  stall_deadline = start + options.connect_timeout + options.stall_timeout;
-  if (stats != nullptr) {
-    stats->AddRequest();
-    stats->AddInFlight(1);
-  }
-  enum class Cut { kNone, kCancel, kStall } cut = Cut::kNone;
-  std::optional<CURLcode> rc;
+HttpClient::Impl::Cut HttpClient::Impl::Perform(std::optional<CURLcode>* rc) {
+  Cut cut = Cut::kNone;
   curl->multi_add_handle(multi, easy);
   for (;;) {
     int running = 0;
     const CURLMcode mc = curl->multi_perform(multi, &running);
     if (mc != CURLM_OK) {
-      rc = CURLE_OUT_OF_MEMORY;
+      *rc = CURLE_OUT_OF_MEMORY;
       snprintf(curl_error, sizeof(curl_error), "%s", curl->multi_strerror(mc));
       break;
     }
@@ -754,12 +752,37 @@ Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& reque
     }
     curl->multi_poll(multi, nullptr, 0, static_cast<int>(kPollInterval.count()), nullptr);
   }
-  if (cut == Cut::kNone && !rc) {
+  if (cut == Cut::kNone && !*rc) {
     int queued = 0;
     while (CURLMsg* msg = curl->multi_info_read(multi, &queued)) {
-      if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy) rc = msg->data.result;
+      if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy) *rc = msg->data.result;
     }
   }
+  return cut;
+}
+
+Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& request_url,
+                                  const Request& req, bool head_only, Exchange& ex,
+                                  Clock::time_point deadline) {
+  exchange = &ex;
+  head = ResponseHead();
+  judged = false;
+  verdict = Verdict::Ok();
+  error_body.clear();
+  error_body_read = 0;
+  body_status = Status::Ok();
+  curl_error[0] = '\0';
+
+  curl_slist* headers = SetUpTransfer(url, request_url, req, head_only, deadline);
+
+  const Clock::time_point start = Clock::now();
+  stall_deadline = start + options.connect_timeout + options.stall_timeout;
+  if (stats != nullptr) {
+    stats->AddRequest();
+    stats->AddInFlight(1);
+  }
+  std::optional<CURLcode> rc;
+  const Cut cut = Perform(&rc);
   // Removing a transfer cut short closes its connection: never reused.
   curl->multi_remove_handle(multi, easy);
   curl->slist_free_all(headers);
@@ -768,7 +791,11 @@ Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& reque
     stats->AddInFlight(-1);
     stats->AddLatency(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start));
   }
+  return Conclude(url, ex, cut, rc);
+}
 
+Verdict HttpClient::Impl::Conclude(const RemoteUrl& url, Exchange& ex, Cut cut,
+                                   std::optional<CURLcode> rc) {
   Verdict v;
   if (cut == Cut::kCancel) {
     Verdict cancelled = Verdict::Fail(Status::IoError("cancelled"), ErrorKind::kOther);

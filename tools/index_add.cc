@@ -194,6 +194,61 @@ Status CheckNotIndexed(const index::IndexReader& reader,
   return Status::Ok();
 }
 
+// Replays the scanned members over the part of `tree` they meet (the rest
+// cannot change) and applies the result to `tree`; sets report->replay.
+Status ReplayNewMembers(ScannedShards* scanned, std::chrono::steady_clock::time_point start,
+                        VersionBuilder* tree, IndexAddReport* report) {
+  std::vector<index::MemberEntry> members;
+  index::SparseExtents extents;
+  std::vector<NodeId> node_of;
+  {
+    std::vector<uint8_t> relevant(tree->node_count(), 0);
+    relevant[index::kRootNode] = 1;
+    MarkRelevant(*tree, scanned->members, &relevant);
+    Synthesize(*tree, relevant, &members, &extents, &node_of);
+  }
+  const size_t synthesized = members.size();
+  for (auto& [m, e] : scanned->extents) extents[static_cast<uint32_t>(m + synthesized)] = std::move(e);
+  for (auto& m : scanned->members) members.push_back(std::move(m));
+  log::Debug("index add: members synthesized at {:.3f}s", Since(start));
+  const index::Tree built = index::BuildTree(members);
+  report->replay = built.report;
+  log::Debug("index add: replayed at {:.3f}s", Since(start));
+  const index::TreeEmitter emitter(built, members, extents);
+  SHARDFS_RETURN_IF_ERROR(Apply(built, emitter, synthesized, node_of, tree));
+  log::Debug("index add: applied at {:.3f}s", Since(start));
+  return Status::Ok();
+}
+
+// Sets report->created: the next version of the default view over `source`,
+// of `shard_count` shards (`new_shards` of them new), with `summary`.
+Status DescribeVersion(const index::IndexReader& source, const index::VersionSummary& summary,
+                       uint32_t shard_count, size_t new_shards, const std::string& message,
+                       IndexAddReport* report) {
+  index::VersionInfo& info = report->created;
+  info.name = index::kDefaultViewName;
+  SHARDFS_ASSIGN_OR_RETURN(auto versions, source.catalog().Versions(info.name));
+  info.version = versions.back().version + 1;
+  SHARDFS_ASSIGN_OR_RETURN(uint32_t max_view, source.catalog().MaxViewId());
+  index::VersionRecord& rec = info.record;
+  rec.view = index::ViewId{max_view + 1};
+  rec.shard_count = shard_count;
+  rec.base_max_inode = source.version().record.base_max_inode;
+  rec.max_inode = summary.max_inode;
+  rec.files = summary.files;
+  rec.dirs = summary.dirs;
+  rec.symlinks = summary.symlinks;
+  rec.bytes = summary.bytes;
+  rec.created_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  rec.kind = index::VersionKind::kAdd;
+  rec.from = report->from;
+  rec.message = message.empty() ? fmt::format("index add: {} shard(s)", new_shards)
+                                  : message;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<IndexAddReport> AddShards(const IndexAddOptions& o) {
@@ -233,27 +288,7 @@ Result<IndexAddReport> AddShards(const IndexAddOptions& o) {
   report.scan = scanned.report;
   log::Debug("index add: scanned at {:.3f}s, tree loaded at {:.3f}s", report.scan_seconds,
              loaded_at);
-  // Only the part of the tree the new members meet is replayed with them;
-  // the rest cannot change.
-  std::vector<index::MemberEntry> members;
-  index::SparseExtents extents;
-  std::vector<NodeId> node_of;
-  {
-    std::vector<uint8_t> relevant(tree->node_count(), 0);
-    relevant[index::kRootNode] = 1;
-    MarkRelevant(*tree, scanned.members, &relevant);
-    Synthesize(*tree, relevant, &members, &extents, &node_of);
-  }
-  const size_t synthesized = members.size();
-  for (auto& [m, e] : scanned.extents) extents[static_cast<uint32_t>(m + synthesized)] = std::move(e);
-  for (auto& m : scanned.members) members.push_back(std::move(m));
-  log::Debug("index add: members synthesized at {:.3f}s", Since(start));
-  const index::Tree built = index::BuildTree(members);
-  report.replay = built.report;
-  log::Debug("index add: replayed at {:.3f}s", Since(start));
-  const index::TreeEmitter emitter(built, members, extents);
-  SHARDFS_RETURN_IF_ERROR(Apply(built, emitter, synthesized, node_of, tree.get()));
-  log::Debug("index add: applied at {:.3f}s", Since(start));
+  SHARDFS_RETURN_IF_ERROR(ReplayNewMembers(&scanned, start, tree.get(), &report));
 
   const uint32_t shard_count = first_id + static_cast<uint32_t>(scanned.shards.size());
   SHARDFS_ASSIGN_OR_RETURN(index::BuiltVersion version, tree->Finish(shard_count));
@@ -266,27 +301,9 @@ Result<IndexAddReport> AddShards(const IndexAddOptions& o) {
     stored.push_back(std::move(m));
   }
 
-  index::VersionInfo& info = report.created;
-  info.name = index::kDefaultViewName;
-  SHARDFS_ASSIGN_OR_RETURN(auto versions, source->catalog().Versions(info.name));
-  info.version = versions.back().version + 1;
-  SHARDFS_ASSIGN_OR_RETURN(uint32_t max_view, source->catalog().MaxViewId());
-  index::VersionRecord& rec = info.record;
-  rec.view = index::ViewId{max_view + 1};
-  rec.shard_count = shard_count;
-  rec.base_max_inode = source->version().record.base_max_inode;
-  rec.max_inode = version.summary.max_inode;
-  rec.files = version.summary.files;
-  rec.dirs = version.summary.dirs;
-  rec.symlinks = version.summary.symlinks;
-  rec.bytes = version.summary.bytes;
-  rec.created_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
-  rec.kind = index::VersionKind::kAdd;
-  rec.from = report.from;
-  rec.message = o.message.empty() ? fmt::format("index add: {} shard(s)", scanned.shards.size())
-                                  : o.message;
+  SHARDFS_RETURN_IF_ERROR(DescribeVersion(*source, version.summary, shard_count,
+                                          scanned.shards.size(), o.message, &report));
+  const index::VersionInfo& info = report.created;
   source.reset();
   SHARDFS_RETURN_IF_ERROR(editor->AddVersion(info, version.table, stored));
   report.summary = version.summary;

@@ -90,6 +90,78 @@ index::EntryType TypeOf(MemberKind kind) {
   }
 }
 
+// Downloads a remote shard into a temporary file to scan, setting *object
+// from the response. A weak ETag proves no bytes, so a mount could never
+// accept a response against it: none is kept, and the mount holds the shard
+// to Last-Modified.
+Result<UniqueFd> DownloadForScan(const std::string& path, const std::string& shown,
+                                 uint64_t max_remote_size, remote::ObjectInfo* object) {
+  SHARDFS_ASSIGN_OR_RETURN(UniqueFd fd, DownloadShard(path, max_remote_size, object));
+  if (object->etag.starts_with("W/")) {
+    log::Warning("shard {}: the server's ETag {} is weak; indexed by its Last-Modified{}", shown,
+                 object->etag,
+                 object->mtime_ns != 0 ? "" : " (none either: a mount checks only its size)");
+    object->etag.clear();
+  }
+  return fd;
+}
+
+// A member takes at least one 512-byte header and, with data, a block of
+// it; reserving for 1 KiB per member saves the regrowth copies of small-file
+// shards and only reserves address space otherwise. Capped, so that a
+// shard of large files does not ask for more address space than the
+// kernel's overcommit check allows; past the cap the vector grows.
+void ReserveMembers(const std::string& path, HugeVector<index::MemberEntry>* members) {
+  constexpr size_t kMaxReserved = size_t{1} << 22;  // ~600 MB of MemberEntry.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return;
+  try {
+    members->reserve(std::min<size_t>(static_cast<size_t>(st.st_size) / 1024, kMaxReserved));
+  } catch (const std::bad_alloc&) {
+    // Only a saving: the scan grows the vector as it goes.
+  }
+}
+
+// Adds scanned member `m` of shard `id` (named `shown` in messages) to
+// out->members, or counts it as rejected with an example.
+Status AddMember(ScannedMember&& m, index::ShardId id, const std::string& shown, ShardScan* out) {
+  auto reject = [&](std::string_view why) {
+    ++out->rejected;
+    if (out->rejected_examples.size() < kExamples) {
+      out->rejected_examples.push_back(
+          fmt::format("{}: member '{}' at byte {}: {}", shown, m.path, m.header_offset, why));
+    }
+    return Status::Ok();
+  };
+  if (m.kind == MemberKind::kOther) return reject(fmt::format("{} not supported", m.other_type));
+  Result<std::string> norm = index::NormalizeMemberPath(m.path);
+  if (!norm.ok()) return reject(norm.status().message());
+  index::MemberEntry e;
+  e.path = std::move(norm).value();
+  e.type = TypeOf(m.kind);
+  e.mode = m.mode;
+  e.uid = static_cast<uint32_t>(std::clamp<int64_t>(m.uid, 0, UINT32_MAX));
+  e.gid = static_cast<uint32_t>(std::clamp<int64_t>(m.gid, 0, UINT32_MAX));
+  e.mtime_ns = m.mtime_ns;
+  e.size = m.size;
+  e.shard = id;
+  e.offset = m.data_offset;
+  e.has_checksum = m.has_checksum;
+  e.xxh3 = m.xxh3;
+  e.header_offset = m.header_offset;
+  if (m.kind == MemberKind::kHardlink) {
+    Result<std::string> target = index::NormalizeMemberPath(m.link_target);
+    if (!target.ok()) return reject("hard link target: " + target.status().message());
+    e.is_hardlink = true;
+    e.link_target = std::move(target).value();
+  } else {
+    e.link_target = std::move(m.link_target);
+  }
+  if (m.sparse) out->sparse.emplace_back(out->members.size(), std::move(m.extents));
+  out->members.push_back(std::move(e));
+  return Status::Ok();
+}
+
 void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t max_remote_size,
              Progress* progress, ShardScan* out) {
   // What messages name: a URL without its query (a presigned URL's
@@ -131,37 +203,16 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
   remote::ObjectInfo object;
   if (IsRemoteInput(path)) {
     out->remote = true;
-    Result<UniqueFd> fd = DownloadShard(path, max_remote_size, &object);
+    Result<UniqueFd> fd = DownloadForScan(path, shown, max_remote_size, &object);
     if (!fd.ok()) {
       out->status = fd.status();
       progress->UnitDone();
       return;
     }
     downloaded = std::move(fd).value();
-    // A weak ETag proves no bytes, so a mount could never accept a response
-    // against it: keep none, and the mount holds the shard to Last-Modified.
-    if (object.etag.starts_with("W/")) {
-      log::Warning("shard {}: the server's ETag {} is weak; indexed by its Last-Modified{}", shown,
-                   object.etag,
-                   object.mtime_ns != 0 ? "" : " (none either: a mount checks only its size)");
-      object.etag.clear();
-    }
     out->etag = object.etag;
   }
-  // A member takes at least one 512-byte header and, with data, a block of
-  // it; reserving for 1 KiB per member saves the regrowth copies of small-file
-  // shards and only reserves address space otherwise. Capped, so that a
-  // shard of large files does not ask for more address space than the
-  // kernel's overcommit check allows; past the cap the vector grows.
-  constexpr size_t kMaxReserved = size_t{1} << 22;  // ~600 MB of MemberEntry.
-  struct stat st;
-  if (!downloaded.valid() && ::stat(path.c_str(), &st) == 0) {
-    try {
-      out->members.reserve(std::min<size_t>(static_cast<size_t>(st.st_size) / 1024, kMaxReserved));
-    } catch (const std::bad_alloc&) {
-      // Only a saving: the scan grows the vector as it goes.
-    }
-  }
+  if (!downloaded.valid()) ReserveMembers(path, &out->members);
   auto scan = [&](const std::string& p, const ScanOptions& o,
                   const std::function<Status(ScannedMember&&)>& fn, ShardInfo* info) {
     if (!downloaded.valid()) return ScanTar(p, o, fn, info);
@@ -181,41 +232,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
         pending_bytes += end > last_end ? end - last_end : 0;
         last_end = std::max(last_end, end);
         if (++pending_entries == kProgressBatch) add_progress();
-        auto reject = [&](std::string_view why) {
-          ++out->rejected;
-          if (out->rejected_examples.size() < kExamples) {
-            out->rejected_examples.push_back(
-                fmt::format("{}: member '{}' at byte {}: {}", shown, m.path, m.header_offset, why));
-          }
-          return Status::Ok();
-        };
-        if (m.kind == MemberKind::kOther) return reject(fmt::format("{} not supported", m.other_type));
-        Result<std::string> norm = index::NormalizeMemberPath(m.path);
-        if (!norm.ok()) return reject(norm.status().message());
-        index::MemberEntry e;
-        e.path = std::move(norm).value();
-        e.type = TypeOf(m.kind);
-        e.mode = m.mode;
-        e.uid = static_cast<uint32_t>(std::clamp<int64_t>(m.uid, 0, UINT32_MAX));
-        e.gid = static_cast<uint32_t>(std::clamp<int64_t>(m.gid, 0, UINT32_MAX));
-        e.mtime_ns = m.mtime_ns;
-        e.size = m.size;
-        e.shard = id;
-        e.offset = m.data_offset;
-        e.has_checksum = m.has_checksum;
-        e.xxh3 = m.xxh3;
-        e.header_offset = m.header_offset;
-        if (m.kind == MemberKind::kHardlink) {
-          Result<std::string> target = index::NormalizeMemberPath(m.link_target);
-          if (!target.ok()) return reject("hard link target: " + target.status().message());
-          e.is_hardlink = true;
-          e.link_target = std::move(target).value();
-        } else {
-          e.link_target = std::move(m.link_target);
-        }
-        if (m.sparse) out->sparse.emplace_back(out->members.size(), std::move(m.extents));
-        out->members.push_back(std::move(e));
-        return Status::Ok();
+        return AddMember(std::move(m), id, shown, out);
       },
       &out->info);
   add_progress();

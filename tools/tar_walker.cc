@@ -178,6 +178,110 @@ bool ParsePax(std::string_view recs, Pax* pax) {
   return true;
 }
 
+// The extension headers before a member's own header, as libarchive applies
+// them.
+struct Extensions {
+  bool has_longname = false, has_longlink = false, has_pax = false;
+  std::string_view longname, longlink;
+  Pax pax;
+};
+
+// Reads the GNU long name and link ('L', 'K') and pax ('x', 'g') headers
+// from *pos (whose block is `first`), leaving *pos and *header at the
+// member's own header. Returns false to decline the shard.
+bool ReadExtensions(const char* data, size_t size, Block first, uint64_t* pos, Extensions* ext,
+                    const char** header) {
+  for (int n = 0;; ++n) {
+    if (size - *pos < kBlock) return false;
+    const char* h = data + *pos;
+    // An end mark among a member's headers is a damaged archive.
+    if (n > 0) first = Classify(h);
+    if (first != Block::kHeader) return false;
+    const char type = h[kType];
+    if (type != 'L' && type != 'K' && type != 'x' && type != 'g') {
+      *header = h;
+      return true;
+    }
+    if (n == kMaxExtensionHeaders) return false;
+    int64_t len = 0;
+    if (!Octal(h, kSize, 12, &len) || static_cast<uint64_t>(len) > kMaxExtensionBody) {
+      return false;
+    }
+    const uint64_t body = *pos + kBlock;
+    const uint64_t padded = (static_cast<uint64_t>(len) + kBlock - 1) / kBlock * kBlock;
+    if (padded > size - body) return false;
+    std::string_view text(data + body, static_cast<size_t>(len));
+    // A second header of a kind: libarchive and GNU tar differ on which
+    // one counts.
+    if (type == 'L') {
+      if (ext->has_longname) return false;
+      ext->has_longname = true;
+      ext->longname = text.substr(0, text.find('\0'));
+    } else if (type == 'K') {
+      if (ext->has_longlink) return false;
+      ext->has_longlink = true;
+      ext->longlink = text.substr(0, text.find('\0'));
+    } else if (type == 'x') {
+      if (ext->has_pax || !ParsePax(text, &ext->pax)) return false;
+      ext->has_pax = true;
+    }
+    // 'g': libarchive 3.6.2 reads global records and applies none.
+    *pos = body + padded;
+  }
+}
+
+// Sets mem->path as libarchive reads it: a POSIX prefix joined with '/', a
+// GNU header's name field alone; then a GNU long name, a non-empty pax path,
+// and, as tar_headers.h has it, a pax path over a long name. Returns false to
+// decline the shard.
+bool ResolvePath(const char* h, bool gnu, const Extensions& ext, ScannedMember* mem) {
+  const Pax& pax = ext.pax;
+  std::string_view name = Field(h, kName, 100);
+  std::string_view prefix = gnu ? std::string_view() : Field(h, kPrefix, 155);
+  if (ext.has_longname && pax.path) {
+    mem->path = *pax.path;
+  } else if (pax.path && !pax.path->empty()) {
+    mem->path = *pax.path;
+  } else if (ext.has_longname) {
+    mem->path = ext.longname;
+  } else if (!prefix.empty()) {
+    mem->path.reserve(prefix.size() + 1 + name.size());
+    mem->path = prefix;
+    if (prefix.back() != '/') mem->path += '/';
+    mem->path += name;
+  } else {
+    mem->path = name;
+  }
+  if (mem->path.empty()) return false;
+  // libarchive makes a regular member whose name ends in '/' a directory;
+  // with a long name and a pax path its name is whichever it applied last.
+  return !(mem->kind == MemberKind::kFile &&
+           (mem->path.back() == '/' || (ext.has_longname && ext.longname.ends_with('/')) ||
+            (pax.path && pax.path->ends_with('/'))));
+}
+
+// Sets mem->link_target: the linkname field, then a GNU long link name, a
+// non-empty pax linkpath, and a pax linkpath over a long link name. On a
+// member that is not a link libarchive would make either a hard link: false,
+// declining the shard.
+bool ResolveLinkTarget(const char* h, const Extensions& ext, ScannedMember* mem) {
+  const Pax& pax = ext.pax;
+  const bool is_link = mem->kind == MemberKind::kHardlink || mem->kind == MemberKind::kSymlink;
+  if (!is_link) return !(ext.has_longlink || (pax.linkpath && !pax.linkpath->empty()));
+  std::string_view field = Field(h, kLinkname, 100);
+  if (field.empty()) return false;  // libarchive may then see no link at all.
+  if (ext.has_longlink && pax.linkpath) {
+    mem->link_target = *pax.linkpath;
+  } else if (pax.linkpath && !pax.linkpath->empty()) {
+    mem->link_target = *pax.linkpath;
+  } else if (ext.has_longlink) {
+    mem->link_target = ext.longlink;
+  } else {
+    mem->link_target = field;
+  }
+  return true;
+}
+
 // Walks the shard, handing each member to sink(ScannedMember&&), which
 // returns false to stop. Returns false if the shard is declined.
 template <typename Sink>
@@ -195,44 +299,10 @@ bool Walk(const char* data, size_t size, const ScanOptions& options, Sink&& sink
 
     ScannedMember mem;
     mem.header_offset = pos;
-    bool has_longname = false, has_longlink = false, has_pax = false;
-    std::string_view longname, longlink;
-    Pax pax;
+    Extensions ext;
+    const Pax& pax = ext.pax;
     const char* h = nullptr;
-    for (int n = 0;; ++n) {
-      if (size - pos < kBlock) return false;
-      h = data + pos;
-      // An end mark among a member's headers is a damaged archive.
-      if (n > 0) first = Classify(h);
-      if (first != Block::kHeader) return false;
-      const char type = h[kType];
-      if (type != 'L' && type != 'K' && type != 'x' && type != 'g') break;
-      if (n == kMaxExtensionHeaders) return false;
-      int64_t len = 0;
-      if (!Octal(h, kSize, 12, &len) || static_cast<uint64_t>(len) > kMaxExtensionBody) {
-        return false;
-      }
-      const uint64_t body = pos + kBlock;
-      const uint64_t padded = (static_cast<uint64_t>(len) + kBlock - 1) / kBlock * kBlock;
-      if (padded > size - body) return false;
-      std::string_view text(data + body, static_cast<size_t>(len));
-      // A second header of a kind: libarchive and GNU tar differ on which
-      // one counts.
-      if (type == 'L') {
-        if (has_longname) return false;
-        has_longname = true;
-        longname = text.substr(0, text.find('\0'));
-      } else if (type == 'K') {
-        if (has_longlink) return false;
-        has_longlink = true;
-        longlink = text.substr(0, text.find('\0'));
-      } else if (type == 'x') {
-        if (has_pax || !ParsePax(text, &pax)) return false;
-        has_pax = true;
-      }
-      // 'g': libarchive 3.6.2 reads global records and applies none.
-      pos = body + padded;
-    }
+    if (!ReadExtensions(data, size, first, &pos, &ext, &h)) return false;
 
     // The member's own header: GNU ("ustar  \0") or POSIX ("ustar"), as
     // libarchive tells them apart; old v7 headers decline.
@@ -253,53 +323,7 @@ bool Walk(const char* data, size_t size, const ScanOptions& options, Sink&& sink
         !Octal(h, kSize, 12, &header_size) || !Octal(h, kMtime, 12, &mtime)) {
       return false;
     }
-
-    // The name as libarchive reads it: a POSIX prefix joined with '/', a
-    // GNU header's name field alone; then a GNU long name, a non-empty pax
-    // path, and, as tar_headers.h has it, a pax path over a long name.
-    std::string_view name = Field(h, kName, 100);
-    std::string_view prefix = gnu ? std::string_view() : Field(h, kPrefix, 155);
-    if (has_longname && pax.path) {
-      mem.path = *pax.path;
-    } else if (pax.path && !pax.path->empty()) {
-      mem.path = *pax.path;
-    } else if (has_longname) {
-      mem.path = longname;
-    } else if (!prefix.empty()) {
-      mem.path.reserve(prefix.size() + 1 + name.size());
-      mem.path = prefix;
-      if (prefix.back() != '/') mem.path += '/';
-      mem.path += name;
-    } else {
-      mem.path = name;
-    }
-    if (mem.path.empty()) return false;
-    // libarchive makes a regular member whose name ends in '/' a directory;
-    // with a long name and a pax path its name is whichever it applied last.
-    if (mem.kind == MemberKind::kFile &&
-        (mem.path.back() == '/' || (has_longname && longname.ends_with('/')) ||
-         (pax.path && pax.path->ends_with('/')))) {
-      return false;
-    }
-
-    // Link targets: the linkname field, then a GNU long link name, a
-    // non-empty pax linkpath, and a pax linkpath over a long link name. On a
-    // member that is not a link libarchive would make either a hard link.
-    const bool is_link = mem.kind == MemberKind::kHardlink || mem.kind == MemberKind::kSymlink;
-    if (!is_link && (has_longlink || (pax.linkpath && !pax.linkpath->empty()))) return false;
-    if (is_link) {
-      std::string_view field = Field(h, kLinkname, 100);
-      if (field.empty()) return false;  // libarchive may then see no link at all.
-      if (has_longlink && pax.linkpath) {
-        mem.link_target = *pax.linkpath;
-      } else if (pax.linkpath && !pax.linkpath->empty()) {
-        mem.link_target = *pax.linkpath;
-      } else if (has_longlink) {
-        mem.link_target = longlink;
-      } else {
-        mem.link_target = field;
-      }
-    }
+    if (!ResolvePath(h, gnu, ext, &mem) || !ResolveLinkTarget(h, ext, &mem)) return false;
 
     mem.mode = static_cast<uint32_t>(mode) & 07777;
     mem.uid = pax.uid ? Decimal(*pax.uid) : uid;

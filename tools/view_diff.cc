@@ -70,6 +70,34 @@ Result<ViewEntries> WalkView(const IndexReader& reader) {
   return out;
 }
 
+namespace {
+
+// Sorts the lists of `d` and moves to d->replaced the paths that are in
+// both views under different inodes.
+void SortAndFindReplaced(ViewDiff* d) {
+  std::sort(d->added.begin(), d->added.end());
+  std::sort(d->removed.begin(), d->removed.end());
+  std::sort(d->renamed.begin(), d->renamed.end(), [](const ViewRename& x, const ViewRename& y) {
+    return x.from != y.from ? x.from < y.from : x.to < y.to;
+  });
+  // A path that left A's side (removed, or renamed away) and arrived on B's
+  // side under another inode (added, or renamed to) is in both views under
+  // different inodes: replaced. Under one inode it would have been unchanged.
+  std::vector<std::string> gone = d->removed, came = d->added;
+  for (const auto& r : d->renamed) {
+    gone.push_back(r.from);
+    came.push_back(r.to);
+  }
+  std::sort(gone.begin(), gone.end());
+  std::sort(came.begin(), came.end());
+  std::set_intersection(gone.begin(), gone.end(), came.begin(), came.end(),
+                        std::back_inserter(d->replaced));
+  EraseSorted(&d->added, d->replaced);
+  EraseSorted(&d->removed, d->replaced);
+}
+
+}  // namespace
+
 ViewDiff DiffEntries(const ViewEntries& a, const ViewEntries& b) {
   // Sorted (inode, position) pairs: sorting 16 bytes a side beats moving
   // entries around.
@@ -130,25 +158,7 @@ ViewDiff DiffEntries(const ViewEntries& a, const ViewEntries& b) {
     for (size_t k = pairs; k < old_only.size(); ++k) d.removed.push_back(std::move(old_only[k]));
     for (size_t k = pairs; k < new_only.size(); ++k) d.added.push_back(std::move(new_only[k]));
   }
-  std::sort(d.added.begin(), d.added.end());
-  std::sort(d.removed.begin(), d.removed.end());
-  std::sort(d.renamed.begin(), d.renamed.end(), [](const ViewRename& x, const ViewRename& y) {
-    return x.from != y.from ? x.from < y.from : x.to < y.to;
-  });
-  // A path that left A's side (removed, or renamed away) and arrived on B's
-  // side under another inode (added, or renamed to) is in both views under
-  // different inodes: replaced. Under one inode it would have been unchanged.
-  std::vector<std::string> gone = d.removed, came = d.added;
-  for (const auto& r : d.renamed) {
-    gone.push_back(r.from);
-    came.push_back(r.to);
-  }
-  std::sort(gone.begin(), gone.end());
-  std::sort(came.begin(), came.end());
-  std::set_intersection(gone.begin(), gone.end(), came.begin(), came.end(),
-                        std::back_inserter(d.replaced));
-  EraseSorted(&d.added, d.replaced);
-  EraseSorted(&d.removed, d.replaced);
+  SortAndFindReplaced(&d);
   return d;
 }
 

@@ -20,7 +20,7 @@ using ::shardfs::testing::HardLinkMember;
 using ::shardfs::testing::SymlinkMember;
 using Paths = std::vector<std::string>;
 
-TEST(DiffEntriesTest, SameEntriesInAnyOrderDiffer) {
+TEST(DiffEntriesTest, SameEntriesInAnyOrderHaveNoDiff) {
   std::vector<ViewEntry> a = {{2, "d/"}, {3, "d/x"}, {4, "y"}};
   std::vector<ViewEntry> b = {{4, "y"}, {3, "d/x"}, {2, "d/"}};
   EXPECT_TRUE(DiffEntries(a, b).empty());
