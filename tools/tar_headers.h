@@ -19,7 +19,8 @@
 
 namespace shardfs::tools {
 
-constexpr uint64_t kTarBlock = 512;
+// The tar block: headers and data are padded to it.
+inline constexpr uint64_t kTarBlock = 512;
 
 // A pax time, parsed exactly: "-1.25" is 1.25 s before the epoch, as POSIX
 // and GNU tar read it. False if it is not a plain decimal or does not fit.

@@ -26,10 +26,10 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "tools/tar_headers.h"
 
 namespace shardfs::tools {
 
-inline constexpr uint64_t kTarBlock = 512;
 inline constexpr uint64_t kTarTrailer = 2 * kTarBlock;
 
 enum class TarType : char { kFile = '0', kHardlink = '1', kSymlink = '2', kDir = '5' };
