@@ -63,7 +63,7 @@
 #include "remote/url.h"
 #include "src/mount/chunk_cache.h"
 #include "src/mount/chunked_reader.h"
-#include "src/mount/shard_cache.h"
+#include "src/mount/shard_files.h"
 
 namespace shardfs::mount {
 
