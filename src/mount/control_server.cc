@@ -454,7 +454,7 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
     for (size_t i = 0; i < s.shards.size(); ++i) {
       const ShardFetchStats& p = s.shards[i];
       JsonObject so;
-      so.UNum("shard", i)
+      so.UNum("shard_id", i)
           .Str("location",
                RedactLocation(reader.ShardPath(index::ShardId{static_cast<uint32_t>(i)})))
           .UNum("bytes_delivered", p.bytes_delivered)
