@@ -149,7 +149,7 @@ Status IndexReader::LoadVersion(const ReaderOptions& options) {
   base.message = "index build";
   catalog_ = std::make_unique<Catalog>(db_.get(), path_, base);
   SHARDFS_ASSIGN_OR_RETURN(ViewSpec spec, ParseViewSpec(options.view));
-  SHARDFS_ASSIGN_OR_RETURN(version_, catalog_->Resolve(spec));
+  SHARDFS_ASSIGN_OR_RETURN(version_, catalog_->FindVersion(spec));
   const VersionRecord& v = version_.record;
   if (v.view == kDefaultView) return Status::Ok();
   if (v.base_max_inode != max_inode_ || v.shard_count > shards_.size()) {
@@ -463,8 +463,8 @@ Status IndexReader::ForEachChildRaw(
   return Status::Ok();
 }
 
-Status IndexReader::Resolve(std::string_view path, EntryRecord* rec,
-                            RecordHolder* holder) const {
+Status IndexReader::LookupPath(std::string_view path, EntryRecord* rec,
+                               RecordHolder* holder) const {
   SHARDFS_RETURN_IF_ERROR(GetInode(kRootInode, rec, holder));
   for (std::string_view comp : PathComponents(path)) {
     if (comp == ".") continue;

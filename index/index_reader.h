@@ -106,8 +106,8 @@ class IndexReader {
   // The '/'-separated path of `inode` from the root ("" for the root), built
   // by finding each ancestor's name among its parent's children.
   Status PathOf(InodeId inode, std::string* path) const;
-  // Resolves a '/'-separated path from the root, one Lookup per component.
-  Status Resolve(std::string_view path, EntryRecord* rec, RecordHolder* holder) const;
+  // Looks up a '/'-separated path from the root, one Lookup per component.
+  Status LookupPath(std::string_view path, EntryRecord* rec, RecordHolder* holder) const;
 
   // The version this reader answers for ("default@1" for the base) and its
   // counts. With a rank partition, `counts` are the whole view's.

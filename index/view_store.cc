@@ -160,7 +160,7 @@ Result<std::vector<VersionInfo>> Catalog::Versions(std::string_view name) const 
   return versions;
 }
 
-Result<VersionInfo> Catalog::Resolve(const ViewSpec& spec) const {
+Result<VersionInfo> Catalog::FindVersion(const ViewSpec& spec) const {
   SHARDFS_ASSIGN_OR_RETURN(std::vector<VersionInfo> versions, Versions(spec.name));
   uint32_t want = spec.version;
   if (!spec.tag.empty()) {

@@ -56,7 +56,7 @@ class Catalog {
       : db_(db), path_(std::move(index_path)), base_(std::move(base)) {}
 
   // NotFound "index X: no view 'NAME'" / "no version NAME@N" / "no tag".
-  Result<VersionInfo> Resolve(const ViewSpec& spec) const;
+  Result<VersionInfo> FindVersion(const ViewSpec& spec) const;
   // Every version of `name`, oldest first, with its tags. NotFound if none.
   Result<std::vector<VersionInfo>> Versions(std::string_view name) const;
   // The names of every view, "default" first.

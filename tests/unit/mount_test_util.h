@@ -57,7 +57,7 @@ inline std::unique_ptr<Filesystem> OpenFs(const std::string& idx, FilesystemOpti
 inline InodeId InodeOf(const Filesystem& fs, std::string_view path) {
   EntryRecord rec;
   index::RecordHolder holder;
-  Status s = fs.reader().Resolve(path, &rec, &holder);
+  Status s = fs.reader().LookupPath(path, &rec, &holder);
   EXPECT_TRUE(s.ok()) << path << ": " << s.message();
   return rec.inode;
 }
