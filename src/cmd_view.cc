@@ -49,7 +49,7 @@ std::string JsonStrings(const std::vector<std::string>& items) {
   return out + "]";
 }
 
-// Opens `index` read-only (the base view): what listing commands need.
+// Opens `index` read-only (the latest version of "default"): what listing commands need.
 Result<std::unique_ptr<index::IndexReader>> OpenIndex(const std::string& path) {
   return index::IndexReader::Open(path);
 }
