@@ -138,18 +138,18 @@ struct IndexReader::Ranks {
 };
 
 Status IndexReader::LoadVersion(const ReaderOptions& options) {
-  VersionRecord base;
-  base.view = kDefaultView;
-  base.shard_count = static_cast<uint32_t>(shards_.size());
-  base.max_inode = base.base_max_inode = MetaNumber(kMetaMaxInode);
-  base.files = MetaNumber(kMetaFiles);
-  base.dirs = MetaNumber(kMetaDirs);
-  base.symlinks = MetaNumber(kMetaSymlinks);
-  base.bytes = MetaNumber(kMetaBytes);
-  base.message = "index build";
-  catalog_ = std::make_unique<Catalog>(db_.get(), path_, base);
+  VersionRecord default1;
+  default1.view = kDefaultView;
+  default1.shard_count = static_cast<uint32_t>(shards_.size());
+  default1.max_inode = default1.base_max_inode = MetaNumber(kMetaMaxInode);
+  default1.files = MetaNumber(kMetaFiles);
+  default1.dirs = MetaNumber(kMetaDirs);
+  default1.symlinks = MetaNumber(kMetaSymlinks);
+  default1.bytes = MetaNumber(kMetaBytes);
+  default1.message = "index build";
+  catalog_ = std::make_unique<Catalog>(db_.get(), path_, default1);
   SHARDFS_ASSIGN_OR_RETURN(ViewSpec spec, ParseViewSpec(options.view));
-  SHARDFS_ASSIGN_OR_RETURN(version_, catalog_->Resolve(spec));
+  SHARDFS_ASSIGN_OR_RETURN(version_, catalog_->FindVersion(spec));
   const VersionRecord& v = version_.record;
   if (v.view == kDefaultView) return Status::Ok();
   if (v.base_max_inode != max_inode_ || v.shard_count > shards_.size()) {
@@ -327,7 +327,7 @@ Status IndexReader::LookupRaw(InodeId parent, std::string_view name, EntryRecord
   if (!s.ok()) return FromRocks(s, "lookup");
   SHARDFS_RETURN_IF_ERROR(DecodeChecked(*holder, rec));
   if (overlay_) {
-    // A base name of a hidden inode is not in the version; a changed
+    // A default@1 name of a hidden inode is not in the version; a changed
     // record is in the overlay.
     if (overlay_->sets.hidden.Contains(rec->inode.value)) return Status::NotFound("no such entry");
     if (overlay_->sets.overlaid.Contains(rec->inode.value)) {
@@ -428,14 +428,14 @@ Status IndexReader::ForEachChildRaw(
   if (overlay_ && overlay_->sets.parents.Contains(dir.value)) {
     over.emplace(db_.get(), EncodeViewDirentKey(overlay_->view, dir, ""), start_after);
   }
-  RecordHolder holder;  // For the overlay record of a base name.
+  RecordHolder holder;  // For the overlay record of a default@1 name.
   for (;;) {
     const bool b = base && base->Valid();
     const bool o = over && over->Valid();
     if (!b && !o) break;
     EntryRecord rec;
     std::string_view name;
-    // Names in both: the overlay's (a base name there is always hidden).
+    // Names in both: the overlay's (a default@1 name there is always hidden).
     if (o && (!b || over->name() <= base->name())) {
       if (b && over->name() == base->name()) base->Next();
       name = over->name();
@@ -463,8 +463,8 @@ Status IndexReader::ForEachChildRaw(
   return Status::Ok();
 }
 
-Status IndexReader::Resolve(std::string_view path, EntryRecord* rec,
-                            RecordHolder* holder) const {
+Status IndexReader::LookupPath(std::string_view path, EntryRecord* rec,
+                               RecordHolder* holder) const {
   SHARDFS_RETURN_IF_ERROR(GetInode(kRootInode, rec, holder));
   for (std::string_view comp : PathComponents(path)) {
     if (comp == ".") continue;
@@ -478,7 +478,7 @@ Status IndexReader::Resolve(std::string_view path, EntryRecord* rec,
 
 Status IndexReader::ForEachInode(InodeId first,
                                  const std::function<bool(const EntryRecord&)>& fn) const {
-  // The base's inodes in order, without the hidden ones and with the
+  // default@1's inodes in order, without the hidden ones and with the
   // overlay's records for the changed ones; then the overlay's own inodes.
   bool stopped = false;
   auto visit = [&](const EntryRecord& rec) -> Status {

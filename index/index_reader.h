@@ -1,9 +1,9 @@
 // Reading an index: the questions a mount and the CLI ask (see index/schema.h
-// for the key layout). On the base version a lookup or getattr is one RocksDB
+// for the key layout). On default@1 a lookup or getattr is one RocksDB
 // Get; on another version a lookup is up to three (the overlay's dirent, the
-// base dirent, then the overlay's inode record when the entry was changed),
+// default@1 dirent, then the overlay's inode record when the entry was changed),
 // and a getattr stays one. A directory listing is one iterator, or on another
-// version the base's and the overlay's merged, plus a Get per changed entry.
+// version default@1's and the overlay's merged, plus a Get per changed entry.
 //
 // Thread safety: after Open, every method is const and safe to call from any
 // number of threads at once (RocksDB's DB is thread-safe; the shard table and
@@ -106,10 +106,10 @@ class IndexReader {
   // The '/'-separated path of `inode` from the root ("" for the root), built
   // by finding each ancestor's name among its parent's children.
   Status PathOf(InodeId inode, std::string* path) const;
-  // Resolves a '/'-separated path from the root, one Lookup per component.
-  Status Resolve(std::string_view path, EntryRecord* rec, RecordHolder* holder) const;
+  // Looks up a '/'-separated path from the root, one Lookup per component.
+  Status LookupPath(std::string_view path, EntryRecord* rec, RecordHolder* holder) const;
 
-  // The version this reader answers for ("default@1" for the base) and its
+  // The version this reader answers for ("default@1" for what `index build` wrote) and its
   // counts. With a rank partition, `counts` are the whole view's.
   const VersionInfo& version() const { return version_; }
   // The largest inode of the version (0 for a hand-made index without
@@ -117,7 +117,7 @@ class IndexReader {
   uint64_t max_inode() const { return version_.record.max_inode; }
   // With a rank partition: the rank of each shard (world = 0: empty).
   const std::vector<uint32_t>& shard_ranks() const { return shard_ranks_; }
-  // The stored difference of a version from the base; nullptr for the base.
+  // The stored difference of a version from default@1; nullptr for default@1.
   const VersionSets* version_sets() const;
   // The view's catalog (to list views and versions).
   const Catalog& catalog() const { return *catalog_; }
@@ -185,7 +185,7 @@ class IndexReader {
   std::string db_identity_;
   std::unique_ptr<Catalog> catalog_;
   VersionInfo version_;
-  // A version other than the base: its view id's stored difference.
+  // A version other than default@1: its view id's stored difference.
   struct Overlay;
   std::unique_ptr<Overlay> overlay_;
   // The rank partition (world > 0).

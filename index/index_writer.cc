@@ -105,7 +105,7 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
   static_assert(kDirentPrefix < kInodePrefix && kInodePrefix < kMetaPrefix &&
                 kMetaPrefix < kShardPrefix);
 
-  // The base's bytes per shard, for per-rank partitions of the full tree
+  // default@1's bytes per shard, for per-rank partitions of the full tree
   // ('V' 0 'B', in a table of its own: its key range is apart from the
   // versions' that views add later).
   std::vector<uint64_t> shard_bytes(shards_.size(), 0);

@@ -67,20 +67,21 @@
 //
 // A file of 8 GiB with three extents costs 72 bytes more, whatever its holes.
 //
-// Views and versions. The 'D' and 'I' keys, always with view 0, are the base
-// tree: what `index build` wrote, the version "default@1". Every other
-// version of every view is stored as a difference from the base, never as a
+// Views and versions. The 'D' and 'I' keys, always with view id 0
+// (kDefaultView), are default@1: the tree `index build` wrote, the first
+// version of the view "default". Every other version of every view (later
+// default versions too) is stored as a difference from default@1, never as a
 // copy, and never as a difference from another version, so opening one reads
 // the same few keys however many versions exist:
 //
-//   hidden    'V' v 'S' 'h'  base inodes whose base names ('D' 0 keys) are
+//   hidden    'V' v 'S' 'h'  inodes of default@1 whose names there ('D' 0 keys) are
 //                            not in the version: removed, renamed, or with a
 //                            changed record
 //   overlay   'V' v 'I' i    the record of each inode of the version that is
-//                            not the base's: a changed record (a directory's
+//                            not default@1's: a changed record (a directory's
 //                            link count, a new name's parent) or an inode
-//                            the base does not have (index add, directories
-//                            made by renames), numbered above base max_inode
+//                            default@1 does not have (index add, directories
+//                            made by renames), numbered above its max_inode
 //             'V' v 'D' p n  every name of an overlay inode
 //   overlaid  'V' v 'S' 'o'  the inodes with an overlay record
 //   parents   'V' v 'S' 'p'  the directories with overlay names
@@ -99,19 +100,19 @@
 //
 // A version is found through the catalog: 'C' name 0x00 version. Its view id
 // v is allocated once (never reused, the largest 'V' key's plus one) and its
-// 'V' v keys are one table file of their own, ingested beside the base's
+// 'V' v keys are one table file of their own, ingested beside default@1's
 // (key ranges never overlap, so nothing is rewritten). A `view create` or
 // `index add` ingests the version's table and its catalog key in one atomic
 // step: killed before, nothing changed; after, the version exists whole.
 // `index add` appends 'S' keys for its shards in the same step. Mounts open
 // the database read-only and keep the files they opened: a running mount
 // never changes. "default" versions after 1 come from `index add`; a catalog
-// without a 'C' "default" key has the implicit default@1 = base.
+// without a 'C' "default" key has the implicit default@1 alone.
 //
 // VersionRecord (little-endian):
-//     0     4  view           view id v (0: the base itself)
+//     0     4  view           view id v (0: default@1 itself)
 //     4     4  shard_count    shards 0..n-1 of the 'S' table belong to it
-//     8     8  base_max_inode the base's max_inode (inodes above it: overlay)
+//     8     8  base_max_inode default@1's max_inode (inodes above it: overlay)
 //    16     8  max_inode      largest inode of the version
 //    24     8  files          counts of the version's inodes
 //    32     8  dirs
@@ -170,6 +171,7 @@ struct ViewId {
 };
 
 inline constexpr InodeId kRootInode{1};
+// The view id of default@1's keys ('D' 0, 'I' 0): what `index build` wrote.
 inline constexpr ViewId kDefaultView{0};
 // Longest name of one path component; longer ones cannot be looked up.
 inline constexpr size_t kMaxNameLength = 255;

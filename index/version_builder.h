@@ -1,13 +1,13 @@
 // A new version of a view, edited in memory from a source version and
-// stored as its difference from the base (index/schema.h, "Views and
+// stored as its difference from default@1 (index/schema.h, "Views and
 // versions"). The tools decide what to remove and move (tools/view_create.h)
 // or add (tools/index_add.h); this unit keeps the tree consistent and works
 // out the keys.
 //
 // The whole source tree is loaded, one node per name, children of a
 // directory contiguous and in name order. Edits mark nodes removed or moved
-// and add nodes; Finish compares every inode with the source and the base:
-// an inode whose names or record changed is hidden in the base and written
+// and add nodes; Finish compares every inode with the source and default@1:
+// an inode whose names or record changed is hidden in default@1 and written
 // to the overlay with all its names, the rest cost nothing.
 #ifndef SHARDFS_INDEX_VERSION_BUILDER_H_
 #define SHARDFS_INDEX_VERSION_BUILDER_H_
@@ -102,7 +102,7 @@ class VersionBuilder {
     uint64_t rec_off = 0;
     uint32_t rec_len = 0;
     EntryType type = EntryType::kFile;
-    bool from_base = true;  // Shown through a base name in the source.
+    bool from_base = true;  // Shown through a default@1 name in the source.
     bool alive = true;
     bool changed = false;   // Record re-described (or new).
     bool moved = false;     // Under another parent or name than in the source.

@@ -129,11 +129,11 @@ Result<std::vector<std::pair<std::string, uint32_t>>> Catalog::Tags(std::string_
 Result<std::vector<VersionInfo>> Catalog::Versions(std::string_view name) const {
   std::vector<VersionInfo> versions;
   if (name == kDefaultViewName) {
-    VersionInfo base;
-    base.name = name;
-    base.version = 1;
-    base.record = base_;
-    versions.push_back(std::move(base));
+    VersionInfo first;
+    first.name = name;
+    first.version = 1;
+    first.record = default1_;
+    versions.push_back(std::move(first));
   }
   SHARDFS_RETURN_IF_ERROR(ScanPrefix(
       db_, EncodeCatalogPrefix(name), fmt::format("index {}: view catalog", path_),
@@ -160,7 +160,7 @@ Result<std::vector<VersionInfo>> Catalog::Versions(std::string_view name) const 
   return versions;
 }
 
-Result<VersionInfo> Catalog::Resolve(const ViewSpec& spec) const {
+Result<VersionInfo> Catalog::FindVersion(const ViewSpec& spec) const {
   SHARDFS_ASSIGN_OR_RETURN(std::vector<VersionInfo> versions, Versions(spec.name));
   uint32_t want = spec.version;
   if (!spec.tag.empty()) {
@@ -265,7 +265,7 @@ Result<std::unique_ptr<IndexEditor>> IndexEditor::Open(const std::string& path,
   rocksdb::Options o = WriterDbOptions(true);
   o.create_if_missing = false;
   o.error_if_exists = false;
-  // Nothing is rewritten behind the commands' backs: the base's table files
+  // Nothing is rewritten behind the commands' backs: default@1's table files
   // stay as the build wrote them, and mounts keep reading them.
   o.disable_auto_compactions = true;
   // Open table files when first read, not all at open: an edit reads few.
@@ -350,7 +350,7 @@ Status IndexEditor::Settle() {
 // Each version adds a table file or two. A mount opens every table file of
 // the index, so many small ones would make mounting slower as versions pile
 // up: past a handful, the catalog's files are merged into one, and the
-// versions' (every 'V' key above the base's) into a few. The base's files
+// versions' (every 'V' key above default@1's) into a few. default@1's files
 // are never part of either range, so they are never rewritten.
 Status IndexEditor::CompactCatalog() {
   std::vector<rocksdb::LiveFileMetaData> files;

@@ -48,15 +48,15 @@ struct VersionInfo {
   std::string label() const;  // "NAME@N"
 };
 
-// The catalog of an open database. `base` is the implicit default@1, made
+// The catalog of an open database. `default1` is the implicit default@1, made
 // from the index's meta by the caller.
 class Catalog {
  public:
-  Catalog(rocksdb::DB* db, std::string index_path, VersionRecord base)
-      : db_(db), path_(std::move(index_path)), base_(std::move(base)) {}
+  Catalog(rocksdb::DB* db, std::string index_path, VersionRecord default1)
+      : db_(db), path_(std::move(index_path)), default1_(std::move(default1)) {}
 
   // NotFound "index X: no view 'NAME'" / "no version NAME@N" / "no tag".
-  Result<VersionInfo> Resolve(const ViewSpec& spec) const;
+  Result<VersionInfo> FindVersion(const ViewSpec& spec) const;
   // Every version of `name`, oldest first, with its tags. NotFound if none.
   Result<std::vector<VersionInfo>> Versions(std::string_view name) const;
   // The names of every view, "default" first.
@@ -69,10 +69,10 @@ class Catalog {
 
   rocksdb::DB* db_;
   std::string path_;
-  VersionRecord base_;
+  VersionRecord default1_;  // default@1, from the meta.
 };
 
-// A version's stored difference from the base, as the reader uses it.
+// A version's stored difference from default@1, as the reader uses it.
 struct VersionSets {
   InodeSet hidden;
   InodeSet overlaid;
@@ -81,7 +81,7 @@ struct VersionSets {
 // Reads the sets of view `view`. Corruption naming the index if one is
 // missing or damaged.
 Result<VersionSets> ReadVersionSets(rocksdb::DB* db, const std::string& index_path, ViewId view);
-// The view bytes per shard of `view` (view 0: the base, if the build wrote
+// The view bytes per shard of `view` (kDefaultView: default@1, if the build wrote
 // them). NotFound if not stored.
 Result<std::vector<uint64_t>> ReadShardBytes(rocksdb::DB* db, ViewId view);
 std::string EncodeShardBytes(const std::vector<uint64_t>& bytes);

@@ -108,7 +108,7 @@ int RunIndexInfo(int argc, char** argv) {
     return kExitFailure;
   }
   const index::IndexReader& r = **reader;
-  // The version's own shards and counts (the base's meta for default@1).
+  // The version's own shards and counts (the index's meta for default@1).
   const index::VersionRecord& v = r.version().record;
   const size_t shards = std::min<size_t>(v.shard_count, r.shards().size());
   uint64_t shard_bytes = 0;

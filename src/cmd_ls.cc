@@ -140,7 +140,7 @@ std::string NormalizeArgPath(std::string p) {
 bool PrintStat(const IndexReader& r, const std::string& path, bool json, bool first) {
   EntryRecord e;
   index::RecordHolder holder;
-  Status s = r.Resolve(path, &e, &holder);
+  Status s = r.LookupPath(path, &e, &holder);
   if (s.ok()) s = r.CheckFileRange(e);
   if (!s.ok()) {
     log::Error("stat {}: {}", path.empty() ? "/" : path, s.message());
@@ -199,7 +199,7 @@ int RunLs(int argc, char** argv) {
   std::string path = NormalizeArgPath(args.size() == 2 ? args[1] : "");
   EntryRecord e;
   index::RecordHolder holder;
-  Status s = (*reader)->Resolve(path, &e, &holder);
+  Status s = (*reader)->LookupPath(path, &e, &holder);
   if (s.ok()) s = (*reader)->CheckFileRange(e);
   if (!s.ok()) {
     log::Error("ls {}: {}", path.empty() ? "/" : path, s.message());

@@ -145,7 +145,7 @@ bool ShardsInPlace(const MountArgs& a, const index::IndexReader& r) {
 // --check: every shard opened and fingerprinted before mounting; a remote
 // one asked for its size and ETag.
 bool ShardsPassCheck(const MountArgs& a, mount::Filesystem& fs, mount::ShardFetcher* fetcher) {
-  std::vector<Status> problems = fs.shard_cache().CheckAll();
+  std::vector<Status> problems = fs.shard_files().CheckAll();
   for (uint32_t i = 0; fetcher != nullptr && i < fs.reader().shards().size(); ++i) {
     Status s = fetcher->CheckRemote(i);
     if (!s.ok()) {
@@ -155,13 +155,14 @@ bool ShardsPassCheck(const MountArgs& a, mount::Filesystem& fs, mount::ShardFetc
   }
   if (problems.empty()) return true;
   if (!a.allow_missing) {
-    log::Error("{} of {} shards failed the check; not mounting (--allow-missing-shards "
-               "mounts anyway, their files fail with EIO)",
-               problems.size(), fs.shard_cache().shard_count());
+    log::Error(
+        "{} of {} shards failed the check; not mounting (--allow-missing-shards "
+        "mounts anyway, their files fail with EIO)",
+        problems.size(), fs.shard_files().shard_count());
     return false;
   }
   log::Warning("{} of {} shards failed the check; their files fail with EIO", problems.size(),
-               fs.shard_cache().shard_count());
+               fs.shard_files().shard_count());
   return true;
 }
 

@@ -49,7 +49,7 @@ std::string JsonStrings(const std::vector<std::string>& items) {
   return out + "]";
 }
 
-// Opens `index` read-only (the base view): what listing commands need.
+// Opens `index` read-only (the latest version of "default"): what listing commands need.
 Result<std::unique_ptr<index::IndexReader>> OpenIndex(const std::string& path) {
   return index::IndexReader::Open(path);
 }
@@ -225,7 +225,7 @@ int RunViewRm(int argc, char** argv) {
   if (spec->version == 0 && spec->tag.empty()) {
     gone = *versions;
   } else {
-    auto one = (*reader)->catalog().Resolve(*spec);
+    auto one = (*reader)->catalog().FindVersion(*spec);
     if (!one.ok()) return Fail(one.status());
     gone.push_back(*one);
   }
@@ -251,7 +251,7 @@ int RunViewTag(int argc, char** argv) {
   if (!editor.ok()) return Fail(editor.status());
   auto reader = OpenIndex(args[0]);
   if (!reader.ok()) return Fail(reader.status());
-  auto version = (*reader)->catalog().Resolve(*spec);
+  auto version = (*reader)->catalog().FindVersion(*spec);
   if (!version.ok()) return Fail(version.status());
   reader->reset();
   if (Status s = (*editor)->Tag(*version, args[2], force); !s.ok()) return Fail(s);

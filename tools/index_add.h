@@ -2,7 +2,7 @@
 // full tree ("default"), scanning only the new shards. The new members are
 // replayed after the tree of the latest default version, by the rules a
 // build follows (index/tree_builder.h: GNU tar's extraction, a later shard's
-// path wins), and the result is stored as its difference from the base.
+// path wins), and the result is stored as its difference from default@1.
 // Views made before keep what they showed; new ones made --from the new
 // default see the new files.
 #ifndef SHARDFS_TOOLS_INDEX_ADD_H_

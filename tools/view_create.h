@@ -1,6 +1,6 @@
 // `shardfs view create`: a new version of a named view, made from a source
 // version by include and exclude rules and a rename map, stored as its
-// difference from the base (index/version_builder.h).
+// difference from default@1 (index/version_builder.h).
 //
 // The rules, in order:
 //   1. includes: if any include is given (--include GLOB, --include-list),

@@ -2,8 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <pwd.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack.
@@ -12,7 +10,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <string_view>
 #include <utility>
@@ -20,6 +17,7 @@
 #include "base/coding.h"
 #include "base/io.h"
 #include "base/log.h"
+#include "src/mount/cache_dir.h"
 
 namespace shardfs::mount {
 
@@ -29,13 +27,6 @@ constexpr char kMagic[8] = {'S', 'H', 'F', 'S', 'C', 'H', 'N', 'K'};
 constexpr uint64_t kMaxChunkSize = uint64_t{1} << 30;
 constexpr uint64_t kBlock = 4096;
 constexpr size_t kHeaderSumOffset = 56;
-constexpr char kMarker[] = "shardfs-cache";
-constexpr char kLock[] = "lock";
-constexpr std::string_view kTmpPrefix = "tmp-";
-constexpr std::string_view kMarkerText =
-    "This directory holds the chunk files of shardfs mounts (see cache_dir in\n"
-    "shardfs(1)). shardfs writes and deletes its own files here and leaves any\n"
-    "other file alone.\n";
 
 struct Header {
   uint32_t len = 0;
@@ -65,116 +56,6 @@ bool DecodeHeader(const char* in, Header* h) {
   h->index = DecodeFixed64(in + 24);
   h->xxh3 = DecodeFixed64(in + 32);
   return true;
-}
-
-// "uid 65534 (nobody)".
-std::string UserName(uid_t uid) {
-  struct passwd pw;
-  struct passwd* found = nullptr;
-  char buf[1024];
-  if (::getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found != nullptr) {
-    return fmt::format("uid {} ({})", uid, found->pw_name);
-  }
-  return fmt::format("uid {}", uid);
-}
-
-// Opens directory `name` under `at` (AT_FDCWD: a path) without following a
-// symbolic link in its place, creating it 0700 if it is missing (only it: a
-// mistyped parent should fail, not be made). Refuses one that another user
-// owns or that group or others may write to: whoever can write there could
-// plant chunk files, and the XXH3 sums in them are no defence against a
-// forger. `shown` names it in errors.
-Result<UniqueFd> OpenPrivateDir(int at, const char* name, const std::string& shown) {
-  constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-  UniqueFd fd(::openat(at, name, kFlags));
-  if (!fd.valid() && errno == ENOENT) {
-    if (::mkdirat(at, name, 0700) != 0 && errno != EEXIST) {
-      return Status::FromErrno(errno, fmt::format("cache_dir {}: cannot create it", shown));
-    }
-    fd.reset(::openat(at, name, kFlags));
-  }
-  if (!fd.valid()) {
-    const int err = errno;
-    struct stat lst;
-    if ((err == ELOOP || err == ENOTDIR) && ::fstatat(at, name, &lst, AT_SYMLINK_NOFOLLOW) == 0) {
-      if (S_ISLNK(lst.st_mode)) {
-        return Status::InvalidArgument(fmt::format(
-            "cache_dir {}: a symbolic link, refused: name the directory itself (whoever "
-            "can change the link could point the cache elsewhere)",
-            shown));
-      }
-      if (!S_ISDIR(lst.st_mode)) {
-        return Status::NotADirectory(fmt::format("cache_dir {}: not a directory", shown));
-      }
-    }
-    return Status::FromErrno(err, fmt::format("cache_dir {}", shown));
-  }
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) {
-    return Status::FromErrno(errno, fmt::format("cache_dir {}", shown));
-  }
-  if (st.st_uid != ::geteuid()) {
-    return Status::InvalidArgument(fmt::format(
-        "cache_dir {}: owned by {}, not by this mount's user ({}), refused: its owner could "
-        "plant chunks that the mount would serve as shard bytes",
-        shown, UserName(st.st_uid), UserName(::geteuid())));
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return Status::InvalidArgument(fmt::format(
-        "cache_dir {}: writable by {} (mode {:04o}), refused: they could plant chunks that "
-        "the mount would serve as shard bytes (chmod go-w it)",
-        shown, (st.st_mode & S_IWOTH) != 0 ? "others" : "its group", st.st_mode & 07777));
-  }
-  return fd;
-}
-
-// Whether directory `dir_fd` has no entries but . and ..
-Result<bool> IsEmptyDir(int dir_fd, const std::string& shown) {
-  int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
-  if (d == nullptr) {
-    int err = errno;
-    if (fd >= 0) ::close(fd);
-    return Status::FromErrno(err, fmt::format("cache_dir {}", shown));
-  }
-  bool empty = true;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string_view name = e->d_name;
-    if (name != "." && name != "..") {
-      empty = false;
-      break;
-    }
-  }
-  ::closedir(d);
-  return empty;
-}
-
-// Parses "tmp-<gen>" (hex), the name WriteChunk gives its temp files.
-bool ParseTmpName(std::string_view name, uint64_t* gen) {
-  if (!name.starts_with(kTmpPrefix) || name.size() == kTmpPrefix.size()) return false;
-  name.remove_prefix(kTmpPrefix.size());
-  auto [next, ec] = std::from_chars(name.data(), name.data() + name.size(), *gen, 16);
-  return ec == std::errc() && next == name.data() + name.size();
-}
-
-// Parses "<idhash>-<index>-<gen>.chunk" (hex).
-bool ParseChunkName(std::string_view name, uint64_t* id_hash, uint64_t* index, uint64_t* gen) {
-  constexpr std::string_view kSuffix = ".chunk";
-  if (name.size() <= kSuffix.size() || !name.ends_with(kSuffix)) return false;
-  name.remove_suffix(kSuffix.size());
-  uint64_t* out[3] = {id_hash, index, gen};
-  const char* p = name.data();
-  const char* end = name.data() + name.size();
-  for (int i = 0; i < 3; ++i) {
-    auto [next, ec] = std::from_chars(p, end, *out[i], 16);
-    if (ec != std::errc() || next == p) return false;
-    p = next;
-    if (i < 2) {
-      if (p == end || *p != '-') return false;
-      ++p;
-    }
-  }
-  return p == end;
 }
 
 }  // namespace
@@ -256,7 +137,7 @@ uint64_t ChunkCache::ChunkLength(ChunkKey key) const {
 }
 
 std::string ChunkCache::ChunkName(ChunkKey key, uint64_t gen) const {
-  return fmt::format("{:016x}-{:x}-{:x}.chunk", id_hash_[key.shard], key.index, gen);
+  return FormatChunkName(id_hash_[key.shard], key.index, gen);
 }
 
 std::string ChunkCache::ChunkPath(ChunkKey key, uint64_t gen) const {
@@ -264,152 +145,137 @@ std::string ChunkCache::ChunkPath(ChunkKey key, uint64_t gen) const {
 }
 
 Status ChunkCache::OpenDir() {
-  const std::string& dir = options_.dir;
-  SHARDFS_ASSIGN_OR_RETURN(UniqueFd top, OpenPrivateDir(AT_FDCWD, dir.c_str(), dir));
-  chunk_dir_ = fmt::format("{}/{}", dir, kChunkDir);
-  SHARDFS_ASSIGN_OR_RETURN(dir_fd_, OpenPrivateDir(top.get(), kChunkDir, chunk_dir_));
-  // The marker says the directory is shardfs's: files are deleted only in a
-  // directory that has it, or that was empty (a first Open cut short).
-  const std::string marker = fmt::format("{}/{}", chunk_dir_, kMarker);
-  struct stat st;
-  if (::fstatat(dir_fd_.get(), kMarker, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
-      return Status::InvalidArgument(fmt::format(
-          "cache_dir {}: {} is not a file this user wrote; not shardfs's directory, refused", dir,
-          marker));
-    }
-  } else if (errno != ENOENT) {
-    return Status::FromErrno(errno, fmt::format("cache_dir {}", marker));
-  } else {
-    SHARDFS_ASSIGN_OR_RETURN(bool empty, IsEmptyDir(dir_fd_.get(), chunk_dir_));
-    if (!empty) {
-      return Status::InvalidArgument(fmt::format(
-          "cache_dir {}: {} holds files but no {} marker: not made by shardfs, refused (move it "
-          "away to start a new cache)",
-          dir, chunk_dir_, kMarker));
-    }
-    UniqueFd m(::openat(dir_fd_.get(), kMarker,
-                        O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-    // EEXIST: another process wrote it meanwhile; the lock below decides.
-    if (!m.valid() && errno != EEXIST) {
-      return Status::FromErrno(errno, fmt::format("cache_dir {}", marker));
-    }
-    if (m.valid() && !WriteFully(m.get(), kMarkerText.data(), kMarkerText.size())) {
-      return Status::FromErrno(errno, "write").WithContext(fmt::format("cache_dir {}", marker));
-    }
-  }
-  const std::string lock = fmt::format("{}/{}", chunk_dir_, kLock);
-  lock_fd_.reset(::openat(dir_fd_.get(), kLock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!lock_fd_.valid()) return Status::FromErrno(errno, fmt::format("cache_dir {}", lock));
-  // flock locks the open file description: a second Open in this process is
-  // refused too.
-  while (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EINTR) continue;
-    if (errno == EWOULDBLOCK) {
-      return Status::InvalidArgument(
-          fmt::format("cache_dir {}: in use by another shardfs process", dir));
-    }
-    return Status::FromErrno(errno, fmt::format("cache_dir {}: lock", lock));
-  }
+  SHARDFS_ASSIGN_OR_RETURN(CacheDir d, OpenCacheDir(options_.dir, kChunkDir));
+  chunk_dir_ = std::move(d.chunk_dir);
+  dir_fd_ = std::move(d.dir_fd);
+  lock_fd_ = std::move(d.lock_fd);
   return Status::Ok();
 }
 
-Status ChunkCache::Scan() {
-  const std::string& dir = chunk_dir_;
-  const uid_t uid = ::geteuid();
-  struct Found {
+namespace {
+
+// What the chunk subdirectory holds, sorted by ListChunkDir.
+struct ChunkDirListing {
+  struct Chunk {
     std::string name;
     ChunkKey key;
     uint64_t gen;
     uint32_t len;
     int64_t mtime_ns;
-    bool foreign;
+    bool foreign;  // Of a shard this index does not have.
   };
-  std::unordered_map<uint64_t, uint32_t> shard_of;
-  for (uint32_t i = 0; i < id_hash_.size(); ++i) shard_of.emplace(id_hash_[i], i);
+  std::vector<Chunk> found;
+  std::vector<std::string> bad;     // Shardfs's names, but not intact chunks: to delete.
+  std::vector<std::string> others;  // Files shardfs cannot prove it wrote: left alone.
+  uint64_t max_gen = 0;             // The largest generation in any name.
+};
 
-  std::vector<Found> found;
-  std::vector<std::string> bad;
-  // Files shardfs cannot prove it wrote: left alone.
-  std::vector<std::string> others;
-  int list_fd = ::openat(dir_fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+// Sorts entry `name` of the chunk subdirectory `dir_fd` into `out`.
+// `shard_of` maps a shard's id hash to its number.
+void ListChunkDirEntry(const ChunkCache& cache, int dir_fd, const char* c_name,
+                       const std::unordered_map<uint64_t, uint32_t>& shard_of,
+                       ChunkDirListing* out) {
+  std::string_view name = c_name;
+  // A file shardfs wrote has one of its names and is a regular file of
+  // this user; in a directory of this user that no one else may write to,
+  // nobody else can have put it there.
+  struct stat st;
+  const bool mine = ::fstatat(dir_fd, c_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISREG(st.st_mode) && st.st_uid == ::geteuid();
+  uint64_t id_hash, index, gen;
+  const bool chunk_name = ParseChunkName(name, &id_hash, &index, &gen);
+  const bool tmp_name = !chunk_name && ParseTmpName(name, &gen);
+  // New files get higher numbers than any name here, so no Insert is
+  // stopped by, or renames over, a file it may not delete.
+  if (chunk_name || tmp_name) out->max_gen = std::max(out->max_gen, gen);
+  if (!mine || (!chunk_name && !tmp_name)) {
+    out->others.emplace_back(name);
+    return;
+  }
+  if (!chunk_name) {
+    out->bad.emplace_back(name);  // An Insert cut short by a crash.
+    return;
+  }
+  UniqueFd fd(::openat(dir_fd, c_name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
+  char raw[ChunkCache::kHeaderSize];
+  Header h;
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      !PreadExact(fd.get(), raw, ChunkCache::kHeaderSize, 0).ok() || !DecodeHeader(raw, &h) ||
+      h.id_hash != id_hash || h.index != index || h.len == 0 ||
+      static_cast<uint64_t>(st.st_size) != ChunkCache::kHeaderSize + h.len) {
+    out->bad.emplace_back(name);
+    return;
+  }
+  ChunkDirListing::Chunk f{std::string(name),
+                           ChunkKey{0, index},
+                           gen,
+                           h.len,
+                           int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec,
+                           true};
+  if (auto it = shard_of.find(id_hash); it != shard_of.end()) {
+    f.key.shard = it->second;
+    f.foreign = false;
+    if (cache.ChunkLength(f.key) != h.len) {
+      out->bad.push_back(std::move(f.name));  // Not a chunk of this shard at this size.
+      return;
+    }
+  }
+  out->found.push_back(std::move(f));
+}
+
+// Lists the chunk subdirectory `dir_fd` (shown as `dir`) into `out`.
+Status ListChunkDir(const ChunkCache& cache, int dir_fd, const std::string& dir,
+                    const std::unordered_map<uint64_t, uint32_t>& shard_of, ChunkDirListing* out) {
+  int list_fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR* d = list_fd < 0 ? nullptr : ::fdopendir(list_fd);
   if (d == nullptr) {
     int err = errno;
     if (list_fd >= 0) ::close(list_fd);
     return Status::FromErrno(err, fmt::format("cache_dir {}", dir));
   }
-  uint64_t max_gen = 0;
   while (true) {
     errno = 0;
     struct dirent* e = ::readdir(d);
     if (e == nullptr) break;
     std::string_view name = e->d_name;
-    if (name == "." || name == ".." || name == kMarker || name == kLock) continue;
-    // A file shardfs wrote has one of its names and is a regular file of
-    // this user; in a directory of this user that no one else may write to,
-    // nobody else can have put it there.
-    struct stat st;
-    const bool mine = ::fstatat(dir_fd_.get(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                      S_ISREG(st.st_mode) && st.st_uid == uid;
-    uint64_t id_hash, index, gen;
-    const bool chunk_name = ParseChunkName(name, &id_hash, &index, &gen);
-    const bool tmp_name = !chunk_name && ParseTmpName(name, &gen);
-    // New files get higher numbers than any name here, so no Insert is
-    // stopped by, or renames over, a file it may not delete.
-    if (chunk_name || tmp_name) max_gen = std::max(max_gen, gen);
-    if (!mine || (!chunk_name && !tmp_name)) {
-      others.emplace_back(name);
-      continue;
-    }
-    if (!chunk_name) {
-      bad.emplace_back(name);  // An Insert cut short by a crash.
-      continue;
-    }
-    UniqueFd fd(::openat(dir_fd_.get(), e->d_name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
-    char raw[kHeaderSize];
-    Header h;
-    if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-        !PreadExact(fd.get(), raw, kHeaderSize, 0).ok() || !DecodeHeader(raw, &h) ||
-        h.id_hash != id_hash || h.index != index || h.len == 0 ||
-        static_cast<uint64_t>(st.st_size) != kHeaderSize + h.len) {
-      bad.emplace_back(name);
-      continue;
-    }
-    Found f{std::string(name), ChunkKey{0, index}, gen, h.len,
-            int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, true};
-    if (auto it = shard_of.find(id_hash); it != shard_of.end()) {
-      f.key.shard = it->second;
-      f.foreign = false;
-      if (ChunkLength(f.key) != h.len) {
-        bad.push_back(std::move(f.name));  // Not a chunk of this shard at this size.
-        continue;
-      }
-    }
-    found.push_back(std::move(f));
+    if (name == "." || name == ".." || name == kCacheMarker || name == kCacheLock) continue;
+    ListChunkDirEntry(cache, dir_fd, e->d_name, shard_of, out);
   }
   int err = errno;
   ::closedir(d);
   if (err != 0) return Status::FromErrno(err, fmt::format("cache_dir {}: listing", dir));
-  for (const std::string& name : bad) {
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ChunkCache::Scan() {
+  const std::string& dir = chunk_dir_;
+  std::unordered_map<uint64_t, uint32_t> shard_of;
+  for (uint32_t i = 0; i < id_hash_.size(); ++i) shard_of.emplace(id_hash_[i], i);
+  ChunkDirListing listing;
+  SHARDFS_RETURN_IF_ERROR(ListChunkDir(*this, dir_fd_.get(), dir, shard_of, &listing));
+  for (const std::string& name : listing.bad) {
     log::Debug("chunk cache: {}/{}: not an intact chunk, deleted", dir, name);
   }
-  UnlinkAll(bad);
+  UnlinkAll(listing.bad);
+  const std::vector<std::string>& others = listing.others;
   if (!others.empty()) {
     log::Warning("chunk cache: {}: {} file(s) not written by shardfs left alone (the first: {})",
                  dir, others.size(), others.front());
   }
 
+  std::vector<ChunkDirListing::Chunk>& found = listing.found;
   std::sort(found.begin(), found.end(),
-            [](const Found& a, const Found& b) { return a.mtime_ns < b.mtime_ns; });
+            [](const auto& a, const auto& b) { return a.mtime_ns < b.mtime_ns; });
   std::vector<std::shared_ptr<Slot>> dead;
   std::vector<std::string> dead_foreign;
   std::vector<std::string> duplicates;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    next_gen_ = max_gen + 1;
+    next_gen_ = listing.max_gen + 1;
     stats_.other_files = others.size();
-    for (Found& f : found) {
+    for (ChunkDirListing::Chunk& f : found) {
       if (f.foreign) {
         uint64_t charge = Charge(f.len);
         foreign_.push_back({std::move(f.name), charge});
@@ -532,7 +398,7 @@ void ChunkCache::EvictOneLocked(std::vector<std::shared_ptr<Slot>>* dead,
 
 Result<uint64_t> ChunkCache::WriteChunk(ChunkKey key, const char* data, size_t len,
                                         uint64_t gen) {
-  const std::string tmp = fmt::format("{}{:x}", kTmpPrefix, gen);
+  const std::string tmp = FormatTmpName(gen);
   UniqueFd fd(::openat(dir_fd_.get(), tmp.c_str(),
                        O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) {

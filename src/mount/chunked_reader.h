@@ -1,4 +1,4 @@
-// ChunkedReader: how an OpenShard (src/mount/shard_cache.h) reads the bytes of a
+// ChunkedReader: how an OpenShard (src/mount/shard_files.h) reads the bytes of a
 // shard that are not read straight from a local descriptor: a remote shard,
 // or a local one behind -o cache_dir. ShardFetcher (src/mount/shard_fetcher.h)
 // implements it, reading aligned chunks through the chunk cache; the shard
@@ -19,7 +19,7 @@
 namespace shardfs::mount {
 
 class OpenShard;
-// An open, checked shard, held by its readers (src/mount/shard_cache.h).
+// An open, checked shard, held by its readers (src/mount/shard_files.h).
 using ShardHandle = std::shared_ptr<OpenShard>;
 
 // Reads shard bytes that do not come straight from a local descriptor.

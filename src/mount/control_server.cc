@@ -347,7 +347,7 @@ Status ControlServer::Warm(const std::vector<std::string>& paths, std::string* b
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());
     wanted += v.size();
-    SHARDFS_ASSIGN_OR_RETURN(ShardHandle h, fs_->shard_cache().Get(index::ShardId{shard}));
+    SHARDFS_ASSIGN_OR_RETURN(ShardHandle h, fs_->shard_files().Get(index::ShardId{shard}));
     for (size_t i = 0; i < v.size();) {
       size_t j = i + 1;
       while (j < v.size() && v[j] == v[j - 1] + 1) ++j;
@@ -454,7 +454,7 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
     for (size_t i = 0; i < s.shards.size(); ++i) {
       const ShardFetchStats& p = s.shards[i];
       JsonObject so;
-      so.UNum("shard", i)
+      so.UNum("shard_id", i)
           .Str("location",
                RedactLocation(reader.ShardPath(index::ShardId{static_cast<uint32_t>(i)})))
           .UNum("bytes_delivered", p.bytes_delivered)

@@ -21,8 +21,8 @@ namespace {
 
 constexpr size_t kVerifyChunk = 1 << 20;
 
-std::vector<ShardCache::Shard> ShardsOf(const index::IndexReader& r) {
-  std::vector<ShardCache::Shard> out;
+std::vector<ShardFiles::Shard> ShardsOf(const index::IndexReader& r) {
+  std::vector<ShardFiles::Shard> out;
   for (uint32_t i = 0; i < r.shards().size(); ++i) {
     out.push_back({r.ShardPath(index::ShardId{i}), r.shards()[i]});
   }
@@ -41,7 +41,7 @@ Filesystem::Filesystem(std::unique_ptr<index::IndexReader> reader, FilesystemOpt
     : reader_(std::move(reader)),
       options_(options),
       shards_(ShardsOf(*reader_),
-              ShardCacheOptions{options.max_open_shards, options.chunked, options.chunk_local}) {
+              ShardFilesOptions{options.max_open_shards, options.chunked, options.chunk_local}) {
   if (options_.verify != VerifyMode::kOff) {
     verified_ = InodeBits(reader_->max_inode());
   }

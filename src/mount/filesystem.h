@@ -7,7 +7,7 @@
 // one index lookup for the inode, then pread (or splice) at offset + position.
 //
 // Thread safety: after construction every method may be called from any
-// number of threads. The index reader is immutable, the shard cache guards
+// number of threads. The index reader is immutable, ShardFiles guards
 // itself, the verified-inode bitmap is atomic words.
 //
 // What the mount does ahead of a reader (shard readahead, drop-behind,
@@ -30,7 +30,7 @@
 #include "base/status.h"
 #include "index/index_reader.h"
 #include "index/schema.h"
-#include "src/mount/shard_cache.h"
+#include "src/mount/shard_files.h"
 
 namespace shardfs::mount {
 
@@ -147,7 +147,7 @@ class Filesystem {
   Status ReadLink(InodeId inode, std::string_view* target, index::RecordHolder* holder) const;
 
   // Resolves a read of `size` bytes at `offset` of file `inode`, clamped to
-  // the file's size: one index lookup, one shard cache lookup. With
+  // the file's size: one index lookup, one ShardFiles lookup. With
   // verify=first/always the file's content is checked first. Returns IoError
   // or Corruption (EIO) if the shard is bad or the content does not match;
   // IsADirectory for a directory, InvalidArgument for a symlink.
@@ -170,7 +170,7 @@ class Filesystem {
 
   void StatFs(struct statvfs* st) const;
   const index::IndexReader& reader() const { return *reader_; }
-  ShardCache& shard_cache() { return shards_; }
+  ShardFiles& shard_files() { return shards_; }
   const FilesystemOptions& options() const { return options_; }
 
  private:
@@ -181,7 +181,7 @@ class Filesystem {
 
   const std::unique_ptr<index::IndexReader> reader_;
   const FilesystemOptions options_;
-  ShardCache shards_;
+  ShardFiles shards_;
   // One bit per inode: content checked (verify=first).
   InodeBits verified_;
 };

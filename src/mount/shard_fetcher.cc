@@ -19,7 +19,7 @@ using Clock = std::chrono::steady_clock;
 // one of them is part of the same sweep, not a re-use.
 constexpr size_t kRecentChunks = 24;
 
-// Per-shard counters, in shard_counters_[6 * shard + k].
+// Per-shard counters, in shard_counters_[kShardCounters * shard + k].
 enum ShardCounter {
   kDelivered, kFetched, kHits, kMisses, kFetches, kErrors, kPushed, kShardCounters
 };

@@ -63,7 +63,7 @@
 #include "remote/url.h"
 #include "src/mount/chunk_cache.h"
 #include "src/mount/chunked_reader.h"
-#include "src/mount/shard_cache.h"
+#include "src/mount/shard_files.h"
 
 namespace shardfs::mount {
 
@@ -184,7 +184,7 @@ class ShardFetcher : public ChunkedReader {
   const std::vector<remote::RemoteUrl> urls_;  // By shard; empty for local ones.
   const std::unique_ptr<ChunkCache> cache_;
   std::unique_ptr<ShardState[]> state_;
-  std::unique_ptr<std::atomic<uint64_t>[]> shard_counters_;  // 6 per shard.
+  std::unique_ptr<std::atomic<uint64_t>[]> shard_counters_;  // 7 per shard: ShardCounter.
   std::unique_ptr<Counters> counters_;
   remote::RequestStats requests_;
   std::atomic<bool> cancel_{false};

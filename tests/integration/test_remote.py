@@ -145,6 +145,7 @@ class HttpTest(RemoteTestCase):
                 per = stats(mnt, "--shards")["shards"]
                 self.assertEqual(len(per), 3)
                 self.assertTrue(all(p["bytes_fetched"] > 0 for p in per), per)
+                self.assertEqual([p["shard_id"] for p in per], [0, 1, 2])
 
     def test_tools_that_read_local_shard_files_refuse_remote_ones(self):
         with rs.Nginx(self.served) as web:

@@ -285,7 +285,7 @@ TEST_F(FilesystemTreeTest, OwnershipAndUmaskOverrides) {
   for (const char* p : {"hello.txt", "exec.sh", "dir", "dir/setgid", "private.key", "link-rel"}) {
     EntryRecord rec;
     index::RecordHolder holder;
-    ASSERT_TRUE(fs->reader().Resolve(p, &rec, &holder).ok()) << p;
+    ASSERT_TRUE(fs->reader().LookupPath(p, &rec, &holder).ok()) << p;
     struct stat st;
     fs->ToStat(rec, &st);
     struct stat want = testing::Lstat(src_ + "/" + p);
@@ -300,7 +300,7 @@ TEST_F(FilesystemTreeTest, OwnershipAndUmaskOverrides) {
   auto plain = Open(*dir_ / "idx");
   EntryRecord rec;
   index::RecordHolder holder;
-  ASSERT_TRUE(plain->reader().Resolve("exec.sh", &rec, &holder).ok());
+  ASSERT_TRUE(plain->reader().LookupPath("exec.sh", &rec, &holder).ok());
   struct stat st;
   plain->ToStat(rec, &st);
   EXPECT_EQ(st.st_mode, testing::Lstat(src_ + "/exec.sh").st_mode);

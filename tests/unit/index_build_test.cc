@@ -115,7 +115,7 @@ TEST(IndexBuildTest, SameIndexWhateverTheNumberOfJobs) {
                         "dir/link-up", "odd/bad\xff\xfe.bin"}) {
     index::EntryRecord rec;
     index::RecordHolder holder;
-    EXPECT_TRUE((*reader)->Resolve(p, &rec, &holder).ok()) << p;
+    EXPECT_TRUE((*reader)->LookupPath(p, &rec, &holder).ok()) << p;
   }
 }
 
@@ -142,15 +142,15 @@ TEST(IndexBuildTest, LaterShardWinsAPath) {
   ASSERT_TRUE(reader.ok()) << reader.status().message();
   index::EntryRecord rec;
   index::RecordHolder holder;
-  ASSERT_TRUE((*reader)->Resolve("dup.txt", &rec, &holder).ok());
+  ASSERT_TRUE((*reader)->LookupPath("dup.txt", &rec, &holder).ok());
   EXPECT_EQ(rec.shard.value, 1u);
   const std::string want = testing::ReadFile(dir / "two/dup.txt");
   ASSERT_EQ(rec.size, want.size());
   const std::string shard = testing::ReadFile((*reader)->ShardPath(rec.shard));
   EXPECT_EQ(shard.substr(rec.offset, rec.size), want);
   // Directories merge: both shards' entries are there.
-  EXPECT_TRUE((*reader)->Resolve("common/a", &rec, &holder).ok());
-  EXPECT_TRUE((*reader)->Resolve("common/b", &rec, &holder).ok());
+  EXPECT_TRUE((*reader)->LookupPath("common/a", &rec, &holder).ok());
+  EXPECT_TRUE((*reader)->LookupPath("common/b", &rec, &holder).ok());
 
   // Reversed order, reversed winner.
   o.inputs = {dir / "2.tar", dir / "1.tar"};
@@ -159,7 +159,7 @@ TEST(IndexBuildTest, LaterShardWinsAPath) {
   auto rev = index::IndexReader::Open(o.out);
   ASSERT_TRUE(rev.ok());
   index::RecordHolder rev_holder;  // Pins blocks of `rev`: must not outlive it.
-  ASSERT_TRUE((*rev)->Resolve("dup.txt", &rec, &rev_holder).ok());
+  ASSERT_TRUE((*rev)->LookupPath("dup.txt", &rec, &rev_holder).ok());
   EXPECT_EQ(rec.size, testing::ReadFile(dir / "one/dup.txt").size());
   EXPECT_EQ((*rev)->ShardPath(rec.shard), (*reader)->ShardPath(index::ShardId{0}));
 }

@@ -274,7 +274,7 @@ class DamagedRecordTest : public IndexReaderCorruptTest {
     if (s.ok()) s = r->CheckFileRange(rec);
     EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
     EXPECT_THAT(s.message(), HasSubstr(what));
-    s = r->Resolve("a/f", &rec, &holder);
+    s = r->LookupPath("a/f", &rec, &holder);
     if (s.ok()) s = r->CheckFileRange(rec);
     EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
 

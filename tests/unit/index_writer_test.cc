@@ -121,7 +121,7 @@ TEST_F(IndexWriterTest, FileRecordsCarryTheMemberFields) {
 
   EntryRecord link;
   RecordHolder holder;
-  ASSERT_TRUE(r->Resolve("d/l", &link, &holder).ok());
+  ASSERT_TRUE(r->LookupPath("d/l", &link, &holder).ok());
   EXPECT_EQ(link.type, EntryType::kSymlink);
   EXPECT_EQ(link.mode, static_cast<uint32_t>(S_IFLNK | 0777));
   EXPECT_EQ(link.target, "../some where/\xff");
@@ -137,7 +137,7 @@ TEST_F(IndexWriterTest, LaterMemberOfTheSamePathWins) {
   ASSERT_TRUE(r);
   EntryRecord f;
   RecordHolder holder;
-  ASSERT_TRUE(r->Resolve("f", &f, &holder).ok());
+  ASSERT_TRUE(r->LookupPath("f", &f, &holder).ok());
   EXPECT_EQ(f.type, EntryType::kSymlink);
   EXPECT_EQ(f.target, "target-3");
   EntryRecord d = EntryAt(*r, "d");
@@ -344,12 +344,12 @@ TEST_F(IndexWriterTest, LookupForEachChildAndResolve) {
   EXPECT_EQ(r->Lookup(dir, "a c", &rec, &holder).code(), Status::Code::kNotFound);
   EXPECT_EQ(r->Lookup(dir, std::string(300, 'x'), &rec, &holder).code(), Status::Code::kNotFound);
   EXPECT_EQ(r->Lookup(kRootInode, "a b", &rec, &holder).code(), Status::Code::kNotFound);
-  ASSERT_TRUE(r->Resolve("./dir//a/./deeper", &rec, &holder).ok());
+  ASSERT_TRUE(r->LookupPath("./dir//a/./deeper", &rec, &holder).ok());
   EXPECT_EQ(rec.size, 9u);
-  ASSERT_TRUE(r->Resolve("", &rec, &holder).ok());
+  ASSERT_TRUE(r->LookupPath("", &rec, &holder).ok());
   EXPECT_EQ(rec.inode, kRootInode);
-  EXPECT_EQ(r->Resolve("dir/nope", &rec, &holder).code(), Status::Code::kNotFound);
-  EXPECT_EQ(r->Resolve("file/x", &rec, &holder).code(), Status::Code::kNotFound);
+  EXPECT_EQ(r->LookupPath("dir/nope", &rec, &holder).code(), Status::Code::kNotFound);
+  EXPECT_EQ(r->LookupPath("file/x", &rec, &holder).code(), Status::Code::kNotFound);
 }
 
 TEST_F(IndexWriterTest, ShardPathRelativeUnderTheIndexParentAbsoluteElsewhere) {

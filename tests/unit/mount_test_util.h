@@ -1,4 +1,4 @@
-// Helpers for the unit tests of src/ (Filesystem, PushAhead, ShardCache):
+// Helpers for the unit tests of src/ (Filesystem, PushAhead, ShardFiles):
 // index real tar shards and open them as a Filesystem, no FUSE.
 #ifndef SHARDFS_TESTS_UNIT_MOUNT_TEST_UTIL_H_
 #define SHARDFS_TESTS_UNIT_MOUNT_TEST_UTIL_H_
@@ -57,7 +57,7 @@ inline std::unique_ptr<Filesystem> OpenFs(const std::string& idx, FilesystemOpti
 inline InodeId InodeOf(const Filesystem& fs, std::string_view path) {
   EntryRecord rec;
   index::RecordHolder holder;
-  Status s = fs.reader().Resolve(path, &rec, &holder);
+  Status s = fs.reader().LookupPath(path, &rec, &holder);
   EXPECT_TRUE(s.ok()) << path << ": " << s.message();
   return rec.inode;
 }

@@ -204,7 +204,7 @@ TEST_F(PushAheadTest, PlansTheFilesThatFollowInTheShard) {
   std::vector<PlannedFile> files;
   ASSERT_TRUE(push.Plan(InodeOf(*fs, "a/f0"), 1 << 20, false, &files).ok());
   ASSERT_EQ(files.size(), 7u);
-  Result<ShardHandle> shard = fs->shard_cache().Get(index::ShardId{0});
+  Result<ShardHandle> shard = fs->shard_files().Get(index::ShardId{0});
   ASSERT_TRUE(shard.ok());
   std::string got;
   for (const PlannedFile& f : files) {
@@ -330,7 +330,7 @@ TEST_F(PushAheadTest, VerifiedBeforeItIsPushed) {
   // Alter one byte of the second planned file in place: same size, same
   // fingerprint (it is in the middle), different content.
   const PlannedFile victim = files[1];
-  Result<ShardHandle> shard = fs->shard_cache().Get(index::ShardId{0});
+  Result<ShardHandle> shard = fs->shard_files().Get(index::ShardId{0});
   ASSERT_TRUE(shard.ok()) << shard.status().message();
   {
     int fd = ::open((dir_ / "s.tar").c_str(), O_WRONLY);

@@ -365,7 +365,7 @@ std::unique_ptr<index::IndexReader> BuildAndOpen(const std::string& dir,
 index::EntryRecord EntryAt(const index::IndexReader& r, std::string_view path) {
   index::EntryRecord rec;
   index::RecordHolder holder;
-  Status s = r.Resolve(path, &rec, &holder);
+  Status s = r.LookupPath(path, &rec, &holder);
   EXPECT_TRUE(s.ok()) << "'" << path << "': " << s.message();
   rec.target = {};  // Points into holder, which dies here.
   return rec;
@@ -374,7 +374,7 @@ index::EntryRecord EntryAt(const index::IndexReader& r, std::string_view path) {
 bool PathExists(const index::IndexReader& r, std::string_view path) {
   index::EntryRecord rec;
   index::RecordHolder holder;
-  return r.Resolve(path, &rec, &holder).ok();
+  return r.LookupPath(path, &rec, &holder).ok();
 }
 
 std::vector<std::string> ChildNames(const index::IndexReader& r, index::InodeId dir,

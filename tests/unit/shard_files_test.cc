@@ -1,7 +1,7 @@
-// src/mount/shard_cache.h on real shards: transient open failures are retried on
+// src/mount/shard_files.h on real shards: transient open failures are retried on
 // the next Get, bad shards heal after the back-off, a FIFO is refused
 // without blocking, and eviction never closes a held descriptor.
-#include "src/mount/shard_cache.h"
+#include "src/mount/shard_files.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -23,10 +23,10 @@ namespace shardfs::mount {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 using shardfs::testing::TempDir;
+using ::testing::HasSubstr;
 
-class ShardCacheTest : public ::testing::Test {
+class ShardFilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string src = dir_ / "src";
@@ -48,7 +48,7 @@ class ShardCacheTest : public ::testing::Test {
 
   TempDir dir_;
   std::vector<std::string> shards_;
-  std::vector<ShardCache::Shard> cache_shards_;
+  std::vector<ShardFiles::Shard> cache_shards_;
 };
 
 // The lowest descriptor number free now: a limit of it leaves none.
@@ -58,8 +58,8 @@ int LowestFreeFd() {
   return fd;
 }
 
-TEST_F(ShardCacheTest, TransientOpenFailureIsRetriedOnTheNextGet) {
-  ShardCache cache(cache_shards_, {});
+TEST_F(ShardFilesTest, TransientOpenFailureIsRetriedOnTheNextGet) {
+  ShardFiles cache(cache_shards_, {});
   struct rlimit saved;
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
   struct rlimit low = saved;
@@ -74,8 +74,8 @@ TEST_F(ShardCacheTest, TransientOpenFailureIsRetriedOnTheNextGet) {
   EXPECT_TRUE(again.ok()) << again.status().message();
 }
 
-TEST_F(ShardCacheTest, ABadShardIsCheckedAgainAfterTheBackOffAndHeals) {
-  ShardCache cache(cache_shards_, {});
+TEST_F(ShardFilesTest, ABadShardIsCheckedAgainAfterTheBackOffAndHeals) {
+  ShardFiles cache(cache_shards_, {});
   ASSERT_EQ(::rename(shards_[1].c_str(), (shards_[1] + ".away").c_str()), 0);
   Result<ShardHandle> h = cache.Get(index::ShardId{1});
   ASSERT_FALSE(h.ok());
@@ -83,27 +83,27 @@ TEST_F(ShardCacheTest, ABadShardIsCheckedAgainAfterTheBackOffAndHeals) {
   ASSERT_EQ(::rename((shards_[1] + ".away").c_str(), shards_[1].c_str()), 0);
   // Within the back-off the verdict stands (no open per read of a bad shard).
   EXPECT_FALSE(cache.Get(index::ShardId{1}).ok());
-  std::this_thread::sleep_for(ShardCache::kFirstRecheck + std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(ShardFiles::kFirstRecheck + std::chrono::milliseconds(100));
   h = cache.Get(index::ShardId{1});
   EXPECT_TRUE(h.ok()) << h.status().message();
   // The other shard was never affected.
   EXPECT_TRUE(cache.Get(index::ShardId{0}).ok());
 }
 
-TEST_F(ShardCacheTest, AShardThatDiffersStaysRefusedWhileItDiffers) {
-  ShardCache cache(cache_shards_, {});
+TEST_F(ShardFilesTest, AShardThatDiffersStaysRefusedWhileItDiffers) {
+  ShardFiles cache(cache_shards_, {});
   uint64_t size = fs::file_size(shards_[0]);
   shardfs::testing::WriteFile(shards_[0], shardfs::testing::PseudoRandomBytes(size, 99));
   Result<ShardHandle> h = cache.Get(index::ShardId{0});
   ASSERT_FALSE(h.ok());
   EXPECT_EQ(h.status().code(), Status::Code::kCorruption) << h.status().message();
-  std::this_thread::sleep_for(ShardCache::kFirstRecheck + std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(ShardFiles::kFirstRecheck + std::chrono::milliseconds(100));
   h = cache.Get(index::ShardId{0});
   EXPECT_EQ(h.status().code(), Status::Code::kCorruption) << h.status().message();
 }
 
-TEST_F(ShardCacheTest, AFifoWhereAShardShouldBeIsRefusedWithoutBlocking) {
-  ShardCache cache(cache_shards_, {});
+TEST_F(ShardFilesTest, AFifoWhereAShardShouldBeIsRefusedWithoutBlocking) {
+  ShardFiles cache(cache_shards_, {});
   ASSERT_EQ(::unlink(shards_[0].c_str()), 0);
   ASSERT_EQ(::mkfifo(shards_[0].c_str(), 0644), 0);
   // A blocking open would wait here for a writer forever.
@@ -113,8 +113,8 @@ TEST_F(ShardCacheTest, AFifoWhereAShardShouldBeIsRefusedWithoutBlocking) {
   EXPECT_THAT(h.status().message(), HasSubstr(shards_[0]));
 }
 
-TEST_F(ShardCacheTest, EvictionNeverClosesAHeldDescriptor) {
-  ShardCache cache(cache_shards_, {.max_open = 1});
+TEST_F(ShardFilesTest, EvictionNeverClosesAHeldDescriptor) {
+  ShardFiles cache(cache_shards_, {.max_open = 1});
   Result<ShardHandle> first = cache.Get(index::ShardId{0});
   ASSERT_TRUE(first.ok());
   Result<ShardHandle> second = cache.Get(index::ShardId{1});
@@ -128,8 +128,8 @@ TEST_F(ShardCacheTest, EvictionNeverClosesAHeldDescriptor) {
   EXPECT_EQ(::fcntl(fd, F_GETFD), -1);  // Closed once let go.
 }
 
-TEST_F(ShardCacheTest, AnIdOutOfRangeIsCorruption) {
-  ShardCache cache(cache_shards_, {});
+TEST_F(ShardFilesTest, AnIdOutOfRangeIsCorruption) {
+  ShardFiles cache(cache_shards_, {});
   EXPECT_EQ(cache.Get(index::ShardId{7}).status().code(), Status::Code::kCorruption);
 }
 

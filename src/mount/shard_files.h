@@ -17,7 +17,7 @@
 // Remote shards (a URL in the index) have no descriptor: their bytes come
 // through a ChunkedReader (src/mount/chunked_reader.h; ShardFetcher in
 // src/mount/shard_fetcher.h implements it), which fetches aligned chunks into a
-// local cache. With ShardCacheOptions::chunk_local, local shards are read
+// local cache. With ShardFilesOptions::chunk_local, local shards are read
 // through it too (a cache in front of NFS or Lustre). A remote shard is
 // checked on every response (its size and ETag, else its Last-Modified); one
 // indexed without an ETag is checked by its fingerprint when opened too. A
@@ -76,7 +76,7 @@ class OpenShard : public std::enable_shared_from_this<OpenShard> {
   ChunkedReader* const chunked_;
 };
 
-struct ShardCacheOptions {
+struct ShardFilesOptions {
   size_t max_open = 128;  // Open shard files at most (plus those held).
   // Reads remote shards (and local ones with chunk_local). Not owned; must
   // outlive the cache. Null: a remote shard fails to open.
@@ -84,13 +84,13 @@ struct ShardCacheOptions {
   bool chunk_local = false;
 };
 
-class ShardCache {
+class ShardFiles {
  public:
   struct Shard {
     std::string path;  // Where to open it.
     index::ShardMeta meta;
   };
-  ShardCache(std::vector<Shard> shards, ShardCacheOptions options);
+  ShardFiles(std::vector<Shard> shards, ShardFilesOptions options);
 
   static constexpr std::chrono::milliseconds kFirstRecheck{1000};
   static constexpr std::chrono::milliseconds kMaxRecheck{60000};
@@ -130,7 +130,7 @@ class ShardCache {
   Result<ShardHandle> OpenRemote(uint32_t id, bool recheck);
 
   const std::vector<Shard> shards_;
-  ShardCacheOptions options_;
+  ShardFilesOptions options_;
   mutable std::mutex mu_;
   std::unique_ptr<Slot[]> slots_;
   std::list<uint32_t> lru_;  // Guarded by mu_; most recent first.

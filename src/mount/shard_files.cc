@@ -1,4 +1,4 @@
-#include "src/mount/shard_cache.h"
+#include "src/mount/shard_files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -22,11 +22,10 @@ OpenShard::~OpenShard() {
 
 Status OpenShard::ReadAt(char* buf, size_t len, uint64_t pos) const {
   if (chunked_ == nullptr) return PreadExact(fd_, buf, len, pos);
-  return chunked_->ReadShard(std::const_pointer_cast<OpenShard>(shared_from_this()), pos, len,
-                             buf);
+  return chunked_->ReadShard(std::const_pointer_cast<OpenShard>(shared_from_this()), pos, len, buf);
 }
 
-ShardCache::ShardCache(std::vector<Shard> shards, ShardCacheOptions options)
+ShardFiles::ShardFiles(std::vector<Shard> shards, ShardFilesOptions options)
     : shards_(std::move(shards)),
       options_(options),
       slots_(std::make_unique<Slot[]>(shards_.size())) {
@@ -42,7 +41,7 @@ bool Transient(int err) {
 }
 
 // Corruption unless `fp` is the fingerprint `s` was indexed with.
-Status CheckFingerprint(const ShardCache::Shard& s, uint64_t fp) {
+Status CheckFingerprint(const ShardFiles::Shard& s, uint64_t fp) {
   if (fp == s.meta.fingerprint) return Status::Ok();
   return Status::Corruption(
       fmt::format("shard {}: content differs from the indexed shard (fingerprint {:016x}, indexed "
@@ -52,12 +51,11 @@ Status CheckFingerprint(const ShardCache::Shard& s, uint64_t fp) {
 
 }  // namespace
 
-Result<ShardHandle> ShardCache::OpenRemote(uint32_t id, bool recheck) {
+Result<ShardHandle> ShardFiles::OpenRemote(uint32_t id, bool recheck) {
   const Shard& s = shards_[id];
   if (options_.chunked == nullptr) {
-    return Status::NotSupported(
-        fmt::format("shard {}: a remote shard, and this mount reads no remote shards",
-                    RedactLocation(s.path)));
+    return Status::NotSupported(fmt::format(
+        "shard {}: a remote shard, and this mount reads no remote shards", RedactLocation(s.path)));
   }
   // The chunk cache would answer the fingerprint's reads from what it holds:
   // only the server can say whether the shard is right again.
@@ -67,13 +65,14 @@ Result<ShardHandle> ShardCache::OpenRemote(uint32_t id, bool recheck) {
   // No ETag to hold the server to: the fingerprint, from the first and last
   // bytes (which the reader's chunks then hold).
   Result<uint64_t> fp = index::ShardFingerprint(
-      s.meta.size, [&](char* buf, size_t len, uint64_t pos) { return handle->ReadAt(buf, len, pos); });
+      s.meta.size,
+      [&](char* buf, size_t len, uint64_t pos) { return handle->ReadAt(buf, len, pos); });
   if (!fp.ok()) return fp.status();
   SHARDFS_RETURN_IF_ERROR(CheckFingerprint(s, *fp));
   return handle;
 }
 
-Result<ShardHandle> ShardCache::Open(uint32_t id, bool recheck) {
+Result<ShardHandle> ShardFiles::Open(uint32_t id, bool recheck) {
   const Shard& s = shards_[id];
   if (s.meta.remote()) return OpenRemote(id, recheck);
   // O_NONBLOCK: a FIFO (or a device) where the shard should be must not
@@ -87,12 +86,12 @@ Result<ShardHandle> ShardCache::Open(uint32_t id, bool recheck) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", s.path));
   if (!S_ISREG(st.st_mode)) {
-    return Status::Corruption(fmt::format("shard {}: {}, expected a regular file", s.path,
-                                          FileKind(st.st_mode)));
+    return Status::Corruption(
+        fmt::format("shard {}: {}, expected a regular file", s.path, FileKind(st.st_mode)));
   }
   if (static_cast<uint64_t>(st.st_size) != s.meta.size) {
-    return Status::Corruption(fmt::format("shard {}: size is {} bytes, indexed as {}", s.path,
-                                          st.st_size, s.meta.size));
+    return Status::Corruption(
+        fmt::format("shard {}: size is {} bytes, indexed as {}", s.path, st.st_size, s.meta.size));
   }
   Result<uint64_t> fp = index::ShardFingerprint(fd, s.meta.size);
   if (!fp.ok()) return fp.status().WithContext(fmt::format("shard {}", s.path));
@@ -100,7 +99,7 @@ Result<ShardHandle> ShardCache::Open(uint32_t id, bool recheck) {
   return handle;
 }
 
-Result<ShardHandle> ShardCache::Get(index::ShardId id) {
+Result<ShardHandle> ShardFiles::Get(index::ShardId id) {
   if (id.value >= shards_.size()) {
     return Status::Corruption(fmt::format("shard id {} out of range", id.value));
   }
@@ -122,8 +121,7 @@ Result<ShardHandle> ShardCache::Get(index::ShardId id) {
     const Status& s = opened.status();
     // A remote shard that cannot be fetched now (the server is down, the
     // retry budget ran out) is not bad: it serves again once reachable.
-    const bool unreachable =
-        shards_[id.value].meta.remote() && s.code() == Status::Code::kIoError;
+    const bool unreachable = shards_[id.value].meta.remote() && s.code() == Status::Code::kIoError;
     if (Transient(s.sys_errno()) || unreachable) {
       bool first;
       {
@@ -160,14 +158,14 @@ Result<ShardHandle> ShardCache::Get(index::ShardId id) {
   return slot.handle;
 }
 
-void ShardCache::MarkBad(index::ShardId id, const Status& reason) {
+void ShardFiles::MarkBad(index::ShardId id, const Status& reason) {
   Slot& slot = slots_[id.value];
   bool log_it;
   {
     std::lock_guard<std::mutex> lock(mu_);
     slot.bad = reason;
-    slot.backoff = slot.backoff.count() == 0 ? kFirstRecheck
-                                             : std::min(slot.backoff * 2, kMaxRecheck);
+    slot.backoff =
+        slot.backoff.count() == 0 ? kFirstRecheck : std::min(slot.backoff * 2, kMaxRecheck);
     slot.recheck_at = Clock::now() + slot.backoff;
     if (slot.handle) {
       lru_.erase(slot.lru_pos);
@@ -178,13 +176,13 @@ void ShardCache::MarkBad(index::ShardId id, const Status& reason) {
   if (log_it) log::Error("{}; reads of its files fail with EIO", reason.message());
 }
 
-void ShardCache::ReadFailed(index::ShardId id, const Status& reason) {
+void ShardFiles::ReadFailed(index::ShardId id, const Status& reason) {
   if (id.value >= shards_.size()) return;
   if (shards_[id.value].meta.remote() && reason.code() == Status::Code::kIoError) return;
   MarkBad(id, reason);
 }
 
-std::vector<Status> ShardCache::CheckAll() {
+std::vector<Status> ShardFiles::CheckAll() {
   std::vector<Status> problems;
   for (uint32_t i = 0; i < shards_.size(); ++i) {
     Result<ShardHandle> h = Get(index::ShardId{i});
@@ -193,7 +191,7 @@ std::vector<Status> ShardCache::CheckAll() {
   return problems;
 }
 
-size_t ShardCache::open_count() const {
+size_t ShardFiles::open_count() const {
   std::lock_guard<std::mutex> lock(mu_);
   return lru_.size();
 }
