@@ -26,6 +26,8 @@ test_packages=(
   libarchive-tools busybox
   # sanitizer and fuzz build
   clang libclang-rt-14-dev llvm
+  # the format check (scripts/test.sh): the tree keeps its own .clang-format
+  clang-format
   # benchmark peers
   squashfs-tools squashfuse archivemount
   # benchmark: the real loader (torch DataLoader over torchvision ImageFolder)
