@@ -16,8 +16,8 @@ Status PreadExact(int fd, char* buf, size_t len, uint64_t pos) {
       return Status::FromErrno(errno, fmt::format("read at byte {}", pos + done));
     }
     if (n == 0) {
-      return Status::IoError(fmt::format("file ends at byte {}, expected data up to byte {}",
-                                         pos + done, pos + len));
+      return Status::IoError(
+          fmt::format("file ends at byte {}, expected data up to byte {}", pos + done, pos + len));
     }
     done += static_cast<size_t>(n);
   }

@@ -13,19 +13,27 @@ std::atomic<bool> g_syslog{false};
 
 const char* Prefix(Level level) {
   switch (level) {
-    case Level::kDebug: return "debug: ";
-    case Level::kInfo: return "";
-    case Level::kWarning: return "warning: ";
-    default: return "error: ";
+    case Level::kDebug:
+      return "debug: ";
+    case Level::kInfo:
+      return "";
+    case Level::kWarning:
+      return "warning: ";
+    default:
+      return "error: ";
   }
 }
 
 int SyslogPriority(Level level) {
   switch (level) {
-    case Level::kDebug: return LOG_DEBUG;
-    case Level::kInfo: return LOG_INFO;
-    case Level::kWarning: return LOG_WARNING;
-    default: return LOG_ERR;
+    case Level::kDebug:
+      return LOG_DEBUG;
+    case Level::kInfo:
+      return LOG_INFO;
+    case Level::kWarning:
+      return LOG_WARNING;
+    default:
+      return LOG_ERR;
   }
 }
 }  // namespace

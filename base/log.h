@@ -4,10 +4,10 @@
 #ifndef SHARDFS_BASE_LOG_H_
 #define SHARDFS_BASE_LOG_H_
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <string_view>
-
-#include <fmt/format.h>
 
 namespace shardfs::log {
 
@@ -21,9 +21,7 @@ void UseSyslog(const char* ident);
 // Writes one line. Use the macros-free helpers below instead.
 void Write(Level level, std::string_view message);
 
-inline bool Enabled(Level level) {
-  return level >= g_level.load(std::memory_order_relaxed);
-}
+inline bool Enabled(Level level) { return level >= g_level.load(std::memory_order_relaxed); }
 
 template <typename... Args>
 void Debug(fmt::format_string<Args...> f, Args&&... args) {

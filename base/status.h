@@ -9,12 +9,12 @@
 #ifndef SHARDFS_BASE_STATUS_H_
 #define SHARDFS_BASE_STATUS_H_
 
+#include <fmt/format.h>
+
 #include <cassert>
 #include <string>
 #include <utility>
 #include <variant>
-
-#include <fmt/format.h>
 
 namespace shardfs {
 
@@ -28,8 +28,8 @@ class [[nodiscard]] Status {
     kIoError,          // The operating system said no.
     kNotSupported,     // Valid input we refuse (sparse members, newer schema).
     kAlreadyExists,
-    kNotADirectory,    // A directory operation on something else.
-    kIsADirectory,     // A file operation on a directory.
+    kNotADirectory,  // A directory operation on something else.
+    kIsADirectory,   // A file operation on a directory.
   };
 
   Status() = default;
@@ -43,12 +43,8 @@ class [[nodiscard]] Status {
   // An IoError whose message ends with strerror(err).
   static Status FromErrno(int err, std::string_view what);
   static Status NotSupported(std::string msg) { return {Code::kNotSupported, std::move(msg)}; }
-  static Status AlreadyExists(std::string msg) {
-    return {Code::kAlreadyExists, std::move(msg)};
-  }
-  static Status NotADirectory(std::string msg) {
-    return {Code::kNotADirectory, std::move(msg)};
-  }
+  static Status AlreadyExists(std::string msg) { return {Code::kAlreadyExists, std::move(msg)}; }
+  static Status NotADirectory(std::string msg) { return {Code::kNotADirectory, std::move(msg)}; }
   static Status IsADirectory(std::string msg) { return {Code::kIsADirectory, std::move(msg)}; }
 
   bool ok() const { return code_ == Code::kOk; }
@@ -71,7 +67,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design.
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design.
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     assert(!std::get<Status>(v_).ok());
   }
@@ -96,9 +92,9 @@ class [[nodiscard]] Result {
 }  // namespace shardfs
 
 // Returns the Status of `expr` from the enclosing function if it is not ok.
-#define SHARDFS_RETURN_IF_ERROR(expr)            \
-  do {                                           \
-    ::shardfs::Status shardfs_status_ = (expr);  \
+#define SHARDFS_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::shardfs::Status shardfs_status_ = (expr);        \
     if (!shardfs_status_.ok()) return shardfs_status_; \
   } while (0)
 

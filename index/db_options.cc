@@ -1,13 +1,13 @@
 #include "index/db_options.h"
 
-#include <algorithm>
-#include <memory>
-
 #include <rocksdb/cache.h>
 #include <rocksdb/convenience.h>
 #include <rocksdb/env.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
+
+#include <algorithm>
+#include <memory>
 
 namespace shardfs::index {
 namespace {
@@ -39,8 +39,8 @@ rocksdb::BlockBasedTableOptions TableOptions(bool filter = true) {
 
 rocksdb::CompressionType BestCompression() {
   auto supported = rocksdb::GetSupportedCompressions();
-  bool lz4 = std::find(supported.begin(), supported.end(), rocksdb::kLZ4Compression) !=
-             supported.end();
+  bool lz4 =
+      std::find(supported.begin(), supported.end(), rocksdb::kLZ4Compression) != supported.end();
   return lz4 ? rocksdb::kLZ4Compression : rocksdb::kNoCompression;
 }
 

@@ -2,9 +2,9 @@
 #ifndef SHARDFS_INDEX_DB_OPTIONS_H_
 #define SHARDFS_INDEX_DB_OPTIONS_H_
 
-#include <cstddef>
-
 #include <rocksdb/options.h>
+
+#include <cstddef>
 
 namespace shardfs::index {
 

@@ -10,13 +10,20 @@ namespace shardfs {
 
 inline const char* FileKind(mode_t mode) {
   switch (mode & S_IFMT) {
-    case S_IFIFO: return "is a FIFO";
-    case S_IFDIR: return "is a directory";
-    case S_IFCHR: return "is a character device";
-    case S_IFBLK: return "is a block device";
-    case S_IFSOCK: return "is a socket";
-    case S_IFLNK: return "is a symbolic link";
-    default: return "is not a regular file";
+    case S_IFIFO:
+      return "is a FIFO";
+    case S_IFDIR:
+      return "is a directory";
+    case S_IFCHR:
+      return "is a character device";
+    case S_IFBLK:
+      return "is a block device";
+    case S_IFSOCK:
+      return "is a socket";
+    case S_IFLNK:
+      return "is a symbolic link";
+    default:
+      return "is not a regular file";
   }
 }
 

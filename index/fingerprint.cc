@@ -1,8 +1,5 @@
 #include "index/fingerprint.h"
 
-#include "base/coding.h"
-#include "base/io.h"
-
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -11,17 +8,19 @@
 #include <memory>
 #include <vector>
 
+#include "base/coding.h"
+#include "base/io.h"
+
 namespace shardfs::index {
 Result<uint64_t> ShardFingerprint(int fd, uint64_t size) {
-  return ShardFingerprint(size, [fd](char* buf, size_t len, uint64_t pos) {
-    return PreadExact(fd, buf, len, pos);
-  });
+  return ShardFingerprint(
+      size, [fd](char* buf, size_t len, uint64_t pos) { return PreadExact(fd, buf, len, pos); });
 }
 
 Result<uint64_t> ShardFingerprint(uint64_t size, const ReadAtFn& read_at) {
   std::vector<char> buf(kFingerprintSpan);
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
-                                                                  &XXH3_freeState);
+                                                                 &XXH3_freeState);
   XXH3_64bits_reset(state.get());
   uint64_t head = std::min(size, kFingerprintSpan);
   SHARDFS_RETURN_IF_ERROR(read_at(buf.data(), head, 0));

@@ -1,6 +1,8 @@
 #include "index/index_publish.h"
 
 #include <fcntl.h>
+#include <rocksdb/db.h>
+#include <rocksdb/sst_file_writer.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,9 +12,6 @@
 #include <random>
 #include <thread>
 #include <vector>
-
-#include <rocksdb/db.h>
-#include <rocksdb/sst_file_writer.h>
 
 #include "base/fd.h"
 #include "base/log.h"

@@ -1,6 +1,9 @@
 #include "index/index_reader.h"
 
 #include <fcntl.h>
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/table_properties.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,10 +15,6 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
-
-#include <rocksdb/db.h>
-#include <rocksdb/iterator.h>
-#include <rocksdb/table_properties.h>
 
 #include "base/fd.h"
 #include "base/parse.h"
@@ -31,9 +30,12 @@ namespace {
 
 uint32_t TypeBits(EntryType type) {
   switch (type) {
-    case EntryType::kDir: return S_IFDIR;
-    case EntryType::kSymlink: return S_IFLNK;
-    default: return S_IFREG;
+    case EntryType::kDir:
+      return S_IFDIR;
+    case EntryType::kSymlink:
+      return S_IFLNK;
+    default:
+      return S_IFREG;
   }
 }
 
@@ -56,8 +58,7 @@ Status CheckIndexDirectory(const std::string& path) {
 // `path` into the page cache.
 void PreloadTables(const std::string& path) {
   std::error_code ec;
-  for (fs::directory_iterator d(path, ec); !ec && d != fs::directory_iterator();
-       d.increment(ec)) {
+  for (fs::directory_iterator d(path, ec); !ec && d != fs::directory_iterator(); d.increment(ec)) {
     if (d->path().extension() != ".sst") continue;
     UniqueFd fd(::open(d->path().c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid()) continue;
@@ -69,9 +70,12 @@ void PreloadTables(const std::string& path) {
 
 const char* EntryTypeName(EntryType type) {
   switch (type) {
-    case EntryType::kDir: return "dir";
-    case EntryType::kSymlink: return "symlink";
-    default: return "file";
+    case EntryType::kDir:
+      return "dir";
+    case EntryType::kSymlink:
+      return "symlink";
+    default:
+      return "file";
   }
 }
 
@@ -254,19 +258,19 @@ const std::string& IndexReader::ShardPath(ShardId id) const {
 
 Status IndexReader::CheckRecord(const EntryRecord& rec) const {
   const uint64_t inode = rec.inode.value;
-  if (inode == 0 || inode > max_inode_ || rec.parent.value == 0 ||
-      rec.parent.value > max_inode_) {
-    return Status::Corruption(fmt::format(
-        "index {}: record of inode {} with parent {}: expected both in 1..{}", path_, inode,
-        rec.parent.value, max_inode_));
+  if (inode == 0 || inode > max_inode_ || rec.parent.value == 0 || rec.parent.value > max_inode_) {
+    return Status::Corruption(
+        fmt::format("index {}: record of inode {} with parent {}: expected both in 1..{}", path_,
+                    inode, rec.parent.value, max_inode_));
   }
   if (rec.nlink == 0) {
     return Status::Corruption(
         fmt::format("index {}: inode {}: link count 0, expected at least 1", path_, inode));
   }
   if ((rec.mode & S_IFMT) != TypeBits(rec.type)) {
-    return Status::Corruption(fmt::format("index {}: inode {}: mode {:o} does not match its type {}",
-                                          path_, inode, rec.mode, EntryTypeName(rec.type)));
+    return Status::Corruption(
+        fmt::format("index {}: inode {}: mode {:o} does not match its type {}", path_, inode,
+                    rec.mode, EntryTypeName(rec.type)));
   }
   return Status::Ok();
 }
@@ -293,9 +297,9 @@ Status IndexReader::CheckFileRange(const EntryRecord& rec) const {
     return Status::Ok();
   }
   if (rec.offset > shard_size || rec.size > shard_size - rec.offset) {
-    return Status::Corruption(fmt::format(
-        "index {}: inode {}: {} bytes at byte {} of shard {}, which has {} bytes", path_, inode,
-        rec.size, rec.offset, rec.shard.value, shard_size));
+    return Status::Corruption(
+        fmt::format("index {}: inode {}: {} bytes at byte {} of shard {}, which has {} bytes",
+                    path_, inode, rec.size, rec.offset, rec.shard.value, shard_size));
   }
   return Status::Ok();
 }
@@ -343,8 +347,7 @@ Status IndexReader::GetInode(InodeId inode, EntryRecord* rec, RecordHolder* hold
   return CheckFileRange(*rec);
 }
 
-Status IndexReader::GetInodeRecord(InodeId inode, EntryRecord* rec,
-                                   RecordHolder* holder) const {
+Status IndexReader::GetInodeRecord(InodeId inode, EntryRecord* rec, RecordHolder* holder) const {
   holder->Reset();  // A holder may be reused; RocksDB needs it unpinned.
   InodeKeyBuffer buf;
   std::string overlay_key;
@@ -352,8 +355,8 @@ Status IndexReader::GetInodeRecord(InodeId inode, EntryRecord* rec,
   if (overlay_ && overlay_->sets.overlaid.Contains(inode.value)) {
     overlay_key = EncodeViewInodeKey(overlay_->view, inode);
     key = overlay_key;
-  } else if (overlay_ && (inode.value > overlay_->base_max ||
-                          overlay_->sets.hidden.Contains(inode.value))) {
+  } else if (overlay_ &&
+             (inode.value > overlay_->base_max || overlay_->sets.hidden.Contains(inode.value))) {
     return Status::NotFound("no such inode");
   } else {
     key = EncodeInodeKey(kDefaultView, inode, buf);
@@ -578,8 +581,7 @@ uint64_t IndexReader::DiskBytes() const { return IndexDiskBytes(path_); }
 uint64_t IndexDiskBytes(const std::string& path) {
   uint64_t total = 0;
   std::error_code ec;
-  for (fs::directory_iterator d(path, ec); !ec && d != fs::directory_iterator();
-       d.increment(ec)) {
+  for (fs::directory_iterator d(path, ec); !ec && d != fs::directory_iterator(); d.increment(ec)) {
     std::error_code size_ec;
     if (!d->is_regular_file(size_ec)) continue;
     uint64_t size = d->file_size(size_ec);

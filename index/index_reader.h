@@ -22,6 +22,8 @@
 #ifndef SHARDFS_INDEX_INDEX_READER_H_
 #define SHARDFS_INDEX_INDEX_READER_H_
 
+#include <rocksdb/slice.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -29,8 +31,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <rocksdb/slice.h>
 
 #include "base/status.h"
 #include "index/schema.h"

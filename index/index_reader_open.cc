@@ -1,17 +1,16 @@
 // IndexReader, opening: reading the meta keys and the shard table, and the
 // checks that make their values safe to use (see index/index_reader.h,
 // "Trust"). The questions themselves are in index/index_reader.cc.
-#include "index/index_reader.h"
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
 
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
 
-#include <rocksdb/db.h>
-#include <rocksdb/iterator.h>
-
 #include "base/parse.h"
+#include "index/index_reader.h"
 #include "index/rocks_util.h"
 
 namespace shardfs::index {
@@ -66,16 +65,15 @@ Status IndexReader::LoadMeta() {
 Status IndexReader::CheckSchemaVersion() const {
   auto version = meta_.find(std::string(kMetaSchemaVersion));
   if (version == meta_.end()) {
-    return Status::InvalidArgument(
-        fmt::format("index {}: not a shardfs index (no schema version; an interrupted build?)",
-                    path_));
+    return Status::InvalidArgument(fmt::format(
+        "index {}: not a shardfs index (no schema version; an interrupted build?)", path_));
   }
   uint64_t v = 0;
   SHARDFS_RETURN_IF_ERROR(ParseMetaNumber(path_, kMetaSchemaVersion, version->second, &v));
   if (v == 0) {
-    return Status::Corruption(fmt::format(
-        "index {}: meta key '{}' is 0, expected a version from 1 to {}", path_,
-        kMetaSchemaVersion, kMaxSchemaVersion));
+    return Status::Corruption(
+        fmt::format("index {}: meta key '{}' is 0, expected a version from 1 to {}", path_,
+                    kMetaSchemaVersion, kMaxSchemaVersion));
   }
   if (v > kMaxSchemaVersion) {
     return Status::NotSupported(fmt::format(
@@ -103,9 +101,8 @@ Status IndexReader::LoadShards() {
     SHARDFS_RETURN_IF_ERROR(DecodeShardMeta(SliceBytes(it->value()), &meta)
                                 .WithContext(fmt::format("index {}: shard {}", path_, id.value)));
     if (meta.path.empty()) {
-      return Status::Corruption(
-          fmt::format("index {}: shard {}: empty path, expected a shard file's path", path_,
-                      id.value));
+      return Status::Corruption(fmt::format(
+          "index {}: shard {}: empty path, expected a shard file's path", path_, id.value));
     }
     shard_paths_.push_back((meta.flags & kShardPathRelative) && !meta.remote()
                                ? (base / meta.path).string()
@@ -199,9 +196,9 @@ Status IndexReader::CheckMaxInode() {
     keys = UINT64_MAX;  // Unknown: no bound from here.
   }
   if (max_inode > keys) {
-    return Status::Corruption(fmt::format(
-        "index {}: meta key '{}' is {}, but the index holds only {} keys", path_, kMetaMaxInode,
-        max_inode, keys));
+    return Status::Corruption(
+        fmt::format("index {}: meta key '{}' is {}, but the index holds only {} keys", path_,
+                    kMetaMaxInode, max_inode, keys));
   }
   max_inode_ = max_inode;
   return Status::Ok();
@@ -214,9 +211,8 @@ Status IndexReader::CheckInodeRange() const {
   RecordHolder holder;
   Status s = GetInodeRecord(InodeId{max_inode}, &rec, &holder);
   if (s.code() == Status::Code::kNotFound) {
-    return Status::Corruption(fmt::format(
-        "index {}: meta key '{}' is {}, but there is no inode {}", path_, kMetaMaxInode,
-        max_inode, max_inode));
+    return Status::Corruption(fmt::format("index {}: meta key '{}' is {}, but there is no inode {}",
+                                          path_, kMetaMaxInode, max_inode, max_inode));
   }
   SHARDFS_RETURN_IF_ERROR(s);
   InodeKeyBuffer buf;
@@ -227,9 +223,9 @@ Status IndexReader::CheckInodeRange() const {
   InodeId beyond;
   if (it->Valid() && DecodeInodeKey(SliceBytes(it->key()), &view, &beyond) &&
       view.value == kDefaultView.value) {
-    return Status::Corruption(fmt::format(
-        "index {}: meta key '{}' is {}, but there is an inode {} after it", path_,
-        kMetaMaxInode, max_inode, beyond.value));
+    return Status::Corruption(
+        fmt::format("index {}: meta key '{}' is {}, but there is an inode {} after it", path_,
+                    kMetaMaxInode, max_inode, beyond.value));
   }
   if (!it->status().ok()) return FromRocks(it->status(), fmt::format("index {}", path_));
   s = GetInodeRecord(kRootInode, &rec, &holder);

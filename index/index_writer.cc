@@ -56,8 +56,8 @@ Status CheckOutputPath(const std::string& out_path, bool force) {
   SHARDFS_RETURN_IF_ERROR(CheckReplaceable(out_path, out_abs));
   const fs::path parent = out_abs.parent_path();
   if (::access(parent.c_str(), W_OK) != 0) {
-    return Status::FromErrno(errno, fmt::format("{}: cannot write to {}", out_path,
-                                                parent.string()));
+    return Status::FromErrno(errno,
+                             fmt::format("{}: cannot write to {}", out_path, parent.string()));
   }
   return Status::Ok();
 }
@@ -87,16 +87,14 @@ void IndexWriter::SetExtents(size_t member, const std::vector<Extent>& extents) 
   extents_[static_cast<uint32_t>(member)] = EncodeExtents(extents);
 }
 
-Result<WriteStats> IndexWriter::Finish(const std::string& out_path,
-                                       const WriteOptions& options) {
+Result<WriteStats> IndexWriter::Finish(const std::string& out_path, const WriteOptions& options) {
   SHARDFS_RETURN_IF_ERROR(CheckOutputPath(out_path, options.force));
   const auto start = std::chrono::steady_clock::now();
   const Tree tree = BuildTree(members_);
   WriteStats stats = StatsOf(tree, shards_, members_);
 
   SHARDFS_ASSIGN_OR_RETURN(const fs::path out_abs, AbsoluteIndexPath(out_path));
-  SHARDFS_ASSIGN_OR_RETURN(KeyValues small_kvs,
-                           ShardKeys(shards_, out_abs.parent_path().string()));
+  SHARDFS_ASSIGN_OR_RETURN(KeyValues small_kvs, ShardKeys(shards_, out_abs.parent_path().string()));
   const TreeEmitter emitter(tree, members_, extents_);
   for (auto& kv : emitter.MetaKeys(MetaText{options.build_options, options.created_by})) {
     small_kvs.push_back(std::move(kv));

@@ -71,7 +71,7 @@ struct WriteStats {
   uint64_t bytes = 0;      // Content bytes of regular files, each inode once.
   uint64_t replaced = 0;   // Entries replaced (or directories re-described) by a later member.
   std::vector<std::string> replaced_examples;  // The first few such paths.
-  uint64_t dropped = 0;    // Members refused, as tar extraction would refuse them.
+  uint64_t dropped = 0;  // Members refused, as tar extraction would refuse them.
   // The first few: "shard S: member 'P' at byte N: reason".
   std::vector<std::string> dropped_examples;
   uint64_t index_bytes = 0;

@@ -1,8 +1,8 @@
 #include "index/inode_set.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "base/coding.h"
 

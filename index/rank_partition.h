@@ -4,9 +4,9 @@
 //
 // The shards are shuffled by `seed` (a new seed per epoch gives each rank
 // other shards), then each goes to the rank with the fewest bytes so far
-// (the one with the fewest shards, then the lowest, on a tie). Greedy assignment in any order keeps the
-// largest rank's bytes within one shard of the smallest's: when the rank
-// that ends largest took its last shard it was the smallest.
+// (the one with the fewest shards, then the lowest, on a tie). Greedy assignment in any order keeps
+// the largest rank's bytes within one shard of the smallest's: when the rank that ends largest took
+// its last shard it was the smallest.
 #ifndef SHARDFS_INDEX_RANK_PARTITION_H_
 #define SHARDFS_INDEX_RANK_PARTITION_H_
 

@@ -1,8 +1,8 @@
 #include "index/rocks_util.h"
 
-#include <string>
-
 #include <fmt/format.h>
+
+#include <string>
 
 namespace shardfs::index {
 

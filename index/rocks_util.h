@@ -3,10 +3,10 @@
 #ifndef SHARDFS_INDEX_ROCKS_UTIL_H_
 #define SHARDFS_INDEX_ROCKS_UTIL_H_
 
-#include <string_view>
-
 #include <rocksdb/slice.h>
 #include <rocksdb/status.h>
+
+#include <string_view>
 
 #include "base/status.h"
 

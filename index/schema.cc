@@ -17,9 +17,9 @@ Status DecodeExtents(EntryRecord* rec) {
   rec->extents = rec->target;
   rec->target = {};
   if (rec->extents.size() % kExtentSize != 0) {
-    return Status::Corruption(fmt::format(
-        "entry record: extent list of {} bytes, expected a multiple of {}", rec->extents.size(),
-        kExtentSize));
+    return Status::Corruption(
+        fmt::format("entry record: extent list of {} bytes, expected a multiple of {}",
+                    rec->extents.size(), kExtentSize));
   }
   uint64_t end = 0;  // Logical end of the previous extent.
   for (size_t i = 0; i < ExtentCount(*rec); ++i) {
@@ -71,8 +71,7 @@ std::string EncodeMetaKey(std::string_view name) {
   return key;
 }
 
-bool DecodeDirentKey(std::string_view key, ViewId* view, InodeId* parent,
-                     std::string_view* name) {
+bool DecodeDirentKey(std::string_view key, ViewId* view, InodeId* parent, std::string_view* name) {
   if (key.size() <= kDirentKeyHeader || key[0] != kDirentPrefix) return false;
   view->value = DecodeBigEndian32(&key[1]);
   parent->value = DecodeBigEndian64(&key[5]);
@@ -157,9 +156,8 @@ void EncodeEntry(const EntryRecord& rec, std::string* out) {
 
 Status DecodeEntry(std::string_view value, EntryRecord* rec) {
   if (value.size() < kEntryFixedSize) {
-    return Status::Corruption(
-        fmt::format("entry record of {} bytes, expected at least {}", value.size(),
-                    kEntryFixedSize));
+    return Status::Corruption(fmt::format("entry record of {} bytes, expected at least {}",
+                                          value.size(), kEntryFixedSize));
   }
   const char* p = value.data();
   uint8_t type = static_cast<uint8_t>(p[0]);
@@ -211,8 +209,8 @@ void EncodeShardMeta(const ShardMeta& meta, std::string* out) {
 
 Status DecodeShardMeta(std::string_view value, ShardMeta* meta) {
   if (value.size() < 25) {
-    return Status::Corruption(fmt::format("shard record of {} bytes, expected at least 25",
-                                          value.size()));
+    return Status::Corruption(
+        fmt::format("shard record of {} bytes, expected at least 25", value.size()));
   }
   const char* p = value.data();
   meta->size = DecodeFixed64(p);
@@ -227,8 +225,10 @@ Status DecodeShardMeta(std::string_view value, ShardMeta* meta) {
     }
     const size_t e = DecodeFixed16(p + 25);
     if (value.size() < 27 + e) {
-      return Status::Corruption(fmt::format("remote shard record: ETag of {} bytes runs past "
-                                            "the record's {}", e, value.size()));
+      return Status::Corruption(
+          fmt::format("remote shard record: ETag of {} bytes runs past "
+                      "the record's {}",
+                      e, value.size()));
     }
     meta->etag.assign(value.substr(27, e));
     head = 27 + e;
@@ -371,9 +371,9 @@ Status DecodeVersionRecord(std::string_view value, VersionRecord* rec) {
   }
   rec->message.assign(value.substr(71 + from));
   if (rec->max_inode < rec->base_max_inode || rec->view.value == 0) {
-    return Status::Corruption(fmt::format(
-        "version record: view {} with max_inode {} below base max_inode {}", rec->view.value,
-        rec->max_inode, rec->base_max_inode));
+    return Status::Corruption(
+        fmt::format("version record: view {} with max_inode {} below base max_inode {}",
+                    rec->view.value, rec->max_inode, rec->base_max_inode));
   }
   return Status::Ok();
 }

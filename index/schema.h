@@ -279,8 +279,7 @@ std::string_view EncodeShardKey(ShardId shard, ShardKeyBuffer& buf);
 std::string EncodeMetaKey(std::string_view name);
 
 // Decoders return false on a key of another shape.
-bool DecodeDirentKey(std::string_view key, ViewId* view, InodeId* parent,
-                     std::string_view* name);
+bool DecodeDirentKey(std::string_view key, ViewId* view, InodeId* parent, std::string_view* name);
 bool DecodeInodeKey(std::string_view key, ViewId* view, InodeId* inode);
 bool DecodeShardKey(std::string_view key, ShardId* shard);
 

@@ -214,8 +214,8 @@ void Replayer::Replay(uint32_t i) {
     return;
   }
   if (over_dir && old->has_children) {
-    Refuse(i, fmt::format("cannot replace directory '{}', which has entries (File exists)",
-                          m.path));
+    Refuse(i,
+           fmt::format("cannot replace directory '{}', which has entries (File exists)", m.path));
     return;
   }
   if (!m.is_hardlink) object = AddObject(i, m.type);
@@ -254,8 +254,7 @@ std::vector<uint32_t> SortLiveNames(const ReplayedTree& replayed) {
   return order;
 }
 
-HugeVector<TreeNode> LinkNodes(const ReplayedTree& replayed,
-                               const std::vector<uint32_t>& order) {
+HugeVector<TreeNode> LinkNodes(const ReplayedTree& replayed, const std::vector<uint32_t>& order) {
   constexpr uint32_t kNone = UINT32_MAX;
   HugeVector<TreeNode> nodes(order.size());
   std::vector<uint32_t> node_of_name(replayed.names.size(), kNone);

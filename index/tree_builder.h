@@ -43,7 +43,7 @@ struct MemberEntry {
   uint64_t offset = 0;
   bool has_checksum = false;
   uint64_t xxh3 = 0;
-  std::string link_target;  // Symlink target (raw bytes) or hard link target.
+  std::string link_target;     // Symlink target (raw bytes) or hard link target.
   uint64_t header_offset = 0;  // Byte offset of the member's first header; for messages.
 };
 

@@ -13,9 +13,12 @@ namespace {
 
 uint32_t TypeBits(EntryType type) {
   switch (type) {
-    case EntryType::kDir: return S_IFDIR;
-    case EntryType::kSymlink: return S_IFLNK;
-    default: return S_IFREG;
+    case EntryType::kDir:
+      return S_IFDIR;
+    case EntryType::kSymlink:
+      return S_IFLNK;
+    default:
+      return S_IFREG;
   }
 }
 
@@ -50,8 +53,7 @@ EntryRecord TreeEmitter::Record(const TreeNode& node) const {
   EntryRecord rec;
   rec.type = n.type;
   rec.inode = InodeId{n.inode};
-  rec.parent = InodeId{n.inode == kRootInode.value ? kRootInode.value
-                                                   : nodes[n.parent_node].inode};
+  rec.parent = InodeId{n.inode == kRootInode.value ? kRootInode.value : nodes[n.parent_node].inode};
   rec.mtime_ns = n.mtime_ns;
   rec.nlink = n.nlink;
   if (n.member == kImplied) {

@@ -41,8 +41,7 @@ struct MetaText {
 class TreeEmitter {
  public:
   // All three must outlive the emitter.
-  TreeEmitter(const Tree& tree, std::span<const MemberEntry> members,
-              const SparseExtents& extents);
+  TreeEmitter(const Tree& tree, std::span<const MemberEntry> members, const SparseExtents& extents);
 
   // The record of node `n` (for a hard link node: of the inode it names).
   // Its target and extents point into the members and `extents`.

@@ -1,10 +1,9 @@
 #include "index/version_builder.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <algorithm>
-
-#include <fmt/format.h>
 
 #include "index/member_path.h"
 
@@ -16,8 +15,8 @@ Result<std::unique_ptr<VersionBuilder>> VersionBuilder::Load(const IndexReader& 
   return b;
 }
 
-NodeId VersionBuilder::NewNode(uint64_t inode, NodeId parent, std::string_view name,
-                               EntryType type, std::string_view record, bool from_base) {
+NodeId VersionBuilder::NewNode(uint64_t inode, NodeId parent, std::string_view name, EntryType type,
+                               std::string_view record, bool from_base) {
   Node n;
   n.inode = inode;
   n.parent = parent;
@@ -197,8 +196,8 @@ Status VersionBuilder::Move(NodeId n, std::string_view new_path) {
   return Status::Ok();
 }
 
-Result<NodeId> VersionBuilder::AddEntry(NodeId dir, std::string_view child,
-                                        const EntryRecord& rec, NodeId link_to) {
+Result<NodeId> VersionBuilder::AddEntry(NodeId dir, std::string_view child, const EntryRecord& rec,
+                                        NodeId link_to) {
   if (NodeId old = Child(dir, child); old != kNoNode) Remove(old);
   std::string encoded;
   EncodeEntry(rec, &encoded);
@@ -288,18 +287,24 @@ Result<BuiltVersion> VersionBuilder::Finish(uint32_t shard_count) const {
     if (!counted[inode]) {
       counted[inode] = 1;
       switch (node.type) {
-        case EntryType::kDir: ++sum.dirs; break;
-        case EntryType::kSymlink: ++sum.symlinks; break;
+        case EntryType::kDir:
+          ++sum.dirs;
+          break;
+        case EntryType::kSymlink:
+          ++sum.symlinks;
+          break;
         case EntryType::kFile:
           ++sum.files;
           sum.bytes += rec.size;
-          if (rec.shard.value < shard_count) out.table.shard_bytes[rec.shard.value] += StoredBytes(rec);
+          if (rec.shard.value < shard_count)
+            out.table.shard_bytes[rec.shard.value] += StoredBytes(rec);
           break;
       }
     }
     if (!c.touched[inode]) continue;
     rec.inode = InodeId{inode};
-    rec.parent = InodeId{n == kRootNode ? kRootInode.value : nodes_[nodes_[c.first[inode]].parent].inode};
+    rec.parent =
+        InodeId{n == kRootNode ? kRootInode.value : nodes_[nodes_[c.first[inode]].parent].inode};
     rec.nlink = nlink;
     std::string encoded;
     EncodeEntry(rec, &encoded);
@@ -323,7 +328,8 @@ Result<BuiltVersion> VersionBuilder::Finish(uint32_t shard_count) const {
   // Touched entries of the source that no name of this version keeps, and
   // the source's own hidden inodes.
   out.table.sets.hidden = InodeSet::FromUnsorted(std::move(hidden));
-  if (source_hidden_) out.table.sets.hidden = InodeSet::Union(out.table.sets.hidden, *source_hidden_);
+  if (source_hidden_)
+    out.table.sets.hidden = InodeSet::Union(out.table.sets.hidden, *source_hidden_);
   out.table.sets.overlaid = InodeSet::FromUnsorted(std::move(overlaid));
   out.table.sets.parents = InodeSet::FromUnsorted(std::move(parents));
   sum.max_inode = std::max(max_inode, base_max_);

@@ -104,8 +104,8 @@ class VersionBuilder {
     EntryType type = EntryType::kFile;
     bool from_base = true;  // Shown through a default@1 name in the source.
     bool alive = true;
-    bool changed = false;   // Record re-described (or new).
-    bool moved = false;     // Under another parent or name than in the source.
+    bool changed = false;  // Record re-described (or new).
+    bool moved = false;    // Under another parent or name than in the source.
   };
 
   VersionBuilder(const IndexReader& source) : source_(source) {}

@@ -1,5 +1,10 @@
 #include "index/view_store.h"
 
+#include <fmt/format.h>
+#include <rocksdb/convenience.h>
+#include <rocksdb/db.h>
+#include <rocksdb/metadata.h>
+#include <rocksdb/sst_file_writer.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,12 +14,6 @@
 #include <optional>
 #include <set>
 #include <thread>
-
-#include <fmt/format.h>
-#include <rocksdb/convenience.h>
-#include <rocksdb/db.h>
-#include <rocksdb/metadata.h>
-#include <rocksdb/sst_file_writer.h>
 
 #include "base/coding.h"
 #include "base/parse.h"
@@ -36,8 +35,8 @@ const std::string kLastEditKey = std::string(1, kCatalogPrefix) + '\x03';
 constexpr std::string_view kEditTempPrefix = "shardfs-edit-";
 
 bool NameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
 }
 
 std::string Fixed32(uint32_t x) {
@@ -92,14 +91,12 @@ Result<ViewSpec> ParseViewSpec(std::string_view spec) {
   SHARDFS_RETURN_IF_ERROR(CheckViewName(out.name, "view"));
   if (at == std::string_view::npos) return out;
   std::string_view rest = spec.substr(at + 1);
-  if (!rest.empty() && std::all_of(rest.begin(), rest.end(), [](char c) {
-        return c >= '0' && c <= '9';
-      })) {
+  if (!rest.empty() &&
+      std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     // Digits only: too large for 64 bits is out of range too.
     const uint64_t v = ParseDecimal(rest).value_or(0);
     if (v == 0 || v > UINT32_MAX) {
-      return Status::InvalidArgument(
-          fmt::format("view '{}': versions are numbered from 1", spec));
+      return Status::InvalidArgument(fmt::format("view '{}': versions are numbered from 1", spec));
     }
     out.version = static_cast<uint32_t>(v);
     return out;
@@ -141,8 +138,8 @@ Result<std::vector<VersionInfo>> Catalog::Versions(std::string_view name) const 
         VersionInfo info;
         std::string_view n;
         if (!DecodeCatalogKey(key, &n, &info.version)) {
-          return Status::Corruption(fmt::format("index {}: damaged catalog key of view '{}'",
-                                                path_, name));
+          return Status::Corruption(
+              fmt::format("index {}: damaged catalog key of view '{}'", path_, name));
         }
         info.name = n;
         SHARDFS_RETURN_IF_ERROR(DecodeVersionRecord(value, &info.record)
@@ -183,17 +180,18 @@ Result<VersionInfo> Catalog::FindVersion(const ViewSpec& spec) const {
 
 Result<std::vector<std::string>> Catalog::Names() const {
   std::set<std::string> names;
-  SHARDFS_RETURN_IF_ERROR(ScanPrefix(
-      db_, std::string(1, kCatalogPrefix), fmt::format("index {}: view catalog", path_),
-      [&](std::string_view key, std::string_view) -> Status {
-        // Names start with a letter or digit; the catalog's own keys
-        // ('C' 0x02, 'C' 0x03) with a control byte.
-        if (key.size() < 2 || !std::isalnum(static_cast<uint8_t>(key[1]))) return Status::Ok();
-        size_t end = 1;
-        while (end < key.size() && NameChar(key[end])) ++end;
-        names.emplace(key.substr(1, end - 1));
-        return Status::Ok();
-      }));
+  SHARDFS_RETURN_IF_ERROR(
+      ScanPrefix(db_, std::string(1, kCatalogPrefix), fmt::format("index {}: view catalog", path_),
+                 [&](std::string_view key, std::string_view) -> Status {
+                   // Names start with a letter or digit; the catalog's own keys
+                   // ('C' 0x02, 'C' 0x03) with a control byte.
+                   if (key.size() < 2 || !std::isalnum(static_cast<uint8_t>(key[1])))
+                     return Status::Ok();
+                   size_t end = 1;
+                   while (end < key.size() && NameChar(key[end])) ++end;
+                   names.emplace(key.substr(1, end - 1));
+                   return Status::Ok();
+                 }));
   names.erase(std::string(kDefaultViewName));
   std::vector<std::string> out{std::string(kDefaultViewName)};
   out.insert(out.end(), names.begin(), names.end());
@@ -258,8 +256,7 @@ IndexEditor::~IndexEditor() {
   if (db_) db_->Close().PermitUncheckedError();
 }
 
-Result<std::unique_ptr<IndexEditor>> IndexEditor::Open(const std::string& path,
-                                                       int wait_seconds) {
+Result<std::unique_ptr<IndexEditor>> IndexEditor::Open(const std::string& path, int wait_seconds) {
   std::unique_ptr<IndexEditor> e(new IndexEditor());
   e->path_ = path;
   rocksdb::Options o = WriterDbOptions(true);
@@ -280,13 +277,13 @@ Result<std::unique_ptr<IndexEditor>> IndexEditor::Open(const std::string& path,
     }
     const bool locked = s.IsIOError() && s.ToString().find("lock") != std::string::npos;
     if (!locked) {
-      return Status::IoError(fmt::format("index {}: cannot open for writing: {}", path,
-                                         s.ToString()));
+      return Status::IoError(
+          fmt::format("index {}: cannot open for writing: {}", path, s.ToString()));
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Status::IoError(fmt::format(
-          "index {}: another shardfs command is changing it (waited {} s); try again", path,
-          wait_seconds));
+      return Status::IoError(
+          fmt::format("index {}: another shardfs command is changing it (waited {} s); try again",
+                      path, wait_seconds));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -301,8 +298,8 @@ Result<std::unique_ptr<IndexEditor>> IndexEditor::Open(const std::string& path,
 Result<std::string> IndexEditor::WriteTable(
     const std::string& name, const std::vector<std::pair<std::string, std::string>>& puts,
     const std::vector<std::string>& deletes) {
-  const std::string file =
-      JoinPath(path_, fmt::format("{}{}-{}-{}.sst", kEditTempPrefix, ::getpid(), table_seq_++, name));
+  const std::string file = JoinPath(
+      path_, fmt::format("{}{}-{}-{}.sst", kEditTempPrefix, ::getpid(), table_seq_++, name));
   rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), WriterDbOptions(true));
   rocksdb::Status s = writer.Open(file);
   size_t p = 0, d = 0;
@@ -403,8 +400,8 @@ Status IndexEditor::AddVersion(const VersionInfo& info, const VersionTable& tabl
   std::sort(data.begin(), data.end());
   for (size_t i = 1; i < data.size(); ++i) {
     if (data[i].first == data[i - 1].first) {
-      return Status::Corruption(fmt::format("index {}: {}: a key twice in the new version",
-                                            path_, info.label()));
+      return Status::Corruption(
+          fmt::format("index {}: {}: a key twice in the new version", path_, info.label()));
     }
   }
   std::vector<std::string> files;
@@ -474,8 +471,8 @@ Status IndexEditor::Remove(const std::vector<VersionInfo>& versions) {
     rocksdb::Slice b(begin), e(end);
     if (s.ok()) s = rocksdb::DeleteFilesInRange(db_.get(), db_->DefaultColumnFamily(), &b, &e);
     if (!s.ok()) {
-      return Status::IoError(fmt::format("index {}: removing view {}'s keys: {}", path_,
-                                         view.value, s.ToString()));
+      return Status::IoError(
+          fmt::format("index {}: removing view {}'s keys: {}", path_, view.value, s.ToString()));
     }
   }
   return Settle();

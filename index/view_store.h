@@ -103,8 +103,7 @@ struct VersionTable {
 // naming the index).
 class IndexEditor {
  public:
-  static Result<std::unique_ptr<IndexEditor>> Open(const std::string& path,
-                                                   int wait_seconds = 60);
+  static Result<std::unique_ptr<IndexEditor>> Open(const std::string& path, int wait_seconds = 60);
   ~IndexEditor();
 
   rocksdb::DB* db() const { return db_.get(); }

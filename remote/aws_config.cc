@@ -1,13 +1,13 @@
 #include "remote/aws_config.h"
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <string_view>
-
-#include <fmt/format.h>
 
 #include "base/strings.h"
 
@@ -145,9 +145,8 @@ Result<AwsConfig> LoadAwsConfig() {
   const auto* conf_sec = Section(config, "profile " + profile);
   if (conf_sec == nullptr && profile == "default") conf_sec = Section(config, "default");
   if (env_profile && cred_sec == nullptr && conf_sec == nullptr) {
-    return Status::NotFound(fmt::format(
-        "AWS_PROFILE={}: no [{}] in {} and no [profile {}] in {}", profile, profile,
-        cred_path, profile, config_path));
+    return Status::NotFound(fmt::format("AWS_PROFILE={}: no [{}] in {} and no [profile {}] in {}",
+                                        profile, profile, cred_path, profile, config_path));
   }
 
   std::optional<std::string> key = Env("AWS_ACCESS_KEY_ID");
@@ -169,10 +168,9 @@ Result<AwsConfig> LoadAwsConfig() {
     }
   }
   if (key.has_value() != secret.has_value()) {
-    return Status::InvalidArgument(fmt::format(
-        "AWS credentials from {}: {} without {}", source,
-        key ? "an access key id" : "a secret access key",
-        key ? "a secret access key" : "an access key id"));
+    return Status::InvalidArgument(fmt::format("AWS credentials from {}: {} without {}", source,
+                                               key ? "an access key id" : "a secret access key",
+                                               key ? "a secret access key" : "an access key id"));
   }
   const std::optional<std::string> no_sign = Env("AWS_NO_SIGN_REQUEST");
   if (key && !(no_sign && EqualsNoCase(*no_sign, "true"))) {

@@ -1,7 +1,6 @@
 #include "remote/curl_api.h"
 
 #include <dlfcn.h>
-
 #include <fmt/format.h>
 
 namespace shardfs::remote {
@@ -38,24 +37,23 @@ Loaded Load() {
   }
   CurlApi& a = l.api;
   std::string& e = l.error;
-  const bool bound =
-      Bind(lib, "curl_global_init", &a.global_init, &e) &&
-      Bind(lib, "curl_easy_init", &a.easy_init, &e) &&
-      Bind(lib, "curl_easy_cleanup", &a.easy_cleanup, &e) &&
-      Bind(lib, "curl_easy_reset", &a.easy_reset, &e) &&
-      Bind(lib, "curl_easy_setopt", &a.easy_setopt, &e) &&
-      Bind(lib, "curl_easy_strerror", &a.easy_strerror, &e) &&
-      Bind(lib, "curl_getdate", &a.getdate, &e) &&
-      Bind(lib, "curl_multi_init", &a.multi_init, &e) &&
-      Bind(lib, "curl_multi_cleanup", &a.multi_cleanup, &e) &&
-      Bind(lib, "curl_multi_add_handle", &a.multi_add_handle, &e) &&
-      Bind(lib, "curl_multi_remove_handle", &a.multi_remove_handle, &e) &&
-      Bind(lib, "curl_multi_perform", &a.multi_perform, &e) &&
-      Bind(lib, "curl_multi_poll", &a.multi_poll, &e) &&
-      Bind(lib, "curl_multi_info_read", &a.multi_info_read, &e) &&
-      Bind(lib, "curl_multi_strerror", &a.multi_strerror, &e) &&
-      Bind(lib, "curl_slist_append", &a.slist_append, &e) &&
-      Bind(lib, "curl_slist_free_all", &a.slist_free_all, &e);
+  const bool bound = Bind(lib, "curl_global_init", &a.global_init, &e) &&
+                     Bind(lib, "curl_easy_init", &a.easy_init, &e) &&
+                     Bind(lib, "curl_easy_cleanup", &a.easy_cleanup, &e) &&
+                     Bind(lib, "curl_easy_reset", &a.easy_reset, &e) &&
+                     Bind(lib, "curl_easy_setopt", &a.easy_setopt, &e) &&
+                     Bind(lib, "curl_easy_strerror", &a.easy_strerror, &e) &&
+                     Bind(lib, "curl_getdate", &a.getdate, &e) &&
+                     Bind(lib, "curl_multi_init", &a.multi_init, &e) &&
+                     Bind(lib, "curl_multi_cleanup", &a.multi_cleanup, &e) &&
+                     Bind(lib, "curl_multi_add_handle", &a.multi_add_handle, &e) &&
+                     Bind(lib, "curl_multi_remove_handle", &a.multi_remove_handle, &e) &&
+                     Bind(lib, "curl_multi_perform", &a.multi_perform, &e) &&
+                     Bind(lib, "curl_multi_poll", &a.multi_poll, &e) &&
+                     Bind(lib, "curl_multi_info_read", &a.multi_info_read, &e) &&
+                     Bind(lib, "curl_multi_strerror", &a.multi_strerror, &e) &&
+                     Bind(lib, "curl_slist_append", &a.slist_append, &e) &&
+                     Bind(lib, "curl_slist_free_all", &a.slist_free_all, &e);
   if (!bound) return l;
   if (a.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) e = "libcurl could not be initialised";
   return l;

@@ -1,10 +1,10 @@
 #include "remote/http_client.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <ctime>
-
-#include <fmt/format.h>
 
 #include "remote/http_transfer.h"
 
@@ -27,8 +27,8 @@ Verdict CommonVerdict(const ResponseHead& h, std::string_view what) {
     case 412:
     case 416:
       return Verdict::Fail(
-          Status::Corruption(fmt::format("{}: {}: {} (the ETag or size no longer matches)",
-                                         what, status, kChanged)),
+          Status::Corruption(fmt::format("{}: {}: {} (the ETag or size no longer matches)", what,
+                                         status, kChanged)),
           ErrorKind::kPrecondition);
     case 429:
       return Verdict::Retry(status, ErrorKind::kThrottle, h.retry_after);
@@ -126,23 +126,21 @@ class RangeExchange final : public Exchange {
     whole_ = false;
     if (h.status == 206) {
       if (!h.has_range) {
-        return Verdict::Fail(Status::IoError(fmt::format(
-                                 "{}: HTTP 206 without a valid Content-Range", Where())),
-                             ErrorKind::kBadResponse);
+        return Verdict::Fail(
+            Status::IoError(fmt::format("{}: HTTP 206 without a valid Content-Range", Where())),
+            ErrorKind::kBadResponse);
       }
       if (h.range_total != static_cast<int64_t>(size_)) {
         return Verdict::Fail(
             Status::Corruption(fmt::format(
                 "{}: {}: it is {} bytes long now, {} when indexed", Where(), kChanged,
-                h.range_total < 0 ? std::string("of unknown size")
-                                  : std::to_string(h.range_total),
+                h.range_total < 0 ? std::string("of unknown size") : std::to_string(h.range_total),
                 size_)),
             ErrorKind::kPrecondition);
       }
       if (h.range_first != pos_ + got_ || h.range_last != pos_ + len_ - 1) {
-        return Verdict::Fail(Status::IoError(fmt::format(
-                                 "{}: the server sent bytes {}-{} instead", Where(),
-                                 h.range_first, h.range_last)),
+        return Verdict::Fail(Status::IoError(fmt::format("{}: the server sent bytes {}-{} instead",
+                                                         Where(), h.range_first, h.range_last)),
                              ErrorKind::kBadResponse);
       }
       return JudgeValidator(h, object_, trust_missing_, Where(), kChanged);
@@ -187,8 +185,7 @@ class RangeExchange final : public Exchange {
     // A body that ends early without a transport error (no Content-Length):
     // the connection dropped, or a 200's object is shorter; asking again
     // tells which.
-    return Verdict::Retry(fmt::format("short body: {} of {} bytes", got_, len_),
-                          ErrorKind::kReset);
+    return Verdict::Retry(fmt::format("short body: {} of {} bytes", got_, len_), ErrorKind::kReset);
   }
 
  private:
@@ -257,9 +254,9 @@ class StreamExchange final : public Exchange {
     if (delivered_ == 0) {
       if (h.status != 200) {
         if (h.status == 206) {
-          return Verdict::Fail(Status::IoError(fmt::format(
-                                   "{}: HTTP 206 for a request without Range", what_)),
-                               ErrorKind::kBadResponse);
+          return Verdict::Fail(
+              Status::IoError(fmt::format("{}: HTTP 206 for a request without Range", what_)),
+              ErrorKind::kBadResponse);
         }
         return CommonVerdict(h, what_);
       }
@@ -299,8 +296,7 @@ class StreamExchange final : public Exchange {
     if (h.status == 412 || h.status == 416) {
       return Verdict::Fail(
           Status::Corruption(fmt::format(
-              "{}: {}: the object changed on the server while it was read", where,
-              StatusText(h))),
+              "{}: {}: the object changed on the server while it was read", where, StatusText(h))),
           ErrorKind::kPrecondition);
     }
     return CommonVerdict(h, where);
@@ -308,8 +304,7 @@ class StreamExchange final : public Exchange {
 
   Status OnBody(const char* data, size_t n) override {
     if (size_ >= 0 && delivered_ + n > static_cast<uint64_t>(size_)) {
-      return Status::Corruption(
-          fmt::format("{}: more than the {} bytes announced", what_, size_));
+      return Status::Corruption(fmt::format("{}: more than the {} bytes announced", what_, size_));
     }
     SHARDFS_RETURN_IF_ERROR(sink_(data, n));
     delivered_ += n;
@@ -363,7 +358,8 @@ class TextExchange final : public Exchange {
 }  // namespace
 
 HttpClient::HttpClient(FetchOptions options, AwsConfig config, RequestStats* stats)
-    : options_(std::move(options)), config_(std::move(config)),
+    : options_(std::move(options)),
+      config_(std::move(config)),
       impl_(std::make_unique<Impl>(options_, config_, stats)) {}
 
 HttpClient::~HttpClient() = default;

@@ -1,13 +1,13 @@
 #include "remote/http_transfer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <ctime>
 #include <optional>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "base/parse.h"
 #include "remote/curl_api.h"
@@ -220,9 +220,10 @@ curl_slist* HttpClient::Impl::SetUpTransfer(const RemoteUrl& url, const std::str
   curl->easy_setopt(easy, CURLOPT_ERRORBUFFER, curl_error);
   curl->easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
   curl->easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(std::max<int64_t>(1, options.connect_timeout.count())));
+                    static_cast<long>(std::max<int64_t>(1, options.connect_timeout.count())));
   const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
-  curl->easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<int64_t>(1, left.count())));
+  curl->easy_setopt(easy, CURLOPT_TIMEOUT_MS,
+                    static_cast<long>(std::max<int64_t>(1, left.count())));
   curl->easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Impl::OnHeader);
   curl->easy_setopt(easy, CURLOPT_HEADERDATA, this);
   curl->easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Impl::OnWrite);
@@ -370,9 +371,15 @@ Verdict HttpClient::Impl::Conclude(const RemoteUrl& url, Exchange& ex, Cut cut,
       Status s = v.status;
       const std::string msg = fmt::format("{} [{}]", s.message(), detail);
       switch (s.code()) {
-        case Status::Code::kNotFound: v.status = Status::NotFound(msg); break;
-        case Status::Code::kCorruption: v.status = Status::Corruption(msg); break;
-        default: v.status = Status::IoError(msg); break;
+        case Status::Code::kNotFound:
+          v.status = Status::NotFound(msg);
+          break;
+        case Status::Code::kCorruption:
+          v.status = Status::Corruption(msg);
+          break;
+        default:
+          v.status = Status::IoError(msg);
+          break;
       }
     }
   }
@@ -393,9 +400,7 @@ Status HttpClient::Impl::Run(const RemoteUrl& url, std::string_view query, bool 
                   : (query.empty() ? url.url : fmt::format("{}?{}", url.url, query));
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + options.retry_budget;
-  auto elapsed_s = [&] {
-    return std::chrono::duration<double>(Clock::now() - start).count();
-  };
+  auto elapsed_s = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   for (int attempts = 1;; ++attempts) {
     if (Cancelled()) {
       return Status::IoError(fmt::format("{}: cancelled after {} attempt{}", what, attempts - 1,
@@ -413,8 +418,8 @@ Status HttpClient::Impl::Run(const RemoteUrl& url, std::string_view query, bool 
       if (v.status.message().rfind(what, 0) == 0) return v.status;
       return v.status.WithContext(what);
     }
-    const std::optional<Millis> wait = PlanRetry(Clock::now(), deadline,
-                                                 backoff.Next(attempts - 1), v.retry_after);
+    const std::optional<Millis> wait =
+        PlanRetry(Clock::now(), deadline, backoff.Next(attempts - 1), v.retry_after);
     if (!wait) {
       std::string after;
       if (v.retry_after && Clock::now() + *v.retry_after >= deadline) {
@@ -423,8 +428,7 @@ Status HttpClient::Impl::Run(const RemoteUrl& url, std::string_view query, bool 
       return Status::IoError(fmt::format(
           "{}: gave up after {} attempt{} in {:.1f} s (retry budget {:.1f} s): {}{}", what,
           attempts, attempts == 1 ? "" : "s", elapsed_s(),
-          std::chrono::duration<double>(options.retry_budget).count(), v.status.message(),
-          after));
+          std::chrono::duration<double>(options.retry_budget).count(), v.status.message(), after));
     }
     if (stats != nullptr) stats->AddRetry();
     const Clock::time_point until = Clock::now() + *wait;

@@ -83,7 +83,9 @@ class Exchange {
 
 struct HttpClient::Impl {
   Impl(const FetchOptions& o, const AwsConfig& c, RequestStats* s)
-      : options(o), config(c), stats(s),
+      : options(o),
+        config(c),
+        stats(s),
         backoff(o.initial_backoff, o.max_backoff, std::random_device{}()) {
     curl = Curl(&curl_missing);
     if (curl != nullptr) {

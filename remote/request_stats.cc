@@ -7,8 +7,8 @@ namespace shardfs::remote {
 
 std::string_view ErrorKindName(ErrorKind kind) {
   static constexpr std::string_view kNames[kErrorKinds] = {
-      "5xx", "throttle", "connect", "reset", "timeout", "tls",
-      "precondition", "not_found", "denied", "bad_response", "other"};
+      "5xx",          "throttle",  "connect", "reset",        "timeout", "tls",
+      "precondition", "not_found", "denied",  "bad_response", "other"};
   return kNames[static_cast<int>(kind)];
 }
 
@@ -41,8 +41,7 @@ void RequestStats::AddLatency(std::chrono::microseconds latency) {
   const uint64_t us = latency.count() < 0 ? 0 : static_cast<uint64_t>(latency.count());
   latency_[BucketOf(us)].fetch_add(1, std::memory_order_relaxed);
   uint64_t max = latency_max_.load(std::memory_order_relaxed);
-  while (us > max &&
-         !latency_max_.compare_exchange_weak(max, us, std::memory_order_relaxed)) {
+  while (us > max && !latency_max_.compare_exchange_weak(max, us, std::memory_order_relaxed)) {
   }
 }
 
@@ -62,7 +61,8 @@ RequestStatsSnapshot RequestStats::Snapshot() const {
   s.latency_max_us = latency_max_.load(std::memory_order_relaxed);
   if (s.latency_count == 0) return s;
   auto percentile = [&](double q) {
-    const uint64_t rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(s.latency_count)));
+    const uint64_t rank =
+        static_cast<uint64_t>(std::ceil(q * static_cast<double>(s.latency_count)));
     uint64_t seen = 0;
     for (int i = 0; i < kBuckets; ++i) {
       seen += counts[i];

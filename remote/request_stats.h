@@ -13,16 +13,16 @@ namespace shardfs::remote {
 
 // Why one request (one attempt) failed.
 enum class ErrorKind : int {
-  kServer = 0,      // 5xx.
-  kThrottle,        // 429 (and S3's SlowDown).
-  kConnect,         // Connection refused, no route, name not resolved.
-  kReset,           // Connection reset or closed mid-response, short body.
-  kTimeout,         // No connection in time, no byte for stall_timeout, budget.
-  kTls,             // Certificate or handshake failure.
-  kPrecondition,    // 412, 416, wrong total: the object changed on the server.
-  kNotFound,        // 404.
-  kDenied,          // 401, 403.
-  kBadResponse,     // A status or headers that cannot be right for the request.
+  kServer = 0,    // 5xx.
+  kThrottle,      // 429 (and S3's SlowDown).
+  kConnect,       // Connection refused, no route, name not resolved.
+  kReset,         // Connection reset or closed mid-response, short body.
+  kTimeout,       // No connection in time, no byte for stall_timeout, budget.
+  kTls,           // Certificate or handshake failure.
+  kPrecondition,  // 412, 416, wrong total: the object changed on the server.
+  kNotFound,      // 404.
+  kDenied,        // 401, 403.
+  kBadResponse,   // A status or headers that cannot be right for the request.
   kOther,
 };
 inline constexpr int kErrorKinds = static_cast<int>(ErrorKind::kOther) + 1;

@@ -18,9 +18,8 @@ Millis Backoff::Next(int retry) {
   return Millis(d(rng_));
 }
 
-std::optional<Millis> PlanRetry(Clock::time_point now, Clock::time_point deadline,
-                                Millis backoff, std::optional<Millis> retry_after,
-                                Millis min_attempt) {
+std::optional<Millis> PlanRetry(Clock::time_point now, Clock::time_point deadline, Millis backoff,
+                                std::optional<Millis> retry_after, Millis min_attempt) {
   Millis wait = backoff;
   if (retry_after && *retry_after > wait) wait = *retry_after;
   if (now + wait + min_attempt > deadline) return std::nullopt;

@@ -38,9 +38,8 @@ class Backoff {
 // allow one: the wait is the jittered `backoff`, or the server's
 // `retry_after` when that is longer, and the next attempt must start before
 // `deadline` with at least `min_attempt` left for it to run.
-std::optional<Millis> PlanRetry(Clock::time_point now, Clock::time_point deadline,
-                                Millis backoff, std::optional<Millis> retry_after,
-                                Millis min_attempt = Millis(1));
+std::optional<Millis> PlanRetry(Clock::time_point now, Clock::time_point deadline, Millis backoff,
+                                std::optional<Millis> retry_after, Millis min_attempt = Millis(1));
 
 }  // namespace shardfs::remote
 

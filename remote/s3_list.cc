@@ -1,11 +1,11 @@
 #include "remote/s3_list.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
 #include <unordered_map>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "base/parse.h"
 #include "remote/url.h"
@@ -65,8 +65,7 @@ Result<std::string> DecodeXmlText(std::string_view text) {
     }
     const size_t semi = text.find(';', i);
     if (semi == std::string_view::npos || semi - i > 12) {
-      return Status::InvalidArgument(
-          fmt::format("XML text at byte {}: '&' without a ';'", i));
+      return Status::InvalidArgument(fmt::format("XML text at byte {}: '&' without a ';'", i));
     }
     const std::string_view ent = text.substr(i + 1, semi - i - 1);
     if (ent == "amp") {
@@ -180,8 +179,7 @@ Result<std::vector<ListedObject>> ListS3(HttpClient& client, std::string_view bu
     SHARDFS_RETURN_IF_ERROR(client.GetText(url, query, &body));
     Result<ListPage> page = ParseListObjectsV2(body);
     if (!page.ok()) {
-      return page.status().WithContext(
-          fmt::format("s3://{}/{}: page {}", bucket, prefix, page_no));
+      return page.status().WithContext(fmt::format("s3://{}/{}: page {}", bucket, prefix, page_no));
     }
     for (ListedObject& o : page->objects) out.push_back(std::move(o));
     if (!page->is_truncated) break;

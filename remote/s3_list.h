@@ -13,7 +13,7 @@
 namespace shardfs::remote {
 
 struct ListedObject {
-  std::string key;   // Raw (XML entities decoded).
+  std::string key;  // Raw (XML entities decoded).
   uint64_t size = 0;
   std::string etag;  // As listed, quotes included.
 };

@@ -1,9 +1,9 @@
 #include "remote/url.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
-
-#include <fmt/format.h>
 
 #include "base/strings.h"
 
@@ -119,8 +119,7 @@ std::string UriEncode(std::string_view s, bool keep_slash) {
 }
 
 std::string S3RequestUrl(std::string_view endpoint, std::string_view region,
-                         std::string_view bucket, std::string_view key,
-                         std::string_view query) {
+                         std::string_view bucket, std::string_view key, std::string_view query) {
   std::string out;
   if (endpoint.empty()) {
     out = fmt::format("https://{}.s3.{}.amazonaws.com/{}", bucket, region,

@@ -1,9 +1,9 @@
 // `shardfs index build` and `shardfs index info`.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
-
-#include <fmt/format.h>
 
 #include "base/json_writer.h"
 #include "base/log.h"
@@ -67,9 +67,10 @@ int RunIndexBuild(int argc, char** argv) {
   }
   const auto& st = r->stats;
   if (st.replaced) {
-    log::Warning("{} member(s) replaced by a later member of the same path (the later shard "
-                 "wins, as with tar extraction), e.g.: {}",
-                 st.replaced, fmt::join(st.replaced_examples, ", "));
+    log::Warning(
+        "{} member(s) replaced by a later member of the same path (the later shard "
+        "wins, as with tar extraction), e.g.: {}",
+        st.replaced, fmt::join(st.replaced_examples, ", "));
   }
   if (r->rejected) {
     log::Warning("{} member(s) left out (unsafe names or unsupported types), e.g.:", r->rejected);
@@ -80,11 +81,12 @@ int RunIndexBuild(int argc, char** argv) {
     for (const auto& ex : st.dropped_examples) log::Warning("  {}", ex);
   }
   double secs = std::max(r->seconds, 1e-9);
-  log::Info("indexed {} shards ({}): {} files, {} dirs ({} implied), {} symlinks, {} hard links, "
-            "{} of content; index {} at {}",
-            r->shards, tools::HumanBytes(r->shard_bytes), st.files, st.dirs, st.synthesized_dirs,
-            st.symlinks, st.hardlinks, tools::HumanBytes(st.bytes),
-            tools::HumanBytes(st.index_bytes), o.out);
+  log::Info(
+      "indexed {} shards ({}): {} files, {} dirs ({} implied), {} symlinks, {} hard links, "
+      "{} of content; index {} at {}",
+      r->shards, tools::HumanBytes(r->shard_bytes), st.files, st.dirs, st.synthesized_dirs,
+      st.symlinks, st.hardlinks, tools::HumanBytes(st.bytes), tools::HumanBytes(st.index_bytes),
+      o.out);
   log::Info("{:.2f}s: {:.0f} entries/s, {}/s", secs, r->members / secs,
             tools::HumanBytes(r->shard_bytes / secs));
   return kExitOk;
@@ -149,8 +151,8 @@ int RunIndexInfo(int argc, char** argv) {
   fmt::print("view:           {}\n", r.version().label());
   fmt::print("schema version: {}\n", r.Meta(index::kMetaSchemaVersion));
   fmt::print("shards:         {} ({})\n", shards, tools::HumanBytes(shard_bytes));
-  fmt::print("entries:        {} ({} files, {} dirs, {} symlinks)\n",
-             v.files + v.dirs + v.symlinks, v.files, v.dirs, v.symlinks);
+  fmt::print("entries:        {} ({} files, {} dirs, {} symlinks)\n", v.files + v.dirs + v.symlinks,
+             v.files, v.dirs, v.symlinks);
   fmt::print("content bytes:  {} ({})\n", v.bytes, tools::HumanBytes(v.bytes));
   fmt::print("checksums:      {}\n", r.Meta(index::kMetaChecksums));
   fmt::print("build options:  {}\n", r.Meta(index::kMetaBuildOptions));

@@ -1,9 +1,8 @@
 // `shardfs ls` and `shardfs stat`: the indexed tree without mounting it.
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <ctime>
-
-#include <fmt/format.h>
 
 #include "base/json_writer.h"
 #include "base/log.h"

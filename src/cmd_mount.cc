@@ -67,9 +67,8 @@ Status CheckMountpoint(const std::string& path, bool nonempty) {
   }
   ::closedir(d);
   if (!empty) {
-    return Status::InvalidArgument(
-        fmt::format("mountpoint {}: not an empty directory (use -o nonempty to mount over it)",
-                    path));
+    return Status::InvalidArgument(fmt::format(
+        "mountpoint {}: not an empty directory (use -o nonempty to mount over it)", path));
   }
   return Status::Ok();
 }
@@ -130,13 +129,14 @@ bool ShardsInPlace(const MountArgs& a, const index::IndexReader& r) {
     struct stat st;
     if (::stat(path.c_str(), &st) == 0) continue;
     if (missing++ == 0) first_missing = path;
-    if (!a.check) log::Warning("shard {}: {}; reads of its files fail with EIO", path,
-                               std::strerror(errno));
+    if (!a.check)
+      log::Warning("shard {}: {}; reads of its files fail with EIO", path, std::strerror(errno));
   }
   if (missing > 0 && missing == r.shards().size() && !a.allow_missing) {
-    log::Error("index {}: none of its {} shards is where the index says (the first: {}); were "
-               "they moved? Not mounting (--allow-missing-shards mounts anyway)",
-               a.index, r.shards().size(), first_missing);
+    log::Error(
+        "index {}: none of its {} shards is where the index says (the first: {}); were "
+        "they moved? Not mounting (--allow-missing-shards mounts anyway)",
+        a.index, r.shards().size(), first_missing);
     return false;
   }
   return true;
@@ -229,9 +229,9 @@ Result<std::unique_ptr<mount::ShardFetcher>> MakeFetcher(const MountOptions& o,
   mount::ChunkCacheOptions co;
   co.dir = o.cache_dir;
   co.chunk_size = o.fetch.chunk_size;
-  co.capacity = o.cache_size != 0              ? o.cache_size
-                : o.cache_dir.empty()          ? MountOptions::kDefaultMemoryCache
-                                               : MountOptions::kDefaultDiskCache;
+  co.capacity = o.cache_size != 0     ? o.cache_size
+                : o.cache_dir.empty() ? MountOptions::kDefaultMemoryCache
+                                      : MountOptions::kDefaultDiskCache;
   SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<mount::ChunkCache> cache,
                            mount::ChunkCache::Open(co, std::move(chunk_shards)));
   mount::FetcherOptions fo = o.fetch;
@@ -239,8 +239,8 @@ Result<std::unique_ptr<mount::ShardFetcher>> MakeFetcher(const MountOptions& o,
     SHARDFS_ASSIGN_OR_RETURN(fo.aws, remote::LoadAwsConfig());
   }
   log::Debug("chunk fetcher: {} cache of {} bytes{}, chunks of {} bytes, {} threads",
-             co.dir.empty() ? "memory" : "disk", co.capacity,
-             co.dir.empty() ? "" : " in " + co.dir, co.chunk_size, fo.threads);
+             co.dir.empty() ? "memory" : "disk", co.capacity, co.dir.empty() ? "" : " in " + co.dir,
+             co.chunk_size, fo.threads);
   return mount::ShardFetcher::Create(std::move(fo), std::move(fetch_shards), std::move(cache));
 }
 
@@ -259,8 +259,10 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
   }
   if (a.options.fs.verify != mount::VerifyMode::kOff &&
       (*reader)->Meta(index::kMetaChecksums) != "xxh3") {
-    log::Error("index {}: built without checksums (--no-checksum); verify=first|always needs "
-               "them", a.index);
+    log::Error(
+        "index {}: built without checksums (--no-checksum); verify=first|always needs "
+        "them",
+        a.index);
     return kExitFailure;
   }
   MountOptions options = a.options;

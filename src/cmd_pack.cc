@@ -1,8 +1,8 @@
 // `shardfs pack` (from a directory tree or, with --from-index, from an index
 // view) and `shardfs verify`.
-#include <string>
-
 #include <fmt/format.h>
+
+#include <string>
 
 #include "base/log.h"
 #include "src/command.h"
@@ -70,8 +70,9 @@ int ParsePackArgs(int argc, char** argv, tools::PackOptions* o) {
     // A view already says which entries to keep.
     if (!o->from_list.empty() || !o->excludes.empty() || o->skip_unreadable || o->skip_special ||
         o->follow_symlinks) {
-      return UsageError("pack", "--from-index does not take --from-list, --exclude, "
-                                "--skip-unreadable, --skip-special or --follow-symlinks");
+      return UsageError("pack",
+                        "--from-index does not take --from-list, --exclude, "
+                        "--skip-unreadable, --skip-special or --follow-symlinks");
     }
   } else {
     if (!o->view.empty()) return UsageError("pack", "--view needs --from-index");
@@ -86,13 +87,13 @@ int ParsePackArgs(int argc, char** argv, tools::PackOptions* o) {
 
 void LogPackSummary(const tools::PackReport& r) {
   double secs = std::max(r.seconds, 1e-9);
-  log::Info("packed {} files ({}), {} dirs, {} symlinks, {} hard links ({} stored again as a "
-            "copy in a later shard) into {} shards ({}); skipped {}; {:.2f}s, {:.0f} files/s, "
-            "{}/s; index at {}",
-            r.files, tools::HumanBytes(r.bytes), r.dirs, r.symlinks, r.hardlinks + r.link_copies,
-            r.link_copies, r.shards,
-            tools::HumanBytes(r.shard_bytes), r.skipped.size(), secs, r.files / secs,
-            tools::HumanBytes(r.bytes / secs), r.index_path);
+  log::Info(
+      "packed {} files ({}), {} dirs, {} symlinks, {} hard links ({} stored again as a "
+      "copy in a later shard) into {} shards ({}); skipped {}; {:.2f}s, {:.0f} files/s, "
+      "{}/s; index at {}",
+      r.files, tools::HumanBytes(r.bytes), r.dirs, r.symlinks, r.hardlinks + r.link_copies,
+      r.link_copies, r.shards, tools::HumanBytes(r.shard_bytes), r.skipped.size(), secs,
+      r.files / secs, tools::HumanBytes(r.bytes / secs), r.index_path);
 }
 
 }  // namespace
@@ -131,7 +132,8 @@ int RunVerify(int argc, char** argv) {
     o.index = positional[0];
     o.src = positional[1];
   } else {
-    if (positional.size() != 1) return UsageError("verify", "expected --mounted MOUNTPOINT SRC_DIR");
+    if (positional.size() != 1)
+      return UsageError("verify", "expected --mounted MOUNTPOINT SRC_DIR");
     o.src = positional[0];
   }
   if (o.quiet) log::SetLevel(log::Level::kWarning);

@@ -1,10 +1,10 @@
 // `shardfs view create|ls|log|rm|tag` and `shardfs index add`: the named
 // views and versions of an index (index/view_store.h).
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <ctime>
 #include <iterator>
-
-#include <fmt/format.h>
 
 #include "base/json_writer.h"
 #include "base/log.h"
@@ -149,9 +149,8 @@ int RunViewLs(int argc, char** argv) {
       if (views.size() > 1) views += ",";
       views += j.Finish();
     } else {
-      fmt::print("{:<20} latest {}@{}  {} version(s)  {} files  {}{}\n", name, name,
-                 latest.version, versions->size(), latest.record.files,
-                 tools::HumanBytes(latest.record.bytes),
+      fmt::print("{:<20} latest {}@{}  {} version(s)  {} files  {}{}\n", name, name, latest.version,
+                 versions->size(), latest.record.files, tools::HumanBytes(latest.record.bytes),
                  tags_text.empty() ? "" : fmt::format("  tags: {}", fmt::join(tags_text, ",")));
     }
   }
@@ -192,8 +191,7 @@ int RunViewLog(int argc, char** argv) {
     } else {
       fmt::print("{}  {}  {} files {} bytes  from {}{}  {}\n", v->label(), Utc(r.created_ns),
                  r.files, r.bytes, r.from.empty() ? "-" : r.from,
-                 v->tags.empty() ? "" : fmt::format("  [{}]", fmt::join(v->tags, ",")),
-                 r.message);
+                 v->tags.empty() ? "" : fmt::format("  [{}]", fmt::join(v->tags, ",")), r.message);
     }
   }
   if (json) {
@@ -212,8 +210,8 @@ int RunViewRm(int argc, char** argv) {
   auto spec = index::ParseViewSpec(args[1]);
   if (!spec.ok()) return Fail(spec.status());
   if (spec->name == index::kDefaultViewName) {
-    return Fail(Status::InvalidArgument(
-        "view rm: 'default' is the full tree and cannot be removed"));
+    return Fail(
+        Status::InvalidArgument("view rm: 'default' is the full tree and cannot be removed"));
   }
   auto editor = index::IndexEditor::Open(args[0]);
   if (!editor.ok()) return Fail(editor.status());
@@ -280,9 +278,10 @@ int RunIndexAdd(int argc, char** argv) {
   if (!r.ok()) return Fail(r.status().WithContext("index add"));
   const auto& rep = r->replay;
   if (rep.replaced) {
-    log::Warning("{} entries replaced by a later member of the same path (the later shard wins, "
-                 "as with tar extraction), e.g.: {}",
-                 rep.replaced, fmt::join(rep.replaced_examples, ", "));
+    log::Warning(
+        "{} entries replaced by a later member of the same path (the later shard wins, "
+        "as with tar extraction), e.g.: {}",
+        rep.replaced, fmt::join(rep.replaced_examples, ", "));
   }
   if (!rep.refusals.empty()) {
     log::Warning("{} member(s) could not be placed in the tree, e.g.: {}", rep.refusals.size(),
@@ -293,10 +292,11 @@ int RunIndexAdd(int argc, char** argv) {
                  r->scan.rejected, fmt::join(r->scan.rejected_examples, "; "));
   }
   const auto& s = r->summary;
-  fmt::print("{}: {} files, {} dirs, {} bytes (from {}: -{} +{}); {} shard(s) scanned in {:.2f}s, "
-             "{:.2f}s in all\n",
-             r->created.label(), s.files, s.dirs, s.bytes, r->from, s.removed, s.added,
-             r->scan.shards, r->scan_seconds, r->seconds);
+  fmt::print(
+      "{}: {} files, {} dirs, {} bytes (from {}: -{} +{}); {} shard(s) scanned in {:.2f}s, "
+      "{:.2f}s in all\n",
+      r->created.label(), s.files, s.dirs, s.bytes, r->from, s.removed, s.added, r->scan.shards,
+      r->scan_seconds, r->seconds);
   return kExitOk;
 }
 

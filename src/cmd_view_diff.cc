@@ -1,11 +1,11 @@
 // `shardfs view diff` and `shardfs view export` (tools/view_diff.h,
 // tools/view_export.h): the logic lives in tools/, this file parses the
 // command line and writes the text and JSON forms.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <string>
 #include <string_view>
-
-#include <fmt/format.h>
 
 #include "base/json_writer.h"
 #include "base/log.h"
@@ -102,7 +102,8 @@ int RunViewExport(int argc, char** argv) {
   if (args.size() != 2) return UsageError("view export", "expected INDEX VIEW");
   if (format.empty()) return UsageError("view export", "--format shards|keys is required");
   if (format != "shards" && format != "keys") {
-    return UsageError("view export", fmt::format("--format must be shards or keys, not '{}'", format));
+    return UsageError("view export",
+                      fmt::format("--format must be shards or keys, not '{}'", format));
   }
   auto ex = tools::ExportView(args[0], args[1]);
   if (!ex.ok()) {

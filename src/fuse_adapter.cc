@@ -50,7 +50,7 @@ struct Context {
   // open) is freed when the session loop has ended.
   std::mutex open_dirs_mu{};
   std::unordered_set<DirHandle*> open_dirs{};  // Guarded by open_dirs_mu.
-  bool kernel_open = false;  // Set in init when the kernel can open alone.
+  bool kernel_open = false;                    // Set in init when the kernel can open alone.
   bool splice = false;
   fuse_session* se = nullptr;
   PushAhead* push = nullptr;
@@ -61,8 +61,8 @@ struct Context {
 // An open directory: a cursor streaming its entries from the index, so a
 // handle costs the same whatever the directory's size.
 struct DirHandle {
-  std::mutex mu;  // readdir calls on one handle may overlap.
-  DirCursor cursor;  // Guarded by mu.
+  std::mutex mu;         // readdir calls on one handle may overlap.
+  DirCursor cursor;      // Guarded by mu.
   bool prefill = false;  // Opened by DirPrefill's thread: always with attributes.
 };
 
@@ -337,8 +337,8 @@ void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool 
     // Decided per reply, so a stat that comes in the middle of a large
     // directory gives the rest of its listing attributes.
     const bool file_attrs =
-        plus && (handle->prefill ||
-                 c.attrs->WantAttrs(handle->cursor.inode(), handle->cursor.parent()));
+        plus &&
+        (handle->prefill || c.attrs->WantAttrs(handle->cursor.inode(), handle->cursor.parent()));
     if (plus && !file_attrs) c.attrs->NoteNamesOnly(handle->cursor.inode());
     s = handle->cursor.Read(
         *c.fs, static_cast<uint64_t>(off < 0 ? 0 : off),
@@ -521,8 +521,10 @@ int StorePages(const Context& c, InodeId inode, const char* data, size_t size) {
   if (!c.fs->GetAttr(inode, &rec, &holder).ok()) return rc;
   constexpr int kWaitMs = 1000;
   if (!c.prefill->WaitListed(rec.parent, kWaitMs)) {
-    log::Debug("push: inode {} is not in the kernel, and no listing of directory inode {} "
-               "gave it one", inode.value, rec.parent.value);
+    log::Debug(
+        "push: inode {} is not in the kernel, and no listing of directory inode {} "
+        "gave it one",
+        inode.value, rec.parent.value);
     return rc;
   }
   return store();
@@ -556,30 +558,38 @@ int RunLoop(fuse_session* se, const MountOptions& options, SignalStop& signals, 
 }
 
 void LogPushStats(const PushStats& ps) {
-  log::Debug("push: {} jobs run, {} dropped (busy {}, full {}, stale {}), {} files ({} bytes) "
-             "pushed, {} skipped as read, {} store errors",
-             ps.jobs_run, ps.jobs_dropped_busy + ps.jobs_dropped_full + ps.jobs_dropped_stale,
-             ps.jobs_dropped_busy, ps.jobs_dropped_full, ps.jobs_dropped_stale, ps.files_pushed,
-             ps.bytes_pushed, ps.files_skipped_read, ps.store_errors);
+  log::Debug(
+      "push: {} jobs run, {} dropped (busy {}, full {}, stale {}), {} files ({} bytes) "
+      "pushed, {} skipped as read, {} store errors",
+      ps.jobs_run, ps.jobs_dropped_busy + ps.jobs_dropped_full + ps.jobs_dropped_stale,
+      ps.jobs_dropped_busy, ps.jobs_dropped_full, ps.jobs_dropped_stale, ps.files_pushed,
+      ps.bytes_pushed, ps.files_skipped_read, ps.store_errors);
 }
 
 }  // namespace
 
 int ToErrno(const Status& s) {
   switch (s.code()) {
-    case Status::Code::kOk: return 0;
-    case Status::Code::kNotFound: return ENOENT;
-    case Status::Code::kInvalidArgument: return EINVAL;
-    case Status::Code::kNotADirectory: return ENOTDIR;
-    case Status::Code::kIsADirectory: return EISDIR;
-    case Status::Code::kAlreadyExists: return EEXIST;
+    case Status::Code::kOk:
+      return 0;
+    case Status::Code::kNotFound:
+      return ENOENT;
+    case Status::Code::kInvalidArgument:
+      return EINVAL;
+    case Status::Code::kNotADirectory:
+      return ENOTDIR;
+    case Status::Code::kIsADirectory:
+      return EISDIR;
+    case Status::Code::kAlreadyExists:
+      return EEXIST;
     // Bytes that cannot be served as indexed, for whatever reason (a bad or
     // missing shard, a checksum mismatch, no checksum to verify with, a
     // damaged index, the daemon out of descriptors): the read fails, it
     // never returns something else.
     case Status::Code::kCorruption:
     case Status::Code::kIoError:
-    case Status::Code::kNotSupported: return EIO;
+    case Status::Code::kNotSupported:
+      return EIO;
   }
   return EIO;
 }
@@ -606,8 +616,7 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &ctx);
   fuse_opt_free_args(&args);  // Parsing may have copied them.
   if (!se) return Status::InvalidArgument("cannot create the FUSE session (bad -o option?)");
-  std::unique_ptr<fuse_session, decltype(&fuse_session_destroy)> session(se,
-                                                                          &fuse_session_destroy);
+  std::unique_ptr<fuse_session, decltype(&fuse_session_destroy)> session(se, &fuse_session_destroy);
   SHARDFS_ASSIGN_OR_RETURN(SignalStop signals, SignalStop::Install());
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     return Status::IoError(fmt::format("cannot mount at {}", mountpoint));

@@ -1,4 +1,6 @@
 // shardfs: one command with subcommands. See man/shardfs.1.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <clocale>
 #include <cstdio>
@@ -8,8 +10,6 @@
 #include <new>
 #include <string>
 #include <string_view>
-
-#include <fmt/format.h>
 
 #include "base/log.h"
 #include "src/command.h"
@@ -29,11 +29,13 @@ using cli::ParsedArgs;
 namespace {
 
 void PrintHelp() {
-  fmt::print("usage: shardfs COMMAND [OPTIONS] ...\n\n"
-             "Tar shards as a read-only directory tree, through a RocksDB offset index.\n\n"
-             "commands:\n");
+  fmt::print(
+      "usage: shardfs COMMAND [OPTIONS] ...\n\n"
+      "Tar shards as a read-only directory tree, through a RocksDB offset index.\n\n"
+      "commands:\n");
   for (const Command& c : AllCommands()) fmt::print("  {:<12} {}\n", c.name, c.summary);
-  fmt::print("\n`shardfs COMMAND --help` shows a command's options; man shardfs(1) has them all.\n");
+  fmt::print(
+      "\n`shardfs COMMAND --help` shows a command's options; man shardfs(1) has them all.\n");
 }
 
 }  // namespace

@@ -1,13 +1,12 @@
 #include "tools/index_add.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
 #include <span>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "base/log.h"
 #include "base/strings.h"
@@ -208,7 +207,8 @@ Status ReplayNewMembers(ScannedShards* scanned, std::chrono::steady_clock::time_
     Synthesize(*tree, relevant, &members, &extents, &node_of);
   }
   const size_t synthesized = members.size();
-  for (auto& [m, e] : scanned->extents) extents[static_cast<uint32_t>(m + synthesized)] = std::move(e);
+  for (auto& [m, e] : scanned->extents)
+    extents[static_cast<uint32_t>(m + synthesized)] = std::move(e);
   for (auto& m : scanned->members) members.push_back(std::move(m));
   log::Debug("index add: members synthesized at {:.3f}s", Since(start));
   const index::Tree built = index::BuildTree(members);
@@ -244,8 +244,7 @@ Status DescribeVersion(const index::IndexReader& source, const index::VersionSum
                        .count();
   rec.kind = index::VersionKind::kAdd;
   rec.from = report->from;
-  rec.message = message.empty() ? fmt::format("index add: {} shard(s)", new_shards)
-                                  : message;
+  rec.message = message.empty() ? fmt::format("index add: {} shard(s)", new_shards) : message;
   return Status::Ok();
 }
 

@@ -84,9 +84,12 @@ Status ExpandOne(const std::string& input, const RemoteLimits& limits,
 
 index::EntryType TypeOf(MemberKind kind) {
   switch (kind) {
-    case MemberKind::kDir: return index::EntryType::kDir;
-    case MemberKind::kSymlink: return index::EntryType::kSymlink;
-    default: return index::EntryType::kFile;
+    case MemberKind::kDir:
+      return index::EntryType::kDir;
+    case MemberKind::kSymlink:
+      return index::EntryType::kSymlink;
+    default:
+      return index::EntryType::kFile;
   }
 }
 
@@ -214,7 +217,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
   }
   if (!downloaded.valid()) ReserveMembers(path, &out->members);
   auto scan = [&](const std::string& p, const ScanOptions& o,
-                  const std::function<Status(ScannedMember&&)>& fn, ShardInfo* info) {
+                  const std::function<Status(ScannedMember &&)>& fn, ShardInfo* info) {
     if (!downloaded.valid()) return ScanTar(p, o, fn, info);
     Status s = ScanTarFd(shown, downloaded.get(), o, fn, info);
     // The server's Last-Modified, never the temporary copy's mtime: a mount
@@ -225,10 +228,9 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
   out->status = scan(
       path, so,
       [&](ScannedMember&& m) -> Status {
-        uint64_t end = m.sparse ? (m.extents.empty() ? 0
-                                                     : m.extents.back().physical +
-                                                           m.extents.back().length)
-                                : m.data_offset + m.size;
+        uint64_t end =
+            m.sparse ? (m.extents.empty() ? 0 : m.extents.back().physical + m.extents.back().length)
+                     : m.data_offset + m.size;
         pending_bytes += end > last_end ? end - last_end : 0;
         last_end = std::max(last_end, end);
         if (++pending_entries == kProgressBatch) add_progress();
@@ -338,8 +340,8 @@ Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int
 // replaces an earlier one's, as in tar), freeing each scan's members as it
 // goes.
 template <typename Writer>
-void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* scans,
-              Writer* writer, IndexBuildReport* report) {
+void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* scans, Writer* writer,
+              IndexBuildReport* report) {
   size_t total_members = 0;
   for (const ShardScan& scan : *scans) total_members += scan.members.size();
   writer->Reserve(total_members);

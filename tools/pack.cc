@@ -224,16 +224,17 @@ Status PublishIndex(const PackOptions& options, const std::string& index_path,
   index::WriteOptions wo;
   wo.force = options.force;
   wo.created_by = "shardfs pack";
-  wo.build_options = !options.from_index.empty()
-      ? fmt::format("checksum=xxh3 shard_size={} max_files={} name={} from_index=yes view={}",
-                    options.shard_size, options.max_files, options.name,
-                    options.view.empty() ? "default" : options.view)
-      : fmt::format(
-      "checksum=xxh3 shard_size={} max_files={} name={} excludes={} from_list={} "
-      "skip_unreadable={} skip_special={} follow_symlinks={}",
-      options.shard_size, options.max_files, options.name, fmt::join(options.excludes, ","),
-      options.from_list.empty() ? "no" : "yes", options.skip_unreadable, options.skip_special,
-      options.follow_symlinks);
+  wo.build_options =
+      !options.from_index.empty()
+          ? fmt::format("checksum=xxh3 shard_size={} max_files={} name={} from_index=yes view={}",
+                        options.shard_size, options.max_files, options.name,
+                        options.view.empty() ? "default" : options.view)
+          : fmt::format(
+                "checksum=xxh3 shard_size={} max_files={} name={} excludes={} from_list={} "
+                "skip_unreadable={} skip_special={} follow_symlinks={}",
+                options.shard_size, options.max_files, options.name,
+                fmt::join(options.excludes, ","), options.from_list.empty() ? "no" : "yes",
+                options.skip_unreadable, options.skip_special, options.follow_symlinks);
   Result<index::WriteStats> stats = index->Finish(index_path, wo);
   if (!stats.ok()) {
     RemoveShards(report);
@@ -253,8 +254,8 @@ Status CheckAgainstSource(const IndexSource& from, const std::string& index_path
   fs::remove_all(index_path, ec);
   RemoveShards(report);
   if (!s.ok()) return s.WithContext("checking the packed index");
-  return Status::Corruption(fmt::format("the packed tree differs from the source in {} place(s)",
-                                        report->errors.size()));
+  return Status::Corruption(
+      fmt::format("the packed tree differs from the source in {} place(s)", report->errors.size()));
 }
 
 }  // namespace

@@ -88,9 +88,9 @@ struct PackOptions {
   std::string view;
   std::string out;
   uint64_t shard_size = 1ull << 30;
-  uint64_t max_files = 0;  // Members per shard; 0: no limit.
+  uint64_t max_files = 0;               // Members per shard; 0: no limit.
   std::string name = "train-%06d.tar";  // See tools/shard_name.h.
-  int jobs = 0;  // Reader threads; 0: twice the cores, at least 4.
+  int jobs = 0;                         // Reader threads; 0: twice the cores, at least 4.
   std::string from_list;
   std::vector<std::string> excludes;
   bool skip_unreadable = false;
@@ -101,14 +101,14 @@ struct PackOptions {
 };
 
 struct PackReport {
-  uint64_t files = 0;      // Regular files stored with their data.
+  uint64_t files = 0;  // Regular files stored with their data.
   uint64_t dirs = 0;
   uint64_t symlinks = 0;
   uint64_t hardlinks = 0;  // Names stored as tar hard links.
   // Names of a hard-linked file stored as a regular member again, because
   // the file's first name is in an earlier shard.
   uint64_t link_copies = 0;
-  uint64_t bytes = 0;      // File content bytes written (copies included).
+  uint64_t bytes = 0;  // File content bytes written (copies included).
   uint64_t shards = 0;
   uint64_t shard_bytes = 0;
   std::vector<std::string> shard_paths;

@@ -29,9 +29,15 @@ SourceEntry EntryOf(std::string path, const index::EntryRecord& rec) {
   SourceEntry e;
   e.path = std::move(path);
   switch (rec.type) {
-    case index::EntryType::kDir: e.kind = SourceKind::kDir; break;
-    case index::EntryType::kSymlink: e.kind = SourceKind::kSymlink; break;
-    default: e.kind = SourceKind::kFile; break;
+    case index::EntryType::kDir:
+      e.kind = SourceKind::kDir;
+      break;
+    case index::EntryType::kSymlink:
+      e.kind = SourceKind::kSymlink;
+      break;
+    default:
+      e.kind = SourceKind::kFile;
+      break;
   }
   e.mode = rec.mode;
   e.uid = rec.uid;
@@ -48,7 +54,8 @@ SourceEntry EntryOf(std::string path, const index::EntryRecord& rec) {
     d->shard = rec.shard.value;
     d->sparse = rec.sparse();
     if (d->sparse) {
-      for (size_t i = 0; i < index::ExtentCount(rec); ++i) d->ranges.push_back(index::GetExtent(rec, i));
+      for (size_t i = 0; i < index::ExtentCount(rec); ++i)
+        d->ranges.push_back(index::GetExtent(rec, i));
     } else if (rec.size > 0) {
       d->ranges.push_back(index::Extent{0, rec.size, rec.offset});
     }
@@ -216,8 +223,8 @@ class PackedVerifier {
                                p.mode & 07777));
       }
       if (s.uid != p.uid || s.gid != p.gid) {
-        Add(order, fmt::format("owner differs: {}: {}:{} vs {}:{}", path, s.uid, s.gid, p.uid,
-                               p.gid));
+        Add(order,
+            fmt::format("owner differs: {}: {}:{} vs {}:{}", path, s.uid, s.gid, p.uid, p.gid));
       }
       if (s.mtime_ns != p.mtime_ns) {
         Add(order, fmt::format("mtime differs: {}: {} vs {}", path, s.mtime_ns, p.mtime_ns));
@@ -237,9 +244,9 @@ class PackedVerifier {
       const auto& sg = src_groups.at(s.ino);
       const auto& pg = packed_groups.at(p.ino);
       if (sg.second != pg.second || sg.first != pg.first) {
-        Add(order, fmt::format("hard link differs: {}: {} name(s), first {} vs {} name(s), first {}",
-                               path, sg.second, EscapePath(sg.first), pg.second,
-                               EscapePath(pg.first)));
+        Add(order,
+            fmt::format("hard link differs: {}: {} name(s), first {} vs {} name(s), first {}", path,
+                        sg.second, EscapePath(sg.first), pg.second, EscapePath(pg.first)));
       }
       if (queued.emplace(p.ino, true).second) {
         order_of_[&p] = order;

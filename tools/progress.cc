@@ -1,8 +1,7 @@
 #include "tools/progress.h"
 
-#include <unistd.h>
-
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "base/log.h"
 
@@ -18,8 +17,8 @@ std::string HumanBytes(double bytes) {
   return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, kUnits[u]);
 }
 
-Progress::Progress(std::string what, std::string units, uint64_t total_units,
-                   uint64_t total_bytes, bool quiet)
+Progress::Progress(std::string what, std::string units, uint64_t total_units, uint64_t total_bytes,
+                   bool quiet)
     : what_(std::move(what)),
       unit_name_(std::move(units)),
       total_units_(total_units),
@@ -69,9 +68,9 @@ std::string Progress::Line(bool final) const {
     int fill = static_cast<int>(frac * kWidth);
     bar = "[" + std::string(fill, '#') + std::string(kWidth - fill, '.') + "] ";
   }
-  return fmt::format("{}: {}{} entries, {} of {}, {}/{} {}, {:.0f} entries/s, {}/s, ETA {}",
-                     what_, bar, entries, HumanBytes(bytes), HumanBytes(total_bytes_), units,
-                     total_units_, unit_name_, rate, HumanBytes(byte_rate), eta);
+  return fmt::format("{}: {}{} entries, {} of {}, {}/{} {}, {:.0f} entries/s, {}/s, ETA {}", what_,
+                     bar, entries, HumanBytes(bytes), HumanBytes(total_bytes_), units, total_units_,
+                     unit_name_, rate, HumanBytes(byte_rate), eta);
 }
 
 void Progress::Run() {

@@ -51,9 +51,8 @@ SourcePrefetch::SourcePrefetch(const std::vector<SourceEntry>& entries, std::vec
       limits_(limits),
       ring_(std::max<size_t>(limits.files, 1)) {}
 
-SourcePrefetch::SourcePrefetch(const std::vector<SourceEntry>& entries,
-                               std::vector<uint32_t> order, const StoredShards* shards,
-                               PrefetchLimits limits)
+SourcePrefetch::SourcePrefetch(const std::vector<SourceEntry>& entries, std::vector<uint32_t> order,
+                               const StoredShards* shards, PrefetchLimits limits)
     : entries_(entries),
       order_(std::move(order)),
       root_fd_(-1),

@@ -47,7 +47,7 @@ bool ReadExtensions(const char* data, size_t size, uint64_t header, Extensions* 
 // of the member's data area and padded to a block.
 struct Sparse10Map {
   std::vector<std::pair<uint64_t, uint64_t>> entries;  // (offset, length)
-  uint64_t data_start = 0;  // Shard position of the first stored byte.
+  uint64_t data_start = 0;                             // Shard position of the first stored byte.
   // Where the member ends and the next header starts: the data area's start
   // plus the member's declared size (pax `size`, else the ustar field),
   // rounded up to a block. GNU tar goes there whatever the map accounts for.

@@ -66,11 +66,16 @@ const char* HardlinkOf(struct archive_entry* e) {
 
 const char* OtherTypeName(mode_t type) {
   switch (type) {
-    case AE_IFIFO: return "fifo";
-    case AE_IFCHR: return "character device";
-    case AE_IFBLK: return "block device";
-    case AE_IFSOCK: return "socket";
-    default: return "unknown type";
+    case AE_IFIFO:
+      return "fifo";
+    case AE_IFCHR:
+      return "character device";
+    case AE_IFBLK:
+      return "block device";
+    case AE_IFSOCK:
+      return "socket";
+    default:
+      return "unknown type";
   }
 }
 
@@ -91,8 +96,13 @@ class ShardScan {
  public:
   ShardScan(std::string_view path, const char* data, size_t size, const ScanOptions& options,
             const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info)
-      : path_(path), data_(data), size_(size), options_(options), on_member_(on_member),
-        info_(info), hash_(XXH3_createState(), &XXH3_freeState) {}
+      : path_(path),
+        data_(data),
+        size_(size),
+        options_(options),
+        on_member_(on_member),
+        info_(info),
+        hash_(XXH3_createState(), &XXH3_freeState) {}
 
   Status Run() {
     if (size_ == 0) {
@@ -137,8 +147,8 @@ class ShardScan {
     archive_read_support_format_gnutar(a.get());
     Source src{data_ + start, size_ - start};
     if (archive_read_open2(a.get(), &src, nullptr, &ReadWhole, nullptr, nullptr) != ARCHIVE_OK) {
-      return Fail(start, fmt::format("not an uncompressed tar archive: {}",
-                                     archive_error_string(a.get())));
+      return Fail(
+          start, fmt::format("not an uncompressed tar archive: {}", archive_error_string(a.get())));
     }
     uint64_t next_header = start;  // Where we expect the next header to start.
     for (;;) {
@@ -168,8 +178,8 @@ class ShardScan {
         // Past this member's last header (extension headers add blocks) and
         // any data the header declares.
         const int64_t declared = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
-        next_header = Consumed(a.get()) +
-                      (static_cast<uint64_t>(declared) + kBlock - 1) / kBlock * kBlock;
+        next_header =
+            Consumed(a.get()) + (static_cast<uint64_t>(declared) + kBlock - 1) / kBlock * kBlock;
       }
       info_->data_bytes += mem.kind == MemberKind::kFile ? mem.size : 0;
       ++info_->members;
@@ -207,8 +217,12 @@ class ShardScan {
       mem->link_target = hl;
     } else {
       switch (archive_entry_filetype(e)) {
-        case AE_IFREG: mem->kind = MemberKind::kFile; break;
-        case AE_IFDIR: mem->kind = MemberKind::kDir; break;
+        case AE_IFREG:
+          mem->kind = MemberKind::kFile;
+          break;
+        case AE_IFDIR:
+          mem->kind = MemberKind::kDir;
+          break;
         case AE_IFLNK: {
           mem->kind = MemberKind::kSymlink;
           const char* t = SymlinkOf(e);
@@ -313,9 +327,9 @@ class ShardScan {
             fmt::format("{}: malformed GNU sparse 1.0 map (GNU tar refuses it)", Where(*mem)));
       }
       if (map->logical_end > mem->size) {
-        return Status::NotSupported(fmt::format(
-            "{}: its sparse map reaches byte {}, past its real size {}", Where(*mem),
-            map->logical_end, mem->size));
+        return Status::NotSupported(
+            fmt::format("{}: its sparse map reaches byte {}, past its real size {}", Where(*mem),
+                        map->logical_end, mem->size));
       }
       mem->size = map->logical_end;
     }
@@ -334,9 +348,9 @@ class ShardScan {
     }
     if (map && consumed != map->member_end) {
       if (map->member_end > size_ || consumed > map->member_end) {
-        return Status::InvalidArgument(fmt::format(
-            "{}: its sparse map accounts for data up to byte {}, its size says byte {}",
-            Where(*mem), consumed, map->member_end));
+        return Status::InvalidArgument(
+            fmt::format("{}: its sparse map accounts for data up to byte {}, its size says byte {}",
+                        Where(*mem), consumed, map->member_end));
       }
       *resume = map->member_end;
     } else if (consumed % kBlock != 0) {
@@ -363,13 +377,12 @@ class ShardScan {
         [&](const char* p, size_t len, la_int64_t block_off) {
           if (len == 0) return Status::Ok();
           if (p < data_ || p > data_ + size_ || len > static_cast<size_t>(data_ + size_ - p)) {
-            return Status::NotSupported(fmt::format(
-                "{}: sparse data block at logical byte {} is not a range of the shard",
-                Where(*mem), block_off));
+            return Status::NotSupported(
+                fmt::format("{}: sparse data block at logical byte {} is not a range of the shard",
+                            Where(*mem), block_off));
           }
           const uint64_t logical = static_cast<uint64_t>(block_off);
-          if (block_off < 0 || logical < end || logical > mem->size ||
-              len > mem->size - logical) {
+          if (block_off < 0 || logical < end || logical > mem->size || len > mem->size - logical) {
             return Status::InvalidArgument(fmt::format(
                 "{}: sparse data block of {} bytes at logical byte {}: out of order or past "
                 "the size {}",

@@ -33,14 +33,14 @@ namespace shardfs::tools {
 enum class MemberKind { kFile, kDir, kSymlink, kHardlink, kOther };
 
 struct ScannedMember {
-  std::string path;          // Raw, as the archive spells it.
+  std::string path;  // Raw, as the archive spells it.
   MemberKind kind = MemberKind::kFile;
   const char* other_type = "";  // For kOther: "fifo", "char device", ...
-  uint32_t mode = 0;         // Permission bits.
+  uint32_t mode = 0;            // Permission bits.
   int64_t uid = 0;
   int64_t gid = 0;
   int64_t mtime_ns = 0;
-  uint64_t size = 0;            // Sparse members: the logical size.
+  uint64_t size = 0;           // Sparse members: the logical size.
   uint64_t header_offset = 0;  // Where the member's first header starts.
   uint64_t data_offset = 0;    // Where its data starts (0 for empty members).
   // A sparse member: its data extents, in order (possibly none); data_offset
@@ -50,7 +50,7 @@ struct ScannedMember {
   std::vector<index::Extent> extents;
   bool has_checksum = false;
   uint64_t xxh3 = 0;
-  std::string link_target;   // Symlink target or hard link target, raw.
+  std::string link_target;  // Symlink target or hard link target, raw.
 };
 
 struct ShardInfo {

@@ -310,11 +310,20 @@ bool Walk(const char* data, size_t size, const ScanOptions& options, Sink&& sink
     if (!gnu && std::memcmp(h + kMagic, "ustar", 5) != 0) return false;
     switch (h[kType]) {
       case '0':
-      case '\0': mem.kind = MemberKind::kFile; break;
-      case '1': mem.kind = MemberKind::kHardlink; break;
-      case '2': mem.kind = MemberKind::kSymlink; break;
-      case '5': mem.kind = MemberKind::kDir; break;
-      default: return false;  // Sparse, devices, fifos, contiguous, vendor types.
+      case '\0':
+        mem.kind = MemberKind::kFile;
+        break;
+      case '1':
+        mem.kind = MemberKind::kHardlink;
+        break;
+      case '2':
+        mem.kind = MemberKind::kSymlink;
+        break;
+      case '5':
+        mem.kind = MemberKind::kDir;
+        break;
+      default:
+        return false;  // Sparse, devices, fifos, contiguous, vendor types.
     }
     // An old GNU sparse map or real size: a sparse member.
     if (gnu && (h[kGnuSparse] != 0 || h[kGnuRealSize] != 0)) return false;

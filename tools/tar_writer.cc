@@ -207,12 +207,11 @@ TarWriter::~TarWriter() = default;
 Status TarWriter::Flush() {
   size_t done = 0;
   while (done < len_) {
-    ssize_t n = ::pwrite(fd_, buf_.get() + done, len_ - done,
-                         static_cast<off_t>(flushed_ + done));
+    ssize_t n = ::pwrite(fd_, buf_.get() + done, len_ - done, static_cast<off_t>(flushed_ + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Status::FromErrno(errno, fmt::format("shard {}: write at byte {}", name_,
-                                                  flushed_ + done));
+      return Status::FromErrno(errno,
+                               fmt::format("shard {}: write at byte {}", name_, flushed_ + done));
     }
     done += static_cast<size_t>(n);
   }
@@ -284,9 +283,10 @@ Status TarWriter::EndMember() {
   uint64_t got = offset_ - data_start_;
   in_member_ = false;
   if (got != expected_) {
-    return Status::Corruption(fmt::format("shard {}: member at byte {}: {} bytes of data written, "
-                                          "header says {}",
-                                          name_, data_start_, got, expected_));
+    return Status::Corruption(
+        fmt::format("shard {}: member at byte {}: {} bytes of data written, "
+                    "header says {}",
+                    name_, data_start_, got, expected_));
   }
   return AppendZeros(TarPadded(got) - got);
 }

@@ -43,8 +43,8 @@ struct TarMember {
   uint64_t uid = 0;
   uint64_t gid = 0;
   int64_t mtime_ns = 0;
-  uint64_t size = 0;              // Regular files only; 0 otherwise.
-  std::string_view link_target;   // Symlink target, or the path a hard link names.
+  uint64_t size = 0;             // Regular files only; 0 otherwise.
+  std::string_view link_target;  // Symlink target, or the path a hard link names.
 };
 
 // Rounds `size` up to whole blocks.
@@ -109,13 +109,13 @@ class TarWriter {
   const std::string name_;
   std::unique_ptr<char[]> buf_;
   const size_t cap_;
-  size_t len_ = 0;          // Bytes in buf_.
-  uint64_t flushed_ = 0;    // File offset of buf_[0].
-  uint64_t offset_ = 0;     // flushed_ + len_.
+  size_t len_ = 0;        // Bytes in buf_.
+  uint64_t flushed_ = 0;  // File offset of buf_[0].
+  uint64_t offset_ = 0;   // flushed_ + len_.
   bool in_member_ = false;
-  uint64_t expected_ = 0;   // Data bytes the current member announced.
+  uint64_t expected_ = 0;  // Data bytes the current member announced.
   uint64_t data_start_ = 0;
-  std::string header_;      // Scratch.
+  std::string header_;  // Scratch.
 };
 
 }  // namespace shardfs::tools

@@ -55,10 +55,14 @@ struct PackedEntry {
 
 const char* KindName(SourceKind kind, const char* special) {
   switch (kind) {
-    case SourceKind::kFile: return "file";
-    case SourceKind::kDir: return "dir";
-    case SourceKind::kSymlink: return "symlink";
-    default: return special;
+    case SourceKind::kFile:
+      return "file";
+    case SourceKind::kDir:
+      return "dir";
+    case SourceKind::kSymlink:
+      return "symlink";
+    default:
+      return special;
   }
 }
 
@@ -76,9 +80,15 @@ Status ListIndex(const index::IndexReader& r, std::vector<PackedEntry>* out) {
     PackedEntry p;
     p.path = std::move(path);
     switch (e.type) {
-      case index::EntryType::kDir: p.kind = SourceKind::kDir; break;
-      case index::EntryType::kSymlink: p.kind = SourceKind::kSymlink; break;
-      default: p.kind = SourceKind::kFile; break;
+      case index::EntryType::kDir:
+        p.kind = SourceKind::kDir;
+        break;
+      case index::EntryType::kSymlink:
+        p.kind = SourceKind::kSymlink;
+        break;
+      default:
+        p.kind = SourceKind::kFile;
+        break;
     }
     p.mode = e.mode & 07777;
     p.uid = e.uid;
@@ -164,9 +174,8 @@ class Verifier {
       mnt_fd_.reset(::open(m.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
       if (!mnt_fd_.valid()) return Status::FromErrno(errno, o_.mounted);
       for (SourceEntry& e : m.entries) {
-        if (!e.unreadable.empty()) Add(0, "unreadable", fmt::format("{} (mount): {}",
-                                                                    EscapePath(e.path),
-                                                                    e.unreadable));
+        if (!e.unreadable.empty())
+          Add(0, "unreadable", fmt::format("{} (mount): {}", EscapePath(e.path), e.unreadable));
         packed_.push_back(FromMount(std::move(e)));
       }
     } else {
@@ -228,8 +237,9 @@ class Verifier {
       if (!fp.ok()) {
         Add(0, "shard differs", fmt::format("{}: {}", path, fp.status().message()));
       } else if (*fp != shards[i].fingerprint) {
-        Add(0, "shard differs", fmt::format("{}: fingerprint {:016x} when indexed, now {:016x}",
-                                            path, shards[i].fingerprint, *fp));
+        Add(0, "shard differs",
+            fmt::format("{}: fingerprint {:016x} when indexed, now {:016x}", path,
+                        shards[i].fingerprint, *fp));
       }
     }
   }
@@ -253,7 +263,8 @@ class Verifier {
     const auto& S = source_.entries;
     while (i < S.size() || j < packed_.size()) {
       ++order;
-      if (j == packed_.size() || (i < S.size() && index::TreeOrderLess(S[i].path, packed_[j].path))) {
+      if (j == packed_.size() ||
+          (i < S.size() && index::TreeOrderLess(S[i].path, packed_[j].path))) {
         if (!S[i].unreadable.empty()) {
           Add(order, "unreadable", fmt::format("{}: {}", EscapePath(S[i].path), S[i].unreadable));
         } else {
@@ -275,12 +286,14 @@ class Verifier {
         continue;
       }
       if (s.kind != p.kind) {
-        Add(order, "type differs", fmt::format("{}: {} vs {}", path, KindName(s.kind, s.special),
-                                               KindName(p.kind, p.special)));
+        Add(order, "type differs",
+            fmt::format("{}: {} vs {}", path, KindName(s.kind, s.special),
+                        KindName(p.kind, p.special)));
         continue;
       }
       if ((s.mode & 07777) != p.mode) {
-        Add(order, "mode differs", fmt::format("{}: {:04o} vs {:04o}", path, s.mode & 07777, p.mode));
+        Add(order, "mode differs",
+            fmt::format("{}: {:04o} vs {:04o}", path, s.mode & 07777, p.mode));
       }
       if (s.uid != p.uid || s.gid != p.gid) {
         Add(order, "owner differs",
@@ -294,8 +307,8 @@ class Verifier {
         Add(order, "size differs", fmt::format("{}: {} vs {}", path, s.size, p.size));
       }
       if (s.kind == SourceKind::kSymlink && s.link_target != p.target) {
-        Add(order, "target differs", fmt::format("{}: {} vs {}", path, EscapePath(s.link_target),
-                                                 EscapePath(p.target)));
+        Add(order, "target differs",
+            fmt::format("{}: {} vs {}", path, EscapePath(s.link_target), EscapePath(p.target)));
       }
       if (s.kind != SourceKind::kFile) continue;
       const auto& group = src_groups.at({s.dev, s.ino});
@@ -303,8 +316,8 @@ class Verifier {
         Add(order, "nlink differs", fmt::format("{}: {} vs {}", path, group.second, p.nlink));
       } else if (group.first != packed_leaders.at(p.inode)) {
         Add(order, "hard link differs",
-            fmt::format("{}: same file as {} vs same file as {}", path,
-                        EscapePath(group.first), EscapePath(packed_leaders.at(p.inode))));
+            fmt::format("{}: same file as {} vs same file as {}", path, EscapePath(group.first),
+                        EscapePath(packed_leaders.at(p.inode))));
       }
       if (s.size != p.size) continue;
       if (content_queued.emplace(std::make_tuple(s.dev, s.ino, p.inode), true).second) {
@@ -375,8 +388,8 @@ class Verifier {
     if (mounted) {
       mnt.reset(OpenBeneath(mnt_fd_.get(), p.path, O_RDONLY));
       if (!mnt.valid()) {
-        Add(job.order, "unreadable", fmt::format("{} (mount): open: {}", path,
-                                                 std::strerror(errno)));
+        Add(job.order, "unreadable",
+            fmt::format("{} (mount): open: {}", path, std::strerror(errno)));
         return;
       }
       other = mnt.get();
@@ -390,8 +403,7 @@ class Verifier {
         return;
       }
     }
-    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> h(XXH3_createState(),
-                                                               &XXH3_freeState);
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> h(XXH3_createState(), &XXH3_freeState);
     XXH3_64bits_reset(h.get());
     for (uint64_t pos = 0; pos < s.size;) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, s.size - pos));
@@ -400,8 +412,8 @@ class Verifier {
         return;
       }
       if (Status r = PreadExact(other, b, n, base + pos); !r.ok()) {
-        Add(job.order, "unreadable", fmt::format("{} ({}): {}", path, mounted ? "mount" : "shard",
-                                                 r.message()));
+        Add(job.order, "unreadable",
+            fmt::format("{} ({}): {}", path, mounted ? "mount" : "shard", r.message()));
         return;
       }
       if (std::memcmp(a, b, n) != 0) {
@@ -436,8 +448,7 @@ class Verifier {
                       RedactLocation(reader_->ShardPath(index::ShardId{p.shard}))));
       return;
     }
-    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> h(XXH3_createState(),
-                                                               &XXH3_freeState);
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> h(XXH3_createState(), &XXH3_freeState);
     XXH3_64bits_reset(h.get());
     uint64_t pos = 0;  // Logical position: everything before it compared.
     auto fail = [&](const char* kind, std::string what) {

@@ -1,11 +1,10 @@
 #include "tools/view_create.h"
 
+#include <fmt/format.h>
 #include <fnmatch.h>
 
 #include <chrono>
 #include <fstream>
-
-#include <fmt/format.h>
 
 #include "base/log.h"
 #include "index/index_reader.h"
@@ -51,9 +50,9 @@ Status MarkList(const VersionBuilder& tree, const std::string& file, bool ignore
     NodeId n = tree.Find(*path);
     if (n == VersionBuilder::kNoNode) {
       if (ignore_missing) return Status::Ok();
-      return Status::NotFound(fmt::format(
-          "{}:{}: '{}' is not in the source view (--ignore-missing skips such lines)", file,
-          number, *path));
+      return Status::NotFound(
+          fmt::format("{}:{}: '{}' is not in the source view (--ignore-missing skips such lines)",
+                      file, number, *path));
     }
     (*marks)[n] = 1;
     return Status::Ok();
@@ -131,14 +130,13 @@ Status ApplyRenames(VersionBuilder& tree, const std::string& file) {
     if (line.find_first_not_of(" \t") == std::string::npos) return Status::Ok();
     size_t tab = line.find('\t');
     if (tab == std::string::npos) {
-      return Status::InvalidArgument(
-          fmt::format("{}:{}: expected OLD<TAB>NEW", file, number));
+      return Status::InvalidArgument(fmt::format("{}:{}: expected OLD<TAB>NEW", file, number));
     }
     Result<std::string> from = ListPath(line.substr(0, tab));
     Result<std::string> to = ListPath(line.substr(tab + 1));
     if (!from.ok() || !to.ok() || from->empty() || to->empty()) {
-      return Status::InvalidArgument(fmt::format("{}:{}: expected two paths below the root",
-                                                 file, number));
+      return Status::InvalidArgument(
+          fmt::format("{}:{}: expected two paths below the root", file, number));
     }
     NodeId n = tree.Find(*from);
     if (n == VersionBuilder::kNoNode) {
@@ -166,9 +164,7 @@ Status ApplyRenames(VersionBuilder& tree, const std::string& file) {
 
 }  // namespace
 
-Result<std::string> ListPath(std::string_view line) {
-  return index::NormalizeMemberPath(line);
-}
+Result<std::string> ListPath(std::string_view line) { return index::NormalizeMemberPath(line); }
 
 bool GlobMatches(const std::string& glob, const std::string& path, std::string_view name) {
   if (glob.find('/') == std::string::npos) {

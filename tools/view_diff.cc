@@ -1,12 +1,12 @@
 #include "tools/view_diff.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <iterator>
 #include <new>
 #include <thread>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace shardfs::tools {
 namespace {
@@ -35,9 +35,9 @@ void EraseSorted(std::vector<std::string>* v, const std::vector<std::string>& dr
 
 std::string ViewNameOf(const IndexReader& reader) { return reader.version().label(); }
 
-Status WalkTree(const IndexReader& reader,
-                const std::function<Status(std::string_view, std::string_view,
-                                           const EntryRecord&)>& fn) {
+Status WalkTree(
+    const IndexReader& reader,
+    const std::function<Status(std::string_view, std::string_view, const EntryRecord&)>& fn) {
   // Directories still to list: (inode, path with its trailing '/'). A stack,
   // not recursion: a deep tree must not exhaust ours.
   std::vector<std::pair<InodeId, std::string>> todo;
@@ -62,8 +62,8 @@ Status WalkTree(const IndexReader& reader,
 Result<ViewEntries> WalkView(const IndexReader& reader) {
   ViewEntries out;
   out.Reserve(reader.MetaNumber(index::kMetaMaxInode));
-  SHARDFS_RETURN_IF_ERROR(WalkTree(
-      reader, [&](std::string_view prefix, std::string_view name, const EntryRecord& e) {
+  SHARDFS_RETURN_IF_ERROR(
+      WalkTree(reader, [&](std::string_view prefix, std::string_view name, const EntryRecord& e) {
         out.Add(e.inode.value, prefix, name, e.type == EntryType::kDir);
         return Status::Ok();
       }));
@@ -124,8 +124,10 @@ ViewDiff DiffEntries(const ViewEntries& a, const ViewEntries& b) {
     bool in_b = j < ob.size() && (i >= oa.size() || ob[j].first <= oa[i].first);
     uint64_t inode = in_a ? oa[i].first : ob[j].first;
     size_t i_end = i, j_end = j;
-    if (in_a) while (i_end < oa.size() && oa[i_end].first == inode) ++i_end;
-    if (in_b) while (j_end < ob.size() && ob[j_end].first == inode) ++j_end;
+    if (in_a)
+      while (i_end < oa.size() && oa[i_end].first == inode) ++i_end;
+    if (in_b)
+      while (j_end < ob.size() && ob[j_end].first == inode) ++j_end;
     if (!in_b) {
       for (; i < i_end; ++i) d.removed.emplace_back(path_a(i));
       continue;
@@ -135,7 +137,8 @@ ViewDiff DiffEntries(const ViewEntries& a, const ViewEntries& b) {
       continue;
     }
     if (i_end - i == 1 && j_end - j == 1) {  // The common case: one path a side.
-      if (path_a(i) != path_b(j)) d.renamed.push_back({std::string(path_a(i)), std::string(path_b(j))});
+      if (path_a(i) != path_b(j))
+        d.renamed.push_back({std::string(path_a(i)), std::string(path_b(j))});
       ++i, ++j;
       continue;
     }
@@ -215,7 +218,8 @@ std::string FormatDiffText(const ViewDiff& diff) {
                 diff.replaced.size());
   for (const auto& p : diff.removed) lines.emplace_back(p, "- " + p);
   for (const auto& p : diff.added) lines.emplace_back(p, "+ " + p);
-  for (const auto& r : diff.renamed) lines.emplace_back(r.from, fmt::format("R {} -> {}", r.from, r.to));
+  for (const auto& r : diff.renamed)
+    lines.emplace_back(r.from, fmt::format("R {} -> {}", r.from, r.to));
   for (const auto& p : diff.replaced) lines.emplace_back(p, "M " + p);
   std::stable_sort(lines.begin(), lines.end(),
                    [](const auto& x, const auto& y) { return x.first < y.first; });

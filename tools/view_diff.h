@@ -107,9 +107,9 @@ Result<ViewEntries> WalkView(const index::IndexReader& reader);
 // Calls fn(dir_prefix, name, record) for every entry below the root of the
 // reader's view, where dir_prefix is the parent's path with a trailing '/'
 // ("" at the root); an error from fn stops the walk.
-Status WalkTree(const index::IndexReader& reader,
-                const std::function<Status(std::string_view, std::string_view,
-                                           const index::EntryRecord&)>& fn);
+Status WalkTree(
+    const index::IndexReader& reader,
+    const std::function<Status(std::string_view, std::string_view, const index::EntryRecord&)>& fn);
 
 // The diff of two entry lists as above, in any order. Leaves ViewDiff::a and
 // ::b empty.

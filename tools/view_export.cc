@@ -1,6 +1,7 @@
 #include "tools/view_export.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,8 +10,6 @@
 #include <functional>
 #include <unordered_set>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "base/fd.h"
 #include "base/io.h"
@@ -52,18 +51,17 @@ Result<std::unique_ptr<IndexReader>> OpenView(const std::string& index_path,
 Status TakeTarPaths(const IndexReader& reader, std::vector<WantedFile>* wanted,
                     std::vector<ShardFile>* files) {
   std::vector<size_t> hit;  // Entries of *wanted found in this version.
-  SHARDFS_RETURN_IF_ERROR(WalkTree(
-      reader, [&](std::string_view prefix, std::string_view name, const EntryRecord& e) {
-        if (e.type != EntryType::kFile) return Status::Ok();
-        auto it = std::lower_bound(
-            wanted->begin(), wanted->end(), e.inode.value,
-            [](const WantedFile& w, uint64_t inode) { return w.inode < inode; });
-        if (it == wanted->end() || it->inode != e.inode.value || it->found) return Status::Ok();
-        if (it->shard != e.shard.value || it->offset != e.offset) return Status::Ok();
-        files->push_back({it->shard, it->offset, fmt::format("{}{}", prefix, name)});
-        hit.push_back(static_cast<size_t>(it - wanted->begin()));
-        return Status::Ok();
-      }));
+  SHARDFS_RETURN_IF_ERROR(WalkTree(reader, [&](std::string_view prefix, std::string_view name,
+                                               const EntryRecord& e) {
+    if (e.type != EntryType::kFile) return Status::Ok();
+    auto it = std::lower_bound(wanted->begin(), wanted->end(), e.inode.value,
+                               [](const WantedFile& w, uint64_t inode) { return w.inode < inode; });
+    if (it == wanted->end() || it->inode != e.inode.value || it->found) return Status::Ok();
+    if (it->shard != e.shard.value || it->offset != e.offset) return Status::Ok();
+    files->push_back({it->shard, it->offset, fmt::format("{}{}", prefix, name)});
+    hit.push_back(static_cast<size_t>(it - wanted->begin()));
+    return Status::Ok();
+  }));
   // Marked after the walk: a hard link's every path in this version counts.
   for (size_t k : hit) (*wanted)[k].found = true;
   return Status::Ok();
@@ -118,8 +116,8 @@ Result<ViewExport> ExportView(const std::string& index_path, const std::string& 
   std::vector<WantedFile> wanted;
   // The default view is its own tar layout: one walk.
   bool is_default = DefaultVersion(ex.view) != 0;
-  Status s = WalkTree(
-      *view, [&](std::string_view prefix, std::string_view name, const EntryRecord& e) {
+  Status s =
+      WalkTree(*view, [&](std::string_view prefix, std::string_view name, const EntryRecord& e) {
         if (e.type != EntryType::kFile) return Status::Ok();
         // Records from a listing are range-checked before their shard is used.
         SHARDFS_RETURN_IF_ERROR(view->CheckFileRange(e));
@@ -135,13 +133,13 @@ Result<ViewExport> ExportView(const std::string& index_path, const std::string& 
     std::sort(wanted.begin(), wanted.end(),
               [](const WantedFile& x, const WantedFile& y) { return x.inode < y.inode; });
     // A hard link within the view lists its inode once per path.
-    wanted.erase(std::unique(wanted.begin(), wanted.end(),
-                             [](const WantedFile& x, const WantedFile& y) {
-                               return x.inode == y.inode;
-                             }),
-                 wanted.end());
+    wanted.erase(
+        std::unique(wanted.begin(), wanted.end(),
+                    [](const WantedFile& x, const WantedFile& y) { return x.inode == y.inode; }),
+        wanted.end());
     auto missing = [&] {
-      return std::any_of(wanted.begin(), wanted.end(), [](const WantedFile& w) { return !w.found; });
+      return std::any_of(wanted.begin(), wanted.end(),
+                         [](const WantedFile& w) { return !w.found; });
     };
     SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<IndexReader> latest, OpenView(index_path, ""));
     s = TakeTarPaths(*latest, &wanted, &files);
@@ -176,7 +174,8 @@ std::string FormatShardList(const ViewExport& ex) {
 Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
   std::string tmp = path + ".tmp.XXXXXX";
   UniqueFd fd(::mkstemp(tmp.data()));
-  if (!fd.valid()) return Status::FromErrno(errno, fmt::format("create a temporary file for {}", path));
+  if (!fd.valid())
+    return Status::FromErrno(errno, fmt::format("create a temporary file for {}", path));
   auto fail = [&](int err, std::string_view what) {
     ::unlink(tmp.c_str());
     return Status::FromErrno(err, fmt::format("{} {}", what, tmp));

@@ -33,13 +33,13 @@ namespace shardfs::tools {
 // One file of a view as its shard holds it.
 struct ShardFile {
   uint32_t shard = 0;
-  uint64_t offset = 0;     // Of the file's data in the shard: tar order.
-  std::string tar_path;    // Its path in default.
+  uint64_t offset = 0;   // Of the file's data in the shard: tar order.
+  std::string tar_path;  // Its path in default.
 };
 
 struct ExportShard {
   uint32_t shard_id = 0;
-  std::string path;        // As `index info` prints it (IndexReader::ShardPath).
+  std::string path;  // As `index info` prints it (IndexReader::ShardPath).
   // Unique, in the order of each key's first file in the shard.
   std::vector<std::string> keys;
 };

@@ -1,9 +1,9 @@
 #include "src/cli/cli_options.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "base/parse.h"
 

@@ -74,25 +74,25 @@ struct ChunkCache::Slot {
   const uint32_t len;
   const uint64_t gen;
   const uint64_t charge;
-  std::unique_ptr<char[]> data;        // Memory mode; immutable once mapped.
-  std::atomic<bool> verified{false};   // Disk mode: payload checked in this process.
-  bool doomed = false;                 // Set under mu_ when unmapped for good.
+  std::unique_ptr<char[]> data;          // Memory mode; immutable once mapped.
+  std::atomic<bool> verified{false};     // Disk mode: payload checked in this process.
+  bool doomed = false;                   // Set under mu_ when unmapped for good.
   std::shared_ptr<const UniqueFd> file;  // Guarded by mu_: the chunk file, while in open_files_.
-  Queue queue = Queue::kSmall;         // Guarded by mu_.
-  uint8_t freq = 0;                    // Guarded by mu_; 0..3.
-  std::list<Slot*>::iterator pos;      // Guarded by mu_; in small_ or main_.
+  Queue queue = Queue::kSmall;           // Guarded by mu_.
+  uint8_t freq = 0;                      // Guarded by mu_; 0..3.
+  std::list<Slot*>::iterator pos;        // Guarded by mu_; in small_ or main_.
 };
 
 ChunkCache::ChunkCache(ChunkCacheOptions options, std::vector<ChunkShard> shards)
     : options_(std::move(options)), shards_(std::move(shards)) {
   id_hash_.reserve(shards_.size());
   for (const ChunkShard& s : shards_) {
-    id_hash_.push_back(XXH3_64bits_withSeed(s.identity.data(), s.identity.size(),
-                                            options_.chunk_size));
+    id_hash_.push_back(
+        XXH3_64bits_withSeed(s.identity.data(), s.identity.size(), options_.chunk_size));
   }
   small_target_ = options_.capacity / 10;
-  ghost_limit_ = std::max<uint64_t>(
-      1, (options_.capacity - small_target_) / Charge(options_.chunk_size));
+  ghost_limit_ =
+      std::max<uint64_t>(1, (options_.capacity - small_target_) / Charge(options_.chunk_size));
   stats_.capacity = options_.capacity;
   stats_.shard_resident_bytes.assign(shards_.size(), 0);
 }
@@ -102,8 +102,8 @@ ChunkCache::~ChunkCache() = default;
 Result<std::unique_ptr<ChunkCache>> ChunkCache::Open(ChunkCacheOptions options,
                                                      std::vector<ChunkShard> shards) {
   if (options.chunk_size == 0 || options.chunk_size > kMaxChunkSize) {
-    return Status::InvalidArgument(fmt::format(
-        "chunk cache: chunk size {} bytes, expected 1 to {}", options.chunk_size, kMaxChunkSize));
+    return Status::InvalidArgument(fmt::format("chunk cache: chunk size {} bytes, expected 1 to {}",
+                                               options.chunk_size, kMaxChunkSize));
   }
   if (shards.size() > UINT32_MAX) {
     return Status::InvalidArgument(fmt::format("chunk cache: {} shards, too many", shards.size()));
@@ -396,8 +396,7 @@ void ChunkCache::EvictOneLocked(std::vector<std::shared_ptr<Slot>>* dead,
   }
 }
 
-Result<uint64_t> ChunkCache::WriteChunk(ChunkKey key, const char* data, size_t len,
-                                        uint64_t gen) {
+Result<uint64_t> ChunkCache::WriteChunk(ChunkKey key, const char* data, size_t len, uint64_t gen) {
   const std::string tmp = FormatTmpName(gen);
   UniqueFd fd(::openat(dir_fd_.get(), tmp.c_str(),
                        O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));

@@ -136,12 +136,12 @@ struct ChunkCacheStats {
   uint64_t small_chunks = 0;     // resident_chunks = small_chunks + main_chunks.
   uint64_t main_chunks = 0;
   uint64_t ghost_keys = 0;
-  uint64_t ghost_hits = 0;       // Inserts that went straight to main.
-  uint64_t foreign_chunks = 0;   // On disk, of other identities.
+  uint64_t ghost_hits = 0;      // Inserts that went straight to main.
+  uint64_t foreign_chunks = 0;  // On disk, of other identities.
   uint64_t foreign_bytes = 0;
-  uint64_t reused_at_open = 0;   // Chunks found intact-looking on disk at Open.
-  uint64_t corrupt_dropped = 0;  // Chunks whose payload failed its check.
-  uint64_t other_files = 0;      // Files at Open shardfs did not write: left alone.
+  uint64_t reused_at_open = 0;                 // Chunks found intact-looking on disk at Open.
+  uint64_t corrupt_dropped = 0;                // Chunks whose payload failed its check.
+  uint64_t other_files = 0;                    // Files at Open shardfs did not write: left alone.
   std::vector<uint64_t> shard_resident_bytes;  // Payload bytes, per shard.
 };
 
@@ -251,11 +251,11 @@ class ChunkCache {
   // Disk mode: slots whose chunk file is held open, oldest first (a read of
   // a chunk then costs one pread, not open + pread + close).
   static constexpr size_t kOpenChunkFiles = 64;
-  std::deque<std::weak_ptr<Slot>> open_files_;  // Guarded by mu_.
+  std::deque<std::weak_ptr<Slot>> open_files_;                        // Guarded by mu_.
   std::unordered_map<ChunkKey, std::shared_ptr<Slot>, KeyHash> map_;  // Guarded by mu_.
-  std::list<Slot*> small_;  // Guarded by mu_; head = newest.
-  std::list<Slot*> main_;   // Guarded by mu_; head = newest.
-  std::list<ChunkKey> ghost_;                                                // Guarded by mu_.
+  std::list<Slot*> small_;     // Guarded by mu_; head = newest.
+  std::list<Slot*> main_;      // Guarded by mu_; head = newest.
+  std::list<ChunkKey> ghost_;  // Guarded by mu_.
   std::unordered_map<ChunkKey, std::list<ChunkKey>::iterator, KeyHash> ghost_index_;  // mu_.
   std::list<Foreign> foreign_;  // Guarded by mu_; oldest first.
   uint64_t small_bytes_ = 0;    // Guarded by mu_.

@@ -261,11 +261,11 @@ Status ControlServer::Handle(const std::vector<std::string>& words, std::string*
       for (size_t i = 0; i < st.shards.size(); ++i) {
         const ShardFetchStats& p = st.shards[i];
         if (p.bytes_delivered == 0 && p.bytes_fetched == 0 && p.errors == 0) continue;
-        *body += fmt::format("shard {:>5}  delivered {:>10}  fetched {:>10}  hits {:>8}  misses "
-                             "{:>6}  errors {}  {}\n",
-                             i, Size(p.bytes_delivered), Size(p.bytes_fetched), p.chunk_hits,
-                             p.chunk_misses, p.errors,
-                             RedactLocation(r.ShardPath(index::ShardId{static_cast<uint32_t>(i)})));
+        *body += fmt::format(
+            "shard {:>5}  delivered {:>10}  fetched {:>10}  hits {:>8}  misses "
+            "{:>6}  errors {}  {}\n",
+            i, Size(p.bytes_delivered), Size(p.bytes_fetched), p.chunk_hits, p.chunk_misses,
+            p.errors, RedactLocation(r.ShardPath(index::ShardId{static_cast<uint32_t>(i)})));
       }
     }
     return Status::Ok();
@@ -304,8 +304,8 @@ Status ControlServer::Warm(const std::vector<std::string>& paths, std::string* b
     std::vector<uint64_t>& v = chunks[rec.shard.value];
     const size_t extents = rec.sparse() ? index::ExtentCount(rec) : 1;
     for (size_t i = 0; i < extents; ++i) {
-      index::Extent e = rec.sparse() ? index::GetExtent(rec, i)
-                                     : index::Extent{0, rec.size, rec.offset};
+      index::Extent e =
+          rec.sparse() ? index::GetExtent(rec, i) : index::Extent{0, rec.size, rec.offset};
       if (e.length == 0) continue;
       for (uint64_t c = e.physical / cs; c <= (e.physical + e.length - 1) / cs; ++c) {
         v.push_back(c);
@@ -374,10 +374,10 @@ std::string ControlServer::StatsText(const FetcherStats& s) const {
                                static_cast<double>(s.total.bytes_delivered);
   const uint64_t lookups = s.total.chunk_hits + s.total.chunk_misses;
   std::string out;
-  out += fmt::format("reads      delivered {} ({} of it pushed ahead), fetched {} "
-                     "(amplification {:.2f})\n",
-                     Size(s.total.bytes_delivered), Size(s.total.bytes_pushed),
-                     Size(s.total.bytes_fetched), amp);
+  out += fmt::format(
+      "reads      delivered {} ({} of it pushed ahead), fetched {} "
+      "(amplification {:.2f})\n",
+      Size(s.total.bytes_delivered), Size(s.total.bytes_pushed), Size(s.total.bytes_fetched), amp);
   out += fmt::format(
       "cache      {} of {}: {} in {} chunks (small {}, main {}, ghost {}); hit rate {:.1f}% "
       "({} hits, {} misses), {} evictions, {} reused at mount, {} corrupt dropped\n",
@@ -464,7 +464,8 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
           .UNum("cache_misses", p.chunk_misses)
           .UNum("chunks_fetched", p.fetches)
           .UNum("errors", p.errors)
-          .UNum("resident_bytes", i < c.shard_resident_bytes.size() ? c.shard_resident_bytes[i] : 0);
+          .UNum("resident_bytes",
+                i < c.shard_resident_bytes.size() ? c.shard_resident_bytes[i] : 0);
       if (i > 0) arr += ",";
       arr += so.Finish();
     }

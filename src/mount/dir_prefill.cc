@@ -62,7 +62,9 @@ uint64_t DefaultPrefillEntries() {
 
 DirPrefill::DirPrefill(const index::IndexReader* reader, std::string mountpoint,
                        uint64_t max_entries)
-    : reader_(reader), max_entries_(max_entries), lister_(std::move(mountpoint)),
+    : reader_(reader),
+      max_entries_(max_entries),
+      lister_(std::move(mountpoint)),
       thread_([this] { Run(); }) {}
 
 DirPrefill::~DirPrefill() {
@@ -119,9 +121,9 @@ void DirPrefill::ListNow(index::InodeId dir) {
 bool DirPrefill::WaitListed(index::InodeId dir, int timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!policy_.Busy(dir.value)) return false;
-  return done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                           [&] { return stop_ || !policy_.Busy(dir.value); }) &&
-         !stop_;
+  return done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    return stop_ || !policy_.Busy(dir.value);
+  }) && !stop_;
 }
 
 void DirPrefill::Run() {
@@ -163,9 +165,10 @@ bool DirPrefill::List(Job& job) {
   const bool was_below = listed_entries_ < max_entries_;
   listed_entries_ += entries;
   if (was_below && listed_entries_ >= max_entries_) {
-    log::Info("prefill: {} entries listed, the limit (-o prefill_entries={}); from now on only "
-              "directories in which {} lookups missed are listed", listed_entries_, max_entries_,
-              PrefillPolicy::kMissesPastLimit);
+    log::Info(
+        "prefill: {} entries listed, the limit (-o prefill_entries={}); from now on only "
+        "directories in which {} lookups missed are listed",
+        listed_entries_, max_entries_, PrefillPolicy::kMissesPastLimit);
     std::lock_guard<std::mutex> lock(mu_);
     policy_.SetPastLimit();
   }

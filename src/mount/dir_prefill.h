@@ -91,8 +91,8 @@ class AttrPolicy {
 
  private:
   const uint64_t max_inode_;
-  InodeBits looked_up_;  // A file of the directory was looked up.
-  InodeBits subtree_;    // Listings of its child directories (and below) carry attributes.
+  InodeBits looked_up_;   // A file of the directory was looked up.
+  InodeBits subtree_;     // Listings of its child directories (and below) carry attributes.
   InodeBits names_only_;  // A listing of it went out names-only.
 };
 
@@ -150,9 +150,9 @@ class PrefillPolicy {
 
  private:
   struct DirState {
-    uint32_t misses = 0;    // Since the last listing.
-    uint32_t listings = 0;  // Queued so far.
-    bool queued = false;    // Queued or being listed.
+    uint32_t misses = 0;                 // Since the last listing.
+    uint32_t listings = 0;               // Queued so far.
+    bool queued = false;                 // Queued or being listed.
     uint32_t siblings = kFirstSiblings;  // Children to list ahead, as a parent.
   };
   std::unordered_map<uint64_t, DirState> dirs_;
@@ -211,9 +211,9 @@ class DirPrefill {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable done_cv_;  // A listing ended.
-  PrefillPolicy policy_;  // Guarded by mu_.
-  bool stop_ = false;     // Guarded by mu_.
-  PrefillLister lister_;  // Only used by the prefill thread.
+  PrefillPolicy policy_;             // Guarded by mu_.
+  bool stop_ = false;                // Guarded by mu_.
+  PrefillLister lister_;             // Only used by the prefill thread.
   std::thread thread_;
 };
 

@@ -1,8 +1,9 @@
 #include "src/mount/filesystem.h"
 
-#include <new>
 #include <fcntl.h>
 #include <unistd.h>
+
+#include <new>
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
@@ -61,7 +62,8 @@ void Filesystem::ToStat(const EntryRecord& rec, struct stat* st) const {
   st->st_ino = rec.inode.value;
   st->st_mode = rec.mode;
   if (options_.umask >= 0) {
-    st->st_mode = (rec.mode & ~07777u) | (rec.mode & 07777u & ~static_cast<uint32_t>(options_.umask));
+    st->st_mode =
+        (rec.mode & ~07777u) | (rec.mode & 07777u & ~static_cast<uint32_t>(options_.umask));
   }
   st->st_nlink = rec.nlink;
   st->st_uid = options_.uid >= 0 ? static_cast<uid_t>(options_.uid) : rec.uid;
@@ -130,17 +132,18 @@ Status DirCursor::Read(const Filesystem& fs, uint64_t off, const EntryFn& fn) {
   // The name the next call resumes after; both strings keep their capacity.
   std::string& last = scratch_;
   last = resume_after_;
-  Status s = fs.ReadDir(self_.inode, start_after, [&](std::string_view name, const EntryRecord& rec) {
-    if (skip > 0) {
-      --skip;
-      last.assign(name);
-      return true;
-    }
-    if (!fn(off + 1, name, rec)) return false;
-    ++off;
-    last.assign(name);
-    return true;
-  });
+  Status s =
+      fs.ReadDir(self_.inode, start_after, [&](std::string_view name, const EntryRecord& rec) {
+        if (skip > 0) {
+          --skip;
+          last.assign(name);
+          return true;
+        }
+        if (!fn(off + 1, name, rec)) return false;
+        ++off;
+        last.assign(name);
+        return true;
+      });
   next_off_ = off;
   resume_after_.swap(last);
   return s;
@@ -161,8 +164,8 @@ bool InodeBits::Test(InodeId inode) const {
 void InodeBits::Set(InodeId inode) {
   uint64_t i = inode.value;
   if (i / 64 < size_) {
-    std::atomic_ref<uint64_t>(words_[i / 64]).fetch_or(uint64_t{1} << (i % 64),
-                                                      std::memory_order_release);
+    std::atomic_ref<uint64_t>(words_[i / 64])
+        .fetch_or(uint64_t{1} << (i % 64), std::memory_order_release);
   }
 }
 
@@ -178,8 +181,8 @@ Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) 
   // index/schema.h).
   const size_t extents = rec.sparse() ? index::ExtentCount(rec) : 1;
   for (size_t i = 0; i < extents; ++i) {
-    index::Extent e = rec.sparse() ? index::GetExtent(rec, i)
-                                   : index::Extent{0, rec.size, rec.offset};
+    index::Extent e =
+        rec.sparse() ? index::GetExtent(rec, i) : index::Extent{0, rec.size, rec.offset};
     for (uint64_t done = 0; done < e.length;) {
       size_t len = static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, e.length - done));
       Status s = shard->ReadAt(buf, len, e.physical + done);

@@ -61,8 +61,8 @@ struct FilesystemOptions {
 struct ReadRange {
   ShardHandle shard;
   index::ShardId shard_id;
-  uint64_t position = 0;  // Byte offset in the shard.
-  size_t length = 0;      // 0 at or past end of file.
+  uint64_t position = 0;    // Byte offset in the shard.
+  size_t length = 0;        // 0 at or past end of file.
   bool ends_file = false;   // The range ends where the file ends.
   bool whole_file = false;  // The range is the whole file.
   // A read of a sparse file that crosses a hole or several extents: it is no
@@ -108,8 +108,8 @@ class DirCursor {
   // Called for each entry: `next_off` is the offset of the entry after it
   // (what telldir gives after it). "." and ".." have rec.inode set and
   // rec.mode = S_IFDIR only. Returns false if it did not take the entry.
-  using EntryFn = std::function<bool(uint64_t next_off, std::string_view name,
-                                     const EntryRecord& rec)>;
+  using EntryFn =
+      std::function<bool(uint64_t next_off, std::string_view name, const EntryRecord& rec)>;
 
   // Opens directory `dir`. NotFound if there is none, NotADirectory if it
   // is not a directory.
@@ -123,9 +123,9 @@ class DirCursor {
   InodeId parent() const { return self_.parent; }
 
  private:
-  EntryRecord self_;         // self_.target is cleared.
-  uint64_t next_off_ = 0;    // Where the last Read stopped.
-  std::string resume_after_; // The child before next_off_, if next_off_ > 2.
+  EntryRecord self_;          // self_.target is cleared.
+  uint64_t next_off_ = 0;     // Where the last Read stopped.
+  std::string resume_after_;  // The child before next_off_, if next_off_ > 2.
   std::string scratch_;
 };
 
@@ -185,7 +185,6 @@ class Filesystem {
   // One bit per inode: content checked (verify=first).
   InodeBits verified_;
 };
-
 
 }  // namespace shardfs::mount
 

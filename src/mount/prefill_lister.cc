@@ -2,12 +2,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -18,8 +19,6 @@
 #include <cstring>
 #include <memory>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "base/io.h"
 #include "base/log.h"
@@ -169,7 +168,8 @@ Status PrefillLister::Start() {
 
 Status PrefillLister::ReadReply(void* buf, size_t size) {
   char* p = static_cast<char*>(buf);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kReplyTimeoutMs);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kReplyTimeoutMs);
   while (size > 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
@@ -178,8 +178,10 @@ Status PrefillLister::ReadReply(void* buf, size_t size) {
     if (rc < 0 && errno == EINTR) continue;
     if (rc == 0) {
       Kill();
-      return Status::IoError(fmt::format("prefill: the lister process gave no answer in {} s; "
-                                         "killed", kReplyTimeoutMs / 1000));
+      return Status::IoError(
+          fmt::format("prefill: the lister process gave no answer in {} s; "
+                      "killed",
+                      kReplyTimeoutMs / 1000));
     }
     ssize_t n = rc > 0 ? ::read(fd_, p, size) : -1;
     if (n < 0 && errno == EINTR) continue;

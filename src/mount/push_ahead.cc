@@ -21,16 +21,14 @@ constexpr int kMaxStepOver = 64;
 // dropped whole.
 constexpr uint64_t kDropStep = 2 << 20;
 
-uint64_t MaxInode(const Filesystem& fs) {
-  return fs.reader().max_inode();
-}
+uint64_t MaxInode(const Filesystem& fs) { return fs.reader().max_inode(); }
 
 }  // namespace
 
 struct PushAhead::Counters {
   std::atomic<uint64_t> jobs_queued{0}, jobs_dropped_busy{0}, jobs_dropped_full{0},
-      jobs_dropped_stale{0}, jobs_run{0}, files_pushed{0}, bytes_pushed{0},
-      files_skipped_read{0}, store_errors{0};
+      jobs_dropped_stale{0}, jobs_run{0}, files_pushed{0}, bytes_pushed{0}, files_skipped_read{0},
+      store_errors{0};
 };
 
 PushAhead::PushAhead(Filesystem* fs, PushOptions options, Store store)
@@ -83,8 +81,7 @@ void PushAhead::ShardReadahead(ShardState& s, uint64_t shard_size, int fd, uint6
   uint64_t to = std::min(pos + len + window, shard_size);
   if (to <= from) return;
   if (!s.readahead_end.compare_exchange_strong(have, to, std::memory_order_relaxed)) return;
-  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
-                  POSIX_FADV_WILLNEED);
+  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from), POSIX_FADV_WILLNEED);
 }
 
 void PushAhead::DropBehind(ShardState& s, int fd, uint64_t end) {
@@ -94,8 +91,7 @@ void PushAhead::DropBehind(ShardState& s, int fd, uint64_t end) {
   if (to <= from || !s.dropped.compare_exchange_strong(from, to, std::memory_order_relaxed)) {
     return;
   }
-  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
-                  POSIX_FADV_DONTNEED);
+  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from), POSIX_FADV_DONTNEED);
 }
 
 void PushAhead::DropRead(int fd, uint64_t pos, size_t len) {
@@ -106,8 +102,7 @@ void PushAhead::DropRead(int fd, uint64_t pos, size_t len) {
   const uint64_t from = (pos + page - 1) / page * page;
   const uint64_t to = (pos + len) / page * page;
   if (to <= from) return;
-  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
-                  POSIX_FADV_DONTNEED);
+  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from), POSIX_FADV_DONTNEED);
 }
 
 ReadNote PushAhead::NoteRead(InodeId inode, const ReadRange& range) {
@@ -132,7 +127,7 @@ void PushAhead::AfterReply(InodeId inode, const ReadRange& range, ReadNote note,
     DropRead(range.shard->fd(), range.position, range.length);
   }
   bool sequential = note.sequential_to_eof;
-  uint64_t window = sequential ? options_.sequential_bytes
+  uint64_t window = sequential         ? options_.sequential_bytes
                     : range.whole_file ? options_.random_bytes
                                        : 0;
   if (!delivered || window == 0 || threads_.empty()) return;
@@ -280,9 +275,9 @@ Status PushAhead::ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard
 PushStats PushAhead::stats() const {
   const Counters& c = *counters_;
   auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  return {get(c.jobs_queued),      get(c.jobs_dropped_busy), get(c.jobs_dropped_full),
-          get(c.jobs_dropped_stale), get(c.jobs_run),        get(c.files_pushed),
-          get(c.bytes_pushed),     get(c.files_skipped_read), get(c.store_errors)};
+  return {get(c.jobs_queued),        get(c.jobs_dropped_busy),  get(c.jobs_dropped_full),
+          get(c.jobs_dropped_stale), get(c.jobs_run),           get(c.files_pushed),
+          get(c.bytes_pushed),       get(c.files_skipped_read), get(c.store_errors)};
 }
 
 }  // namespace shardfs::mount

@@ -196,8 +196,8 @@ class PushAhead {
   const Store store_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Job> queue_;             // Guarded by mu_.
-  bool stop_ = false;                 // Guarded by mu_.
+  std::deque<Job> queue_;  // Guarded by mu_.
+  bool stop_ = false;      // Guarded by mu_.
   std::atomic<bool> stopping_{false};
   std::vector<std::thread> threads_;  // Only touched by Start and Stop.
 };

@@ -21,7 +21,14 @@ constexpr size_t kRecentChunks = 24;
 
 // Per-shard counters, in shard_counters_[kShardCounters * shard + k].
 enum ShardCounter {
-  kDelivered, kFetched, kHits, kMisses, kFetches, kErrors, kPushed, kShardCounters
+  kDelivered,
+  kFetched,
+  kHits,
+  kMisses,
+  kFetches,
+  kErrors,
+  kPushed,
+  kShardCounters
 };
 
 // A remote read's failure as ChunkedReader promises it: Corruption stays
@@ -40,9 +47,9 @@ Status AsShardError(const Status& s, const std::string& location) {
 struct ShardFetcher::Inflight {
   std::mutex mu;
   std::condition_variable cv;
-  bool started = false;  // Guarded by ShardFetcher::mu_.
-  bool done = false;     // Guarded by mu.
-  Status status;         // Guarded by mu; set when done.
+  bool started = false;          // Guarded by ShardFetcher::mu_.
+  bool done = false;             // Guarded by mu.
+  Status status;                 // Guarded by mu; set when done.
   std::unique_ptr<char[]> data;  // The chunk, once done and ok.
   size_t len = 0;
 };
@@ -56,11 +63,11 @@ struct ShardFetcher::Job {
 
 struct ShardFetcher::ShardState {
   std::mutex mu;
-  bool any = false;      // Guarded by mu: a read happened.
-  uint64_t last = 0;     // Guarded by mu: the last chunk read.
-  uint64_t window = 0;   // Guarded by mu: chunks to fetch ahead.
+  bool any = false;                              // Guarded by mu: a read happened.
+  uint64_t last = 0;                             // Guarded by mu: the last chunk read.
+  uint64_t window = 0;                           // Guarded by mu: chunks to fetch ahead.
   std::array<uint64_t, kRecentChunks> recent{};  // Guarded by mu; +1 (0: empty).
-  size_t recent_next = 0;                         // Guarded by mu.
+  size_t recent_next = 0;                        // Guarded by mu.
 
   bool Recent(uint64_t chunk) const {
     return std::find(recent.begin(), recent.end(), chunk + 1) != recent.end();
@@ -101,7 +108,7 @@ ShardFetcher::ShardFetcher(FetcherOptions options, std::vector<FetchShard> shard
       urls_(std::move(urls)),
       cache_(std::move(cache)),
       state_(std::make_unique<ShardState[]>(shards_.size())),
-          shard_counters_(std::make_unique<std::atomic<uint64_t>[]>(shards_.size() * kShardCounters)),
+      shard_counters_(std::make_unique<std::atomic<uint64_t>[]>(shards_.size() * kShardCounters)),
       counters_(std::make_unique<Counters>()) {
   options_.fetch.cancel = &cancel_;
 }
@@ -154,8 +161,7 @@ void ShardFetcher::NoteRead(uint32_t shard, uint64_t first, uint64_t last, uint6
   }
   // Pushes run ahead of the program's own READs, which then land a chunk or
   // two behind the furthest read: still the same sweep.
-  const bool sequential =
-      s.any && first <= s.last + 1 && first + options_.max_ahead + 1 >= s.last;
+  const bool sequential = s.any && first <= s.last + 1 && first + options_.max_ahead + 1 >= s.last;
   if (!sequential) {
     s.window = 0;
     s.last = last;
@@ -294,8 +300,7 @@ void ShardFetcher::NoteDelivered(index::ShardId shard, uint64_t bytes, bool push
   if (pushed) sc[kPushed].fetch_add(bytes, std::memory_order_relaxed);
 }
 
-Status ShardFetcher::Warm(const ShardHandle& shard, uint64_t pos, uint64_t len,
-                          uint64_t* fetched) {
+Status ShardFetcher::Warm(const ShardHandle& shard, uint64_t pos, uint64_t len, uint64_t* fetched) {
   const uint32_t id = shard->id().value;
   if (id >= shards_.size() || len == 0) return Status::Ok();
   const uint64_t cs = options_.chunk_size;
@@ -375,7 +380,8 @@ void ShardFetcher::Run() {
       sc[kFetches].fetch_add(1, std::memory_order_relaxed);
       if (job.ahead) counters_->fetched_ahead.fetch_add(1, std::memory_order_relaxed);
       Status ins = cache_->Insert(job.key, data.get(), len);
-      if (!ins.ok()) log::Warning("chunk cache: {}; the chunk is served but not kept", ins.message());
+      if (!ins.ok())
+        log::Warning("chunk cache: {}; the chunk is served but not kept", ins.message());
     } else {
       sc[kErrors].fetch_add(1, std::memory_order_relaxed);
       // One line per failed chunk: each ends a retry budget, so they are few.

@@ -89,21 +89,21 @@ struct ShardFetchStats {
   // Handed to the kernel: READ replies and files pushed ahead (a program that
   // overtakes a push READs the file too, so the sum can pass the files' size).
   uint64_t bytes_delivered = 0;
-  uint64_t bytes_pushed = 0;     // Of bytes_delivered, the pushes.
-  uint64_t bytes_fetched = 0;    // Fetched from the shard's source.
-  uint64_t chunk_hits = 0;       // Chunk reads the cache answered.
-  uint64_t chunk_misses = 0;     // Chunk reads that waited for a fetch.
-  uint64_t fetches = 0;          // Chunks fetched (completed).
-  uint64_t errors = 0;           // Fetches that failed.
+  uint64_t bytes_pushed = 0;   // Of bytes_delivered, the pushes.
+  uint64_t bytes_fetched = 0;  // Fetched from the shard's source.
+  uint64_t chunk_hits = 0;     // Chunk reads the cache answered.
+  uint64_t chunk_misses = 0;   // Chunk reads that waited for a fetch.
+  uint64_t fetches = 0;        // Chunks fetched (completed).
+  uint64_t errors = 0;         // Fetches that failed.
 };
 
 struct FetcherStats {
   ShardFetchStats total;
-  uint64_t fetched_ahead = 0;     // Chunks fetched for a sequential reader ahead of it.
-  uint64_t ahead_dropped = 0;     // Fetches ahead not queued: the queue was full.
-  uint64_t wait_timeouts = 0;     // Reads that gave up waiting for a fetch.
-  uint64_t fetches_running = 0;   // Chunks being fetched now.
-  uint64_t queued = 0;            // Chunks waiting for a fetcher thread.
+  uint64_t fetched_ahead = 0;    // Chunks fetched for a sequential reader ahead of it.
+  uint64_t ahead_dropped = 0;    // Fetches ahead not queued: the queue was full.
+  uint64_t wait_timeouts = 0;    // Reads that gave up waiting for a fetch.
+  uint64_t fetches_running = 0;  // Chunks being fetched now.
+  uint64_t queued = 0;           // Chunks waiting for a fetcher thread.
   uint64_t chunk_size = 0;
   unsigned threads = 0;
   ChunkCacheStats cache;
@@ -191,10 +191,10 @@ class ShardFetcher : public ChunkedReader {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Job> demand_;  // Guarded by mu_.
-  std::deque<Job> ahead_;   // Guarded by mu_.
+  std::deque<Job> demand_;                                                     // Guarded by mu_.
+  std::deque<Job> ahead_;                                                      // Guarded by mu_.
   std::unordered_map<ChunkKey, std::shared_ptr<Inflight>, KeyHash> inflight_;  // Guarded by mu_.
-  bool stop_ = false;                 // Guarded by mu_.
+  bool stop_ = false;                                                          // Guarded by mu_.
   std::vector<std::thread> threads_;  // Only touched by Start and Stop.
 };
 

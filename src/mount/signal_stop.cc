@@ -49,28 +49,28 @@ SignalStop::~SignalStop() {
 
 void SignalStop::Watch(std::function<void()> before_exit, std::function<void()> end_loop) {
   loop_thread_ = ::pthread_self();
-  watcher_ = std::thread([this, before_exit = std::move(before_exit),
-                          end_loop = std::move(end_loop)] {
-    pollfd p{pipe_[0], POLLIN, 0};
-    for (;;) {
-      if (::poll(&p, 1, -1) < 0 && errno != EINTR) return;
-      char b[16];
-      while (::read(pipe_[0], b, sizeof b) > 0) {
-      }
-      if (loop_ended_.load()) return;
-      if (p.revents & POLLIN) break;
-    }
-    log::Info("signal: unmounting");
-    before_exit();
-    exiting_.store(true);
-    end_loop();
-    // The loop's thread sleeps until a worker or a signal wakes it; a
-    // signal sent just before it went to sleep would be lost, so repeat.
-    while (!loop_ended_.load()) {
-      ::pthread_kill(loop_thread_, SIGTERM);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
+  watcher_ =
+      std::thread([this, before_exit = std::move(before_exit), end_loop = std::move(end_loop)] {
+        pollfd p{pipe_[0], POLLIN, 0};
+        for (;;) {
+          if (::poll(&p, 1, -1) < 0 && errno != EINTR) return;
+          char b[16];
+          while (::read(pipe_[0], b, sizeof b) > 0) {
+          }
+          if (loop_ended_.load()) return;
+          if (p.revents & POLLIN) break;
+        }
+        log::Info("signal: unmounting");
+        before_exit();
+        exiting_.store(true);
+        end_loop();
+        // The loop's thread sleeps until a worker or a signal wakes it; a
+        // signal sent just before it went to sleep would be lost, so repeat.
+        while (!loop_ended_.load()) {
+          ::pthread_kill(loop_thread_, SIGTERM);
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      });
 }
 
 void SignalStop::LoopEnded() {

@@ -1,5 +1,7 @@
 // remote/aws_config.h: AWS configuration from the environment and from
 // ~/.aws files.
+#include "remote/aws_config.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -7,7 +9,6 @@
 #include <string>
 #include <string_view>
 
-#include "remote/aws_config.h"
 #include "tests/unit/remote_test_util.h"
 #include "tests/unit/test_util.h"
 
@@ -47,8 +48,9 @@ TEST_F(AwsConfigTest, FilesGiveTheDefaultProfile) {
   WriteCredentials(
       "# comment\n[default]\naws_access_key_id = AKFILE\naws_secret_access_key=SFILE\n"
       "aws_session_token = TFILE\n\n[other]\naws_access_key_id=AKO\naws_secret_access_key=SO\n");
-  WriteConfig("[default]\nregion = eu-central-1\n; c\nendpoint_url = http://127.0.0.1:9000/\n"
-              "s3 =\n  addressing_style = path\n");
+  WriteConfig(
+      "[default]\nregion = eu-central-1\n; c\nendpoint_url = http://127.0.0.1:9000/\n"
+      "s3 =\n  addressing_style = path\n");
   auto c = LoadAwsConfig();
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_TRUE(c->sign);
@@ -60,10 +62,12 @@ TEST_F(AwsConfigTest, FilesGiveTheDefaultProfile) {
 }
 
 TEST_F(AwsConfigTest, NamedProfileReadsProfileSections) {
-  WriteCredentials("[default]\naws_access_key_id=AKD\naws_secret_access_key=SD\n"
-                   "[train]\naws_access_key_id=AKT\naws_secret_access_key=ST\n");
-  WriteConfig("[default]\nregion=us-west-2\n[profile train]\nregion = ap-south-1\n"
-              "endpoint_url = https://minio.internal:9000\n");
+  WriteCredentials(
+      "[default]\naws_access_key_id=AKD\naws_secret_access_key=SD\n"
+      "[train]\naws_access_key_id=AKT\naws_secret_access_key=ST\n");
+  WriteConfig(
+      "[default]\nregion=us-west-2\n[profile train]\nregion = ap-south-1\n"
+      "endpoint_url = https://minio.internal:9000\n");
   env_.Set("AWS_PROFILE", "train");
   auto c = LoadAwsConfig();
   ASSERT_TRUE(c.ok()) << c.status().message();

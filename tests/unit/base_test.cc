@@ -93,12 +93,19 @@ TEST(CodingTest, VarintsRoundTripAndRefuseWhatIsCutOrTooLong) {
 }
 
 TEST(ParseSizeTest, DigitsAndBinarySuffixes) {
-  const std::pair<const char*, uint64_t> ok[] = {
-      {"0", 0},          {"4096", 4096},        {"7B", 7},
-      {"4K", 4 << 10},   {"4k", 4 << 10},       {"4KiB", 4 << 10},
-      {"64M", 64 << 20}, {"64MiB", 64 << 20},   {"2G", 2ull << 30},
-      {"1GiB", 1 << 30}, {"3T", 3ull << 40},    {"3TiB", 3ull << 40},
-      {"16777215T", 16777215ull << 40}};
+  const std::pair<const char*, uint64_t> ok[] = {{"0", 0},
+                                                 {"4096", 4096},
+                                                 {"7B", 7},
+                                                 {"4K", 4 << 10},
+                                                 {"4k", 4 << 10},
+                                                 {"4KiB", 4 << 10},
+                                                 {"64M", 64 << 20},
+                                                 {"64MiB", 64 << 20},
+                                                 {"2G", 2ull << 30},
+                                                 {"1GiB", 1 << 30},
+                                                 {"3T", 3ull << 40},
+                                                 {"3TiB", 3ull << 40},
+                                                 {"16777215T", 16777215ull << 40}};
   for (const auto& [text, want] : ok) {
     uint64_t got = 1;
     EXPECT_TRUE(ParseSize(text, &got)) << text;
@@ -165,13 +172,15 @@ TEST(StringsTest, Utf8IsWellFormedOnly) {
   EXPECT_TRUE(IsUtf8(""));
   EXPECT_TRUE(IsUtf8("plain"));
   EXPECT_TRUE(IsUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
-  EXPECT_TRUE(IsUtf8("\xf4\x8f\xbf\xbf"));  // U+10FFFF
-  EXPECT_FALSE(IsUtf8("\xc0\xaf"));           // Overlong '/'.
-  EXPECT_FALSE(IsUtf8("\xe0\x80\xaf"));       // Overlong, three bytes.
-  EXPECT_FALSE(IsUtf8("\xed\xa0\x80"));       // A surrogate.
-  EXPECT_FALSE(IsUtf8("\xf4\x90\x80\x80"));   // Past U+10FFFF.
-  EXPECT_FALSE(IsUtf8("\xc3"));               // Cut short.
-  EXPECT_FALSE(IsUtf8("a\x80" "b"));          // A lone continuation byte.
+  EXPECT_TRUE(IsUtf8("\xf4\x8f\xbf\xbf"));   // U+10FFFF
+  EXPECT_FALSE(IsUtf8("\xc0\xaf"));          // Overlong '/'.
+  EXPECT_FALSE(IsUtf8("\xe0\x80\xaf"));      // Overlong, three bytes.
+  EXPECT_FALSE(IsUtf8("\xed\xa0\x80"));      // A surrogate.
+  EXPECT_FALSE(IsUtf8("\xf4\x90\x80\x80"));  // Past U+10FFFF.
+  EXPECT_FALSE(IsUtf8("\xc3"));              // Cut short.
+  EXPECT_FALSE(
+      IsUtf8("a\x80"
+             "b"));  // A lone continuation byte.
   EXPECT_EQ(Utf8SequenceLength("\xe2\x82\xac", 0), 3u);
   EXPECT_EQ(Utf8SequenceLength("x\xe2\x82", 1), 0u);
 }

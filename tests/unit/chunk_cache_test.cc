@@ -27,8 +27,8 @@ namespace shardfs::mount {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 using shardfs::testing::TempDir;
+using ::testing::HasSubstr;
 
 constexpr uint64_t kChunk = 4096;
 // Each shard: 100 full chunks and a short last one.
@@ -486,8 +486,7 @@ TEST(ChunkCacheTest, SecondOpenOfADirRefused) {
   auto second = ChunkCache::Open({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(second.status().message(),
-            "cache_dir " + d + ": in use by another shardfs process");
+  EXPECT_EQ(second.status().message(), "cache_dir " + d + ": in use by another shardfs process");
   // Another process is refused as well, and the lock goes with its holder.
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);

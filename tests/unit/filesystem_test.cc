@@ -30,12 +30,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using index::EntryType;
-using shardfs::testing::CommandResult;
-using shardfs::testing::TempDir;
-using ::testing::HasSubstr;
 using mount_testing::IndexShards;
 using mount_testing::InodeOf;
 using mount_testing::OpenFs;
+using shardfs::testing::CommandResult;
+using shardfs::testing::TempDir;
+using ::testing::HasSubstr;
 
 // Archives the top-level names of `src` into `shard` (GNU tar, posix
 // format: nanosecond mtimes) and indexes it at `idx`.
@@ -551,7 +551,7 @@ TEST_F(DirCursorTest, AnyOffsetCanBeSoughtAndRereadAndDotsCarryInodes) {
     EXPECT_EQ(got[0].name, want) << off;
     EXPECT_EQ(got[0].next_off, off + 1);
   }
-  EXPECT_TRUE(ReadSome(*c, names_.size() + 2, 5).empty());  // At the end.
+  EXPECT_TRUE(ReadSome(*c, names_.size() + 2, 5).empty());   // At the end.
   EXPECT_TRUE(ReadSome(*c, names_.size() + 40, 5).empty());  // Past it.
   // Where the last call ended, reading on resumes after its name.
   std::vector<Got> a = ReadSome(*c, 100, 4);

@@ -2,6 +2,9 @@
 // server whose answers each test scripts (206s, 503s, 429 + Retry-After,
 // resets and stalls mid-body, 412s, wrong totals, validators, redirects,
 // SigV4 headers). No network beyond 127.0.0.1.
+#include "remote/http_client.h"
+
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,10 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "remote/aws_config.h"
-#include "remote/http_client.h"
 #include "remote/request_stats.h"
 #include "remote/retry.h"
 #include "remote/url.h"
@@ -71,7 +71,9 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-uint64_t Errors(const RequestStatsSnapshot& s, ErrorKind k) { return s.errors[static_cast<int>(k)]; }
+uint64_t Errors(const RequestStatsSnapshot& s, ErrorKind k) {
+  return s.errors[static_cast<int>(k)];
+}
 
 class HttpClientTest : public ::testing::Test {
  protected:
@@ -180,8 +182,8 @@ TEST_F(HttpClientTest, A429WithRetryAfterIsWaitedFor) {
 TEST_F(HttpClientTest, AResetMidBodyResumesFromTheFirstMissingByte) {
   LoopbackServer server([this](int fd, const HttpRequest& req, int i) {
     if (i == 0) {
-      Respond(fd, "206 Partial Content",
-              {"ETag: " + kEtag, "Content-Range: bytes 100-299/1000"}, obj_.substr(100, 200), 120);
+      Respond(fd, "206 Partial Content", {"ETag: " + kEtag, "Content-Range: bytes 100-299/1000"},
+              obj_.substr(100, 200), 120);
       return After::kReset;
     }
     return ServeRanges(fd, req);
@@ -383,9 +385,8 @@ TEST_F(HttpClientTest, GetStreamRefusesAnObjectChangedMidStream) {
 TEST_F(HttpClientTest, GetStreamStopsWhenTheSinkSaysSo) {
   LoopbackServer server([](int fd, const HttpRequest& req, int) { return ServeRanges(fd, req); });
   HttpClient client(FastOptions(), AwsConfig(), &stats_);
-  auto info = client.GetStream(Url(server.Url("/a.tar")), [](const char*, size_t) {
-    return Status::IoError("disk full");
-  });
+  auto info = client.GetStream(Url(server.Url("/a.tar")),
+                               [](const char*, size_t) { return Status::IoError("disk full"); });
   ASSERT_FALSE(info.ok());
   EXPECT_THAT(info.status().message(), HasSubstr("disk full"));
   EXPECT_EQ(server.requests().size(), 1u);
@@ -428,9 +429,8 @@ TEST_F(HttpClientTest, CancelEndsARetryLoopQuickly) {
     cancel = true;
   });
   const Clock::time_point t1 = Clock::now();
-  auto r = client2.GetStream(Url(stall.Url("/a.tar")), [](const char*, size_t) {
-    return Status::Ok();
-  });
+  auto r =
+      client2.GetStream(Url(stall.Url("/a.tar")), [](const char*, size_t) { return Status::Ok(); });
   canceller2.join();
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("cancelled"));

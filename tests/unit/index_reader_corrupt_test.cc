@@ -189,8 +189,8 @@ TEST_F(IndexReaderCorruptTest, MaxInodeBeyondTheKeysOfTheIndexIsRefused) {
 TEST_F(IndexReaderCorruptTest, EveryNumericMetaValueMustBeADecimalNumber) {
   const std::string_view names[] = {kMetaFiles, kMetaDirs,     kMetaSymlinks,
                                     kMetaBytes, kMetaMaxInode, kMetaSchemaVersion};
-  const std::string bad[] = {"", "5x", "-1", " 5", "+5", "0x5", "5.0", "99999999999999999999",
-                             std::string("5\0", 2)};
+  const std::string bad[] = {
+      "", "5x", "-1", " 5", "+5", "0x5", "5.0", "99999999999999999999", std::string("5\0", 2)};
   for (std::string_view name : names) {
     for (const std::string& value : bad) {
       SCOPED_TRACE(std::string(name) + " = '" + value + "'");

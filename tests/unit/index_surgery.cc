@@ -1,9 +1,9 @@
 #include "tests/unit/index_surgery.h"
 
-#include <memory>
-
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
+
+#include <memory>
 
 namespace shardfs::testing {
 

@@ -22,7 +22,6 @@ namespace shardfs::index {
 namespace {
 
 namespace fs = std::filesystem;
-using shardfs::testing::TempDir;
 using shardfs::testing::ChildNames;
 using shardfs::testing::DirMember;
 using shardfs::testing::EntryAt;
@@ -30,6 +29,7 @@ using shardfs::testing::FileMember;
 using shardfs::testing::HardLinkMember;
 using shardfs::testing::PathExists;
 using shardfs::testing::SymlinkMember;
+using shardfs::testing::TempDir;
 using ::testing::HasSubstr;
 
 class IndexWriterTest : public shardfs::testing::WriterFixture {

@@ -89,13 +89,12 @@ TEST(JsonObjectTest, PythonGivesBackTheExactBytes) {
   TempDir dir;
   std::string in = dir.path() + "/in.json";
   shardfs::testing::WriteFile(in, line);
-  auto r = shardfs::testing::Run(
-      {shardfs::testing::Python3(), "-c",
-       "import json, os, sys\n"
-       "d = json.load(open(sys.argv[1]))\n"
-       "sys.stdout.buffer.write(os.fsencode(d['entry']['path']))\n"
-       "sys.stdout.buffer.write(b'|' + os.fsencode(list(d)[1]))\n",
-       in});
+  auto r = shardfs::testing::Run({shardfs::testing::Python3(), "-c",
+                                  "import json, os, sys\n"
+                                  "d = json.load(open(sys.argv[1]))\n"
+                                  "sys.stdout.buffer.write(os.fsencode(d['entry']['path']))\n"
+                                  "sys.stdout.buffer.write(b'|' + os.fsencode(list(d)[1]))\n",
+                                  in});
   ASSERT_TRUE(r.ok()) << r.describe;
   EXPECT_EQ(r.out, all + "|key\xff");
 }

@@ -48,12 +48,12 @@ TEST(MountOptionsTest, NoOptionsKeepTheDefaults) {
 }
 
 TEST(MountOptionsTest, EveryOption) {
-  MountOptions o = Parse(
-      {"entry_timeout=2.5,attr_timeout=0,threads=3,idle_threads=2,clone_fd=0,kernel_open=no",
-       "splice=off,block_cache=32M,preload_index=0,prefill_dirs=false,push_ahead=1M",
-       "prefill_entries=5000",
-       "drop_behind=0,push_random=2M,push_threads=5,shard_readahead=0,max_open_shards=7",
-       "verify=always,uid=1000,gid=100,umask=027,nonempty,ro"});
+  MountOptions o =
+      Parse({"entry_timeout=2.5,attr_timeout=0,threads=3,idle_threads=2,clone_fd=0,kernel_open=no",
+             "splice=off,block_cache=32M,preload_index=0,prefill_dirs=false,push_ahead=1M",
+             "prefill_entries=5000",
+             "drop_behind=0,push_random=2M,push_threads=5,shard_readahead=0,max_open_shards=7",
+             "verify=always,uid=1000,gid=100,umask=027,nonempty,ro"});
   EXPECT_EQ(o.entry_timeout, 2.5);
   EXPECT_EQ(o.attr_timeout, 0);
   EXPECT_EQ(o.threads, 3u);
@@ -157,14 +157,17 @@ TEST(MountOptionsTest, BadValuesAreRefusedWithWhatWasExpected) {
            {"splice=", "-o splice=: expected 0 or 1"},
            {"preload_index=yes please", "-o preload_index=yes please: expected 0 or 1"},
            {"prefill_dirs=-1", "-o prefill_dirs=-1: expected 0 or 1"},
-           {"prefill_entries=1.5", "-o prefill_entries=1.5: expected a whole number of entries, "
-                                   "or 0 for the default"},
-           {"prefill_entries=1e30", "-o prefill_entries=1e30: expected a whole number of entries, "
-                                    "or 0 for the default"},
+           {"prefill_entries=1.5",
+            "-o prefill_entries=1.5: expected a whole number of entries, "
+            "or 0 for the default"},
+           {"prefill_entries=1e30",
+            "-o prefill_entries=1e30: expected a whole number of entries, "
+            "or 0 for the default"},
            {"push_ahead=big", "-o push_ahead=big: expected a size such as 4M, or 0"},
            {"drop_behind=on2", "-o drop_behind=on2: expected 0 or 1"},
-           {"push_random=sometimes", "-o push_random=sometimes: expected a size such as 1M, 0, "
-                                     "or auto"},
+           {"push_random=sometimes",
+            "-o push_random=sometimes: expected a size such as 1M, 0, "
+            "or auto"},
            {"push_threads=65", "-o push_threads=65: expected a thread count 1..64"},
            {"block_cache=16Q", "-o block_cache=16Q: expected a size such as 16M"},
            {"shard_readahead=-4M", "-o shard_readahead=-4M: expected a size such as 8M, or 0"},

@@ -16,10 +16,10 @@
 #include "tools/index_build.h"
 
 namespace shardfs::mount_testing {
+using mount::EntryRecord;
 using mount::Filesystem;
 using mount::FilesystemOptions;
 using mount::InodeId;
-using mount::EntryRecord;
 
 // Indexes `shards` at `idx`.
 inline void IndexShards(const std::vector<std::string>& shards, const std::string& idx,

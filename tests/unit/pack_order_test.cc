@@ -20,8 +20,8 @@ std::pair<std::string, std::string> Key(std::string_view path) {
 }
 
 TEST(WebDatasetKeyTest, DirectoryPlusNameUpToTheFirstDot) {
-  EXPECT_EQ(Key("train/n01/n01_10.jpg"), std::make_pair(std::string("train/n01/n01_10"),
-                                                        std::string("jpg")));
+  EXPECT_EQ(Key("train/n01/n01_10.jpg"),
+            std::make_pair(std::string("train/n01/n01_10"), std::string("jpg")));
   EXPECT_EQ(Key("a/b.c.d"), std::make_pair(std::string("a/b"), std::string("c.d")));
   EXPECT_EQ(Key("x.tar.gz"), std::make_pair(std::string("x"), std::string("tar.gz")));
   EXPECT_EQ(Key("dir.v2/s.jpg"), std::make_pair(std::string("dir.v2/s"), std::string("jpg")));
@@ -45,9 +45,10 @@ std::vector<std::string> Sorted(std::vector<SourceEntry> entries) {
 }
 
 TEST(PackOrderTest, ASampleStaysWholeAndDirectoriesPrecedeTheirContents) {
-  std::vector<SourceEntry> e = {Entry("x/s.z"), Entry("x/s.b", SourceKind::kDir),
-                                Entry("x/s.b/in.txt"), Entry("x/s.a"),
-                                Entry("x", SourceKind::kDir), Entry("x/r.jpg"), Entry("")};
+  std::vector<SourceEntry> e = {
+      Entry("x/s.z"), Entry("x/s.b", SourceKind::kDir), Entry("x/s.b/in.txt"),
+      Entry("x/s.a"), Entry("x", SourceKind::kDir),     Entry("x/r.jpg"),
+      Entry("")};
   e.front().kind = SourceKind::kFile;
   e.back().kind = SourceKind::kDir;
   EXPECT_EQ(Sorted(e), (std::vector<std::string>{"", "x", "x/r.jpg", "x/s.a", "x/s.z", "x/s.b",

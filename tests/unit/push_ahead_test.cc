@@ -108,9 +108,8 @@ class PushAheadTest : public ::testing::Test {
   }
 
   // The names PushAhead::Plan gives after `path`, `max_bytes` at most.
-  std::vector<std::string> Plan(const Filesystem& fs, const PushAhead& push,
-                                std::string_view path, uint64_t max_bytes,
-                                bool stop_at_pushed = false) {
+  std::vector<std::string> Plan(const Filesystem& fs, const PushAhead& push, std::string_view path,
+                                uint64_t max_bytes, bool stop_at_pushed = false) {
     std::vector<PlannedFile> files;
     Status s = push.Plan(InodeOf(fs, path), max_bytes, stop_at_pushed, &files);
     EXPECT_TRUE(s.ok()) << s.message();
@@ -427,8 +426,8 @@ TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
   std::condition_variable cv;
   bool release = false;
   int stores = 0;
-  PushOptions o{.sequential_bytes = 1 << 20, .random_bytes = 1 << 20, .threads = 1,
-                .queue_capacity = 4};
+  PushOptions o{
+      .sequential_bytes = 1 << 20, .random_bytes = 1 << 20, .threads = 1, .queue_capacity = 4};
   PushAhead push(fs.get(), o, [&](InodeId, const char*, size_t) {
     std::unique_lock<std::mutex> lock(mu);
     ++stores;
@@ -544,9 +543,10 @@ TEST_F(PushAheadTest, DropBehindASequentialReaderFreesTheShardPagesBehindIt) {
     auto fs = OpenFs(idx_);
     ASSERT_TRUE(fs);
     RecordingStore store;
-    PushAhead push(fs.get(), {.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0,
-                              .drop_behind = drop},
-                   store.fn());
+    PushAhead push(
+        fs.get(),
+        {.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0, .drop_behind = drop},
+        store.fn());
     std::string buf(1 << 20, '\0');
     uint64_t end = 0;
     for (int i = 0; i < 40; ++i) {
@@ -575,9 +575,10 @@ TEST_F(PushAheadTest, DropBehindAShuffledReaderFreesOnlyThePagesOfTheFilesItRead
     auto fs = OpenFs(idx_);
     ASSERT_TRUE(fs);
     RecordingStore store;
-    PushAhead push(fs.get(), {.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0,
-                              .drop_behind = drop},
-                   store.fn());
+    PushAhead push(
+        fs.get(),
+        {.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0, .drop_behind = drop},
+        store.fn());
     std::string buf(1 << 20, '\0');
     auto interior = [&](const ReadRange& r) {
       uint64_t from = (r.position + page - 1) / page * page;

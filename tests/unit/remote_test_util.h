@@ -6,6 +6,7 @@
 #define SHARDFS_TESTS_UNIT_REMOTE_TEST_UTIL_H_
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -25,8 +26,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "remote/http_client.h"
 
@@ -86,8 +85,8 @@ inline void WriteAll(int fd, std::string_view data) {
 // "HTTP/1.1 <status>" with headers (Content-Length added when missing) and
 // a body, of which only `send_bytes` are written when given.
 inline void Respond(int fd, std::string_view status, std::vector<std::string> headers,
-             std::string_view body, std::optional<size_t> send_bytes = std::nullopt,
-             bool head = false) {
+                    std::string_view body, std::optional<size_t> send_bytes = std::nullopt,
+                    bool head = false) {
   std::string out = fmt::format("HTTP/1.1 {}\r\n", status);
   bool has_length = false;
   for (const std::string& h : headers) {

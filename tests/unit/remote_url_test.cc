@@ -49,9 +49,9 @@ TEST(RemoteUrlTest, ParsesAndGivesBackTheCanonicalText) {
 }
 
 TEST(RemoteUrlTest, RefusesWhatIsNotAUrl) {
-  for (const char* bad : {"s3://", "s3:///key", "s3://bu cket/k", "s3://b$/k", "http://",
-                          "http:///x", "https://:80/x", "ftp://h/x", "/local/path",
-                          "http://h/a b"}) {
+  for (const char* bad :
+       {"s3://", "s3:///key", "s3://bu cket/k", "s3://b$/k", "http://", "http:///x",
+        "https://:80/x", "ftp://h/x", "/local/path", "http://h/a b"}) {
     auto r = ParseRemoteUrl(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {

@@ -1,10 +1,10 @@
 // remote/request_stats.h: latency buckets and request counters.
+#include "remote/request_stats.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
-
-#include "remote/request_stats.h"
 
 namespace shardfs::remote {
 namespace {

@@ -1,11 +1,11 @@
 // remote/retry.h: backoff with full jitter and retry planning within a budget.
+#include "remote/retry.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <map>
 #include <optional>
-
-#include "remote/retry.h"
 
 namespace shardfs::remote {
 namespace {

@@ -1,17 +1,17 @@
 // remote/s3_list.h: ListObjectsV2 XML parsing, and ListS3 against an
 // in-process loopback HTTP server. No network beyond 127.0.0.1.
+#include "remote/s3_list.h"
+
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
 
-#include <fmt/format.h>
-
 #include "remote/aws_config.h"
 #include "remote/http_client.h"
 #include "remote/request_stats.h"
-#include "remote/s3_list.h"
 #include "tests/unit/remote_test_util.h"
 
 namespace shardfs::remote {
@@ -60,10 +60,10 @@ TEST(S3ListXmlTest, EmptyListAndErrors) {
   EXPECT_FALSE(
       ParseListObjectsV2("<ListBucketResult><Contents><Size>1</Size></Contents></ListBucketResult>")
           .ok());
-  EXPECT_FALSE(ParseListObjectsV2(
-                   "<ListBucketResult><Contents><Key>k</Key><Size>x</Size></Contents>"
-                   "</ListBucketResult>")
-                   .ok());
+  EXPECT_FALSE(
+      ParseListObjectsV2("<ListBucketResult><Contents><Key>k</Key><Size>x</Size></Contents>"
+                         "</ListBucketResult>")
+          .ok());
   EXPECT_FALSE(
       ParseListObjectsV2("<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>")
           .ok());
@@ -81,14 +81,16 @@ TEST_F(S3ListTest, ListS3FollowsContinuationTokensWithSortedQueries) {
   LoopbackServer server([](int fd, const HttpRequest& req, int) {
     std::string body;
     if (req.target == "/bkt?list-type=2&prefix=d%2F") {
-      body = "<ListBucketResult><IsTruncated>true</IsTruncated>"
-             "<NextContinuationToken>t/1=</NextContinuationToken>"
-             "<Contents><Key>d/b.tar</Key><ETag>&quot;e2&quot;</ETag><Size>20</Size></Contents>"
-             "</ListBucketResult>";
+      body =
+          "<ListBucketResult><IsTruncated>true</IsTruncated>"
+          "<NextContinuationToken>t/1=</NextContinuationToken>"
+          "<Contents><Key>d/b.tar</Key><ETag>&quot;e2&quot;</ETag><Size>20</Size></Contents>"
+          "</ListBucketResult>";
     } else if (req.target == "/bkt?continuation-token=t%2F1%3D&list-type=2&prefix=d%2F") {
-      body = "<ListBucketResult><IsTruncated>false</IsTruncated>"
-             "<Contents><Key>d/a.tar</Key><ETag>&quot;e1&quot;</ETag><Size>10</Size></Contents>"
-             "</ListBucketResult>";
+      body =
+          "<ListBucketResult><IsTruncated>false</IsTruncated>"
+          "<Contents><Key>d/a.tar</Key><ETag>&quot;e1&quot;</ETag><Size>10</Size></Contents>"
+          "</ListBucketResult>";
     } else {
       Respond(fd, "400 Bad Request", {}, "unexpected target " + req.target);
       return After::kKeep;

@@ -67,8 +67,8 @@ class ShardFetcherTest : public ::testing::Test {
     fo.fetch.retry_budget = std::chrono::milliseconds{200};
     fo.fetch.connect_timeout = std::chrono::milliseconds{100};
     fo.fetch.stall_timeout = std::chrono::milliseconds{100};
-    auto f = ShardFetcher::Create(fo, {FetchShard{path_, false, kSize, ""}},
-                                  std::move(cache).value());
+    auto f =
+        ShardFetcher::Create(fo, {FetchShard{path_, false, kSize, ""}}, std::move(cache).value());
     ASSERT_TRUE(f.ok()) << f.status().message();
     fetcher_ = std::move(f).value();
     int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
@@ -133,13 +133,13 @@ TEST_F(ShardFetcherTest, ReadsReturnTheFilesBytes) {
   };
   std::vector<Range> reads = {
       {0, 1},
-      {kChunk - 1, 2},                  // Across the first boundary.
-      {3 * kChunk - 10, kChunk + 20},   // Three chunks, partly each.
-      {5 * kChunk, kChunk},             // Exactly one chunk.
-      {kSize - 1000, 1000},             // The whole short last chunk.
-      {kSize - 1, 1},                   // The last byte.
-      {64 * kChunk - 5, 1005},          // Into the last chunk, to the end.
-      {20 * kChunk + 7, 5 * kChunk},    // Six chunks.
+      {kChunk - 1, 2},                 // Across the first boundary.
+      {3 * kChunk - 10, kChunk + 20},  // Three chunks, partly each.
+      {5 * kChunk, kChunk},            // Exactly one chunk.
+      {kSize - 1000, 1000},            // The whole short last chunk.
+      {kSize - 1, 1},                  // The last byte.
+      {64 * kChunk - 5, 1005},         // Into the last chunk, to the end.
+      {20 * kChunk + 7, 5 * kChunk},   // Six chunks.
   };
   std::mt19937_64 rng(7);
   for (int i = 0; i < 200; ++i) {
@@ -180,8 +180,8 @@ TEST_F(ShardFetcherTest, ReadsReturnTheFilesBytes) {
   EXPECT_EQ(per.shards[0].fetches, per.total.fetches);
 
   // Past the end: an error, and the buffer is not passed off as data.
-  const Range past[] = {{kSize - 10, 20}, {kSize, 1}, {kSize + kChunk, 10}, {0, kSize + 1},
-                       {UINT64_MAX - 5, 10}};
+  const Range past[] = {
+      {kSize - 10, 20}, {kSize, 1}, {kSize + kChunk, 10}, {0, kSize + 1}, {UINT64_MAX - 5, 10}};
   for (const Range& r : past) {
     std::string buf(r.len, '\x5a');
     Status st = shard_->ReadAt(buf.data(), r.len, r.pos);

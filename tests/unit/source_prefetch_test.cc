@@ -4,10 +4,9 @@
 #include "tools/source_prefetch.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 #include <xxhash.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>

@@ -4,11 +4,10 @@
 #include "tools/source_tree.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
@@ -51,9 +50,9 @@ class ScanTreeTest : public ::testing::Test {
 TEST_F(ScanTreeTest, ListsEveryEntryInTreeOrderRootFirst) {
   Result<TreeScan> scan = Scan();
   ASSERT_TRUE(scan.ok()) << scan.status().message();
-  EXPECT_EQ(Paths(*scan), (std::vector<std::string>{"", "a", "a/b", "a/b/y.txt", "a/x.cls",
-                                                     "a/x.jpg", "c", "c/keep.txt", "c/z.o", "skip",
-                                                     "skip/w"}));
+  EXPECT_EQ(Paths(*scan),
+            (std::vector<std::string>{"", "a", "a/b", "a/b/y.txt", "a/x.cls", "a/x.jpg", "c",
+                                      "c/keep.txt", "c/z.o", "skip", "skip/w"}));
   EXPECT_EQ(scan->entries[0].kind, SourceKind::kDir);
   const SourceEntry& f = scan->entries[4];
   EXPECT_EQ(f.kind, SourceKind::kFile);

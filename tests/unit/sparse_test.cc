@@ -172,8 +172,8 @@ TEST(SparseFilesystemTest, ReadsMatchTheSource) {
   const std::string want = testing::ReadFile(file);
   ASSERT_EQ(want.size(), size);
   const std::string shard = dir / "s.tar";
-  testing::CommandResult r = testing::Run(
-      {"tar", "--format=posix", "--sparse", "-C", src, "-cf", shard, "holes.bin"});
+  testing::CommandResult r =
+      testing::Run({"tar", "--format=posix", "--sparse", "-C", src, "-cf", shard, "holes.bin"});
   ASSERT_TRUE(r.ok()) << r.describe;
   mount_testing::IndexShards({shard}, dir / "idx");
   mount::FilesystemOptions o;
@@ -211,8 +211,7 @@ TEST(SparseFilesystemTest, ReadsMatchTheSource) {
     ASSERT_TRUE(fs->ResolveRead(inode, off, n, &range, &holder).ok());
     if (!range.gather && range.length > 0) {
       std::string direct(range.length, '\0');
-      ASSERT_TRUE(
-          PreadExact(range.shard->fd(), direct.data(), range.length, range.position).ok());
+      ASSERT_TRUE(PreadExact(range.shard->fd(), direct.data(), range.length, range.position).ok());
       EXPECT_EQ(direct, expect) << off << "+" << n;
     }
   }

@@ -2,6 +2,8 @@
 // with GNU tar's precedence, exact pax times, and GNU sparse 1.0 members
 // positioned by their declared size, as GNU tar reads them, whatever their
 // map accounts for. Archives are built byte for byte here.
+#include "tools/tar_headers.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "base/status.h"
-#include "tools/tar_headers.h"
 #include "tools/tar_scanner.h"
 
 namespace shardfs::tools {
@@ -28,7 +29,10 @@ std::string Header(std::string_view name, char type, uint64_t size) {
   std::snprintf(h.data() + 124, 12, "%011llo", static_cast<unsigned long long>(size));
   std::snprintf(h.data() + 136, 12, "%011o", 1000000000);
   h[156] = type;
-  std::memcpy(h.data() + 257, "ustar\0" "00", 8);
+  std::memcpy(h.data() + 257,
+              "ustar\0"
+              "00",
+              8);
   std::memset(h.data() + 148, ' ', 8);
   unsigned sum = 0;
   for (unsigned char c : h) sum += c;
@@ -59,11 +63,10 @@ std::string Sparse10(uint64_t extra, std::string_view map_text = "2\n0\n4096\n10
   std::string data = Pad(std::string(map_text));
   data += std::string(4096, 'x') + "yyy";
   data.resize(data.size() + extra, '\0');
-  std::string recs = Record("size", std::to_string(data.size())) +
-                     Record("GNU.sparse.major", "1") + Record("GNU.sparse.minor", "0") +
-                     Record("GNU.sparse.name", "a") + Record("GNU.sparse.realsize", "1073741827");
-  return Member("PaxHeader/a", 'x', recs) + Header("GNUSparseFile/a", '0', data.size()) +
-         Pad(data);
+  std::string recs = Record("size", std::to_string(data.size())) + Record("GNU.sparse.major", "1") +
+                     Record("GNU.sparse.minor", "0") + Record("GNU.sparse.name", "a") +
+                     Record("GNU.sparse.realsize", "1073741827");
+  return Member("PaxHeader/a", 'x', recs) + Header("GNUSparseFile/a", '0', data.size()) + Pad(data);
 }
 
 std::string End() { return std::string(1024, '\0'); }
@@ -71,12 +74,13 @@ std::string End() { return std::string(1024, '\0'); }
 std::vector<ScannedMember> ScanAll(const std::string& tar, Status* status) {
   std::vector<ScannedMember> out;
   ShardInfo info;
-  *status = ScanTarBytes("t.tar", tar.data(), tar.size(), ScanOptions{},
-                         [&](ScannedMember&& m) {
-                           out.push_back(std::move(m));
-                           return Status::Ok();
-                         },
-                         &info);
+  *status = ScanTarBytes(
+      "t.tar", tar.data(), tar.size(), ScanOptions{},
+      [&](ScannedMember&& m) {
+        out.push_back(std::move(m));
+        return Status::Ok();
+      },
+      &info);
   return out;
 }
 
@@ -94,8 +98,8 @@ TEST(TarHeadersTest, PaxTimesAreExact) {
 }
 
 TEST(TarHeadersTest, PaxPathAndGnuNameAreBothSeenInEitherOrder) {
-  const std::string pax = Member("PaxHeader/x", 'x', Record("path", "pax-name") +
-                                                          Record("mtime", "-1.5"));
+  const std::string pax =
+      Member("PaxHeader/x", 'x', Record("path", "pax-name") + Record("mtime", "-1.5"));
   const std::string gnu = Member("././@LongLink", 'L', std::string("gnu-name") + '\0');
   for (const std::string& ext : {pax + gnu, gnu + pax}) {
     std::string tar = ext + Member("short", '0', "hi") + End();
@@ -128,8 +132,7 @@ TEST(TarHeadersTest, Sparse10MapIsReadAsGnuTarReadsIt) {
   EXPECT_EQ(e.own_header, 1024u);
   std::optional<Sparse10Map> map = ReadSparse10Map(tar.data(), tar.size(), e);
   ASSERT_TRUE(map.has_value());
-  EXPECT_EQ(map->entries, (std::vector<std::pair<uint64_t, uint64_t>>{{0, 4096},
-                                                                      {1073741824, 3}}));
+  EXPECT_EQ(map->entries, (std::vector<std::pair<uint64_t, uint64_t>>{{0, 4096}, {1073741824, 3}}));
   EXPECT_EQ(map->data_start, 1536u + 512u);
   EXPECT_EQ(map->logical_end, 1073741827u);
   EXPECT_EQ(map->member_end, 1536u + 512u + 4608u);  // 512 + 4096 + 3 + 1, rounded up.
@@ -172,9 +175,9 @@ TEST(TarHeadersTest, ScannerGoesOnAfterASparse10MemberWhereItsDeclaredSizeEnds) 
 TEST(TarHeadersTest, ASparse10MemberWhoseMapOverrunsItsDataIsRefused) {
   // Declared size: the map block and 100 bytes, but the map claims 4099.
   std::string data = Pad("2\n0\n4096\n1073741824\n3\n") + std::string(100, 'x');
-  std::string recs = Record("size", std::to_string(data.size())) +
-                     Record("GNU.sparse.major", "1") + Record("GNU.sparse.minor", "0") +
-                     Record("GNU.sparse.name", "a") + Record("GNU.sparse.realsize", "1073741827");
+  std::string recs = Record("size", std::to_string(data.size())) + Record("GNU.sparse.major", "1") +
+                     Record("GNU.sparse.minor", "0") + Record("GNU.sparse.name", "a") +
+                     Record("GNU.sparse.realsize", "1073741827");
   std::string tar = Member("PaxHeader/a", 'x', recs) + Header("GNUSparseFile/a", '0', data.size()) +
                     Pad(data) + Member("b", '0', "foo\n") + End();
   Status s;

@@ -42,7 +42,8 @@ std::optional<Status> WithDeadline(Fn fn) {
 
 Status Scan(const std::string& path) {
   ShardInfo info;
-  return ScanTar(path, ScanOptions{}, [](ScannedMember&&) { return Status::Ok(); }, &info);
+  return ScanTar(
+      path, ScanOptions{}, [](ScannedMember&&) { return Status::Ok(); }, &info);
 }
 
 TEST(TarScannerSpecialTest, AFifoIsRefusedWithoutBlocking) {

@@ -445,8 +445,8 @@ TEST(TarWalkerTest, OnePassScanRestartsWhenTheWalkerDeclinesLate) {
 // one: the same error, also when the walker would have declined the shard
 // further on (the refusal then comes from libarchive's pass).
 TEST(TarWalkerTest, OnePassScanStopsAtARefusedMemberLikeTwoPasses) {
-  const std::string late = Member("a", '0', "one") + Member("b", '0', "two") +
-                           Header("fifo", '6', 0) + kEnd;
+  const std::string late =
+      Member("a", '0', "one") + Member("b", '0', "two") + Header("fifo", '6', 0) + kEnd;
   const std::string taken = Member("a", '0', "one") + Member("b", '0', "two") + kEnd;
   for (const std::string* t : {&late, &taken}) {
     SCOPED_TRACE(t == &late ? "declined late" : "taken");
@@ -472,8 +472,8 @@ TEST(TarWalkerTest, OnePassScanStopsAtARefusedMemberLikeTwoPasses) {
     }
     EXPECT_NE(results[0].find("refused b"), std::string::npos) << results[0];
     // Two passes report a, b; one pass that restarts reports a, b, then a, b again.
-    EXPECT_EQ(results[1], t == &late ? fmt::format("{} after a,b,a,b", results[0].substr(
-                                                       0, results[0].find(" after ")))
+    EXPECT_EQ(results[1], t == &late ? fmt::format("{} after a,b,a,b",
+                                                   results[0].substr(0, results[0].find(" after ")))
                                      : results[0]);
   }
 }

@@ -6,10 +6,9 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
@@ -149,8 +148,8 @@ TEST_F(TarWriterTest, ByteCountsMatchWhatIsWritten) {
   std::string data(700, 'x');
   std::string long_name(300, 'n');  // No '/': only pax can hold it.
   std::string split = std::string(120, 'p') + "/" + std::string(90, 'q');  // ustar prefix + name.
-  std::vector<TarMember> members = {File("short", data), File(long_name, data),
-                                    File(split, data), File("frac", data, 1500000000123456789)};
+  std::vector<TarMember> members = {File("short", data), File(long_name, data), File(split, data),
+                                    File("frac", data, 1500000000123456789)};
   for (const TarMember& m : members) {
     std::string header;
     AppendTarHeader(m, &header);
@@ -158,8 +157,7 @@ TEST_F(TarWriterTest, ByteCountsMatchWhatIsWritten) {
     std::vector<uint64_t> offsets;
     std::string path = Write({{m, data}}, &offsets, "one.tar");
     EXPECT_EQ(offsets[0], TarHeaderBytes(m)) << m.path;
-    EXPECT_EQ(::shardfs::testing::ReadFile(path).size(), TarMemberBytes(m) + kTarTrailer)
-        << m.path;
+    EXPECT_EQ(::shardfs::testing::ReadFile(path).size(), TarMemberBytes(m) + kTarTrailer) << m.path;
   }
   EXPECT_EQ(TarHeaderBytes(members[0]), kTarBlock);
   EXPECT_GT(TarHeaderBytes(members[1]), kTarBlock);
@@ -191,14 +189,15 @@ TEST_F(TarWriterTest, LongNamesAndSubsecondMtimesReadBackExactly) {
 
 TEST_F(TarWriterTest, PythonTarfileReadsTheSameMembers) {
   std::string long_name = std::string(150, 'x') + ".txt";
-  std::string path = Write({{File("a.txt", "hello"), "hello"}, {File(long_name, "world"), "world"}});
-  ::shardfs::testing::CommandResult r = ::shardfs::testing::Run(
-      {::shardfs::testing::Python3(), "-c",
-       "import sys, tarfile\n"
-       "with tarfile.open(sys.argv[1], 'r:') as t:\n"
-       "    for m in t.getmembers():\n"
-       "        print(m.name, m.size, t.extractfile(m).read().decode())\n",
-       path});
+  std::string path =
+      Write({{File("a.txt", "hello"), "hello"}, {File(long_name, "world"), "world"}});
+  ::shardfs::testing::CommandResult r =
+      ::shardfs::testing::Run({::shardfs::testing::Python3(), "-c",
+                               "import sys, tarfile\n"
+                               "with tarfile.open(sys.argv[1], 'r:') as t:\n"
+                               "    for m in t.getmembers():\n"
+                               "        print(m.name, m.size, t.extractfile(m).read().decode())\n",
+                               path});
   ASSERT_TRUE(r.ok()) << r.describe;
   EXPECT_EQ(r.out, "a.txt 5 hello\n" + long_name + " 5 world\n");
 }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -14,8 +15,6 @@
 #include <filesystem>
 #include <random>
 #include <stdexcept>
-
-#include <gtest/gtest.h>
 
 extern char** environ;
 

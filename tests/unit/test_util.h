@@ -91,8 +91,7 @@ index::MemberEntry DirMember(std::string path, int64_t mtime_ns = 1, uint32_t mo
                              uint32_t uid = 0);
 index::MemberEntry SymlinkMember(std::string path, std::string target, int64_t mtime_ns = 7);
 // Its size and mtime are junk: a hard link's data fields are ignored.
-index::MemberEntry HardLinkMember(std::string path, std::string target,
-                                  uint64_t header_offset = 0);
+index::MemberEntry HardLinkMember(std::string path, std::string target, uint64_t header_offset = 0);
 
 // Writes `members` as an index at `dir`/idx, with one shard `dir`/s.tar of
 // 1 MiB, and opens it. On failure records a test failure and returns nullptr.

@@ -53,14 +53,14 @@ std::vector<std::string> Paths(const Tree& tree) {
 TEST(TreeBuilderTest, InodesAreDenseInTreeOrderWithLinkCounts) {
   std::vector<MemberEntry> members = {FileMember("b/f", 2, 10), DirMember("a", 20),
                                       FileMember("a/x", 3, 30), FileMember("a.b", 5, 50),
-                                      DirMember("a/s", 1), SymlinkMember("l", "a")};
+                                      DirMember("a/s", 1),      SymlinkMember("l", "a")};
   Tree tree = BuildTree(members);
   EXPECT_THAT(Paths(tree), ElementsAre("", "a", "a/s", "a/x", "a.b", "b", "b/f", "l"));
   for (size_t i = 0; i < tree.nodes.size(); ++i) {
     EXPECT_EQ(tree.nodes[i].inode, i + 1) << tree.nodes[i].path;
     EXPECT_FALSE(tree.nodes[i].hardlink);
   }
-  EXPECT_EQ(NodeAt(tree, "").nlink, 4u);  // a, b
+  EXPECT_EQ(NodeAt(tree, "").nlink, 4u);   // a, b
   EXPECT_EQ(NodeAt(tree, "a").nlink, 3u);  // s
   EXPECT_EQ(NodeAt(tree, "a/s").nlink, 2u);
   EXPECT_EQ(NodeAt(tree, "b/f").nlink, 1u);
@@ -106,7 +106,7 @@ TEST(TreeBuilderTest, HardLinkToALaterOverwrittenFileKeepsTheOldInode) {
   const TreeNode& a = NodeAt(tree, "a");
   const TreeNode& b = NodeAt(tree, "b");
   EXPECT_EQ(a.member, 2);
-  EXPECT_EQ(b.member, 0);  // The old content.
+  EXPECT_EQ(b.member, 0);    // The old content.
   EXPECT_FALSE(b.hardlink);  // The only name left of its inode.
   EXPECT_NE(a.inode, b.inode);
   EXPECT_EQ(a.nlink, 1u);
@@ -141,10 +141,9 @@ TEST(TreeBuilderTest, LinkChainsAreOneInodeCarriedByTheFirstNameInTreeOrder) {
 }
 
 TEST(TreeBuilderTest, FileOverANonEmptyDirectoryIsRefused) {
-  std::vector<MemberEntry> members = {DirMember("d", 77, 0700), FileMember("d/x", 1),
-                                      FileMember("d", 2), SymlinkMember("d", "t"),
-                                      HardLinkMember("d", "d/x"), DirMember("e"),
-                                      FileMember("e", 3)};
+  std::vector<MemberEntry> members = {
+      DirMember("d", 77, 0700),   FileMember("d/x", 1), FileMember("d", 2), SymlinkMember("d", "t"),
+      HardLinkMember("d", "d/x"), DirMember("e"),       FileMember("e", 3)};
   Tree tree = BuildTree(members);
   ASSERT_EQ(tree.report.refusals.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
@@ -153,16 +152,16 @@ TEST(TreeBuilderTest, FileOverANonEmptyDirectoryIsRefused) {
   }
   EXPECT_EQ(NodeAt(tree, "d").type, EntryType::kDir);
   EXPECT_EQ(NodeAt(tree, "d").member, 0);
-  EXPECT_EQ(NodeAt(tree, "d/x").nlink, 1u);  // The refused link added no name.
+  EXPECT_EQ(NodeAt(tree, "d/x").nlink, 1u);             // The refused link added no name.
   EXPECT_EQ(NodeAt(tree, "e").type, EntryType::kFile);  // Over an empty directory.
   EXPECT_EQ(tree.report.replaced, 1u);
 }
 
 TEST(TreeBuilderTest, RefusalsNameTheMemberAndTheReason) {
-  std::vector<MemberEntry> members = {FileMember("", 1),           FileMember("n", 1),
-                                      FileMember("n/c/deep", 1),   HardLinkMember("h", "later"),
-                                      FileMember("later", 1),      DirMember("d"),
-                                      HardLinkMember("hd", "d"),   DirMember("", 5, 0700),
+  std::vector<MemberEntry> members = {FileMember("", 1),         FileMember("n", 1),
+                                      FileMember("n/c/deep", 1), HardLinkMember("h", "later"),
+                                      FileMember("later", 1),    DirMember("d"),
+                                      HardLinkMember("hd", "d"), DirMember("", 5, 0700),
                                       DirMember("", 6, 0750)};
   ReplayedTree replayed = ReplayMembers(members);
   const std::vector<Refusal>& r = replayed.report.refusals;
@@ -390,9 +389,9 @@ TEST(IndexPublishTest, PublishesReplacesAndLeavesNothingOnFailure) {
     EXPECT_EQ((*r)->Meta(kMetaSchemaVersion), "2");
   }
   // A failing part: the old index stays, nothing temporary is left.
-  const TablePart failing[] = {
-      meta_part("1"),
-      {"bad.sst", true, [](const KvSink&) { return Status::IoError("disk on fire"); }}};
+  const TablePart failing[] = {meta_part("1"), {"bad.sst", true, [](const KvSink&) {
+                                                  return Status::IoError("disk on fire");
+                                                }}};
   Result<uint64_t> failed = PublishIndex(out, *out_abs, failing);
   ASSERT_FALSE(failed.ok());
   EXPECT_THAT(failed.status().message(), HasSubstr("disk on fire"));

@@ -35,8 +35,8 @@ TEST(DiffEntriesTest, AddedAndRemovedByInode) {
 }
 
 TEST(DiffEntriesTest, SameInodeAtAnotherPathIsRenamed) {
-  ViewDiff d = DiffEntries({{2, "d/"}, {3, "d/x.jpg"}, {4, "z"}},
-                           {{2, "e/"}, {3, "e/x.jpg"}, {4, "z"}});
+  ViewDiff d =
+      DiffEntries({{2, "d/"}, {3, "d/x.jpg"}, {4, "z"}}, {{2, "e/"}, {3, "e/x.jpg"}, {4, "z"}});
   EXPECT_EQ(d.renamed, (std::vector<ViewRename>{{"d/", "e/"}, {"d/x.jpg", "e/x.jpg"}}));
   EXPECT_TRUE(d.added.empty());
   EXPECT_TRUE(d.removed.empty());
@@ -97,11 +97,20 @@ TEST(DiffEntriesTest, ManyEntriesFewDifferences) {
     std::string p = fmt::format("dir{:03}/file{:07}.jpg", i % 1000, i);
     a.push_back({i + 2, p});
     switch (i % 40) {
-      case 0: break;                                            // removed
-      case 10: b.push_back({i + 2, p + ".moved"}); break;       // renamed
-      case 20: b.push_back({n + 10 + i, p}); break;             // replaced
-      case 30: b.push_back({i + 2, p}); b.push_back({2 * n + 10 + i, p + ".new"}); break;
-      default: b.push_back({i + 2, p});
+      case 0:
+        break;  // removed
+      case 10:
+        b.push_back({i + 2, p + ".moved"});
+        break;  // renamed
+      case 20:
+        b.push_back({n + 10 + i, p});
+        break;  // replaced
+      case 30:
+        b.push_back({i + 2, p});
+        b.push_back({2 * n + 10 + i, p + ".new"});
+        break;
+      default:
+        b.push_back({i + 2, p});
     }
   }
   std::reverse(b.begin(), b.end());
@@ -135,15 +144,16 @@ TEST(FormatDiffTextTest, NoChangesIsTheSummaryAlone) {
   ViewDiff d;
   d.a = "default@1";
   d.b = "default@1";
-  EXPECT_EQ(FormatDiffText(d), "default@1 -> default@1: 0 added, 0 removed, 0 renamed, 0 replaced\n");
+  EXPECT_EQ(FormatDiffText(d),
+            "default@1 -> default@1: 0 added, 0 removed, 0 renamed, 0 replaced\n");
 }
 
 class WalkViewTest : public ::shardfs::testing::WriterFixture {};
 
 TEST_F(WalkViewTest, EveryPathOnceDirectoriesWithSlashHardLinksPerPath) {
-  auto r = Build({DirMember("d"), FileMember("d/a.jpg", 3, 1, 512), DirMember("d/e"),
-                  DirMember("empty"), SymlinkMember("s", "d/a.jpg"),
-                  HardLinkMember("h", "d/a.jpg")});
+  auto r =
+      Build({DirMember("d"), FileMember("d/a.jpg", 3, 1, 512), DirMember("d/e"), DirMember("empty"),
+             SymlinkMember("s", "d/a.jpg"), HardLinkMember("h", "d/a.jpg")});
   ASSERT_TRUE(r);
   auto entries = WalkView(*r);
   ASSERT_TRUE(entries.ok()) << entries.status().message();

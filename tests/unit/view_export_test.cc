@@ -38,11 +38,13 @@ TEST(SampleKeyTest, LeadingDotsBelongToTheName) {
 }
 
 TEST(GroupKeysTest, ShardsInIdOrderKeysInOffsetOrderOnce) {
-  std::vector<ShardFile> files = {
-      {2, 512, "z/b.jpg"},   {0, 4096, "a/2.jpg"},  {0, 512, "a/9.cls"},
-      {0, 1024, "a/9.jpg"},  {2, 0, "z/a.txt"},     {0, 2048, "a/1.jpg"},
-      {0, 8192, "a/1.json"},  // Later in the shard than a/2: a/1 is already listed.
-  };
+  std::vector<ShardFile>
+      files =
+          {
+              {2, 512, "z/b.jpg"},   {0, 4096, "a/2.jpg"}, {0, 512, "a/9.cls"},
+              {0, 1024, "a/9.jpg"},  {2, 0, "z/a.txt"},    {0, 2048, "a/1.jpg"},
+              {0, 8192, "a/1.json"},  // Later in the shard than a/2: a/1 is already listed.
+          };
   std::vector<ExportShard> got = GroupKeys(files);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].shard_id, 0u);
@@ -64,9 +66,10 @@ class ExportViewTest : public ::shardfs::testing::WriterFixture {};
 
 TEST_F(ExportViewTest, DefaultViewKeysInTarOrderSymlinksAndDirsLeftOut) {
   // Offsets deliberately not in path order: tar order wins.
-  auto r = Build({DirMember("s"), FileMember("s/b.jpg", 3, 1, 512), FileMember("s/b.cls", 1, 1, 1024),
-                  FileMember("s/a.jpg", 3, 1, 2048), SymlinkMember("s/c.jpg", "a.jpg"),
-                  DirMember("s/d.dir"), HardLinkMember("s/e.jpg", "s/a.jpg")});
+  auto r =
+      Build({DirMember("s"), FileMember("s/b.jpg", 3, 1, 512), FileMember("s/b.cls", 1, 1, 1024),
+             FileMember("s/a.jpg", 3, 1, 2048), SymlinkMember("s/c.jpg", "a.jpg"),
+             DirMember("s/d.dir"), HardLinkMember("s/e.jpg", "s/a.jpg")});
   ASSERT_TRUE(r);
   std::string shard = r->ShardPath(index::ShardId{0});
   r.reset();
@@ -98,8 +101,9 @@ TEST_F(ExportViewTest, UnknownViewNamesIndexAndView) {
 }
 
 TEST_F(ExportViewTest, NamedViewKeysByTarPathAndDiffsByInode) {
-  auto r = Build({DirMember("s"), FileMember("s/a.jpg", 3, 1, 512), FileMember("s/a.cls", 1, 1, 1024),
-                  FileMember("s/b.jpg", 3, 1, 2048), FileMember("s/c.jpg", 3, 1, 4096)});
+  auto r =
+      Build({DirMember("s"), FileMember("s/a.jpg", 3, 1, 512), FileMember("s/a.cls", 1, 1, 1024),
+             FileMember("s/b.jpg", 3, 1, 2048), FileMember("s/c.jpg", 3, 1, 4096)});
   ASSERT_TRUE(r);
   r.reset();
   ::shardfs::testing::WriteFile(dir_ / "map", "s/b.jpg\tt/bee.jpg\n");

@@ -1,6 +1,8 @@
 // Views and versions: the inode sets, the names and specs, the version
 // record, rank partitions, and versions made by view create read back
 // through IndexReader (index/view_store.h, index/version_builder.h).
+#include "index/view_store.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include "index/index_reader.h"
 #include "index/inode_set.h"
 #include "index/rank_partition.h"
-#include "index/view_store.h"
 #include "tests/unit/test_util.h"
 #include "tools/view_create.h"
 
@@ -139,8 +140,8 @@ class VersionTest : public shardfs::testing::WriterFixture {
  protected:
   void SetUp() override {
     base_ = Build({FileMember("a/x", 10, 5, 512), FileMember("a/y", 20, 6, 1024),
-                   HardLinkMember("a/h", "a/x"), FileMember("b/z", 30, 7, 2048),
-                   DirMember("e"), SymlinkMember("s", "a/x")});
+                   HardLinkMember("a/h", "a/x"), FileMember("b/z", 30, 7, 2048), DirMember("e"),
+                   SymlinkMember("s", "a/x")});
     ASSERT_TRUE(base_);
     index_ = dir_.path() + "/idx";
   }
@@ -191,10 +192,13 @@ class VersionTest : public shardfs::testing::WriterFixture {
     std::set<uint64_t> by_name, by_scan;
     for (const auto& [p, e] : out) by_name.insert(e.inode);
     by_name.insert(kRootInode.value);
-    EXPECT_TRUE((*r)->ForEachInode(kRootInode, [&](const EntryRecord& rec) {
-      EXPECT_TRUE(by_scan.insert(rec.inode.value).second) << rec.inode.value;
-      return true;
-    }).ok());
+    EXPECT_TRUE((*r)->ForEachInode(kRootInode,
+                                   [&](const EntryRecord& rec) {
+                                     EXPECT_TRUE(by_scan.insert(rec.inode.value).second)
+                                         << rec.inode.value;
+                                     return true;
+                                   })
+                    .ok());
     EXPECT_EQ(by_scan, by_name) << view;
     return out;
   }

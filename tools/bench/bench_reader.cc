@@ -30,7 +30,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -42,10 +44,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <algorithm>
-
-#include <xxhash.h>
 
 #include "base/io.h"
 
@@ -68,8 +66,7 @@ struct Tally {
 
   void Fail(const std::string& what, int err) {
     if (errors++ == 0) {
-      std::snprintf(first_error, sizeof(first_error), "%s: %s", what.c_str(),
-                    std::strerror(err));
+      std::snprintf(first_error, sizeof(first_error), "%s: %s", what.c_str(), std::strerror(err));
     }
   }
   void Add(const Tally& o) {
@@ -393,8 +390,7 @@ int Main(int argc, char** argv) {
         &seconds);
   } else {
     ok = RunForked(
-        a.procs, [&](int i, Tally* t) { LstatFiles(dirfd, paths, i, step, t); }, &total,
-        &seconds);
+        a.procs, [&](int i, Tally* t) { LstatFiles(dirfd, paths, i, step, t); }, &total, &seconds);
   }
   if (!ok) {
     std::fprintf(stderr, "bench_reader: a worker process failed\n");
@@ -410,11 +406,12 @@ int Main(int argc, char** argv) {
     double sum = 0;
     for (uint64_t n : nanos) sum += static_cast<double>(n);
     std::sort(nanos.begin(), nanos.end());
-    std::printf(",\"latency_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,"
-                "\"max\":%.3f,\"mean\":%.3f}",
-                PercentileUs(nanos, 0.5), PercentileUs(nanos, 0.9), PercentileUs(nanos, 0.99),
-                PercentileUs(nanos, 0.999), PercentileUs(nanos, 1.0),
-                nanos.empty() ? 0.0 : sum / static_cast<double>(nanos.size()) / 1e3);
+    std::printf(
+        ",\"latency_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,"
+        "\"max\":%.3f,\"mean\":%.3f}",
+        PercentileUs(nanos, 0.5), PercentileUs(nanos, 0.9), PercentileUs(nanos, 0.99),
+        PercentileUs(nanos, 0.999), PercentileUs(nanos, 1.0),
+        nanos.empty() ? 0.0 : sum / static_cast<double>(nanos.size()) / 1e3);
   }
   if (total.errors) {
     std::printf(",\"first_error\":");
