@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the whole test suite twice: a
+# Installs what is missing, checks that every C++ source keeps the tree's
+# .clang-format, builds, and runs the whole test suite twice: a
 # regular build (gcc) and a clang build with AddressSanitizer +
 # UndefinedBehaviorSanitizer whose suite also runs each libFuzzer target for a
 # bounded time (the tests of the suite 'fuzz', tests/fuzz/meson.build) and
@@ -29,6 +30,14 @@ if ((deps_status != 0)); then
   exit "$deps_status"
 fi
 bash scripts/install-test-servers.sh
+# The tree keeps its own .clang-format; a source that differs fails the run
+# here, before any test, so that the format cannot drift again.
+mapfile -t sources < <(find base index remote src tools tests \( -name '*.cc' -o -name '*.h' \) \
+  -not -path '*/node_modules/*' | sort)
+if ! clang-format --dry-run -Werror "${sources[@]}"; then
+  echo "test: these sources differ from .clang-format: run clang-format -i on them" >&2
+  exit 1
+fi
 echo "test: packages and regular build took ${SECONDS} s" >&2
 [[ -e /dev/fuse ]] || { echo "test: /dev/fuse is missing: FUSE tests cannot run" >&2; exit 1; }
 
