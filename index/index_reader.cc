@@ -28,17 +28,6 @@ namespace shardfs::index {
 namespace fs = std::filesystem;
 namespace {
 
-uint32_t TypeBits(EntryType type) {
-  switch (type) {
-    case EntryType::kDir:
-      return S_IFDIR;
-    case EntryType::kSymlink:
-      return S_IFLNK;
-    default:
-      return S_IFREG;
-  }
-}
-
 // NotFound if `path` does not exist, InvalidArgument if it is not a
 // directory holding a RocksDB database.
 Status CheckIndexDirectory(const std::string& path) {
@@ -267,7 +256,7 @@ Status IndexReader::CheckRecord(const EntryRecord& rec) const {
     return Status::Corruption(
         fmt::format("index {}: inode {}: link count 0, expected at least 1", path_, inode));
   }
-  if ((rec.mode & S_IFMT) != TypeBits(rec.type)) {
+  if ((rec.mode & S_IFMT) != ModeTypeBits(rec.type)) {
     return Status::Corruption(
         fmt::format("index {}: inode {}: mode {:o} does not match its type {}", path_, inode,
                     rec.mode, EntryTypeName(rec.type)));

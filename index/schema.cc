@@ -1,5 +1,7 @@
 #include "index/schema.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -376,6 +378,17 @@ Status DecodeVersionRecord(std::string_view value, VersionRecord* rec) {
                     rec->view.value, rec->max_inode, rec->base_max_inode));
   }
   return Status::Ok();
+}
+
+uint32_t ModeTypeBits(EntryType type) {
+  switch (type) {
+    case EntryType::kDir:
+      return S_IFDIR;
+    case EntryType::kSymlink:
+      return S_IFLNK;
+    default:
+      return S_IFREG;
+  }
 }
 
 }  // namespace shardfs::index

@@ -208,6 +208,9 @@ inline constexpr std::string_view kMetaChecksums = "checksums";
 
 enum class EntryType : uint8_t { kFile = 1, kDir = 2, kSymlink = 3 };
 
+// The S_IFMT bits an EntryRecord's mode carries for its type.
+uint32_t ModeTypeBits(EntryType type);
+
 inline constexpr uint8_t kEntryHasChecksum = 1;
 inline constexpr uint8_t kEntrySparse = 2;
 inline constexpr uint8_t kShardPathRelative = 1;

@@ -11,17 +11,6 @@ namespace shardfs::index {
 namespace fs = std::filesystem;
 namespace {
 
-uint32_t TypeBits(EntryType type) {
-  switch (type) {
-    case EntryType::kDir:
-      return S_IFDIR;
-    case EntryType::kSymlink:
-      return S_IFLNK;
-    default:
-      return S_IFREG;
-  }
-}
-
 // The non-root nodes of `nodes` ordered by their parent's inode, siblings in
 // tree (name) order: the order of the 'D' keys. A stable counting sort.
 std::vector<uint32_t> ByParentInode(const HugeVector<TreeNode>& nodes, uint64_t max_inode) {
@@ -63,7 +52,7 @@ EntryRecord TreeEmitter::Record(const TreeNode& node) const {
   const MemberEntry& m = members_[n.member];
   // A symlink's own mode bits mean nothing on Linux and tar makes every
   // symlink 0777, whatever its header says: show what tar -x shows.
-  rec.mode = TypeBits(n.type) | (n.type == EntryType::kSymlink ? 0777 : m.mode & 07777);
+  rec.mode = ModeTypeBits(n.type) | (n.type == EntryType::kSymlink ? 0777 : m.mode & 07777);
   rec.uid = m.uid;
   rec.gid = m.gid;
   if (n.type == EntryType::kFile) {
