@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <malloc.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
@@ -29,6 +30,7 @@
 #include "src/cli/mount_options.h"
 #include "src/command.h"
 #include "src/fuse_adapter.h"
+#include "src/kernel_mount.h"
 #include "src/mount/chunk_cache.h"
 #include "src/mount/control_server.h"
 #include "src/mount/filesystem.h"
@@ -312,6 +314,11 @@ int ParseMountArgs(int argc, char** argv, MountArgs* a) {
       {{"foreground", 'f', nullptr, "stay in the foreground", SetFlag(&a->foreground)},
        {nullptr, 'o', "OPT[,OPT...]", "mount options (man shardfs(1))", AppendString(&o_lists)},
        {"check", 0, nullptr, "check every shard before mounting", SetFlag(&a->check)},
+       {"kernel", 0, "[=auto]", "serve with the kernel's EROFS driver (auto: else with FUSE)",
+        [&](const char* arg) {
+          o_lists.push_back(arg ? fmt::format("kernel={}", arg) : "kernel");
+          return Status::Ok();
+        }},
        {"allow-missing-shards", 0, nullptr, "mount even if shards are missing",
         SetFlag(&a->allow_missing)},
        {"debug", 'd', nullptr, "-f -o debug",
@@ -398,6 +405,18 @@ int RunMount(int argc, char** argv) {
     log::Error("{}", s.message());
     return kExitFailure;
   }
+  if (a.options.kernel != cli::KernelMode::kOff) {
+    s = MountKernel(a.index, a.mountpoint, a.options);
+    if (s.ok()) return kExitOk;
+    if (s.code() != Status::Code::kNotSupported || a.options.kernel == cli::KernelMode::kOn) {
+      log::Error("mount {}: {}{}", a.mountpoint,
+                 s.code() == Status::Code::kNotSupported ? "not with the kernel: " : "",
+                 s.message());
+      return kExitFailure;
+    }
+    log::Warning("mount {}: not with the kernel: {}; mounting with FUSE", a.mountpoint,
+                 s.message());
+  }
   if (a.foreground) {
     return MountAndServe(a, [&] { log::Info("mounted {} at {}", a.index, a.mountpoint); });
   }
@@ -438,6 +457,19 @@ int RunFusermount(const char* mountpoint, std::string* err) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// umount2 of a kernel mount, tried again while busy for a few seconds.
+int UnmountKernel(const std::string& mountpoint) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (::umount2(mountpoint.c_str(), UMOUNT_NOFOLLOW) != 0) {
+    if (errno != EBUSY || std::chrono::steady_clock::now() >= deadline) {
+      log::Error("umount {}: {}", mountpoint, std::strerror(errno));
+      return kExitFailure;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunUmount(int argc, char** argv) {
@@ -445,6 +477,10 @@ int RunUmount(int argc, char** argv) {
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 1) return UsageError("umount", "expected MOUNTPOINT");
+  std::string image;
+  if (IsKernelMount(std::filesystem::absolute(args[0]).lexically_normal().string(), &image)) {
+    return UnmountKernel(args[0]);
+  }
   // A background directory listing (prefill_dirs) holds a directory of the
   // mount open for a moment: the unmount is then busy, so it is tried again
   // for a few seconds.

@@ -1,10 +1,14 @@
 // `shardfs stats`, `shardfs cache warm`, `shardfs cache drop`: requests to a
 // running mount's daemon over its control socket (src/mount/control_server.h).
+#include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "base/json_writer.h"
 #include "base/log.h"
 #include "src/command.h"
+#include "src/kernel_mount.h"
 #include "src/mount/control_server.h"
 
 namespace shardfs::app {
@@ -46,6 +50,17 @@ int RunStats(int argc, char** argv) {
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 1) return UsageError("stats", "expected MOUNTPOINT");
+  // A kernel mount has no daemon to ask: what serves it is all there is.
+  std::string image;
+  if (IsKernelMount(std::filesystem::absolute(args[0]).lexically_normal().string(), &image)) {
+    bool json = std::find(words.begin(), words.end(), "json") != words.end();
+    if (json) {
+      fmt::print("{}\n", JsonObject().Str("path", "kernel").Str("image", image).Finish());
+    } else {
+      fmt::print("path: kernel (EROFS image {}; no daemon, no counters)\n", image);
+    }
+    return kExitOk;
+  }
   return Ask("stats", args[0], words);
 }
 

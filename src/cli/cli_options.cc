@@ -46,6 +46,9 @@ bool WantsHelp(int argc, char* const* argv) {
   return false;
 }
 
+// An argument spelled "[=WHEN]" is optional: only `--name=VALUE` gives one.
+bool IsOptionalArg(const Option& o) { return o.arg != nullptr && o.arg[0] == '['; }
+
 // Parses the option at argv[*i] (a long one, or a bundle of short ones) and
 // moves *i past it and its argument.
 Status ParseOption(const std::vector<Option>& options, int argc, char* const* argv, int* i) {
@@ -54,6 +57,8 @@ Status ParseOption(const std::vector<Option>& options, int argc, char* const* ar
     std::string_view body = word + 2;
     size_t eq = body.find('=');
     SHARDFS_ASSIGN_OR_RETURN(const Option* o, FindLong(options, body.substr(0, eq)));
+    if (IsOptionalArg(*o))
+      return o->set(eq == std::string_view::npos ? nullptr : word + 2 + eq + 1);
     if (!o->arg) {
       if (eq != std::string_view::npos) {
         return Status::InvalidArgument(fmt::format("option '{}' takes no argument", Spelling(*o)));
@@ -128,7 +133,7 @@ std::string FormatHelp(const CommandLine& cl, std::string_view summary) {
   for (const Option& o : cl.options) {
     std::string left = o.short_name ? fmt::format("-{}", o.short_name) : "  ";
     if (o.name) left += fmt::format("{}--{}", o.short_name ? ", " : "  ", o.name);
-    if (o.arg) left += fmt::format(" {}", o.arg);
+    if (o.arg) left += fmt::format("{}{}", IsOptionalArg(o) ? "" : " ", o.arg);
     rows.emplace_back(std::move(left), o.help);
   }
   rows.emplace_back("-h, --help", "this help");

@@ -27,7 +27,10 @@ using OptionSetter = std::function<Status(const char* arg)>;
 struct Option {
   const char* name;  // Long name without "--"; nullptr if the option has none.
   char short_name;   // 0 if none.
-  const char* arg;   // The argument's name in help ("INDEX"); nullptr for a flag.
+  // The argument's name in help ("INDEX"); nullptr for a flag. One in
+  // brackets ("[=WHEN]") is optional and given only as `--name=VALUE`; the
+  // setter gets nullptr without it. Long options only.
+  const char* arg;
   const char* help;  // One line for `--help`.
   OptionSetter set;
 };

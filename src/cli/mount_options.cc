@@ -145,6 +145,16 @@ Parsed ParseFilesOption(std::string_view name, std::string_view value, MountOpti
     o.fs.umask = m;
   } else if (name == "nonempty") {
     o.nonempty = true;
+  } else if (name == "kernel") {
+    if (value.empty() || value == "on") {
+      o.kernel = KernelMode::kOn;
+    } else if (value == "auto") {
+      o.kernel = KernelMode::kAuto;
+    } else if (value == "off") {
+      o.kernel = KernelMode::kOff;
+    } else {
+      return Bad("on, auto or off");
+    }
   } else {
     return kUnknown;
   }

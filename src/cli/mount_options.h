@@ -18,7 +18,16 @@
 
 namespace shardfs::cli {
 
+// -o kernel: who serves the mount (src/kernel_mount.h).
+enum class KernelMode {
+  kOff,   // FUSE (the default).
+  kOn,    // The kernel's EROFS driver, or no mount and the reason why not.
+  kAuto,  // The kernel's EROFS driver where it can serve, else FUSE and one line why.
+};
+
 struct MountOptions {
+  // -o kernel[=on|auto|off], also `mount --kernel[=auto]`.
+  KernelMode kernel = KernelMode::kOff;
   // Kernel cache lifetimes, in seconds. The content is immutable.
   double entry_timeout = 1e6;
   double attr_timeout = 1e6;

@@ -62,6 +62,7 @@ Result<MountEntry> ScanMountInfo(Match match) {
     }
     std::string source, super_options;
     f >> e.fstype >> source >> super_options;
+    e.source = Unescape(source);
     std::istringstream opts(super_options);
     for (std::string opt; std::getline(opts, opt, ',');) {
       if (opt.starts_with("user_id=")) e.owner = static_cast<uid_t>(std::stoul(opt.substr(8)));

@@ -42,6 +42,7 @@ namespace shardfs::mount {
 struct MountEntry {
   dev_t dev = 0;
   std::string fstype;  // "fuse.shardfs" for a shardfs mount.
+  std::string source;  // What was mounted (the index; a kernel mount's image).
   uid_t owner = 0;     // user_id= of a FUSE mount; 0 when absent.
 };
 

@@ -1,0 +1,349 @@
+#include "src/kernel_mount.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "base/coding.h"
+#include "base/fd.h"
+#include "base/io.h"
+#include "base/log.h"
+#include "index/index_reader.h"
+#include "src/mount/cache_dir.h"
+#include "src/mount/control_socket.h"
+#include "tools/erofs_image.h"
+
+namespace shardfs::app {
+
+namespace {
+
+// Bumped whenever the writer's output for the same view changes.
+constexpr int kImageFormat = 1;
+constexpr std::string_view kImageSuffix = ".erofs";
+// After the image's last block: "SHARDFS-DEVICES", u32 count, u32 shard id
+// per device, then the trailer's own offset (u64): the shards to pass as
+// devices 1..N, without walking the view again. The kernel reads only the
+// blocks the superblock counts.
+constexpr std::string_view kTrailerMagic = "SHARDFS-DEVICES";
+constexpr int kCapSysAdmin = 21;
+constexpr auto kCacheLockWait = std::chrono::seconds(30);
+
+Status NotSupported(std::string why) { return Status::NotSupported(std::move(why)); }
+
+// The effective capabilities of this process (CapEff in /proc/self/status).
+bool HasSysAdmin() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("CapEff:")) continue;
+    uint64_t caps = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return (caps >> kCapSysAdmin) & 1;
+  }
+  return false;
+}
+
+bool KernelHasErofs() {
+  std::ifstream in("/proc/filesystems");
+  for (std::string line; std::getline(in, line);) {
+    if (line.ends_with("\terofs")) return true;
+  }
+  return false;
+}
+
+// What in the kernel or the options keeps the kernel path from serving.
+Status CheckKernel(const cli::MountOptions& o) {
+  if (o.fs.verify != mount::VerifyMode::kOff) {
+    return NotSupported("verify=first|always checks every read; the kernel path reads unchecked");
+  }
+  if (o.fs.uid >= 0 || o.fs.gid >= 0 || o.fs.umask >= 0) {
+    return NotSupported("uid, gid and umask are applied by the FUSE daemon only");
+  }
+  if (!HasSysAdmin()) {
+    return NotSupported("mounting a kernel filesystem needs root (CAP_SYS_ADMIN)");
+  }
+  if (!KernelHasErofs()) return NotSupported("the kernel has no EROFS (CONFIG_EROFS_FS)");
+  struct utsname u;
+  int major = 0, minor = 0;
+  if (::uname(&u) != 0 || std::sscanf(u.release, "%d.%d", &major, &minor) != 2) {
+    return NotSupported("cannot tell the kernel's version");
+  }
+  if (major < 6 || (major == 6 && minor < 12)) {
+    return NotSupported(fmt::format(
+        "kernel {} mounts EROFS images from files only from 6.12 (512-byte blocks from 6.4)",
+        u.release));
+  }
+  return Status::Ok();
+}
+
+std::string ImageName(const index::IndexReader& r, const cli::MountOptions& o) {
+  const index::ReaderOptions& ro = o.reader;
+  std::string key = fmt::format("erofs {}\ndb {}\nversion {}\nrank {} world {} seed {} dirs {}\n",
+                                kImageFormat, r.db_identity(), r.version().label(), ro.rank,
+                                ro.world, ro.seed, ro.rank_keep_dirs);
+  XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
+  return fmt::format("{:016x}{:016x}{}", h.high64, h.low64, kImageSuffix);
+}
+
+std::array<uint8_t, 16> UuidOf(std::string_view name) {
+  XXH128_hash_t h = XXH3_128bits(name.data(), name.size());
+  std::array<uint8_t, 16> uuid;
+  EncodeFixed64(reinterpret_cast<char*>(uuid.data()), h.low64);
+  EncodeFixed64(reinterpret_cast<char*>(uuid.data()) + 8, h.high64);
+  return uuid;
+}
+
+// The shards of an image, from its trailer; Corruption if it has none.
+Result<std::vector<index::ShardId>> ReadTrailer(int fd, const std::string& what) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, what);
+  auto bad = [&] { return Status::Corruption(fmt::format("{}: no device trailer", what)); };
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size < 8) return bad();
+  char tail[8];
+  SHARDFS_RETURN_IF_ERROR(PreadExact(fd, tail, 8, size - 8).WithContext(what));
+  uint64_t at = DecodeFixed64(tail);
+  uint64_t head = kTrailerMagic.size() + 4;
+  if (at % tools::kErofsBlockSize != 0 || at + head + 8 > size) return bad();
+  std::string buf(size - 8 - at, '\0');
+  SHARDFS_RETURN_IF_ERROR(PreadExact(fd, buf.data(), buf.size(), at).WithContext(what));
+  uint32_t count = DecodeFixed32(buf.data() + kTrailerMagic.size());
+  if (!std::string_view(buf).starts_with(kTrailerMagic) || buf.size() != head + 4ull * count) {
+    return bad();
+  }
+  std::vector<index::ShardId> shards;
+  for (uint32_t i = 0; i < count; ++i) {
+    shards.push_back(index::ShardId{DecodeFixed32(buf.data() + head + 4 * i)});
+  }
+  return shards;
+}
+
+// Writes the image of the view under a temporary name, then renames it to
+// `name`. NotSupported if the format cannot hold the view.
+Status WriteImage(const index::IndexReader& r, const mount::CacheDir& dir,
+                  const std::string& name) {
+  auto started = std::chrono::steady_clock::now();
+  SHARDFS_ASSIGN_OR_RETURN(tools::ErofsTree tree, tools::ErofsTreeFromIndex(r));
+  std::random_device rd;
+  std::string tmp = mount::FormatTmpName((uint64_t{rd()} << 32) | rd());
+  UniqueFd fd(::openat(dir.dir_fd.get(), tmp.c_str(),
+                       O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  std::string what = fmt::format("{}/{}", dir.chunk_dir, tmp);
+  if (!fd.valid()) return Status::FromErrno(errno, what);
+  auto written = [&]() -> Result<tools::ErofsImageInfo> {
+    SHARDFS_ASSIGN_OR_RETURN(tools::ErofsImageInfo info,
+                             tools::WriteErofsImage(tree, fd.get(), UuidOf(name)));
+    std::string trailer(kTrailerMagic);
+    PutFixed32(&trailer, static_cast<uint32_t>(info.shards.size()));
+    for (index::ShardId s : info.shards) PutFixed32(&trailer, s.value);
+    PutFixed64(&trailer, info.bytes);
+    if (!WriteFully(fd.get(), trailer.data(), trailer.size()) || ::fdatasync(fd.get()) != 0) {
+      return Status::FromErrno(errno, "write");
+    }
+    return info;
+  }();
+  if (!written.ok() ||
+      ::renameat(dir.dir_fd.get(), tmp.c_str(), dir.dir_fd.get(), name.c_str()) != 0) {
+    Status s = written.ok() ? Status::FromErrno(errno, "rename") : written.status();
+    ::unlinkat(dir.dir_fd.get(), tmp.c_str(), 0);
+    return s.code() == Status::Code::kNotSupported ? s : s.WithContext(what);
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  log::Info("kernel image {}/{}: {} inodes, {} bytes ({:.1f} per inode), {} shards, {:.2f} s",
+            dir.chunk_dir, name, written->inodes, written->bytes,
+            static_cast<double>(written->bytes) / static_cast<double>(written->inodes),
+            written->shards.size(), secs);
+  return Status::Ok();
+}
+
+// The image cache, waiting a while for another mount that is writing to it.
+Result<mount::CacheDir> OpenImageCache(const std::string& dir) {
+  auto deadline = std::chrono::steady_clock::now() + kCacheLockWait;
+  for (;;) {
+    Result<mount::CacheDir> d = mount::OpenCacheDir(dir, kKernelImageSubdir);
+    if (d.ok() || d.status().message().find("in use by another") == std::string::npos ||
+        std::chrono::steady_clock::now() >= deadline) {
+      return d;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// Opens each shard and checks it is the file the index describes: the kernel
+// will read it unchecked.
+Result<std::vector<UniqueFd>> OpenShards(const index::IndexReader& r,
+                                         const std::vector<index::ShardId>& shards) {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  std::vector<UniqueFd> fds;
+  for (index::ShardId id : shards) {
+    if (id.value >= r.shards().size()) {
+      return Status::Corruption(
+          fmt::format("image names shard {}, the index has {}", id.value, r.shards().size()));
+    }
+    const std::string& path = r.ShardPath(id);
+    const index::ShardMeta& m = r.shards()[id.value];
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st;
+    if (!fd.valid() || ::fstat(fd.get(), &st) != 0) {
+      return NotSupported(fmt::format("shard {}: {}", path, std::strerror(errno)));
+    }
+    int64_t mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+    if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != m.size ||
+        mtime_ns != m.mtime_ns) {
+      return NotSupported(fmt::format(
+          "shard {} is not the file indexed (size {}, mtime {} ns; indexed {}, {} ns), and the "
+          "kernel reads without checksums",
+          path, st.st_size, mtime_ns, m.size, m.mtime_ns));
+    }
+    fds.push_back(std::move(fd));
+  }
+  return fds;
+}
+
+// What the kernel said about a failed fsconfig (the context's log).
+std::string KernelMessages(int fs_fd) {
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fs_fd, buf, sizeof buf - 1)) > 0;) {
+    if (!out.empty()) out += "; ";
+    out.append(buf, static_cast<size_t>(n));
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+  }
+  return out;
+}
+
+Status MountImage(const std::string& image, const std::vector<UniqueFd>& shards,
+                  const std::string& mountpoint) {
+  UniqueFd fs(::fsopen("erofs", FSOPEN_CLOEXEC));
+  if (!fs.valid()) return NotSupported(fmt::format("fsopen erofs: {}", std::strerror(errno)));
+  auto set = [&](const char* key, const std::string& value) -> Status {
+    if (::fsconfig(fs.get(), FSCONFIG_SET_STRING, key, value.c_str(), 0) == 0) return Status::Ok();
+    int err = errno;
+    std::string said = KernelMessages(fs.get());
+    return NotSupported(fmt::format("the kernel refused {}={}: {}{}", key, value,
+                                    std::strerror(err), said.empty() ? "" : " (" + said + ")"));
+  };
+  SHARDFS_RETURN_IF_ERROR(set("source", image));
+  for (const UniqueFd& fd : shards) {
+    SHARDFS_RETURN_IF_ERROR(set("device", fmt::format("/proc/self/fd/{}", fd.get())));
+  }
+  if (::fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
+    int err = errno;
+    std::string said = KernelMessages(fs.get());
+    return NotSupported(fmt::format("the kernel refused the image {}: {}{}", image,
+                                    std::strerror(err), said.empty() ? "" : " (" + said + ")"));
+  }
+  UniqueFd mnt(::fsmount(fs.get(), FSMOUNT_CLOEXEC,
+                         MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV));
+  if (!mnt.valid()) return Status::FromErrno(errno, "fsmount");
+  if (::move_mount(mnt.get(), "", AT_FDCWD, mountpoint.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+    return Status::FromErrno(errno, fmt::format("mount at {}", mountpoint));
+  }
+  return Status::Ok();
+}
+
+// The image files (names ending in .erofs) of the cache that no mount uses,
+// oldest first, beyond the newest kKeptImages.
+void PruneImages(const mount::CacheDir& dir, const std::string& keep) {
+  std::vector<std::string> in_use;
+  {
+    std::ifstream in("/proc/self/mountinfo");
+    for (std::string line; std::getline(in, line);) {
+      size_t at = line.find(" - erofs ");
+      if (at != std::string::npos)
+        in_use.push_back(line.substr(at + 9, line.find(' ', at + 9) - at - 9));
+    }
+  }
+  std::vector<std::pair<int64_t, std::string>> images;
+  UniqueFd listing(::openat(dir.dir_fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  DIR* d = listing.valid() ? ::fdopendir(listing.release()) : nullptr;
+  if (d == nullptr) return;
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (!name.ends_with(kImageSuffix) || name == keep) continue;
+    std::string path = fmt::format("{}/{}", dir.chunk_dir, name);
+    if (std::find(in_use.begin(), in_use.end(), path) != in_use.end()) continue;
+    struct stat st;
+    if (::fstatat(::dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    images.emplace_back(st.st_mtim.tv_sec, std::move(name));
+  }
+  std::sort(images.begin(), images.end());
+  size_t extra = images.size() + 1 > kKeptImages ? images.size() + 1 - kKeptImages : 0;
+  for (size_t i = 0; i < extra; ++i) {
+    if (::unlinkat(::dirfd(d), images[i].second.c_str(), 0) == 0) {
+      log::Debug("kernel image {}/{} removed (unused, oldest)", dir.chunk_dir, images[i].second);
+    }
+  }
+  ::closedir(d);
+}
+
+}  // namespace
+
+Status MountKernel(const std::string& index, const std::string& mountpoint,
+                   const cli::MountOptions& options) {
+  SHARDFS_RETURN_IF_ERROR(CheckKernel(options));
+  SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<index::IndexReader> reader,
+                           index::IndexReader::Open(index, options.reader));
+  std::string cache = options.cache_dir.empty() ? kDefaultImageCache : options.cache_dir;
+  SHARDFS_ASSIGN_OR_RETURN(mount::CacheDir dir, OpenImageCache(cache));
+  // No database id: nothing tells this index from another, so the image is
+  // its own, written for this mount and unlinked once mounted.
+  bool shared = !reader->db_identity().empty();
+  std::string name = ImageName(*reader, options);
+  if (!shared) {
+    std::random_device rd;
+    name = fmt::format("once-{:08x}{:08x}{}", rd(), rd(), kImageSuffix);
+  }
+  std::string image = fmt::format("{}/{}", dir.chunk_dir, name);
+  UniqueFd fd(::openat(dir.dir_fd.get(), name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  Result<std::vector<index::ShardId>> devices = Status::NotFound(image);
+  if (fd.valid()) devices = ReadTrailer(fd.get(), image);
+  if (!devices.ok()) {
+    if (fd.valid()) log::Warning("{}; writing it again", devices.status().message());
+    SHARDFS_RETURN_IF_ERROR(WriteImage(*reader, dir, name));
+    fd.reset(::openat(dir.dir_fd.get(), name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd.valid()) return Status::FromErrno(errno, image);
+    SHARDFS_ASSIGN_OR_RETURN(devices, ReadTrailer(fd.get(), image));
+  } else {
+    log::Debug("kernel image {}: reused", image);
+  }
+  SHARDFS_ASSIGN_OR_RETURN(std::vector<UniqueFd> shards, OpenShards(*reader, *devices));
+  Status s = MountImage(image, shards, mountpoint);
+  if (!shared) ::unlinkat(dir.dir_fd.get(), name.c_str(), 0);
+  SHARDFS_RETURN_IF_ERROR(s);
+  // The directory blocks and inodes a walk will want, read ahead at once.
+  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_WILLNEED);
+  PruneImages(dir, name);
+  log::Info("mounted {} at {} with the kernel's EROFS driver ({} shards, image {})", index,
+            mountpoint, shards.size(), image);
+  return Status::Ok();
+}
+
+bool IsKernelMount(const std::string& mountpoint, std::string* image) {
+  Result<mount::MountEntry> e = mount::FindMountAt(mount::CanonicalMountpoint(mountpoint));
+  if (!e.ok() || e->fstype != "erofs") return false;
+  if (e->source.find(fmt::format("/{}/", kKernelImageSubdir)) == std::string::npos) return false;
+  *image = e->source;
+  return true;
+}
+
+}  // namespace shardfs::app

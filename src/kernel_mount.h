@@ -1,0 +1,57 @@
+// `shardfs mount --kernel`: the view served by the kernel's EROFS driver.
+//
+// The mount writes an EROFS image of the view (tools/erofs_image.h: the
+// tree's metadata; the file data stays in the tar shards), keeps it in an
+// image cache, and mounts it with the new mount API (fsopen, fsconfig,
+// fsmount, move_mount), each shard given as an extra device. No daemon is
+// left: reads, lookups and ioctls never leave the kernel.
+//
+// The image cache is DIR/shardfs-erofs-v1 under -o cache_dir=DIR, else under
+// /var/cache/shardfs; both are checked as the chunk cache's are (ours, 0700,
+// no symlink; src/mount/cache_dir.h). An image is named by a hash of what it
+// depends on: the index database's id (new with every build, index add and
+// view create keep it but add versions), the version, the rank partition and
+// the writer's format. An index without a database id gets a fresh image that
+// is unlinked once mounted. Images not in use are removed when more than
+// kKeptImages are there, oldest first.
+//
+// The shards. Each is opened and checked against the index (size and mtime)
+// before the mount, and passed as /proc/self/fd/N: the kernel holds the very
+// file that was checked, and no path length limit applies. The kernel then
+// reads it as long as the mount lives: a shard replaced by a rename while
+// mounted goes on being read as it was; one rewritten in place is read as it
+// is now, with no checksum and no EIO (see the man page).
+//
+// When the kernel path cannot serve (KernelUnavailable): not root
+// (CAP_SYS_ADMIN), no EROFS in the kernel, a kernel older than 6.12 (512-byte
+// blocks need 6.4, mounts of files 6.12), a remote shard, a file the format
+// cannot place (tools/erofs_image.h), a shard changed since indexed, or an
+// option only the daemon can honor (verify=first|always, uid, gid, umask).
+// Each is a Status of code NotSupported whose message says why.
+#ifndef SHARDFS_SRC_KERNEL_MOUNT_H_
+#define SHARDFS_SRC_KERNEL_MOUNT_H_
+
+#include <string>
+
+#include "base/status.h"
+#include "src/cli/mount_options.h"
+
+namespace shardfs::app {
+
+inline constexpr char kKernelImageSubdir[] = "shardfs-erofs-v1";
+inline constexpr char kDefaultImageCache[] = "/var/cache/shardfs";
+inline constexpr size_t kKeptImages = 8;
+
+// Mounts view of `index` (absolute) at `mountpoint` (absolute, checked) with
+// the kernel's EROFS driver. NotSupported with the reason if the kernel path
+// cannot serve it (nothing mounted); any other error is a failure.
+Status MountKernel(const std::string& index, const std::string& mountpoint,
+                   const cli::MountOptions& options);
+
+// Whether the mount at `mountpoint` is a kernel (EROFS) mount of shardfs's,
+// and if so its image (for `shardfs stats` and `shardfs umount`).
+bool IsKernelMount(const std::string& mountpoint, std::string* image);
+
+}  // namespace shardfs::app
+
+#endif  // SHARDFS_SRC_KERNEL_MOUNT_H_

@@ -1,0 +1,555 @@
+#include "tools/erofs_image.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <string_view>
+#include <unordered_map>
+
+#include "base/coding.h"
+#include "base/io.h"
+#include "index/index_reader.h"
+
+namespace shardfs::tools {
+
+using index::EntryRecord;
+using index::EntryType;
+using index::Extent;
+using index::InodeId;
+
+namespace {
+
+// On-disk constants (fs/erofs/erofs_fs.h).
+constexpr uint32_t kMagic = 0xE0F5E1E2;
+constexpr uint64_t kSuperOffset = 1024;
+constexpr uint64_t kSuperSize = 128;
+constexpr uint32_t kIncompatChunkedFile = 0x4;
+constexpr uint32_t kIncompatDeviceTable = 0x8;
+constexpr uint64_t kDeviceSlotSize = 128;
+constexpr uint64_t kInodeSlot = 32;  // nid = byte offset / 32.
+constexpr uint64_t kExtendedInodeSize = 64;
+constexpr uint64_t kDirentSize = 12;
+constexpr uint64_t kChunkIndexSize = 8;
+constexpr uint16_t kInodeExtended = 1;  // i_format bit 0.
+constexpr uint16_t kLayoutFlatPlain = 0;
+constexpr uint16_t kLayoutFlatInline = 2;
+constexpr uint16_t kLayoutChunkBased = 4;
+constexpr uint16_t kChunkFormatIndexes = 0x20;
+constexpr uint32_t kMaxChunkBits = 31;  // Chunk = block << bits, bits in 5.
+constexpr uint32_t kNullAddr = 0xFFFFFFFF;
+constexpr uint8_t kTypeFile = 1, kTypeDir = 2, kTypeSymlink = 7;
+
+constexpr uint64_t kRootPos = kSuperOffset + kSuperSize;
+constexpr uint64_t kBlock = kErofsBlockSize;
+// The longest symlink target stored inline: inode and target in one block.
+constexpr uint64_t kMaxInlineTarget = kBlock - kExtendedInodeSize;
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+uint8_t FileType(EntryType t) {
+  switch (t) {
+    case EntryType::kDir:
+      return kTypeDir;
+    case EntryType::kSymlink:
+      return kTypeSymlink;
+    case EntryType::kFile:
+      break;
+  }
+  return kTypeFile;
+}
+
+// The chunk size (as bits above the block size) of a file: the smallest
+// chunk that holds a whole plain file (one index), or for a sparse file the
+// largest to which all its extents are aligned, so that every chunk is all
+// data, contiguous in its device, or all hole. -1 if none is (a sparse file
+// with an extent off a block boundary).
+int ChunkBits(const ErofsNode& n) {
+  if (!n.sparse) {
+    uint64_t blocks = (n.size + kBlock - 1) / kBlock;
+    int bits = blocks <= 1 ? 0 : static_cast<int>(std::bit_width(blocks - 1));
+    return std::min<int>(bits, kMaxChunkBits);
+  }
+  for (int bits = kMaxChunkBits; bits >= 0; --bits) {
+    uint64_t chunk = kBlock << bits;
+    bool aligned = true;
+    for (const Extent& e : n.extents) {
+      uint64_t end = e.logical + e.length;
+      if (e.logical % chunk != 0 || (end % chunk != 0 && end != n.size) ||
+          e.physical % kBlock != 0) {
+        aligned = false;
+        break;
+      }
+    }
+    if (aligned) return bits;
+  }
+  return -1;
+}
+
+uint64_t ChunkCount(const ErofsNode& n, int bits) {
+  uint64_t chunk = kBlock << bits;
+  return (n.size + chunk - 1) / chunk;
+}
+
+bool InlineTarget(const ErofsNode& n) {
+  return n.type == EntryType::kSymlink && n.target.size() <= kMaxInlineTarget;
+}
+
+// Where each directory block starts: indices into `names` (the sorted
+// entries, "." and ".." included) of each block's first entry.
+template <typename NameAt>
+std::vector<size_t> PackDirectory(size_t count, const NameAt& name_at, uint64_t* last_used) {
+  std::vector<size_t> starts;
+  uint64_t used = kBlock;
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t need = kDirentSize + name_at(i).size();
+    if (used + need > kBlock) {
+      starts.push_back(i);
+      used = 0;
+    }
+    used += need;
+  }
+  *last_used = used;
+  return starts;
+}
+
+// A directory's entries in the kernel's order: by name bytes, "." and ".."
+// among the children where they sort.
+struct DirEntry {
+  std::string_view name;
+  uint32_t node;
+};
+std::vector<DirEntry> SortedEntries(const ErofsTree& tree, uint32_t dir) {
+  const ErofsNode& n = tree.nodes[dir];
+  std::vector<DirEntry> out;
+  out.reserve(n.children.size() + 2);
+  out.push_back({".", dir});
+  out.push_back({"..", n.parent});
+  for (const auto& [name, child] : n.children) out.push_back({name, child});
+  std::stable_sort(out.begin(), out.end(),
+                   [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  return out;
+}
+
+// Positions of everything, computed before a byte is written.
+struct Layout {
+  std::vector<uint64_t> inode_pos;   // Per node.
+  std::vector<int> chunk_bits;       // Per node; files with data.
+  std::vector<uint32_t> data_block;  // Per node: directory / long symlink data.
+  std::vector<uint64_t> dir_size;    // Per node: directory bytes.
+  uint64_t devices_pos = 0;
+  uint64_t data_pos = 0;
+  uint64_t total = 0;
+};
+
+Result<Layout> ComputeLayout(const ErofsTree& tree) {
+  Layout l;
+  size_t count = tree.nodes.size();
+  l.inode_pos.resize(count);
+  l.chunk_bits.assign(count, -1);
+  l.data_block.assign(count, 0);
+  l.dir_size.assign(count, 0);
+  if (tree.device_blocks.size() > kErofsMaxDevices) {
+    return Status::InvalidArgument(fmt::format("{} devices: the format names at most {}",
+                                               tree.device_blocks.size(), kErofsMaxDevices));
+  }
+  l.inode_pos[0] = kRootPos;
+  uint64_t pos = AlignUp(kRootPos + kExtendedInodeSize, kDeviceSlotSize);
+  l.devices_pos = pos;
+  pos += kDeviceSlotSize * tree.device_blocks.size();
+  for (size_t i = 1; i < count; ++i) {
+    const ErofsNode& n = tree.nodes[i];
+    uint64_t tail = 0;
+    if (n.type == EntryType::kFile && n.size > 0) {
+      int bits = ChunkBits(n);
+      if (bits < 0) {
+        return Status::InvalidArgument(
+            fmt::format("inode {}: sparse extents off the 512-byte blocks", n.ino));
+      }
+      l.chunk_bits[i] = bits;
+      tail = kChunkIndexSize * ChunkCount(n, bits);
+    } else if (InlineTarget(n)) {
+      tail = n.target.size();
+    }
+    pos = AlignUp(pos, kInodeSlot);
+    // The inode, and an inline target with it, never crosses a block.
+    uint64_t keep = InlineTarget(n) ? kExtendedInodeSize + tail : kExtendedInodeSize;
+    if (pos % kBlock + keep > kBlock) pos = AlignUp(pos, kBlock);
+    l.inode_pos[i] = pos;
+    pos += kExtendedInodeSize + tail;
+  }
+  pos = AlignUp(pos, kBlock);
+  l.data_pos = pos;
+  for (size_t i = 0; i < count; ++i) {
+    const ErofsNode& n = tree.nodes[i];
+    uint64_t bytes = 0;
+    if (n.type == EntryType::kDir) {
+      std::vector<DirEntry> entries = SortedEntries(tree, static_cast<uint32_t>(i));
+      uint64_t last = 0;
+      std::vector<size_t> starts = PackDirectory(
+          entries.size(), [&](size_t k) { return entries[k].name; }, &last);
+      l.dir_size[i] = (starts.size() - 1) * kBlock + last;
+      bytes = starts.size() * kBlock;
+    } else if (n.type == EntryType::kSymlink && !InlineTarget(n)) {
+      bytes = AlignUp(n.target.size(), kBlock);
+    } else {
+      continue;
+    }
+    l.data_block[i] = static_cast<uint32_t>(pos / kBlock);
+    pos += bytes;
+  }
+  l.total = pos;
+  if (l.total / kBlock > UINT32_MAX) {
+    return Status::InvalidArgument("image larger than 2 TiB of 512-byte blocks");
+  }
+  return l;
+}
+
+// Sequential output with zero padding up to each next position.
+class Output {
+ public:
+  explicit Output(int fd) : fd_(fd) { buf_.reserve(kFlushAt + kBlock); }
+  void PadTo(uint64_t pos) {
+    if (pos > pos_) Append(std::string(pos - pos_, '\0'));
+  }
+  void Append(std::string_view bytes) {
+    buf_.append(bytes);
+    pos_ += bytes.size();
+    if (buf_.size() >= kFlushAt) (void)Flush();  // A failure is kept for the last Flush.
+  }
+  uint64_t pos() const { return pos_; }
+  Status Flush() {
+    if (!status_.ok()) return status_;
+    if (!WriteFully(fd_, buf_.data(), buf_.size())) status_ = Status::FromErrno(errno, "write");
+    buf_.clear();
+    return status_;
+  }
+
+ private:
+  static constexpr size_t kFlushAt = 4 << 20;
+  int fd_;
+  uint64_t pos_ = 0;
+  std::string buf_;
+  Status status_;
+};
+
+std::string Superblock(const ErofsTree& tree, const Layout& l, const std::array<uint8_t, 16>& uuid,
+                       bool chunked) {
+  std::string sb(kSuperSize, '\0');
+  char* p = sb.data();
+  EncodeFixed32(p + 0, kMagic);
+  p[12] = static_cast<char>(kErofsBlockBits);
+  EncodeFixed16(p + 14, static_cast<uint16_t>(l.inode_pos[0] / kInodeSlot));
+  EncodeFixed64(p + 16, tree.nodes.size());
+  EncodeFixed32(p + 36, static_cast<uint32_t>(l.total / kBlock));
+  EncodeFixed32(p + 40, 0);  // meta_blkaddr: nids count from byte 0.
+  std::memcpy(p + 48, uuid.data(), uuid.size());
+  std::memcpy(p + 64, "shardfs", 7);  // volume_name
+  uint32_t incompat = chunked ? kIncompatChunkedFile : 0;
+  if (!tree.device_blocks.empty()) incompat |= kIncompatDeviceTable;
+  EncodeFixed32(p + 80, incompat);
+  EncodeFixed16(p + 86, static_cast<uint16_t>(tree.device_blocks.size()));
+  EncodeFixed16(p + 88, static_cast<uint16_t>(l.devices_pos / kDeviceSlotSize));
+  return sb;
+}
+
+std::string ExtendedInode(const ErofsNode& n, uint16_t layout, uint64_t size, uint32_t u) {
+  std::string in(kExtendedInodeSize, '\0');
+  char* p = in.data();
+  EncodeFixed16(p + 0, static_cast<uint16_t>(kInodeExtended | (layout << 1)));
+  EncodeFixed16(p + 4, static_cast<uint16_t>(n.mode));
+  EncodeFixed64(p + 8, size);
+  EncodeFixed32(p + 16, u);
+  EncodeFixed32(p + 20, static_cast<uint32_t>(n.ino));
+  EncodeFixed32(p + 24, n.uid);
+  EncodeFixed32(p + 28, n.gid);
+  // Seconds and nanoseconds, the seconds rounded down (so -1.5 s is -2 s +
+  // 500,000,000 ns), as the kernel adds them.
+  int64_t sec = n.mtime_ns / 1'000'000'000;
+  int64_t nsec = n.mtime_ns % 1'000'000'000;
+  if (nsec < 0) {
+    sec -= 1;
+    nsec += 1'000'000'000;
+  }
+  EncodeFixed64(p + 32, static_cast<uint64_t>(sec));
+  EncodeFixed32(p + 40, static_cast<uint32_t>(nsec));
+  EncodeFixed32(p + 44, n.nlink);
+  return in;
+}
+
+std::string ChunkIndex(uint32_t device, uint32_t block) {
+  std::string ci(kChunkIndexSize, '\0');
+  EncodeFixed16(ci.data() + 2, static_cast<uint16_t>(device));
+  EncodeFixed32(ci.data() + 4, block);
+  return ci;
+}
+
+// The chunk indexes of file `n`, chunks of (block << bits) bytes.
+Status AppendChunks(const ErofsNode& n, int bits, Output* out) {
+  uint64_t chunk = kBlock << bits;
+  uint64_t chunks = ChunkCount(n, bits);
+  auto block_of = [&](uint64_t physical) -> Result<uint32_t> {
+    uint64_t block = physical / kBlock;
+    if (physical % kBlock != 0 || block + (chunk / kBlock) > UINT32_MAX + uint64_t{1}) {
+      return Status::InvalidArgument(
+          fmt::format("inode {}: data at byte {} of its shard is not a 512-byte block below 2 TiB",
+                      n.ino, physical));
+    }
+    return static_cast<uint32_t>(block);
+  };
+  if (!n.sparse) {
+    SHARDFS_ASSIGN_OR_RETURN(uint32_t first, block_of(n.offset));
+    for (uint64_t c = 0; c < chunks; ++c) {
+      out->Append(ChunkIndex(n.device, first + static_cast<uint32_t>(c * (chunk / kBlock))));
+    }
+    return Status::Ok();
+  }
+  size_t e = 0;
+  for (uint64_t c = 0; c < chunks; ++c) {
+    uint64_t logical = c * chunk;
+    while (e < n.extents.size() && n.extents[e].logical + n.extents[e].length <= logical) ++e;
+    if (e == n.extents.size() || n.extents[e].logical > logical) {
+      out->Append(ChunkIndex(0, kNullAddr));  // A hole.
+      continue;
+    }
+    const Extent& x = n.extents[e];
+    SHARDFS_ASSIGN_OR_RETURN(uint32_t block, block_of(x.physical + (logical - x.logical)));
+    out->Append(ChunkIndex(n.device, block));
+  }
+  return Status::Ok();
+}
+
+Status WriteInode(const ErofsTree& tree, const Layout& l, size_t i, Output* out) {
+  const ErofsNode& n = tree.nodes[i];
+  out->PadTo(l.inode_pos[i]);
+  switch (n.type) {
+    case EntryType::kDir:
+      out->Append(ExtendedInode(n, kLayoutFlatPlain, l.dir_size[i], l.data_block[i]));
+      return Status::Ok();
+    case EntryType::kSymlink:
+      if (InlineTarget(n)) {
+        out->Append(ExtendedInode(n, kLayoutFlatInline, n.target.size(), 0));
+        out->Append(n.target);
+      } else {
+        out->Append(ExtendedInode(n, kLayoutFlatPlain, n.target.size(), l.data_block[i]));
+      }
+      return Status::Ok();
+    case EntryType::kFile:
+      break;
+  }
+  if (n.size == 0) {
+    out->Append(ExtendedInode(n, kLayoutFlatPlain, 0, 0));
+    return Status::Ok();
+  }
+  int bits = l.chunk_bits[i];
+  uint32_t format = kChunkFormatIndexes | static_cast<uint32_t>(bits);
+  out->Append(ExtendedInode(n, kLayoutChunkBased, n.size, format));
+  return AppendChunks(n, bits, out);
+}
+
+void WriteDirectory(const ErofsTree& tree, const Layout& l, uint32_t dir, Output* out) {
+  std::vector<DirEntry> entries = SortedEntries(tree, dir);
+  uint64_t last = 0;
+  std::vector<size_t> starts = PackDirectory(
+      entries.size(), [&](size_t k) { return entries[k].name; }, &last);
+  out->PadTo(uint64_t{l.data_block[dir]} * kBlock);
+  for (size_t b = 0; b < starts.size(); ++b) {
+    size_t first = starts[b];
+    size_t end = b + 1 < starts.size() ? starts[b + 1] : entries.size();
+    std::string block(kBlock, '\0');
+    uint64_t name_off = kDirentSize * (end - first);
+    for (size_t k = first; k < end; ++k) {
+      char* d = block.data() + kDirentSize * (k - first);
+      const ErofsNode& child = tree.nodes[entries[k].node];
+      EncodeFixed64(d, l.inode_pos[entries[k].node] / kInodeSlot);
+      EncodeFixed16(d + 8, static_cast<uint16_t>(name_off));
+      d[10] = static_cast<char>(FileType(child.type));
+      std::memcpy(block.data() + name_off, entries[k].name.data(), entries[k].name.size());
+      name_off += entries[k].name.size();
+    }
+    out->Append(block);
+  }
+}
+
+}  // namespace
+
+Result<ErofsImageInfo> WriteErofsImage(const ErofsTree& tree, int fd,
+                                       const std::array<uint8_t, 16>& uuid) {
+  if (tree.nodes.empty() || tree.nodes[0].type != EntryType::kDir) {
+    return Status::InvalidArgument("the tree has no root directory");
+  }
+  SHARDFS_ASSIGN_OR_RETURN(Layout l, ComputeLayout(tree));
+  bool chunked =
+      std::any_of(l.chunk_bits.begin(), l.chunk_bits.end(), [](int b) { return b >= 0; });
+  Output out(fd);
+  out.PadTo(kSuperOffset);
+  out.Append(Superblock(tree, l, uuid, chunked));
+  SHARDFS_RETURN_IF_ERROR(WriteInode(tree, l, 0, &out));
+  out.PadTo(l.devices_pos);
+  for (uint32_t blocks : tree.device_blocks) {
+    std::string slot(kDeviceSlotSize, '\0');
+    EncodeFixed32(slot.data() + 64, blocks);  // mapped_blkaddr (68) stays 0.
+    out.Append(slot);
+  }
+  for (size_t i = 1; i < tree.nodes.size(); ++i) {
+    SHARDFS_RETURN_IF_ERROR(WriteInode(tree, l, i, &out));
+  }
+  for (size_t i = 0; i < tree.nodes.size(); ++i) {
+    const ErofsNode& n = tree.nodes[i];
+    if (n.type == EntryType::kDir) {
+      WriteDirectory(tree, l, static_cast<uint32_t>(i), &out);
+    } else if (n.type == EntryType::kSymlink && !InlineTarget(n)) {
+      out.PadTo(uint64_t{l.data_block[i]} * kBlock);
+      out.Append(n.target);
+    }
+  }
+  out.PadTo(l.total);
+  SHARDFS_RETURN_IF_ERROR(out.Flush());
+  ErofsImageInfo info;
+  info.bytes = l.total;
+  info.inodes = tree.nodes.size();
+  info.shards = tree.device_shards;
+  return info;
+}
+
+namespace {
+
+// The walk behind ErofsTreeFromIndex.
+class TreeCollector {
+ public:
+  explicit TreeCollector(const index::IndexReader& r) : r_(r) {}
+
+  Result<ErofsTree> Collect() {
+    EntryRecord root;
+    index::RecordHolder holder;
+    SHARDFS_RETURN_IF_ERROR(r_.GetInode(index::kRootInode, &root, &holder));
+    device_of_.assign(r_.shards().size(), 0);
+    tree_.nodes.push_back(NodeOf(root));
+    tree_.nodes[0].parent = 0;
+    // Directories still to list, depth first (a directory, then its subtree).
+    std::vector<std::pair<uint32_t, InodeId>> stack{{0, index::kRootInode}};
+    while (!stack.empty()) {
+      auto [dir, inode] = stack.back();
+      stack.pop_back();
+      std::vector<std::pair<uint32_t, InodeId>> subdirs;
+      Status failed;
+      Status s = r_.ForEachChild(inode, "", [&](std::string_view name, const EntryRecord& rec) {
+        Result<uint32_t> child = AddChild(dir, rec);
+        if (!child.ok()) {
+          failed = child.status();
+          return false;
+        }
+        tree_.nodes[dir].children.emplace_back(std::string(name), *child);
+        if (rec.type == EntryType::kDir) subdirs.emplace_back(*child, rec.inode);
+        return true;
+      });
+      SHARDFS_RETURN_IF_ERROR(s);
+      SHARDFS_RETURN_IF_ERROR(failed);
+      stack.insert(stack.end(), subdirs.rbegin(), subdirs.rend());
+    }
+    return AssignDevices();
+  }
+
+ private:
+  ErofsNode NodeOf(const EntryRecord& rec) {
+    ErofsNode n;
+    n.type = rec.type;
+    n.mode = rec.mode;
+    n.uid = rec.uid;
+    n.gid = rec.gid;
+    n.nlink = rec.nlink;
+    n.size = rec.size;
+    n.mtime_ns = rec.mtime_ns;
+    n.ino = rec.inode.value;
+    if (rec.type == EntryType::kSymlink) n.target = std::string(rec.target);
+    return n;
+  }
+
+  Result<uint32_t> AddChild(uint32_t dir, const EntryRecord& rec) {
+    if (rec.type == EntryType::kFile && rec.nlink > 1) {
+      auto it = links_.find(rec.inode.value);
+      if (it != links_.end()) return it->second;
+    }
+    ErofsNode n = NodeOf(rec);
+    n.parent = dir;
+    if (rec.type == EntryType::kFile) SHARDFS_RETURN_IF_ERROR(FileData(rec, &n));
+    uint32_t id = static_cast<uint32_t>(tree_.nodes.size());
+    tree_.nodes.push_back(std::move(n));
+    if (rec.type == EntryType::kFile && rec.nlink > 1) links_.emplace(rec.inode.value, id);
+    return id;
+  }
+
+  // Where a file's bytes are; the shard's device number is given at the end.
+  Status FileData(const EntryRecord& rec, ErofsNode* n) {
+    SHARDFS_RETURN_IF_ERROR(r_.CheckFileRange(rec));
+    uint64_t stored = index::StoredBytes(rec);
+    if (stored == 0 && !rec.sparse()) return Status::Ok();
+    const index::ShardMeta& shard = r_.shards()[rec.shard.value];
+    auto where = [&] {
+      std::string path;
+      return r_.PathOf(rec.inode, &path).ok() ? path : fmt::format("inode {}", rec.inode.value);
+    };
+    if (shard.remote()) {
+      return Status::NotSupported(
+          fmt::format("{} is in a remote shard ({})", where(), r_.ShardPath(rec.shard)));
+    }
+    if (shard.size / kBlock > UINT32_MAX) {
+      return Status::NotSupported(
+          fmt::format("shard {} is 2 TiB or larger (the format's block numbers are 32-bit)",
+                      r_.ShardPath(rec.shard)));
+    }
+    n->device = rec.shard.value + 1;  // Renumbered by AssignDevices.
+    n->offset = rec.offset;
+    n->sparse = rec.sparse();
+    if (n->sparse) {
+      for (size_t i = 0; i < index::ExtentCount(rec); ++i) n->extents.push_back(GetExtent(rec, i));
+      if (n->size > 0 && ChunkBits(*n) < 0) {
+        return Status::NotSupported(
+            fmt::format("{} is sparse with extents off the 512-byte blocks", where()));
+      }
+    } else if (rec.offset % kBlock != 0) {
+      return Status::NotSupported(
+          fmt::format("{}: its data is at byte {} of {}, not at a 512-byte block", where(),
+                      rec.offset, r_.ShardPath(rec.shard)));
+    }
+    return Status::Ok();
+  }
+
+  // Devices 1..N are the shards that hold data, in ascending shard id.
+  Result<ErofsTree> AssignDevices() {
+    for (const ErofsNode& n : tree_.nodes) {
+      if (n.device != 0) device_of_[n.device - 1] = 1;
+    }
+    for (uint32_t s = 0; s < device_of_.size(); ++s) {
+      if (device_of_[s] == 0) continue;
+      tree_.device_shards.push_back(index::ShardId{s});
+      tree_.device_blocks.push_back(
+          static_cast<uint32_t>((r_.shards()[s].size + kBlock - 1) / kBlock));
+      device_of_[s] = static_cast<uint32_t>(tree_.device_shards.size());
+    }
+    if (tree_.device_shards.size() > kErofsMaxDevices) {
+      return Status::NotSupported(
+          fmt::format("the view's files are in {} shards; the format "
+                      "takes at most {}",
+                      tree_.device_shards.size(), kErofsMaxDevices));
+    }
+    for (ErofsNode& n : tree_.nodes) {
+      if (n.device != 0) n.device = device_of_[n.device - 1];
+    }
+    return std::move(tree_);
+  }
+
+  const index::IndexReader& r_;
+  ErofsTree tree_;
+  std::vector<uint32_t> device_of_;
+  std::unordered_map<uint64_t, uint32_t> links_;
+};
+
+}  // namespace
+
+Result<ErofsTree> ErofsTreeFromIndex(const index::IndexReader& reader) {
+  return TreeCollector(reader).Collect();
+}
+
+}  // namespace shardfs::tools
