@@ -1,14 +1,19 @@
 #include "tools/erofs_image.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <map>
 #include <string_view>
 #include <unordered_map>
 
 #include "base/coding.h"
+#include "base/fd.h"
 #include "base/io.h"
 #include "index/index_reader.h"
 
@@ -66,6 +71,7 @@ uint8_t FileType(EntryType t) {
 // data, contiguous in its device, or all hole. -1 if none is (a sparse file
 // with an extent off a block boundary).
 int ChunkBits(const ErofsNode& n) {
+  if (!n.copied.empty()) return 0;
   if (!n.sparse) {
     uint64_t blocks = (n.size + kBlock - 1) / kBlock;
     int bits = blocks <= 1 ? 0 : static_cast<int>(std::bit_width(blocks - 1));
@@ -134,10 +140,12 @@ std::vector<DirEntry> SortedEntries(const ErofsTree& tree, uint32_t dir) {
 
 // Positions of everything, computed before a byte is written.
 struct Layout {
-  std::vector<uint64_t> inode_pos;   // Per node.
-  std::vector<int> chunk_bits;       // Per node; files with data.
-  std::vector<uint32_t> data_block;  // Per node: directory / long symlink data.
-  std::vector<uint64_t> dir_size;    // Per node: directory bytes.
+  std::vector<uint64_t> inode_pos;  // Per node.
+  std::vector<int> chunk_bits;      // Per node; files with data.
+  // Per node: the first image block of a directory's entries, a long
+  // symlink's target or an unaligned sparse file's composed blocks.
+  std::vector<uint32_t> data_block;
+  std::vector<uint64_t> dir_size;  // Per node: directory bytes.
   uint64_t devices_pos = 0;
   uint64_t data_pos = 0;
   uint64_t total = 0;
@@ -193,6 +201,8 @@ Result<Layout> ComputeLayout(const ErofsTree& tree) {
       bytes = starts.size() * kBlock;
     } else if (n.type == EntryType::kSymlink && !InlineTarget(n)) {
       bytes = AlignUp(n.target.size(), kBlock);
+    } else if (!n.copied.empty()) {
+      bytes = n.copied.size() * kBlock;
     } else {
       continue;
     }
@@ -286,7 +296,7 @@ std::string ChunkIndex(uint32_t device, uint32_t block) {
 }
 
 // The chunk indexes of file `n`, chunks of (block << bits) bytes.
-Status AppendChunks(const ErofsNode& n, int bits, Output* out) {
+Status AppendChunks(const ErofsNode& n, int bits, uint32_t copied_block, Output* out) {
   uint64_t chunk = kBlock << bits;
   uint64_t chunks = ChunkCount(n, bits);
   auto block_of = [&](uint64_t physical) -> Result<uint32_t> {
@@ -306,8 +316,13 @@ Status AppendChunks(const ErofsNode& n, int bits, Output* out) {
     return Status::Ok();
   }
   size_t e = 0;
+  size_t k = 0;  // The next composed block.
   for (uint64_t c = 0; c < chunks; ++c) {
     uint64_t logical = c * chunk;
+    if (k < n.copied.size() && n.copied[k].first == c) {
+      out->Append(ChunkIndex(0, copied_block + static_cast<uint32_t>(k++)));  // In the image.
+      continue;
+    }
     while (e < n.extents.size() && n.extents[e].logical + n.extents[e].length <= logical) ++e;
     if (e == n.extents.size() || n.extents[e].logical > logical) {
       out->Append(ChunkIndex(0, kNullAddr));  // A hole.
@@ -345,7 +360,7 @@ Status WriteInode(const ErofsTree& tree, const Layout& l, size_t i, Output* out)
   int bits = l.chunk_bits[i];
   uint32_t format = kChunkFormatIndexes | static_cast<uint32_t>(bits);
   out->Append(ExtendedInode(n, kLayoutChunkBased, n.size, format));
-  return AppendChunks(n, bits, out);
+  return AppendChunks(n, bits, l.data_block[i], out);
 }
 
 void WriteDirectory(const ErofsTree& tree, const Layout& l, uint32_t dir, Output* out) {
@@ -402,6 +417,9 @@ Result<ErofsImageInfo> WriteErofsImage(const ErofsTree& tree, int fd,
     } else if (n.type == EntryType::kSymlink && !InlineTarget(n)) {
       out.PadTo(uint64_t{l.data_block[i]} * kBlock);
       out.Append(n.target);
+    } else if (!n.copied.empty()) {
+      out.PadTo(uint64_t{l.data_block[i]} * kBlock);
+      for (const auto& [block, bytes] : n.copied) out.Append(bytes);
     }
   }
   out.PadTo(l.total);
@@ -467,7 +485,8 @@ class TreeCollector {
   }
 
   Result<uint32_t> AddChild(uint32_t dir, const EntryRecord& rec) {
-    if (rec.type == EntryType::kFile && rec.nlink > 1) {
+    bool linked = rec.type != EntryType::kDir && rec.nlink > 1;  // Files and symlinks.
+    if (linked) {
       auto it = links_.find(rec.inode.value);
       if (it != links_.end()) return it->second;
     }
@@ -476,7 +495,7 @@ class TreeCollector {
     if (rec.type == EntryType::kFile) SHARDFS_RETURN_IF_ERROR(FileData(rec, &n));
     uint32_t id = static_cast<uint32_t>(tree_.nodes.size());
     tree_.nodes.push_back(std::move(n));
-    if (rec.type == EntryType::kFile && rec.nlink > 1) links_.emplace(rec.inode.value, id);
+    if (linked) links_.emplace(rec.inode.value, id);
     return id;
   }
 
@@ -504,15 +523,67 @@ class TreeCollector {
     n->sparse = rec.sparse();
     if (n->sparse) {
       for (size_t i = 0; i < index::ExtentCount(rec); ++i) n->extents.push_back(GetExtent(rec, i));
-      if (n->size > 0 && ChunkBits(*n) < 0) {
-        return Status::NotSupported(
-            fmt::format("{} is sparse with extents off the 512-byte blocks", where()));
-      }
+      if (n->size > 0 && ChunkBits(*n) < 0) return ComposeBlocks(rec, where, n);
     } else if (rec.offset % kBlock != 0) {
       return Status::NotSupported(
           fmt::format("{}: its data is at byte {} of {}, not at a 512-byte block", where(),
                       rec.offset, r_.ShardPath(rec.shard)));
     }
+    return Status::Ok();
+  }
+
+  // An unaligned sparse file: reads its stored bytes, checks them against its
+  // checksum, and keeps the blocks that are not one aligned block of the
+  // shard (or all hole) composed in n->copied.
+  template <typename Where>
+  Status ComposeBlocks(const EntryRecord& rec, const Where& where, ErofsNode* n) {
+    uint64_t stored = index::StoredBytes(rec);
+    copied_bytes_ += stored;
+    if (copied_bytes_ > kErofsMaxCopiedBytes) {
+      return Status::NotSupported(fmt::format(
+          "{} is sparse with extents off the 512-byte blocks, and such files hold more than {} "
+          "bytes",
+          where(), kErofsMaxCopiedBytes));
+    }
+    // The blocks an extent touches without being one whole aligned block of it.
+    std::map<uint64_t, std::string> blocks;
+    for (const Extent& e : n->extents) {
+      for (uint64_t b = e.logical / kBlock; b * kBlock < e.logical + e.length; ++b) {
+        uint64_t lo = b * kBlock, hi = std::min(lo + kBlock, n->size);
+        bool whole = e.logical <= lo && e.logical + e.length >= hi &&
+                     (e.physical + (lo - e.logical)) % kBlock == 0;
+        if (!whole) blocks.emplace(b, std::string(kBlock, '\0'));
+      }
+    }
+    const std::string& path = r_.ShardPath(rec.shard);
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) return Status::FromErrno(errno, fmt::format("shard {}", path));
+    XXH3_state_t* state = XXH3_createState();
+    XXH3_64bits_reset(state);
+    std::string buf;
+    Status s;
+    for (const Extent& e : n->extents) {
+      buf.resize(e.length);
+      s = PreadExact(fd.get(), buf.data(), buf.size(), e.physical);
+      if (!s.ok()) break;
+      XXH3_64bits_update(state, buf.data(), buf.size());
+      for (auto it = blocks.lower_bound(e.logical / kBlock);
+           it != blocks.end() && it->first * kBlock < e.logical + e.length; ++it) {
+        uint64_t lo = std::max(it->first * kBlock, e.logical);
+        uint64_t hi = std::min(it->first * kBlock + kBlock, e.logical + e.length);
+        std::memcpy(it->second.data() + (lo - it->first * kBlock), buf.data() + (lo - e.logical),
+                    hi - lo);
+      }
+    }
+    uint64_t sum = XXH3_64bits_digest(state);
+    XXH3_freeState(state);
+    if (!s.ok()) return s.WithContext(fmt::format("shard {} ({})", path, where()));
+    if (rec.has_checksum() && sum != rec.xxh3) {
+      return Status::Corruption(fmt::format(
+          "{}: its bytes in shard {} do not match the index's checksum", where(), path));
+    }
+    n->copied.assign(std::make_move_iterator(blocks.begin()),
+                     std::make_move_iterator(blocks.end()));
     return Status::Ok();
   }
 
@@ -544,6 +615,7 @@ class TreeCollector {
   ErofsTree tree_;
   std::vector<uint32_t> device_of_;
   std::unordered_map<uint64_t, uint32_t> links_;
+  uint64_t copied_bytes_ = 0;
 };
 
 }  // namespace

@@ -26,6 +26,13 @@
 //   block) per chunk, the chunk as large as the file needs (one index for
 //   most files). A sparse file takes the largest chunk size that its extents
 //   are aligned to; a hole is a null chunk. An empty file has no data.
+// - A sparse file whose extents are not block-aligned (GNU tar 1.13 writes a
+//   last extent of one byte at the end, say) takes 512-byte chunks, and each
+//   block that is neither all hole nor one whole aligned block of its shard
+//   is composed (data and zeros) and stored in the image itself (device 0).
+//   Those bytes are read from the shard when the image is written and
+//   checked against the file's checksum first; at most kErofsMaxCopiedBytes
+//   of such files' data are read per image.
 // - A directory is plain: blocks of (nid, name offset, type) entries, then
 //   the names, sorted by bytes, "." and ".." included, as the kernel's lookup
 //   (a binary search) expects.
@@ -35,9 +42,9 @@
 // number in 16 bits.
 //
 // What the format cannot hold, a view with it cannot be written: a file of a
-// remote shard, a member whose data is not at a 512-byte boundary, a sparse
-// file whose extents are not block-aligned, a shard of 2 TiB or more (32-bit
-// block numbers), more than 65,535 shards. ErofsTreeFromIndex refuses those
+// remote shard, a member whose data is not at a 512-byte boundary, unaligned
+// sparse files with more than kErofsMaxCopiedBytes of data, a shard of 2 TiB
+// or more (32-bit block numbers), more than 65,535 shards. ErofsTreeFromIndex refuses those
 // with NotSupported naming the file or shard; the mount then falls back to
 // FUSE or refuses (src/kernel_mount.h).
 #ifndef SHARDFS_TOOLS_EROFS_IMAGE_H_
@@ -61,6 +68,8 @@ inline constexpr uint32_t kErofsBlockBits = 9;
 inline constexpr uint32_t kErofsBlockSize = 1u << kErofsBlockBits;
 // The most extra devices the superblock can name.
 inline constexpr size_t kErofsMaxDevices = 65535;
+// The most data of unaligned sparse files read to compose blocks, per image.
+inline constexpr uint64_t kErofsMaxCopiedBytes = 256 << 20;
 
 // One inode of the tree. Files name a device (1-based) and a byte offset in
 // it; sparse files carry extents with physical offsets in that device.
@@ -77,7 +86,10 @@ struct ErofsNode {
   uint64_t offset = 0;
   bool sparse = false;
   std::vector<index::Extent> extents;  // Sparse files.
-  std::string target;                  // Symlinks.
+  // Unaligned sparse files: the composed 512-byte blocks stored in the image,
+  // by block number in the file, ascending.
+  std::vector<std::pair<uint64_t, std::string>> copied;
+  std::string target;  // Symlinks.
   // Directories: children by name (bytes, sorted, no "." or ".."), and the
   // parent's node (the root is its own).
   std::vector<std::pair<std::string, uint32_t>> children;

@@ -553,6 +553,89 @@ class Mount:
         return getattr(self, "_final_log", None) or self.stderr()
 
 
+class KernelMount:
+    """`shardfs mount --kernel[=WHEN] [-o OPTS] IDX MNT` for a `with` block.
+
+    The command returns once mounted (there is no daemon). Enter fails with
+    its stderr unless it exits 0 with MNT mounted; `stderr` and `fstype` say
+    what happened (with --kernel=auto, "fuse.shardfs" after a fallback). Exit
+    always unmounts: umount(8) for the kernel mount, fusermount3 -u for a
+    fallback's FUSE mount, retrying while busy, detaching lazily as a last
+    resort (and then failing the test)."""
+
+    def __init__(self, idx, mnt, options=None, when=None, cache_dir=None, extra_args=(),
+                 env=None, preexec=None):
+        self.idx, self.mnt, self.options = idx, mnt, options
+        self.flag = "--kernel" if when is None else "--kernel=" + when
+        self.cache_dir = cache_dir
+        self.extra_args = list(extra_args)
+        self.env, self.preexec = env, preexec
+        self.stderr = ""
+        self.fstype = None
+
+    def argv(self):
+        opts = [self.options] if self.options else []
+        if self.cache_dir:
+            opts.append("cache_dir=" + self.cache_dir)
+        argv = [SHARDFS, "mount", self.flag] + self.extra_args
+        if opts:
+            argv += ["-o", ",".join(opts)]
+        return argv + [self.idx, self.mnt]
+
+    def __enter__(self):
+        require_shardfs()
+        if is_mounted(self.mnt):
+            raise MountError("%s is already a mount point" % self.mnt)
+        p = subprocess.run(self.argv(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=300, env=self.env,
+                           preexec_fn=self.preexec)
+        self.stderr = p.stderr.decode(errors="replace")
+        self.fstype = mount_fstype(self.mnt)
+        if p.returncode != 0 or self.fstype is None:
+            problem = kernel_unmount(self.mnt)
+            raise MountError("shardfs mount %s exited %d (%s mounted):\n%s%s" % (
+                self.flag, p.returncode, self.fstype, self.stderr, problem or ""))
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        problem = kernel_unmount(self.mnt)
+        if problem and exc_type is None:
+            raise MountError(problem)
+        return False
+
+
+def mount_fstype(mnt):
+    """The type of the mount at `mnt` (the last one there), or None."""
+    want = os.path.realpath(mnt)
+    found = None
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) > 2 and re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)),
+                                          fields[1]) == want:
+                found = fields[2]
+    return found
+
+
+def kernel_unmount(mnt, tries=25):
+    """Unmounts whatever is at `mnt`: umount(8) for a kernel mount,
+    fusermount3 -u for a FUSE one; retries while busy. Returns an error text
+    or None."""
+    last = ""
+    for _ in range(tries):
+        fstype = mount_fstype(mnt)
+        if fstype is None:
+            return None
+        cmd = ["fusermount3", "-u", mnt] if fstype.startswith("fuse") else ["umount", mnt]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        last = p.stderr.decode(errors="replace").strip()
+        if mount_fstype(mnt) is None:
+            return None
+        time.sleep(0.2)
+    subprocess.run(["umount", "-l", mnt], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return "could not unmount %s (%s); detached lazily" % (mnt, last)
+
+
 def wait_until(pred, timeout=10.0, interval=0.02):
     end = time.monotonic() + timeout
     while time.monotonic() < end:

@@ -179,6 +179,13 @@ class TarSemanticsTest(unittest.TestCase):
         build = tl.build_index(paths, idx)
         err = build.stderr.decode(errors="replace")
         self.compare(want, indexed(idx), {os.fsencode(s) for s in skip_mtime})
+        # The kernel's mount of the index (mount --kernel) shows the same tree.
+        mnt = os.path.join(base, "kmnt")
+        os.mkdir(mnt)
+        with tl.KernelMount(idx, mnt, cache_dir=os.path.join(base, "images")):
+            got = tl.walk_reference(mnt)
+        del got[b""]
+        self.compare(want, got, {os.fsencode(s) for s in skip_mtime})
         if refused:
             self.assertRegex(err, r"%d member\(s\) could not be placed" % refused)
             self.assertRegex(err, r"shard \S+shard\d\.tar: member '[^']+' at byte \d+: ")

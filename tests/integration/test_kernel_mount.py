@@ -1,0 +1,437 @@
+#!/usr/bin/env python3
+"""`shardfs mount --kernel` (issue 27): the view served by the kernel's EROFS
+driver from an image shardfs writes (tools/erofs_image.h), the shards as
+extra devices.
+
+The oracles: GNU tar's extraction (as root, owners kept) for generated trees
+of every kind of entry and for the tar corpus; the FUSE mount of the same
+index for views and ranks. Then 1,000 shards through the new mount API, the
+fallbacks (not root, a remote shard, verify=always, a changed shard), a shard
+replaced while mounted, the image cache and the mount(8) helper.
+
+The generated trees are this test's fuzzer of the image writer: seeded random
+trees (names of every length and many bytes, directories spanning many
+blocks, files of every size around the block boundaries, sparse files, hard
+links, symlinks whose targets straddle the inline limit, owners, modes,
+mtimes before 1970), each compared entry by entry, the kernel as the judge of
+the format.
+
+These tests need root and a kernel with EROFS (6.12+): they fail, never skip,
+without them."""
+import os
+import random
+import shutil
+import stat
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shardfs_testlib as tl  # noqa: E402
+import remote_servers as rs  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "..", "corpus")
+sys.path.insert(0, CORPUS)
+import check_tar_corpus as corpus  # noqa: E402
+
+NAME_BYTES = (b"abcdefghijklmnopqrstuvwxyzABCXYZ0123456789 -_.,+=@~#%&()[]{}'"
+              + "äöüßéñ中文日本語".encode())
+
+
+def rand_name(rnd, taken):
+    while True:
+        n = rnd.choice([1, 2, 5, 12, 40, 100, 200, 255])
+        raw = bytes(rnd.choice(NAME_BYTES) for _ in range(n * 2))
+        name = raw.decode("utf-8", errors="ignore").encode()[:n]
+        name = name.decode("utf-8", errors="ignore").encode()
+        if name and name not in (b".", b"..") and name not in taken:
+            taken.add(name)
+            return name
+
+
+def make_tree(root, seed):
+    """A random tree under `root` (bytes paths). Returns nothing; the tree on
+    disk is the reference."""
+    rnd = random.Random(seed)
+    root = os.fsencode(root)
+    dirs = [root]
+    files = []
+    for _ in range(rnd.randrange(4, 10)):
+        parent = rnd.choice(dirs)
+        d = os.path.join(parent, rand_name(rnd, set(os.listdir(parent))))
+        os.mkdir(d)
+        dirs.append(d)
+    # One directory with enough names for many 512-byte directory blocks.
+    big = os.path.join(root, b"big")
+    os.mkdir(big)
+    for i in range(rnd.randrange(150, 400)):
+        p = os.path.join(big, b"entry-%05d-%s" % (i, b"x" * rnd.randrange(0, 60)))
+        with open(p, "wb") as f:
+            f.write(b"%d" % i)
+        files.append(p)
+    sizes = [0, 1, 511, 512, 513, 4095, 4096, 4097, 65536, 131073, 300001]
+    for _ in range(rnd.randrange(20, 40)):
+        parent = rnd.choice(dirs)
+        p = os.path.join(parent, rand_name(rnd, set(os.listdir(parent))))
+        with open(p, "wb") as f:
+            f.write(rnd.randbytes(rnd.choice(sizes + [rnd.randrange(0, 200000)])))
+        files.append(p)
+    # Sparse files: holes at 4 KiB granularity, where GNU tar finds them.
+    for k in range(2):
+        parent = rnd.choice(dirs)
+        p = os.path.join(parent, b"sparse-%d" % k)
+        with open(p, "wb") as f:
+            size = rnd.randrange(1 << 20, 4 << 20)
+            f.truncate(size)
+            for _ in range(rnd.randrange(0, 4)):
+                f.seek(rnd.randrange(0, size // 4096) * 4096)
+                f.write(rnd.randbytes(rnd.randrange(1, 20000)))
+        files.append(p)
+    for _ in range(rnd.randrange(3, 8)):
+        src = rnd.choice(files)
+        parent = rnd.choice(dirs)
+        os.link(src, os.path.join(parent, rand_name(rnd, set(os.listdir(parent)))))
+    for n in (1, 100, 447, 448, 449, 511, 512, 1000, 4000):
+        parent = rnd.choice(dirs)
+        target = bytes(rnd.choice(b"abc/._-") for _ in range(n))
+        os.symlink(target, os.path.join(parent, rand_name(rnd, set(os.listdir(parent)))))
+    # A hard link to a symlink: one inode, two names, as GNU tar extracts it.
+    links = [os.path.join(p, n) for p in dirs for n in os.listdir(p)
+             if os.path.islink(os.path.join(p, n))]
+    os.link(rnd.choice(sorted(links)), os.path.join(root, b"link-to-a-symlink"),
+            follow_symlinks=False)
+    for d in dirs[1:] + files:
+        st = os.lstat(d)
+        if stat.S_ISDIR(st.st_mode):
+            os.chmod(d, rnd.choice([0o755, 0o700, 0o750, 0o1777, 0o2755]))
+        else:
+            os.chmod(d, rnd.choice([0o644, 0o600, 0o400, 0o755, 0o4755, 0o2711, 0o666]))
+        os.lchown(d, rnd.choice([0, 1, 1000, 65534, 70000, 2**31 + 5]),
+                  rnd.choice([0, 2, 1000, 65534, 99999]))
+    for d in reversed(sorted(dirs[1:] + files)):
+        t = rnd.choice([0, -86400 * 400 - 7, 1_600_000_000, 2_000_000_000, 4_200_000_000])
+        t_ns = t * 10**9 + rnd.randrange(0, 10**9)
+        os.utime(d, ns=(t_ns, t_ns), follow_symlinks=False)
+
+
+def tar_dir(src, shard, *extra):
+    p = subprocess.run(["tar", "--format=posix", "--sparse", "--numeric-owner", "--sort=name",
+                        "-cf", shard, *extra, "-C", src, "."], capture_output=True)
+    if p.returncode != 0:
+        raise AssertionError("tar: %s" % p.stderr.decode(errors="replace"))
+
+
+def untar(shards, dest):
+    os.makedirs(dest, exist_ok=True)
+    for s in shards:
+        p = subprocess.run(["tar", "--numeric-owner", "-xpf", s, "-C", dest], capture_output=True)
+        if p.returncode != 0:
+            raise AssertionError("tar -x %s: %s" % (s, p.stderr.decode(errors="replace")))
+
+
+class KernelMountTest(tl.ScratchTestCase):
+    PREFIX = "shardfs-kernel-"
+
+    def setUp(self):
+        self.assertEqual(os.geteuid(), 0, "the kernel mount tests run as root")
+        with open("/proc/filesystems") as f:
+            self.assertIn("\terofs\n", f.read(), "this kernel has no EROFS")
+
+    def kmount(self, idx, mnt, **kw):
+        kw.setdefault("cache_dir", os.path.join(self.tmp, "images"))
+        return tl.KernelMount(idx, mnt, **kw)
+
+    def assert_same(self, want, got, quantum_ns=1, what=""):
+        """Entry by entry: names, types, modes, owners, mtimes, sizes,
+        content, symlink targets, link counts, and which names share an
+        inode."""
+        want = dict(want)
+        got = dict(got)
+        want.pop(b"", None)
+        got.pop(b"", None)
+        missing = sorted(set(want) - set(got))[:5]
+        extra = sorted(set(got) - set(want))[:5]
+        self.assertEqual((missing, extra), ([], []), "%s: names differ" % what)
+        for p, w in want.items():
+            tl.compare_entry(self, "%s %r" % (what, p), w, got[p], quantum_ns=quantum_ns)
+        classes = {}
+        for p, w in want.items():
+            classes.setdefault(w.ino, set()).add(got[p].ino)
+        for ino, seen in classes.items():
+            self.assertEqual(len(seen), 1, "%s: names of one inode split" % what)
+        self.assertEqual(len({g.ino for g in got.values()}), len(classes),
+                         "%s: inodes merged" % what)
+
+    def test_generated_trees_equal_gnu_tar_extraction(self):
+        for seed in range(6):
+            base = self.scratch("gen%d" % seed)
+            src = os.path.join(base, "src")
+            os.mkdir(src)
+            make_tree(src, seed)
+            shard = os.path.join(base, "s.tar")
+            tar_dir(src, shard)
+            x = os.path.join(base, "x")
+            untar([shard], x)
+            idx = os.path.join(base, "idx")
+            tl.build_index([shard], idx, check=0)
+            mnt = os.path.join(base, "mnt")
+            os.mkdir(mnt)
+            with self.kmount(idx, mnt) as m:
+                self.assertEqual(m.fstype, "erofs", m.stderr)
+                got = tl.walk_reference(mnt)
+            self.assert_same(tl.walk_reference(x), got, what="seed %d" % seed)
+
+    def test_tar_corpus_equals_gnu_tar_extraction(self):
+        archives = []
+        for dirpath, _, names in os.walk(corpus.corpus_dir()):
+            archives += [os.path.join(dirpath, n) for n in names if n.endswith((".tar", ".pax"))]
+        self.assertTrue(archives, "no tar corpus")
+        mounted = 0
+        for archive in sorted(archives):
+            base = self.scratch("corpus-%d" % mounted)
+            idx = os.path.join(base, "idx")
+            build = tl.run_shardfs("index", "build", "-q", "--out", idx, archive)
+            if build.returncode != 0:
+                continue  # Refused by index build: tests/corpus/OUTCOMES.md says which.
+            x = os.path.join(base, "x")
+            os.mkdir(x)
+            tar_ok = subprocess.run(["tar", "-xf", archive, "-C", x], capture_output=True)
+            mnt = os.path.join(base, "mnt")
+            os.mkdir(mnt)
+            with self.kmount(idx, mnt) as m:
+                self.assertEqual(m.fstype, "erofs", "%s: %s" % (archive, m.stderr))
+                ours = corpus.extracted_tree(mnt)
+            theirs = corpus.extracted_tree(x)
+            for path, entry in theirs.items():
+                self.assertEqual(ours.get(path), entry, "%s: %r" % (archive, path))
+            if tar_ok.returncode == 0:
+                self.assertEqual(sorted(ours), sorted(theirs), archive)
+            mounted += 1
+        self.assertGreater(mounted, 10, "corpus archives mounted")
+
+    def three_shard_index(self, name, files=60):
+        base = self.scratch(name)
+        src = os.path.join(base, "src")
+        rnd = random.Random(3)
+        for c in range(6):
+            os.makedirs(os.path.join(src, "class%d" % c, "sub"))
+        for i in range(files):
+            p = os.path.join(src, "class%d" % (i % 6), "sub" if i % 4 == 0 else "",
+                             "s%04d.bin" % i)
+            with open(p, "wb") as f:
+                f.write(rnd.randbytes(rnd.randrange(0, 30000)))
+        shards = tl.tar_into_shards(src, base, 3)
+        idx = os.path.join(base, "idx")
+        tl.build_index(shards, idx, check=0)
+        return base, idx, shards
+
+    def test_views_and_ranks_equal_the_fuse_mount(self):
+        base, idx, _ = self.three_shard_index("views")
+        renames = os.path.join(base, "renames")
+        tl.write_lines(renames, ["class2\trenamed/deeper", "class3/sub\tclass0/moved"])
+        tl.view_create(idx, "cut", "--exclude", "class1", "--exclude", "*7.bin",
+                       "--rename-map", renames, check=0)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        cases = ["view=cut"] + ["view=cut,rank=%d,world=3" % k for k in range(3)]
+        cases += ["rank=%d,world=3" % k for k in range(3)]
+        per_rank = {}
+        for opts in cases:
+            with tl.Mount(idx, mnt, options=opts):
+                want = tl.walk_reference(mnt)
+            with self.kmount(idx, mnt, options=opts) as m:
+                self.assertEqual(m.fstype, "erofs", m.stderr)
+                got = tl.walk_reference(mnt)
+            self.assertTrue(len(want) > 3, opts)
+            self.assert_same(want, got, what=opts)
+            if opts.startswith("view=cut,rank"):
+                per_rank[opts] = {p for p, e in got.items() if e.type == "file"}
+        # The ranks split the view's files: disjoint, and together the view.
+        with self.kmount(idx, mnt, options="view=cut"):
+            whole = {p for p, e in tl.walk_reference(mnt).items() if e.type == "file"}
+        union = set()
+        for files in per_rank.values():
+            self.assertFalse(union & files, "a file on two ranks")
+            union |= files
+        self.assertEqual(union, whole)
+
+    def test_a_thousand_shards(self):
+        base = self.scratch("many")
+        shards = []
+        want = {}
+        for i in range(1000):
+            d = os.path.join(base, "src", "d%03d" % (i // 100))
+            os.makedirs(d, exist_ok=True)
+            name = "f%04d.txt" % i
+            data = (b"shard %d\n" % i) * (i % 7 + 1)
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(data)
+            shard = os.path.join(base, "shards", "s%04d.tar" % i)
+            os.makedirs(os.path.dirname(shard), exist_ok=True)
+            tl.tar_create(shard, os.path.join(base, "src"), ["d%03d/%s" % (i // 100, name)])
+            shards.append(shard)
+            want["d%03d/%s" % (i // 100, name)] = data
+        idx = os.path.join(base, "idx")
+        tl.build_index([os.path.join(base, "shards")], idx, check=0)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        with self.kmount(idx, mnt) as m:
+            self.assertEqual(m.fstype, "erofs", m.stderr)
+            self.assertIn("1000 shards", m.stderr)
+            for rel, data in want.items():
+                with open(os.path.join(mnt, rel), "rb") as f:
+                    self.assertEqual(f.read(), data, rel)
+
+    def fallback(self, idx, mnt, reason, preexec=None, options=None, env=None):
+        """--kernel refuses with `reason` and mounts nothing; --kernel=auto
+        says why in one line and mounts with FUSE."""
+        m = self.kmount(idx, mnt, options=options, preexec=preexec, env=env)
+        with self.assertRaises(tl.MountError) as cm:
+            with m:
+                pass
+        self.assertRegex(str(cm.exception), reason)
+        self.assertIsNone(tl.mount_fstype(mnt))
+        with self.kmount(idx, mnt, when="auto", options=options, preexec=preexec, env=env) as m:
+            self.assertEqual(m.fstype, "fuse.shardfs", m.stderr)
+            lines = [line for line in m.stderr.splitlines() if "not with the kernel" in line]
+            self.assertEqual(len(lines), 1, m.stderr)
+            self.assertRegex(lines[0], reason)
+            self.assertRegex(lines[0], "mounting with FUSE")
+            self.assertTrue(os.listdir(mnt))
+
+    def test_fallbacks(self):
+        base, idx, shards = self.three_shard_index("fallbacks")
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        self.fallback(idx, mnt, r"verify=first\|always", options="verify=always")
+        self.fallback(idx, mnt, r"uid, gid and umask", options="uid=5")
+        # As nobody: no CAP_SYS_ADMIN. FUSE mounts as nobody need a
+        # mountpoint and an index nobody can reach.
+        os.chmod(self.tmp, 0o755)
+        for d in (base, os.path.dirname(base)):
+            os.chmod(d, 0o755)
+        user_mnt = os.path.join(base, "user-mnt")
+        os.mkdir(user_mnt)
+        os.chown(user_mnt, 65534, 65534)
+
+        def as_nobody():
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+        env = dict(os.environ, HOME=base, XDG_RUNTIME_DIR="")
+        m = tl.KernelMount(idx, user_mnt, preexec=as_nobody, env=env)
+        with self.assertRaises(tl.MountError) as cm:
+            with m:
+                pass
+        self.assertRegex(str(cm.exception), r"needs root \(CAP_SYS_ADMIN\)")
+        # --kernel=auto says why and mounts with FUSE. Where /dev/fuse is
+        # not open to other users (as on the CI machines: crw-------), no
+        # FUSE mount can be made as nobody either, and FUSE's own error
+        # must follow the line.
+        auto = tl.KernelMount(idx, user_mnt, when="auto", preexec=as_nobody, env=env)
+        reason = r"not with the kernel: .*needs root \(CAP_SYS_ADMIN\); mounting with FUSE"
+        if os.stat("/dev/fuse").st_mode & 0o006 == 0o006:
+            with auto as m:
+                self.assertEqual(m.fstype, "fuse.shardfs", m.stderr)
+                self.assertRegex(m.stderr, reason)
+                self.assertTrue(os.listdir(user_mnt))
+        else:
+            with self.assertRaises(tl.MountError) as cm:
+                with auto:
+                    pass
+            self.assertRegex(str(cm.exception), reason + r"\n.*failed to open /dev/fuse")
+        # A shard changed since it was indexed: the kernel would read it
+        # unchecked.
+        st = os.stat(shards[1])
+        os.utime(shards[1], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        try:
+            self.fallback(idx, mnt, r"shard .*s?hard-001.tar is not the file indexed")
+        finally:
+            os.utime(shards[1], ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    def test_a_remote_shard_falls_back(self):
+        base = self.scratch("remote")
+        src = os.path.join(base, "src")
+        os.makedirs(os.path.join(src, "d"))
+        with open(os.path.join(src, "d", "f"), "wb") as f:
+            f.write(b"remote bytes\n")
+        shard = tl.tar_create(os.path.join(base, "s.tar"), src, ["d"])
+        with rs.RangeServer() as server, open(shard, "rb") as f:
+            server.put("/s.tar", f.read())
+            idx = os.path.join(base, "idx")
+            tl.build_index([server.url + "/s.tar"], idx, check=0)
+            mnt = os.path.join(base, "mnt")
+            os.mkdir(mnt)
+            env = dict(os.environ, SHARDFS_S3_ALLOW_HTTP="1")
+            self.fallback(idx, mnt, r"d/f is in a remote shard", env=env)
+
+    def test_shard_replaced_while_mounted(self):
+        base, idx, shards = self.three_shard_index("replaced")
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        with self.kmount(idx, mnt):
+            ref = tl.walk_reference(mnt)
+            files = sorted(p for p, e in ref.items() if e.type == "file" and e.size > 100)
+            # Replaced by a rename: the mount holds the file it was given and
+            # goes on reading the old bytes.
+            size = os.path.getsize(shards[0])
+            with open(shards[0] + ".new", "wb") as f:
+                f.write(b"\xee" * size)
+            os.rename(shards[0] + ".new", shards[0])
+            subprocess.run(["sh", "-c", "echo 3 > /proc/sys/vm/drop_caches"], check=True)
+            after = tl.walk_reference(mnt)
+            for p in files:
+                self.assertEqual(after[p].sha256, ref[p].sha256, p)
+            # Rewritten in place: read as it is now (no checksum, no EIO), as
+            # the man page says.
+            with open(shards[1], "r+b") as f:
+                f.write(b"\xdd" * os.path.getsize(shards[1]))
+            subprocess.run(["sh", "-c", "echo 3 > /proc/sys/vm/drop_caches"], check=True)
+            changed = [p for p in files
+                       if tl.sha256_file(os.path.join(mnt, os.fsdecode(p))) != ref[p].sha256]
+            self.assertTrue(changed, "no file of the rewritten shard read differently")
+            for p in changed:
+                with open(os.path.join(mnt, os.fsdecode(p)), "rb") as f:
+                    self.assertEqual(set(f.read()), {0xdd}, p)
+
+    def test_image_cache_stats_umount_and_the_mount_helper(self):
+        base, idx, _ = self.three_shard_index("cache")
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        images = os.path.join(base, "images")
+        with self.kmount(idx, mnt, cache_dir=images) as m:
+            self.assertRegex(m.stderr, r"kernel image .*: \d+ inodes, \d+ bytes")
+            st = tl.run_shardfs("stats", mnt, check=0).stdout.decode()
+            self.assertRegex(st, r"^path: kernel \(EROFS image .*/shardfs-erofs-v1/[0-9a-f]{32}")
+        self.assertIsNone(tl.mount_fstype(mnt))
+        cache = os.path.join(images, "shardfs-erofs-v1")
+        self.assertEqual(stat.S_IMODE(os.stat(cache).st_mode), 0o700)
+        made = [n for n in os.listdir(cache) if n.endswith(".erofs")]
+        self.assertEqual(len(made), 1, made)
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(cache, made[0])).st_mode), 0o600)
+        # Mounted again: the image is reused (not written again).
+        with self.kmount(idx, mnt, cache_dir=images) as m:
+            self.assertNotRegex(m.stderr, r"kernel image")
+            p = tl.run_shardfs("umount", mnt)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIsNone(tl.mount_fstype(mnt))
+        # Another view is another image; a FUSE mount's stats say FUSE.
+        tl.view_create(idx, "half", "--exclude", "class1", check=0)
+        with self.kmount(idx, mnt, cache_dir=images, options="view=half"):
+            pass
+        self.assertEqual(len([n for n in os.listdir(cache) if n.endswith(".erofs")]), 2)
+        # fstab / mount(8): -t fuse.shardfs -o kernel.
+        helper = os.path.join(os.environ.get("SHARDFS_SOURCE_ROOT", ""), "src",
+                              "mount.fuse.shardfs")
+        env = dict(os.environ, SHARDFS=tl.SHARDFS)
+        p = subprocess.run([helper, idx, mnt, "-o", "ro,noauto,kernel,cache_dir=" + images],
+                           env=env, capture_output=True, timeout=60)
+        try:
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(tl.mount_fstype(mnt), "erofs")
+        finally:
+            self.assertIsNone(tl.kernel_unmount(mnt))
+
+
+if __name__ == "__main__":
+    tl.main()
