@@ -363,8 +363,12 @@ Status ControlServer::Warm(const std::vector<std::string>& paths, std::string* b
 }
 
 std::string ControlServer::StatsText(const FetcherStats& s) const {
+  // Which path serves the mount: this daemon (a kernel mount has none; the
+  // CLI answers for it, src/kernel_mount.h).
+  std::string out = "path       fuse\n";
   if (fetcher_ == nullptr) {
-    return "local shards read directly (no chunk cache: the kernel's page cache holds them)\n";
+    return out +
+           "local shards read directly (no chunk cache: the kernel's page cache holds them)\n";
   }
   const ChunkCacheStats& c = s.cache;
   const remote::RequestStatsSnapshot& r = s.requests;
@@ -373,7 +377,6 @@ std::string ControlServer::StatsText(const FetcherStats& s) const {
                          : static_cast<double>(s.total.bytes_fetched) /
                                static_cast<double>(s.total.bytes_delivered);
   const uint64_t lookups = s.total.chunk_hits + s.total.chunk_misses;
-  std::string out;
   out += fmt::format(
       "reads      delivered {} ({} of it pushed ahead), fetched {} "
       "(amplification {:.2f})\n",
@@ -416,7 +419,8 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
     errors.UNum(remote::ErrorKindName(static_cast<remote::ErrorKind>(k)), r.errors[k]);
   }
   JsonObject o;
-  o.Bool("chunked", fetcher_ != nullptr)
+  o.Str("path", "fuse")
+      .Bool("chunked", fetcher_ != nullptr)
       .UNum("bytes_delivered", s.total.bytes_delivered)
       .UNum("bytes_pushed", s.total.bytes_pushed)
       .UNum("bytes_fetched", s.total.bytes_fetched)

@@ -18,6 +18,7 @@ the format.
 
 These tests need root and a kernel with EROFS (6.12+): they fail, never skip,
 without them."""
+import json
 import os
 import random
 import shutil
@@ -415,10 +416,17 @@ class KernelMountTest(tl.ScratchTestCase):
             p = tl.run_shardfs("umount", mnt)
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertIsNone(tl.mount_fstype(mnt))
-        # Another view is another image; a FUSE mount's stats say FUSE.
+        # Another view is another image.
         tl.view_create(idx, "half", "--exclude", "class1", check=0)
         with self.kmount(idx, mnt, cache_dir=images, options="view=half"):
-            pass
+            js = json.loads(tl.run_shardfs("stats", "--json", mnt, check=0).stdout)
+            self.assertEqual(js["path"], "kernel")
+        # A FUSE mount's stats say so too.
+        with tl.Mount(idx, mnt):
+            text = tl.run_shardfs("stats", mnt, check=0).stdout.decode()
+            self.assertTrue(text.startswith("path       fuse\n"), text)
+            js = json.loads(tl.run_shardfs("stats", "--json", mnt, check=0).stdout)
+            self.assertEqual(js["path"], "fuse")
         self.assertEqual(len([n for n in os.listdir(cache) if n.endswith(".erofs")]), 2)
         # fstab / mount(8): -t fuse.shardfs -o kernel.
         helper = os.path.join(os.environ.get("SHARDFS_SOURCE_ROOT", ""), "src",
