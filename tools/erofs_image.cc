@@ -34,10 +34,11 @@ constexpr uint32_t kIncompatChunkedFile = 0x4;
 constexpr uint32_t kIncompatDeviceTable = 0x8;
 constexpr uint64_t kDeviceSlotSize = 128;
 constexpr uint64_t kInodeSlot = 32;  // nid = byte offset / 32.
+constexpr uint64_t kCompactInodeSize = 32;
 constexpr uint64_t kExtendedInodeSize = 64;
 constexpr uint64_t kDirentSize = 12;
 constexpr uint64_t kChunkIndexSize = 8;
-constexpr uint16_t kInodeExtended = 1;  // i_format bit 0.
+constexpr uint16_t kInodeExtended = 1;  // i_format bit 0; 0 is compact.
 constexpr uint16_t kLayoutFlatPlain = 0;
 constexpr uint16_t kLayoutFlatInline = 2;
 constexpr uint16_t kLayoutChunkBased = 4;
@@ -146,10 +147,47 @@ struct Layout {
   // symlink's target or an unaligned sparse file's composed blocks.
   std::vector<uint32_t> data_block;
   std::vector<uint64_t> dir_size;  // Per node: directory bytes.
+  // Per node: a compact inode (32 bytes: 16-bit ids and link count, 32-bit
+  // size, the superblock's mtime) where the node fits one, else extended.
+  std::vector<bool> compact;
+  // The superblock's time, which every compact inode has: the most common
+  // mtime of the tree.
+  int64_t build_time_ns = 0;
   uint64_t devices_pos = 0;
   uint64_t data_pos = 0;
   uint64_t total = 0;
 };
+
+int64_t CommonMtime(const ErofsTree& tree) {
+  std::unordered_map<int64_t, uint64_t> count;
+  for (const ErofsNode& n : tree.nodes) ++count[n.mtime_ns];
+  int64_t best = 0;
+  uint64_t most = 0;
+  for (const auto& [t, c] : count) {
+    if (c > most || (c == most && t < best)) {
+      best = t;
+      most = c;
+    }
+  }
+  return best;
+}
+
+bool FitsCompact(const ErofsNode& n, int64_t build_time_ns) {
+  return n.mtime_ns == build_time_ns && n.uid <= UINT16_MAX && n.gid <= UINT16_MAX &&
+         n.nlink <= UINT16_MAX && n.size <= UINT32_MAX && n.mode <= UINT16_MAX;
+}
+
+// Seconds rounded down and nanoseconds (so -1.5 s is -2 s + 500,000,000 ns),
+// as the kernel adds them.
+std::pair<int64_t, uint32_t> SplitTime(int64_t ns) {
+  int64_t sec = ns / 1'000'000'000;
+  int64_t nsec = ns % 1'000'000'000;
+  if (nsec < 0) {
+    sec -= 1;
+    nsec += 1'000'000'000;
+  }
+  return {sec, static_cast<uint32_t>(nsec)};
+}
 
 Result<Layout> ComputeLayout(const ErofsTree& tree) {
   Layout l;
@@ -162,7 +200,9 @@ Result<Layout> ComputeLayout(const ErofsTree& tree) {
     return Status::InvalidArgument(fmt::format("{} devices: the format names at most {}",
                                                tree.device_blocks.size(), kErofsMaxDevices));
   }
-  l.inode_pos[0] = kRootPos;
+  l.build_time_ns = CommonMtime(tree);
+  l.compact.assign(count, false);
+  l.inode_pos[0] = kRootPos;  // Extended: the device table follows at a fixed place.
   uint64_t pos = AlignUp(kRootPos + kExtendedInodeSize, kDeviceSlotSize);
   l.devices_pos = pos;
   pos += kDeviceSlotSize * tree.device_blocks.size();
@@ -180,12 +220,15 @@ Result<Layout> ComputeLayout(const ErofsTree& tree) {
     } else if (InlineTarget(n)) {
       tail = n.target.size();
     }
+    l.compact[i] = FitsCompact(n, l.build_time_ns) &&
+                   (n.type != EntryType::kDir || n.children.size() < (1u << 23));
+    uint64_t isize = l.compact[i] ? kCompactInodeSize : kExtendedInodeSize;
     pos = AlignUp(pos, kInodeSlot);
     // The inode, and an inline target with it, never crosses a block.
-    uint64_t keep = InlineTarget(n) ? kExtendedInodeSize + tail : kExtendedInodeSize;
+    uint64_t keep = InlineTarget(n) ? isize + tail : isize;
     if (pos % kBlock + keep > kBlock) pos = AlignUp(pos, kBlock);
     l.inode_pos[i] = pos;
-    pos += kExtendedInodeSize + tail;
+    pos += isize + tail;
   }
   pos = AlignUp(pos, kBlock);
   l.data_pos = pos;
@@ -252,6 +295,9 @@ std::string Superblock(const ErofsTree& tree, const Layout& l, const std::array<
   p[12] = static_cast<char>(kErofsBlockBits);
   EncodeFixed16(p + 14, static_cast<uint16_t>(l.inode_pos[0] / kInodeSlot));
   EncodeFixed64(p + 16, tree.nodes.size());
+  auto [sec, nsec] = SplitTime(l.build_time_ns);
+  EncodeFixed64(p + 24, static_cast<uint64_t>(sec));  // build_time: compact inodes' mtime
+  EncodeFixed32(p + 32, nsec);
   EncodeFixed32(p + 36, static_cast<uint32_t>(l.total / kBlock));
   EncodeFixed32(p + 40, 0);  // meta_blkaddr: nids count from byte 0.
   std::memcpy(p + 48, uuid.data(), uuid.size());
@@ -264,7 +310,21 @@ std::string Superblock(const ErofsTree& tree, const Layout& l, const std::array<
   return sb;
 }
 
-std::string ExtendedInode(const ErofsNode& n, uint16_t layout, uint64_t size, uint32_t u) {
+// An inode of `n` with data layout `layout`, size `size` and the i_u word `u`.
+std::string Inode(const ErofsNode& n, bool compact, uint16_t layout, uint64_t size, uint32_t u) {
+  if (compact) {
+    std::string in(kCompactInodeSize, '\0');
+    char* p = in.data();
+    EncodeFixed16(p + 0, static_cast<uint16_t>(layout << 1));
+    EncodeFixed16(p + 4, static_cast<uint16_t>(n.mode));
+    EncodeFixed16(p + 6, static_cast<uint16_t>(n.nlink));
+    EncodeFixed32(p + 8, static_cast<uint32_t>(size));
+    EncodeFixed32(p + 16, u);
+    EncodeFixed32(p + 20, static_cast<uint32_t>(n.ino));
+    EncodeFixed16(p + 24, static_cast<uint16_t>(n.uid));
+    EncodeFixed16(p + 26, static_cast<uint16_t>(n.gid));
+    return in;
+  }
   std::string in(kExtendedInodeSize, '\0');
   char* p = in.data();
   EncodeFixed16(p + 0, static_cast<uint16_t>(kInodeExtended | (layout << 1)));
@@ -274,16 +334,9 @@ std::string ExtendedInode(const ErofsNode& n, uint16_t layout, uint64_t size, ui
   EncodeFixed32(p + 20, static_cast<uint32_t>(n.ino));
   EncodeFixed32(p + 24, n.uid);
   EncodeFixed32(p + 28, n.gid);
-  // Seconds and nanoseconds, the seconds rounded down (so -1.5 s is -2 s +
-  // 500,000,000 ns), as the kernel adds them.
-  int64_t sec = n.mtime_ns / 1'000'000'000;
-  int64_t nsec = n.mtime_ns % 1'000'000'000;
-  if (nsec < 0) {
-    sec -= 1;
-    nsec += 1'000'000'000;
-  }
+  auto [sec, nsec] = SplitTime(n.mtime_ns);
   EncodeFixed64(p + 32, static_cast<uint64_t>(sec));
-  EncodeFixed32(p + 40, static_cast<uint32_t>(nsec));
+  EncodeFixed32(p + 40, nsec);
   EncodeFixed32(p + 44, n.nlink);
   return in;
 }
@@ -338,28 +391,31 @@ Status AppendChunks(const ErofsNode& n, int bits, uint32_t copied_block, Output*
 Status WriteInode(const ErofsTree& tree, const Layout& l, size_t i, Output* out) {
   const ErofsNode& n = tree.nodes[i];
   out->PadTo(l.inode_pos[i]);
+  auto inode = [&](uint16_t layout, uint64_t size, uint32_t u) {
+    out->Append(Inode(n, l.compact[i], layout, size, u));
+  };
   switch (n.type) {
     case EntryType::kDir:
-      out->Append(ExtendedInode(n, kLayoutFlatPlain, l.dir_size[i], l.data_block[i]));
+      inode(kLayoutFlatPlain, l.dir_size[i], l.data_block[i]);
       return Status::Ok();
     case EntryType::kSymlink:
       if (InlineTarget(n)) {
-        out->Append(ExtendedInode(n, kLayoutFlatInline, n.target.size(), 0));
+        inode(kLayoutFlatInline, n.target.size(), 0);
         out->Append(n.target);
       } else {
-        out->Append(ExtendedInode(n, kLayoutFlatPlain, n.target.size(), l.data_block[i]));
+        inode(kLayoutFlatPlain, n.target.size(), l.data_block[i]);
       }
       return Status::Ok();
     case EntryType::kFile:
       break;
   }
   if (n.size == 0) {
-    out->Append(ExtendedInode(n, kLayoutFlatPlain, 0, 0));
+    inode(kLayoutFlatPlain, 0, 0);
     return Status::Ok();
   }
   int bits = l.chunk_bits[i];
   uint32_t format = kChunkFormatIndexes | static_cast<uint32_t>(bits);
-  out->Append(ExtendedInode(n, kLayoutChunkBased, n.size, format));
+  inode(kLayoutChunkBased, n.size, format);
   return AppendChunks(n, bits, l.data_block[i], out);
 }
 
