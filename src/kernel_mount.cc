@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -65,8 +67,9 @@ bool KernelHasErofs() {
   return false;
 }
 
-// What in the kernel or the options keeps the kernel path from serving.
-Status CheckKernel(const cli::MountOptions& o) {
+// What in the kernel or the options keeps the kernel path from serving;
+// sets *loop when the image and shards go to the kernel as loop devices.
+Status CheckKernel(const cli::MountOptions& o, bool* loop) {
   if (o.fs.verify != mount::VerifyMode::kOff) {
     return NotSupported("verify=first|always checks every read; the kernel path reads unchecked");
   }
@@ -82,12 +85,53 @@ Status CheckKernel(const cli::MountOptions& o) {
   if (::uname(&u) != 0 || std::sscanf(u.release, "%d.%d", &major, &minor) != 2) {
     return NotSupported("cannot tell the kernel's version");
   }
-  if (major < 6 || (major == 6 && minor < 12)) {
-    return NotSupported(fmt::format(
-        "kernel {} mounts EROFS images from files only from 6.12 (512-byte blocks from 6.4)",
-        u.release));
+  if (major < 6 || (major == 6 && minor < 4)) {
+    return NotSupported(
+        fmt::format("kernel {} has no EROFS with 512-byte blocks (6.4+)", u.release));
+  }
+  bool files = major > 6 || minor >= 12;
+  if (o.kernel_devices == cli::KernelDevices::kFiles && !files) {
+    return NotSupported(
+        fmt::format("kernel {} mounts EROFS images from files only from 6.12 (kernel_devices=loop)",
+                    u.release));
+  }
+  *loop = o.kernel_devices == cli::KernelDevices::kLoop ||
+          (o.kernel_devices == cli::KernelDevices::kAuto && !files);
+  if (*loop && ::access("/dev/loop-control", R_OK | W_OK) != 0) {
+    return NotSupported(
+        fmt::format("kernel {}: loop devices are needed before 6.12, and "
+                    "/dev/loop-control cannot be used: {}",
+                    u.release, std::strerror(errno)));
   }
   return Status::Ok();
+}
+
+// Attaches the open file `fd` read-only to a free loop device that detaches
+// itself once its last user is gone (the mount, at unmount). Returns the
+// device, open: until the mount holds it, closing it detaches it.
+Result<UniqueFd> AttachLoop(int fd, const std::string& what, std::string* device) {
+  UniqueFd control(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
+  if (!control.valid()) return Status::FromErrno(errno, "/dev/loop-control");
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    int n = ::ioctl(control.get(), LOOP_CTL_GET_FREE);
+    if (n < 0) return Status::FromErrno(errno, "/dev/loop-control: no free loop device");
+    *device = fmt::format("/dev/loop{}", n);
+    UniqueFd loop(::open(device->c_str(), O_RDONLY | O_CLOEXEC));
+    if (!loop.valid()) return Status::FromErrno(errno, *device);
+    loop_config config;
+    std::memset(&config, 0, sizeof config);
+    config.fd = static_cast<uint32_t>(fd);
+    config.block_size = tools::kErofsBlockSize;
+    // Direct I/O keeps the file's pages out of the page cache twice (as the
+    // file's and as the device's); not every filesystem takes it.
+    for (uint32_t direct : {uint32_t{LO_FLAGS_DIRECT_IO}, 0u}) {
+      config.info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR | direct;
+      if (::ioctl(loop.get(), LOOP_CONFIGURE, &config) == 0) return loop;
+      if (errno == EBUSY) break;  // Taken meanwhile: ask for another.
+    }
+    if (errno != EBUSY) return Status::FromErrno(errno, fmt::format("{} for {}", *device, what));
+  }
+  return Status::IoError(fmt::format("no loop device could be had for {}", what));
 }
 
 std::string ImageName(const index::IndexReader& r, const cli::MountOptions& o) {
@@ -230,7 +274,7 @@ std::string KernelMessages(int fs_fd) {
   return out;
 }
 
-Status MountImage(const std::string& image, const std::vector<UniqueFd>& shards,
+Status MountImage(const std::string& image, const std::vector<std::string>& devices,
                   const std::string& mountpoint) {
   UniqueFd fs(::fsopen("erofs", FSOPEN_CLOEXEC));
   if (!fs.valid()) return NotSupported(fmt::format("fsopen erofs: {}", std::strerror(errno)));
@@ -241,10 +285,13 @@ Status MountImage(const std::string& image, const std::vector<UniqueFd>& shards,
     return NotSupported(fmt::format("the kernel refused {}={}: {}{}", key, value,
                                     std::strerror(err), said.empty() ? "" : " (" + said + ")"));
   };
-  SHARDFS_RETURN_IF_ERROR(set("source", image));
-  for (const UniqueFd& fd : shards) {
-    SHARDFS_RETURN_IF_ERROR(set("device", fmt::format("/proc/self/fd/{}", fd.get())));
+  // Read-only from the start: a read-only loop device is opened for reading
+  // only then.
+  if (::fsconfig(fs.get(), FSCONFIG_SET_FLAG, "ro", nullptr, 0) != 0) {
+    return NotSupported(fmt::format("the kernel refused ro: {}", std::strerror(errno)));
   }
+  SHARDFS_RETURN_IF_ERROR(set("source", image));
+  for (const std::string& device : devices) SHARDFS_RETURN_IF_ERROR(set("device", device));
   if (::fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
     int err = errno;
     std::string said = KernelMessages(fs.get());
@@ -258,6 +305,15 @@ Status MountImage(const std::string& image, const std::vector<UniqueFd>& shards,
     return Status::FromErrno(errno, fmt::format("mount at {}", mountpoint));
   }
   return Status::Ok();
+}
+
+// A loop device's backing file as the kernel names it; other sources as
+// they are.
+std::string BackingFile(const std::string& source) {
+  if (!source.starts_with("/dev/loop")) return source;
+  std::ifstream in(fmt::format("/sys/block/{}/loop/backing_file", source.substr(5)));
+  std::string file;
+  return std::getline(in, file) ? file : source;
 }
 
 // The image files (names ending in .erofs) of the cache that no mount uses,
@@ -300,7 +356,8 @@ void PruneImages(const mount::CacheDir& dir, const std::string& keep) {
 
 Status MountKernel(const std::string& index, const std::string& mountpoint,
                    const cli::MountOptions& options) {
-  SHARDFS_RETURN_IF_ERROR(CheckKernel(options));
+  bool loop = false;
+  SHARDFS_RETURN_IF_ERROR(CheckKernel(options, &loop));
   SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<index::IndexReader> reader,
                            index::IndexReader::Open(index, options.reader));
   std::string cache = options.cache_dir.empty() ? kDefaultImageCache : options.cache_dir;
@@ -327,22 +384,48 @@ Status MountKernel(const std::string& index, const std::string& mountpoint,
     log::Debug("kernel image {}: reused", image);
   }
   SHARDFS_ASSIGN_OR_RETURN(std::vector<UniqueFd> shards, OpenShards(*reader, *devices));
-  Status s = MountImage(image, shards, mountpoint);
+  // The kernel gets the very files checked: as /proc/self/fd/N (no path
+  // length limit either), or as loop devices of them.
+  std::string source = image;
+  std::vector<std::string> paths;
+  std::vector<UniqueFd> loops;
+  Status s;
+  if (loop) {
+    Result<UniqueFd> l = AttachLoop(fd.get(), image, &source);
+    if (l.ok()) loops.push_back(std::move(l).value());
+    s = l.status();
+    for (size_t i = 0; s.ok() && i < shards.size(); ++i) {
+      std::string device;
+      Result<UniqueFd> l = AttachLoop(shards[i].get(), reader->ShardPath((*devices)[i]), &device);
+      if (!l.ok()) {
+        s = l.status();
+        break;
+      }
+      loops.push_back(std::move(l).value());
+      paths.push_back(device);
+    }
+  } else {
+    for (const UniqueFd& shard : shards)
+      paths.push_back(fmt::format("/proc/self/fd/{}", shard.get()));
+  }
+  if (s.ok()) s = MountImage(source, paths, mountpoint);
   if (!shared) ::unlinkat(dir.dir_fd.get(), name.c_str(), 0);
   SHARDFS_RETURN_IF_ERROR(s);
   // The directory blocks and inodes a walk will want, read ahead at once.
   ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_WILLNEED);
   PruneImages(dir, name);
-  log::Info("mounted {} at {} with the kernel's EROFS driver ({} shards, image {})", index,
-            mountpoint, shards.size(), image);
+  log::Info("mounted {} at {} with the kernel's EROFS driver ({} shards, image {}{})", index,
+            mountpoint, shards.size(), image, loop ? ", as loop devices" : "");
   return Status::Ok();
 }
 
 bool IsKernelMount(const std::string& mountpoint, std::string* image) {
   Result<mount::MountEntry> e = mount::FindMountAt(mount::CanonicalMountpoint(mountpoint));
   if (!e.ok() || e->fstype != "erofs") return false;
-  if (e->source.find(fmt::format("/{}/", kKernelImageSubdir)) == std::string::npos) return false;
-  *image = e->source;
+  std::string source = e->source;
+  source = BackingFile(source);
+  if (source.find(fmt::format("/{}/", kKernelImageSubdir)) == std::string::npos) return false;
+  *image = source;
   return true;
 }
 

@@ -17,14 +17,16 @@
 //
 // The shards. Each is opened and checked against the index (size and mtime)
 // before the mount, and passed as /proc/self/fd/N: the kernel holds the very
-// file that was checked, and no path length limit applies. The kernel then
+// file that was checked, and no path length limit applies. Before 6.12 (or
+// with -o kernel_devices=loop) the image and each shard are attached to
+// read-only, self-detaching loop devices instead. The kernel then
 // reads it as long as the mount lives: a shard replaced by a rename while
 // mounted goes on being read as it was; one rewritten in place is read as it
 // is now, with no checksum and no EIO (see the man page).
 //
 // When the kernel path cannot serve (KernelUnavailable): not root
-// (CAP_SYS_ADMIN), no EROFS in the kernel, a kernel older than 6.12 (512-byte
-// blocks need 6.4, mounts of files 6.12), a remote shard, a file the format
+// (CAP_SYS_ADMIN), no EROFS in the kernel, a kernel older than 6.4 (512-byte
+// blocks; 6.4 to 6.11 need loop devices), a remote shard, a file the format
 // cannot place (tools/erofs_image.h), a shard changed since indexed, or an
 // option only the daemon can honor (verify=first|always, uid, gid, umask).
 // Each is a Status of code NotSupported whose message says why.

@@ -155,6 +155,16 @@ Parsed ParseFilesOption(std::string_view name, std::string_view value, MountOpti
     } else {
       return Bad("on, auto or off");
     }
+  } else if (name == "kernel_devices") {
+    if (value == "auto") {
+      o.kernel_devices = KernelDevices::kAuto;
+    } else if (value == "files") {
+      o.kernel_devices = KernelDevices::kFiles;
+    } else if (value == "loop") {
+      o.kernel_devices = KernelDevices::kLoop;
+    } else {
+      return Bad("auto, files or loop");
+    }
   } else {
     return kUnknown;
   }

@@ -25,9 +25,17 @@ enum class KernelMode {
   kAuto,  // The kernel's EROFS driver where it can serve, else FUSE and one line why.
 };
 
+// -o kernel_devices: how a kernel mount gives the kernel its image and shards.
+enum class KernelDevices {
+  kAuto,   // Files on 6.12+, loop devices on 6.4 to 6.11.
+  kFiles,  // The files themselves (EROFS mounts files from 6.12).
+  kLoop,   // A read-only loop device per file, detached at unmount.
+};
+
 struct MountOptions {
   // -o kernel[=on|auto|off], also `mount --kernel[=auto]`.
   KernelMode kernel = KernelMode::kOff;
+  KernelDevices kernel_devices = KernelDevices::kAuto;
   // Kernel cache lifetimes, in seconds. The content is immutable.
   double entry_timeout = 1e6;
   double attr_timeout = 1e6;

@@ -258,6 +258,43 @@ class KernelMountTest(tl.ScratchTestCase):
             union |= files
         self.assertEqual(union, whole)
 
+    def loops_of(self, under):
+        """Loop devices whose backing file is below `under`."""
+        found = []
+        for name in os.listdir("/sys/block"):
+            try:
+                with open("/sys/block/%s/loop/backing_file" % name) as f:
+                    if f.read().strip().startswith(under):
+                        found.append(name)
+            except OSError:
+                pass
+        return found
+
+    def test_loop_devices_before_6_12(self):
+        """kernel_devices=loop: what kernels 6.4 to 6.11 get (auto picks it
+        there): the image and every shard as read-only loop devices, gone
+        once unmounted."""
+        base = self.scratch("loop")
+        src = os.path.join(base, "src")
+        os.mkdir(src)
+        make_tree(src, 11)
+        shards = tl.tar_into_shards(src, base, 3)
+        x = os.path.join(base, "x")
+        untar(shards, x)
+        idx = os.path.join(base, "idx")
+        tl.build_index(shards, idx, check=0)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        with self.kmount(idx, mnt, options="kernel_devices=loop") as m:
+            self.assertIn("as loop devices", m.stderr)
+            self.assertEqual(len(self.loops_of(self.tmp)), 4, "the image and 3 shards")
+            got = tl.walk_reference(mnt)
+            st = tl.run_shardfs("stats", mnt, check=0).stdout.decode()
+            self.assertRegex(st, r"^path: kernel \(EROFS image .*\.erofs")
+        self.assert_same(tl.walk_reference(x), got, what="loop")
+        self.assertTrue(tl.wait_until(lambda: not self.loops_of(self.tmp), timeout=10),
+                        self.loops_of(self.tmp))
+
     def test_a_thousand_shards(self):
         base = self.scratch("many")
         shards = []
