@@ -274,7 +274,7 @@ std::string KernelMessages(int fs_fd) {
   return out;
 }
 
-Status MountImage(const std::string& image, const std::vector<std::string>& devices,
+Status MountImage(const std::string& image, const std::vector<std::string>& devices, bool directio,
                   const std::string& mountpoint) {
   UniqueFd fs(::fsopen("erofs", FSOPEN_CLOEXEC));
   if (!fs.valid()) return NotSupported(fmt::format("fsopen erofs: {}", std::strerror(errno)));
@@ -289,6 +289,10 @@ Status MountImage(const std::string& image, const std::vector<std::string>& devi
   // only then.
   if (::fsconfig(fs.get(), FSCONFIG_SET_FLAG, "ro", nullptr, 0) != 0) {
     return NotSupported(fmt::format("the kernel refused ro: {}", std::strerror(errno)));
+  }
+  if (directio && ::fsconfig(fs.get(), FSCONFIG_SET_FLAG, "directio", nullptr, 0) != 0) {
+    return NotSupported(fmt::format("the kernel has no direct I/O for EROFS mounts of files: {}",
+                                    std::strerror(errno)));
   }
   SHARDFS_RETURN_IF_ERROR(set("source", image));
   for (const std::string& device : devices) SHARDFS_RETURN_IF_ERROR(set("device", device));
@@ -408,7 +412,7 @@ Status MountKernel(const std::string& index, const std::string& mountpoint,
     for (const UniqueFd& shard : shards)
       paths.push_back(fmt::format("/proc/self/fd/{}", shard.get()));
   }
-  if (s.ok()) s = MountImage(source, paths, mountpoint);
+  if (s.ok()) s = MountImage(source, paths, options.kernel_directio && !loop, mountpoint);
   if (!shared) ::unlinkat(dir.dir_fd.get(), name.c_str(), 0);
   SHARDFS_RETURN_IF_ERROR(s);
   // The directory blocks and inodes a walk will want, read ahead at once.

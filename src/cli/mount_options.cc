@@ -155,6 +155,8 @@ Parsed ParseFilesOption(std::string_view name, std::string_view value, MountOpti
     } else {
       return Bad("on, auto or off");
     }
+  } else if (name == "kernel_directio") {
+    o.kernel_directio = true;
   } else if (name == "kernel_devices") {
     if (value == "auto") {
       o.kernel_devices = KernelDevices::kAuto;

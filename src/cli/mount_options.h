@@ -36,6 +36,9 @@ struct MountOptions {
   // -o kernel[=on|auto|off], also `mount --kernel[=auto]`.
   KernelMode kernel = KernelMode::kOff;
   KernelDevices kernel_devices = KernelDevices::kAuto;
+  // -o kernel_directio: the kernel reads shards with direct I/O (files only,
+  // not loop devices, which use it anyway where they can).
+  bool kernel_directio = false;
   // Kernel cache lifetimes, in seconds. The content is immutable.
   double entry_timeout = 1e6;
   double attr_timeout = 1e6;

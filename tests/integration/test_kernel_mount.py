@@ -295,6 +295,26 @@ class KernelMountTest(tl.ScratchTestCase):
         self.assertTrue(tl.wait_until(lambda: not self.loops_of(self.tmp), timeout=10),
                         self.loops_of(self.tmp))
 
+    def test_direct_io_keeps_the_shards_out_of_the_page_cache(self):
+        base, idx, shards = self.three_shard_index("directio", files=120)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+
+        def cached_pages(path):
+            out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "PAGES", path],
+                                 capture_output=True, check=True).stdout
+            return int(out.split()[0])
+        for opts, shard_cached in (("kernel_directio", False), (None, True)):
+            with self.kmount(idx, mnt, options=opts) as m:
+                self.assertEqual(m.fstype, "erofs", m.stderr)
+                subprocess.run(["sh", "-c", "sync && echo 1 > /proc/sys/vm/drop_caches"],
+                               check=True)
+                self.assertEqual(sum(cached_pages(s) for s in shards), 0, "not dropped")
+                ref = tl.walk_reference(mnt)
+                self.assertGreater(sum(e.size for e in ref.values() if e.type == "file"), 10**6)
+                pages = sum(cached_pages(s) for s in shards)
+                self.assertEqual(pages > 0, shard_cached, "%s: %d shard pages" % (opts, pages))
+
     def test_a_thousand_shards(self):
         base = self.scratch("many")
         shards = []
