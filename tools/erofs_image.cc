@@ -504,7 +504,8 @@ class TreeCollector {
     // Directories still to list, depth first (a directory, then its subtree).
     std::vector<std::pair<uint32_t, InodeId>> stack{{0, index::kRootInode}};
     while (!stack.empty()) {
-      auto [dir, inode] = stack.back();
+      const uint32_t dir = stack.back().first;  // Not a binding: the lambda takes it.
+      const InodeId inode = stack.back().second;
       stack.pop_back();
       std::vector<std::pair<uint32_t, InodeId>> subdirs;
       Status failed;
