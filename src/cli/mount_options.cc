@@ -36,6 +36,20 @@ bool ParseBool(std::string_view v, bool* out) {
   return true;
 }
 
+// `value` as one of `choices` (its spelling, its value) into *out; false if
+// it is none of them.
+template <typename T>
+bool ParseChoice(std::string_view value,
+                 std::initializer_list<std::pair<std::string_view, T>> choices, T* out) {
+  for (const auto& [spelling, choice] : choices) {
+    if (value == spelling) {
+      *out = choice;
+      return true;
+    }
+  }
+  return false;
+}
+
 // What one name=value was to a group of options below.
 struct Parsed {
   bool known = true;               // `name` is one of the group's options.
@@ -125,13 +139,12 @@ Parsed ParseFilesOption(std::string_view name, std::string_view value, MountOpti
     if (!ParseCount(value, 1, 1u << 20, &n)) return Bad("a count 1..1048576");
     o.fs.max_open_shards = static_cast<size_t>(n);
   } else if (name == "verify") {
-    if (value == "off") {
-      o.fs.verify = mount::VerifyMode::kOff;
-    } else if (value == "first") {
-      o.fs.verify = mount::VerifyMode::kFirst;
-    } else if (value == "always") {
-      o.fs.verify = mount::VerifyMode::kAlways;
-    } else {
+    using mount::VerifyMode;
+    if (!ParseChoice(value,
+                     {{"off", VerifyMode::kOff},
+                      {"first", VerifyMode::kFirst},
+                      {"always", VerifyMode::kAlways}},
+                     &o.fs.verify)) {
       return Bad("off, first or always");
     }
   } else if (name == "uid" || name == "gid") {
@@ -145,28 +158,33 @@ Parsed ParseFilesOption(std::string_view name, std::string_view value, MountOpti
     o.fs.umask = m;
   } else if (name == "nonempty") {
     o.nonempty = true;
-  } else if (name == "kernel") {
-    if (value.empty() || value == "on") {
-      o.kernel = KernelMode::kOn;
-    } else if (value == "auto") {
-      o.kernel = KernelMode::kAuto;
-    } else if (value == "off") {
-      o.kernel = KernelMode::kOff;
-    } else {
+  } else {
+    return kUnknown;
+  }
+  return kTaken;
+}
+
+// Who serves the mount: the kernel's EROFS driver or FUSE (src/kernel_mount.h).
+Parsed ParseKernelOption(std::string_view name, std::string_view value, MountOptions& o) {
+  if (name == "kernel") {
+    if (!ParseChoice(value,
+                     {{"", KernelMode::kOn},
+                      {"on", KernelMode::kOn},
+                      {"auto", KernelMode::kAuto},
+                      {"off", KernelMode::kOff}},
+                     &o.kernel)) {
       return Bad("on, auto or off");
+    }
+  } else if (name == "kernel_devices") {
+    if (!ParseChoice(value,
+                     {{"auto", KernelDevices::kAuto},
+                      {"files", KernelDevices::kFiles},
+                      {"loop", KernelDevices::kLoop}},
+                     &o.kernel_devices)) {
+      return Bad("auto, files or loop");
     }
   } else if (name == "kernel_directio") {
     o.kernel_directio = true;
-  } else if (name == "kernel_devices") {
-    if (value == "auto") {
-      o.kernel_devices = KernelDevices::kAuto;
-    } else if (value == "files") {
-      o.kernel_devices = KernelDevices::kFiles;
-    } else if (value == "loop") {
-      o.kernel_devices = KernelDevices::kLoop;
-    } else {
-      return Bad("auto, files or loop");
-    }
   } else {
     return kUnknown;
   }
@@ -291,6 +309,7 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
   if (!p.known) p = ParseFilesOption(name, value, o);
   if (!p.known) p = ParseViewOption(name, value, o);
   if (!p.known) p = ParseRemoteOption(name, value, o);
+  if (!p.known) p = ParseKernelOption(name, value, o);
   if (!p.known) return 1;
   if (p.expected) {
     st->status = Status::InvalidArgument(fmt::format("-o {}: expected {}", arg, p.expected));

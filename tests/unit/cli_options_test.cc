@@ -24,6 +24,7 @@ struct Fixture {
   int jobs = 0;
   uint64_t size = 0;
   std::vector<std::string> excludes;
+  std::vector<std::string> whens;  // --when, "(none)" without an argument.
   std::vector<std::string> order;  // Options in the order their setters ran.
 
   CommandLine Make(Operands operands) {
@@ -42,6 +43,12 @@ struct Fixture {
              {"exclude", 0, "GLOB", "leave out", seen("exclude", AppendString(&excludes))},
              {"excluded-size", 0, "SIZE", "a size",
               seen("excluded-size", SetNonZeroSize(&size, "bad size '{}'"))},
+             {"when", 0, "[=WHEN]", "an optional argument",
+              seen("when",
+                   [this](const char* arg) {
+                     whens.push_back(arg ? arg : "(none)");
+                     return Status::Ok();
+                   })},
              {nullptr, 'd', nullptr, "debug", seen("d", SetFlag(&quiet, false))}},
             operands};
   }
@@ -92,6 +99,15 @@ TEST(CliOptionsTest, ARequiredArgumentIsTheNextWordWhateverItIs) {
   EXPECT_FALSE(f.quiet);
   EXPECT_THAT(f.excludes, ElementsAre("--"));
   EXPECT_THAT(r->operands, ElementsAre("x"));
+}
+
+TEST(CliOptionsTest, AnOptionalArgumentIsOnlyTheOneAfterTheEqualsSign) {
+  Fixture f;
+  auto r = f.Parse({"--when", "auto", "--when=auto", "--when="});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_THAT(f.whens, ElementsAre("(none)", "auto", ""));
+  EXPECT_THAT(r->operands, ElementsAre("auto"));
+  EXPECT_THAT(FormatHelp(f.Make(Operands::kAnywhere), "s"), HasSubstr("--when[=WHEN]"));
 }
 
 TEST(CliOptionsTest, UniquePrefixesOfLongNames) {

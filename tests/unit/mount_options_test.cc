@@ -199,5 +199,23 @@ TEST(MountOptionsTest, DebugIsOursAndLibfuses) {
   EXPECT_THAT(o.fuse_args, ElementsAre("-o", "debug"));
 }
 
+TEST(MountOptionsTest, KernelMountOptions) {
+  EXPECT_EQ(Parse({}).kernel, KernelMode::kOff);
+  EXPECT_EQ(Parse({"kernel"}).kernel, KernelMode::kOn);
+  EXPECT_EQ(Parse({"kernel=on"}).kernel, KernelMode::kOn);
+  EXPECT_EQ(Parse({"kernel=auto"}).kernel, KernelMode::kAuto);
+  EXPECT_EQ(Parse({"kernel,kernel=off"}).kernel, KernelMode::kOff);
+  EXPECT_THAT(Refused("kernel=maybe"), HasSubstr("on, auto or off"));
+  EXPECT_EQ(Parse({}).kernel_devices, KernelDevices::kAuto);
+  EXPECT_EQ(Parse({"kernel_devices=loop"}).kernel_devices, KernelDevices::kLoop);
+  EXPECT_EQ(Parse({"kernel_devices=files"}).kernel_devices, KernelDevices::kFiles);
+  EXPECT_THAT(Refused("kernel_devices=nbd"), HasSubstr("auto, files or loop"));
+  EXPECT_FALSE(Parse({}).kernel_directio);
+  EXPECT_TRUE(Parse({"kernel_directio"}).kernel_directio);
+  EXPECT_EQ(Parse({"verify=first"}).fs.verify, mount::VerifyMode::kFirst);
+  // None of them reaches libfuse.
+  EXPECT_THAT(Parse({"kernel=auto,kernel_devices=loop,kernel_directio"}).fuse_args, IsEmpty());
+}
+
 }  // namespace
 }  // namespace shardfs::cli
