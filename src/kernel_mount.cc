@@ -89,17 +89,21 @@ Status CheckKernel(const cli::MountOptions& o, bool* loop) {
     return NotSupported(
         fmt::format("kernel {} has no EROFS with 512-byte blocks (6.4+)", u.release));
   }
+  // Mounts of files came in 6.12, whose first releases read them with
+  // direct I/O whenever the file allowed it (EIO on 4 KiB-sector disks);
+  // buffered reads, the default since 6.13, are what auto waits for.
   bool files = major > 6 || minor >= 12;
+  bool files_by_default = major > 6 || minor >= 13;
   if (o.kernel_devices == cli::KernelDevices::kFiles && !files) {
     return NotSupported(
         fmt::format("kernel {} mounts EROFS images from files only from 6.12 (kernel_devices=loop)",
                     u.release));
   }
   *loop = o.kernel_devices == cli::KernelDevices::kLoop ||
-          (o.kernel_devices == cli::KernelDevices::kAuto && !files);
+          (o.kernel_devices == cli::KernelDevices::kAuto && !files_by_default);
   if (*loop && ::access("/dev/loop-control", R_OK | W_OK) != 0) {
     return NotSupported(
-        fmt::format("kernel {}: loop devices are needed before 6.12, and "
+        fmt::format("kernel {}: loop devices are needed before 6.13, and "
                     "/dev/loop-control cannot be used: {}",
                     u.release, std::strerror(errno)));
   }
@@ -274,8 +278,11 @@ std::string KernelMessages(int fs_fd) {
   return out;
 }
 
+// Mounts `image` with `devices` at `mountpoint`; *create_errno is the errno
+// of a refused FSCONFIG_CMD_CREATE (0 otherwise).
 Status MountImage(const std::string& image, const std::vector<std::string>& devices, bool directio,
-                  const std::string& mountpoint) {
+                  const std::string& mountpoint, int* create_errno) {
+  *create_errno = 0;
   UniqueFd fs(::fsopen("erofs", FSOPEN_CLOEXEC));
   if (!fs.valid()) return NotSupported(fmt::format("fsopen erofs: {}", std::strerror(errno)));
   auto set = [&](const char* key, const std::string& value) -> Status {
@@ -298,6 +305,7 @@ Status MountImage(const std::string& image, const std::vector<std::string>& devi
   for (const std::string& device : devices) SHARDFS_RETURN_IF_ERROR(set("device", device));
   if (::fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
     int err = errno;
+    *create_errno = err;
     std::string said = KernelMessages(fs.get());
     return NotSupported(fmt::format("the kernel refused the image {}: {}{}", image,
                                     std::strerror(err), said.empty() ? "" : " (" + said + ")"));
@@ -388,31 +396,41 @@ Status MountKernel(const std::string& index, const std::string& mountpoint,
     log::Debug("kernel image {}: reused", image);
   }
   SHARDFS_ASSIGN_OR_RETURN(std::vector<UniqueFd> shards, OpenShards(*reader, *devices));
-  // The kernel gets the very files checked: as /proc/self/fd/N (no path
-  // length limit either), or as loop devices of them.
-  std::string source = image;
-  std::vector<std::string> paths;
-  std::vector<UniqueFd> loops;
-  Status s;
-  if (loop) {
-    Result<UniqueFd> l = AttachLoop(fd.get(), image, &source);
-    if (l.ok()) loops.push_back(std::move(l).value());
-    s = l.status();
-    for (size_t i = 0; s.ok() && i < shards.size(); ++i) {
-      std::string device;
-      Result<UniqueFd> l = AttachLoop(shards[i].get(), reader->ShardPath((*devices)[i]), &device);
-      if (!l.ok()) {
-        s = l.status();
-        break;
+  auto attach_and_mount = [&](bool as_loops, int* create_errno) -> Status {
+    // The kernel gets the very files checked: as /proc/self/fd/N (no path
+    // length limit either), or as loop devices of them, held until mounted.
+    std::string source = image;
+    std::vector<std::string> paths;
+    std::vector<UniqueFd> loops;
+    *create_errno = 0;
+    if (as_loops) {
+      SHARDFS_ASSIGN_OR_RETURN(UniqueFd l, AttachLoop(fd.get(), image, &source));
+      loops.push_back(std::move(l));
+      for (size_t i = 0; i < shards.size(); ++i) {
+        std::string device;
+        SHARDFS_ASSIGN_OR_RETURN(
+            l, AttachLoop(shards[i].get(), reader->ShardPath((*devices)[i]), &device));
+        loops.push_back(std::move(l));
+        paths.push_back(device);
       }
-      loops.push_back(std::move(l).value());
-      paths.push_back(device);
+    } else {
+      for (const UniqueFd& shard : shards) {
+        paths.push_back(fmt::format("/proc/self/fd/{}", shard.get()));
+      }
     }
-  } else {
-    for (const UniqueFd& shard : shards)
-      paths.push_back(fmt::format("/proc/self/fd/{}", shard.get()));
+    return MountImage(source, paths, options.kernel_directio && !as_loops, mountpoint,
+                      create_errno);
+  };
+  int create_errno = 0;
+  Status s = attach_and_mount(loop, &create_errno);
+  if (!s.ok() && !loop && create_errno == ENOTBLK &&
+      options.kernel_devices == cli::KernelDevices::kAuto) {
+    // A kernel built without EROFS mounts of files
+    // (CONFIG_EROFS_FS_BACKED_BY_FILE): all loop devices then, never a mix.
+    log::Info("kernel EROFS takes no files here ({}); trying loop devices", s.message());
+    loop = true;
+    s = attach_and_mount(loop, &create_errno);
   }
-  if (s.ok()) s = MountImage(source, paths, options.kernel_directio && !loop, mountpoint);
   if (!shared) ::unlinkat(dir.dir_fd.get(), name.c_str(), 0);
   SHARDFS_RETURN_IF_ERROR(s);
   // The directory blocks and inodes a walk will want, read ahead at once.

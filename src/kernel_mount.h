@@ -17,7 +17,7 @@
 //
 // The shards. Each is opened and checked against the index (size and mtime)
 // before the mount, and passed as /proc/self/fd/N: the kernel holds the very
-// file that was checked, and no path length limit applies. Before 6.12 (or
+// file that was checked, and no path length limit applies. Before 6.13 (or
 // with -o kernel_devices=loop) the image and each shard are attached to
 // read-only, self-detaching loop devices instead. The kernel then
 // reads it as long as the mount lives: a shard replaced by a rename while

@@ -43,7 +43,10 @@ constexpr uint16_t kLayoutFlatPlain = 0;
 constexpr uint16_t kLayoutFlatInline = 2;
 constexpr uint16_t kLayoutChunkBased = 4;
 constexpr uint16_t kChunkFormatIndexes = 0x20;
-constexpr uint32_t kMaxChunkBits = 31;  // Chunk = block << bits, bits in 5.
+// Chunk = block << bits. The field has 5 bits, but a chunk of 4 GiB or more
+// (bits >= 23) overflows the kernel's read length on 32-bit machines
+// (erofs_map_blocks shifts an unsigned long): 2 GiB chunks at most.
+constexpr uint32_t kMaxChunkBits = 22;
 constexpr uint32_t kNullAddr = 0xFFFFFFFF;
 constexpr uint8_t kTypeFile = 1, kTypeDir = 2, kTypeSymlink = 7;
 
@@ -354,7 +357,8 @@ Status AppendChunks(const ErofsNode& n, int bits, uint32_t copied_block, Output*
   uint64_t chunks = ChunkCount(n, bits);
   auto block_of = [&](uint64_t physical) -> Result<uint32_t> {
     uint64_t block = physical / kBlock;
-    if (physical % kBlock != 0 || block + (chunk / kBlock) > UINT32_MAX + uint64_t{1}) {
+    // Block 0xFFFFFFFF is the null address (a hole); a device holds fewer.
+    if (physical % kBlock != 0 || block >= kNullAddr) {
       return Status::InvalidArgument(
           fmt::format("inode {}: data at byte {} of its shard is not a 512-byte block below 2 TiB",
                       n.ino, physical));
@@ -570,10 +574,25 @@ class TreeCollector {
       return Status::NotSupported(
           fmt::format("{} is in a remote shard ({})", where(), r_.ShardPath(rec.shard)));
     }
-    if (shard.size / kBlock > UINT32_MAX) {
+    // Its blocks are numbered in 32 bits, 0xFFFFFFFF meaning none.
+    if (AlignUp(shard.size, kBlock) / kBlock >= kNullAddr) {
       return Status::NotSupported(
           fmt::format("shard {} is 2 TiB or larger (the format's block numbers are 32-bit)",
                       r_.ShardPath(rec.shard)));
+    }
+    // The kernel reads whole 512-byte blocks: the last one of the file's
+    // bytes must be in the shard (a tar is padded to them; a truncated one
+    // may not be, and a loop device drops a partial last block).
+    uint64_t end = 0;
+    if (!rec.sparse()) end = rec.offset + rec.size;
+    for (size_t i = 0; rec.sparse() && i < index::ExtentCount(rec); ++i) {
+      index::Extent e = GetExtent(rec, i);
+      end = std::max(end, e.physical + e.length);
+    }
+    if (AlignUp(end, kBlock) > shard.size) {
+      return Status::NotSupported(
+          fmt::format("{}: shard {} ends inside the 512-byte block that holds its last bytes",
+                      where(), r_.ShardPath(rec.shard)));
     }
     n->device = rec.shard.value + 1;  // Renumbered by AssignDevices.
     n->offset = rec.offset;

@@ -23,7 +23,7 @@
 //   mtime in ns, 32-bit nlink), with the index's mode, owner, mtime and link
 //   count. A hard link is one inode named by several directory entries.
 // - A regular file with data is chunk-based: one chunk index (device, start
-//   block) per chunk, the chunk as large as the file needs (one index for
+//   block) per chunk, the chunk as large as the file needs, up to 2 GiB (one index for
 //   most files). A sparse file takes the largest chunk size that its extents
 //   are aligned to; a hole is a null chunk. An empty file has no data.
 // - A sparse file whose extents are not block-aligned (GNU tar 1.13 writes a
@@ -81,7 +81,9 @@ struct ErofsNode {
   uint32_t nlink = 1;
   uint64_t size = 0;
   int64_t mtime_ns = 0;
-  uint64_t ino = 0;  // The index's inode number (the 32-bit i_ino field).
+  // The index's inode number, kept in the 32-bit i_ino field (for 32-bit
+  // stat); what stat shows on 64-bit machines is the kernel's own, the nid.
+  uint64_t ino = 0;
   uint32_t device = 0;
   uint64_t offset = 0;
   bool sparse = false;
