@@ -9,7 +9,10 @@
 
 #include "base/json_writer.h"
 #include "base/log.h"
+#include "base/parse.h"
+#include "index/index_reader.h"
 #include "src/command.h"
+#include "tools/rank_export.h"
 #include "tools/view_diff.h"
 #include "tools/view_export.h"
 
@@ -89,21 +92,84 @@ int RunViewDiff(int argc, char** argv) {
              : kExitFailure;
 }
 
+// --format index: the view (one rank's share with --rank/--world) as an
+// index of its own (tools/rank_export.h).
+int ExportAsIndex(const std::vector<std::string>& args, const index::ReaderOptions& ro,
+                  const std::string& out, bool force) {
+  if (out.empty()) return UsageError("view export", "--format index needs --out DIR");
+  auto reader = index::IndexReader::Open(args[0], ro);
+  if (!reader.ok()) {
+    log::Error("view export: {}", reader.status().message());
+    return kExitFailure;
+  }
+  index::WriteOptions wo;
+  wo.force = force;
+  wo.created_by = "shardfs view export";
+  wo.build_options = fmt::format(
+      "view export {} {}{}", args[0], (*reader)->version().label(),
+      ro.world ? fmt::format(" rank {} of {} seed {}", ro.rank, ro.world, ro.seed) : "");
+  auto stats = tools::ExportIndex(**reader, out, wo);
+  if (!stats.ok()) {
+    log::Error("view export: {}", stats.status().message());
+    return kExitFailure;
+  }
+  log::Info("view export: {} entries in {} shards: index {} ({} bytes)", stats->entries,
+            stats->shards, out, stats->written.index_bytes);
+  return kExitOk;
+}
+
 int RunViewExport(int argc, char** argv) {
   std::string format, out;
+  index::ReaderOptions ro;
+  bool force = false, rank_set = false, world_set = false, seed_set = false;
+  auto count = [](uint32_t* v, bool* set, const char* what) {
+    return [v, set, what](const char* arg) {
+      uint64_t n = 0;
+      if (!ParseCount(arg, 0, 1u << 20, &n)) {
+        return Status::InvalidArgument(fmt::format("--{} needs a number, not '{}'", what, arg));
+      }
+      *v = static_cast<uint32_t>(n);
+      if (set) *set = true;
+      return Status::Ok();
+    };
+  };
   const CommandLine cl{
       "view export",
-      "INDEX VIEW --format shards|keys",
-      {{"format", 0, "shards|keys", "shard paths, or JSON lines of sample keys per shard",
+      "INDEX VIEW --format shards|keys\nINDEX VIEW --format index --out DIR [--rank K --world N]",
+      {{"format", 0, "shards|keys|index",
+        "shard paths, JSON lines of sample keys per shard, or an index of its own",
         SetString(&format)},
-       {"out", 0, "FILE", "write FILE (atomically) instead of standard output", SetString(&out)}}};
+       {"out", 0, "FILE", "write FILE (atomically) instead of standard output (index: DIR)",
+        SetString(&out)},
+       {"rank", 0, "K", "index: rank K's share (with --world)", count(&ro.rank, &rank_set, "rank")},
+       {"world", 0, "N", "index: of N ranks", count(&ro.world, &world_set, "world")},
+       {"seed", 0, "S", "index: the partition's seed (as -o seed)",
+        [&ro, &seed_set](const char* arg) {
+          seed_set = true;
+          std::optional<uint64_t> seed = ParseDecimal(arg);
+          if (!seed)
+            return Status::InvalidArgument(fmt::format("--seed needs a number, not '{}'", arg));
+          ro.seed = *seed;
+          return Status::Ok();
+        }},
+       {"force", 0, nullptr, "index: replace an index at DIR", SetFlag(&force)}}};
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 2) return UsageError("view export", "expected INDEX VIEW");
-  if (format.empty()) return UsageError("view export", "--format shards|keys is required");
-  if (format != "shards" && format != "keys") {
+  if (format.empty()) return UsageError("view export", "--format shards|keys|index is required");
+  if (format != "shards" && format != "keys" && format != "index") {
     return UsageError("view export",
-                      fmt::format("--format must be shards or keys, not '{}'", format));
+                      fmt::format("--format must be shards, keys or index, not '{}'", format));
+  }
+  if (format != "index" && (rank_set || world_set || seed_set || force)) {
+    return UsageError("view export", "--rank, --world, --seed and --force go with --format index");
+  }
+  if (rank_set != world_set || (world_set && ro.rank >= ro.world)) {
+    return UsageError("view export", "--rank K and --world N go together, with K < N");
+  }
+  if (format == "index") {
+    ro.view = args[1];
+    return ExportAsIndex(args, ro, out, force);
   }
   auto ex = tools::ExportView(args[0], args[1]);
   if (!ex.ok()) {
