@@ -33,6 +33,7 @@ using mount::EntryRecord;
 using mount::Filesystem;
 using mount::InodeId;
 using mount::PushAhead;
+using mount::PushBytes;
 using mount::PushStats;
 using mount::ReadNote;
 using mount::ReadRange;
@@ -502,14 +503,22 @@ fuse_lowlevel_ops MakeOps() {
   return ops;
 }
 
-// The push's Store: the file's content into the kernel's page cache.
-int StorePages(const Context& c, InodeId inode, const char* data, size_t size) {
+// The push's Store: the file's content into the kernel's page cache, from
+// the daemon's memory or straight from the shard's descriptor (libfuse
+// splices it when the kernel allows, else reads it into a buffer).
+int StorePages(const Context& c, InodeId inode, const PushBytes& bytes) {
   // A fresh bufvec per call: libfuse consumes the one it is given.
   auto store = [&] {
     fuse_bufvec bv{};
     bv.count = 1;
-    bv.buf[0].size = size;
-    bv.buf[0].mem = const_cast<char*>(data);
+    bv.buf[0].size = bytes.size;
+    if (bytes.data != nullptr) {
+      bv.buf[0].mem = const_cast<char*>(bytes.data);
+    } else {
+      bv.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+      bv.buf[0].fd = bytes.fd;
+      bv.buf[0].pos = static_cast<off_t>(bytes.pos);
+    }
     return fuse_lowlevel_notify_store(c.se, inode.value, 0, &bv, fuse_buf_copy_flags{});
   };
   int rc = store();
@@ -557,13 +566,18 @@ int RunLoop(fuse_session* se, const MountOptions& options, SignalStop& signals, 
   return rc;
 }
 
+// One line at unmount: what the pushes did over the mount's life.
 void LogPushStats(const PushStats& ps) {
-  log::Debug(
+  if (ps.jobs_run == 0 && ps.jobs_queued == 0 && ps.jobs_dropped_busy == 0 &&
+      ps.jobs_dropped_full == 0) {
+    return;
+  }
+  log::Info(
       "push: {} jobs run, {} dropped (busy {}, full {}, stale {}), {} files ({} bytes) "
-      "pushed, {} skipped as read, {} store errors",
+      "pushed, {} from the shard descriptor, {} skipped as read, {} store errors",
       ps.jobs_run, ps.jobs_dropped_busy + ps.jobs_dropped_full + ps.jobs_dropped_stale,
       ps.jobs_dropped_busy, ps.jobs_dropped_full, ps.jobs_dropped_stale, ps.files_pushed,
-      ps.bytes_pushed, ps.files_skipped_read, ps.store_errors);
+      ps.bytes_pushed, ps.files_pushed_fd, ps.files_skipped_read, ps.store_errors);
 }
 
 }  // namespace
@@ -599,8 +613,10 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   fuse_set_log_func(&LibfuseLog);
   const fuse_lowlevel_ops ops = MakeOps();
   Context ctx{fs, options};
-  PushAhead push(fs, options.push, [&ctx](InodeId inode, const char* data, size_t size) {
-    return StorePages(ctx, inode, data, size);
+  mount::PushOptions push_options = options.push;
+  push_options.store_from_fd = options.splice;
+  PushAhead push(fs, push_options, [&ctx](InodeId inode, const PushBytes& bytes) {
+    return StorePages(ctx, inode, bytes);
   });
   ctx.push = &push;
   AttrPolicy attrs(fs->reader().max_inode());

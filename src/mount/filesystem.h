@@ -167,6 +167,9 @@ class Filesystem {
   // will report it), NotSupported if the index has no checksum for it.
   Status VerifyBytes(InodeId inode, const char* data, size_t size, uint64_t xxh3,
                      bool has_checksum);
+  // Whether bytes of `inode` must be checked before they are served now:
+  // verify=always, or verify=first and the file not checked yet.
+  bool WouldVerify(InodeId inode) const;
 
   void StatFs(struct statvfs* st) const;
   const index::IndexReader& reader() const { return *reader_; }

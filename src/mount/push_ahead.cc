@@ -27,8 +27,8 @@ uint64_t MaxInode(const Filesystem& fs) { return fs.reader().max_inode(); }
 
 struct PushAhead::Counters {
   std::atomic<uint64_t> jobs_queued{0}, jobs_dropped_busy{0}, jobs_dropped_full{0},
-      jobs_dropped_stale{0}, jobs_run{0}, files_pushed{0}, bytes_pushed{0}, files_skipped_read{0},
-      store_errors{0};
+      jobs_dropped_stale{0}, jobs_run{0}, files_pushed{0}, files_pushed_fd{0}, bytes_pushed{0},
+      files_skipped_read{0}, store_errors{0};
 };
 
 PushAhead::PushAhead(Filesystem* fs, PushOptions options, Store store)
@@ -235,15 +235,21 @@ void PushAhead::RunJob(const Job& job, char* buf) {
     const PlannedFile& f = files[i];
     // The reader overtook the push: skip what it has passed.
     if (job.sequential && f.position < s.next_pos.load(std::memory_order_relaxed)) continue;
-    st = ReadPlannedFile(f, job.shard, buf);
-    if (!st.ok()) break;
+    // From the descriptor unless a check must see the bytes first: then the
+    // bytes checked are the bytes stored.
+    PushBytes bytes{nullptr, fd, f.position, f.size};
+    if (fd < 0 || !options_.store_from_fd || fs_->WouldVerify(f.inode)) {
+      st = ReadPlannedFile(f, job.shard, buf);
+      if (!st.ok()) break;
+      bytes = {buf, -1, 0, f.size};
+    }
     // Checked again right before the store: a READ may have reached the
     // file meanwhile, and its reader then holds the pages' locks.
     if (read_.Test(f.inode)) {
       counters_->files_skipped_read.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    int rc = store_(f.inode, buf, f.size);
+    int rc = store_(f.inode, bytes);
     if (rc != 0) {
       counters_->store_errors.fetch_add(1, std::memory_order_relaxed);
       log::Debug("push: inode {}: {}", f.inode.value, std::strerror(-rc));
@@ -254,6 +260,7 @@ void PushAhead::RunJob(const Job& job, char* buf) {
     end = f.position + f.size;
     ++pushed;
     counters_->files_pushed.fetch_add(1, std::memory_order_relaxed);
+    if (bytes.data == nullptr) counters_->files_pushed_fd.fetch_add(1, std::memory_order_relaxed);
     counters_->bytes_pushed.fetch_add(f.size, std::memory_order_relaxed);
   }
   if (!st.ok()) log::Debug("push-ahead after inode {}: {}", job.inode.value, st.message());
@@ -275,9 +282,10 @@ Status PushAhead::ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard
 PushStats PushAhead::stats() const {
   const Counters& c = *counters_;
   auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  return {get(c.jobs_queued),        get(c.jobs_dropped_busy),  get(c.jobs_dropped_full),
-          get(c.jobs_dropped_stale), get(c.jobs_run),           get(c.files_pushed),
-          get(c.bytes_pushed),       get(c.files_skipped_read), get(c.store_errors)};
+  return {get(c.jobs_queued),        get(c.jobs_dropped_busy), get(c.jobs_dropped_full),
+          get(c.jobs_dropped_stale), get(c.jobs_run),          get(c.files_pushed),
+          get(c.files_pushed_fd),    get(c.bytes_pushed),      get(c.files_skipped_read),
+          get(c.store_errors)};
 }
 
 }  // namespace shardfs::mount

@@ -68,6 +68,11 @@ struct PushOptions {
   bool drop_behind = true;              // -o drop_behind.
   unsigned threads = 8;                 // -o push_threads: pusher threads.
   size_t queue_capacity = 64;           // Jobs waiting; more are dropped.
+  // Store a local shard's files from its descriptor (PushBytes::fd), so
+  // libfuse splices them, rather than from a copy in the daemon. Files that
+  // a check must see first (verify=always, or first and not yet checked)
+  // are still read and checked, and stored from those very bytes.
+  bool store_from_fd = false;
 };
 
 // What NoteRead made of a READ, handed on to AfterReply.
@@ -86,7 +91,16 @@ struct PlannedFile {
   bool has_checksum = false;
 };
 
-// Counters, for tests and the debug log.
+// What a Store stores: `data` if it is set, else `size` bytes of descriptor
+// `fd` from byte `pos` (which libfuse can splice into the kernel).
+struct PushBytes {
+  const char* data = nullptr;
+  int fd = -1;
+  uint64_t pos = 0;
+  size_t size = 0;
+};
+
+// Counters, for tests and the unmount's log line.
 struct PushStats {
   uint64_t jobs_queued = 0;
   uint64_t jobs_dropped_busy = 0;   // A sequential push of the shard was pending.
@@ -94,6 +108,7 @@ struct PushStats {
   uint64_t jobs_dropped_stale = 0;  // Waited longer than kMaxJobAge.
   uint64_t jobs_run = 0;
   uint64_t files_pushed = 0;
+  uint64_t files_pushed_fd = 0;  // Of files_pushed, stored from the shard's descriptor.
   uint64_t bytes_pushed = 0;
   uint64_t files_skipped_read = 0;  // A READ had reached them.
   uint64_t store_errors = 0;
@@ -101,10 +116,10 @@ struct PushStats {
 
 class PushAhead {
  public:
-  // Stores `size` bytes as the content of `inode` from offset 0 in the
-  // kernel's page cache. Returns 0, or a negative errno (-ENOENT: the
-  // kernel does not know the inode), which ends the push.
-  using Store = std::function<int(InodeId inode, const char* data, size_t size)>;
+  // Stores `bytes` as the content of `inode` from offset 0 in the kernel's
+  // page cache. Returns 0, or a negative errno (-ENOENT: the kernel does
+  // not know the inode), which ends the push.
+  using Store = std::function<int(InodeId inode, const PushBytes& bytes)>;
 
   struct Job {
     InodeId inode;      // The file whose read finished.

@@ -35,15 +35,32 @@ using shardfs::testing::TempDir;
 class RecordingStore {
  public:
   PushAhead::Store fn() {
-    return [this](InodeId inode, const char* data, size_t size) {
+    return [this](InodeId inode, const PushBytes& bytes) {
       std::lock_guard<std::mutex> lock(mu_);
       if (fail_at_ == inode) return -ENOENT;
-      stored_[inode.value].assign(data, size);
+      std::string& got = stored_[inode.value];
+      got.assign(bytes.size, '\0');
+      if (bytes.data != nullptr) {
+        got.assign(bytes.data, bytes.size);
+      } else if (::pread(bytes.fd, got.data(), bytes.size, static_cast<off_t>(bytes.pos)) !=
+                 static_cast<ssize_t>(bytes.size)) {
+        return -EIO;
+      }
+      ++(bytes.data != nullptr ? from_memory_ : from_fd_);
       order_.push_back(inode.value);
       return 0;
     };
   }
   void FailAt(InodeId inode) { fail_at_ = inode; }
+  // Stores given bytes in memory, and a descriptor range.
+  int from_memory() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return from_memory_;
+  }
+  int from_fd() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return from_fd_;
+  }
   std::map<uint64_t, std::string> stored() {
     std::lock_guard<std::mutex> lock(mu_);
     return stored_;
@@ -54,6 +71,8 @@ class RecordingStore {
   InodeId fail_at_{0};
   std::map<uint64_t, std::string> stored_;
   std::vector<uint64_t> order_;
+  int from_memory_ = 0;
+  int from_fd_ = 0;
 };
 
 // Shards whose members are in tree order (tar --sort=name), as `shardfs
@@ -261,6 +280,79 @@ TEST_F(PushAheadTest, AJobStoresTheFilesThatFollowWithTheirBytes) {
   EXPECT_EQ(push.stats().files_pushed, want.size());
 }
 
+// With store_from_fd a local shard's files go to the Store as ranges of
+// its descriptor (libfuse splices them): the same bytes, no copy here.
+TEST_F(PushAheadTest, AJobStoresFromTheShardDescriptor) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  PushAhead push(fs.get(), {.store_from_fd = true}, store.fn());
+  Noted r = ReadWhole(*fs, push, "a/f1");
+  std::string buf(PushAhead::kMaxFile, '\0');
+  push.RunJob({InodeOf(*fs, "a/f1"), r.range.shard, r.range.shard_id, true, {}}, buf.data());
+  std::map<uint64_t, std::string> stored = store.stored();
+  std::vector<std::string> want = {"a/f2", "a/f3", "a/f4", "b/f0", "b/f1", "b/f2"};
+  ASSERT_EQ(stored.size(), want.size());
+  for (const std::string& p : want) EXPECT_EQ(stored[InodeOf(*fs, p).value], Content(p)) << p;
+  EXPECT_EQ(store.from_fd(), static_cast<int>(want.size()));
+  EXPECT_EQ(store.from_memory(), 0);
+  EXPECT_EQ(push.stats().files_pushed_fd, want.size());
+  EXPECT_EQ(push.stats().files_pushed, want.size());
+}
+
+// verify=first: a file not yet checked is read, checked and stored from the
+// checked bytes; once checked (here by a READ), it goes from the descriptor.
+// An altered file is never stored, whichever way.
+TEST_F(PushAheadTest, StoreFromFdOnlyForFilesNoCheckNeedsToSee) {
+  auto fs = OpenTree(FilesystemOptions{.verify = VerifyMode::kFirst});
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  PushAhead push(fs.get(), {.random_bytes = 1 << 20, .store_from_fd = true}, store.fn());
+  std::string buf(PushAhead::kMaxFile, '\0');
+  // a/f3 checked by a READ that another PushAhead saw (its read bit is not
+  // set in `push`).
+  RecordingStore unused;
+  PushAhead other(fs.get(), {}, unused.fn());
+  ReadWhole(*fs, other, "a/f3");
+  EXPECT_FALSE(fs->WouldVerify(InodeOf(*fs, "a/f3")));
+  EXPECT_TRUE(fs->WouldVerify(InodeOf(*fs, "a/f2")));
+  Noted r = ReadWhole(*fs, push, "a/f1");
+  push.RunJob({InodeOf(*fs, "a/f1"), r.range.shard, r.range.shard_id, false, {}}, buf.data());
+  std::map<uint64_t, std::string> stored = store.stored();
+  for (const char* p : {"a/f2", "a/f3", "a/f4"}) {
+    EXPECT_EQ(stored[InodeOf(*fs, p).value], Content(p)) << p;
+  }
+  EXPECT_EQ(push.stats().files_pushed_fd, 1u);  // a/f3 alone.
+  EXPECT_GE(store.from_memory(), 2);
+}
+
+// verify=always: every file is read and checked, none goes from the
+// descriptor; a file altered in the shard stops the job before its store.
+TEST_F(PushAheadTest, VerifyAlwaysNeverStoresFromFd) {
+  auto always = OpenTree(FilesystemOptions{.verify = VerifyMode::kAlways});
+  ASSERT_TRUE(always);
+  RecordingStore store2;
+  PushAhead push2(always.get(), {.random_bytes = 1 << 20, .store_from_fd = true}, store2.fn());
+  std::vector<PlannedFile> files;
+  ASSERT_TRUE(push2.Plan(InodeOf(*always, "a/f0"), 1 << 20, false, &files).ok());
+  ASSERT_GE(files.size(), 2u);
+  // The shard is opened (and fingerprinted) before the alteration.
+  Noted r2 = ReadWhole(*always, push2, "a/f0");
+  {
+    int fd = ::open((dir_ / "s.tar").c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    char x = 'X';
+    ASSERT_EQ(::pwrite(fd, &x, 1, static_cast<off_t>(files[1].position + 10)), 1);
+    ::close(fd);
+  }
+  std::string buf(PushAhead::kMaxFile, '\0');
+  push2.RunJob({InodeOf(*always, "a/f0"), r2.range.shard, r2.range.shard_id, false, {}},
+               buf.data());
+  EXPECT_EQ(store2.stored().size(), 1u);
+  EXPECT_EQ(store2.stored().count(files[1].inode.value), 0u);
+  EXPECT_EQ(push2.stats().files_pushed_fd, 0u);
+}
+
 TEST_F(PushAheadTest, FilesReadOrPushedAreNeverStoredAgain) {
   auto fs = OpenTree();
   ASSERT_TRUE(fs);
@@ -288,7 +380,7 @@ TEST_F(PushAheadTest, AFileReadWhileTheJobRunsIsSkipped) {
   PushAhead* self = nullptr;
   std::vector<uint64_t> stored;
   InodeId f3 = InodeOf(*fs, "a/f3");
-  PushAhead push(fs.get(), {.random_bytes = 1 << 20}, [&](InodeId inode, const char*, size_t) {
+  PushAhead push(fs.get(), {.random_bytes = 1 << 20}, [&](InodeId inode, const PushBytes&) {
     stored.push_back(inode.value);
     // While a/f2 is being stored, a READ of a/f3 reaches a worker.
     if (stored.size() == 1) ReadWhole(*fs, *self, "a/f3");
@@ -428,7 +520,7 @@ TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
   int stores = 0;
   PushOptions o{
       .sequential_bytes = 1 << 20, .random_bytes = 1 << 20, .threads = 1, .queue_capacity = 4};
-  PushAhead push(fs.get(), o, [&](InodeId, const char*, size_t) {
+  PushAhead push(fs.get(), o, [&](InodeId, const PushBytes&) {
     std::unique_lock<std::mutex> lock(mu);
     ++stores;
     cv.notify_all();
@@ -470,7 +562,7 @@ TEST_F(PushAheadTest, AJobThatWaitedTooLongIsDropped) {
   std::condition_variable cv;
   bool stuck = false;
   PushOptions o{.sequential_bytes = 1 << 20, .random_bytes = 1 << 20, .threads = 1};
-  PushAhead push(fs.get(), o, [&](InodeId, const char*, size_t) {
+  PushAhead push(fs.get(), o, [&](InodeId, const PushBytes&) {
     std::unique_lock<std::mutex> lock(mu);
     if (!stuck) {
       stuck = true;
