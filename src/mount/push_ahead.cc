@@ -38,6 +38,12 @@ PushAhead::PushAhead(Filesystem* fs, PushOptions options, Store store)
       shard_count_(fs->reader().shards().size()),
       counters_(std::make_unique<Counters>()),
       store_(std::move(store)) {
+  if (options_.random_follows_memory && options_.random_bytes != 0) {
+    uint64_t shard_bytes = 0;
+    for (const index::ShardMeta& m : fs->reader().shards()) shard_bytes += m.size;
+    budget_ =
+        std::make_unique<PushBudget>(options_.random_bytes, shard_bytes, options_.mem_available);
+  }
   if (options_.sequential_bytes != 0 || options_.random_bytes != 0) {
     read_ = InodeBits(MaxInode(*fs));
     pushed_ = InodeBits(MaxInode(*fs));
@@ -127,9 +133,7 @@ void PushAhead::AfterReply(InodeId inode, const ReadRange& range, ReadNote note,
     DropRead(range.shard->fd(), range.position, range.length);
   }
   bool sequential = note.sequential_to_eof;
-  uint64_t window = sequential         ? options_.sequential_bytes
-                    : range.whole_file ? options_.random_bytes
-                                       : 0;
+  uint64_t window = sequential ? options_.sequential_bytes : range.whole_file ? RandomWindow() : 0;
   if (!delivered || window == 0 || threads_.empty()) return;
   // One sequential push per shard at a time: a reader that overtakes it
   // would otherwise start another over the same files.
@@ -218,7 +222,7 @@ void PushAhead::RunJob(const Job& job, char* buf) {
   ShardState& s = shards_[job.shard_id.value];
   // -1 for a shard read through the chunk fetcher: no fadvise then.
   const int fd = job.shard->direct() ? job.shard->fd() : -1;
-  uint64_t window = job.sequential ? options_.sequential_bytes : options_.random_bytes;
+  uint64_t window = job.sequential ? options_.sequential_bytes : RandomWindow();
   thread_local std::vector<PlannedFile> files;
   Status st = Plan(job.inode, window, !job.sequential, &files);
   if (st.ok() && !job.sequential && !files.empty() && fd >= 0) {
@@ -278,6 +282,8 @@ Status PushAhead::ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard
   SHARDFS_RETURN_IF_ERROR(shard->ReadAt(buf, f.size, f.position));
   return fs_->VerifyBytes(f.inode, buf, f.size, f.xxh3, f.has_checksum);
 }
+
+uint64_t PushAhead::RandomWindow() { return budget_ ? budget_->Window() : options_.random_bytes; }
 
 PushStats PushAhead::stats() const {
   const Counters& c = *counters_;

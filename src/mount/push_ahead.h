@@ -58,6 +58,7 @@
 #include "base/status.h"
 #include "index/schema.h"
 #include "src/mount/filesystem.h"
+#include "src/mount/push_budget.h"
 
 namespace shardfs::mount {
 
@@ -73,6 +74,12 @@ struct PushOptions {
   // a check must see first (verify=always, or first and not yet checked)
   // are still read and checked, and stored from those very bytes.
   bool store_from_fd = false;
+  // push_random=auto: random_bytes is the largest window, and the window
+  // follows the memory available (src/mount/push_budget.h).
+  bool random_follows_memory = false;
+  // With random_follows_memory: the available memory's reader; null, the
+  // machine's. Tests inject one.
+  PushBudget::MemAvailable mem_available = nullptr;
 };
 
 // What NoteRead made of a READ, handed on to AfterReply.
@@ -176,6 +183,9 @@ class PushAhead {
   bool WasPushed(InodeId inode) const { return pushed_.Test(inode); }
   PushStats stats() const;
   const PushOptions& options() const { return options_; }
+  // The window of a push after a random whole-file read now: random_bytes,
+  // or with random_follows_memory what PushBudget allows.
+  uint64_t RandomWindow();
 
  private:
   struct ShardState {
@@ -207,6 +217,7 @@ class PushAhead {
   InodeBits read_;    // A READ reached the file.
   InodeBits pushed_;  // Stored into the kernel's page cache.
   std::unique_ptr<Counters> counters_;
+  std::unique_ptr<PushBudget> budget_;  // With random_follows_memory.
 
   const Store store_;
   std::mutex mu_;

@@ -508,6 +508,46 @@ TEST_F(PushAheadTest, OnlyWholeOrSequentialReadsOfferJobsAndOnlyWithAWindow) {
   EXPECT_EQ(store.stored().count(InodeOf(*fs, "a/f4").value), 1u);
 }
 
+// push_random=auto: the random window is what the available memory allows
+// (src/mount/push_budget.h): none when memory is short, the whole window
+// when the shards fit in half of what is available.
+TEST_F(PushAheadTest, TheRandomWindowFollowsTheAvailableMemory) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  // A whole-file read that is no walk: after a read further on in the shard.
+  auto random_read = [&](PushAhead& push) {
+    Noted later = ReadWhole(*fs, push, "c/f0");
+    push.AfterReply(InodeOf(*fs, "c/f0"), later.range, later.note, false);
+    Noted whole = ReadWhole(*fs, push, "a/f3");
+    EXPECT_FALSE(whole.note.sequential_to_eof);
+    push.AfterReply(InodeOf(*fs, "a/f3"), whole.range, whole.note, true);
+  };
+  PushOptions short_of_memory{.sequential_bytes = 0,
+                              .random_bytes = 1 << 20,
+                              .random_follows_memory = true,
+                              .mem_available = [] { return uint64_t{100} << 20; }};
+  {
+    PushAhead push(fs.get(), short_of_memory, store.fn());
+    push.Start();
+    EXPECT_EQ(push.RandomWindow(), 0u);
+    random_read(push);
+    EXPECT_EQ(push.stats().jobs_queued, 0u);
+  }
+  PushOptions plenty = short_of_memory;
+  plenty.mem_available = [] { return uint64_t{8} << 30; };
+  PushAhead push(fs.get(), plenty, store.fn());
+  push.Start();
+  EXPECT_EQ(push.RandomWindow(), uint64_t{1} << 20);
+  random_read(push);
+  EXPECT_EQ(push.stats().jobs_queued, 1u);
+  for (int i = 0; i < 1000 && store.stored().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  push.Stop();
+  EXPECT_EQ(store.stored().count(InodeOf(*fs, "a/f4").value), 1u);
+}
+
 // The request path must never wait for a pusher (issue 10): with every
 // pusher stuck in a store, as one waiting for a page lock would be,
 // AfterReply still returns at once and the surplus is dropped.
