@@ -5,9 +5,11 @@
 #include <fuse_lowlevel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdarg>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -20,6 +22,7 @@
 #include "base/log.h"
 #include "src/mount/dir_prefill.h"
 #include "src/mount/push_ahead.h"
+#include "src/mount/read_ahead.h"
 #include "src/mount/signal_stop.h"
 
 namespace shardfs::app {
@@ -57,6 +60,10 @@ struct Context {
   PushAhead* push = nullptr;
   DirPrefill* prefill = nullptr;  // Null with -o prefill_dirs=0.
   AttrPolicy* attrs = nullptr;    // Which listings carry files' attributes.
+  // The mountpoint with its links resolved, as /proc/self/mountinfo shows it.
+  std::string mount_path{};
+  // Set by INIT: the first request after it raises the mount's readahead.
+  std::atomic<bool> raise_readahead{false};
 };
 
 // An open directory: a cursor streaming its entries from the index, so a
@@ -127,8 +134,34 @@ void OpInit(void* userdata, fuse_conn_info* conn) noexcept {
   // The content never changes: no need to drop cached pages on mtime checks.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
   conn->time_gran = 1;
+  // max_readahead stays the kernel's offer: the kernel takes the smaller of
+  // it and its own window, so INIT can only lower the window. It is raised
+  // once INIT is done (RaiseReadAheadOnce).
+  c->raise_readahead.store(true, std::memory_order_release);
   log::Debug("init: kernel_open={} splice={} max_readahead={} max_write={}", c->kernel_open,
              c->splice, conn->max_readahead, conn->max_write);
+}
+
+// On the first request after INIT: the mount's read_ahead_kb raised so
+// that the first read of a file up to kMountReadAheadKb asks for it in one
+// READ (src/mount/read_ahead.h). Root only; one line when it cannot be.
+void RaiseReadAheadOnce(Context& c) noexcept {
+  if (!c.raise_readahead.load(std::memory_order_relaxed) ||
+      !c.raise_readahead.exchange(false, std::memory_order_acq_rel)) {
+    return;
+  }
+  try {
+    Result<uint64_t> kb = mount::RaiseMountReadAhead(c.mount_path, mount::kMountReadAheadKb);
+    if (kb.ok()) {
+      log::Debug("read_ahead_kb of the mount: {}", *kb);
+    } else {
+      log::Info(
+          "{}: the mount's readahead stays at the kernel's default (raising it needs root): "
+          "a file over 128 KiB takes more than one READ",
+          kb.status().message());
+    }
+  } catch (const std::bad_alloc&) {
+  }
 }
 
 // A file of `dir` was looked up: a program wants files' attributes there.
@@ -150,6 +183,7 @@ void NoteFileLookup(Context& c, InodeId dir) noexcept {
 
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
   Context& c = Ctx(req);
+  RaiseReadAheadOnce(c);
   size_t len = std::strlen(name);
   if (len > index::kMaxNameLength) {
     fuse_reply_err(req, ENAMETOOLONG);
@@ -187,6 +221,7 @@ void OpForgetMulti(fuse_req_t req, size_t, fuse_forget_data*) noexcept { fuse_re
 
 void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) noexcept {
   Context& c = Ctx(req);
+  RaiseReadAheadOnce(c);
   EntryRecord rec;
   index::RecordHolder holder;
   Status s = c.fs->GetAttr(InodeId{ino}, &rec, &holder);
@@ -236,6 +271,7 @@ void OpOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
 
 void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) noexcept {
   Context& c = Ctx(req);
+  RaiseReadAheadOnce(c);
   if (off < 0) {
     fuse_reply_err(req, EINVAL);
     return;
@@ -293,6 +329,7 @@ void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept { fuse_repl
 
 void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
   Context& c = Ctx(req);
+  RaiseReadAheadOnce(c);
   Result<DirCursor> cursor = Status::IoError("out of memory");
   try {
     cursor = DirCursor::Open(*c.fs, InodeId{ino});
@@ -634,6 +671,12 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   if (!se) return Status::InvalidArgument("cannot create the FUSE session (bad -o option?)");
   std::unique_ptr<fuse_session, decltype(&fuse_session_destroy)> session(se, &fuse_session_destroy);
   SHARDFS_ASSIGN_OR_RETURN(SignalStop signals, SignalStop::Install());
+  if (char* real = ::realpath(mountpoint.c_str(), nullptr)) {
+    ctx.mount_path = real;
+    std::free(real);
+  } else {
+    ctx.mount_path = mountpoint;
+  }
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     return Status::IoError(fmt::format("cannot mount at {}", mountpoint));
   }
