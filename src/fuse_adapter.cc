@@ -290,9 +290,10 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   }
   ReadNote note;
   int replied = 0;
-  // A shard read through the chunk fetcher has no descriptor to splice; a
-  // sparse file's read across holes or extents is no one range of the shard.
-  // Both are read into a buffer, from the range resolved above.
+  // A shard read through the chunk fetcher has no descriptor of its own (its
+  // range may lie in a chunk file on disk, below); a sparse file's read across
+  // holes or extents is no one range of the shard. Both are read into a
+  // buffer, from the range resolved above.
   if (c.splice && !range.gather && range.shard->direct()) {
     note = c.push->NoteRead(inode, range);
     fuse_bufvec buf{};
@@ -308,13 +309,26 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
       fuse_reply_err(req, ENOMEM);
       return;
     }
-    s = c.fs->ReadResolved(range, buf);
+    // A range lying whole in a chunk file of the disk cache, checked, is
+    // not copied into buf: it is spliced from the chunk file.
+    mount::FileRange at;
+    s = c.fs->ReadResolved(range, buf, c.splice ? &at : nullptr);
     if (!s.ok()) {
       fuse_reply_err(req, ToErrno(s));
       return;
     }
     note = c.push->NoteRead(inode, range);
-    replied = fuse_reply_buf(req, buf, range.length);
+    if (at.file) {
+      fuse_bufvec bv{};
+      bv.count = 1;
+      bv.buf[0].size = range.length;
+      bv.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+      bv.buf[0].fd = at.file->get();
+      bv.buf[0].pos = static_cast<off_t>(at.pos);
+      replied = fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+    } else {
+      replied = fuse_reply_buf(req, buf, range.length);
+    }
   }
   // Hands work to the pushers; never waits for them.
   c.push->AfterReply(inode, range, note, replied == 0);

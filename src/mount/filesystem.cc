@@ -302,10 +302,10 @@ Status Filesystem::VerifyBytes(InodeId inode, const char* data, size_t size, uin
   return Status::Ok();
 }
 
-Status Filesystem::ReadResolved(const ReadRange& range, char* buf) {
+Status Filesystem::ReadResolved(const ReadRange& range, char* buf, FileRange* at) {
   if (range.length == 0) return Status::Ok();
-  Status s =
-      range.gather ? Gather(range, buf) : range.shard->ReadAt(buf, range.length, range.position);
+  Status s = range.gather ? Gather(range, buf)
+                          : range.shard->ReadOrLocate(buf, range.length, range.position, at);
   if (!s.ok()) {
     s = s.WithContext(fmt::format("shard {}", RedactLocation(reader_->ShardPath(range.shard_id))));
     shards_.ReadFailed(range.shard_id, s);

@@ -242,10 +242,13 @@ void PushAhead::RunJob(const Job& job, char* buf) {
     // From the descriptor unless a check must see the bytes first: then the
     // bytes checked are the bytes stored.
     PushBytes bytes{nullptr, fd, f.position, f.size};
-    if (fd < 0 || !options_.store_from_fd || fs_->WouldVerify(f.inode)) {
-      st = ReadPlannedFile(f, job.shard, buf);
+    FileRange at;  // A shard read in chunks: the file lying whole in a chunk file.
+    const bool from_fd = options_.store_from_fd && !fs_->WouldVerify(f.inode);
+    if (fd < 0 || !from_fd) {
+      st = ReadPlannedFile(f, job.shard, buf, from_fd ? &at : nullptr);
       if (!st.ok()) break;
-      bytes = {buf, -1, 0, f.size};
+      bytes = at.file ? PushBytes{nullptr, at.file->get(), at.pos, f.size}
+                      : PushBytes{buf, -1, 0, f.size};
     }
     // Checked again right before the store: a READ may have reached the
     // file meanwhile, and its reader then holds the pages' locks.
@@ -278,8 +281,10 @@ void PushAhead::RunJob(const Job& job, char* buf) {
   }
 }
 
-Status PushAhead::ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf) {
-  SHARDFS_RETURN_IF_ERROR(shard->ReadAt(buf, f.size, f.position));
+Status PushAhead::ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf,
+                                  FileRange* at) {
+  SHARDFS_RETURN_IF_ERROR(shard->ReadOrLocate(buf, f.size, f.position, at));
+  if (at != nullptr && at->file) return Status::Ok();  // Only asked for when no check is due.
   return fs_->VerifyBytes(f.inode, buf, f.size, f.xxh3, f.has_checksum);
 }
 

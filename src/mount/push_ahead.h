@@ -176,8 +176,11 @@ class PushAhead {
   // Reads planned file `f` whole from `shard` into `buf` (f.size bytes),
   // checked by Filesystem::VerifyBytes (verify=first|always). Returns
   // Corruption on a mismatch (nothing is marked: a read of the file will
-  // report it), IoError if the shard is short.
-  Status ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf);
+  // report it), IoError if the shard is short. With `at` (only when no
+  // check is due), a file lying whole in a checked chunk file on disk is
+  // located there (*at) instead of copied.
+  Status ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf,
+                         FileRange* at = nullptr);
 
   bool WasRead(InodeId inode) const { return read_.Test(inode); }
   bool WasPushed(InodeId inode) const { return pushed_.Test(inode); }
