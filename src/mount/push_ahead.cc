@@ -243,7 +243,10 @@ void PushAhead::RunJob(const Job& job, char* buf) {
     // bytes checked are the bytes stored.
     PushBytes bytes{nullptr, fd, f.position, f.size};
     FileRange at;  // A shard read in chunks: the file lying whole in a chunk file.
-    const bool from_fd = options_.store_from_fd && !fs_->WouldVerify(f.inode);
+    // The job's first store goes from memory: it is the one likely to find
+    // the inode unknown to the kernel (-ENOENT ends the job), and libfuse
+    // prints an error for every failed store it spliced.
+    const bool from_fd = options_.store_from_fd && pushed > 0 && !fs_->WouldVerify(f.inode);
     if (fd < 0 || !from_fd) {
       st = ReadPlannedFile(f, job.shard, buf, from_fd ? &at : nullptr);
       if (!st.ok()) break;
