@@ -146,23 +146,34 @@ void PushAhead::AfterReply(InodeId inode, const ReadRange& range, ReadNote note,
 
 void PushAhead::Offer(Job job) {
   bool queued = false;
+  Job evicted;  // Let go of outside the lock.
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!stop_ && queue_.size() < options_.queue_capacity) {
+    if (!stop_ && options_.queue_capacity > 0) {
       try {
+        // Full: the oldest job goes. It is the likeliest to be stale, and a
+        // newer read's neighbours are the likelier to be still unpushed.
+        if (queue_.size() >= options_.queue_capacity) {
+          evicted = std::move(queue_.front());
+          queue_.pop_front();
+        }
         queue_.push_back(std::move(job));
         queued = true;
       } catch (const std::bad_alloc&) {
       }
     }
   }
+  const Job& dropped = queued ? evicted : job;
   if (queued) {
     counters_->jobs_queued.fetch_add(1, std::memory_order_relaxed);
     cv_.notify_one();
-    return;
   }
-  counters_->jobs_dropped_full.fetch_add(1, std::memory_order_relaxed);
-  if (job.sequential) shards_[job.shard_id.value].busy.store(false, std::memory_order_release);
+  if (dropped.shard) {
+    counters_->jobs_dropped_full.fetch_add(1, std::memory_order_relaxed);
+    if (dropped.sequential) {
+      shards_[dropped.shard_id.value].busy.store(false, std::memory_order_release);
+    }
+  }
 }
 
 void PushAhead::Run() {
@@ -171,8 +182,10 @@ void PushAhead::Run() {
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (stop_) return;
-    Job job = std::move(queue_.front());
-    queue_.pop_front();
+    // Newest first: the file a reader has just read is where its pushes
+    // help now; an older job's neighbours may have been read meanwhile.
+    Job job = std::move(queue_.back());
+    queue_.pop_back();
     lock.unlock();
     if (std::chrono::steady_clock::now() - job.queued > kMaxJobAge) {
       counters_->jobs_dropped_stale.fetch_add(1, std::memory_order_relaxed);

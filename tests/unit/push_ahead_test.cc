@@ -588,7 +588,11 @@ TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
   auto took = std::chrono::steady_clock::now() - start;
   EXPECT_LT(took, std::chrono::seconds(5));  // Not a timing check: a wait would be forever.
   PushStats st = push.stats();
-  EXPECT_LE(st.jobs_queued, 1u + o.queue_capacity + 1);
+  // Every job past the queue's capacity was dropped: a new one displaces
+  // the oldest waiting, so at most queue_capacity wait.
+  EXPECT_LE(st.jobs_run, 1u);
+  EXPECT_GE(st.jobs_queued - st.jobs_dropped_full, 1u);
+  EXPECT_LE(st.jobs_queued - st.jobs_dropped_full, 1u + o.queue_capacity);
   EXPECT_GT(st.jobs_dropped_full + st.jobs_dropped_busy, 300u);
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -596,6 +600,57 @@ TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
   }
   cv.notify_all();
   push.Stop();  // Returns once the stuck store does.
+}
+
+// A full queue keeps the newest jobs (issue 27): a new job displaces the
+// oldest waiting one, and a pusher takes the newest first, so pushes go
+// where readers are now instead of a new read's neighbours going unpushed.
+TEST_F(PushAheadTest, AFullQueueDropsItsOldestJob) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stuck = false, release = false;
+  std::vector<uint64_t> stored;
+  PushOptions o{.sequential_bytes = 0, .random_bytes = 1 << 20, .threads = 1, .queue_capacity = 1};
+  PushAhead push(fs.get(), o, [&](InodeId inode, const PushBytes&) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!stuck) {
+      stuck = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });
+      return -ENOENT;  // Ends the first job.
+    }
+    stored.push_back(inode.value);
+    return 0;
+  });
+  push.Start();
+  // A whole-file read that is no walk: after a read further on in the shard.
+  auto random_read = [&](const char* path) {
+    Noted far = ReadWhole(*fs, push, "c/f0");
+    push.AfterReply(InodeOf(*fs, "c/f0"), far.range, far.note, false);
+    Noted r = ReadWhole(*fs, push, path);
+    push.AfterReply(InodeOf(*fs, path), r.range, r.note, true);
+  };
+  random_read("a/f0");  // Its job holds the only pusher.
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return stuck; }));
+  }
+  random_read("a/f3");  // Would push a/f4, b/f0, b/f2: displaced by the next.
+  random_read("b/f1");  // Pushes b/f2.
+  EXPECT_EQ(push.stats().jobs_dropped_full, 1u);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (int i = 0; i < 1000 && push.stats().jobs_run < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  push.Stop();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(stored, std::vector<uint64_t>{InodeOf(*fs, "b/f2").value});
 }
 
 TEST_F(PushAheadTest, AJobThatWaitedTooLongIsDropped) {
