@@ -24,9 +24,10 @@
 // behind that very worker; with every worker storing, nobody answers and
 // the mount hangs for good. So:
 //  1. Request workers never store and never wait for a pusher. AfterReply
-//     only offers a job to a bounded queue: it is dropped when the queue is
-//     full, or when the shard already has a sequential push queued or
-//     running.
+//     only offers a job to a bounded queue: when the queue is full the
+//     oldest waiting job is dropped for it (pushers take the newest first),
+//     and it is dropped when the shard already has a sequential push queued
+//     or running.
 //  2. Stores run on pusher threads of their own (`threads`). A pusher may
 //     wait for a page lock, but such a lock belongs to a READ that the
 //     workers, which never wait for pushers, answer: the wait ends with it.
