@@ -11,7 +11,6 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,19 +104,6 @@ struct MountArgs {
   std::string mountpoint;
   MountOptions options;
 };
-
-// push_random=auto: a push after a whole-file read pays off only when the
-// pushed files stay cached until they are read.
-uint64_t AutoPushRandom(const index::IndexReader& reader) {
-  uint64_t shard_bytes = 0;
-  for (const index::ShardMeta& m : reader.shards()) shard_bytes += m.size;
-  struct sysinfo si;
-  uint64_t memory = ::sysinfo(&si) == 0 ? uint64_t{si.totalram} * si.mem_unit : 0;
-  uint64_t bytes = shard_bytes <= memory / 2 ? MountOptions::kAutoPushRandom : 0;
-  log::Debug("push_random=auto: shards {} bytes, memory {} bytes: push_random={}", shard_bytes,
-             memory, bytes);
-  return bytes;
-}
 
 // A cheap look at every shard (one stat each, no reads): an index whose
 // shards have all moved is refused; single missing shards are logged and
@@ -268,7 +254,10 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
     return kExitFailure;
   }
   MountOptions options = a.options;
-  if (options.push_random_auto) options.push.random_bytes = AutoPushRandom(**reader);
+  if (options.push_random_auto) {
+    options.push.random_bytes = MountOptions::kAutoPushRandom;
+    options.push.random_follows_memory = true;
+  }
   options.fs.max_open_shards = ClampOpenShards(options.fs.max_open_shards);
   auto fetcher = MakeFetcher(options, **reader);
   if (!fetcher.ok()) {

@@ -5,9 +5,11 @@
 #include <fuse_lowlevel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdarg>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -20,6 +22,7 @@
 #include "base/log.h"
 #include "src/mount/dir_prefill.h"
 #include "src/mount/push_ahead.h"
+#include "src/mount/read_ahead.h"
 #include "src/mount/signal_stop.h"
 
 namespace shardfs::app {
@@ -33,6 +36,7 @@ using mount::EntryRecord;
 using mount::Filesystem;
 using mount::InodeId;
 using mount::PushAhead;
+using mount::PushBytes;
 using mount::PushStats;
 using mount::ReadNote;
 using mount::ReadRange;
@@ -56,6 +60,10 @@ struct Context {
   PushAhead* push = nullptr;
   DirPrefill* prefill = nullptr;  // Null with -o prefill_dirs=0.
   AttrPolicy* attrs = nullptr;    // Which listings carry files' attributes.
+  // The mountpoint with its links resolved, as /proc/self/mountinfo shows it.
+  std::string mount_path{};
+  // Set by INIT: the first request after it raises the mount's readahead.
+  std::atomic<bool> raise_readahead{false};
 };
 
 // An open directory: a cursor streaming its entries from the index, so a
@@ -126,8 +134,34 @@ void OpInit(void* userdata, fuse_conn_info* conn) noexcept {
   // The content never changes: no need to drop cached pages on mtime checks.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
   conn->time_gran = 1;
+  // max_readahead stays the kernel's offer: the kernel takes the smaller of
+  // it and its own window, so INIT can only lower the window. It is raised
+  // once INIT is done (RaiseReadAheadOnce).
+  c->raise_readahead.store(true, std::memory_order_release);
   log::Debug("init: kernel_open={} splice={} max_readahead={} max_write={}", c->kernel_open,
              c->splice, conn->max_readahead, conn->max_write);
+}
+
+// On the first request after INIT: the mount's read_ahead_kb raised so
+// that the first read of a file up to kMountReadAheadKb asks for it in one
+// READ (src/mount/read_ahead.h). Root only; one line when it cannot be.
+void RaiseReadAheadOnce(Context& c) noexcept {
+  if (!c.raise_readahead.load(std::memory_order_relaxed) ||
+      !c.raise_readahead.exchange(false, std::memory_order_acq_rel)) {
+    return;
+  }
+  try {
+    Result<uint64_t> kb = mount::RaiseMountReadAhead(c.mount_path, mount::kMountReadAheadKb);
+    if (kb.ok()) {
+      log::Debug("read_ahead_kb of the mount: {}", *kb);
+    } else {
+      log::Info(
+          "{}: the mount's readahead stays at the kernel's default (raising it needs root): "
+          "a file over 128 KiB takes more than one READ",
+          kb.status().message());
+    }
+  } catch (const std::bad_alloc&) {
+  }
 }
 
 // A file of `dir` was looked up: a program wants files' attributes there.
@@ -149,6 +183,7 @@ void NoteFileLookup(Context& c, InodeId dir) noexcept {
 
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
   Context& c = Ctx(req);
+  RaiseReadAheadOnce(c);
   size_t len = std::strlen(name);
   if (len > index::kMaxNameLength) {
     fuse_reply_err(req, ENAMETOOLONG);
@@ -186,6 +221,7 @@ void OpForgetMulti(fuse_req_t req, size_t, fuse_forget_data*) noexcept { fuse_re
 
 void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) noexcept {
   Context& c = Ctx(req);
+  RaiseReadAheadOnce(c);
   EntryRecord rec;
   index::RecordHolder holder;
   Status s = c.fs->GetAttr(InodeId{ino}, &rec, &holder);
@@ -235,6 +271,7 @@ void OpOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
 
 void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) noexcept {
   Context& c = Ctx(req);
+  RaiseReadAheadOnce(c);
   if (off < 0) {
     fuse_reply_err(req, EINVAL);
     return;
@@ -253,9 +290,10 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   }
   ReadNote note;
   int replied = 0;
-  // A shard read through the chunk fetcher has no descriptor to splice; a
-  // sparse file's read across holes or extents is no one range of the shard.
-  // Both are read into a buffer, from the range resolved above.
+  // A shard read through the chunk fetcher has no descriptor of its own (its
+  // range may lie in a chunk file on disk, below); a sparse file's read across
+  // holes or extents is no one range of the shard. Both are read into a
+  // buffer, from the range resolved above.
   if (c.splice && !range.gather && range.shard->direct()) {
     note = c.push->NoteRead(inode, range);
     fuse_bufvec buf{};
@@ -271,13 +309,26 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
       fuse_reply_err(req, ENOMEM);
       return;
     }
-    s = c.fs->ReadResolved(range, buf);
+    // A range lying whole in a chunk file of the disk cache, checked, is
+    // not copied into buf: it is spliced from the chunk file.
+    mount::FileRange at;
+    s = c.fs->ReadResolved(range, buf, c.splice ? &at : nullptr);
     if (!s.ok()) {
       fuse_reply_err(req, ToErrno(s));
       return;
     }
     note = c.push->NoteRead(inode, range);
-    replied = fuse_reply_buf(req, buf, range.length);
+    if (at.file) {
+      fuse_bufvec bv{};
+      bv.count = 1;
+      bv.buf[0].size = range.length;
+      bv.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+      bv.buf[0].fd = at.file->get();
+      bv.buf[0].pos = static_cast<off_t>(at.pos);
+      replied = fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+    } else {
+      replied = fuse_reply_buf(req, buf, range.length);
+    }
   }
   // Hands work to the pushers; never waits for them.
   c.push->AfterReply(inode, range, note, replied == 0);
@@ -292,6 +343,7 @@ void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept { fuse_repl
 
 void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
   Context& c = Ctx(req);
+  RaiseReadAheadOnce(c);
   Result<DirCursor> cursor = Status::IoError("out of memory");
   try {
     cursor = DirCursor::Open(*c.fs, InodeId{ino});
@@ -502,14 +554,22 @@ fuse_lowlevel_ops MakeOps() {
   return ops;
 }
 
-// The push's Store: the file's content into the kernel's page cache.
-int StorePages(const Context& c, InodeId inode, const char* data, size_t size) {
+// The push's Store: the file's content into the kernel's page cache, from
+// the daemon's memory or straight from the shard's descriptor (libfuse
+// splices it when the kernel allows, else reads it into a buffer).
+int StorePages(const Context& c, InodeId inode, const PushBytes& bytes) {
   // A fresh bufvec per call: libfuse consumes the one it is given.
   auto store = [&] {
     fuse_bufvec bv{};
     bv.count = 1;
-    bv.buf[0].size = size;
-    bv.buf[0].mem = const_cast<char*>(data);
+    bv.buf[0].size = bytes.size;
+    if (bytes.data != nullptr) {
+      bv.buf[0].mem = const_cast<char*>(bytes.data);
+    } else {
+      bv.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+      bv.buf[0].fd = bytes.fd;
+      bv.buf[0].pos = static_cast<off_t>(bytes.pos);
+    }
     return fuse_lowlevel_notify_store(c.se, inode.value, 0, &bv, fuse_buf_copy_flags{});
   };
   int rc = store();
@@ -557,13 +617,18 @@ int RunLoop(fuse_session* se, const MountOptions& options, SignalStop& signals, 
   return rc;
 }
 
+// One line at unmount: what the pushes did over the mount's life.
 void LogPushStats(const PushStats& ps) {
-  log::Debug(
+  if (ps.jobs_run == 0 && ps.jobs_queued == 0 && ps.jobs_dropped_busy == 0 &&
+      ps.jobs_dropped_full == 0) {
+    return;
+  }
+  log::Info(
       "push: {} jobs run, {} dropped (busy {}, full {}, stale {}), {} files ({} bytes) "
-      "pushed, {} skipped as read, {} store errors",
+      "pushed, {} from the shard descriptor, {} skipped as read, {} store errors",
       ps.jobs_run, ps.jobs_dropped_busy + ps.jobs_dropped_full + ps.jobs_dropped_stale,
       ps.jobs_dropped_busy, ps.jobs_dropped_full, ps.jobs_dropped_stale, ps.files_pushed,
-      ps.bytes_pushed, ps.files_skipped_read, ps.store_errors);
+      ps.bytes_pushed, ps.files_pushed_fd, ps.files_skipped_read, ps.store_errors);
 }
 
 }  // namespace
@@ -599,8 +664,10 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   fuse_set_log_func(&LibfuseLog);
   const fuse_lowlevel_ops ops = MakeOps();
   Context ctx{fs, options};
-  PushAhead push(fs, options.push, [&ctx](InodeId inode, const char* data, size_t size) {
-    return StorePages(ctx, inode, data, size);
+  mount::PushOptions push_options = options.push;
+  push_options.store_from_fd = options.splice;
+  PushAhead push(fs, push_options, [&ctx](InodeId inode, const PushBytes& bytes) {
+    return StorePages(ctx, inode, bytes);
   });
   ctx.push = &push;
   AttrPolicy attrs(fs->reader().max_inode());
@@ -618,6 +685,12 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   if (!se) return Status::InvalidArgument("cannot create the FUSE session (bad -o option?)");
   std::unique_ptr<fuse_session, decltype(&fuse_session_destroy)> session(se, &fuse_session_destroy);
   SHARDFS_ASSIGN_OR_RETURN(SignalStop signals, SignalStop::Install());
+  if (char* real = ::realpath(mountpoint.c_str(), nullptr)) {
+    ctx.mount_path = real;
+    std::free(real);
+  } else {
+    ctx.mount_path = mountpoint;
+  }
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     return Status::IoError(fmt::format("cannot mount at {}", mountpoint));
   }

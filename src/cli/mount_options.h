@@ -72,9 +72,8 @@ struct MountOptions {
   // -o prefill_entries: how many entries the prefill lists over the mount's
   // life; 0: DefaultPrefillEntries() (from the machine's memory).
   uint64_t prefill_entries = 0;
-  // push_random=auto: push.random_bytes is kAutoPushRandom
-  // when the shards together take at most half of the machine's memory
-  // (pushed files then stay cached until they are read), else 0.
+  // push_random=auto: push.random_bytes is kAutoPushRandom at most, as much
+  // of it as the available memory allows (src/mount/push_budget.h).
   bool push_random_auto = true;
   static constexpr uint64_t kAutoPushRandom = 4 << 20;
   // Pass -o nonempty semantics: allow a mountpoint that is not empty.

@@ -576,6 +576,30 @@ bool ChunkCache::Read(ChunkKey key, uint64_t offset, size_t len, char* buf, bool
   return false;
 }
 
+bool ChunkCache::Locate(ChunkKey key, uint64_t offset, size_t len, bool reference,
+                        std::shared_ptr<const UniqueFd>* file, uint64_t* file_pos) {
+  if (options_.dir.empty()) return false;
+  const uint64_t clen = ChunkLength(key);
+  std::shared_ptr<Slot> slot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = clen == 0 || offset > clen || len > clen - offset ? map_.end() : map_.find(key);
+    if (it == map_.end()) return false;
+    slot = it->second;
+  }
+  if (!slot->verified.load(std::memory_order_acquire)) return false;
+  std::shared_ptr<const UniqueFd> f = ChunkFile(slot);
+  if (!f) return false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reference && slot->freq < 3) ++slot->freq;
+    ++stats_.hits;
+  }
+  *file = std::move(f);
+  *file_pos = kHeaderSize + offset;
+  return true;
+}
+
 bool ChunkCache::Contains(ChunkKey key) const {
   std::lock_guard<std::mutex> lock(mu_);
   return map_.count(key) != 0;

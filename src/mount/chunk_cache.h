@@ -177,6 +177,13 @@ class ChunkCache {
   // as one use. A range past the chunk's end is a miss.
   bool Read(ChunkKey key, uint64_t offset, size_t len, char* buf, bool reference);
 
+  // Disk mode: where bytes [offset, offset+len) of the chunk lie in its file,
+  // if the chunk is resident and its payload has already been checked in
+  // this process (by a Read). Counts a hit, like Read. False otherwise
+  // (nothing counted: Read, which checks, is the way in).
+  bool Locate(ChunkKey key, uint64_t offset, size_t len, bool reference,
+              std::shared_ptr<const UniqueFd>* file, uint64_t* file_pos);
+
   // Whether the chunk is resident. Changes nothing.
   bool Contains(ChunkKey key) const;
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/fd.h"
 #include "base/status.h"
 #include "index/schema.h"
 
@@ -22,6 +23,14 @@ class OpenShard;
 // An open, checked shard, held by its readers (src/mount/shard_files.h).
 using ShardHandle = std::shared_ptr<OpenShard>;
 
+// Where bytes of a shard lie whole in a local file, ready to be spliced from
+// (a chunk on disk whose checksum has held). Holding `file` keeps its
+// descriptor open, even if the cache evicts the chunk meanwhile.
+struct FileRange {
+  std::shared_ptr<const UniqueFd> file;  // Null: not located.
+  uint64_t pos = 0;                      // Byte offset in the file.
+};
+
 // Reads shard bytes that do not come straight from a local descriptor.
 class ChunkedReader {
  public:
@@ -30,6 +39,13 @@ class ChunkedReader {
   // they cannot be had now (the shard is not marked: a later read tries
   // again), Corruption if the shard differs from what was indexed.
   virtual Status ReadShard(const ShardHandle& shard, uint64_t pos, size_t len, char* buf) = 0;
+  // As ReadShard, except that bytes lying whole in one checked chunk file on
+  // disk are not copied: *at is set to where they are (at->file non-null)
+  // and `buf` is left alone. `at` null: ReadShard.
+  virtual Status ReadShardOrLocate(const ShardHandle& shard, uint64_t pos, size_t len, char* buf,
+                                   FileRange* /*at*/) {
+    return ReadShard(shard, pos, len, buf);
+  }
   // `bytes` of `shard` were handed to the kernel: a READ reply, or (pushed)
   // a file stored ahead of the program into the kernel's cache. Reads for
   // checks and pushes that were not stored are not counted.

@@ -450,6 +450,7 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
       .UNum("fetches_running", s.fetches_running)
       .UNum("fetches_queued", s.queued)
       .UNum("wait_timeouts", s.wait_timeouts)
+      .UNum("reads_from_chunk_files", s.located_reads)
       .UNum("chunk_size", s.chunk_size)
       .UNum("fetch_threads", s.threads);
   if (shards) {

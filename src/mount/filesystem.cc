@@ -229,8 +229,7 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
     shards_.MarkBad(rec.shard, bad);
     return bad;
   }
-  if (options_.verify == VerifyMode::kAlways ||
-      (options_.verify == VerifyMode::kFirst && !verified_.Test(inode))) {
+  if (WouldVerify(inode)) {
     SHARDFS_RETURN_IF_ERROR(VerifyFile(rec, shard));
     verified_.Set(inode);
   }
@@ -287,11 +286,14 @@ Status Filesystem::Gather(const ReadRange& range, char* buf) {
   return Status::Ok();
 }
 
+bool Filesystem::WouldVerify(InodeId inode) const {
+  return options_.verify == VerifyMode::kAlways ||
+         (options_.verify == VerifyMode::kFirst && !verified_.Test(inode));
+}
+
 Status Filesystem::VerifyBytes(InodeId inode, const char* data, size_t size, uint64_t xxh3,
                                bool has_checksum) {
-  bool check = options_.verify == VerifyMode::kAlways ||
-               (options_.verify == VerifyMode::kFirst && !verified_.Test(inode));
-  if (!check) return Status::Ok();
+  if (!WouldVerify(inode)) return Status::Ok();
   if (!has_checksum) return Status::NotSupported("the index has no checksum for this file");
   if (XXH3_64bits(data, size) != xxh3) {
     return Status::Corruption(fmt::format("inode {}: content checksum differs", inode.value));
@@ -300,10 +302,10 @@ Status Filesystem::VerifyBytes(InodeId inode, const char* data, size_t size, uin
   return Status::Ok();
 }
 
-Status Filesystem::ReadResolved(const ReadRange& range, char* buf) {
+Status Filesystem::ReadResolved(const ReadRange& range, char* buf, FileRange* at) {
   if (range.length == 0) return Status::Ok();
-  Status s =
-      range.gather ? Gather(range, buf) : range.shard->ReadAt(buf, range.length, range.position);
+  Status s = range.gather ? Gather(range, buf)
+                          : range.shard->ReadOrLocate(buf, range.length, range.position, at);
   if (!s.ok()) {
     s = s.WithContext(fmt::format("shard {}", RedactLocation(reader_->ShardPath(range.shard_id))));
     shards_.ReadFailed(range.shard_id, s);

@@ -156,8 +156,10 @@ class Filesystem {
                      index::RecordHolder* holder);
   // Reads a range ResolveRead gave into `buf` (of at least range.length
   // bytes; a sparse file's holes read as zeros), without resolving again. A
-  // short read marks the shard bad and returns IoError.
-  Status ReadResolved(const ReadRange& range, char* buf);
+  // short read marks the shard bad and returns IoError. With `at`, a range
+  // of a shard read in chunks that lies whole in a checked chunk file on
+  // disk is not copied: *at says where it is, for a splice.
+  Status ReadResolved(const ReadRange& range, char* buf, FileRange* at = nullptr);
   // ResolveRead, then ReadResolved; *n is the number of bytes read.
   Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n);
 
@@ -167,6 +169,9 @@ class Filesystem {
   // will report it), NotSupported if the index has no checksum for it.
   Status VerifyBytes(InodeId inode, const char* data, size_t size, uint64_t xxh3,
                      bool has_checksum);
+  // Whether bytes of `inode` must be checked before they are served now:
+  // verify=always, or verify=first and the file not checked yet.
+  bool WouldVerify(InodeId inode) const;
 
   void StatFs(struct statvfs* st) const;
   const index::IndexReader& reader() const { return *reader_; }

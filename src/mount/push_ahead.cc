@@ -27,8 +27,8 @@ uint64_t MaxInode(const Filesystem& fs) { return fs.reader().max_inode(); }
 
 struct PushAhead::Counters {
   std::atomic<uint64_t> jobs_queued{0}, jobs_dropped_busy{0}, jobs_dropped_full{0},
-      jobs_dropped_stale{0}, jobs_run{0}, files_pushed{0}, bytes_pushed{0}, files_skipped_read{0},
-      store_errors{0};
+      jobs_dropped_stale{0}, jobs_run{0}, files_pushed{0}, files_pushed_fd{0}, bytes_pushed{0},
+      files_skipped_read{0}, store_errors{0};
 };
 
 PushAhead::PushAhead(Filesystem* fs, PushOptions options, Store store)
@@ -38,6 +38,12 @@ PushAhead::PushAhead(Filesystem* fs, PushOptions options, Store store)
       shard_count_(fs->reader().shards().size()),
       counters_(std::make_unique<Counters>()),
       store_(std::move(store)) {
+  if (options_.random_follows_memory && options_.random_bytes != 0) {
+    uint64_t shard_bytes = 0;
+    for (const index::ShardMeta& m : fs->reader().shards()) shard_bytes += m.size;
+    budget_ =
+        std::make_unique<PushBudget>(options_.random_bytes, shard_bytes, options_.mem_available);
+  }
   if (options_.sequential_bytes != 0 || options_.random_bytes != 0) {
     read_ = InodeBits(MaxInode(*fs));
     pushed_ = InodeBits(MaxInode(*fs));
@@ -127,9 +133,7 @@ void PushAhead::AfterReply(InodeId inode, const ReadRange& range, ReadNote note,
     DropRead(range.shard->fd(), range.position, range.length);
   }
   bool sequential = note.sequential_to_eof;
-  uint64_t window = sequential         ? options_.sequential_bytes
-                    : range.whole_file ? options_.random_bytes
-                                       : 0;
+  uint64_t window = sequential ? options_.sequential_bytes : range.whole_file ? RandomWindow() : 0;
   if (!delivered || window == 0 || threads_.empty()) return;
   // One sequential push per shard at a time: a reader that overtakes it
   // would otherwise start another over the same files.
@@ -142,23 +146,34 @@ void PushAhead::AfterReply(InodeId inode, const ReadRange& range, ReadNote note,
 
 void PushAhead::Offer(Job job) {
   bool queued = false;
+  Job evicted;  // Let go of outside the lock.
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!stop_ && queue_.size() < options_.queue_capacity) {
+    if (!stop_ && options_.queue_capacity > 0) {
       try {
+        // Full: the oldest job goes. It is the likeliest to be stale, and a
+        // newer read's neighbours are the likelier to be still unpushed.
+        if (queue_.size() >= options_.queue_capacity) {
+          evicted = std::move(queue_.front());
+          queue_.pop_front();
+        }
         queue_.push_back(std::move(job));
         queued = true;
       } catch (const std::bad_alloc&) {
       }
     }
   }
+  const Job& dropped = queued ? evicted : job;
   if (queued) {
     counters_->jobs_queued.fetch_add(1, std::memory_order_relaxed);
     cv_.notify_one();
-    return;
   }
-  counters_->jobs_dropped_full.fetch_add(1, std::memory_order_relaxed);
-  if (job.sequential) shards_[job.shard_id.value].busy.store(false, std::memory_order_release);
+  if (dropped.shard) {
+    counters_->jobs_dropped_full.fetch_add(1, std::memory_order_relaxed);
+    if (dropped.sequential) {
+      shards_[dropped.shard_id.value].busy.store(false, std::memory_order_release);
+    }
+  }
 }
 
 void PushAhead::Run() {
@@ -167,8 +182,10 @@ void PushAhead::Run() {
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (stop_) return;
-    Job job = std::move(queue_.front());
-    queue_.pop_front();
+    // Newest first: the file a reader has just read is where its pushes
+    // help now; an older job's neighbours may have been read meanwhile.
+    Job job = std::move(queue_.back());
+    queue_.pop_back();
     lock.unlock();
     if (std::chrono::steady_clock::now() - job.queued > kMaxJobAge) {
       counters_->jobs_dropped_stale.fetch_add(1, std::memory_order_relaxed);
@@ -218,7 +235,7 @@ void PushAhead::RunJob(const Job& job, char* buf) {
   ShardState& s = shards_[job.shard_id.value];
   // -1 for a shard read through the chunk fetcher: no fadvise then.
   const int fd = job.shard->direct() ? job.shard->fd() : -1;
-  uint64_t window = job.sequential ? options_.sequential_bytes : options_.random_bytes;
+  uint64_t window = job.sequential ? options_.sequential_bytes : RandomWindow();
   thread_local std::vector<PlannedFile> files;
   Status st = Plan(job.inode, window, !job.sequential, &files);
   if (st.ok() && !job.sequential && !files.empty() && fd >= 0) {
@@ -235,15 +252,27 @@ void PushAhead::RunJob(const Job& job, char* buf) {
     const PlannedFile& f = files[i];
     // The reader overtook the push: skip what it has passed.
     if (job.sequential && f.position < s.next_pos.load(std::memory_order_relaxed)) continue;
-    st = ReadPlannedFile(f, job.shard, buf);
-    if (!st.ok()) break;
+    // From the descriptor unless a check must see the bytes first: then the
+    // bytes checked are the bytes stored.
+    PushBytes bytes{nullptr, fd, f.position, f.size};
+    FileRange at;  // A shard read in chunks: the file lying whole in a chunk file.
+    // The job's first store goes from memory: it is the one likely to find
+    // the inode unknown to the kernel (-ENOENT ends the job), and libfuse
+    // prints an error for every failed store it spliced.
+    const bool from_fd = options_.store_from_fd && pushed > 0 && !fs_->WouldVerify(f.inode);
+    if (fd < 0 || !from_fd) {
+      st = ReadPlannedFile(f, job.shard, buf, from_fd ? &at : nullptr);
+      if (!st.ok()) break;
+      bytes = at.file ? PushBytes{nullptr, at.file->get(), at.pos, f.size}
+                      : PushBytes{buf, -1, 0, f.size};
+    }
     // Checked again right before the store: a READ may have reached the
     // file meanwhile, and its reader then holds the pages' locks.
     if (read_.Test(f.inode)) {
       counters_->files_skipped_read.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    int rc = store_(f.inode, buf, f.size);
+    int rc = store_(f.inode, bytes);
     if (rc != 0) {
       counters_->store_errors.fetch_add(1, std::memory_order_relaxed);
       log::Debug("push: inode {}: {}", f.inode.value, std::strerror(-rc));
@@ -254,6 +283,7 @@ void PushAhead::RunJob(const Job& job, char* buf) {
     end = f.position + f.size;
     ++pushed;
     counters_->files_pushed.fetch_add(1, std::memory_order_relaxed);
+    if (bytes.data == nullptr) counters_->files_pushed_fd.fetch_add(1, std::memory_order_relaxed);
     counters_->bytes_pushed.fetch_add(f.size, std::memory_order_relaxed);
   }
   if (!st.ok()) log::Debug("push-ahead after inode {}: {}", job.inode.value, st.message());
@@ -267,17 +297,22 @@ void PushAhead::RunJob(const Job& job, char* buf) {
   }
 }
 
-Status PushAhead::ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf) {
-  SHARDFS_RETURN_IF_ERROR(shard->ReadAt(buf, f.size, f.position));
+Status PushAhead::ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf,
+                                  FileRange* at) {
+  SHARDFS_RETURN_IF_ERROR(shard->ReadOrLocate(buf, f.size, f.position, at));
+  if (at != nullptr && at->file) return Status::Ok();  // Only asked for when no check is due.
   return fs_->VerifyBytes(f.inode, buf, f.size, f.xxh3, f.has_checksum);
 }
+
+uint64_t PushAhead::RandomWindow() { return budget_ ? budget_->Window() : options_.random_bytes; }
 
 PushStats PushAhead::stats() const {
   const Counters& c = *counters_;
   auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  return {get(c.jobs_queued),        get(c.jobs_dropped_busy),  get(c.jobs_dropped_full),
-          get(c.jobs_dropped_stale), get(c.jobs_run),           get(c.files_pushed),
-          get(c.bytes_pushed),       get(c.files_skipped_read), get(c.store_errors)};
+  return {get(c.jobs_queued),        get(c.jobs_dropped_busy), get(c.jobs_dropped_full),
+          get(c.jobs_dropped_stale), get(c.jobs_run),          get(c.files_pushed),
+          get(c.files_pushed_fd),    get(c.bytes_pushed),      get(c.files_skipped_read),
+          get(c.store_errors)};
 }
 
 }  // namespace shardfs::mount

@@ -24,9 +24,10 @@
 // behind that very worker; with every worker storing, nobody answers and
 // the mount hangs for good. So:
 //  1. Request workers never store and never wait for a pusher. AfterReply
-//     only offers a job to a bounded queue: it is dropped when the queue is
-//     full, or when the shard already has a sequential push queued or
-//     running.
+//     only offers a job to a bounded queue: when the queue is full the
+//     oldest waiting job is dropped for it (pushers take the newest first),
+//     and it is dropped when the shard already has a sequential push queued
+//     or running.
 //  2. Stores run on pusher threads of their own (`threads`). A pusher may
 //     wait for a page lock, but such a lock belongs to a READ that the
 //     workers, which never wait for pushers, answer: the wait ends with it.
@@ -58,6 +59,7 @@
 #include "base/status.h"
 #include "index/schema.h"
 #include "src/mount/filesystem.h"
+#include "src/mount/push_budget.h"
 
 namespace shardfs::mount {
 
@@ -68,6 +70,17 @@ struct PushOptions {
   bool drop_behind = true;              // -o drop_behind.
   unsigned threads = 8;                 // -o push_threads: pusher threads.
   size_t queue_capacity = 64;           // Jobs waiting; more are dropped.
+  // Store a local shard's files from its descriptor (PushBytes::fd), so
+  // libfuse splices them, rather than from a copy in the daemon. Files that
+  // a check must see first (verify=always, or first and not yet checked)
+  // are still read and checked, and stored from those very bytes.
+  bool store_from_fd = false;
+  // push_random=auto: random_bytes is the largest window, and the window
+  // follows the memory available (src/mount/push_budget.h).
+  bool random_follows_memory = false;
+  // With random_follows_memory: the available memory's reader; null, the
+  // machine's. Tests inject one.
+  PushBudget::MemAvailable mem_available = nullptr;
 };
 
 // What NoteRead made of a READ, handed on to AfterReply.
@@ -86,7 +99,16 @@ struct PlannedFile {
   bool has_checksum = false;
 };
 
-// Counters, for tests and the debug log.
+// What a Store stores: `data` if it is set, else `size` bytes of descriptor
+// `fd` from byte `pos` (which libfuse can splice into the kernel).
+struct PushBytes {
+  const char* data = nullptr;
+  int fd = -1;
+  uint64_t pos = 0;
+  size_t size = 0;
+};
+
+// Counters, for tests and the unmount's log line.
 struct PushStats {
   uint64_t jobs_queued = 0;
   uint64_t jobs_dropped_busy = 0;   // A sequential push of the shard was pending.
@@ -94,6 +116,7 @@ struct PushStats {
   uint64_t jobs_dropped_stale = 0;  // Waited longer than kMaxJobAge.
   uint64_t jobs_run = 0;
   uint64_t files_pushed = 0;
+  uint64_t files_pushed_fd = 0;  // Of files_pushed, stored from the shard's descriptor.
   uint64_t bytes_pushed = 0;
   uint64_t files_skipped_read = 0;  // A READ had reached them.
   uint64_t store_errors = 0;
@@ -101,10 +124,10 @@ struct PushStats {
 
 class PushAhead {
  public:
-  // Stores `size` bytes as the content of `inode` from offset 0 in the
-  // kernel's page cache. Returns 0, or a negative errno (-ENOENT: the
-  // kernel does not know the inode), which ends the push.
-  using Store = std::function<int(InodeId inode, const char* data, size_t size)>;
+  // Stores `bytes` as the content of `inode` from offset 0 in the kernel's
+  // page cache. Returns 0, or a negative errno (-ENOENT: the kernel does
+  // not know the inode), which ends the push.
+  using Store = std::function<int(InodeId inode, const PushBytes& bytes)>;
 
   struct Job {
     InodeId inode;      // The file whose read finished.
@@ -154,13 +177,19 @@ class PushAhead {
   // Reads planned file `f` whole from `shard` into `buf` (f.size bytes),
   // checked by Filesystem::VerifyBytes (verify=first|always). Returns
   // Corruption on a mismatch (nothing is marked: a read of the file will
-  // report it), IoError if the shard is short.
-  Status ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf);
+  // report it), IoError if the shard is short. With `at` (only when no
+  // check is due), a file lying whole in a checked chunk file on disk is
+  // located there (*at) instead of copied.
+  Status ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf,
+                         FileRange* at = nullptr);
 
   bool WasRead(InodeId inode) const { return read_.Test(inode); }
   bool WasPushed(InodeId inode) const { return pushed_.Test(inode); }
   PushStats stats() const;
   const PushOptions& options() const { return options_; }
+  // The window of a push after a random whole-file read now: random_bytes,
+  // or with random_follows_memory what PushBudget allows.
+  uint64_t RandomWindow();
 
  private:
   struct ShardState {
@@ -192,6 +221,7 @@ class PushAhead {
   InodeBits read_;    // A READ reached the file.
   InodeBits pushed_;  // Stored into the kernel's page cache.
   std::unique_ptr<Counters> counters_;
+  std::unique_ptr<PushBudget> budget_;  // With random_follows_memory.
 
   const Store store_;
   std::mutex mu_;

@@ -83,6 +83,7 @@ struct ShardFetcher::Counters {
   std::atomic<uint64_t> fetched_ahead{0};
   std::atomic<uint64_t> ahead_dropped{0};
   std::atomic<uint64_t> wait_timeouts{0};
+  std::atomic<uint64_t> located_reads{0};
   std::atomic<uint64_t> running{0};
 };
 
@@ -229,6 +230,11 @@ Status ShardFetcher::Await(Inflight& f, ChunkKey key, uint64_t offset, size_t le
 }
 
 Status ShardFetcher::ReadShard(const ShardHandle& shard, uint64_t pos, size_t len, char* buf) {
+  return ReadShardOrLocate(shard, pos, len, buf, nullptr);
+}
+
+Status ShardFetcher::ReadShardOrLocate(const ShardHandle& shard, uint64_t pos, size_t len,
+                                       char* buf, FileRange* at) {
   const uint32_t id = shard->id().value;
   if (id >= shards_.size()) return Status::Corruption(fmt::format("shard id {} out of range", id));
   if (len == 0) return Status::Ok();
@@ -261,6 +267,12 @@ Status ShardFetcher::ReadShard(const ShardHandle& shard, uint64_t pos, size_t le
     // is read from the cache after all (a few times at most: it may be
     // evicted again at once by a tiny cache; then it is fetched).
     bool cached = false;
+    if (at != nullptr && first == last &&
+        cache_->Locate(ChunkKey{id, c}, p.offset, p.len, reused, &at->file, &at->pos)) {
+      sc[kHits].fetch_add(1, std::memory_order_relaxed);
+      counters_->located_reads.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     for (int attempt = 0; attempt < 3; ++attempt) {
       if (cache_->Read(ChunkKey{id, c}, p.offset, p.len, p.dst, reused)) {
         cached = true;
@@ -422,6 +434,7 @@ FetcherStats ShardFetcher::stats(bool per_shard) const {
   out.fetched_ahead = get(counters_->fetched_ahead);
   out.ahead_dropped = get(counters_->ahead_dropped);
   out.wait_timeouts = get(counters_->wait_timeouts);
+  out.located_reads = get(counters_->located_reads);
   out.fetches_running = get(counters_->running);
   {
     std::lock_guard<std::mutex> lock(mu_);

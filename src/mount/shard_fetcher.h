@@ -102,6 +102,7 @@ struct FetcherStats {
   uint64_t fetched_ahead = 0;    // Chunks fetched for a sequential reader ahead of it.
   uint64_t ahead_dropped = 0;    // Fetches ahead not queued: the queue was full.
   uint64_t wait_timeouts = 0;    // Reads that gave up waiting for a fetch.
+  uint64_t located_reads = 0;    // Reads located in a chunk file on disk (spliced), not copied.
   uint64_t fetches_running = 0;  // Chunks being fetched now.
   uint64_t queued = 0;           // Chunks waiting for a fetcher thread.
   uint64_t chunk_size = 0;
@@ -128,6 +129,10 @@ class ShardFetcher : public ChunkedReader {
   void Stop();
 
   Status ReadShard(const ShardHandle& shard, uint64_t pos, size_t len, char* buf) override;
+  // A read within one chunk that the disk cache holds, checked: located in
+  // the chunk file, not copied.
+  Status ReadShardOrLocate(const ShardHandle& shard, uint64_t pos, size_t len, char* buf,
+                           FileRange* at) override;
   void NoteDelivered(index::ShardId shard, uint64_t bytes, bool pushed) override;
 
   // Brings the chunks covering [pos, pos + len) of `shard` into the cache,

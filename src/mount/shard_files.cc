@@ -25,6 +25,12 @@ Status OpenShard::ReadAt(char* buf, size_t len, uint64_t pos) const {
   return chunked_->ReadShard(std::const_pointer_cast<OpenShard>(shared_from_this()), pos, len, buf);
 }
 
+Status OpenShard::ReadOrLocate(char* buf, size_t len, uint64_t pos, FileRange* at) const {
+  if (chunked_ == nullptr) return PreadExact(fd_, buf, len, pos);
+  return chunked_->ReadShardOrLocate(std::const_pointer_cast<OpenShard>(shared_from_this()), pos,
+                                     len, buf, at);
+}
+
 ShardFiles::ShardFiles(std::vector<Shard> shards, ShardFilesOptions options)
     : shards_(std::move(shards)),
       options_(options),

@@ -65,6 +65,9 @@ class OpenShard : public std::enable_shared_from_this<OpenShard> {
   bool direct() const { return chunked_ == nullptr; }
   // Reads bytes [pos, pos + len) into buf; IoError if it comes up short.
   Status ReadAt(char* buf, size_t len, uint64_t pos) const;
+  // ReadAt, or for a shard read in chunks, where the bytes lie whole in a
+  // checked chunk file on disk: *at (see ChunkedReader::ReadShardOrLocate).
+  Status ReadOrLocate(char* buf, size_t len, uint64_t pos, FileRange* at) const;
   // See ChunkedReader::NoteDelivered; nothing for a direct shard.
   void NoteDelivered(uint64_t bytes, bool pushed) const {
     if (chunked_ != nullptr) chunked_->NoteDelivered(id_, bytes, pushed);

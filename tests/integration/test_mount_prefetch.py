@@ -150,8 +150,10 @@ class MountPrefetchTest(tl.ScratchTestCase):
         """Lists cls1, reads its first two files; returns (mount log after the
         push, files pushed, READ requests while reading the pushed files).
         The random-read push is off: cls1 starts far into the shard, so the
-        first read is not part of a sequential walk."""
-        with self.mount("push_random=0" + ("," + options if options else "")) as m:
+        first read is not part of a sequential walk. The daemon's whole log,
+        its unmount line included, is left in self.final_log."""
+        m = self.mount("push_random=0" + ("," + options if options else ""))
+        with m:
             names = self.names("cls1")
             os.listdir(os.path.join(self.mnt, "cls1"))  # The kernel knows the inodes.
             for rel in names[:2]:
@@ -170,7 +172,17 @@ class MountPrefetchTest(tl.ScratchTestCase):
             log = m.stderr()[before:]
             for rel in names:
                 self.check_bytes(rel)
-            return log, pushed, self.requests(log, "READ")
+        self.final_log = m.final_log()
+        return log, pushed, self.requests(log, "READ")
+
+    def pushed_from_fd(self):
+        """(files pushed, of them from the shard descriptor), from the line
+        the daemon logs at unmount."""
+        found = re.search(r"push: (\d+) jobs run, .* (\d+) files \(\d+ bytes\) pushed, (\d+) "
+                          r"from the shard descriptor", self.final_log)
+        self.assertIsNotNone(found, self.final_log[-3000:])
+        self.jobs_run = int(found.group(1))
+        return int(found.group(2)), int(found.group(3))
 
     def test_push_ahead_serves_the_following_files_without_reads(self):
         log, pushed, reads = self.read_in_order(None)
@@ -180,6 +192,26 @@ class MountPrefetchTest(tl.ScratchTestCase):
         # not found; the kernel may drop a stored page). Without push-ahead
         # every file is a READ (test_without_push_ahead_every_file_is_a_read).
         self.assertLessEqual(reads, pushed // 20, log[-3000:])
+
+    def test_pushes_are_spliced_from_the_shard_descriptor(self):
+        """Issue 27: a push hands libfuse the shard's descriptor and offset
+        (FUSE_BUF_IS_FD), not a copy; the bytes read back are the source's
+        (check_bytes). Without splice, and for files verify=first has not
+        checked yet, the bytes go through the daemon's memory."""
+        _, pushed, _ = self.read_in_order(None)
+        files, from_fd = self.pushed_from_fd()
+        self.assertGreaterEqual(pushed, 100)
+        # Every file but each job's first (from memory: see RunJob).
+        self.assertGreaterEqual(from_fd, files - self.jobs_run, self.final_log[-3000:])
+        self.assertGreater(from_fd, 0)
+        _, pushed, reads = self.read_in_order("splice=0")
+        files, from_fd = self.pushed_from_fd()
+        self.assertGreaterEqual(files, 100, self.final_log[-3000:])
+        self.assertEqual(from_fd, 0, self.final_log[-3000:])
+        self.read_in_order("verify=first")
+        files, from_fd = self.pushed_from_fd()
+        self.assertGreaterEqual(files, 100, self.final_log[-3000:])
+        self.assertEqual(from_fd, 0, self.final_log[-3000:])
 
     def test_without_push_ahead_every_file_is_a_read(self):
         log, pushed, reads = self.read_in_order("push_ahead=0")

@@ -324,6 +324,34 @@ class CacheTest(RemoteTestCase):
                 self.assertEqual(s["requests"], 1, "only the corrupt chunk is fetched again")
             self.assertEqual(proxy.requests, 1)
 
+    def test_cached_chunks_are_spliced_from_the_chunk_files(self):
+        """Issue 27: a READ that lies whole in a chunk the disk cache holds,
+        its checksum checked once in this mount, is spliced from the chunk
+        file (reads_from_chunk_files) instead of read into memory; the tree
+        read through it is the source's, byte for byte, with no request sent.
+        With splice=0 the same bytes come through a buffer."""
+        with rs.Nginx(self.served) as web, rs.FaultProxy(web.url) as proxy:
+            idx, _ = self.build_http(proxy.url)
+            mnt = self.scratch("mnt")
+            cache = self.scratch("cache")
+            # No pushes: every file is a READ of its own.
+            opts = "chunk_size=64K,cache_dir=%s,cache_size=64M,push_ahead=0,push_random=0" % cache
+            with Mount(idx, mnt, opts):
+                self.assert_tree(mnt)
+            proxy.reset_counters()
+            with Mount(idx, mnt, opts):
+                self.assert_tree(mnt)
+                s = stats(mnt)
+                self.assertEqual(s["requests"], 0)
+                # The first read of each chunk in this mount checks it (a
+                # copy); most of the rest lie in a chunk already checked.
+                self.assertGreater(s["reads_from_chunk_files"], 20, s)
+            with Mount(idx, mnt, opts + ",splice=0"):
+                self.assert_tree(mnt)
+                s = stats(mnt)
+                self.assertEqual(s["reads_from_chunk_files"], 0, s)
+            self.assertEqual(proxy.requests, 0)
+
     def test_kill9_mid_fetch_leaves_no_torn_chunk(self):
         with rs.Nginx(self.served) as web, rs.FaultProxy(web.url) as proxy:
             idx, _ = self.build_http(proxy.url)

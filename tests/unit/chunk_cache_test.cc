@@ -444,6 +444,56 @@ TEST(ChunkCacheTest, ChangedIdentityOrChunkSizeDoesNotMatch) {
   }
 }
 
+// Locate (the splice path, issue 27): only a disk chunk whose payload has
+// been checked in this process, and the range it gives holds the chunk's
+// bytes, still readable after the chunk is dropped.
+TEST(ChunkCacheTest, LocateGivesACheckedChunkFilesRange) {
+  TempDir dir;
+  const std::string d = dir / "cache";
+  {
+    auto c = OpenOk({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
+    ASSERT_TRUE(c);
+    InsertOk(*c, {0, 3});
+  }
+  auto c = OpenOk({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
+  ASSERT_TRUE(c);
+  std::shared_ptr<const UniqueFd> file;
+  uint64_t pos = 0;
+  // Found at open, not checked yet: Read must see it first.
+  EXPECT_FALSE(c->Locate({0, 3}, 100, 200, false, &file, &pos));
+  EXPECT_FALSE(file);
+  EXPECT_EQ(c->stats().hits, 0u);
+  char buf[10];
+  ASSERT_TRUE(c->Read({0, 3}, 0, sizeof(buf), buf, false));
+  ASSERT_TRUE(c->Locate({0, 3}, 100, 200, false, &file, &pos));
+  ASSERT_TRUE(file);
+  EXPECT_EQ(c->stats().hits, 2u);
+  const std::string want = Bytes({0, 3}).substr(100, 200);
+  auto read_range = [&] {
+    std::string got(200, '\0');
+    EXPECT_EQ(::pread(file->get(), got.data(), got.size(), static_cast<off_t>(pos)), 200);
+    return got;
+  };
+  EXPECT_EQ(read_range(), want);
+  // Past the chunk's end, or not resident: not located.
+  std::shared_ptr<const UniqueFd> none;
+  EXPECT_FALSE(c->Locate({0, 3}, kChunk - 10, 11, false, &none, &pos));
+  EXPECT_FALSE(c->Locate({0, 4}, 0, 10, false, &none, &pos));
+  EXPECT_FALSE(none);
+  // Dropped (and its file deleted) while the range is held: still the bytes.
+  c->Clear();
+  EXPECT_TRUE(Names(d, ".chunk").empty());
+  EXPECT_EQ(read_range(), want);
+  // A chunk inserted in this process is checked already (the caller's bytes).
+  InsertOk(*c, {0, 5});
+  EXPECT_TRUE(c->Locate({0, 5}, 0, kChunk, true, &none, &pos));
+  // In memory there is no file.
+  auto m = OpenOk({"", 8 * kChunk, kChunk}, Shards(1));
+  ASSERT_TRUE(m);
+  InsertOk(*m, {0, 1});
+  EXPECT_FALSE(m->Locate({0, 1}, 0, 10, false, &none, &pos));
+}
+
 TEST(ChunkCacheTest, ClearDropsEverything) {
   auto m = OpenOk({"", 8 * kChunk, kChunk}, Shards(1));
   ASSERT_TRUE(m);

@@ -35,15 +35,32 @@ using shardfs::testing::TempDir;
 class RecordingStore {
  public:
   PushAhead::Store fn() {
-    return [this](InodeId inode, const char* data, size_t size) {
+    return [this](InodeId inode, const PushBytes& bytes) {
       std::lock_guard<std::mutex> lock(mu_);
       if (fail_at_ == inode) return -ENOENT;
-      stored_[inode.value].assign(data, size);
+      std::string& got = stored_[inode.value];
+      got.assign(bytes.size, '\0');
+      if (bytes.data != nullptr) {
+        got.assign(bytes.data, bytes.size);
+      } else if (::pread(bytes.fd, got.data(), bytes.size, static_cast<off_t>(bytes.pos)) !=
+                 static_cast<ssize_t>(bytes.size)) {
+        return -EIO;
+      }
+      ++(bytes.data != nullptr ? from_memory_ : from_fd_);
       order_.push_back(inode.value);
       return 0;
     };
   }
   void FailAt(InodeId inode) { fail_at_ = inode; }
+  // Stores given bytes in memory, and a descriptor range.
+  int from_memory() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return from_memory_;
+  }
+  int from_fd() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return from_fd_;
+  }
   std::map<uint64_t, std::string> stored() {
     std::lock_guard<std::mutex> lock(mu_);
     return stored_;
@@ -54,6 +71,8 @@ class RecordingStore {
   InodeId fail_at_{0};
   std::map<uint64_t, std::string> stored_;
   std::vector<uint64_t> order_;
+  int from_memory_ = 0;
+  int from_fd_ = 0;
 };
 
 // Shards whose members are in tree order (tar --sort=name), as `shardfs
@@ -261,6 +280,82 @@ TEST_F(PushAheadTest, AJobStoresTheFilesThatFollowWithTheirBytes) {
   EXPECT_EQ(push.stats().files_pushed, want.size());
 }
 
+// With store_from_fd a local shard's files go to the Store as ranges of
+// its descriptor (libfuse splices them): the same bytes, no copy here; the
+// job's first file alone goes from memory.
+TEST_F(PushAheadTest, AJobStoresFromTheShardDescriptor) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  PushAhead push(fs.get(), {.store_from_fd = true}, store.fn());
+  Noted r = ReadWhole(*fs, push, "a/f1");
+  std::string buf(PushAhead::kMaxFile, '\0');
+  push.RunJob({InodeOf(*fs, "a/f1"), r.range.shard, r.range.shard_id, true, {}}, buf.data());
+  std::map<uint64_t, std::string> stored = store.stored();
+  std::vector<std::string> want = {"a/f2", "a/f3", "a/f4", "b/f0", "b/f1", "b/f2"};
+  ASSERT_EQ(stored.size(), want.size());
+  for (const std::string& p : want) EXPECT_EQ(stored[InodeOf(*fs, p).value], Content(p)) << p;
+  // All but the job's first: that one goes from memory (it is the store
+  // likely to find the inode unknown to the kernel).
+  EXPECT_EQ(store.from_fd(), static_cast<int>(want.size()) - 1);
+  EXPECT_EQ(store.from_memory(), 1);
+  EXPECT_EQ(push.stats().files_pushed_fd, want.size() - 1);
+  EXPECT_EQ(push.stats().files_pushed, want.size());
+}
+
+// verify=first: a file not yet checked is read, checked and stored from the
+// checked bytes; once checked (here by a READ), it goes from the descriptor.
+// An altered file is never stored, whichever way.
+TEST_F(PushAheadTest, StoreFromFdOnlyForFilesNoCheckNeedsToSee) {
+  auto fs = OpenTree(FilesystemOptions{.verify = VerifyMode::kFirst});
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  PushAhead push(fs.get(), {.random_bytes = 1 << 20, .store_from_fd = true}, store.fn());
+  std::string buf(PushAhead::kMaxFile, '\0');
+  // a/f3 checked by a READ that another PushAhead saw (its read bit is not
+  // set in `push`).
+  RecordingStore unused;
+  PushAhead other(fs.get(), {}, unused.fn());
+  ReadWhole(*fs, other, "a/f3");
+  EXPECT_FALSE(fs->WouldVerify(InodeOf(*fs, "a/f3")));
+  EXPECT_TRUE(fs->WouldVerify(InodeOf(*fs, "a/f2")));
+  Noted r = ReadWhole(*fs, push, "a/f1");
+  push.RunJob({InodeOf(*fs, "a/f1"), r.range.shard, r.range.shard_id, false, {}}, buf.data());
+  std::map<uint64_t, std::string> stored = store.stored();
+  for (const char* p : {"a/f2", "a/f3", "a/f4"}) {
+    EXPECT_EQ(stored[InodeOf(*fs, p).value], Content(p)) << p;
+  }
+  EXPECT_EQ(push.stats().files_pushed_fd, 1u);  // a/f3 alone.
+  EXPECT_GE(store.from_memory(), 2);
+}
+
+// verify=always: every file is read and checked, none goes from the
+// descriptor; a file altered in the shard stops the job before its store.
+TEST_F(PushAheadTest, VerifyAlwaysNeverStoresFromFd) {
+  auto always = OpenTree(FilesystemOptions{.verify = VerifyMode::kAlways});
+  ASSERT_TRUE(always);
+  RecordingStore store2;
+  PushAhead push2(always.get(), {.random_bytes = 1 << 20, .store_from_fd = true}, store2.fn());
+  std::vector<PlannedFile> files;
+  ASSERT_TRUE(push2.Plan(InodeOf(*always, "a/f0"), 1 << 20, false, &files).ok());
+  ASSERT_GE(files.size(), 2u);
+  // The shard is opened (and fingerprinted) before the alteration.
+  Noted r2 = ReadWhole(*always, push2, "a/f0");
+  {
+    int fd = ::open((dir_ / "s.tar").c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    char x = 'X';
+    ASSERT_EQ(::pwrite(fd, &x, 1, static_cast<off_t>(files[1].position + 10)), 1);
+    ::close(fd);
+  }
+  std::string buf(PushAhead::kMaxFile, '\0');
+  push2.RunJob({InodeOf(*always, "a/f0"), r2.range.shard, r2.range.shard_id, false, {}},
+               buf.data());
+  EXPECT_EQ(store2.stored().size(), 1u);
+  EXPECT_EQ(store2.stored().count(files[1].inode.value), 0u);
+  EXPECT_EQ(push2.stats().files_pushed_fd, 0u);
+}
+
 TEST_F(PushAheadTest, FilesReadOrPushedAreNeverStoredAgain) {
   auto fs = OpenTree();
   ASSERT_TRUE(fs);
@@ -288,7 +383,7 @@ TEST_F(PushAheadTest, AFileReadWhileTheJobRunsIsSkipped) {
   PushAhead* self = nullptr;
   std::vector<uint64_t> stored;
   InodeId f3 = InodeOf(*fs, "a/f3");
-  PushAhead push(fs.get(), {.random_bytes = 1 << 20}, [&](InodeId inode, const char*, size_t) {
+  PushAhead push(fs.get(), {.random_bytes = 1 << 20}, [&](InodeId inode, const PushBytes&) {
     stored.push_back(inode.value);
     // While a/f2 is being stored, a READ of a/f3 reaches a worker.
     if (stored.size() == 1) ReadWhole(*fs, *self, "a/f3");
@@ -416,6 +511,46 @@ TEST_F(PushAheadTest, OnlyWholeOrSequentialReadsOfferJobsAndOnlyWithAWindow) {
   EXPECT_EQ(store.stored().count(InodeOf(*fs, "a/f4").value), 1u);
 }
 
+// push_random=auto: the random window is what the available memory allows
+// (src/mount/push_budget.h): none when memory is short, the whole window
+// when the shards fit in half of what is available.
+TEST_F(PushAheadTest, TheRandomWindowFollowsTheAvailableMemory) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  // A whole-file read that is no walk: after a read further on in the shard.
+  auto random_read = [&](PushAhead& push) {
+    Noted later = ReadWhole(*fs, push, "c/f0");
+    push.AfterReply(InodeOf(*fs, "c/f0"), later.range, later.note, false);
+    Noted whole = ReadWhole(*fs, push, "a/f3");
+    EXPECT_FALSE(whole.note.sequential_to_eof);
+    push.AfterReply(InodeOf(*fs, "a/f3"), whole.range, whole.note, true);
+  };
+  PushOptions short_of_memory{.sequential_bytes = 0,
+                              .random_bytes = 1 << 20,
+                              .random_follows_memory = true,
+                              .mem_available = [] { return uint64_t{100} << 20; }};
+  {
+    PushAhead push(fs.get(), short_of_memory, store.fn());
+    push.Start();
+    EXPECT_EQ(push.RandomWindow(), 0u);
+    random_read(push);
+    EXPECT_EQ(push.stats().jobs_queued, 0u);
+  }
+  PushOptions plenty = short_of_memory;
+  plenty.mem_available = [] { return uint64_t{8} << 30; };
+  PushAhead push(fs.get(), plenty, store.fn());
+  push.Start();
+  EXPECT_EQ(push.RandomWindow(), uint64_t{1} << 20);
+  random_read(push);
+  EXPECT_EQ(push.stats().jobs_queued, 1u);
+  for (int i = 0; i < 1000 && store.stored().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  push.Stop();
+  EXPECT_EQ(store.stored().count(InodeOf(*fs, "a/f4").value), 1u);
+}
+
 // The request path must never wait for a pusher (issue 10): with every
 // pusher stuck in a store, as one waiting for a page lock would be,
 // AfterReply still returns at once and the surplus is dropped.
@@ -428,7 +563,7 @@ TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
   int stores = 0;
   PushOptions o{
       .sequential_bytes = 1 << 20, .random_bytes = 1 << 20, .threads = 1, .queue_capacity = 4};
-  PushAhead push(fs.get(), o, [&](InodeId, const char*, size_t) {
+  PushAhead push(fs.get(), o, [&](InodeId, const PushBytes&) {
     std::unique_lock<std::mutex> lock(mu);
     ++stores;
     cv.notify_all();
@@ -453,7 +588,11 @@ TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
   auto took = std::chrono::steady_clock::now() - start;
   EXPECT_LT(took, std::chrono::seconds(5));  // Not a timing check: a wait would be forever.
   PushStats st = push.stats();
-  EXPECT_LE(st.jobs_queued, 1u + o.queue_capacity + 1);
+  // Every job past the queue's capacity was dropped: a new one displaces
+  // the oldest waiting, so at most queue_capacity wait.
+  EXPECT_LE(st.jobs_run, 1u);
+  EXPECT_GE(st.jobs_queued - st.jobs_dropped_full, 1u);
+  EXPECT_LE(st.jobs_queued - st.jobs_dropped_full, 1u + o.queue_capacity);
   EXPECT_GT(st.jobs_dropped_full + st.jobs_dropped_busy, 300u);
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -463,6 +602,57 @@ TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
   push.Stop();  // Returns once the stuck store does.
 }
 
+// A full queue keeps the newest jobs (issue 27): a new job displaces the
+// oldest waiting one, and a pusher takes the newest first, so pushes go
+// where readers are now instead of a new read's neighbours going unpushed.
+TEST_F(PushAheadTest, AFullQueueDropsItsOldestJob) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stuck = false, release = false;
+  std::vector<uint64_t> stored;
+  PushOptions o{.sequential_bytes = 0, .random_bytes = 1 << 20, .threads = 1, .queue_capacity = 1};
+  PushAhead push(fs.get(), o, [&](InodeId inode, const PushBytes&) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!stuck) {
+      stuck = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });
+      return -ENOENT;  // Ends the first job.
+    }
+    stored.push_back(inode.value);
+    return 0;
+  });
+  push.Start();
+  // A whole-file read that is no walk: after a read further on in the shard.
+  auto random_read = [&](const char* path) {
+    Noted far = ReadWhole(*fs, push, "c/f0");
+    push.AfterReply(InodeOf(*fs, "c/f0"), far.range, far.note, false);
+    Noted r = ReadWhole(*fs, push, path);
+    push.AfterReply(InodeOf(*fs, path), r.range, r.note, true);
+  };
+  random_read("a/f0");  // Its job holds the only pusher.
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return stuck; }));
+  }
+  random_read("a/f3");  // Would push a/f4, b/f0, b/f2: displaced by the next.
+  random_read("b/f1");  // Pushes b/f2.
+  EXPECT_EQ(push.stats().jobs_dropped_full, 1u);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (int i = 0; i < 1000 && push.stats().jobs_run < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  push.Stop();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(stored, std::vector<uint64_t>{InodeOf(*fs, "b/f2").value});
+}
+
 TEST_F(PushAheadTest, AJobThatWaitedTooLongIsDropped) {
   auto fs = OpenTree();
   ASSERT_TRUE(fs);
@@ -470,7 +660,7 @@ TEST_F(PushAheadTest, AJobThatWaitedTooLongIsDropped) {
   std::condition_variable cv;
   bool stuck = false;
   PushOptions o{.sequential_bytes = 1 << 20, .random_bytes = 1 << 20, .threads = 1};
-  PushAhead push(fs.get(), o, [&](InodeId, const char*, size_t) {
+  PushAhead push(fs.get(), o, [&](InodeId, const PushBytes&) {
     std::unique_lock<std::mutex> lock(mu);
     if (!stuck) {
       stuck = true;
