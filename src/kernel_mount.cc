@@ -30,6 +30,7 @@
 #include "src/mount/cache_dir.h"
 #include "src/mount/control_socket.h"
 #include "tools/erofs_image.h"
+#include "tools/erofs_tree.h"
 
 namespace shardfs::app {
 

@@ -46,7 +46,8 @@
 // sparse files with more than kErofsMaxCopiedBytes of data, a shard of 2 TiB
 // or more (32-bit block numbers), more than 65,535 shards. ErofsTreeFromIndex refuses those
 // with NotSupported naming the file or shard; the mount then falls back to
-// FUSE or refuses (src/kernel_mount.h).
+// FUSE or refuses (src/kernel_mount.h). tools/erofs_tree.h makes the tree of
+// a view.
 #ifndef SHARDFS_TOOLS_EROFS_IMAGE_H_
 #define SHARDFS_TOOLS_EROFS_IMAGE_H_
 
@@ -57,10 +58,6 @@
 
 #include "base/status.h"
 #include "index/schema.h"
-
-namespace shardfs::index {
-class IndexReader;
-}
 
 namespace shardfs::tools {
 
@@ -107,10 +104,13 @@ struct ErofsTree {
   std::vector<index::ShardId> device_shards;
 };
 
-// The view `reader` answers for (its ranks included) as a tree: one walk of
-// its directories. NotSupported naming the file or shard if the format cannot
-// hold it (see above); Corruption as the reader reports it.
-Result<ErofsTree> ErofsTreeFromIndex(const index::IndexReader& reader);
+// The chunk size of file `n`, as bits above the block size: the smallest
+// chunk that holds a whole plain file (one index, up to 2 GiB), for a sparse
+// file the largest to which all its extents are aligned (so that every chunk
+// is all data, contiguous in its device, or all hole), 0 for one with
+// composed blocks. -1 for a sparse file that needs composed blocks and has
+// none (an extent off a block boundary).
+int ErofsChunkBits(const ErofsNode& n);
 
 struct ErofsImageInfo {
   uint64_t bytes = 0;

@@ -74,7 +74,8 @@ class MountReadaheadTest(tl.ScratchTestCase):
         return len(re.findall(r"opcode: READ \(.*pid: %d$" % os.getpid(), log, re.MULTILINE))
 
     def test_a_150k_sample_takes_one_read(self):
-        with tl.Mount(self.idx, self.mnt, options="debug") as m:
+        # No pushes: a file pushed into the page cache would need no READ.
+        with tl.Mount(self.idx, self.mnt, options="debug,push_ahead=0,push_random=0") as m:
             os.listdir(os.path.join(self.mnt, "d"))  # The first requests after INIT.
             dev = mount_device(self.mnt)
             self.assertIsNotNone(dev)
