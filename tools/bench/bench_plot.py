@@ -96,7 +96,8 @@ def loader_rows(report):
     for r in report["rows"]:
         if r["status"] != "ok":
             continue
-        row = f"{r['mode']}\n{r['workers']}w {r['temp']}"
+        w = r["workers"]
+        row = f"{r['mode']}, {w} worker{'s' * (w > 1)}\n{r['temp']}"
         rows.append(row)
         lo = r["loose"]["samples_per_s"]
         for k, label in paths:
