@@ -14,6 +14,8 @@ from bench_workloads import PhaseTimeout, SystemRun, Workloads, drop_caches
 class Bench(Workloads):
     """Each system validated against the loose tree, then measured."""
 
+    WARM_RETRIES = 2  # Each warm sample reruns on the same mount (or the loose tree).
+
     # -- the loose tree: the reference ---------------------------------------------------------
 
     def run_loose(self):

@@ -324,6 +324,10 @@ def run(a, scratch):
 
     if os.cpu_count() and os.cpu_count() <= 2:
         notes.append("2 CPUs or fewer: 4-reader figures are CPU-bound here")
+    if bench.foreign_drops:
+        notes.append(f"{bench.foreign_drops} drop_caches by other processes during warm "
+                     "samples (each such sample was taken again, up to "
+                     f"{bench.WARM_RETRIES} times)")
     report = {
         "schema": "shardfs-bench/1",
         "params": {"files": a.files, "classes": a.classes, "seed": a.seed,
@@ -334,7 +338,9 @@ def run(a, scratch):
                    "mount_options": a.mount_options, "workdir": a.workdir},
         "environment": {"root": is_root, "cold_runs": can_cold, "cpus": os.cpu_count(),
                         "kernel": platform.release(), "python": platform.python_version(),
-                        "shardfs": a.shardfs, "skipped": skipped, "notes": notes},
+                        "shardfs": a.shardfs, "skipped": skipped, "notes": notes,
+                        "foreign_drops": bench.foreign_drops,
+                        "loadavg_end": os.getloadavg()},
         "dataset": {k: meta[k] for k in ("samples", "sidecars", "files", "dirs", "bytes")}
         | {"cached": meta.get("cached", False), "path": tree},
         "build": build,
