@@ -32,6 +32,8 @@ test_packages=(
   squashfs-tools squashfuse archivemount
   # benchmark: the real loader (torch DataLoader over torchvision ImageFolder)
   python3-torchvision python3-pil
+  # benchmark: --plot draws the ratios to the loose tree (matplotlib, Agg backend)
+  python3-matplotlib
   # remote-shard tests: HTTP(S) server, its certificate, signed S3 uploads
   nginx-light openssl curl
 )

@@ -7,7 +7,10 @@ import sys
 import time
 
 
-ALL_SYSTEMS = ["loose", "squashfuse", "kernel", "archivemount", "raw", "shardfs"]
+ALL_SYSTEMS = ["loose", "squashfuse", "kernel", "archivemount", "raw", "shardfs",
+               "shardfs-kernel"]
+# What runs without --systems: all but shardfs-kernel, which --kernel adds.
+DEFAULT_SYSTEMS = ALL_SYSTEMS[:-1]
 PHASES = ["walk", "lstat", "read_tree1", "read_rand4"]
 PHASE_TITLES = {
     "walk": "readdir walk",
@@ -16,6 +19,7 @@ PHASE_TITLES = {
     "read_rand4": "read shuffled, 4 readers",
     "read_seq": "raw shard read, sequential",
 }
+KERNEL_IMAGE_SUBDIR = "shardfs-erofs-v1"  # Under `shardfs mount --kernel -o cache_dir=DIR`.
 MB = 1e6
 MOUNT_TIMEOUT = 300.0  # Seconds; archivemount's budget is shorter.
 

@@ -1,6 +1,7 @@
 """`shardfs_bench.py --loader` (issue #15, "The real loader"): an unmodified torchvision
 ImageFolder + torch DataLoader (N workers, shuffle=True, JPEG decode + resize to 224x224) over
-the loose tree and over a shardfs mount of the same tree, cold and warm, on real JPEGs.
+the loose tree and over a shardfs mount of the same tree, cold and warm, on real JPEGs. With
+--kernel also over `shardfs mount --kernel` of the same index (path "kernel", issue #27).
 
 The driver stays on the standard library; the torch side runs in loader_worker.py under
 --loader-python (Debian's /usr/bin/python3 has torch, torchvision and PIL): one `generate` to
@@ -29,15 +30,17 @@ import time
 from bench_common import MOUNT_TIMEOUT, BenchError, fmt_bytes, log, tree_bytes
 from bench_dataset import tree_file_list
 from bench_images import pack_or_reuse
+from bench_kernel import KernelImageCache
 from bench_mounts import REG, Mount, kill_group
+import bench_plot
 from bench_report import target_row
-from bench_workloads import can_drop_caches, drop_caches
+from bench_workloads import can_drop_caches, drop_caches, drops_so_far
 
 JPEG_GENERATOR_VERSION = 1
 MODES = ["decode", "raw"]
 MODE_TITLES = {"decode": "full decode (read + PIL decode + resize 224 + ToTensor)",
                "raw": "raw I/O (read the bytes, no decode)"}
-PATHS = ["loose", "mount"]
+PATHS = ["loose", "mount"]  # "kernel" comes third with --kernel.
 TEMPS = ["cold", "warm"]
 TARGETS = {"cold": 1.0, "warm": 0.95}  # samples/s through the mount vs the loose tree, decode.
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loader_worker.py")
@@ -223,27 +226,45 @@ def run_loader(a, scratch):
     mp = os.path.join(scratch, "mnt")
     os.makedirs(mp)
     opts = ["-o", a.mount_options] if a.mount_options else []
-    mount_argv = [a.shardfs, "mount", "-f"] + opts + [pack["index"], mp]
-    state = {"mount": None}
+    mounts = {"mount": ("shardfs", [a.shardfs, "mount", "-f"] + opts + [pack["index"], mp],
+                        "fuse3", os.path.join(scratch, "mount.log"))}
+    paths = list(PATHS)
+    image = None
+    if a.kernel:
+        if os.geteuid() != 0:
+            skipped.append("kernel (shardfs mount --kernel): needs root")
+        else:
+            kmp = os.path.join(scratch, "mnt-kernel")
+            os.makedirs(kmp)
+            klog = os.path.join(scratch, "mount-kernel.log")
+            image = KernelImageCache(os.path.join(scratch, "kernel-image-cache"), klog)
+            mounts["kernel"] = ("shardfs-kernel",
+                                image.mount_argv(a.shardfs, pack["index"], kmp, a.mount_options),
+                                "kernel", klog)
+            paths.append("kernel")
+    state = {p: None for p in mounts}
+    mountpoints = {p: argv[-1] for p, (_, argv, _, _) in mounts.items()}
 
-    def fresh_mount():
-        if state["mount"] is not None:
-            state["mount"].unmount()
-        m = Mount("shardfs", mp, mount_argv, "fuse3", os.path.join(scratch, "mount.log"))
+    def fresh_mount(path):
+        if state[path] is not None:
+            state[path].unmount()
+        system, argv, kind, log_path = mounts[path]
+        m = Mount(system, mountpoints[path], argv, kind, log_path)
         try:
             m.mount(min(a.phase_timeout, MOUNT_TIMEOUT))
         except TimeoutError as e:
-            raise BenchError(f"mount: {e}")
-        state["mount"] = m
+            raise BenchError(f"mount {path}: {e}")
+        state[path] = m
 
     server = LoaderServer(a.loader_python, scratch, os.path.join(scratch, "loader.log"),
                           a.phase_timeout)
     runs = []
     try:
-        roots = {"loose": os.path.join(tree, "train"), "mount": os.path.join(mp, "train")}
+        roots = {"loose": os.path.join(tree, "train")}
+        roots |= {p: os.path.join(m, "train") for p, m in mountpoints.items()}
         for w in a.loader_workers:
             for mode in MODES:
-                for path in PATHS:
+                for path in paths:
                     req = {"root": roots[path], "mode": mode, "workers": w,
                            "batch": a.loader_batch, "samples": a.loader_samples,
                            "seed": a.seed, "size": 224}
@@ -251,13 +272,21 @@ def run_loader(a, scratch):
                         if temp == "cold":
                             if can_cold:
                                 drop_caches()
-                            if path == "mount":
-                                fresh_mount()
+                            if path != "loose":
+                                fresh_mount(path)
+                        mark = drops_so_far()
                         r = server.run(req)
-                        r.update({"path": path, "temp": temp,
+                        # A warm run during which another process dropped the page cache
+                        # (a shared machine) is reported, not hidden: runs take minutes.
+                        foreign = (drops_so_far() - mark) if mark is not None else 0
+                        r.update({"path": path, "temp": temp, "foreign_drops": foreign,
                                   "status": "ok" if temp == "warm" or can_cold else "skipped"})
+                        if foreign and temp == "warm":
+                            notes.append(f"{mode} {w} workers {path} warm: the page cache was "
+                                         f"dropped {foreign} time(s) by another process during "
+                                         "the run: partly cold")
                         runs.append(r)
-                        log(f"{mode:<6} {w} workers {path:<5} {temp}: "
+                        log(f"{mode:<6} {w} workers {path:<6} {temp}: "
                             f"{r['samples_per_s']:,.0f} samples/s, I/O share "
                             f"{r['io_share']:.1%} ({r['samples']:,} samples, "
                             f"{r['seconds']:.1f} s)")
@@ -266,10 +295,13 @@ def run_loader(a, scratch):
         server.close(kill=True)  # Do not wait for a running epoch on an error or Ctrl-C.
         raise
     finally:
-        if state["mount"] is not None:
-            state["mount"].unmount()
+        for m in state.values():
+            if m is not None:
+                m.unmount()
+    if image is not None:
+        image.record(build.setdefault("kernel_image", {}), meta["files"] + meta["dirs"])
 
-    rows, content_ok = make_rows(a, runs)
+    rows, content_ok = make_rows(a, runs, paths)
     if os.cpu_count() and os.cpu_count() <= 2:
         notes.append(f"{os.cpu_count()} CPUs: decode is CPU-bound here; more workers than "
                      "cores only add contention")
@@ -279,7 +311,7 @@ def run_loader(a, scratch):
                    "workers": a.loader_workers, "samples": a.loader_samples,
                    "batch": a.loader_batch, "size": 224, "required_rate": a.required_rate,
                    "shard_size": a.shard_size, "mount_options": a.mount_options,
-                   "workdir": a.workdir},
+                   "paths": paths, "workdir": a.workdir},
         "environment": {"root": os.geteuid() == 0, "cold_runs": can_cold,
                         "cpus": os.cpu_count(), "kernel": platform.release(),
                         "loader_python": a.loader_python,
@@ -301,12 +333,15 @@ def run_loader(a, scratch):
             json.dump(report, f, indent=1)
         log(f"wrote {a.json_out}")
     print_loader_report(report)
+    if a.plot:
+        bench_plot.plot(a, report, scratch)
     return 0
 
 
-def make_rows(a, runs):
-    """One row per (mode, workers, temp): loose vs mount. Every run of a mode read the same
-    samples, so every checksum of that mode must be equal; returns (rows, all equal)."""
+def make_rows(a, runs, paths=PATHS):
+    """One row per (mode, workers, temp): loose vs mount (and kernel: its figures and
+    ratio_kernel). Every run of a mode read the same samples, so every checksum of that mode
+    must be equal; returns (rows, all equal)."""
     by = {(r["mode"], r["workers"], r["path"], r["temp"]): r for r in runs}
     rows, content_ok = [], True
     for mode in MODES:
@@ -314,18 +349,26 @@ def make_rows(a, runs):
         for w in a.loader_workers:
             for temp in TEMPS:
                 lo, mo = by[(mode, w, "loose", temp)], by[(mode, w, "mount", temp)]
+                ko = by.get((mode, w, "kernel", temp))
                 same = mo["checksum"] == lo["checksum"]
+                same_kernel = ko is None or ko["checksum"] == lo["checksum"]
                 consistent = lo["checksum"] == ref
-                content_ok &= same and consistent
+                content_ok &= same and same_kernel and consistent
                 ok = lo["status"] == "ok" and mo["status"] == "ok"
-                rows.append({
+                row = {
                     "mode": mode, "workers": w, "temp": temp,
                     "status": ("ok" if ok else "skipped") if same else "FAILED",
                     "samples": lo["samples"],
                     "loose": pick(lo), "mount": pick(mo),
                     "ratio": mo["samples_per_s"] / lo["samples_per_s"]
                     if ok and same and lo["samples_per_s"] else None,
-                    "same_samples": same, "same_as_first_run": consistent})
+                    "same_samples": same, "same_as_first_run": consistent}
+                if ko is not None:
+                    ok_k = lo["status"] == "ok" and ko["status"] == "ok" and same_kernel
+                    row |= {"kernel": pick(ko), "same_samples_kernel": same_kernel,
+                            "ratio_kernel": ko["samples_per_s"] / lo["samples_per_s"]
+                            if ok_k and lo["samples_per_s"] else None}
+                rows.append(row)
     return rows, content_ok
 
 
@@ -420,19 +463,39 @@ def print_loader_report(report, out=sys.stdout):
         w(f"  SKIPPED: {sk}\n")
     for n in env["notes"]:
         w(f"  note: {n}\n")
+    ki = b.get("kernel_image", {})
+    if "image_bytes" in ki:
+        build = ki.get("image_build_seconds")
+        w(f"  kernel:  shardfs mount --kernel: image {fmt_bytes(ki['image_bytes'])}, "
+          f"{ki['image_bytes_per_entry']:.1f} B per entry, built in "
+          f"{'-' if build is None else f'{build:.2f} s'}\n")
     same = report["content"] == "ok"
-    w("  samples read: " + ("same on the loose tree and the mount\n" if same else
-                            "FAILED: the mount read other samples than the loose tree\n"))
+    mounts = "mounts" if "kernel" in p.get("paths", []) else "mount"
+    w("  samples read: " + (f"same on the loose tree and the {mounts}\n" if same else
+                            f"FAILED: the {mounts} read other samples than the loose tree\n"))
+    kernel = any("kernel" in r for r in report["rows"])
     w(f"\n  {'mode':<7} {'workers':>7} {'temp':<5} {'loose samples/s':>16} "
-      f"{'mount samples/s':>16} {'mount/loose':>12} {'I/O share loose':>16} "
-      f"{'I/O share mount':>16}\n")
+      f"{'mount samples/s':>16} {'mount/loose':>12} "
+      + (f"{'kernel samples/s':>17} {'kernel/loose':>13} " if kernel else "")
+      + f"{'I/O share loose':>16} {'I/O share mount':>16}"
+      + (f" {'I/O share kernel':>17}" if kernel else "") + "\n")
     for r in report["rows"]:
         rt = f"{r['ratio']:.2f}x" if r["ratio"] is not None else r["status"]
+        kr = ks = ""
+        if kernel:
+            k = r.get("kernel", {})
+            rk = r.get("ratio_kernel")
+            kr = (f"{fmt_rate(k.get('samples_per_s')):>17} "
+                  f"{f'{rk:.2f}x' if rk is not None else r['status']:>13} ")
+            ks = f" {fmt_share(k.get('io_share')):>17}"
         w(f"  {r['mode']:<7} {r['workers']:>7} {r['temp']:<5} "
           f"{fmt_rate(r['loose']['samples_per_s']):>16} "
-          f"{fmt_rate(r['mount']['samples_per_s']):>16} {rt:>12} "
-          f"{fmt_share(r['loose']['io_share']):>16} {fmt_share(r['mount']['io_share']):>16}\n")
-    w("  (I/O share: time the workers spent opening and reading files / workers x wall time)\n")
+          f"{fmt_rate(r['mount']['samples_per_s']):>16} {rt:>12} {kr}"
+          f"{fmt_share(r['loose']['io_share']):>16} {fmt_share(r['mount']['io_share']):>16}"
+          f"{ks}\n")
+    w("  (mount: shardfs mount (FUSE); kernel: shardfs mount --kernel (EROFS); I/O share: time "
+      "the workers\n   spent opening and reading files / workers x wall time)\n" if kernel else
+      "  (I/O share: time the workers spent opening and reading files / workers x wall time)\n")
 
     w("\ntargets (loader, issue #15)\n")
     for t in report["targets"]:

@@ -157,7 +157,8 @@ class Mount:
             if self.kind == "kernel":
                 rc = subprocess.run(self.argv, stdout=logf, stderr=logf, timeout=timeout).returncode
                 if rc != 0:
-                    raise BenchError(f"{' '.join(self.argv)} exited {rc}; see {self.log_path}")
+                    raise BenchError(f"{' '.join(self.argv)} exited {rc}; see {self.log_path}: "
+                                     f"{self.log_tail()}")
             else:
                 self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=logf,
                                              stderr=logf, start_new_session=True)

@@ -98,6 +98,21 @@ def print_report(report, systems, out=sys.stdout):
     if "tar_bytes" in b:
         w(f"  archivemount tar: {fmt_bytes(b['tar_bytes'])}; budget "
           f"{p['archivemount_budget']:.0f} s per phase\n")
+    ki = report["systems"].get("shardfs-kernel", {}).get("info", {})
+    if "image_bytes" in ki:
+        inodes = f" ({ki['image_inodes']:,} inodes)" if "image_inodes" in ki else ""
+        build = ki.get("image_build_seconds")
+        builds = len(ki.get("image_build_seconds_samples", []))
+        w(f"  kernel image (EROFS, metadata only): {fmt_bytes(ki['image_bytes'])}, "
+          f"{ki['image_bytes_per_entry']:.1f} B per entry{inodes}; built in "
+          f"{'-' if build is None else f'{build:.2f} s'} (median of {builds} builds)\n")
+    cached = [(k, ki[f"page_cache_after_{k}_bytes"]) for k in ("warm", "drop")
+              if f"page_cache_after_{k}_bytes" in ki]
+    if cached:
+        w("  kernel image + shards in the page cache: "
+          + ", ".join(f"{fmt_bytes(v)} after the {k} runs" if k == "warm"
+                      else f"{fmt_bytes(v)} after a drop (most of any cold run)"
+                      for k, v in cached) + "\n")
     for sk in env["skipped"]:
         w(f"  SKIPPED: {sk}\n")
     for n in env.get("notes", []):
@@ -115,7 +130,7 @@ def print_report(report, systems, out=sys.stdout):
         w(line + "\n")
 
     loose = systems.get("loose")
-    rows = [("mount", "warm"), ("mount", "cold")]
+    rows = [("mount", "warm"), ("mount", "cold"), ("mount", "build")]
     rows += [(ph, t) for ph in PHASES for t in ("warm", "cold")]
     rows += [("read_seq", "warm"), ("read_seq", "cold")]
     w(f"\n  {'figure':<36} {'system':<22} {'unit':>7} {'median':>12} {'min..max':>23} "
@@ -123,6 +138,8 @@ def print_report(report, systems, out=sys.stdout):
     for phase, temp in rows:
         key = f"{phase}_{temp}"
         title = f"{'mount time' if phase == 'mount' else PHASE_TITLES[phase]}, {temp}"
+        if temp == "build":
+            title = "mount time, build (empty cache)"
         first = True
         for name, s in systems.items():
             f = s.figures.get(key)

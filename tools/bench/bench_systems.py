@@ -1,16 +1,20 @@
 """The systems compared: the loose tree (the reference), raw shard reads and every mounted
-system (squashfuse, kernel squashfs, archivemount, shardfs), each validated then measured.
+system (squashfuse, kernel squashfs, archivemount, shardfs, shardfs-kernel), each validated then
+measured.
 """
 
 import os
 import time
 
 from bench_common import MOUNT_TIMEOUT, PHASES, BenchError, ContentMismatch, fmt_bytes, log
+from bench_kernel import page_cache_bytes
 from bench_workloads import PhaseTimeout, SystemRun, Workloads, drop_caches
 
 
 class Bench(Workloads):
     """Each system validated against the loose tree, then measured."""
+
+    WARM_RETRIES = 2  # Each warm sample reruns on the same mount (or the loose tree).
 
     # -- the loose tree: the reference ---------------------------------------------------------
 
@@ -60,10 +64,21 @@ class Bench(Workloads):
 
     # -- mounted systems -----------------------------------------------------------------------
 
-    def run_mounted(self, name, label, make_mount, budget):
-        """Validates and measures one mounted system. make_mount() returns an unmounted Mount."""
+    def run_mounted(self, name, label, make_mount, budget, image=None, backing=()):
+        """Validates and measures one mounted system. make_mount() returns an unmounted Mount.
+        With `image` (a KernelImageCache: shardfs-kernel), the first mount and --reps more
+        ("mount_build") start with the image cache empty, so they build the image; every
+        other mount reuses it. `backing`: files whose page-cache residency is recorded after
+        the warm runs and after each drop (the kernel reads them itself: image and shards)."""
         s = SystemRun(name, label)
         log(f"{name}: mounting")
+        entries = self.meta["files"] + self.meta["dirs"]
+
+        def resident(key):
+            paths = list(backing) + (image.images() if image else [])
+            got = page_cache_bytes(paths)
+            if got is not None:
+                s.info[key] = max(s.info.get(key, 0), got)
 
         def mount(temp):
             m = make_mount()
@@ -86,7 +101,11 @@ class Bench(Workloads):
         try:
             # The first mount is not a warm sample: earlier cold runs may have dropped the
             # binary and its libraries from the page cache. Warm samples come after it.
+            if image:
+                image.empty()
             m = mount(None)
+            if image:
+                image.record(s.info, entries)
             root = m.mountpoint
             if self.a.hold:
                 log(f"{name}: holding the mount {self.a.hold} s (--hold)")
@@ -119,6 +138,8 @@ class Bench(Workloads):
                 for phase in PHASES:
                     self.measure(s, phase, "warm", root, budget)
             note_rss(m)
+            if backing:
+                resident("page_cache_after_warm_bytes")
             m.unmount()
             m = None
             for rep in range(self.a.reps):  # Mount-time samples, caches warm.
@@ -126,12 +147,21 @@ class Bench(Workloads):
                 note_rss(m)
                 m.unmount()
                 m = None
+            if image:
+                for rep in range(self.a.reps):  # Image build + mount, other caches warm.
+                    image.empty()
+                    m = mount("build")
+                    m.unmount()
+                    m = None
+                image.record(s.info, entries)
             if self.can_cold:
                 for rep in range(self.a.reps):
                     for phase in PHASES:
                         if s.fig(phase, "cold").status != "ok":
                             continue
                         drop_caches()
+                        if backing:  # What the cold run finds cached: should be nothing.
+                            resident("page_cache_after_drop_bytes")
                         m = mount("cold")
                         self.measure(s, phase, "cold", m.mountpoint, budget)
                         note_rss(m)

@@ -4,7 +4,8 @@
 Usage (from the source tree, after `ninja -C build`):
 
     sudo python3 tools/bench/shardfs_bench.py --build-dir build [--files 100000] [--reps 3]
-        [--systems loose,squashfuse,kernel,archivemount,raw,shardfs] [--json out.json]
+        [--systems loose,squashfuse,kernel,archivemount,raw,shardfs] [--kernel]
+        [--json out.json] [--plot out.png]
 
 What it does (see tools/bench/README.md for the full description):
   1. Generates a deterministic ImageNet-like tree train/<class>/<class>_<n>.jpg of incompressible
@@ -18,7 +19,11 @@ What it does (see tools/bench/README.md for the full description):
      (caches dropped and a fresh mount before each cold run), after checking the content: the
      reader's checksum over all files must equal the loose tree's, else the system is FAILED.
   4. Prints a table with median [min..max], ratios against the loose tree of the same run and
-     the issue's targets (met / not met); --json writes everything.
+     the issue's targets (met / not met); --json writes everything, --plot draws the ratios.
+
+--kernel adds shardfs-kernel: `shardfs mount --kernel` of the same index (an EROFS image of the
+view served by the kernel's driver, no daemon; issue #27) with every figure shardfs gets, plus
+the image's build time (mounts with an empty image cache) and size.
 
 Cleanup: every mount made is unmounted, also on failure, Ctrl-C or SIGTERM; only processes the
 script started are signalled. Needs root for drop_caches (cold runs) and loop mounts (kernel
@@ -30,8 +35,9 @@ size (100,000 files ~ 1.3 GB each; 1,000,000 files ~ 13 GB each).
 Python 3 standard library only. The parts, beside this file: bench_dataset (the generated tree),
 bench_images (shards and index, squashfs image, single tar), bench_mounts (processes and mounts,
 cleanup), bench_workloads (reader runs, their checks, figures), bench_systems (each system checked
-then measured), bench_report (table and targets), bench_common (constants, log, errors);
---views is bench_views, --remote (shards over HTTP, issue #14) is bench_remote.
+then measured), bench_kernel (shardfs-kernel's image cache), bench_report (table and targets),
+bench_common (constants, log, errors); --views is bench_views, --remote (shards over HTTP, issue
+#14) is bench_remote. bench_plot (--plot) runs under --plot-python, which has matplotlib.
 """
 
 import argparse
@@ -41,11 +47,13 @@ import platform
 import shutil
 import sys
 
-from bench_common import ALL_SYSTEMS, fmt_bytes, log, parse_size, tree_bytes
+from bench_common import ALL_SYSTEMS, DEFAULT_SYSTEMS, fmt_bytes, log, parse_size, tree_bytes
 from bench_dataset import dataset_key, generate_dataset, tree_file_list
 from bench_images import build_single_tar, build_squashfs, pack_or_reuse
+from bench_kernel import KernelImageCache
 import bench_loader
 from bench_mounts import Mount, run_in_scratch
+import bench_plot
 from bench_remote import run_remote
 from bench_report import compute_targets, print_report
 from bench_scale import scale_main
@@ -74,9 +82,17 @@ def parse_args(argv):
                     "(default /var/tmp/shardfs-bench-<files>-<seed>)")
     ap.add_argument("--reps", type=int, default=3, help="samples of every figure (default 3)")
     ap.add_argument("--procs", type=int, default=4, help="readers for the shuffled read (4)")
-    ap.add_argument("--systems", default=",".join(ALL_SYSTEMS),
-                    help=f"comma-separated subset of {','.join(ALL_SYSTEMS)}; the loose tree is "
-                    "always measured (it is the reference)")
+    ap.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
+                    help=f"comma-separated subset of {','.join(ALL_SYSTEMS)} (default: all but "
+                    "shardfs-kernel); the loose tree is always measured (it is the reference)")
+    ap.add_argument("--kernel", action="store_true",
+                    help="add shardfs-kernel: `shardfs mount --kernel` of the same index (EROFS, "
+                    "no daemon; needs root); with --loader, a third path beside loose and mount")
+    ap.add_argument("--plot", metavar="FILE.png",
+                    help="draw every figure's ratio to the loose tree, systems side by side "
+                    "(matplotlib, under --plot-python)")
+    ap.add_argument("--plot-python", default="/usr/bin/python3",
+                    help="the interpreter with matplotlib for --plot (/usr/bin/python3)")
     ap.add_argument("--shard-size", default="256MiB", help="target shard size (256MiB)")
     ap.add_argument("--pack-method", choices=["auto", "pack", "tar"], default="auto",
                     help="auto: `shardfs pack` when it exists, else tar + index build")
@@ -133,6 +149,8 @@ def parse_args(argv):
     a.bench_reader = a.bench_reader or os.path.join(a.build_dir, "tools", "bench",
                                                     "bench_reader")
     a.systems = [x.strip() for x in a.systems.split(",") if x.strip()]
+    if a.kernel and "shardfs-kernel" not in a.systems:
+        a.systems.append("shardfs-kernel")
     bad = [x for x in a.systems if x not in ALL_SYSTEMS]
     if bad:
         ap.error(f"unknown system(s): {','.join(bad)}")
@@ -141,6 +159,12 @@ def parse_args(argv):
     if a.files < 1 or a.classes < 1 or a.reps < 1 or a.procs < 1:
         ap.error("--files, --classes, --reps and --procs must be positive")
     parse_size(a.shard_size)
+    if a.plot:
+        if a.views or a.remote:
+            ap.error("--plot draws the main run and --loader only")
+        why = bench_plot.unavailable(a.plot_python)
+        if why:
+            ap.error(f"--plot: {why}")
     a.workdir = a.workdir or (f"/var/tmp/shardfs-bench-views-{a.files}-{a.seed}" if a.views
                               else f"/var/tmp/shardfs-bench-{a.files}-{a.seed}")
     return a
@@ -205,6 +229,10 @@ def run(a, scratch):
         need(["archivemount"], "archivemount")
     if "kernel" in systems_wanted and not is_root:
         skip("kernel", "squashfs loop mount needs root")
+    if "shardfs-kernel" in systems_wanted:
+        why = kernel_mount_unavailable(is_root)
+        if why:
+            skip("shardfs-kernel", why)
     if ("squashfuse" in systems_wanted or "kernel" in systems_wanted) \
             and not shutil.which("mksquashfs"):
         for sname in ("squashfuse", "kernel"):
@@ -213,7 +241,7 @@ def run(a, scratch):
 
     build_log = os.path.join(scratch, "build.log")
     pack = None
-    if "shardfs" in systems_wanted or "raw" in systems_wanted:
+    if {"shardfs", "shardfs-kernel", "raw"} & set(systems_wanted):
         pdir, pack = pack_or_reuse(a, ddir, tree, files, scratch)
         idx_apparent, idx_alloc = tree_bytes(pack["index"])
         build.update({"pack_method": pack["method"], "pack_seconds": pack["pack_seconds"],
@@ -280,6 +308,15 @@ def run(a, scratch):
                 maker(name, lambda mp: [a.shardfs, "mount", "-f"] + opts + [pack["index"], mp],
                       "fuse3"),
                 a.phase_timeout)
+        elif name == "shardfs-kernel":
+            # Its own image cache in the scratch dir: emptied to time image builds.
+            image = KernelImageCache(os.path.join(scratch, "kernel-image-cache"),
+                                     os.path.join(scratch, f"{name}.log"))
+            systems[name] = bench.run_mounted(
+                name, "shardfs mount --kernel",
+                maker(name, lambda mp: image.mount_argv(a.shardfs, pack["index"], mp,
+                                                        a.mount_options), "kernel"),
+                a.phase_timeout, image=image, backing=pack["shards"])
     if "squashfuse" in systems:
         systems["squashfuse"].info["binary"] = squashfuse_bin
     if "kernel" in systems and build.get("squashfs_comp"):
@@ -287,6 +324,10 @@ def run(a, scratch):
 
     if os.cpu_count() and os.cpu_count() <= 2:
         notes.append("2 CPUs or fewer: 4-reader figures are CPU-bound here")
+    if bench.foreign_drops:
+        notes.append(f"{bench.foreign_drops} drop_caches by other processes during warm "
+                     "samples (each such sample was taken again, up to "
+                     f"{bench.WARM_RETRIES} times)")
     report = {
         "schema": "shardfs-bench/1",
         "params": {"files": a.files, "classes": a.classes, "seed": a.seed,
@@ -297,7 +338,9 @@ def run(a, scratch):
                    "mount_options": a.mount_options, "workdir": a.workdir},
         "environment": {"root": is_root, "cold_runs": can_cold, "cpus": os.cpu_count(),
                         "kernel": platform.release(), "python": platform.python_version(),
-                        "shardfs": a.shardfs, "skipped": skipped, "notes": notes},
+                        "shardfs": a.shardfs, "skipped": skipped, "notes": notes,
+                        "foreign_drops": bench.foreign_drops,
+                        "loadavg_end": os.getloadavg()},
         "dataset": {k: meta[k] for k in ("samples", "sidecars", "files", "dirs", "bytes")}
         | {"cached": meta.get("cached", False), "path": tree},
         "build": build,
@@ -310,11 +353,26 @@ def run(a, scratch):
             json.dump(report, f, indent=1)
         log(f"wrote {a.json_out}")
     print_report(report, systems)
+    if a.plot:
+        bench_plot.plot(a, report, scratch)
     bad = [n for n, s in systems.items() if s.status == "error"]
     if bad:
         log(f"errors in: {', '.join(bad)}")
         return 1
     return 0
+
+
+def kernel_mount_unavailable(is_root):
+    """Why `shardfs mount --kernel` cannot run here, or None (the mount says more if it fails)."""
+    if not is_root:
+        return "shardfs mount --kernel needs root (CAP_SYS_ADMIN)"
+    try:
+        with open("/proc/filesystems") as f:
+            if not any(line.split()[-1:] == ["erofs"] for line in f):
+                return "no erofs in /proc/filesystems (modprobe erofs?)"
+    except OSError as e:
+        return f"/proc/filesystems: {e}"
+    return None
 
 
 if __name__ == "__main__":
