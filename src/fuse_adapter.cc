@@ -103,6 +103,18 @@ char* ThreadBuffer(size_t size) noexcept {
   return buf.data();
 }
 
+// Replies with `length` bytes of `fd` at `pos`, which libfuse splices into
+// the kernel where it can. Returns fuse_reply_data's result.
+int ReplyFromFd(fuse_req_t req, int fd, uint64_t pos, size_t length) noexcept {
+  fuse_bufvec buf{};
+  buf.count = 1;
+  buf.buf[0].size = length;
+  buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+  buf.buf[0].fd = fd;
+  buf.buf[0].pos = static_cast<off_t>(pos);
+  return fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
 void FillEntry(const Context& c, const EntryRecord& rec, fuse_entry_param* e) {
   *e = {};
   e->ino = rec.inode.value;
@@ -296,13 +308,7 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   // buffer, from the range resolved above.
   if (c.splice && !range.gather && range.shard->direct()) {
     note = c.push->NoteRead(inode, range);
-    fuse_bufvec buf{};
-    buf.count = 1;
-    buf.buf[0].size = range.length;
-    buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-    buf.buf[0].fd = range.shard->fd();
-    buf.buf[0].pos = static_cast<off_t>(range.position);
-    replied = fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+    replied = ReplyFromFd(req, range.shard->fd(), range.position, range.length);
   } else {
     char* buf = ThreadBuffer(range.length);
     if (!buf) {
@@ -319,13 +325,7 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
     }
     note = c.push->NoteRead(inode, range);
     if (at.file) {
-      fuse_bufvec bv{};
-      bv.count = 1;
-      bv.buf[0].size = range.length;
-      bv.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-      bv.buf[0].fd = at.file->get();
-      bv.buf[0].pos = static_cast<off_t>(at.pos);
-      replied = fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+      replied = ReplyFromFd(req, at.file->get(), at.pos, range.length);
     } else {
       replied = fuse_reply_buf(req, buf, range.length);
     }

@@ -42,16 +42,23 @@ TEST(PushBudgetTest, NothingWhenTooLittleFitsOrTooLittleIsAvailable) {
   EXPECT_EQ(PushBudget::WindowFor(4 * kMiB, kMiB, 0), 0u);  // Unknown.
 }
 
-TEST(PushBudgetTest, FollowsTheAvailableMemoryWhileRunning) {
-  auto available = std::make_shared<std::atomic<uint64_t>>(16 * kGiB);
-  auto reads = std::make_shared<std::atomic<int>>(0);
-  PushBudget budget(
+// A budget of 4 MiB over 4 GiB of shards whose memory reader returns
+// *available and counts its calls in *reads.
+PushBudget Counted(std::shared_ptr<std::atomic<uint64_t>> available,
+                   std::shared_ptr<std::atomic<int>> reads, std::chrono::milliseconds interval) {
+  return PushBudget(
       4 * kMiB, 4 * kGiB,
       [available, reads] {
         ++*reads;
         return available->load();
       },
-      std::chrono::milliseconds(0));
+      interval);
+}
+
+TEST(PushBudgetTest, FollowsTheAvailableMemoryWhileRunning) {
+  auto available = std::make_shared<std::atomic<uint64_t>>(16 * kGiB);
+  auto reads = std::make_shared<std::atomic<int>>(0);
+  PushBudget budget = Counted(available, reads, std::chrono::milliseconds(0));
   EXPECT_EQ(budget.Window(), 4 * kMiB);
   available->store(4 * kGiB);  // Another program took memory.
   EXPECT_EQ(budget.Window(), 2 * kMiB);
@@ -65,13 +72,7 @@ TEST(PushBudgetTest, FollowsTheAvailableMemoryWhileRunning) {
 TEST(PushBudgetTest, ReadsMemoryAtMostOncePerInterval) {
   auto available = std::make_shared<std::atomic<uint64_t>>(16 * kGiB);
   auto reads = std::make_shared<std::atomic<int>>(0);
-  PushBudget budget(
-      4 * kMiB, 4 * kGiB,
-      [available, reads] {
-        ++*reads;
-        return available->load();
-      },
-      std::chrono::hours(1));
+  PushBudget budget = Counted(available, reads, std::chrono::hours(1));
   EXPECT_EQ(reads->load(), 1);  // At construction.
   available->store(100 * kMiB);
   for (int i = 0; i < 1000; ++i) EXPECT_EQ(budget.Window(), 4 * kMiB);
