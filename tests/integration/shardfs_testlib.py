@@ -564,8 +564,9 @@ class KernelMount:
     resort (and then failing the test)."""
 
     def __init__(self, idx, mnt, options=None, when=None, cache_dir=None, extra_args=(),
-                 env=None, preexec=None):
+                 env=None, preexec=None, shardfs=None):
         self.idx, self.mnt, self.options = idx, mnt, options
+        self.shardfs = shardfs or SHARDFS
         self.flag = "--kernel" if when is None else "--kernel=" + when
         self.cache_dir = cache_dir
         self.extra_args = list(extra_args)
@@ -577,7 +578,7 @@ class KernelMount:
         opts = [self.options] if self.options else []
         if self.cache_dir:
             opts.append("cache_dir=" + self.cache_dir)
-        argv = [SHARDFS, "mount", self.flag] + self.extra_args
+        argv = [self.shardfs, "mount", self.flag] + self.extra_args
         if opts:
             argv += ["-o", ",".join(opts)]
         return argv + [self.idx, self.mnt]

@@ -379,7 +379,12 @@ class KernelMountTest(tl.ScratchTestCase):
             os.setgid(65534)
             os.setuid(65534)
         env = dict(os.environ, HOME=base, XDG_RUNTIME_DIR="")
-        m = tl.KernelMount(idx, user_mnt, preexec=as_nobody, env=env)
+        # The binary where nobody can run it (a checkout may sit in a 0700
+        # directory).
+        binary = os.path.join(base, "shardfs")
+        shutil.copy2(tl.SHARDFS, binary)
+        os.chmod(binary, 0o755)
+        m = tl.KernelMount(idx, user_mnt, preexec=as_nobody, env=env, shardfs=binary)
         with self.assertRaises(tl.MountError) as cm:
             with m:
                 pass
@@ -388,7 +393,8 @@ class KernelMountTest(tl.ScratchTestCase):
         # not open to other users (as on the CI machines: crw-------), no
         # FUSE mount can be made as nobody either, and FUSE's own error
         # must follow the line.
-        auto = tl.KernelMount(idx, user_mnt, when="auto", preexec=as_nobody, env=env)
+        auto = tl.KernelMount(idx, user_mnt, when="auto", preexec=as_nobody, env=env,
+                              shardfs=binary)
         reason = r"not with the kernel: .*needs root \(CAP_SYS_ADMIN\); mounting with FUSE"
         if os.stat("/dev/fuse").st_mode & 0o006 == 0o006:
             with auto as m:
