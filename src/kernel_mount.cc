@@ -249,7 +249,9 @@ Result<std::vector<UniqueFd>> OpenShards(const index::IndexReader& r,
     }
     const std::string& path = r.ShardPath(id);
     const index::ShardMeta& m = r.shards()[id.value];
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    // O_NONBLOCK: a FIFO where a shard should be is refused below, not
+    // waited on.
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     struct stat st;
     if (!fd.valid() || ::fstat(fd.get(), &st) != 0) {
       return NotSupported(fmt::format("shard {}: {}", path, std::strerror(errno)));

@@ -406,6 +406,14 @@ class KernelMountTest(tl.ScratchTestCase):
                 with auto:
                     pass
             self.assertRegex(str(cm.exception), reason + r"\n.*failed to open /dev/fuse")
+        # A FIFO where a shard should be: refused at once, never waited on.
+        os.rename(shards[2], shards[2] + ".away")
+        os.mkfifo(shards[2])
+        try:
+            self.fallback(idx, mnt, r"shard .*hard-002.tar is not the file indexed")
+        finally:
+            os.unlink(shards[2])
+            os.rename(shards[2] + ".away", shards[2])
         # A shard changed since it was indexed: the kernel would read it
         # unchecked.
         st = os.stat(shards[1])
