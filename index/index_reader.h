@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "index/manifest.h"
 #include "index/schema.h"
 #include "index/view_store.h"
 
@@ -59,6 +60,9 @@ struct ReaderOptions {
   // the page cache (posix_fadvise WILLNEED), so a cold metadata walk does
   // not pay one disk read per block.
   bool preload = false;
+  // How a manifest's partitions are found (index/manifest.h); unset: local
+  // paths only.
+  PartitionResolver resolve_partition;
 };
 
 // True if `path` is a directory (not a symlink to one) holding a RocksDB
