@@ -205,6 +205,7 @@ Result<std::unique_ptr<IndexReader>> IndexReader::OpenManifest(const std::string
   }
   if (!checksums.empty()) r->meta_[std::string(kMetaChecksums)] = checksums;
   r->union_ = std::move(u);
+  r->catalog_ = std::make_unique<Catalog>(&r->union_->manifest, path);
   return r;
 }
 

@@ -19,6 +19,7 @@
 #include "base/parse.h"
 #include "base/strings.h"
 #include "index/db_options.h"
+#include "index/manifest.h"
 #include "index/rocks_util.h"
 
 namespace shardfs::index {
@@ -110,6 +111,7 @@ std::string VersionInfo::label() const { return fmt::format("{}@{}", name, versi
 
 Result<std::vector<std::pair<std::string, uint32_t>>> Catalog::Tags(std::string_view name) const {
   std::vector<std::pair<std::string, uint32_t>> tags;
+  if (manifest_) return tags;
   SHARDFS_RETURN_IF_ERROR(ScanPrefix(
       db_, EncodeTagPrefix(name), fmt::format("index {}: view catalog", path_),
       [&](std::string_view key, std::string_view value) -> Status {
@@ -125,6 +127,31 @@ Result<std::vector<std::pair<std::string, uint32_t>>> Catalog::Tags(std::string_
 
 Result<std::vector<VersionInfo>> Catalog::Versions(std::string_view name) const {
   std::vector<VersionInfo> versions;
+  if (manifest_) {
+    for (size_t i = 0; i < manifest_->trees.size(); ++i) {
+      const ManifestTree& t = manifest_->trees[i];
+      if (t.name != name) continue;
+      VersionInfo& v = versions.emplace_back();
+      v.name = t.name;
+      v.version = t.version;
+      v.record.view = ViewId{static_cast<uint32_t>(i)};
+      v.record.files = t.files;
+      v.record.dirs = t.dirs;
+      v.record.symlinks = t.symlinks;
+      v.record.bytes = t.bytes;
+      v.record.created_ns = t.created_ns;
+      v.record.kind = i == 0 ? VersionKind::kAdd : VersionKind::kCreate;
+      v.record.from = t.from;
+      v.record.message = t.message;
+      for (uint64_t m : t.part_max_inode) v.record.max_inode += m;
+    }
+    std::sort(versions.begin(), versions.end(),
+              [](const VersionInfo& a, const VersionInfo& b) { return a.version < b.version; });
+    if (versions.empty()) {
+      return Status::NotFound(fmt::format("manifest {}: no view '{}'", path_, name));
+    }
+    return versions;
+  }
   if (name == kDefaultViewName) {
     VersionInfo first;
     first.name = name;
@@ -180,18 +207,21 @@ Result<VersionInfo> Catalog::FindVersion(const ViewSpec& spec) const {
 
 Result<std::vector<std::string>> Catalog::Names() const {
   std::set<std::string> names;
-  SHARDFS_RETURN_IF_ERROR(
-      ScanPrefix(db_, std::string(1, kCatalogPrefix), fmt::format("index {}: view catalog", path_),
-                 [&](std::string_view key, std::string_view) -> Status {
-                   // Names start with a letter or digit; the catalog's own keys
-                   // ('C' 0x02, 'C' 0x03) with a control byte.
-                   if (key.size() < 2 || !std::isalnum(static_cast<uint8_t>(key[1])))
-                     return Status::Ok();
-                   size_t end = 1;
-                   while (end < key.size() && NameChar(key[end])) ++end;
-                   names.emplace(key.substr(1, end - 1));
-                   return Status::Ok();
-                 }));
+  if (manifest_) {
+    for (const ManifestTree& t : manifest_->trees) names.insert(t.name);
+  } else {
+    SHARDFS_RETURN_IF_ERROR(ScanPrefix(
+        db_, std::string(1, kCatalogPrefix), fmt::format("index {}: view catalog", path_),
+        [&](std::string_view key, std::string_view) -> Status {
+          // Names start with a letter or digit; the catalog's own keys
+          // ('C' 0x02, 'C' 0x03) with a control byte.
+          if (key.size() < 2 || !std::isalnum(static_cast<uint8_t>(key[1]))) return Status::Ok();
+          size_t end = 1;
+          while (end < key.size() && NameChar(key[end])) ++end;
+          names.emplace(key.substr(1, end - 1));
+          return Status::Ok();
+        }));
+  }
   names.erase(std::string(kDefaultViewName));
   std::vector<std::string> out{std::string(kDefaultViewName)};
   out.insert(out.end(), names.begin(), names.end());
@@ -199,6 +229,7 @@ Result<std::vector<std::string>> Catalog::Names() const {
 }
 
 Result<uint32_t> Catalog::MaxViewId() const {
+  if (manifest_) return static_cast<uint32_t>(manifest_->trees.size() - 1);
   uint32_t max = 0;
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kViewIdKey, &value);

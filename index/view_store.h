@@ -50,10 +50,15 @@ struct VersionInfo {
 
 // The catalog of an open database. `default1` is the implicit default@1, made
 // from the index's meta by the caller.
+struct Manifest;
+
 class Catalog {
  public:
   Catalog(rocksdb::DB* db, std::string index_path, VersionRecord default1)
       : db_(db), path_(std::move(index_path)), default1_(std::move(default1)) {}
+  // A manifest's trees (index/manifest.h) as a catalog without tags.
+  Catalog(const Manifest* manifest, std::string path)
+      : db_(nullptr), manifest_(manifest), path_(std::move(path)) {}
 
   // NotFound "index X: no view 'NAME'" / "no version NAME@N" / "no tag".
   Result<VersionInfo> FindVersion(const ViewSpec& spec) const;
@@ -68,6 +73,7 @@ class Catalog {
   Result<std::vector<std::pair<std::string, uint32_t>>> Tags(std::string_view name) const;
 
   rocksdb::DB* db_;
+  const Manifest* manifest_ = nullptr;
   std::string path_;
   VersionRecord default1_;  // default@1, from the meta.
 };

@@ -163,6 +163,7 @@ int RunIndexInfo(int argc, char** argv) {
         .Str("build_options", r.Meta(index::kMetaBuildOptions))
         .Str("created_by", r.Meta(index::kMetaCreatedBy))
         .UNum("index_bytes", r.DiskBytes());
+    if (r.manifest()) o.UNum("partitions", r.manifest()->partitions.size());
     fmt::print("{}\n", o.Finish());
     for (size_t i = 0; i < shards; ++i) {
       const auto& s = r.shards()[i];
@@ -190,6 +191,17 @@ int RunIndexInfo(int argc, char** argv) {
   fmt::print("build options:  {}\n", r.Meta(index::kMetaBuildOptions));
   fmt::print("created by:     {}\n", r.Meta(index::kMetaCreatedBy));
   fmt::print("index size:     {}\n", tools::HumanBytes(r.DiskBytes()));
+  if (const index::Manifest* m = r.manifest()) {
+    const std::vector<const index::IndexReader*> parts = r.partitions();
+    fmt::print("partitions:     {} (union directories: {})\n", m->partitions.size(),
+               m->trees.front().union_dirs.size());
+    for (size_t p = 0; p < m->partitions.size(); ++p) {
+      const index::ManifestPartition& mp = m->partitions[p];
+      fmt::print("  {:>4}  {}  {} shards{}{}\n", p, mp.ref, mp.shard_count,
+                 mp.part.empty() ? "" : fmt::format(", part {}", mp.part),
+                 parts[p] ? fmt::format(", {}", tools::HumanBytes(parts[p]->DiskBytes())) : "");
+    }
+  }
   return kExitOk;
 }
 

@@ -142,4 +142,89 @@ Result<ManifestReport> MakeManifest(const ManifestOptions& o) {
   return report;
 }
 
+Result<ViewCreateReport> CreateManifestView(const ViewCreateOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  SHARDFS_RETURN_IF_ERROR(index::CheckViewName(o.name, "view"));
+  if (o.name == index::kDefaultViewName) {
+    return Status::InvalidArgument(
+        "view 'default' is the full tree; a manifest's comes from `shardfs index manifest`");
+  }
+  if (!o.rename_map.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "manifest {}: --rename-map is not supported on a manifest (a rename may move a path "
+        "between partitions); create the view on a single index",
+        o.index));
+  }
+  SHARDFS_ASSIGN_OR_RETURN(index::Manifest m, index::ReadManifest(o.index));
+  index::ReaderOptions ro;
+  ro.view = o.from;
+  SHARDFS_ASSIGN_OR_RETURN(auto source, index::IndexReader::Open(o.index, ro));
+  if (!o.ignore_missing) {
+    for (const std::string& list : {o.include_list, o.exclude_list}) {
+      if (!list.empty()) SHARDFS_RETURN_IF_ERROR(CheckListedPaths(*source, list));
+    }
+  }
+  const index::ManifestTree& from = m.trees[source->version().record.view.value];
+  ViewCreateReport report;
+  report.from = source->version().label();
+  const uint64_t disk_before = source->DiskBytes();
+  source.reset();
+
+  std::error_code ec;
+  const std::string base =
+      fs::absolute(o.index, ec).lexically_normal().parent_path().string() + "/";
+  std::vector<std::string> paths, labels, refs;
+  for (size_t p = 0; p < m.partitions.size(); ++p) {
+    const std::string& ref = m.partitions[p].ref;
+    paths.push_back(ref.starts_with('/') ? ref : base + ref);
+    refs.push_back(ref);
+    ViewCreateOptions po = o;
+    po.index = paths.back();
+    po.from = from.part_views[p];
+    po.ignore_missing = true;
+    Result<ViewCreateReport> r = CreateView(po);
+    if (!r.ok()) {
+      return r.status().WithContext(fmt::format("manifest {}: partition {} ({})", o.index, p, ref));
+    }
+    labels.push_back(r->created.label());
+    report.summary.removed += r->summary.removed;
+    report.summary.added += r->summary.added;
+  }
+  std::vector<std::unique_ptr<index::IndexReader>> readers;
+  std::vector<const index::IndexReader*> parts;
+  for (size_t p = 0; p < paths.size(); ++p) {
+    index::ReaderOptions po;
+    po.view = labels[p];
+    SHARDFS_ASSIGN_OR_RETURN(auto reader, index::IndexReader::Open(paths[p], po));
+    parts.push_back(reader.get());
+    readers.push_back(std::move(reader));
+  }
+  SHARDFS_ASSIGN_OR_RETURN(index::ManifestTree tree, index::BuildUnionTree(parts, refs));
+  tree.name = o.name;
+  tree.version = 1;
+  for (const index::ManifestTree& t : m.trees) {
+    if (t.name == o.name) tree.version = std::max(tree.version, t.version + 1);
+  }
+  tree.created_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  tree.from = report.from;
+  tree.message = o.message;
+  m.trees.push_back(tree);
+  SHARDFS_RETURN_IF_ERROR(WriteFileAtomically(o.index, index::EncodeManifest(m))
+                              .WithContext(fmt::format("manifest {}", o.index)));
+  readers.clear();
+  report.created.name = tree.name;
+  report.created.version = tree.version;
+  report.summary.files = tree.files;
+  report.summary.dirs = tree.dirs;
+  report.summary.symlinks = tree.symlinks;
+  report.summary.bytes = tree.bytes;
+  SHARDFS_ASSIGN_OR_RETURN(auto after, index::IndexReader::Open(o.index));
+  const uint64_t disk_after = after->DiskBytes();
+  report.index_bytes_added = disk_after - std::min(disk_after, disk_before);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
 }  // namespace shardfs::tools

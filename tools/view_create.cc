@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "index/index_reader.h"
 #include "index/member_path.h"
+#include "tools/index_manifest.h"
 
 namespace shardfs::tools {
 namespace {
@@ -58,6 +59,30 @@ Status MarkList(const VersionBuilder& tree, const std::string& file, bool ignore
     return Status::Ok();
   });
 }
+
+}  // namespace
+
+Status CheckListedPaths(const index::IndexReader& source, const std::string& file) {
+  return ForEachLine(file, [&](size_t number, const std::string& line) -> Status {
+    if (line.find_first_not_of(" \t") == std::string::npos) return Status::Ok();
+    Result<std::string> path = ListPath(line);
+    if (!path.ok()) {
+      return Status::InvalidArgument(
+          fmt::format("{}:{}: {}", file, number, path.status().message()));
+    }
+    index::EntryRecord rec;
+    index::RecordHolder holder;
+    Status s = source.LookupPath(*path, &rec, &holder);
+    if (s.code() == Status::Code::kNotFound) {
+      return Status::NotFound(
+          fmt::format("{}:{}: '{}' is not in the source view (--ignore-missing skips such lines)",
+                      file, number, *path));
+    }
+    return s;
+  });
+}
+
+namespace {
 
 // Applies includes, excludes and the emptied-directory rule.
 class Filter {
@@ -176,6 +201,7 @@ bool GlobMatches(const std::string& glob, const std::string& path, std::string_v
 }
 
 Result<ViewCreateReport> CreateView(const ViewCreateOptions& o) {
+  if (index::IsManifestFile(o.index)) return CreateManifestView(o);
   const auto start = std::chrono::steady_clock::now();
   SHARDFS_RETURN_IF_ERROR(index::CheckViewName(o.name, "view"));
   if (o.name == index::kDefaultViewName) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "index/index_reader.h"
 #include "index/version_builder.h"
 #include "index/view_store.h"
 
@@ -51,7 +52,13 @@ struct ViewCreateReport {
   double seconds = 0;
 };
 
+// On a manifest (index/manifest.h, "Views"): a version in every partition,
+// then their union added to the manifest (tools/index_manifest.h).
 Result<ViewCreateReport> CreateView(const ViewCreateOptions& options);
+
+// NotFound naming FILE:LINE for the first path `file` lists that `source`
+// does not have.
+Status CheckListedPaths(const index::IndexReader& source, const std::string& file);
 
 // A path as a list or map line spells it, made a path from the root:
 // "./a/b", "/a/b/" -> "a/b". InvalidArgument for "..".

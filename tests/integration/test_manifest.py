@@ -201,6 +201,32 @@ class ManifestTest(tl.ScratchTestCase):
         r = tl.run_shardfs("index", "manifest", "--out", os.path.join(base, "m2"), man, check=1)
         self.assertIn("a manifest", r.stderr.decode())
 
+    # -- Views ---------------------------------------------------------------
+
+    def test_a_view_of_a_manifest_is_the_view_of_the_single_index(self):
+        shards = self.image_folder_shards(n_shards=6, classes=4, per_class=12, seed=21)
+        base, man, parts, paths = self.check(shards, [[0, 1], [2, 3], [4, 5]])
+        single = os.path.join(base, "single")
+        listed = write(os.path.join(base, "drop.txt"), b"train/c02/000.jpg\ntrain/c03/005.jpg\n")
+        for idx in (man, single):
+            tl.view_create(idx, "v", "--exclude", "c01", "--exclude-list", listed)
+        self.assertEqual(tl.ls_tree(man, "v")[0], tl.ls_tree(single, "v")[0])
+        self.assertEqual(tl.ls_tree(man, "v@1")[0], tl.ls_tree(single, "v@1")[0])
+        self.assertNotIn(b"train/c01", tl.ls_tree(man, "v")[0])
+        mnt = self.scratch("view")
+        with tl.Mount(man, mnt, options="view=v"):
+            got = tl.tree_of_dir(mnt)
+        self.assertEqual(tl.without_content(got), tl.ls_tree(single, "v")[0])
+        r = tl.run_shardfs("view", "ls", man, check=0)
+        self.assertIn("v@1", r.stdout.decode())
+        # A listed path that is in no partition is an error; a rename map is refused.
+        missing = write(os.path.join(base, "missing.txt"), b"train/nope.jpg\n")
+        r = tl.run_shardfs("view", "create", "--exclude-list", missing, man, "w", check=1)
+        self.assertIn("missing.txt:1", r.stderr.decode())
+        ren = write(os.path.join(base, "ren.txt"), b"train/c00\ttrain/zz\n")
+        r = tl.run_shardfs("view", "create", "--rename-map", ren, man, "w", check=1)
+        self.assertIn("--rename-map is not supported on a manifest", r.stderr.decode())
+
     # -- Stale and damaged manifests ------------------------------------------
 
     def test_a_rebuilt_partition_or_a_damaged_manifest_is_refused(self):
