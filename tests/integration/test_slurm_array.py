@@ -80,6 +80,24 @@ def entries_without_inodes(idx):
 
 
 class SlurmArrayTest(unittest.TestCase):
+    def test_part_usage_errors(self):
+        """What a job script with a wrong --part gets: exit 2, the value and
+        the reason, and no index."""
+        tmp = tempfile.mkdtemp(prefix="shardfs-part-")
+        try:
+            shards = write_shards(os.path.join(tmp, "shards"))
+            out = os.path.join(tmp, "part")
+            for value, reason in (("/4", "no part number"), ("4/4", "K must be below N"),
+                                  ("1/0", "N must be at least 1"), ("1", "expected K/N"),
+                                  ("a/4", "decimal")):
+                p = tl.run_shardfs("index", "build", "--part", value, "--out", out, *shards,
+                                   check=2)
+                self.assertIn(("--part %s: " % value).encode(), p.stderr)
+                self.assertIn(reason.encode(), p.stderr)
+                self.assertFalse(os.path.exists(out))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def test_index_build_parts_as_a_slurm_job_array(self):
         started = time.monotonic()
         tmp = tempfile.mkdtemp(prefix="shardfs-slurm-")
