@@ -49,6 +49,7 @@ cli::Option ViewOption(std::string* view);
 // Commands, defined in cmd_*.cc.
 int RunIndexBuild(int argc, char** argv);
 int RunIndexInfo(int argc, char** argv);
+int RunIndexManifest(int argc, char** argv);
 int RunLs(int argc, char** argv);
 int RunStat(int argc, char** argv);
 int RunMount(int argc, char** argv);
