@@ -11,9 +11,10 @@ where job.sh is what a user would write:
 
 over 12 small shards. Every task must succeed; each part must say which part
 it is and hold its contiguous run of the shard list; the parts' shard lists,
-joined in order, must be the whole list; and the parts' trees, joined with
-later parts winning on equal paths, must list as the single index of all 12
-shards does. A Slurm that cannot start fails the test with its logs; nothing
+joined in order, must be the whole list; the parts' trees, joined with later
+parts winning on equal paths, must list as the single index of all 12 shards
+does; and `shardfs index manifest` of the 4 parts must list (ls -R, its
+JSON), stat and, mounted, read exactly as that single index. A Slurm that cannot start fails the test with its logs; nothing
 skips. Every daemon started is stopped by its PID, also on failure."""
 import io
 import os
@@ -95,6 +96,22 @@ class SlurmArrayTest(unittest.TestCase):
                 self.assertIn(("--part %s: " % value).encode(), p.stderr)
                 self.assertIn(reason.encode(), p.stderr)
                 self.assertFalse(os.path.exists(out))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_parts_cut_from_different_lists_are_warned_of(self):
+        """index manifest compares the parts' partition_shards: parts 0/2 and
+        1/2 of lists of 6 and 12 shards hold shards of neither list whole."""
+        tmp = tempfile.mkdtemp(prefix="shardfs-part-")
+        try:
+            shards = write_shards(os.path.join(tmp, "shards"))
+            parts = []
+            for k, listed in ((0, shards[:6]), (1, shards)):
+                parts.append(os.path.join(tmp, "part-%d" % k))
+                tl.build_index(listed, parts[-1], "--part", "%d/2" % k)
+            man = os.path.join(tmp, "m.manifest")
+            r = tl.run_shardfs("index", "manifest", "--out", man, *parts, check=0)
+            self.assertIn(b"shard lists of different lengths (6, 12 shards)", r.stderr)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -187,6 +204,47 @@ class SlurmArrayTest(unittest.TestCase):
             self.assertEqual(union[path], e, path)
         self.assertEqual(union[b"train/labels.txt"]["shard"], want[b"train/labels.txt"]["shard"])
         self.assertTrue(want[b"train/labels.txt"]["shard"].endswith("shard-%03d.tar" % (SHARDS - 1)))
+        self._check_manifest(work, parts, whole)
+
+    def _check_manifest(self, work, parts, whole):
+        """The manifest of the 4 parts lists, stats and reads as the single
+        index of all 12 shards."""
+        man = os.path.join(work, "train.manifest")
+        r = tl.run_shardfs("index", "manifest", "--out", man, *parts, check=0)
+        # All parts of one split, in order: nothing to warn about.
+        self.assertNotIn(b"warning", r.stderr, r.stderr)
+
+        # Every listed field but inode numbers and shard ids (numbered per
+        # partition, then offset): the same shard, offset, size, mode, owner,
+        # mtime, link count and checksum.
+        self.assertEqual(entries_without_inodes(man), entries_without_inodes(whole))
+        # ls -R as printed (no inode or shard column).
+        self.assertEqual(tl.run_shardfs("ls", "-R", man, check=0).stdout,
+                         tl.run_shardfs("ls", "-R", whole, check=0).stdout)
+        # stat of every path, with the inode line left out.
+        paths = sorted(tl.index_entries(whole))
+
+        def stat_lines(idx):
+            out = tl.run_shardfs("stat", idx, *paths, check=0).stdout.splitlines()
+            return [line for line in out if not line.strip().startswith(b"inode:")]
+
+        self.assertEqual(stat_lines(man), stat_lines(whole))
+        man_info, _ = tl.index_info(man)
+        whole_info, _ = tl.index_info(whole)
+        for k in ("shards", "files", "dirs", "symlinks", "entries", "bytes"):
+            self.assertEqual(man_info[k], whole_info[k], k)
+
+        # Mounted, the two trees are the same names, metadata and bytes.
+        tl.require_fuse()
+        trees = []
+        for idx in (man, whole):
+            mnt = os.path.join(work, "mnt-" + os.path.basename(idx))
+            os.mkdir(mnt)
+            with tl.Mount(idx, mnt):
+                tree = tl.walk_reference(mnt)
+            trees.append({p: e._replace(ino=None) for p, e in tree.items()})
+        self.assertEqual(trees[0], trees[1])
+        self.assertEqual(len(trees[0]), len(paths) + 1)
 
 
 if __name__ == "__main__":
