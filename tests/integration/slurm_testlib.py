@@ -23,6 +23,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 # Slurm 22.05's daemons and clients, and munge's.
@@ -99,13 +100,18 @@ class SingleNodeSlurm:
             raise SlurmError("a single-node Slurm runs its daemons as root; run this test as root")
         try:
             self._start()
-        except BaseException:
-            self.stop()
+        except BaseException as e:
+            self.__exit__(type(e), e, None)
             raise
         return self
 
-    def __exit__(self, *exc):
-        self.stop()
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self.stop()
+        except SlurmError as e:
+            if exc is None:
+                raise
+            print("while handling the failure: %s" % e, file=sys.stderr)  # keep the first error
         return False
 
     def _start(self):
@@ -256,9 +262,9 @@ class SingleNodeSlurm:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait(5)
-        # Job steps (slurmstepd and the job's own processes) in the daemons'
-        # sessions: by PID, never by name. A slurmstepd whose job still runs
-        # may ignore SIGTERM.
+        # Job steps left (slurmstepd and the job's own processes), found by
+        # their environment and stopped by PID, never by name. A slurmstepd
+        # whose job still runs may ignore SIGTERM.
         marker = os.fsencode("SLURM_CONF=" + self.conf)
         end = time.monotonic() + 5
         sig = signal.SIGTERM
