@@ -96,7 +96,8 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path, const WriteO
   SHARDFS_ASSIGN_OR_RETURN(const fs::path out_abs, AbsoluteIndexPath(out_path));
   SHARDFS_ASSIGN_OR_RETURN(KeyValues small_kvs, ShardKeys(shards_, out_abs.parent_path().string()));
   const TreeEmitter emitter(tree, members_, extents_);
-  for (auto& kv : emitter.MetaKeys(MetaText{options.build_options, options.created_by})) {
+  for (auto& kv : emitter.MetaKeys(MetaText{options.build_options, options.created_by,
+                                            options.partition, options.partition_shards})) {
     small_kvs.push_back(std::move(kv));
   }
   std::sort(small_kvs.begin(), small_kvs.end());

@@ -60,6 +60,10 @@ struct WriteOptions {
   // Recorded in the index as meta "build_options".
   std::string build_options;
   std::string created_by;
+  // A part of a partitioned build: meta "partition" ("K/N") and
+  // "partition_shards" (n); empty: neither is written (schema.h).
+  std::string partition;
+  uint64_t partition_shards = 0;
 };
 
 struct WriteStats {

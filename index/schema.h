@@ -207,6 +207,13 @@ inline constexpr std::string_view kMetaSymlinks = "symlinks";
 inline constexpr std::string_view kMetaBytes = "bytes";
 inline constexpr std::string_view kMetaMaxInode = "max_inode";
 inline constexpr std::string_view kMetaChecksums = "checksums";
+// Only in a part of a partitioned build (`index build --part K/N`): "K/N",
+// and the count n of shards in the whole list it was cut from (decimal). The
+// part holds shards [floor(K*n/N), floor((K+1)*n/N)) of that list as its
+// shards 0.. (default@1's; `index add` appends later ones), so parts 0..N-1
+// of one n together hold every shard once.
+inline constexpr std::string_view kMetaPartition = "partition";
+inline constexpr std::string_view kMetaPartitionShards = "partition_shards";
 
 enum class EntryType : uint8_t { kFile = 1, kDir = 2, kSymlink = 3 };
 

@@ -129,6 +129,10 @@ KeyValues TreeEmitter::MetaKeys(const MetaText& text) const {
   meta(kMetaMaxInode, std::to_string(c.max_inode));
   // Checksums "xxh3" only if every file that made it into the tree has one.
   meta(kMetaChecksums, AllChecksummed() ? "xxh3" : "none");
+  if (!text.partition.empty()) {
+    meta(kMetaPartition, text.partition);
+    meta(kMetaPartitionShards, std::to_string(text.partition_shards));
+  }
   std::sort(kvs.begin(), kvs.end());
   return kvs;
 }

@@ -36,6 +36,8 @@ using SparseExtents = std::unordered_map<uint32_t, std::string>;
 struct MetaText {
   std::string build_options;
   std::string created_by;
+  std::string partition{};  // "K/N", or empty: no partition keys.
+  uint64_t partition_shards = 0;
 };
 
 class TreeEmitter {

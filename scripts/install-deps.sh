@@ -4,7 +4,8 @@
 #     build  compile and run shardfs (and the demo)
 #     test   the rest of the test suite and the benchmark: other tar writers
 #            and readers, the sanitizer toolchain, the benchmark's peers and
-#            its real loader (torch), the remote-shard test servers
+#            its real loader (torch), the remote-shard test servers, a
+#            single-node Slurm
 #     all    both (the default)
 # Runs `apt-get update` once before installing anything, and not at all when
 # the file named by $APT_UPDATED_STAMP exists (scripts/test.sh installs the two
@@ -36,6 +37,9 @@ test_packages=(
   python3-matplotlib
   # remote-shard tests: HTTP(S) server, its certificate, signed S3 uploads
   nginx-light openssl curl
+  # partitioned builds as a Slurm job array: a single-node Slurm of its own
+  # (tests/integration/test_slurm_array.py)
+  slurm-wlm munge
 )
 # node and npm run the S3 test server (scripts/install-test-servers.sh), which
 # needs Node.js >= 20: an installed one is kept, Debian's only fills a gap.

@@ -40,8 +40,8 @@ int RunIndexBuild(int argc, char** argv) {
   tools::IndexBuildOptions o;
   CommandLine cl{
       "index build",
-      "--out INDEX SHARD|DIR|GLOB|URL...\n"
-      "--out INDEX --from-list FILE [SHARD|DIR|GLOB|URL...]",
+      "--out INDEX [--part K/N] SHARD|DIR|GLOB|URL...\n"
+      "--out INDEX [--part K/N] --from-list FILE [SHARD|DIR|GLOB|URL...]",
       {{"out", 'o', "INDEX", "where to publish the index (required)", SetString(&o.out)},
        {"no-checksum", 0, nullptr, "read headers only, no content checksums",
         SetFlag(&o.checksum, false)},
@@ -51,7 +51,9 @@ int RunIndexBuild(int argc, char** argv) {
        {"from-list", 0, "FILE", "also the shards FILE lists, one per line",
         SetString(&o.from_list)},
        {"url-prefix", 0, "URL", "the base of --from-list lines that are not URLs",
-        SetString(&o.url_prefix)}},
+        SetString(&o.url_prefix)},
+       {"part", 0, "K/N", "only part K (0-based) of N of the shards, for a job array",
+        [&o](const char* arg) { return tools::ParseShardPart(arg, &o.part); }}},
       Operands::kAfterOptions};
   std::ranges::move(RemoteLimitOptions(&o.remote), std::back_inserter(cl.options));
   if (int rc = ParseArgs(cl, argc, argv, &o.inputs); rc >= 0) return rc;
@@ -67,6 +69,10 @@ int RunIndexBuild(int argc, char** argv) {
     return kExitFailure;
   }
   const auto& st = r->stats;
+  if (o.part.count > 0 && r->shards == 0) {
+    log::Warning("part {}/{} of {} shard(s) is empty: published an index with an empty tree",
+                 o.part.index, o.part.count, r->listed_shards);
+  }
   if (st.replaced) {
     log::Warning(
         "{} member(s) replaced by a later member of the same path (the later shard "
@@ -82,6 +88,11 @@ int RunIndexBuild(int argc, char** argv) {
     for (const auto& ex : st.dropped_examples) log::Warning("  {}", ex);
   }
   double secs = std::max(r->seconds, 1e-9);
+  if (o.part.count > 0) {
+    const auto [first, last] = tools::ShardPartRange(r->listed_shards, o.part);
+    log::Info("part {}/{}: {} of the {} shards listed, from shard {} (0-based)", o.part.index,
+              o.part.count, last - first, r->listed_shards, first);
+  }
   log::Info(
       "indexed {} shards ({}): {} files, {} dirs ({} implied), {} symlinks, {} hard links, "
       "{} of content; index {} at {}",
@@ -161,8 +172,12 @@ int RunIndexInfo(int argc, char** argv) {
         .UNum("bytes", v.bytes)
         .Str("checksums", r.Meta(index::kMetaChecksums))
         .Str("build_options", r.Meta(index::kMetaBuildOptions))
-        .Str("created_by", r.Meta(index::kMetaCreatedBy))
-        .UNum("index_bytes", r.DiskBytes());
+        .Str("created_by", r.Meta(index::kMetaCreatedBy));
+    if (!r.Meta(index::kMetaPartition).empty()) {
+      o.Str("partition", r.Meta(index::kMetaPartition))
+          .UNum("partition_shards", r.MetaNumber(index::kMetaPartitionShards));
+    }
+    o.UNum("index_bytes", r.DiskBytes());
     if (r.manifest()) o.UNum("partitions", r.manifest()->partitions.size());
     fmt::print("{}\n", o.Finish());
     for (size_t i = 0; i < shards; ++i) {
@@ -190,6 +205,10 @@ int RunIndexInfo(int argc, char** argv) {
   fmt::print("checksums:      {}\n", r.Meta(index::kMetaChecksums));
   fmt::print("build options:  {}\n", r.Meta(index::kMetaBuildOptions));
   fmt::print("created by:     {}\n", r.Meta(index::kMetaCreatedBy));
+  if (!r.Meta(index::kMetaPartition).empty()) {
+    fmt::print("partition:      {} of {} shards\n", r.Meta(index::kMetaPartition),
+               r.MetaNumber(index::kMetaPartitionShards));
+  }
   fmt::print("index size:     {}\n", tools::HumanBytes(r.DiskBytes()));
   if (const index::Manifest* m = r.manifest()) {
     const std::vector<const index::IndexReader*> parts = r.partitions();

@@ -11,9 +11,11 @@
 #include <filesystem>
 #include <fstream>
 #include <new>
+#include <optional>
 #include <thread>
 
 #include "base/log.h"
+#include "base/parse.h"
 #include "base/paths.h"
 #include "base/strings.h"
 #include "index/file_kind.h"
@@ -243,6 +245,47 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
 
 }  // namespace
 
+Status ParseShardPart(std::string_view text, ShardPart* part) {
+  const size_t slash = text.find('/');
+  if (slash == std::string_view::npos) {
+    return Status::InvalidArgument(
+        fmt::format("--part {}: expected K/N, part K (0-based) of N, such as 0/4", text));
+  }
+  const std::string_view k = text.substr(0, slash), n = text.substr(slash + 1);
+  if (k.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("--part {}: no part number before the '/' (an unset variable in "
+                    "`--part $VAR/N` leaves none)",
+                    text));
+  }
+  const std::optional<uint64_t> kv = ParseDecimal(k), nv = ParseDecimal(n);
+  if (!kv || !nv) {
+    return Status::InvalidArgument(
+        fmt::format("--part {}: expected K/N in decimal digits, such as 0/4", text));
+  }
+  if (*nv == 0)
+    return Status::InvalidArgument(fmt::format("--part {}: N must be at least 1", text));
+  if (*nv > kMaxShardParts) {
+    return Status::InvalidArgument(fmt::format(
+        "--part {}: N must be at most {} (shard ids are 32-bit)", text, kMaxShardParts));
+  }
+  if (*kv >= *nv) {
+    return Status::InvalidArgument(
+        fmt::format("--part {}: K must be below N (parts are numbered 0 to {})", text, *nv - 1));
+  }
+  part->index = *kv;
+  part->count = *nv;
+  return Status::Ok();
+}
+
+std::pair<uint64_t, uint64_t> ShardPartRange(uint64_t n, const ShardPart& part) {
+  // floor(k*n/N) as k*(n/N) + floor(k*(n%N)/N): no product overflows, as k
+  // and n%N are below N <= 2^32.
+  const uint64_t q = n / part.count, r = n % part.count;
+  auto bound = [&](uint64_t k) { return k * q + k * r / part.count; };
+  return {bound(part.index), bound(part.index + 1)};
+}
+
 Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string>& inputs,
                                                    const std::string& from_list,
                                                    const std::string& url_prefix,
@@ -442,8 +485,17 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
       std::vector<std::string> shards,
       ExpandShardInputs(options.inputs, options.from_list, options.url_prefix, options.remote));
   IndexBuildReport report;
-  report.shards = shards.size();
+  report.listed_shards = shards.size();
+  // Checked on the whole list: no task of the array may publish over any shard.
   SHARDFS_RETURN_IF_ERROR(RefuseOutputHoldingInputs(options, shards));
+  if (options.part.count > 0) {
+    // Every task of a job array expands the same inputs to the same list,
+    // and keeps its own contiguous run of it.
+    const auto [first, last] = ShardPartRange(shards.size(), options.part);
+    shards = std::vector<std::string>(shards.begin() + static_cast<ptrdiff_t>(first),
+                                      shards.begin() + static_cast<ptrdiff_t>(last));
+  }
+  report.shards = shards.size();
   SHARDFS_RETURN_IF_ERROR(CheckShardFiles(shards, &report.shard_bytes));
 
   std::vector<ShardScan> scans;
@@ -458,6 +510,11 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
   wo.build_options =
       fmt::format("checksum={} shards={}", options.checksum ? "xxh3" : "off", shards.size());
   wo.created_by = "shardfs index build";
+  if (options.part.count > 0) {
+    wo.partition = fmt::format("{}/{}", options.part.index, options.part.count);
+    wo.partition_shards = report.listed_shards;
+    wo.build_options += " part=" + wo.partition;
+  }
   SHARDFS_ASSIGN_OR_RETURN(report.stats, writer.Finish(options.out, wo));
   report.seconds = since_start();
   return report;

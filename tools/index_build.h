@@ -2,7 +2,10 @@
 #ifndef SHARDFS_TOOLS_INDEX_BUILD_H_
 #define SHARDFS_TOOLS_INDEX_BUILD_H_
 
+#include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -11,6 +14,27 @@
 #include "tools/remote_shards.h"
 
 namespace shardfs::tools {
+
+// One part of a partitioned build (`index build --part K/N`): part `index`
+// (0-based) of `count` contiguous, near-equal runs of the expanded shard
+// list. count == 0: no partition, every shard.
+struct ShardPart {
+  uint64_t index = 0;
+  uint64_t count = 0;
+};
+
+inline constexpr uint64_t kMaxShardParts = uint64_t{1} << 32;
+
+// Parses "K/N" (decimal K and N, 0 <= K < N <= kMaxShardParts). InvalidArgument naming the
+// text and what is wrong otherwise; an empty K ("/4", what an unset task
+// index variable leaves) says so.
+Status ParseShardPart(std::string_view text, ShardPart* part);
+
+// The range [first, last) of the n shards that `part` takes: [floor(K*n/N),
+// floor((K+1)*n/N)). Parts 0..N-1 are disjoint, in order, cover all n, and
+// differ in size by at most one; with N > n some are empty.
+// REQUIRES: part.index < part.count <= kMaxShardParts.
+std::pair<uint64_t, uint64_t> ShardPartRange(uint64_t n, const ShardPart& part);
 
 struct IndexBuildOptions {
   std::vector<std::string> inputs;  // Shard files, directories of *.tar, globs.
@@ -22,11 +46,13 @@ struct IndexBuildOptions {
   bool force = false;
   bool quiet = false;
   RemoteLimits remote;  // S3 listing pages, bytes of a remote shard.
+  ShardPart part;       // Only this part of the expanded inputs (BuildIndex).
 };
 
 struct IndexBuildReport {
   index::WriteStats stats;
-  uint64_t shards = 0;
+  uint64_t shards = 0;         // Scanned: the part's, with options.part.
+  uint64_t listed_shards = 0;  // The expanded inputs, before any part is taken.
   uint64_t members = 0;
   uint64_t shard_bytes = 0;
   uint64_t rejected = 0;  // Members whose names or types cannot be in a tree.
@@ -54,6 +80,10 @@ Result<std::vector<std::string>> ExpandShardInputs(const std::vector<std::string
 // shard and byte offset; nothing is published then. A shard that is not a regular file (a FIFO, a
 // device, ...) fails it before any scan, as InvalidArgument naming the shard and what it is;
 // opening one never blocks.
+// With options.part, only that part of the expanded list is scanned (shard ids
+// from 0), and the index's meta records it (kMetaPartition,
+// kMetaPartitionShards); an empty part publishes an empty tree, so that a job
+// array of N tasks gives N indexes whatever the shard count.
 Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options);
 
 // The members of options.inputs scanned as BuildIndex scans them, shard ids

@@ -8,17 +8,15 @@
 #include <memory>
 #include <set>
 
-#include "base/parse.h"
 #include "index/index_reader.h"
 #include "index/manifest_builder.h"
+#include "index/schema.h"
+#include "tools/index_build.h"  // ParseShardPart
 #include "tools/view_export.h"  // WriteFileAtomically
 
 namespace shardfs::tools {
 namespace fs = std::filesystem;
 namespace {
-
-// The meta key `index build --part K/N` records.
-constexpr std::string_view kMetaPartition = "partition";
 
 Status CheckOutput(const ManifestOptions& o) {
   struct stat st;
@@ -35,18 +33,6 @@ Status CheckOutput(const ManifestOptions& o) {
         "manifest {}: exists and is not a shardfs manifest; refusing to replace it", o.out));
   }
   return Status::Ok();
-}
-
-// "K/N" of a partition's meta, if it has a well-formed one.
-bool ParsePart(const std::string& text, uint64_t* k, uint64_t* n) {
-  size_t slash = text.find('/');
-  if (slash == std::string::npos) return false;
-  std::optional<uint64_t> a = ParseDecimal(text.substr(0, slash));
-  std::optional<uint64_t> b = ParseDecimal(text.substr(slash + 1));
-  if (!a || !b || *a >= *b) return false;
-  *k = *a;
-  *n = *b;
-  return true;
 }
 
 }  // namespace
@@ -70,6 +56,7 @@ Result<ManifestReport> MakeManifest(const ManifestOptions& o) {
   std::map<std::string, size_t> shard_owner;
   std::map<uint64_t, size_t> part_owner;
   std::set<uint64_t> part_counts;
+  std::set<uint64_t> list_sizes;  // The shard lists the parts were cut from, by size.
   for (size_t p = 0; p < o.parts.size(); ++p) {
     const std::string& path = o.parts[p];
     if (path.find("://") != std::string::npos) {
@@ -90,7 +77,7 @@ Result<ManifestReport> MakeManifest(const ManifestOptions& o) {
     if (mp.ref.empty()) mp.ref = abs.string();
     mp.db_identity = reader->db_identity();
     mp.shard_count = static_cast<uint32_t>(reader->shards().size());
-    mp.part = reader->Meta(kMetaPartition);
+    mp.part = reader->Meta(index::kMetaPartition);
     for (uint32_t s = 0; s < reader->shards().size(); ++s) {
       const std::string& shard = reader->ShardPath(index::ShardId{s});
       auto [it, fresh] = shard_owner.emplace(shard, p);
@@ -101,9 +88,11 @@ Result<ManifestReport> MakeManifest(const ManifestOptions& o) {
             shard, it->second, o.parts[it->second], p, path));
       }
     }
-    uint64_t k = 0, n = 0;
-    if (ParsePart(mp.part, &k, &n)) {
-      part_counts.insert(n);
+    ShardPart part;
+    if (!mp.part.empty() && ParseShardPart(mp.part, &part).ok()) {
+      const uint64_t k = part.index;
+      part_counts.insert(part.count);
+      list_sizes.insert(reader->MetaNumber(index::kMetaPartitionShards));
       auto [it, fresh] = part_owner.emplace(k, p);
       if (!fresh) {
         return Status::InvalidArgument(fmt::format("partitions {} and {} are both part {}",
@@ -123,6 +112,11 @@ Result<ManifestReport> MakeManifest(const ManifestOptions& o) {
   }
   if (part_counts.size() > 1) {
     report.warnings.push_back("the partitions are parts of different splits (K/N with several N)");
+  } else if (list_sizes.size() > 1) {
+    report.warnings.push_back(fmt::format(
+        "the partitions were cut from shard lists of different lengths ({} shards): were they "
+        "built from the same inputs?",
+        fmt::join(list_sizes, ", ")));
   } else if (part_counts.size() == 1 && part_owner.size() < *part_counts.begin()) {
     report.warnings.push_back(fmt::format("{} of {} parts given: the manifest covers only those",
                                           part_owner.size(), *part_counts.begin()));

@@ -187,5 +187,126 @@ TEST(IndexBuildTest, ABadShardFailsTheBuildAndPublishesNothing) {
   }
 }
 
+TEST(ShardPartTest, ParsesKOverN) {
+  ShardPart p;
+  ASSERT_TRUE(ParseShardPart("0/1", &p).ok());
+  EXPECT_EQ(p.index, 0u);
+  EXPECT_EQ(p.count, 1u);
+  ASSERT_TRUE(ParseShardPart("3/4", &p).ok());
+  EXPECT_EQ(p.index, 3u);
+  EXPECT_EQ(p.count, 4u);
+  ASSERT_TRUE(ParseShardPart("007/010", &p).ok());
+  EXPECT_EQ(p.index, 7u);
+  EXPECT_EQ(p.count, 10u);
+}
+
+TEST(ShardPartTest, RefusesWhatIsNotKBelowN) {
+  ShardPart p;
+  for (const char* bad : {"", "3", "4/4", "5/4", "0/0", "-1/4", "1/-4", "a/4", "1/b", " 1/4",
+                          "1 /4", "1/4/2", "1/", "99999999999999999999/4", "0/4294967297"}) {
+    Status s = ParseShardPart(bad, &p);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_THAT(s.message(), HasSubstr(fmt::format("--part {}:", bad))) << bad;
+  }
+  // What `--part $UNSET_VARIABLE/4` leaves: said in so many words.
+  EXPECT_THAT(ParseShardPart("/4", &p).message(), HasSubstr("no part number"));
+  EXPECT_THAT(ParseShardPart("4/4", &p).message(), HasSubstr("0 to 3"));
+}
+
+TEST(ShardPartTest, PartsCoverTheListOnceInOrder) {
+  for (uint64_t n : {0, 1, 2, 3, 7, 12, 13, 100}) {
+    for (uint64_t count : {1, 2, 3, 4, 5, 8, 16, 200}) {
+      uint64_t next = 0, smallest = UINT64_MAX, largest = 0;
+      for (uint64_t k = 0; k < count; ++k) {
+        const auto [first, last] = ShardPartRange(n, ShardPart{k, count});
+        EXPECT_EQ(first, next) << k << "/" << count << " of " << n;
+        EXPECT_LE(first, last);
+        smallest = std::min(smallest, last - first);
+        largest = std::max(largest, last - first);
+        next = last;
+      }
+      EXPECT_EQ(next, n) << count;
+      EXPECT_LE(largest - smallest, 1u) << count << " of " << n;
+    }
+  }
+  EXPECT_EQ(ShardPartRange(12, ShardPart{1, 4}), std::make_pair(uint64_t{3}, uint64_t{6}));
+  // No overflow at the top of the range: floor(k*n/N) exactly.
+  const uint64_t big = kMaxShardParts;
+  EXPECT_EQ(ShardPartRange(UINT64_MAX, ShardPart{big - 1, big}),
+            std::make_pair(UINT64_MAX - UINT64_MAX / big - 1, UINT64_MAX));
+  EXPECT_EQ(ShardPartRange(big + 1, ShardPart{big - 1, big}), std::make_pair(big - 1, big + 1));
+}
+
+TEST(IndexBuildTest, APartHoldsItsShardsAndSaysWhichPartItIs) {
+  TempDir dir;
+  MkDirs(dir / "src");
+  MkDirs(dir / "shards");
+  std::vector<std::string> names;
+  for (int i = 0; i < 5; ++i) {
+    names.push_back(fmt::format("f{}", i));
+    testing::WriteFile(dir / ("src/" + names.back()), fmt::format("shard {}\n", i));
+    Tar(dir / "src", dir / fmt::format("shards/s{}.tar", i), {names.back()});
+  }
+  // 5 shards in 3 parts: [0,1) [1,3) [3,5).
+  const std::vector<std::vector<std::string>> want = {{"f0"}, {"f1", "f2"}, {"f3", "f4"}};
+  for (uint64_t k = 0; k < 3; ++k) {
+    IndexBuildOptions o;
+    o.inputs = {dir / "shards"};  // A directory: expanded in name order.
+    o.out = dir / fmt::format("part-{}", k);
+    o.quiet = true;
+    o.part = ShardPart{k, 3};
+    Result<IndexBuildReport> r = BuildIndex(o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->listed_shards, 5u);
+    EXPECT_EQ(r->shards, want[k].size());
+    auto reader = index::IndexReader::Open(o.out);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    EXPECT_EQ((*reader)->Meta(index::kMetaPartition), fmt::format("{}/3", k));
+    EXPECT_EQ((*reader)->MetaNumber(index::kMetaPartitionShards), 5u);
+    ASSERT_EQ((*reader)->shards().size(), want[k].size());
+    for (size_t i = 0; i < want[k].size(); ++i) {
+      index::EntryRecord rec;
+      index::RecordHolder holder;
+      ASSERT_TRUE((*reader)->LookupPath(want[k][i], &rec, &holder).ok()) << want[k][i];
+      EXPECT_EQ(rec.shard.value, i);
+      const uint64_t first = ShardPartRange(5, o.part).first;
+      EXPECT_THAT((*reader)->ShardPath(rec.shard), HasSubstr(fmt::format("s{}.tar", first + i)));
+    }
+  }
+  // Without --part: no partition keys.
+  IndexBuildOptions whole;
+  whole.inputs = {dir / "shards"};
+  whole.out = dir / "whole";
+  whole.quiet = true;
+  ASSERT_TRUE(BuildIndex(whole).ok());
+  auto reader = index::IndexReader::Open(whole.out);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ((*reader)->Meta(index::kMetaPartition), "");
+  EXPECT_EQ((*reader)->Meta(index::kMetaPartitionShards), "");
+}
+
+TEST(IndexBuildTest, AnEmptyPartPublishesAnEmptyTree) {
+  TempDir dir;
+  MkDirs(dir / "src");
+  testing::WriteFile(dir / "src/f", "content");
+  Tar(dir / "src", dir / "a.tar", {"f"});
+  IndexBuildOptions o;
+  o.inputs = {dir / "a.tar"};
+  o.out = dir / "part-0";
+  o.quiet = true;
+  o.part = ShardPart{0, 2};  // 1 shard in 2 parts: [0,0) and [0,1).
+  Result<IndexBuildReport> r = BuildIndex(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->shards, 0u);
+  auto reader = index::IndexReader::Open(o.out);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  EXPECT_EQ((*reader)->Meta(index::kMetaPartition), "0/2");
+  EXPECT_EQ((*reader)->MetaNumber(index::kMetaPartitionShards), 1u);
+  EXPECT_TRUE((*reader)->shards().empty());
+  index::EntryRecord rec;
+  index::RecordHolder holder;
+  EXPECT_FALSE((*reader)->LookupPath("f", &rec, &holder).ok());
+}
+
 }  // namespace
 }  // namespace shardfs::tools
