@@ -95,15 +95,18 @@ int RunIndexBuild(int argc, char** argv) {
 int RunIndexInfo(int argc, char** argv) {
   bool json = false;
   index::ReaderOptions ro;
-  const CommandLine cl{
-      "index info",
-      "INDEX",
-      {{"json", 0, nullptr, "JSON lines: the index, then one per shard", SetFlag(&json)},
-       ViewOption(&ro.view)},
-      Operands::kAfterOptions};
+  indexref::IndexCacheOptions co;
+  CommandLine cl{"index info",
+                 "INDEX",
+                 {{"json", 0, nullptr, "JSON lines: the index, then one per shard", SetFlag(&json)},
+                  ViewOption(&ro.view)},
+                 Operands::kAfterOptions};
+  std::ranges::move(IndexCacheOptions(&co), std::back_inserter(cl.options));
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 1) return UsageError("index info", "expected one INDEX");
+  indexref::IndexRef ref;
+  if (!ResolveIndexArg("index info", &args[0], co, &ro, &ref)) return kExitFailure;
   auto reader = index::IndexReader::Open(args[0], ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());
