@@ -12,6 +12,7 @@
 #include "index/index_reader.h"
 #include "src/command.h"
 #include "tools/index_build.h"
+#include "tools/index_bundle.h"
 #include "tools/progress.h"
 
 namespace shardfs::app {
@@ -161,6 +162,18 @@ int RunIndexInfo(int argc, char** argv) {
   fmt::print("build options:  {}\n", r.Meta(index::kMetaBuildOptions));
   fmt::print("created by:     {}\n", r.Meta(index::kMetaCreatedBy));
   fmt::print("index size:     {}\n", tools::HumanBytes(r.DiskBytes()));
+  return kExitOk;
+}
+
+int RunIndexBundle(int argc, char** argv) {
+  const CommandLine cl{"index bundle", "INDEX OUT.tar", {}, Operands::kAfterOptions};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() != 2) return UsageError("index bundle", "expected INDEX OUT.tar");
+  if (Status s = tools::WriteIndexBundle(args[0], args[1]); !s.ok()) {
+    log::Error("index bundle: {}", s.message());
+    return kExitFailure;
+  }
   return kExitOk;
 }
 

@@ -66,6 +66,7 @@ bool WritableIndexArg(const char* command, const std::string& index);
 // Commands, defined in cmd_*.cc.
 int RunIndexBuild(int argc, char** argv);
 int RunIndexInfo(int argc, char** argv);
+int RunIndexBundle(int argc, char** argv);
 int RunLs(int argc, char** argv);
 int RunStat(int argc, char** argv);
 int RunMount(int argc, char** argv);
