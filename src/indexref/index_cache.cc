@@ -153,8 +153,11 @@ class IndexCache::UrlSource final : public IndexCache::Source {
   }
 
   bool FallBack(const Status& s) const override {
+    // Unreachable, not refused: a denied request or a certificate that
+    // fails is an answer, and using the old copy would hide it.
     return s.code() == Status::Code::kIoError &&
-           s.message().find("access denied") == std::string::npos;
+           s.message().find("access denied") == std::string::npos &&
+           s.message().find("TLS: ") == std::string::npos;
   }
 
   Result<UniqueFd> Get(int temp_dir_fd, std::string* etag, uint64_t* length) override {
