@@ -98,6 +98,9 @@ Status UnpackIndexBundle(int tar_fd, int dir_fd, const std::string& shown,
       if (type == AE_IFDIR) continue;  // "./": the index directory itself.
       return bad(fmt::format("member '{}': an empty name", path));
     }
+    if (type == AE_IFDIR) {
+      return bad(fmt::format("member '{}': a directory; only regular files are accepted", path));
+    }
     if (!ok) {
       return bad(fmt::format(
           "member '{}': not a plain file name (a bundle holds the index directory's files only: "
