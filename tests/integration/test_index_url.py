@@ -12,6 +12,8 @@ What each test shows:
     old one open; the old copy is removed by the first use after it is let go;
   - the server unreachable: the cached copy is used, with a warning naming
     the URL and the ETag;
+  - a server that sends no ETag: the bundle is fetched on every use, never
+    revalidated, and the copies it replaces are removed;
   - refused, with a message naming the URL, and nothing left in the cache but
     checked copies: a member '../x', a symlink member, a tar of files that are
     not an index, a truncated bundle, a body cut off for good, an index whose
@@ -20,12 +22,15 @@ What each test shows:
     symlink is refused; index add and view create refuse a URL.
 """
 
+import functools
+import http.server
 import io
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 import unittest
 
@@ -300,6 +305,50 @@ class RefusalTest(IndexUrlCase):
                 with Mount(url, mnt, "cache_dir=" + open_dir):
                     pass
             self.assertIn("writable by others", str(cm.exception))
+
+
+class NoEtagServer:
+    """Python's http.server (which sends Last-Modified but no ETag) on a free
+    loopback port, in threads of this process; .methods lists the requests."""
+
+    def __init__(self, root):
+        self.root = root
+        self.methods = []
+        self.url = None
+
+    def __enter__(self):
+        methods = self.methods
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *args):
+                methods.append((self.command, self.path))
+
+        self.httpd = http.server.ThreadingHTTPServer(
+            (rs.LOOPBACK, 0), functools.partial(Handler, directory=self.root))
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = "http://%s:%d" % (rs.LOOPBACK, self.httpd.server_address[1])
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(10)
+        return False
+
+
+class NoEtagTest(IndexUrlCase):
+    def test_no_etag_is_fetched_every_time(self):
+        with rs.Nginx(self.served) as web, NoEtagServer(self.served) as plain:
+            self.publish(self.build_remote(web.url, "shards", None), "plain.tar")
+            url = plain.url + "/idx/plain.tar"
+            cache = private_dir(os.path.join(self.scratch("c"), "cache"))
+            for i in range(2):
+                p = run_shardfs("ls", "--cache-dir", cache, url, check=0)
+                self.assertIn(b"no ETag", p.stderr)
+                self.assertEqual(len(copies(cache)), 1)
+            self.assertEqual(plain.methods, [("GET", "/idx/plain.tar")] * 2)
+            self.assertEqual(leftovers(cache), [])
 
 
 class S3Test(IndexUrlCase):
