@@ -531,12 +531,13 @@ Result<std::string> IndexCache::Fetch(const std::string& url_text) {
   }
   UrlSource source(url, std::move(aws), options_);
   Result<std::string> got = Obtain("url\n" + url.ToString(), source);
-  if (got.ok() && source.base().size() > 0) {
+  const std::string suffix = std::string("/") + kManifestName;
+  if (got.ok() && got->ends_with(suffix)) {
     std::lock_guard<std::mutex> lock(mu_);
-    const std::string dir = got->ends_with(std::string("/") + kManifestName)
-                                ? got->substr(0, got->size() - std::strlen(kManifestName) - 1)
-                                : *got;
+    const std::string dir = got->substr(0, got->size() - suffix.size());
     bases_[dir] = source.base();
+    // The reader may name it resolved (cache_dir under a symbolic link).
+    if (Result<std::string> real = ResolvePath(dir); real.ok()) bases_[*real] = source.base();
   }
   return got;
 }

@@ -18,6 +18,7 @@
 #include "index/index_reader.h"
 #include "src/indexref/index_cache.h"
 #include "src/indexref/index_ref.h"
+#include "tests/unit/remote_test_util.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::tools {
@@ -171,3 +172,62 @@ TEST(PartitionResolverTest, LocalReferencesAndUrlManifests) {
 
 }  // namespace
 }  // namespace shardfs::tools
+
+namespace shardfs::indexref {
+namespace {
+
+using remote::After;
+using remote::HttpRequest;
+using remote::LoopbackServer;
+using remote::Respond;
+
+// A manifest by URL: fetched once, revalidated with If-None-Match (304: the
+// same copy), and its relative partitions taken from the manifest's URL.
+TEST(IndexCacheUrlTest, ManifestRevalidatedAndPartitionsTakenFromItsUrl) {
+  remote::EnvGuard env;
+  const std::string manifest = "shardfs-manifest 1\npart-0.tar\n";
+  LoopbackServer server([&](int fd, const HttpRequest& req, int) {
+    const bool head = req.method == "HEAD";
+    if (req.target == "/ds/manifest") {
+      if (req.Header("if-none-match") == "\"m1\"") {
+        Respond(fd, "304 Not Modified", {"ETag: \"m1\"", "Content-Length: 0"}, "", {}, true);
+      } else {
+        Respond(fd, "200 OK", {"ETag: \"m1\""}, manifest, {}, head);
+      }
+    } else {
+      Respond(fd, "404 Not Found", {}, "", {}, head);
+    }
+    return After::kKeep;
+  });
+  testing::TempDir dir;
+  IndexCacheOptions o;
+  o.cache_dir = dir / "cache";
+  o.fetch.retry_budget = std::chrono::milliseconds(2000);
+  auto cache = std::make_shared<IndexCache>(o);
+  Result<std::string> first = cache->Fetch(server.Url("/ds/manifest"));
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_TRUE(first->ends_with("/manifest")) << *first;
+  EXPECT_EQ(testing::ReadFile(*first), manifest);
+  Result<std::string> again = cache->Fetch(server.Url("/ds/manifest"));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(*again, *first);
+  auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].method, "GET");
+  EXPECT_EQ(reqs[1].method, "HEAD");
+  EXPECT_EQ(reqs[1].Header("if-none-match"), "\"m1\"");
+  // The reader asks for partition "part-0.tar" from the copy's directory:
+  // it is fetched from the manifest's URL (here a 404, named).
+  const std::string base = first->substr(0, first->size() - std::string("manifest").size());
+  auto resolve = MakePartitionResolver(cache);
+  Result<std::string> part = resolve(base, "part-0.tar");
+  ASSERT_FALSE(part.ok());
+  EXPECT_NE(part.status().message().find(server.Url("/ds/part-0.tar")), std::string::npos)
+      << part.status().message();
+  reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_EQ(reqs[2].target, "/ds/part-0.tar");
+}
+
+}  // namespace
+}  // namespace shardfs::indexref
