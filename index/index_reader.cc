@@ -20,6 +20,7 @@
 #include "base/parse.h"
 #include "base/strings.h"
 #include "index/db_options.h"
+#include "index/index_reader_union.h"
 #include "index/member_path.h"
 #include "index/rank_partition.h"
 #include "index/rocks_util.h"
@@ -68,6 +69,7 @@ const char* EntryTypeName(EntryType type) {
   }
 }
 
+IndexReader::IndexReader() = default;
 IndexReader::~IndexReader() = default;
 
 bool IsShardfsIndex(const std::string& path) {
@@ -83,6 +85,7 @@ bool IsShardfsIndex(const std::string& path) {
 
 Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
                                                        const ReaderOptions& options) {
+  if (IsManifestFile(path)) return OpenManifest(path, options);
   SHARDFS_RETURN_IF_ERROR(CheckIndexDirectory(path));
   std::unique_ptr<IndexReader> r(new IndexReader());
   r->path_ = path;
@@ -163,6 +166,26 @@ Status IndexReader::LoadRanks(const ReaderOptions& options) {
     return Status::InvalidArgument(fmt::format("rank {} of world {}: expected a rank below {}",
                                                options.rank, options.world, options.world));
   }
+  SHARDFS_ASSIGN_OR_RETURN(std::vector<uint64_t> bytes, ShardBytes());
+  // Only now: the count above must see every file of the view.
+  ranks_ = std::make_unique<Ranks>();
+  ranks_->rank = options.rank;
+  ranks_->world = options.world;
+  ranks_->seed = options.seed;
+  ranks_->keep_dirs = options.rank_keep_dirs;
+  shard_ranks_ = options.shard_ranks.empty()
+                     ? AssignShardsToRanks(bytes, options.world, options.seed)
+                     : options.shard_ranks;
+  shard_ranks_.resize(version_.record.shard_count, options.world);
+  ranks_->shard_in_rank.resize(shards_.size(), false);
+  for (size_t i = 0; i < shard_ranks_.size(); ++i) {
+    ranks_->shard_in_rank[i] = shard_ranks_[i] == options.rank;
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<uint64_t>> IndexReader::ShardBytes() const {
+  if (union_) return UnionShardBytes();
   Result<std::vector<uint64_t>> stored = ReadShardBytes(db_.get(), version_.record.view);
   std::vector<uint64_t> bytes;
   if (stored.ok()) {
@@ -180,18 +203,7 @@ Status IndexReader::LoadRanks(const ReaderOptions& options) {
     return stored.status().WithContext(fmt::format("index {}", path_));
   }
   bytes.resize(version_.record.shard_count, 0);
-  // Only now: the count above must see every file of the view.
-  ranks_ = std::make_unique<Ranks>();
-  ranks_->rank = options.rank;
-  ranks_->world = options.world;
-  ranks_->seed = options.seed;
-  ranks_->keep_dirs = options.rank_keep_dirs;
-  shard_ranks_ = AssignShardsToRanks(bytes, options.world, options.seed);
-  ranks_->shard_in_rank.resize(shards_.size(), false);
-  for (size_t i = 0; i < shard_ranks_.size(); ++i) {
-    ranks_->shard_in_rank[i] = shard_ranks_[i] == options.rank;
-  }
-  return Status::Ok();
+  return bytes;
 }
 
 const VersionSets* IndexReader::version_sets() const {
@@ -295,6 +307,7 @@ Status IndexReader::CheckFileRange(const EntryRecord& rec) const {
 
 Status IndexReader::Lookup(InodeId parent, std::string_view name, EntryRecord* rec,
                            RecordHolder* holder) const {
+  if (union_) return UnionLookup(parent, name, rec, holder);
   SHARDFS_RETURN_IF_ERROR(LookupRaw(parent, name, rec, holder));
   if (!InRank(*rec)) return Status::NotFound("no such entry");
   return Status::Ok();
@@ -331,6 +344,7 @@ Status IndexReader::LookupRaw(InodeId parent, std::string_view name, EntryRecord
 }
 
 Status IndexReader::GetInode(InodeId inode, EntryRecord* rec, RecordHolder* holder) const {
+  if (union_) return UnionGetInode(inode, rec, holder);
   SHARDFS_RETURN_IF_ERROR(GetInodeRecord(inode, rec, holder));
   if (!InRank(*rec)) return Status::NotFound("no such inode");
   return CheckFileRange(*rec);
@@ -403,6 +417,7 @@ class PrefixCursor {
 Status IndexReader::ForEachChild(
     InodeId dir, std::string_view start_after,
     const std::function<bool(std::string_view, const EntryRecord&)>& fn) const {
+  if (union_) return UnionForEachChild(dir, start_after, fn);
   if (!ranks_) return ForEachChildRaw(dir, start_after, fn);
   return ForEachChildRaw(dir, start_after, [&](std::string_view name, const EntryRecord& rec) {
     return !InRank(rec) || fn(name, rec);
@@ -470,6 +485,7 @@ Status IndexReader::LookupPath(std::string_view path, EntryRecord* rec,
 
 Status IndexReader::ForEachInode(InodeId first,
                                  const std::function<bool(const EntryRecord&)>& fn) const {
+  if (union_) return UnionForEachInode(first, fn);
   // default@1's inodes in order, without the hidden ones and with the
   // overlay's records for the changed ones; then the overlay's own inodes.
   bool stopped = false;
@@ -565,7 +581,13 @@ uint64_t IndexReader::MetaNumber(std::string_view name) const {
   return ParseDecimal(it->second).value_or(0);
 }
 
-uint64_t IndexReader::DiskBytes() const { return IndexDiskBytes(path_); }
+uint64_t IndexReader::DiskBytes() const {
+  if (!union_) return IndexDiskBytes(path_);
+  struct stat st;
+  uint64_t total = ::stat(path_.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  for (const IndexReader* part : partitions()) total += part ? part->DiskBytes() : 0;
+  return total;
+}
 
 uint64_t IndexDiskBytes(const std::string& path) {
   uint64_t total = 0;

@@ -63,6 +63,9 @@ struct ReaderOptions {
   // How a manifest's partitions are found (index/manifest.h); unset: local
   // paths only.
   PartitionResolver resolve_partition;
+  // With world > 0: the rank of each shard, given instead of worked out
+  // (a manifest assigns its partitions' shards itself).
+  std::vector<uint32_t> shard_ranks;
 };
 
 // True if `path` is a directory (not a symlink to one) holding a RocksDB
@@ -78,7 +81,11 @@ using RecordHolder = rocksdb::PinnableSlice;
 
 class IndexReader {
  public:
-  // Opens the index at `path` read-only.
+  // Opens the index at `path` read-only: an index directory, or a manifest
+  // file (index/manifest.h), whose partitions are opened as
+  // options.resolve_partition finds them; with a rank partition, only those
+  // that hold shards of the rank. A partition rebuilt since the manifest was
+  // made (another database identity or shard count) is refused.
   // Returns NotFound if `path` does not exist, InvalidArgument if it is not a
   // shardfs index, NotSupported if its schema version is newer than ours, and
   // Corruption naming the key and the bad value if a meta value is not what
@@ -146,11 +153,18 @@ class IndexReader {
   // and `view create` edit the database in place and keep it. "" if RocksDB
   // cannot tell (a caller must then treat the index as never seen before).
   const std::string& db_identity() const { return db_identity_; }
-  // Bytes of the index on disk.
+  // Bytes of the index on disk (a manifest: its own and its open partitions').
   uint64_t DiskBytes() const;
+  // The view's bytes in each shard of the version (the rank partition's input).
+  Result<std::vector<uint64_t>> ShardBytes() const;
+
+  // A manifest: its partitions and trees; nullptr for an index directory.
+  const Manifest* manifest() const;
+  // A manifest's open partitions (nullptr where not opened), in order.
+  std::vector<const IndexReader*> partitions() const;
 
  private:
-  IndexReader() = default;
+  IndexReader();
   // The steps of Open, in order. Each returns the Status Open documents.
   // Reads every 'M' key into meta_.
   Status LoadMeta();
@@ -183,6 +197,20 @@ class IndexReader {
   bool InRank(const EntryRecord& rec) const;
   // Whether directory `dir` holds something of this rank (memoised).
   bool DirInRank(InodeId dir) const;
+
+  // A manifest (index_reader_union.cc): the union of its partitions.
+  struct Union;
+  std::unique_ptr<Union> union_;
+  static Result<std::unique_ptr<IndexReader>> OpenManifest(const std::string& path,
+                                                           const ReaderOptions& options);
+  Status UnionLookup(InodeId parent, std::string_view name, EntryRecord* rec,
+                     RecordHolder* holder) const;
+  Status UnionGetInode(InodeId inode, EntryRecord* rec, RecordHolder* holder) const;
+  Status UnionForEachChild(
+      InodeId dir, std::string_view start_after,
+      const std::function<bool(std::string_view, const EntryRecord&)>& fn) const;
+  Status UnionForEachInode(InodeId first, const std::function<bool(const EntryRecord&)>& fn) const;
+  Result<std::vector<uint64_t>> UnionShardBytes() const;
 
   std::unique_ptr<rocksdb::DB> db_;
   std::string path_;

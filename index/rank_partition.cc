@@ -13,16 +13,25 @@ uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-std::vector<uint32_t> AssignShardsToRanks(const std::vector<uint64_t>& bytes, uint32_t world,
-                                          uint64_t seed) {
-  std::vector<uint32_t> order(bytes.size());
+namespace {
+
+// 0..n-1 in an order shuffled by `seed` (Fisher-Yates, driven by splitmix64).
+std::vector<uint32_t> Shuffled(size_t n, uint64_t seed) {
+  std::vector<uint32_t> order(n);
   std::iota(order.begin(), order.end(), 0u);
-  // Fisher-Yates, driven by splitmix64 of the seed.
   uint64_t state = seed;
   for (size_t i = order.size(); i > 1; --i) {
     state = SplitMix64(state);
     std::swap(order[i - 1], order[state % i]);
   }
+  return order;
+}
+
+}  // namespace
+
+std::vector<uint32_t> AssignShardsToRanks(const std::vector<uint64_t>& bytes, uint32_t world,
+                                          uint64_t seed) {
+  std::vector<uint32_t> order = Shuffled(bytes.size(), seed);
   std::vector<uint64_t> load(world, 0);
   std::vector<uint64_t> count(world, 0);
   std::vector<uint32_t> rank(bytes.size(), 0);
@@ -35,6 +44,32 @@ std::vector<uint32_t> AssignShardsToRanks(const std::vector<uint64_t>& bytes, ui
     rank[shard] = best;
     load[best] += bytes[shard];
     ++count[best];
+  }
+  return rank;
+}
+
+std::vector<std::vector<uint32_t>> AssignPartitionShardsToRanks(
+    const std::vector<std::vector<uint64_t>>& bytes, uint32_t world, uint64_t seed) {
+  unsigned __int128 total = 0;
+  for (const auto& part : bytes) {
+    for (uint64_t b : part) total += b;
+  }
+  const bool by_count = total == 0;
+  if (by_count) {
+    for (const auto& part : bytes) total += part.size();
+  }
+  std::vector<std::vector<uint32_t>> rank(bytes.size());
+  unsigned __int128 before = 0;  // Twice the weight of the shards before this one.
+  for (uint32_t p : Shuffled(bytes.size(), seed)) {
+    rank[p].resize(bytes[p].size());
+    for (size_t i = 0; i < bytes[p].size(); ++i) {
+      const uint64_t w = by_count ? 1 : bytes[p][i];
+      // The middle byte is at (before + w/2) of total: rank floor(that * world / total).
+      const unsigned __int128 middle2 = before + w;
+      const auto r = static_cast<uint32_t>(middle2 * world / (2 * total));
+      rank[p][i] = r < world ? r : world - 1;
+      before += 2 * static_cast<unsigned __int128>(w);
+    }
   }
   return rank;
 }

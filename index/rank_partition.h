@@ -24,6 +24,17 @@ uint64_t SplitMix64(uint64_t x);
 std::vector<uint32_t> AssignShardsToRanks(const std::vector<uint64_t>& bytes, uint32_t world,
                                           uint64_t seed);
 
+// The rank of each shard of a manifest's partitions; `bytes[p][i]` is shard
+// i of partition p's bytes in the view. The partitions are taken in an order
+// shuffled by `seed`, each one's shards in order, and the sequence is cut
+// into `world` runs of about equal bytes: a shard goes to the rank its middle
+// byte falls in (by count when the view has no bytes). A rank then holds the
+// shards of about partitions/world + 1 partitions, so a rank mount opens only
+// those; each rank's bytes are within one shard of total/world either side.
+// REQUIRES: world > 0.
+std::vector<std::vector<uint32_t>> AssignPartitionShardsToRanks(
+    const std::vector<std::vector<uint64_t>>& bytes, uint32_t world, uint64_t seed);
+
 // Symlinks hold no shard bytes: each goes to one rank by its inode.
 inline uint32_t RankOfSymlink(uint64_t inode, uint32_t world, uint64_t seed) {
   return static_cast<uint32_t>(SplitMix64(seed ^ inode) % world);

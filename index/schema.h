@@ -32,6 +32,8 @@
 //   off  size  field
 //     0     1  type           1 file, 2 dir, 3 symlink
 //     1     1  flags          bit 0: xxh3 is valid (built with checksums)
+//                             bit 1: sparse (below); bit 2: an implied
+//                             directory (no member describes it)
 //     2     4  mode           st_mode, type bits included
 //     6     4  uid
 //    10     4  gid
@@ -213,6 +215,9 @@ uint32_t ModeTypeBits(EntryType type);
 
 inline constexpr uint8_t kEntryHasChecksum = 1;
 inline constexpr uint8_t kEntrySparse = 2;
+// Directories: no member describes it (implied: 0755, owner 0, the mtime of
+// its newest child). Readers before it ignore the bit.
+inline constexpr uint8_t kEntryImplied = 4;
 inline constexpr uint8_t kShardPathRelative = 1;
 inline constexpr uint8_t kShardRemote = 2;
 

@@ -47,6 +47,7 @@ EntryRecord TreeEmitter::Record(const TreeNode& node) const {
   rec.nlink = n.nlink;
   if (n.member == kImplied) {
     rec.mode = S_IFDIR | 0755;
+    rec.flags = kEntryImplied;
     return rec;
   }
   const MemberEntry& m = members_[n.member];

@@ -13,6 +13,7 @@
 #include "src/command.h"
 #include "tools/index_build.h"
 #include "tools/index_bundle.h"
+#include "tools/index_manifest.h"
 #include "tools/progress.h"
 
 namespace shardfs::app {
@@ -90,6 +91,37 @@ int RunIndexBuild(int argc, char** argv) {
       o.out);
   log::Info("{:.2f}s: {:.0f} entries/s, {}/s", secs, r->members / secs,
             tools::HumanBytes(r->shard_bytes / secs));
+  return kExitOk;
+}
+
+int RunIndexManifest(int argc, char** argv) {
+  tools::ManifestOptions o;
+  const CommandLine cl{
+      "index manifest",
+      "--out MANIFEST INDEX...",
+      {{"out", 'o', "MANIFEST", "where to write the manifest (required)", SetString(&o.out)},
+       {"force", 'F', nullptr, "replace an existing manifest at MANIFEST", SetFlag(&o.force)}},
+      Operands::kAfterOptions};
+  if (int rc = ParseArgs(cl, argc, argv, &o.parts); rc >= 0) return rc;
+  if (o.out.empty()) return UsageError("index manifest", "--out MANIFEST is required");
+  if (o.parts.empty()) return UsageError("index manifest", "no partitions given");
+  Result<tools::ManifestReport> r = tools::MakeManifest(o);
+  if (!r.ok()) {
+    log::Error("index manifest: {}", r.status().message());
+    return kExitFailure;
+  }
+  for (const std::string& w : r->warnings) log::Warning("{}", w);
+  const index::ManifestTree& t = r->tree;
+  if (t.dropped) {
+    log::Warning("{} entr(ies) dropped as tar would drop them, e.g.:", t.dropped);
+    for (const auto& ex : t.dropped_examples) log::Warning("  {}", ex);
+  }
+  log::Info(
+      "manifest of {} partitions ({} shards): {} files, {} dirs, {} symlinks, {} of content; "
+      "{} union directories; manifest {} ({} of partition indexes) at {}; {:.2f}s",
+      o.parts.size(), r->shards, t.files, t.dirs, t.symlinks, tools::HumanBytes(t.bytes),
+      t.union_dirs.size(), tools::HumanBytes(r->manifest_bytes),
+      tools::HumanBytes(r->partition_bytes), o.out, r->seconds);
   return kExitOk;
 }
 

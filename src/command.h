@@ -67,6 +67,7 @@ bool WritableIndexArg(const char* command, const std::string& index);
 int RunIndexBuild(int argc, char** argv);
 int RunIndexInfo(int argc, char** argv);
 int RunIndexBundle(int argc, char** argv);
+int RunIndexManifest(int argc, char** argv);
 int RunLs(int argc, char** argv);
 int RunStat(int argc, char** argv);
 int RunMount(int argc, char** argv);
