@@ -107,9 +107,11 @@ int RunPack(int argc, char** argv) {
   if (int rc = ParsePackArgs(argc, argv, &o, &co); rc >= 0) return rc;
   if (o.quiet) log::SetLevel(log::Level::kWarning);
   indexref::IndexRef ref;
-  if (!o.from_index.empty() && !ResolveIndexArg("pack", &o.from_index, co, nullptr, &ref)) {
+  index::ReaderOptions ro;
+  if (!o.from_index.empty() && !ResolveIndexArg("pack", &o.from_index, co, &ro, &ref)) {
     return kExitFailure;
   }
+  o.resolve_partition = ro.resolve_partition;
 
   tools::PackReport r;
   Status s = tools::Pack(o, &r);
@@ -142,7 +144,9 @@ int RunVerify(int argc, char** argv) {
     if (positional.size() != 2) return UsageError("verify", "expected INDEX SRC_DIR");
     o.index = positional[0];
     o.src = positional[1];
-    if (!ResolveIndexArg("verify", &o.index, co, nullptr, &ref)) return kExitFailure;
+    index::ReaderOptions ro;
+    if (!ResolveIndexArg("verify", &o.index, co, &ro, &ref)) return kExitFailure;
+    o.resolve_partition = ro.resolve_partition;
   } else {
     if (positional.size() != 1)
       return UsageError("verify", "expected --mounted MOUNTPOINT SRC_DIR");

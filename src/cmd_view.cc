@@ -49,9 +49,11 @@ std::string JsonStrings(const std::vector<std::string>& items) {
   return out + "]";
 }
 
-// Opens `index` read-only (the latest version of "default"): what listing commands need.
-Result<std::unique_ptr<index::IndexReader>> OpenIndex(const std::string& path) {
-  return index::IndexReader::Open(path);
+// Opens `index` read-only (the latest version of "default"): what listing
+// commands need; `ro` says how a manifest's partitions are found.
+Result<std::unique_ptr<index::IndexReader>> OpenIndex(const std::string& path,
+                                                      const index::ReaderOptions& ro = {}) {
+  return index::IndexReader::Open(path, ro);
 }
 
 }  // namespace
@@ -120,8 +122,9 @@ int RunViewLs(int argc, char** argv) {
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 1) return UsageError("view ls", "expected INDEX");
   indexref::IndexRef ref;
-  if (!ResolveIndexArg("view ls", &args[0], co, nullptr, &ref)) return kExitFailure;
-  auto reader = OpenIndex(args[0]);
+  index::ReaderOptions ro;
+  if (!ResolveIndexArg("view ls", &args[0], co, &ro, &ref)) return kExitFailure;
+  auto reader = OpenIndex(args[0], ro);
   if (!reader.ok()) return Fail(reader.status());
   const index::Catalog& catalog = (*reader)->catalog();
   auto names = catalog.Names();
@@ -172,9 +175,10 @@ int RunViewLog(int argc, char** argv) {
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 2) return UsageError("view log", "expected INDEX NAME");
   indexref::IndexRef ref;
-  if (!ResolveIndexArg("view log", &args[0], co, nullptr, &ref)) return kExitFailure;
+  index::ReaderOptions ro;
+  if (!ResolveIndexArg("view log", &args[0], co, &ro, &ref)) return kExitFailure;
   if (Status s = index::CheckViewName(args[1], "view"); !s.ok()) return Fail(s);
-  auto reader = OpenIndex(args[0]);
+  auto reader = OpenIndex(args[0], ro);
   if (!reader.ok()) return Fail(reader.status());
   auto versions = (*reader)->catalog().Versions(args[1]);
   if (!versions.ok()) return Fail(versions.status());

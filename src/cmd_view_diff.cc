@@ -86,8 +86,9 @@ int RunViewDiff(int argc, char** argv) {
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 3) return UsageError("view diff", "expected INDEX VIEW_A VIEW_B");
   indexref::IndexRef ref;
-  if (!ResolveIndexArg("view diff", &args[0], co, nullptr, &ref)) return kExitFailure;
-  auto diff = tools::DiffViews(args[0], args[1], args[2]);
+  index::ReaderOptions ro;
+  if (!ResolveIndexArg("view diff", &args[0], co, &ro, &ref)) return kExitFailure;
+  auto diff = tools::DiffViews(args[0], args[1], args[2], ro.resolve_partition);
   if (!diff.ok()) {
     log::Error("view diff: {}", diff.status().message());
     return kExitFailure;
@@ -181,7 +182,7 @@ int RunViewExport(int argc, char** argv) {
     ro.view = args[1];
     return ExportAsIndex(args, ro, out, force);
   }
-  auto ex = tools::ExportView(args[0], args[1]);
+  auto ex = tools::ExportView(args[0], args[1], ro.resolve_partition);
   if (!ex.ok()) {
     log::Error("view export: {}", ex.status().message());
     return kExitFailure;

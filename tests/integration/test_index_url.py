@@ -12,6 +12,8 @@ What each test shows:
     old one open; the old copy is removed by the first use after it is let go;
   - the server unreachable: the cached copy is used, with a warning naming
     the URL and the ETag;
+  - a manifest by URL: its partitions are bundles next to it, fetched from
+    the manifest's URL, each revalidated like the manifest;
   - a server that sends no ETag: the bundle is fetched on every use, never
     revalidated, and the copies it replaces are removed;
   - refused, with a message naming the URL, and nothing left in the cache but
@@ -196,6 +198,46 @@ class HttpsTest(IndexUrlCase):
                             check=1)
             self.assertIn((web.url + "/idx/ca.tar").encode(), p.stderr)
             self.assertEqual(copies(cache), [])
+
+
+class ManifestTest(IndexUrlCase):
+    def test_manifest_by_url_with_bundled_partitions(self):
+        with rs.Nginx(self.served, tls=True) as web:
+            env = dict(os.environ, SSL_CERT_FILE=web.ca_file, CURL_CA_BUNDLE=web.ca_file)
+            stage = self.scratch("stage")
+            parts = []
+            for k, shard in enumerate(self.shards):
+                part = os.path.join(stage, "p%d.tar" % k)  # A directory so named: the ref.
+                run_shardfs("index", "build", "--quiet", "--out", part,
+                            web.url + "/shards/" + os.path.basename(shard), env=env, check=0)
+                run_shardfs("index", "bundle", part,
+                            os.path.join(self.served, "idx", "p%d.tar" % k), check=0)
+                parts.append(part)
+            man = os.path.join(stage, "ds.manifest")
+            run_shardfs("index", "manifest", "--out", man, *parts, check=0)
+            shutil.copyfile(man, os.path.join(self.served, "idx", "ds.manifest"))
+            url = web.url + "/idx/ds.manifest"
+            cache = private_dir(os.path.join(self.scratch("c"), "cache"))
+
+            def idx_requests():
+                return sorted((m, p, s) for m, p, s, _, _ in web.access_entries()
+                              if p.startswith("/idx/"))
+
+            p = run_shardfs("ls", "-R", "--json", "--cache-dir", cache, url, env=env, check=0)
+            self.assertEqual(sorted(o["path"] for o in json_lines(p.stdout)), sorted(self.want))
+            self.assertEqual(idx_requests(), [("GET", "/idx/ds.manifest", 200),
+                                              ("GET", "/idx/p0.tar", 200),
+                                              ("GET", "/idx/p1.tar", 200)])
+            self.assertEqual(len(copies(cache)), 3)
+            mnt = self.scratch("mnt")
+            with Mount(url, mnt, "cache_dir=%s,ca_file=%s,chunk_size=64K" % (cache, web.ca_file)):
+                self.assert_tree(mnt, self.want)
+            heads = [r for r in idx_requests() if r[0] == "HEAD"]
+            self.assertEqual(heads, [("HEAD", "/idx/ds.manifest", 304),
+                                     ("HEAD", "/idx/p0.tar", 304),
+                                     ("HEAD", "/idx/p1.tar", 304)])
+            self.assertEqual(len(copies(cache)), 3)
+            self.assertEqual(leftovers(cache), [])
 
 
 class RefusalTest(IndexUrlCase):
