@@ -14,6 +14,8 @@ What each test shows:
     the URL and the ETag;
   - a manifest by URL: its partitions are bundles next to it, fetched from
     the manifest's URL, each revalidated like the manifest;
+  - four processes using one URL at once with one cache: one GET, three
+    conditional HEADs, one copy;
   - a server that sends no ETag: the bundle is fetched on every use, never
     revalidated, and the copies it replaces are removed;
   - refused, with a message naming the URL, and nothing left in the cache but
@@ -347,6 +349,26 @@ class RefusalTest(IndexUrlCase):
                 with Mount(url, mnt, "cache_dir=" + open_dir):
                     pass
             self.assertIn("writable by others", str(cm.exception))
+
+
+class ConcurrentTest(IndexUrlCase):
+    def test_four_processes_share_one_fetch(self):
+        with rs.Nginx(self.served) as web:
+            self.publish(self.build_remote(web.url, "shards", None), "shared.tar")
+            url = web.url + "/idx/shared.tar"
+            cache = private_dir(os.path.join(self.scratch("c"), "cache"))
+            procs = [subprocess.Popen([SHARDFS, "ls", "-R", "--cache-dir", cache, url],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                     for _ in range(4)]
+            outs = [p.communicate(timeout=120) for p in procs]
+            for p, (out, err) in zip(procs, outs):
+                self.assertEqual(p.returncode, 0, err)
+                self.assertEqual(out, outs[0][0])
+            got = sorted((m, s) for m, p, s, _, _ in web.access_entries()
+                         if p == "/idx/shared.tar")
+            self.assertEqual(got, [("GET", 200)] + [("HEAD", 304)] * 3)
+            self.assertEqual(len(copies(cache)), 1)
+            self.assertEqual(leftovers(cache), [])
 
 
 class NoEtagServer:
