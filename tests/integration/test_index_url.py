@@ -14,6 +14,8 @@ What each test shows:
     the URL and the ETag;
   - a manifest by URL: its partitions are bundles next to it, fetched from
     the manifest's URL, each revalidated like the manifest;
+  - a presigned URL's query is never printed or stored (nor in the mount
+    table);
   - four processes using one URL at once with one cache: one GET, three
     conditional HEADs, one copy;
   - a server that sends no ETag: the bundle is fetched on every use, never
@@ -369,6 +371,32 @@ class ConcurrentTest(IndexUrlCase):
             self.assertEqual(got, [("GET", 200)] + [("HEAD", 304)] * 3)
             self.assertEqual(len(copies(cache)), 1)
             self.assertEqual(leftovers(cache), [])
+
+
+class SecretTest(IndexUrlCase):
+    def test_query_is_never_printed_or_stored(self):
+        with rs.Nginx(self.served) as web:
+            self.publish(self.build_remote(web.url, "shards", None), "signed.tar")
+            secret = "X-Amz-Signature=topsecret0123456789"
+            url = web.url + "/idx/signed.tar?" + secret
+            cache = private_dir(os.path.join(self.scratch("c"), "cache"))
+            p = run_shardfs("ls", "--cache-dir", cache, url, check=0)
+            self.assertNotIn(b"topsecret", p.stderr)
+            p = run_shardfs("ls", "--cache-dir", cache, web.url + "/idx/missing.tar?" + secret,
+                            check=1)
+            self.assertIn(b"missing.tar?<redacted>", p.stderr)
+            self.assertNotIn(b"topsecret", p.stderr)
+            mnt = self.scratch("mnt")
+            with Mount(url, mnt, "cache_dir=" + cache) as m:
+                with open("/proc/self/mountinfo", "rb") as f:
+                    table = f.read()
+                self.assertIn(b"signed.tar?<redacted>", table)
+                self.assertNotIn(b"topsecret", table)
+            self.assertNotIn("topsecret", m.final_log())
+            for root, _, files in os.walk(os.path.join(cache, SUBDIR)):
+                for n in files:
+                    with open(os.path.join(root, n), "rb") as f:
+                        self.assertNotIn(b"topsecret", f.read(), n)
 
 
 class NoEtagServer:
