@@ -153,7 +153,7 @@ int RunIndexInfo(int argc, char** argv) {
   for (size_t i = 0; i < shards; ++i) shard_bytes += r.shards()[i].size;
   if (json) {
     JsonObject o;
-    o.Str("index", r.path())
+    o.Str("index", ref.cached ? ref.shown : r.path())
         .Str("view", r.version().label())
         .UNum("schema_version", r.MetaNumber(index::kMetaSchemaVersion))
         .UNum("shards", shards)
@@ -183,7 +183,8 @@ int RunIndexInfo(int argc, char** argv) {
     }
     return kExitOk;
   }
-  fmt::print("index:          {}\n", r.path());
+  fmt::print("index:          {}\n", ref.cached ? ref.shown : r.path());
+  if (ref.cached) fmt::print("cached copy:    {}\n", r.path());
   fmt::print("view:           {}\n", r.version().label());
   fmt::print("schema version: {}\n", r.Meta(index::kMetaSchemaVersion));
   fmt::print("shards:         {} ({})\n", shards, tools::HumanBytes(shard_bytes));
