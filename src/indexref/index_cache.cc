@@ -311,7 +311,7 @@ Result<IndexCache::Entry> IndexCache::LockEntry(const std::string& key) {
 
 namespace {
 
-// Reads the entry's state file; nullopt if it is missing or not ours.
+// "KEY VALUE" -> (KEY, VALUE); nullopt without a space.
 std::optional<std::pair<std::string, std::string>> SplitLine(std::string_view line) {
   const size_t sp = line.find(' ');
   if (sp == std::string_view::npos) return std::nullopt;
@@ -320,44 +320,41 @@ std::optional<std::pair<std::string, std::string>> SplitLine(std::string_view li
 
 }  // namespace
 
+std::optional<IndexCache::State> IndexCache::ReadState(const Entry& entry) {
+  UniqueFd fd(::openat(entry.dir.get(), kStateFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  std::string text(4096, '\0');
+  const ssize_t n = fd.valid() ? ::read(fd.get(), text.data(), text.size()) : -1;
+  if (n <= 0) return std::nullopt;
+  text.resize(static_cast<size_t>(n));
+  State s;
+  bool magic = false;
+  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) {
+    const std::string_view line(text.data() + at, nl - at);
+    if (line == kStateMagic) {
+      magic = true;
+      continue;
+    }
+    auto kv = SplitLine(line);
+    if (!kv) continue;
+    if (kv->first == "copy") s.copy = kv->second;
+    if (kv->first == "etag") s.etag = kv->second;
+    if (kv->first == "length") s.length = std::strtoull(kv->second.c_str(), nullptr, 10);
+    if (kv->first == "kind") s.manifest = kv->second == "manifest";
+  }
+  struct stat st;
+  if (!magic || !IsCopyName(s.copy) ||
+      ::fstatat(entry.dir.get(), s.copy.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+      !S_ISDIR(st.st_mode)) {
+    return std::nullopt;
+  }
+  return s;
+}
+
 Result<std::string> IndexCache::Obtain(const std::string& key, Source& source) {
   std::lock_guard<std::mutex> lock(mu_);
   SHARDFS_ASSIGN_OR_RETURN(Entry entry, LockEntry(key));
   // The recorded copy, if there is one and it is whole.
-  std::optional<State> state;
-  {
-    UniqueFd fd(::openat(entry.dir.get(), kStateFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    std::string text(4096, '\0');
-    ssize_t n = fd.valid() ? ::read(fd.get(), text.data(), text.size()) : -1;
-    if (n > 0) {
-      text.resize(static_cast<size_t>(n));
-      State s;
-      bool magic = false;
-      size_t at = 0;
-      while (at < text.size()) {
-        size_t nl = text.find('\n', at);
-        if (nl == std::string::npos) break;
-        std::string_view line(text.data() + at, nl - at);
-        at = nl + 1;
-        if (line == kStateMagic) {
-          magic = true;
-          continue;
-        }
-        auto kv = SplitLine(line);
-        if (!kv) continue;
-        if (kv->first == "copy") s.copy = kv->second;
-        if (kv->first == "etag") s.etag = kv->second;
-        if (kv->first == "length") s.length = std::strtoull(kv->second.c_str(), nullptr, 10);
-        if (kv->first == "kind") s.manifest = kv->second == "manifest";
-      }
-      struct stat st;
-      if (magic && IsCopyName(s.copy) &&
-          ::fstatat(entry.dir.get(), s.copy.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-          S_ISDIR(st.st_mode)) {
-        state = s;
-      }
-    }
-  }
+  const std::optional<State> state = ReadState(entry);
   if (state && !state->etag.empty()) {
     Result<bool> same = source.Unchanged(*state);
     if (same.ok() && *same) {

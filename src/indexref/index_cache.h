@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,8 @@ class IndexCache {
   Status OpenRoot();  // REQUIRES: mu_ held.
   Result<std::string> Obtain(const std::string& key, Source& source);
   Result<Entry> LockEntry(const std::string& key);
+  // The entry's recorded copy; nullopt if none, or if it is not whole.
+  static std::optional<State> ReadState(const Entry& entry);
   Result<std::string> Install(Entry& entry, Source& source, int body_fd, const std::string& etag,
                               uint64_t length, State* state);
   Result<std::string> Adopt(Entry& entry, const State& state);
