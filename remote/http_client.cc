@@ -207,8 +207,17 @@ class HeadExchange final : public Exchange {
   // With `expect`, the answer must show that object (Check).
   HeadExchange(std::string what, const ExpectedObject* expect = nullptr, bool trust_missing = false)
       : what_(std::move(what)), expect_(expect), trust_missing_(trust_missing) {}
-  void Prepare(Request*) override {}
+  // A conditional HEAD: "If-None-Match: etag", and 304 is an answer.
+  void SetIfNoneMatch(std::string_view etag) { if_none_match_ = etag; }
+  void Prepare(Request* req) override { req->if_none_match = if_none_match_; }
   Verdict Judge(const ResponseHead& h) override {
+    not_modified = false;
+    if (h.status == 304 && !if_none_match_.empty()) {
+      not_modified = true;
+      info.etag = h.etag;
+      info.mtime_ns = MtimeNs(h);
+      return Verdict::Ok();
+    }
     if (h.status != 200) return CommonVerdict(h, what_);
     if (h.content_length < 0) {
       return Verdict::Fail(
@@ -231,11 +240,13 @@ class HeadExchange final : public Exchange {
   Verdict Finish(const ResponseHead&) override { return Verdict::Ok(); }
 
   ObjectInfo info;
+  bool not_modified = false;
 
  private:
   std::string what_;
   const ExpectedObject* expect_;
   bool trust_missing_;
+  std::string if_none_match_;
 };
 
 class StreamExchange final : public Exchange {
@@ -389,6 +400,15 @@ Status HttpClient::Check(const RemoteUrl& url, const ExpectedObject& object) {
 Result<ObjectInfo> HttpClient::Head(const RemoteUrl& url) {
   HeadExchange ex(url.Redacted());
   SHARDFS_RETURN_IF_ERROR(impl_->Run(url, {}, /*head_only=*/true, ex));
+  return ex.info;
+}
+
+Result<ObjectInfo> HttpClient::Revalidate(const RemoteUrl& url, std::string_view etag,
+                                          bool* not_modified) {
+  HeadExchange ex(url.Redacted());
+  ex.SetIfNoneMatch(etag);
+  SHARDFS_RETURN_IF_ERROR(impl_->Run(url, {}, /*head_only=*/true, ex));
+  *not_modified = ex.not_modified;
   return ex.info;
 }
 

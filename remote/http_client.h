@@ -127,6 +127,12 @@ class HttpClient {
   // Last-Modified) and total: a change mid-stream is Corruption.
   Result<ObjectInfo> GetStream(const RemoteUrl& url, const Sink& sink);
 
+  // A HEAD with "If-None-Match: etag" (REQUIRES: etag not empty): whether
+  // the object is still the one with that ETag. 304: *not_modified = true
+  // (the info holds what the server sent, often only the ETag). 200: false,
+  // with its size, ETag and Last-Modified as Head's. Other answers as Head.
+  Result<ObjectInfo> Revalidate(const RemoteUrl& url, std::string_view etag, bool* not_modified);
+
   // GET of a small body (at most max_bytes, else IoError): for S3 listings.
   // `query` is appended to the request URL as given (see S3Query). 2xx only.
   Status GetText(const RemoteUrl& url, std::string_view query, std::string* body,

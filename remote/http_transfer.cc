@@ -245,6 +245,7 @@ curl_slist* HttpClient::Impl::SetUpTransfer(const RemoteUrl& url, const std::str
   curl_slist* headers = nullptr;
   auto add_header = [&](const std::string& h) { headers = curl->slist_append(headers, h.c_str()); };
   if (!req.if_match.empty()) add_header("If-Match: " + req.if_match);
+  if (!req.if_none_match.empty()) add_header("If-None-Match: " + req.if_none_match);
   std::string sigv4;
   if (url.is_s3() && config.sign) {
     // libcurl 7.88 neither adds x-amz-content-sha256 (servers answer 400

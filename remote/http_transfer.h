@@ -55,8 +55,9 @@ struct Verdict {
 };
 
 struct Request {
-  std::string range;     // "first-last" or "first-"; empty: no Range.
-  std::string if_match;  // Empty: no If-Match.
+  std::string range;          // "first-last" or "first-"; empty: no Range.
+  std::string if_match;       // Empty: no If-Match.
+  std::string if_none_match;  // Empty: no If-None-Match.
 };
 
 // An HTTP date (Retry-After, Last-Modified) as seconds since the epoch; -1

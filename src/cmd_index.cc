@@ -12,6 +12,7 @@
 #include "index/index_reader.h"
 #include "src/command.h"
 #include "tools/index_build.h"
+#include "tools/index_bundle.h"
 #include "tools/index_manifest.h"
 #include "tools/progress.h"
 
@@ -138,15 +139,18 @@ int RunIndexManifest(int argc, char** argv) {
 int RunIndexInfo(int argc, char** argv) {
   bool json = false;
   index::ReaderOptions ro;
-  const CommandLine cl{
-      "index info",
-      "INDEX",
-      {{"json", 0, nullptr, "JSON lines: the index, then one per shard", SetFlag(&json)},
-       ViewOption(&ro.view)},
-      Operands::kAfterOptions};
+  indexref::IndexCacheOptions co;
+  CommandLine cl{"index info",
+                 "INDEX",
+                 {{"json", 0, nullptr, "JSON lines: the index, then one per shard", SetFlag(&json)},
+                  ViewOption(&ro.view)},
+                 Operands::kAfterOptions};
+  std::ranges::move(IndexCacheOptions(&co), std::back_inserter(cl.options));
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 1) return UsageError("index info", "expected one INDEX");
+  indexref::IndexRef ref;
+  if (!ResolveIndexArg("index info", &args[0], co, &ro, &ref)) return kExitFailure;
   auto reader = index::IndexReader::Open(args[0], ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());
@@ -160,7 +164,7 @@ int RunIndexInfo(int argc, char** argv) {
   for (size_t i = 0; i < shards; ++i) shard_bytes += r.shards()[i].size;
   if (json) {
     JsonObject o;
-    o.Str("index", r.path())
+    o.Str("index", ref.cached ? ref.shown : r.path())
         .Str("view", r.version().label())
         .UNum("schema_version", r.MetaNumber(index::kMetaSchemaVersion))
         .UNum("shards", shards)
@@ -195,7 +199,8 @@ int RunIndexInfo(int argc, char** argv) {
     }
     return kExitOk;
   }
-  fmt::print("index:          {}\n", r.path());
+  fmt::print("index:          {}\n", ref.cached ? ref.shown : r.path());
+  if (ref.cached) fmt::print("cached copy:    {}\n", r.path());
   fmt::print("view:           {}\n", r.version().label());
   fmt::print("schema version: {}\n", r.Meta(index::kMetaSchemaVersion));
   fmt::print("shards:         {} ({})\n", shards, tools::HumanBytes(shard_bytes));
@@ -220,6 +225,18 @@ int RunIndexInfo(int argc, char** argv) {
                  mp.part.empty() ? "" : fmt::format(", part {}", mp.part),
                  parts[p] ? fmt::format(", {}", tools::HumanBytes(parts[p]->DiskBytes())) : "");
     }
+  }
+  return kExitOk;
+}
+
+int RunIndexBundle(int argc, char** argv) {
+  const CommandLine cl{"index bundle", "INDEX OUT.tar", {}, Operands::kAfterOptions};
+  std::vector<std::string> args;
+  if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
+  if (args.size() != 2) return UsageError("index bundle", "expected INDEX OUT.tar");
+  if (Status s = tools::WriteIndexBundle(args[0], args[1]); !s.ok()) {
+    log::Error("index bundle: {}", s.message());
+    return kExitFailure;
   }
   return kExitOk;
 }

@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <ctime>
+#include <iterator>
 
 #include "base/json_writer.h"
 #include "base/log.h"
@@ -178,18 +180,48 @@ Option ViewOption(std::string* view) {
   return {"view", 0, "VIEW", "a view or version instead of default", SetString(view)};
 }
 
+std::vector<Option> IndexCacheOptions(indexref::IndexCacheOptions* o) {
+  return {{"cache-dir", 0, "DIR", "where an index by URL is cached (default /var/cache/shardfs)",
+           SetString(&o->cache_dir)},
+          {"max-index-size", 0, "SIZE", "an index by URL is at most SIZE (default 64G)",
+           cli::SetNonZeroSize(&o->max_index_size, "--max-index-size needs a size such as 64G")}};
+}
+
+bool ResolveIndexArg(const char* command, std::string* index, const indexref::IndexCacheOptions& o,
+                     index::ReaderOptions* ro, indexref::IndexRef* ref) {
+  index::ReaderOptions unused;
+  Result<indexref::IndexRef> r = indexref::ResolveIndex(*index, o, ro ? ro : &unused);
+  if (!r.ok()) {
+    log::Error("{}: {}", command, r.status().message());
+    return false;
+  }
+  *ref = std::move(r).value();
+  *index = ref->path;
+  return true;
+}
+
+bool WritableIndexArg(const char* command, const std::string& index) {
+  Status s = indexref::RefuseFetchedIndex(index, command);
+  if (!s.ok()) log::Error("{}", s.message());
+  return s.ok();
+}
+
 int RunLs(int argc, char** argv) {
   bool json = false, recursive = false;
   index::ReaderOptions ro;
-  const CommandLine cl{"ls",
-                       "INDEX [PATH]",
-                       {{"recursive", 'R', nullptr, "the whole subtree", SetFlag(&recursive)},
-                        {"json", 0, nullptr, "one JSON object per entry", SetFlag(&json)},
-                        ViewOption(&ro.view)},
-                       Operands::kAfterOptions};
+  indexref::IndexCacheOptions co;
+  CommandLine cl{"ls",
+                 "INDEX [PATH]",
+                 {{"recursive", 'R', nullptr, "the whole subtree", SetFlag(&recursive)},
+                  {"json", 0, nullptr, "one JSON object per entry", SetFlag(&json)},
+                  ViewOption(&ro.view)},
+                 Operands::kAfterOptions};
+  std::ranges::move(IndexCacheOptions(&co), std::back_inserter(cl.options));
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.empty() || args.size() > 2) return UsageError("ls", "expected INDEX [PATH]");
+  indexref::IndexRef ref;
+  if (!ResolveIndexArg("ls", &args[0], co, &ro, &ref)) return kExitFailure;
   auto reader = IndexReader::Open(args[0], ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());
@@ -219,14 +251,18 @@ int RunLs(int argc, char** argv) {
 int RunStat(int argc, char** argv) {
   bool json = false;
   index::ReaderOptions ro;
-  const CommandLine cl{
+  indexref::IndexCacheOptions co;
+  CommandLine cl{
       "stat",
       "INDEX PATH [PATH...]",
       {{"json", 0, nullptr, "one JSON object per path", SetFlag(&json)}, ViewOption(&ro.view)},
       Operands::kAfterOptions};
+  std::ranges::move(IndexCacheOptions(&co), std::back_inserter(cl.options));
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() < 2) return UsageError("stat", "expected INDEX PATH...");
+  indexref::IndexRef ref;
+  if (!ResolveIndexArg("stat", &args[0], co, &ro, &ref)) return kExitFailure;
   auto reader = IndexReader::Open(args[0], ro);
   if (!reader.ok()) {
     log::Error("{}", reader.status().message());

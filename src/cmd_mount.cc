@@ -29,6 +29,7 @@
 #include "src/cli/mount_options.h"
 #include "src/command.h"
 #include "src/fuse_adapter.h"
+#include "src/indexref/index_ref.h"
 #include "src/kernel_mount.h"
 #include "src/mount/chunk_cache.h"
 #include "src/mount/control_server.h"
@@ -100,7 +101,11 @@ struct MountArgs {
   bool foreground = false;
   bool check = false;
   bool allow_missing = false;
+  // The local index (or manifest) to open, and what messages name: the
+  // argument (a URL redacted). `ref` holds a fetched copy in use.
   std::string index;
+  std::string shown;
+  indexref::IndexRef ref;
   std::string mountpoint;
   MountOptions options;
 };
@@ -124,7 +129,7 @@ bool ShardsInPlace(const MountArgs& a, const index::IndexReader& r) {
     log::Error(
         "index {}: none of its {} shards is where the index says (the first: {}); were "
         "they moved? Not mounting (--allow-missing-shards mounts anyway)",
-        a.index, r.shards().size(), first_missing);
+        a.shown, r.shards().size(), first_missing);
     return false;
   }
   return true;
@@ -250,7 +255,7 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
     log::Error(
         "index {}: built without checksums (--no-checksum); verify=first|always needs "
         "them",
-        a.index);
+        a.shown);
     return kExitFailure;
   }
   MountOptions options = a.options;
@@ -272,7 +277,7 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
   mount::Filesystem fs(std::move(reader).value(), options.fs);
   if (!ShardsInPlace(a, fs.reader())) return kExitFailure;
   if (a.check && !ShardsPassCheck(a, fs, fetcher->get())) return kExitFailure;
-  std::string fsname = a.index;  // Absolute and normal already.
+  std::string fsname = a.shown;  // Absolute and normal already, or a redacted URL.
   mount::ControlServer control(&fs, fetcher->get(), a.mountpoint);
   Status s = ServeFuse(&fs, options, a.mountpoint, fsname, [&]() -> Status {
     // No mount without its control socket: `shardfs stats` and `cache warm`
@@ -321,7 +326,9 @@ int ParseMountArgs(int argc, char** argv, MountArgs* a) {
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 2) return UsageError("mount", "expected INDEX MOUNTPOINT");
   std::error_code ec;
-  a->index = std::filesystem::absolute(args[0], ec).lexically_normal().string();
+  a->index = indexref::IsIndexUrl(args[0])
+                 ? args[0]
+                 : std::filesystem::absolute(args[0], ec).lexically_normal().string();
   if (!ec) {
     a->mountpoint = std::filesystem::absolute(args[1], ec).lexically_normal().string();
   }
@@ -376,7 +383,7 @@ int MountInBackground(const MountArgs& a) {
       if (null > STDERR_FILENO) ::close(null);
     }
     log::UseSyslog("shardfs");
-    log::Info("mounted {} at {}", a.index, a.mountpoint);
+    log::Info("mounted {} at {}", a.shown, a.mountpoint);
     char ok = 1;
     ssize_t unused = ::write(pipefd[1], &ok, 1);
     (void)unused;
@@ -394,6 +401,20 @@ int RunMount(int argc, char** argv) {
     log::Error("{}", s.message());
     return kExitFailure;
   }
+  // An index by URL (or bundle) is fetched here, before the daemon forks:
+  // errors reach the user, and the child inherits the hold on the copy.
+  indexref::IndexCacheOptions co;
+  co.cache_dir = a.options.cache_dir;
+  co.fetch = a.options.fetch.fetch;
+  co.max_index_size = a.options.max_index_size;
+  Result<indexref::IndexRef> ref = indexref::ResolveIndex(a.index, co, &a.options.reader);
+  if (!ref.ok()) {
+    log::Error("mount {}: {}", a.mountpoint, ref.status().message());
+    return kExitFailure;
+  }
+  a.ref = std::move(ref).value();
+  a.index = a.ref.path;
+  a.shown = a.ref.shown;
   if (a.options.kernel != cli::KernelMode::kOff) {
     s = MountKernel(a.index, a.mountpoint, a.options);
     if (s.ok()) return kExitOk;
@@ -407,7 +428,7 @@ int RunMount(int argc, char** argv) {
                  s.message());
   }
   if (a.foreground) {
-    return MountAndServe(a, [&] { log::Info("mounted {} at {}", a.index, a.mountpoint); });
+    return MountAndServe(a, [&] { log::Info("mounted {} at {}", a.shown, a.mountpoint); });
   }
   return MountInBackground(a);
 }

@@ -2,6 +2,8 @@
 // view) and `shardfs verify`.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "base/log.h"
@@ -35,8 +37,8 @@ void PrintList(log::Level level, std::string_view what, const std::vector<std::s
 }
 
 // Parses the command line into `o`. Returns -1 to go on, else the exit code.
-int ParsePackArgs(int argc, char** argv, tools::PackOptions* o) {
-  const CommandLine cl{
+int ParsePackArgs(int argc, char** argv, tools::PackOptions* o, indexref::IndexCacheOptions* co) {
+  CommandLine cl{
       "pack",
       "SRC_DIR --out OUT_DIR\n--from-index INDEX [--view VIEW] --out OUT_DIR",
       {{"out", 'o', "OUT_DIR", "where the shards and the index go (required)", SetString(&o->out)},
@@ -62,6 +64,7 @@ int ParsePackArgs(int argc, char** argv, tools::PackOptions* o) {
        {"from-index", 0, "INDEX", "pack a view of INDEX instead of a tree",
         SetString(&o->from_index)},
        {"view", 0, "VIEW", "the view to pack (with --from-index)", SetString(&o->view)}}};
+  std::ranges::move(IndexCacheOptions(co), std::back_inserter(cl.options));
   std::vector<std::string> positional;
   if (int rc = ParseArgs(cl, argc, argv, &positional); rc >= 0) return rc;
   if (o->out.empty()) return UsageError("pack", "--out OUT_DIR is required");
@@ -100,8 +103,15 @@ void LogPackSummary(const tools::PackReport& r) {
 
 int RunPack(int argc, char** argv) {
   tools::PackOptions o;
-  if (int rc = ParsePackArgs(argc, argv, &o); rc >= 0) return rc;
+  indexref::IndexCacheOptions co;
+  if (int rc = ParsePackArgs(argc, argv, &o, &co); rc >= 0) return rc;
   if (o.quiet) log::SetLevel(log::Level::kWarning);
+  indexref::IndexRef ref;
+  index::ReaderOptions ro;
+  if (!o.from_index.empty() && !ResolveIndexArg("pack", &o.from_index, co, &ro, &ref)) {
+    return kExitFailure;
+  }
+  o.resolve_partition = ro.resolve_partition;
 
   tools::PackReport r;
   Status s = tools::Pack(o, &r);
@@ -118,19 +128,25 @@ int RunPack(int argc, char** argv) {
 
 int RunVerify(int argc, char** argv) {
   tools::VerifyOptions o;
-  const CommandLine cl{
+  indexref::IndexCacheOptions co;
+  CommandLine cl{
       "verify",
       "INDEX SRC_DIR\n--mounted MOUNTPOINT SRC_DIR",
       {{"mounted", 0, "MOUNTPOINT", "compare a mount instead of an index", SetString(&o.mounted)},
        {"full", 0, nullptr, "compare contents byte for byte", SetFlag(&o.full)},
        {"jobs", 'j', "N", "files compared at once (default: twice the cores)", SetJobs(&o.jobs)},
        {"quiet", 'q', nullptr, "no progress; differences and errors only", SetFlag(&o.quiet)}}};
+  std::ranges::move(IndexCacheOptions(&co), std::back_inserter(cl.options));
   std::vector<std::string> positional;
   if (int rc = ParseArgs(cl, argc, argv, &positional); rc >= 0) return rc;
+  indexref::IndexRef ref;
   if (o.mounted.empty()) {
     if (positional.size() != 2) return UsageError("verify", "expected INDEX SRC_DIR");
     o.index = positional[0];
     o.src = positional[1];
+    index::ReaderOptions ro;
+    if (!ResolveIndexArg("verify", &o.index, co, &ro, &ref)) return kExitFailure;
+    o.resolve_partition = ro.resolve_partition;
   } else {
     if (positional.size() != 1)
       return UsageError("verify", "expected --mounted MOUNTPOINT SRC_DIR");

@@ -49,9 +49,11 @@ std::string JsonStrings(const std::vector<std::string>& items) {
   return out + "]";
 }
 
-// Opens `index` read-only (the latest version of "default"): what listing commands need.
-Result<std::unique_ptr<index::IndexReader>> OpenIndex(const std::string& path) {
-  return index::IndexReader::Open(path);
+// Opens `index` read-only (the latest version of "default"): what listing
+// commands need; `ro` says how a manifest's partitions are found.
+Result<std::unique_ptr<index::IndexReader>> OpenIndex(const std::string& path,
+                                                      const index::ReaderOptions& ro = {}) {
+  return index::IndexReader::Open(path, ro);
 }
 
 }  // namespace
@@ -84,6 +86,7 @@ int RunViewCreate(int argc, char** argv) {
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 2) return UsageError("view create", "expected INDEX NAME");
+  if (!WritableIndexArg("view create", args[0])) return kExitFailure;
   o.index = args[0];
   o.name = args[1];
   Result<tools::ViewCreateReport> r = tools::CreateView(o);
@@ -112,12 +115,16 @@ int RunViewCreate(int argc, char** argv) {
 
 int RunViewLs(int argc, char** argv) {
   bool json = false;
-  const CommandLine cl{
-      "view ls", "INDEX", {{"json", 0, nullptr, "one JSON object", SetFlag(&json)}}};
+  indexref::IndexCacheOptions co;
+  CommandLine cl{"view ls", "INDEX", {{"json", 0, nullptr, "one JSON object", SetFlag(&json)}}};
+  std::ranges::move(IndexCacheOptions(&co), std::back_inserter(cl.options));
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 1) return UsageError("view ls", "expected INDEX");
-  auto reader = OpenIndex(args[0]);
+  indexref::IndexRef ref;
+  index::ReaderOptions ro;
+  if (!ResolveIndexArg("view ls", &args[0], co, &ro, &ref)) return kExitFailure;
+  auto reader = OpenIndex(args[0], ro);
   if (!reader.ok()) return Fail(reader.status());
   const index::Catalog& catalog = (*reader)->catalog();
   auto names = catalog.Names();
@@ -160,13 +167,18 @@ int RunViewLs(int argc, char** argv) {
 
 int RunViewLog(int argc, char** argv) {
   bool json = false;
-  const CommandLine cl{
+  indexref::IndexCacheOptions co;
+  CommandLine cl{
       "view log", "INDEX NAME", {{"json", 0, nullptr, "one JSON object", SetFlag(&json)}}};
+  std::ranges::move(IndexCacheOptions(&co), std::back_inserter(cl.options));
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 2) return UsageError("view log", "expected INDEX NAME");
+  indexref::IndexRef ref;
+  index::ReaderOptions ro;
+  if (!ResolveIndexArg("view log", &args[0], co, &ro, &ref)) return kExitFailure;
   if (Status s = index::CheckViewName(args[1], "view"); !s.ok()) return Fail(s);
-  auto reader = OpenIndex(args[0]);
+  auto reader = OpenIndex(args[0], ro);
   if (!reader.ok()) return Fail(reader.status());
   auto versions = (*reader)->catalog().Versions(args[1]);
   if (!versions.ok()) return Fail(versions.status());
@@ -207,6 +219,7 @@ int RunViewRm(int argc, char** argv) {
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 2) return UsageError("view rm", "expected INDEX NAME[@N]");
+  if (!WritableIndexArg("view rm", args[0])) return kExitFailure;
   auto spec = index::ParseViewSpec(args[1]);
   if (!spec.ok()) return Fail(spec.status());
   if (spec->name == index::kDefaultViewName) {
@@ -242,6 +255,7 @@ int RunViewTag(int argc, char** argv) {
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 3) return UsageError("view tag", "expected INDEX NAME@N TAG");
+  if (!WritableIndexArg("view tag", args[0])) return kExitFailure;
   auto spec = index::ParseViewSpec(args[1]);
   if (!spec.ok()) return Fail(spec.status());
   if (Status s = index::CheckTagName(args[2]); !s.ok()) return Fail(s);
@@ -271,6 +285,7 @@ int RunIndexAdd(int argc, char** argv) {
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() < 2) return UsageError("index add", "expected INDEX SHARD...");
+  if (!WritableIndexArg("index add", args[0])) return kExitFailure;
   o.index = args[0];
   o.inputs.assign(args.begin() + 1, args.end());
   if (o.quiet) log::SetLevel(log::Level::kWarning);

@@ -3,7 +3,9 @@
 // command line and writes the text and JSON forms.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -75,13 +77,18 @@ std::string KeysJsonLines(const tools::ViewExport& ex) {
 // view names cannot start with '-'.
 int RunViewDiff(int argc, char** argv) {
   bool json = false;
-  const CommandLine cl{"view diff",
-                       "INDEX VIEW_A VIEW_B",
-                       {{"json", 0, nullptr, "one JSON object", SetFlag(&json)}}};
+  indexref::IndexCacheOptions co;
+  CommandLine cl{"view diff",
+                 "INDEX VIEW_A VIEW_B",
+                 {{"json", 0, nullptr, "one JSON object", SetFlag(&json)}}};
+  std::ranges::move(IndexCacheOptions(&co), std::back_inserter(cl.options));
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 3) return UsageError("view diff", "expected INDEX VIEW_A VIEW_B");
-  auto diff = tools::DiffViews(args[0], args[1], args[2]);
+  indexref::IndexRef ref;
+  index::ReaderOptions ro;
+  if (!ResolveIndexArg("view diff", &args[0], co, &ro, &ref)) return kExitFailure;
+  auto diff = tools::DiffViews(args[0], args[1], args[2], ro.resolve_partition);
   if (!diff.ok()) {
     log::Error("view diff: {}", diff.status().message());
     return kExitFailure;
@@ -133,7 +140,8 @@ int RunViewExport(int argc, char** argv) {
       return Status::Ok();
     };
   };
-  const CommandLine cl{
+  indexref::IndexCacheOptions co;
+  CommandLine cl{
       "view export",
       "INDEX VIEW --format shards|keys\nINDEX VIEW --format index --out DIR [--rank K --world N]",
       {{"format", 0, "shards|keys|index",
@@ -153,6 +161,7 @@ int RunViewExport(int argc, char** argv) {
           return Status::Ok();
         }},
        {"force", 0, nullptr, "index: replace an index at DIR", SetFlag(&force)}}};
+  std::ranges::move(IndexCacheOptions(&co), std::back_inserter(cl.options));
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 2) return UsageError("view export", "expected INDEX VIEW");
@@ -167,11 +176,13 @@ int RunViewExport(int argc, char** argv) {
   if (rank_set != world_set || (world_set && ro.rank >= ro.world)) {
     return UsageError("view export", "--rank K and --world N go together, with K < N");
   }
+  indexref::IndexRef ref;
+  if (!ResolveIndexArg("view export", &args[0], co, &ro, &ref)) return kExitFailure;
   if (format == "index") {
     ro.view = args[1];
     return ExportAsIndex(args, ro, out, force);
   }
-  auto ex = tools::ExportView(args[0], args[1]);
+  auto ex = tools::ExportView(args[0], args[1], ro.resolve_partition);
   if (!ex.ok()) {
     log::Error("view export: {}", ex.status().message());
     return kExitFailure;

@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "index/index_reader.h"
 #include "src/cli/cli_options.h"
+#include "src/indexref/index_ref.h"
 
 namespace shardfs::tools {
 struct RemoteLimits;
@@ -46,9 +48,25 @@ std::vector<cli::Option> RemoteLimitOptions(tools::RemoteLimits* limits);
 // --view VIEW, for the commands that read one view of an index (cmd_ls.cc).
 cli::Option ViewOption(std::string* view);
 
+// --cache-dir DIR and --max-index-size SIZE, for every command that reads an
+// index, which may be given by URL or as a bundle (cmd_ls.cc).
+std::vector<cli::Option> IndexCacheOptions(indexref::IndexCacheOptions* o);
+
+// Resolves the INDEX argument `*index` in place (src/indexref/index_ref.h):
+// a URL is fetched and a bundle unpacked into the index cache, and `*index`
+// becomes the copy's path, which `*ref` holds; sets ro->resolve_partition
+// (when `ro` is not null). Logs the error and returns false on failure.
+bool ResolveIndexArg(const char* command, std::string* index, const indexref::IndexCacheOptions& o,
+                     index::ReaderOptions* ro, indexref::IndexRef* ref);
+
+// Logs why `command` cannot write into the INDEX argument `index` (a URL or
+// a bundle) and returns false; true for a local index.
+bool WritableIndexArg(const char* command, const std::string& index);
+
 // Commands, defined in cmd_*.cc.
 int RunIndexBuild(int argc, char** argv);
 int RunIndexInfo(int argc, char** argv);
+int RunIndexBundle(int argc, char** argv);
 int RunIndexManifest(int argc, char** argv);
 int RunLs(int argc, char** argv);
 int RunStat(int argc, char** argv);

@@ -45,6 +45,7 @@ const std::vector<Command>& AllCommands() {
       {"index build", "scan tar shards and write an index", RunIndexBuild},
       {"index add", "append shards to an index as a new version of the full tree", RunIndexAdd},
       {"index info", "what an index holds", RunIndexInfo},
+      {"index bundle", "an index as one tar file, to serve by URL", RunIndexBundle},
       {"index manifest", "one tree from several indexes (partitions)", RunIndexManifest},
       {"ls", "list a directory of the indexed tree", RunLs},
       {"stat", "entries of the indexed tree, with their shards and offsets", RunStat},

@@ -280,7 +280,8 @@ Status Pack(const PackOptions& options, PackReport* report) {
   std::unique_ptr<IndexSource> from;
   TreeScan loose;
   if (!options.from_index.empty()) {
-    SHARDFS_ASSIGN_OR_RETURN(from, OpenIndexSource(options.from_index, options.view));
+    SHARDFS_ASSIGN_OR_RETURN(
+        from, OpenIndexSource(options.from_index, options.view, options.resolve_partition));
     SHARDFS_RETURN_IF_ERROR(RefuseOverwritingSource(*from, paths, pattern, options.force));
   } else {
     SHARDFS_ASSIGN_OR_RETURN(loose, Scan(options, paths.src_real, jobs));

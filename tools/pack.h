@@ -75,6 +75,7 @@
 
 #include "base/status.h"
 #include "index/index_writer.h"
+#include "index/manifest.h"
 #include "tools/shard_name.h"  // ParseShardName checks a --name early.
 
 namespace shardfs::tools {
@@ -86,6 +87,9 @@ struct PackOptions {
   // do not apply.
   std::string from_index;
   std::string view;
+  // How a manifest's partitions are found (index/manifest.h); empty: local
+  // paths.
+  index::PartitionResolver resolve_partition;
   std::string out;
   uint64_t shard_size = 1ull << 30;
   uint64_t max_files = 0;               // Members per shard; 0: no limit.

@@ -308,10 +308,12 @@ class PackedVerifier {
 }  // namespace
 
 Result<std::unique_ptr<IndexSource>> OpenIndexSource(const std::string& index_path,
-                                                     const std::string& view) {
+                                                     const std::string& view,
+                                                     const index::PartitionResolver& resolve) {
   auto src = std::make_unique<IndexSource>();
   index::ReaderOptions ro;
   ro.view = view;
+  ro.resolve_partition = resolve;
   SHARDFS_ASSIGN_OR_RETURN(src->reader, index::IndexReader::Open(index_path, ro));
   char* rp = ::realpath(index_path.c_str(), nullptr);
   if (!rp) return Status::FromErrno(errno, index_path);

@@ -28,6 +28,7 @@
 #include "base/fd.h"
 #include "base/status.h"
 #include "index/index_reader.h"
+#include "index/manifest.h"
 #include "tools/source_tree.h"
 
 namespace shardfs::tools {
@@ -45,9 +46,11 @@ struct IndexSource {
 // reader's errors (NotFound for a missing index or view, Corruption for a
 // damaged record, naming the path), or Corruption naming the shard if a
 // shard is missing, not a regular file, or its size or fingerprint differ
-// from the index's.
+// from the index's. `resolve` finds a manifest's partitions
+// (index/manifest.h; empty: local paths).
 Result<std::unique_ptr<IndexSource>> OpenIndexSource(const std::string& index_path,
-                                                     const std::string& view);
+                                                     const std::string& view,
+                                                     const index::PartitionResolver& resolve = {});
 
 // Compares the packed index at `packed_index` with `source`, entry by entry
 // (paths, types, mode, owner, mtime, sizes, symlink targets, which names

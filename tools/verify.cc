@@ -179,7 +179,9 @@ class Verifier {
         packed_.push_back(FromMount(std::move(e)));
       }
     } else {
-      SHARDFS_ASSIGN_OR_RETURN(reader_, index::IndexReader::Open(o_.index));
+      index::ReaderOptions ro;
+      ro.resolve_partition = o_.resolve_partition;
+      SHARDFS_ASSIGN_OR_RETURN(reader_, index::IndexReader::Open(o_.index, ro));
       SHARDFS_RETURN_IF_ERROR(ListIndex(*reader_, &packed_));
       CheckShards();
     }

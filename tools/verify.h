@@ -31,12 +31,16 @@
 #include <vector>
 
 #include "base/status.h"
+#include "index/manifest.h"
 
 namespace shardfs::tools {
 
 struct VerifyOptions {
   std::string index;    // Compare against this index (and its shards), or
   std::string mounted;  // against the tree mounted here. Exactly one is set.
+  // How the index's partitions are found if it is a manifest
+  // (index/manifest.h); empty: local paths.
+  index::PartitionResolver resolve_partition;
   std::string src;
   bool full = false;
   int jobs = 0;  // 0: twice the cores, at least 4.

@@ -166,7 +166,7 @@ ViewDiff DiffEntries(const ViewEntries& a, const ViewEntries& b) {
 }
 
 Result<ViewDiff> DiffViews(const std::string& index_path, const std::string& spec_a,
-                           const std::string& spec_b) {
+                           const std::string& spec_b, const index::PartitionResolver& resolve) {
   ViewEntries sides[2];
   std::string names[2];
   Status status[2];
@@ -176,6 +176,7 @@ Result<ViewDiff> DiffViews(const std::string& index_path, const std::string& spe
     const std::string& spec = *specs[k];
     index::ReaderOptions options;
     options.view = spec;
+    options.resolve_partition = resolve;
     auto reader = IndexReader::Open(index_path, options);
     if (!reader.ok()) {
       // Open's messages name the index, and the view when it is the problem.

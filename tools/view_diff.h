@@ -117,9 +117,10 @@ ViewDiff DiffEntries(const ViewEntries& a, const ViewEntries& b);
 
 // Opens `spec_a` and `spec_b` of the index at `index_path` and diffs them.
 // NotFound naming the index and the view when a spec does not resolve; other
-// errors name the index and the view being read.
+// errors name the index and the view being read. `resolve` finds a
+// manifest's partitions (index/manifest.h; empty: local paths).
 Result<ViewDiff> DiffViews(const std::string& index_path, const std::string& spec_a,
-                           const std::string& spec_b);
+                           const std::string& spec_b, const index::PartitionResolver& resolve = {});
 
 // The text form: one line per change, sorted by the (first) path it names,
 //   + PATH           added

@@ -35,9 +35,11 @@ struct WantedFile {
 };
 
 Result<std::unique_ptr<IndexReader>> OpenView(const std::string& index_path,
-                                              const std::string& spec) {
+                                              const std::string& spec,
+                                              const index::PartitionResolver& resolve) {
   index::ReaderOptions options;
   options.view = spec;
+  options.resolve_partition = resolve;
   auto reader = IndexReader::Open(index_path, options);
   // Open's messages name the index, and the view when it is the problem.
   if (reader.ok() || spec.empty() || reader.status().message().find(spec) != std::string::npos) {
@@ -105,8 +107,9 @@ std::vector<ExportShard> GroupKeys(std::vector<ShardFile> files) {
   return out;
 }
 
-Result<ViewExport> ExportView(const std::string& index_path, const std::string& spec) {
-  SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<IndexReader> view, OpenView(index_path, spec));
+Result<ViewExport> ExportView(const std::string& index_path, const std::string& spec,
+                              const index::PartitionResolver& resolve) {
+  SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<IndexReader> view, OpenView(index_path, spec, resolve));
   ViewExport ex;
   ex.view = ViewNameOf(*view);
   auto context = [&](const Status& s) {
@@ -141,13 +144,15 @@ Result<ViewExport> ExportView(const std::string& index_path, const std::string& 
       return std::any_of(wanted.begin(), wanted.end(),
                          [](const WantedFile& w) { return !w.found; });
     };
-    SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<IndexReader> latest, OpenView(index_path, ""));
+    SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<IndexReader> latest,
+                             OpenView(index_path, "", resolve));
     s = TakeTarPaths(*latest, &wanted, &files);
     if (!s.ok()) return context(s.WithContext("reading default"));
     // Earlier versions of default, newest first, for files index add replaced.
     for (uint64_t v = DefaultVersion(ViewNameOf(*latest)); v > 1 && missing(); --v) {
       std::string older = fmt::format("default@{}", v - 1);
-      SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<IndexReader> r, OpenView(index_path, older));
+      SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<IndexReader> r,
+                               OpenView(index_path, older, resolve));
       s = TakeTarPaths(*r, &wanted, &files);
       if (!s.ok()) return context(s.WithContext(fmt::format("reading {}", older)));
     }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "index/manifest.h"
 
 namespace shardfs::tools {
 
@@ -60,8 +61,10 @@ std::vector<ExportShard> GroupKeys(std::vector<ShardFile> files);
 // Opens view `spec` of the index at `index_path` (and default) and exports
 // it. NotFound naming the index and the view when `spec` does not resolve;
 // Corruption naming the index, the view and the inode when a file of the
-// view is in no version of default.
-Result<ViewExport> ExportView(const std::string& index_path, const std::string& spec);
+// view is in no version of default. `resolve` finds a manifest's partitions
+// (index/manifest.h; empty: local paths).
+Result<ViewExport> ExportView(const std::string& index_path, const std::string& spec,
+                              const index::PartitionResolver& resolve = {});
 
 // "PATH\n" per shard of `ex`.
 std::string FormatShardList(const ViewExport& ex);

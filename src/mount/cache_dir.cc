@@ -34,12 +34,8 @@ std::string UserName(uid_t uid) {
   return fmt::format("uid {}", uid);
 }
 
-// Opens directory `name` under `at` (AT_FDCWD: a path) without following a
-// symbolic link in its place, creating it 0700 if it is missing (only it: a
-// mistyped parent should fail, not be made). Refuses one that another user
-// owns or that group or others may write to: whoever can write there could
-// plant chunk files, and the XXH3 sums in them are no defence against a
-// forger. `shown` names it in errors.
+}  // namespace
+
 Result<UniqueFd> OpenPrivateDir(int at, const char* name, const std::string& shown) {
   constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
   UniqueFd fd(::openat(at, name, kFlags));
@@ -83,6 +79,8 @@ Result<UniqueFd> OpenPrivateDir(int at, const char* name, const std::string& sho
   }
   return fd;
 }
+
+namespace {
 
 // Whether directory `dir_fd` has no entries but . and ..
 Result<bool> IsEmptyDir(int dir_fd, const std::string& shown) {

@@ -33,6 +33,14 @@ struct CacheDir {
 // locked.
 Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir);
 
+// Opens directory `name` under `at` (AT_FDCWD: a path) without following a
+// symbolic link in its place, creating it 0700 if it is missing (only it: a
+// mistyped parent should fail, not be made). Refuses one that another user
+// owns or that group or others may write to: whoever can write there could
+// plant files the mount would trust. `shown` names it in errors, after
+// "cache_dir ". Also used by the index cache (src/indexref/index_cache.h).
+Result<UniqueFd> OpenPrivateDir(int at, const char* name, const std::string& shown);
+
 // "<idhash>-<index>-<gen>.chunk" (hex): a chunk file's name.
 std::string FormatChunkName(uint64_t id_hash, uint64_t index, uint64_t gen);
 // Parses a chunk file's name; false if `name` is not one.
