@@ -276,15 +276,15 @@ class LoaderJobs:
     def wait_for(self, key, timeout, ranks=None):
         """Waits until every job (of `ranks`) printed a line with `key`; returns those lines.
         Fails with the job's log if one ends first or time runs out."""
-        ranks = range(len(self.procs)) if ranks is None else ranks
+        ranks = list(range(len(self.procs)) if ranks is None else ranks)
         end = time.monotonic() + timeout
         with self._cv:
             while True:
                 got = [self._first(k, key) for k in ranks]
                 if all(got):
                     return got
-                for k in ranks:
-                    if got[list(ranks).index(k)] is None and self._first(k, "eof"):
+                for k, line in zip(ranks, got):
+                    if line is None and self._first(k, "eof"):
                         raise RuntimeError("rank %d's loader ended before %r: %s" % (
                             k, key, self.log(k)))
                 left = end - time.monotonic()

@@ -77,19 +77,26 @@ class ClusterRehearsalTest(tl.ScratchTestCase):
                 with open(os.path.join(d, n), "rb") as f:
                     data = f.read()
                 cls.source["train/c%02d/%s" % (c, n)] = (len(data), zlib.crc32(data))
-        cls.run_rehearsal(os.path.join(cls.tmp, "v.idx"))
+        cls.run_rehearsal(cls.local_index)
         sys.stderr.write("cluster rehearsal: %.1f s in all\n" % (time.monotonic() - start))
         sys.stderr.write(rig.format_summary(cls.summary, CHUNK) + "\n")
 
     @classmethod
-    def run_rehearsal(cls, index):
-        """The rehearsal over `index` (built here from the s3:// URLs): every fact the tests
-        check is gathered into class attributes, the mounts and servers are gone after."""
+    def local_index(cls, s3):
+        """The index the ranks mount: one local index of the shards' s3:// URLs. Another
+        make_index (a partition manifest, an index by URL) is a drop-in for run_rehearsal."""
+        return rig.build_s3_index(tl.SHARDFS, s3, "train/", os.path.join(cls.tmp, "v.idx"))
+
+    @classmethod
+    def run_rehearsal(cls, make_index):
+        """The rehearsal over make_index(s3) (what mount, ls and view create take), once the
+        shards are on the store: every fact the tests check is gathered into class
+        attributes; the mounts and servers are gone after."""
         work = os.path.join(cls.tmp, "work")
         os.mkdir(work)
         with rs.S3Server() as s3:
             rig.upload_shards(s3, cls.shard_files, "train/")
-            rig.build_s3_index(tl.SHARDFS, s3, "train/", index)
+            index = make_index(s3)
             tl.view_create(index, VIEW, "--exclude", LEFT_OUT, "-m", "one class out")
             cls.files = rig.view_files(tl.SHARDFS, index, VIEW)
             cls.shards = rig.shard_table(tl.SHARDFS, index)

@@ -142,6 +142,17 @@ def run_cluster(a, scratch):
     ddir, meta = jpeg_dataset(a, scratch)
     tree = os.path.join(ddir, "tree")
     shards, pack_s, pack_cached = shuffled_pack(a, ddir, tree, scratch)
+    if len(shards) < a.world:
+        raise BenchError(f"{len(shards)} shards for {a.world} ranks: a rank would hold "
+                         "nothing; lower --shard-size (a few shards per rank balance best)")
+    try:
+        return run_store_and_ranks(a, scratch, ddir, meta, shards, pack_s, pack_cached)
+    except RuntimeError as e:  # The rig's: a server, mount or job that failed.
+        raise BenchError(str(e))
+
+
+def run_store_and_ranks(a, scratch, ddir, meta, shards, pack_s, pack_cached):
+    tree = os.path.join(ddir, "tree")
     build = {"pack_seconds": pack_s, "pack_cached": pack_cached, "shards": len(shards),
              "shard_bytes": sum(os.path.getsize(s) for s in shards)}
     exclude = a.cluster_exclude or class_names(a.classes)[-1]
