@@ -19,7 +19,8 @@ seconds, then restored. Shown:
   - the outage reached rank 2 (its fetcher retried) and healed without a remount: no read
     failed, its job finished with every sample correct; the other ranks read batches while it
     lasted (timestamps from one monotonic clock).
-Everything is unmounted and stopped, by PID, on the way out. FUSE, node (s3rver) and torch are
+Everything is unmounted and stopped, by PID, on the way out (checked: no mount, daemon or
+loader left). FUSE, node (s3rver) and torch are
 required: the test fails, never skips, without them.
 """
 
@@ -29,6 +30,7 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_testlib as btl  # noqa: E402
 import cluster_rig as rig  # noqa: E402
 import remote_servers as rs  # noqa: E402
 import shardfs_testlib as tl  # noqa: E402
@@ -224,6 +226,10 @@ class ClusterRehearsalTest(tl.ScratchTestCase):
         # Rank 2 went on after the outage, on the same mount.
         after = [b for b in self.batches[OUTAGE_RANK] if b["t"] > t1]
         self.assertGreater(len(after), 0, self.summary["timeline"])
+
+    def test_nothing_left(self):
+        self.assertEqual(btl.mounts_under(self.tmp), [])
+        self.assertEqual(btl.processes_mentioning(self.tmp), [], "daemons or loaders left")
 
 
 if __name__ == "__main__":
