@@ -51,13 +51,15 @@ def add_args(ap):
                     help="measure a real torch DataLoader over torchvision ImageFolder instead "
                     "(issue #15; bench_loader.py): real JPEGs, loose tree vs mount")
     ap.add_argument("--loader-workers", default="2",
-                    help="--loader: DataLoader workers, or a list such as 1,2 (2)")
+                    help="--loader: DataLoader workers, or a list such as 1,2; --cluster: "
+                    "one number, per rank (2)")
     ap.add_argument("--loader-samples", type=int, default=0,
                     help="--loader: samples per run (0: one whole epoch)")
     ap.add_argument("--loader-batch", type=int, default=64, help="--loader: batch size (64)")
     ap.add_argument("--required-rate", type=float, default=0.0,
-                    help="--loader: samples/s the training step consumes; prints whether this "
-                    "machine's data path keeps pace, and with how many workers")
+                    help="--loader, --cluster: samples/s the training step consumes; prints "
+                    "whether this machine's data path keeps pace (--loader: with how many "
+                    "workers; --cluster: the ranks' aggregate)")
     ap.add_argument("--loader-python", default="/usr/bin/python3",
                     help="--loader: the interpreter with torch and torchvision (/usr/bin/python3)")
 

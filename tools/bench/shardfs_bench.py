@@ -37,7 +37,9 @@ bench_images (shards and index, squashfs image, single tar), bench_mounts (proce
 cleanup), bench_workloads (reader runs, their checks, figures), bench_systems (each system checked
 then measured), bench_kernel (shardfs-kernel's image cache), bench_report (table and targets),
 bench_common (constants, log, errors); --views is bench_views, --remote (shards over HTTP, issue
-#14) is bench_remote. bench_plot (--plot) runs under --plot-python, which has matplotlib.
+#14) is bench_remote, --loader (issue #15) bench_loader, --cluster (four rank mounts over one
+object store, issue #26) bench_cluster. bench_plot (--plot) runs under --plot-python, which has
+matplotlib.
 """
 
 import argparse
@@ -51,6 +53,7 @@ from bench_common import ALL_SYSTEMS, DEFAULT_SYSTEMS, fmt_bytes, log, parse_siz
 from bench_dataset import dataset_key, generate_dataset, tree_file_list
 from bench_images import build_single_tar, build_squashfs, pack_or_reuse
 from bench_kernel import KernelImageCache
+import bench_cluster
 import bench_loader
 from bench_mounts import Mount, run_in_scratch
 import bench_plot
@@ -135,10 +138,13 @@ def parse_args(argv):
                     help="measure growth with the file count instead (issue #15; bench_scale.py, "
                     "its own options: --scale 1 --help)")
     bench_loader.add_args(ap)  # --loader and its options (issue #15)
+    bench_cluster.add_args(ap)  # --cluster and its options (issue #26)
     ap.add_argument("--hold", type=float, default=0.0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.loader:
         bench_loader.finish_args(a, ap)
+    if a.cluster:
+        bench_cluster.finish_args(a, ap)
     if a.views and a.remote:
         ap.error("--views and --remote are separate runs")
     if a.files is None:
@@ -160,7 +166,7 @@ def parse_args(argv):
         ap.error("--files, --classes, --reps and --procs must be positive")
     parse_size(a.shard_size)
     if a.plot:
-        if a.views or a.remote:
+        if a.views or a.remote or a.cluster:
             ap.error("--plot draws the main run and --loader only")
         why = bench_plot.unavailable(a.plot_python)
         if why:
@@ -187,6 +193,8 @@ def main(argv):
             return run_remote(a, scratch)
         if a.loader:
             return bench_loader.run_loader(a, scratch)
+        if a.cluster:
+            return bench_cluster.run_cluster(a, scratch)
         return run(a, scratch)
 
     return run_in_scratch(a.workdir, "run-", body, keep=a.keep,
