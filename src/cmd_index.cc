@@ -46,6 +46,10 @@ int RunIndexBuild(int argc, char** argv) {
         SetFlag(&o.checksum, false)},
        {"jobs", 'j', "N", "shards scanned at once (default: one per core)", SetJobs(&o.jobs)},
        {"force", 'F', nullptr, "replace an existing index at INDEX", SetFlag(&o.force)},
+       {"memory", 0, "SIZE",
+        "about the most memory the build takes; members spill to disk beyond it (default: a "
+        "quarter of RAM, at most 4G)",
+        SetNonZeroSize(&o.memory, "--memory needs a size such as 512M or 4G")},
        {"quiet", 'q', nullptr, "no progress and no summary", SetFlag(&o.quiet)},
        {"from-list", 0, "FILE", "also the shards FILE lists, one per line",
         SetString(&o.from_list)},
