@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/strings.h"
+#include "index/bounded_build.h"
 #include "index/index_reader.h"
 #include "src/command.h"
 #include "tools/index_build.h"
@@ -93,6 +94,10 @@ int RunIndexBuild(int argc, char** argv) {
       o.out);
   log::Info("{:.2f}s: {:.0f} entries/s, {}/s", secs, r->members / secs,
             tools::HumanBytes(r->shard_bytes / secs));
+  if (r->bounded) {
+    log::Info("members spilled to disk, joined in {} chunks (--memory {})", r->chunks,
+              tools::HumanBytes(o.memory ? o.memory : index::DefaultBuildMemory()));
+  }
   return kExitOk;
 }
 

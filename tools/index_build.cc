@@ -495,6 +495,7 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
     SpilledMembers spilled{writer.get()};
     AddScans(shards, &scans, &spilled, &report);
     SHARDFS_ASSIGN_OR_RETURN(report.stats, writer->Finish(options.out, wo));
+    report.chunks = writer->chunks();
     report.seconds = since_start();
     return report;
   }

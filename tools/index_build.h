@@ -33,7 +33,8 @@ struct IndexBuildReport {
   uint64_t shards = 0;
   uint64_t members = 0;
   uint64_t shard_bytes = 0;
-  bool bounded = false;   // Built by index::BoundedIndexWriter.
+  bool bounded = false;   // Built by index::BoundedIndexWriter,
+  uint64_t chunks = 0;    // in this many chunks.
   uint64_t rejected = 0;  // Members whose names or types cannot be in a tree.
   std::vector<std::string> rejected_examples;
   double seconds = 0;

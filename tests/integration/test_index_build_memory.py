@@ -87,8 +87,10 @@ class BuildMemoryTest(tl.ScratchTestCase):
             with self.subTest(seed=seed):
                 shards = self.shards(seed)
                 out = self.scratch("out")
-                self.build(shards, os.path.join(out, "mem"))
-                self.build(shards, os.path.join(out, "spill"), "--memory", "64K")
+                p = self.build(shards, os.path.join(out, "mem"))
+                self.assertNotIn(b"chunks", p.stderr)
+                p = self.build(shards, os.path.join(out, "spill"), "--memory", "64K")
+                self.assertRegex(p.stderr, rb"spilled to disk, joined in \d\d+ chunks")
                 self.build(shards, os.path.join(out, "spill2"), "--memory", "256K", "--jobs", "2")
                 want = tl.ls_json(os.path.join(out, "mem"))
                 self.assertGreater(len(want), 3000)
@@ -110,9 +112,10 @@ class BuildMemoryTest(tl.ScratchTestCase):
 
         def warnings(p):
             return [line for line in p.stderr.splitlines()
-                    if "indexed" not in line and "entries/s" not in line]
+                    if b"indexed" not in line and b"entries/s" not in line
+                    and b"chunks" not in line]
         self.assertEqual(warnings(a), warnings(b))
-        self.assertTrue(any("could not be placed" in line for line in warnings(a)))
+        self.assertTrue(any(b"could not be placed" in line for line in warnings(a)))
 
     def test_a_corrupt_shard_leaves_nothing(self):
         shards = self.shards(5, count=4)
@@ -126,7 +129,7 @@ class BuildMemoryTest(tl.ScratchTestCase):
         p = tl.run_shardfs("index", "build", "--out", os.path.join(out, "idx"), "--memory", "64K",
                            "--jobs", "1", *shards, bad)
         self.assertEqual(p.returncode, 1, p.stderr)
-        self.assertIn("zz-bad.tar", p.stderr)
+        self.assertIn(b"zz-bad.tar", p.stderr)
         self.assertEqual(os.listdir(out), [])
 
     def test_memory_needs_a_size(self):
@@ -136,7 +139,7 @@ class BuildMemoryTest(tl.ScratchTestCase):
             p = tl.run_shardfs("index", "build", "--out", os.path.join(out, "idx"),
                                "--memory", bad, *shards)
             self.assertEqual(p.returncode, 2, p.stderr)
-            self.assertIn("--memory", p.stderr)
+            self.assertIn(b"--memory", p.stderr)
         self.assertEqual(os.listdir(out), [])
 
 
