@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -13,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "index/external_sort.h"
 #include "index/index_writer.h"
 #include "tests/unit/test_util.h"
 
@@ -230,6 +233,60 @@ TEST_F(BoundedBuildTest, ManyChunks) {
   }
   EXPECT_GT(ExpectSame(inputs, 3), 100u);
   EXPECT_GE(ExpectSame(inputs, 3, 64 << 20), 1u);
+}
+
+}  // namespace
+}  // namespace shardfs::index
+
+namespace shardfs::index {
+namespace {
+
+// Runs from two writers, merged through several levels (a fan-in of 3):
+// every record once, in key order, equal keys in the order of the runs.
+TEST(ExternalSortTest, MergesManyRunsInKeyOrder) {
+  shardfs::testing::TempDir dir;
+  std::atomic<uint64_t> counter{0};
+  RunWriter a(dir.path(), "a", 1, &counter), b(dir.path(), "b", 1, &counter);
+  std::vector<std::pair<std::string, std::string>> want;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 3000; ++i) {
+    const std::string key = fmt::format("k{:05d}", rng() % 2000);
+    const std::string value(rng() % 300, static_cast<char>('a' + i % 26));
+    ASSERT_TRUE((i % 2 ? a : b).Add(key, value).ok());
+    want.emplace_back(key, value);
+  }
+  ASSERT_TRUE(a.Flush().ok());
+  ASSERT_TRUE(b.Flush().ok());
+  std::vector<std::string> runs = a.runs();
+  runs.insert(runs.end(), b.runs().begin(), b.runs().end());
+  EXPECT_GT(runs.size(), 9u);
+  std::vector<std::pair<std::string, std::string>> got;
+  ASSERT_TRUE(MergeRuns(
+                  runs,
+                  [&](std::string_view k, std::string_view v) {
+                    got.emplace_back(k, v);
+                    return Status::Ok();
+                  },
+                  4096, dir.path(), "m", 3)
+                  .ok());
+  std::sort(want.begin(), want.end());
+  std::vector<std::pair<std::string, std::string>> got_sorted = got;
+  std::sort(got_sorted.begin(), got_sorted.end());
+  EXPECT_EQ(got_sorted, want);
+  EXPECT_TRUE(std::is_sorted(got.begin(), got.end(),
+                             [](const auto& x, const auto& y) { return x.first < y.first; }));
+  // A damaged run is an error naming it, not a short merge.
+  const std::string bad = dir.path() + "/bad";
+  {
+    std::FILE* f = std::fopen(bad.c_str(), "wb");
+    std::fputs("\x05\x05k", f);
+    std::fclose(f);
+  }
+  Status s = MergeRuns(
+      {bad}, [](std::string_view, std::string_view) { return Status::Ok(); }, 4096, dir.path(),
+      "m");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("bad"), std::string::npos);
 }
 
 }  // namespace
