@@ -129,6 +129,11 @@ Status RunWriter::Add(std::string_view key, std::string_view value) {
   if (!arena_.empty() && arena_.size() + 4 * starts_.size() + key.size() + value.size() > budget_) {
     SHARDFS_RETURN_IF_ERROR(Flush());
   }
+  if (arena_.capacity() == 0) {
+    // Once, to the budget: growing by doubling would overshoot it.
+    arena_.reserve(budget_ + 64);
+    starts_.reserve(budget_ / 64);
+  }
   starts_.push_back(static_cast<uint32_t>(arena_.size()));
   AppendRecord(key, value, &arena_);
   ++records_;
