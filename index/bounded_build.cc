@@ -147,8 +147,15 @@ class Examples {
 // Joins the chunks' trees into the keys of one tree (see the header).
 class TreeJoiner {
  public:
-  TreeJoiner(const std::vector<ShardMeta>& shards, RunWriter* dirents, RunWriter* inodes)
-      : shards_(shards), dirents_(dirents), inodes_(inodes), shard_bytes_(shards.size(), 0) {}
+  // Directories' 'I' keys go to `dir_inodes`, the others' to `inodes` (in
+  // inode order: their runs need no sort).
+  TreeJoiner(const std::vector<ShardMeta>& shards, RunWriter* dirents, RunWriter* inodes,
+             RunWriter* dir_inodes)
+      : shards_(shards),
+        dirents_(dirents),
+        inodes_(inodes),
+        dir_inodes_(dir_inodes),
+        shard_bytes_(shards.size(), 0) {}
 
   // Replays a chunk (members in tree order, `seqs` their archive positions)
   // and adds its tree.
@@ -201,7 +208,8 @@ class TreeJoiner {
                rec);
   }
   Status PutInode(const EntryRecord& rec) {
-    return Put(inodes_, EncodeInodeKey(kDefaultView, rec.inode, ikey_), rec);
+    return Put(rec.type == EntryType::kDir ? dir_inodes_ : inodes_,
+               EncodeInodeKey(kDefaultView, rec.inode, ikey_), rec);
   }
   void ChildMtime(int64_t mtime_ns) {
     OpenDir& parent = stack_.back();
@@ -224,6 +232,7 @@ class TreeJoiner {
   const std::vector<ShardMeta>& shards_;
   RunWriter* dirents_;
   RunWriter* inodes_;
+  RunWriter* dir_inodes_;
   std::vector<OpenDir> stack_;
   uint64_t next_inode_ = kRootInode.value;
   TreeCounts counts_;
@@ -436,14 +445,16 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
   // so the order of the runs does not matter.
   std::sort(link_spans_.begin(), link_spans_.end());
 
-  // The rest of the budget: a quarter for a chunk, an eighth for each key
-  // sort, a sixteenth for the merges' read buffers.
+  // The rest of the budget: a quarter for a chunk, an eighth for the 'D'
+  // keys and as much for the 'I' keys, a sixteenth for the merges' read
+  // buffers.
   const size_t chunk_budget = static_cast<size_t>(memory_ / 4);
   const size_t read_buffer =
       std::clamp<size_t>(static_cast<size_t>(memory_ / 16 / 64), 16 << 10, 1 << 20);
   RunWriter dirents(dir_, "dirents", static_cast<size_t>(memory_ / 8), &run_counter_);
-  RunWriter inodes(dir_, "inodes", static_cast<size_t>(memory_ / 8), &run_counter_);
-  TreeJoiner joiner(shards_, &dirents, &inodes);
+  RunWriter inodes(dir_, "inodes", static_cast<size_t>(memory_ / 16), &run_counter_);
+  RunWriter dir_inodes(dir_, "dir-inodes", static_cast<size_t>(memory_ / 16), &run_counter_);
+  TreeJoiner joiner(shards_, &dirents, &inodes, &dir_inodes);
 
   std::vector<MemberEntry> chunk;
   std::vector<uint64_t> seqs;
@@ -515,6 +526,9 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
   SHARDFS_RETURN_IF_ERROR(joiner.Finish());
   SHARDFS_RETURN_IF_ERROR(dirents.Flush());
   SHARDFS_RETURN_IF_ERROR(inodes.Flush());
+  SHARDFS_RETURN_IF_ERROR(dir_inodes.Flush());
+  std::vector<std::string> inode_runs = inodes.runs();
+  inode_runs.insert(inode_runs.end(), dir_inodes.runs().begin(), dir_inodes.runs().end());
   phase("tree joined");
   for (const std::string& run : member_runs) ::unlink(run.c_str());
 
@@ -528,14 +542,16 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
   std::sort(small_kvs.begin(), small_kvs.end());
   const std::string shard_bytes_key = EncodeViewKeyPrefix(kDefaultView, kViewBytes);
   const std::string shard_bytes_value = EncodeShardBytes(joiner.shard_bytes());
-  auto merge_into = [&](const RunWriter& runs, const char* prefix, const KvSink& put) {
-    return MergeRuns(runs.runs(), put, read_buffer, dir_, prefix);
+  auto merge_into = [&](const std::vector<std::string>& runs, const char* prefix,
+                        const KvSink& put) {
+    return MergeRuns(runs, put, read_buffer, dir_, prefix);
   };
   const TablePart parts[] = {
-      {"dirents.sst", true, [&](const KvSink& put) { return merge_into(dirents, "dirents", put); }},
+      {"dirents.sst", true,
+       [&](const KvSink& put) { return merge_into(dirents.runs(), "dirents", put); }},
       {"inodes.sst", false,
        [&](const KvSink& put) -> Status {
-         SHARDFS_RETURN_IF_ERROR(merge_into(inodes, "inodes", put));
+         SHARDFS_RETURN_IF_ERROR(merge_into(inode_runs, "inodes", put));
          for (const auto& [key, value] : small_kvs) SHARDFS_RETURN_IF_ERROR(put(key, value));
          return Status::Ok();
        }},

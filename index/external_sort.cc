@@ -125,32 +125,48 @@ RunWriter::RunWriter(std::string dir, std::string prefix, size_t budget_bytes,
       counter_(counter) {}
 
 Status RunWriter::Add(std::string_view key, std::string_view value) {
-  // Each record costs its bytes plus its start in starts_.
-  if (!arena_.empty() && arena_.size() + 4 * starts_.size() + key.size() + value.size() > budget_) {
+  // Each record costs its bytes plus its slot.
+  if (!arena_.empty() &&
+      arena_.size() + sizeof(Slot) * starts_.size() + key.size() + value.size() > budget_) {
     SHARDFS_RETURN_IF_ERROR(Flush());
   }
   if (arena_.capacity() == 0) {
     // Once, to the budget: growing by doubling would overshoot it.
     arena_.reserve(budget_ + 64);
-    starts_.reserve(budget_ / 64);
+    starts_.reserve(budget_ / (sizeof(Slot) + 32));
   }
-  starts_.push_back(static_cast<uint32_t>(arena_.size()));
-  AppendRecord(key, value, &arena_);
+  Slot slot;
+  slot.start = static_cast<uint32_t>(arena_.size());
+  PutVarint64(&arena_, key.size());
+  PutVarint64(&arena_, value.size());
+  slot.key_off = static_cast<uint32_t>(arena_.size() - slot.start);
+  slot.key_len = static_cast<uint32_t>(key.size());
+  arena_.append(key);
+  arena_.append(value);
+  slot.len = static_cast<uint32_t>(arena_.size() - slot.start);
+  char prefix[8] = {};
+  std::memcpy(prefix, key.data(), std::min<size_t>(8, key.size()));
+  slot.prefix = DecodeBigEndian64(prefix);
+  starts_.push_back(slot);
   ++records_;
   return Status::Ok();
 }
 
 Status RunWriter::Flush() {
   if (starts_.empty()) return Status::Ok();
-  auto key_of = [&](uint32_t start) {
-    std::string_view in(arena_.data() + start, arena_.size() - start);
-    uint64_t klen = 0, vlen = 0;
-    GetVarint64(&in, &klen);
-    GetVarint64(&in, &vlen);
-    return in.substr(0, klen);
+  const char* base = arena_.data();
+  // Equal keys keep the order they were added in (their starts). Input in
+  // order already (shards written in tree order, inodes as numbered) costs
+  // one comparison a record.
+  auto less = [base](const Slot& a, const Slot& b) {
+    if (a.prefix != b.prefix) return a.prefix < b.prefix;
+    const int c = std::string_view(base + a.start + a.key_off, a.key_len)
+                      .compare(std::string_view(base + b.start + b.key_off, b.key_len));
+    return c != 0 ? c < 0 : a.start < b.start;
   };
-  std::stable_sort(starts_.begin(), starts_.end(),
-                   [&](uint32_t a, uint32_t b) { return key_of(a) < key_of(b); });
+  if (!std::is_sorted(starts_.begin(), starts_.end(), less)) {
+    std::sort(starts_.begin(), starts_.end(), less);
+  }
   const std::string path = fmt::format("{}/{}-{}", dir_, prefix_, counter_->fetch_add(1));
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd.valid()) return Status::FromErrno(errno, fmt::format("run file {}", path));
@@ -159,13 +175,7 @@ Status RunWriter::Flush() {
   std::string out;
   out.reserve(1 << 20);
   for (size_t k = 0; k < starts_.size(); ++k) {
-    const uint32_t start = starts_[k];
-    std::string_view in(arena_.data() + start, arena_.size() - start);
-    uint64_t klen = 0, vlen = 0;
-    GetVarint64(&in, &klen);
-    GetVarint64(&in, &vlen);
-    const size_t len = static_cast<size_t>(in.data() - (arena_.data() + start)) + klen + vlen;
-    out.append(arena_.data() + start, len);
+    out.append(base + starts_[k].start, starts_[k].len);
     if (out.size() >= (1 << 20) || k + 1 == starts_.size()) {
       if (!WriteFully(fd.get(), out.data(), out.size())) {
         return Status::FromErrno(errno, fmt::format("run file {}", path));
@@ -173,11 +183,9 @@ Status RunWriter::Flush() {
       out.clear();
     }
   }
-  arena_.clear();
-  starts_.clear();
   // Give the memory back: a run's buffer is the writer's whole budget.
   std::string().swap(arena_);
-  std::vector<uint32_t>().swap(starts_);
+  std::vector<Slot>().swap(starts_);
   return Status::Ok();
 }
 

@@ -45,8 +45,17 @@ class RunWriter {
   std::string prefix_;
   size_t budget_;
   std::atomic<uint64_t>* counter_;
+  // Where a record and its key are in arena_, and the key's first bytes
+  // (big-endian, zero-padded), which decide most comparisons alone.
+  struct Slot {
+    uint64_t prefix;
+    uint32_t start;
+    uint32_t key_len;
+    uint32_t key_off;  // From start.
+    uint32_t len;      // The whole record's.
+  };
   std::string arena_;  // Records back to back, as in a run file.
-  std::vector<uint32_t> starts_;
+  std::vector<Slot> starts_;
   std::vector<std::string> runs_;
   uint64_t records_ = 0;
 };
