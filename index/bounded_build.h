@@ -81,8 +81,9 @@ class MemberSpiller {
 class BoundedIndexWriter {
  public:
   // Makes the spill directory beside `out_path` for a build of at most about
-  // `memory` bytes whose members come from `spillers` threads. IoError if it
-  // cannot be made.
+  // `memory` bytes (the process's own ~40 MB included; below 80 MB, half of
+  // it goes to the build) whose members come from `spillers` threads.
+  // IoError if it cannot be made.
   static Result<std::unique_ptr<BoundedIndexWriter>> Create(const std::string& out_path,
                                                             uint64_t memory, int spillers);
   ~BoundedIndexWriter();  // Removes the spill directory.
