@@ -117,6 +117,30 @@ class BuildMemoryTest(tl.ScratchTestCase):
         self.assertEqual(warnings(a), warnings(b))
         self.assertTrue(any(b"could not be placed" in line for line in warnings(a)))
 
+    def test_a_shard_the_walker_hands_to_libarchive_late(self):
+        # A base-256 uid at the end: the header walker declines the shard
+        # after reporting (and the build spilling) its other members, and
+        # the scan starts over through libarchive; what was spilled first
+        # must not count twice.
+        d = self.scratch("late")
+        shard = os.path.join(d, "late.tar")
+        with tarfile.open(shard, "w", format=tarfile.GNU_FORMAT) as tar:
+            for i in range(1500):
+                ti = tarfile.TarInfo("dir%d/f%04d" % (i % 7, i))
+                ti.size = i % 5
+                tar.addfile(ti, io.BytesIO(b"y" * ti.size))
+            ti = tarfile.TarInfo("dir0/big-uid")
+            ti.uid = 2 ** 30
+            tar.addfile(ti)
+        out = self.scratch("out")
+        self.build([shard], os.path.join(out, "mem"))
+        p = self.build([shard], os.path.join(out, "spill"), "--memory", "64K")
+        self.assertIn(b"spilled to disk", p.stderr)
+        want = tl.ls_json(os.path.join(out, "mem"))
+        self.assertEqual(len(want), 1508)
+        self.assertEqual(tl.ls_json(os.path.join(out, "spill")), want)
+        self.assertEqual(sorted(os.listdir(out)), ["mem", "spill"])
+
     def test_a_corrupt_shard_leaves_nothing(self):
         shards = self.shards(5, count=4)
         bad = os.path.join(os.path.dirname(shards[0]), "zz-bad.tar")
