@@ -162,6 +162,13 @@ class TreeJoiner {
   // and adds its tree.
   Status AddChunk(std::vector<MemberEntry>* members, std::vector<uint64_t>* seqs,
                   SparseExtents* extents);
+  // Puts a chunk (members, their positions, extents by member) in archive
+  // order.
+  static void SortByArchiveOrder(std::vector<MemberEntry>* members, std::vector<uint64_t>* seqs,
+                                 SparseExtents* extents);
+  // Replays a chunk in archive order and adds its tree.
+  Status AddTree(const std::vector<MemberEntry>& members, const std::vector<uint64_t>& seqs,
+                 const SparseExtents& extents);
   // Closes every open directory.
   Status Finish() {
     while (!stack_.empty()) SHARDFS_RETURN_IF_ERROR(Pop());
@@ -252,7 +259,16 @@ Status TreeJoiner::AddChunk(std::vector<MemberEntry>* members_ptr, std::vector<u
                             SparseExtents* extents) {
   std::vector<MemberEntry>& members = *members_ptr;
   std::vector<uint64_t>& seqs = *seqs_ptr;
-  // The tree builder replays in the order it is given: archive order.
+  // The tree builder replays in the order it is given: archive order (a
+  // chunk of a shard written in tree order is in it already).
+  if (!std::is_sorted(seqs.begin(), seqs.end())) SortByArchiveOrder(&members, &seqs, extents);
+  return AddTree(members, seqs, *extents);
+}
+
+void TreeJoiner::SortByArchiveOrder(std::vector<MemberEntry>* members_ptr,
+                                    std::vector<uint64_t>* seqs_ptr, SparseExtents* extents) {
+  std::vector<MemberEntry>& members = *members_ptr;
+  std::vector<uint64_t>& seqs = *seqs_ptr;
   std::vector<uint32_t> order(members.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return seqs[a] < seqs[b]; });
@@ -274,6 +290,11 @@ Status TreeJoiner::AddChunk(std::vector<MemberEntry>* members_ptr, std::vector<u
     seqs.swap(seq_by_seq);
     extents->swap(ext_by_seq);
   }
+}
+
+Status TreeJoiner::AddTree(const std::vector<MemberEntry>& members,
+                           const std::vector<uint64_t>& seqs, const SparseExtents& extents_ref) {
+  const SparseExtents* extents = &extents_ref;
   const Tree tree = BuildTree(members);
 
   // The report: counts, and examples by archive position.
