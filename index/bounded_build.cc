@@ -424,8 +424,9 @@ Result<std::unique_ptr<BoundedIndexWriter>> BoundedIndexWriter::Create(const std
   constexpr uint64_t kBaseline = uint64_t{40} << 20;
   memory = memory >= 2 * kBaseline ? memory - kBaseline : memory / 2;
   std::unique_ptr<BoundedIndexWriter> w(new BoundedIndexWriter(dir, memory));
-  // Half the budget for the scanning threads' runs.
-  const size_t per_spiller = static_cast<size_t>(memory / 2 / std::max(1, spillers));
+  // Three eighths of the budget for the scanning threads' runs (their
+  // windows of the shards and their allocations take some more).
+  const size_t per_spiller = static_cast<size_t>(memory * 3 / 8 / std::max(1, spillers));
   for (int i = 0; i < std::max(1, spillers); ++i) {
     w->spillers_.emplace_back(new MemberSpiller(
         w.get(), RunWriter(dir, fmt::format("members-{}", i), per_spiller, &w->run_counter_)));
