@@ -23,10 +23,13 @@
 //
 // Joining: inodes are numbered in tree order as the chunks' nodes stream
 // by; a directory's keys wait on a stack until its subtree is done (its
-// link count and, if implied, its mtime need all of it). Keys go to two more
-// external sorts ('D' keys by parent inode, 'I' keys by inode), merged into
-// the table files that index_publish.h publishes, so every table file is
-// written in one sorted pass, as IndexWriter writes them.
+// link count and, if implied, its mtime need all of it). Keys go to more
+// external sorts ('D' keys by parent inode; 'I' keys by inode, those of
+// files and symlinks already in order), merged into the table files that
+// index_publish.h publishes (SstFileWriter, then one ingest): every table
+// file is written in one sorted pass, as IndexWriter writes them, with no
+// memtable and no compaction, so the database is the in-memory build's,
+// file for file.
 //
 // Spill files live in a temporary directory beside the output (named like
 // a publish's, OUT.tmp-PID-RANDOM), removed when the writer is destroyed,
