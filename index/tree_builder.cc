@@ -112,6 +112,7 @@ class Replayer {
     auto& ex = tree_.report.replaced_examples;
     if (ex.size() < kReportExamples && std::find(ex.begin(), ex.end(), path) == ex.end()) {
       ex.emplace_back(path);
+      tree_.report.replaced_example_members.push_back(current_);
     }
   }
   uint32_t AddName(std::string_view path, uint64_t hash, uint32_t object, uint32_t parent) {
@@ -139,6 +140,7 @@ class Replayer {
   NameTable by_path_;  // Live names only.
   std::string_view last_dir_path_;
   uint32_t last_dir_ = 0;
+  uint32_t current_ = 0;  // The member being replayed.
 };
 
 std::optional<uint32_t> Replayer::ParentOf(uint32_t i, std::string_view path) {
@@ -184,6 +186,7 @@ std::optional<uint32_t> Replayer::LinkTarget(uint32_t i) {
 }
 
 void Replayer::Replay(uint32_t i) {
+  current_ = i;
   const MemberEntry& m = members_[i];
   if (m.path.empty()) {
     if (m.type == EntryType::kDir && !m.is_hardlink) {

@@ -64,6 +64,8 @@ struct ReplayReport {
   // Entries replaced (or directories re-described) by a later member.
   uint64_t replaced = 0;
   std::vector<std::string> replaced_examples;  // The first few distinct paths.
+  // The member that replaced each of replaced_examples first.
+  std::vector<uint32_t> replaced_example_members;
 };
 
 // While members are replayed: what a name refers to, a directory or a file or

@@ -112,14 +112,18 @@ Status TreeEmitter::EmitInodes(const KvSink& put) const {
 }
 
 KeyValues TreeEmitter::MetaKeys(const MetaText& text) const {
-  const TreeCounts& c = tree_.counts;
+  return MetaKeysOf(tree_.counts, AllChecksummed(), AnySparse(), text);
+}
+
+KeyValues MetaKeysOf(const TreeCounts& c, bool all_checksummed, bool any_sparse,
+                     const MetaText& text) {
   KeyValues kvs;
   auto meta = [&](std::string_view name, std::string value) {
     kvs.emplace_back(EncodeMetaKey(name), std::move(value));
   };
   // Version 2 only when a sparse file made it into the tree: older readers
   // keep reading every other index.
-  meta(kMetaSchemaVersion, std::to_string(AnySparse() ? kSparseSchemaVersion : kSchemaVersion));
+  meta(kMetaSchemaVersion, std::to_string(any_sparse ? kSparseSchemaVersion : kSchemaVersion));
   meta(kMetaBuildOptions, text.build_options);
   meta(kMetaCreatedBy, text.created_by);
   meta(kMetaFiles, std::to_string(c.files));
@@ -128,7 +132,7 @@ KeyValues TreeEmitter::MetaKeys(const MetaText& text) const {
   meta(kMetaBytes, std::to_string(c.bytes));
   meta(kMetaMaxInode, std::to_string(c.max_inode));
   // Checksums "xxh3" only if every file that made it into the tree has one.
-  meta(kMetaChecksums, AllChecksummed() ? "xxh3" : "none");
+  meta(kMetaChecksums, all_checksummed ? "xxh3" : "none");
   if (!text.partition.empty()) {
     meta(kMetaPartition, text.partition);
     meta(kMetaPartitionShards, std::to_string(text.partition_shards));

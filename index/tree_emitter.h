@@ -69,6 +69,11 @@ class TreeEmitter {
   const SparseExtents& extents_;
 };
 
+// The 'M' keys of a tree with `counts`, sorted: schema version (2 if
+// `any_sparse`), counts, checksums ("xxh3" if `all_checksummed`), `text`.
+KeyValues MetaKeysOf(const TreeCounts& counts, bool all_checksummed, bool any_sparse,
+                     const MetaText& text);
+
 // How a shard's path is stored: relative to `base` (the index's parent
 // directory, absolute and normal) when the shard lies under it, with
 // kShardPathRelative set; absolute otherwise. A remote shard's URL is stored

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/strings.h"
+#include "index/bounded_build.h"
 #include "index/index_reader.h"
 #include "src/command.h"
 #include "tools/index_build.h"
@@ -48,6 +49,10 @@ int RunIndexBuild(int argc, char** argv) {
         SetFlag(&o.checksum, false)},
        {"jobs", 'j', "N", "shards scanned at once (default: one per core)", SetJobs(&o.jobs)},
        {"force", 'F', nullptr, "replace an existing index at INDEX", SetFlag(&o.force)},
+       {"memory", 0, "SIZE",
+        "about the most memory the build takes; members spill to disk beyond it (default: a "
+        "quarter of RAM, at most 4G)",
+        SetNonZeroSize(&o.memory, "--memory needs a size such as 512M or 4G")},
        {"quiet", 'q', nullptr, "no progress and no summary", SetFlag(&o.quiet)},
        {"from-list", 0, "FILE", "also the shards FILE lists, one per line",
         SetString(&o.from_list)},
@@ -102,6 +107,10 @@ int RunIndexBuild(int argc, char** argv) {
       o.out);
   log::Info("{:.2f}s: {:.0f} entries/s, {}/s", secs, r->members / secs,
             tools::HumanBytes(r->shard_bytes / secs));
+  if (r->bounded) {
+    log::Info("members spilled to disk, joined in {} chunks (--memory {})", r->chunks,
+              tools::HumanBytes(o.memory ? o.memory : index::DefaultBuildMemory()));
+  }
   return kExitOk;
 }
 

@@ -18,6 +18,7 @@
 #include "base/parse.h"
 #include "base/paths.h"
 #include "base/strings.h"
+#include "index/bounded_build.h"
 #include "index/file_kind.h"
 #include "index/member_path.h"
 #include "tools/progress.h"
@@ -41,6 +42,8 @@ struct ShardScan {
   std::vector<std::pair<size_t, std::vector<index::Extent>>> sparse;
   uint64_t rejected = 0;
   std::vector<std::string> rejected_examples;
+  // A bounded build: members go here as they are scanned, not to `members`.
+  index::MemberSpiller* spiller = nullptr;
 };
 
 bool HasGlobChars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
@@ -162,6 +165,7 @@ Status AddMember(ScannedMember&& m, index::ShardId id, const std::string& shown,
   } else {
     e.link_target = std::move(m.link_target);
   }
+  if (out->spiller) return out->spiller->Add(e, m.sparse ? &m.extents : nullptr);
   if (m.sparse) out->sparse.emplace_back(out->members.size(), std::move(m.extents));
   out->members.push_back(std::move(e));
   return Status::Ok();
@@ -192,7 +196,9 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
   };
   // The walker reads the shard once; in the rare case that it then hands
   // the shard to libarchive, what it reported is dropped here.
+  if (out->spiller) out->spiller->BeginShard(id);
   so.restart = [&] {
+    if (out->spiller) out->spiller->RestartShard();
     out->members.clear();
     out->sparse.clear();
     out->rejected = 0;
@@ -217,7 +223,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
     downloaded = std::move(fd).value();
     out->etag = object.etag;
   }
-  if (!downloaded.valid()) ReserveMembers(path, &out->members);
+  if (!downloaded.valid() && !out->spiller) ReserveMembers(path, &out->members);
   auto scan = [&](const std::string& p, const ScanOptions& o,
                   const std::function<Status(ScannedMember &&)>& fn, ShardInfo* info) {
     if (!downloaded.valid()) return ScanTar(p, o, fn, info);
@@ -341,16 +347,18 @@ Status CheckShardFiles(const std::vector<std::string>& shards, uint64_t* bytes) 
 // Scans every shard with `jobs` threads; stops handing out shards after the
 // first failure, which it returns.
 // Shard i gets id first_id + i.
+// With `bounded`, thread t hands its members to bounded->spiller(t).
 Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int jobs,
                   const IndexBuildOptions& options, uint64_t shard_bytes,
-                  std::vector<ShardScan>* scans) {
+                  std::vector<ShardScan>* scans, index::BoundedIndexWriter* bounded = nullptr) {
   scans->assign(shards.size(), ShardScan{});
   Progress progress("index build", "shards", shards.size(), shard_bytes, options.quiet);
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
-  auto worker = [&] {
+  auto worker = [&](int t) {
     for (size_t i; (i = next.fetch_add(1)) < shards.size() && !failed.load();) {
       ShardScan& scan = (*scans)[i];
+      if (bounded) scan.spiller = bounded->spiller(t);
       // An exception must not leave a thread (that would abort): it fails
       // this shard's scan like any other error.
       try {
@@ -367,8 +375,8 @@ Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int
     }
   };
   std::vector<std::thread> threads;
-  for (int t = 1; t < jobs; ++t) threads.emplace_back(worker);
-  worker();
+  for (int t = 1; t < jobs; ++t) threads.emplace_back(worker, t);
+  worker(0);
   for (auto& t : threads) t.join();
   progress.Stop();
   // Shards after a failure may not have been scanned; report the failure.
@@ -427,6 +435,17 @@ struct MemberCollector {
   }
 };
 
+// For a bounded build, whose members the scan already spilled: AddScans
+// registers the shards and adds up the report.
+struct SpilledMembers {
+  index::BoundedIndexWriter* writer;
+  void Reserve(size_t) {}
+  void AddShard(index::ShardMeta meta) { writer->AddShard(std::move(meta)); }
+  size_t member_count() const { return 0; }
+  void AddMembers(HugeVector<index::MemberEntry>&&) {}
+  void SetExtents(size_t, const std::vector<index::Extent>&) {}
+};
+
 // The index published at options.out replaces (with --force) and then
 // removes what was there, so no input may lie there: a shard, a directory
 // given, the --from-list file. InvalidArgument naming both otherwise.
@@ -450,6 +469,16 @@ Status RefuseOutputHoldingInputs(const IndexBuildOptions& options,
     }
   }
   return Status::Ok();
+}
+
+// Whether the in-memory build surely fits in `memory`: every member takes
+// a 512-byte header at least, so the shards' bytes bound the member count.
+// A remote shard's size is not known before it is read: it does not fit.
+bool FitsInMemory(const std::vector<std::string>& shards, uint64_t shard_bytes, uint64_t memory) {
+  for (const std::string& s : shards) {
+    if (IsRemoteInput(s)) return false;
+  }
+  return shard_bytes / 512 <= memory / index::kInMemoryBytesPerMember;
 }
 
 int Jobs(const IndexBuildOptions& options, size_t shards) {
@@ -498,13 +527,6 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
   report.shards = shards.size();
   SHARDFS_RETURN_IF_ERROR(CheckShardFiles(shards, &report.shard_bytes));
 
-  std::vector<ShardScan> scans;
-  SHARDFS_RETURN_IF_ERROR(
-      ScanShards(shards, 0, Jobs(options, shards.size()), options, report.shard_bytes, &scans));
-  log::Debug("index build: scanned {} shards in {:.3f}s", shards.size(), since_start());
-
-  index::IndexWriter writer;
-  AddScans(shards, &scans, &writer, &report);
   index::WriteOptions wo;
   wo.force = options.force;
   wo.build_options =
@@ -515,6 +537,30 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
     wo.partition_shards = report.listed_shards;
     wo.build_options += " part=" + wo.partition;
   }
+
+  const int jobs = Jobs(options, shards.size());
+  std::vector<ShardScan> scans;
+  const uint64_t memory = options.memory ? options.memory : index::DefaultBuildMemory();
+  report.bounded = !FitsInMemory(shards, report.shard_bytes, memory);
+  if (report.bounded) {
+    SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<index::BoundedIndexWriter> writer,
+                             index::BoundedIndexWriter::Create(options.out, memory, jobs));
+    SHARDFS_RETURN_IF_ERROR(
+        ScanShards(shards, 0, jobs, options, report.shard_bytes, &scans, writer.get()));
+    log::Debug("index build: scanned {} shards in {:.3f}s (members spilled)", shards.size(),
+               since_start());
+    SpilledMembers spilled{writer.get()};
+    AddScans(shards, &scans, &spilled, &report);
+    SHARDFS_ASSIGN_OR_RETURN(report.stats, writer->Finish(options.out, wo));
+    report.chunks = writer->chunks();
+    report.seconds = since_start();
+    return report;
+  }
+  SHARDFS_RETURN_IF_ERROR(ScanShards(shards, 0, jobs, options, report.shard_bytes, &scans));
+  log::Debug("index build: scanned {} shards in {:.3f}s", shards.size(), since_start());
+
+  index::IndexWriter writer;
+  AddScans(shards, &scans, &writer, &report);
   SHARDFS_ASSIGN_OR_RETURN(report.stats, writer.Finish(options.out, wo));
   report.seconds = since_start();
   return report;

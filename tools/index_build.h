@@ -47,6 +47,10 @@ struct IndexBuildOptions {
   bool quiet = false;
   RemoteLimits remote;  // S3 listing pages, bytes of a remote shard.
   ShardPart part;       // Only this part of the expanded inputs (BuildIndex).
+  // About the most memory the build takes (0: index::DefaultBuildMemory()).
+  // When the shards may hold more members than fit in it, members are
+  // spilled to disk and the tree built in chunks (index/bounded_build.h).
+  uint64_t memory = 0;
 };
 
 struct IndexBuildReport {
@@ -55,6 +59,8 @@ struct IndexBuildReport {
   uint64_t listed_shards = 0;  // The expanded inputs, before any part is taken.
   uint64_t members = 0;
   uint64_t shard_bytes = 0;
+  bool bounded = false;   // Built by index::BoundedIndexWriter,
+  uint64_t chunks = 0;    // in this many chunks.
   uint64_t rejected = 0;  // Members whose names or types cannot be in a tree.
   std::vector<std::string> rejected_examples;
   double seconds = 0;

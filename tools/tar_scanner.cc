@@ -467,7 +467,22 @@ Status ScanTarFd(const std::string& path, int fd, const ScanOptions& options,
   map.base = static_cast<const char*>(m);
   map.size = info->size;
   if (options.checksum) ::madvise(m, map.size, MADV_SEQUENTIAL);
-  return ScanTarBytes(path, map.base, map.size, options, on_member, info);
+  // The pages the scan has passed are dropped from the mapping as it goes
+  // (they stay in the page cache; a later touch reads them again), so that
+  // a scan's resident memory is a window, not the shard: a build's memory
+  // bound (index build --memory) counts jobs x window, not shard bytes.
+  constexpr uint64_t kKeepBehind = 4 << 20;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  uint64_t released = 0;
+  auto releasing = [&](ScannedMember&& member) {
+    if (member.header_offset > released + 2 * kKeepBehind) {
+      const uint64_t upto = (member.header_offset - kKeepBehind) / page * page;
+      ::madvise(const_cast<char*>(map.base) + released, upto - released, MADV_DONTNEED);
+      released = upto;
+    }
+    return on_member(std::move(member));
+  };
+  return ScanTarBytes(path, map.base, map.size, options, releasing, info);
 }
 
 Status ScanTarBytes(std::string_view path, const char* data, size_t size,

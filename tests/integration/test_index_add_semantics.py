@@ -93,6 +93,12 @@ class IndexAddSemanticsTest(tl.ScratchTestCase):
             for p in want:
                 self.assertEqual(got[p], want[p], "seed %d: %s" % (seed, p))
             self.assertEqual(got_links, want_links, "seed %d: hard link groups" % seed)
+            # A build forced to spill at every possible cut (index build
+            # --memory) makes the same index as the in-memory build.
+            spilled = os.path.join(d, "spilled.idx")
+            tl.run_shardfs("index", "build", "--quiet", "--memory", "1", "--out", spilled,
+                           *shards, check=0)
+            self.assertEqual(tl.ls_json(spilled), tl.ls_json(full), "seed %d: spilled" % seed)
 
 
 if __name__ == "__main__":

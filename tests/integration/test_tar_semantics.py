@@ -179,6 +179,11 @@ class TarSemanticsTest(unittest.TestCase):
         build = tl.build_index(paths, idx)
         err = build.stderr.decode(errors="replace")
         self.compare(want, indexed(idx), {os.fsencode(s) for s in skip_mtime})
+        # A build forced to spill at every possible cut (index build --memory,
+        # index/bounded_build.h) makes the same index and the same report.
+        spilled = tl.build_index(paths, os.path.join(base, "idx-spilled"), "--memory", "1")
+        self.assertEqual(tl.ls_json(os.path.join(base, "idx-spilled")), tl.ls_json(idx))
+        self.assertEqual(spilled.stderr, build.stderr)
         # The kernel's mount of the index (mount --kernel) shows the same tree.
         mnt = os.path.join(base, "kmnt")
         os.mkdir(mnt)
