@@ -62,8 +62,8 @@ Result<std::unique_ptr<IndexReader>> IndexReader::OpenManifest(const std::string
   SHARDFS_ASSIGN_OR_RETURN(Manifest m, ReadManifest(path));
   std::unique_ptr<IndexReader> r(new IndexReader());
   r->path_ = path;
-  r->db_identity_ = fmt::format("manifest-{:016x}",
-                                XXH3_64bits(EncodeManifest(m).data(), EncodeManifest(m).size()));
+  const std::string encoded = EncodeManifest(m);
+  r->db_identity_ = fmt::format("manifest-{:016x}", XXH3_64bits(encoded.data(), encoded.size()));
   auto u = std::make_unique<Union>();
   u->manifest = std::move(m);
   const Manifest& man = u->manifest;
@@ -180,16 +180,8 @@ Result<std::unique_ptr<IndexReader>> IndexReader::OpenManifest(const std::string
   VersionInfo& v = r->version_;
   v.name = t.name;
   v.version = t.version;
-  v.record.view = ViewId{static_cast<uint32_t>(u->tree)};
+  v.record = TreeRecord(t, static_cast<uint32_t>(u->tree));
   v.record.shard_count = static_cast<uint32_t>(r->shards_.size());
-  v.record.base_max_inode = v.record.max_inode = total;
-  v.record.files = t.files;
-  v.record.dirs = t.dirs;
-  v.record.symlinks = t.symlinks;
-  v.record.bytes = t.bytes;
-  v.record.created_ns = t.created_ns;
-  v.record.from = t.from;
-  v.record.message = t.message;
   r->meta_[std::string(kMetaSchemaVersion)] = std::to_string(kSchemaVersion);
   r->meta_[std::string(kMetaFiles)] = std::to_string(t.files);
   r->meta_[std::string(kMetaDirs)] = std::to_string(t.dirs);

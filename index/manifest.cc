@@ -165,6 +165,22 @@ ManifestTree DecodeTree(BodyReader& in, size_t partitions) {
 
 }  // namespace
 
+VersionRecord TreeRecord(const ManifestTree& t, uint32_t view) {
+  VersionRecord r;
+  r.view = ViewId{view};
+  r.files = t.files;
+  r.dirs = t.dirs;
+  r.symlinks = t.symlinks;
+  r.bytes = t.bytes;
+  r.created_ns = t.created_ns;
+  r.kind = view == 0 ? VersionKind::kAdd : VersionKind::kCreate;
+  r.from = t.from;
+  r.message = t.message;
+  for (uint64_t m : t.part_max_inode) r.max_inode += m;
+  r.base_max_inode = r.max_inode;
+  return r;
+}
+
 std::string ManifestTree::label() const { return fmt::format("{}@{}", name, version); }
 
 bool IsManifestFile(const std::string& path) {

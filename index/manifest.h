@@ -125,6 +125,10 @@ struct Manifest {
   std::vector<ManifestTree> trees;  // trees[0] is default@1.
 };
 
+// The version record a catalog and a reader show for `tree`, the manifest's
+// tree number `view` (max_inode: the sum of the partitions'; no shard count).
+VersionRecord TreeRecord(const ManifestTree& tree, uint32_t view);
+
 std::string EncodeManifest(const Manifest& manifest);
 // Corruption naming `path` if `bytes` is not what EncodeManifest writes
 // (magic, checksum, lengths, counts that agree with each other).

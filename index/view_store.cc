@@ -134,16 +134,7 @@ Result<std::vector<VersionInfo>> Catalog::Versions(std::string_view name) const 
       VersionInfo& v = versions.emplace_back();
       v.name = t.name;
       v.version = t.version;
-      v.record.view = ViewId{static_cast<uint32_t>(i)};
-      v.record.files = t.files;
-      v.record.dirs = t.dirs;
-      v.record.symlinks = t.symlinks;
-      v.record.bytes = t.bytes;
-      v.record.created_ns = t.created_ns;
-      v.record.kind = i == 0 ? VersionKind::kAdd : VersionKind::kCreate;
-      v.record.from = t.from;
-      v.record.message = t.message;
-      for (uint64_t m : t.part_max_inode) v.record.max_inode += m;
+      v.record = TreeRecord(t, static_cast<uint32_t>(i));
     }
     std::sort(versions.begin(), versions.end(),
               [](const VersionInfo& a, const VersionInfo& b) { return a.version < b.version; });
