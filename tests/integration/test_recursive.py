@@ -273,8 +273,12 @@ class RecursiveTest(tl.ScratchTestCase):
         outer = self.write(base, "outer.tar", archive(
             f("o.txt", "outer"), f("in.tar", inner, mode=0o640, uid=7, gid=8, mtime=T0 + 3),
             link("again.tar", "in.tar"), f("after", "z")))
-        idx, x, build = self.check(outer)
+        # GNU tar 1.34 leaves "sub" with the time of extraction here (its
+        # directory times are not restored after this mix of an absolute
+        # name and hard links); the header's mtime is what is compared.
+        idx, x, build = self.check(outer, skip_mtime=("in.tar/sub", "again.tar/sub"))
         got = tl.index_entries(idx)
+        self.assertEqual(got[b"in.tar/sub"]["mtime_ns"], (T0 - 10) * 10**9)
         self.assertEqual(got[b"in.tar/sub/h"]["inode"], got[b"in.tar/sub/a"]["inode"])
         self.assertEqual(got[b"in.tar/h2"]["inode"], got[b"in.tar/sub/a"]["inode"])
         self.assertEqual(got[b"in.tar/s"]["target"], b"sub/a")
