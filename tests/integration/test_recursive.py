@@ -178,6 +178,14 @@ class RecursiveTest(tl.ScratchTestCase):
             got = tl.walk_reference(mnt)
             del got[b""]
             self.compare(want, got, skip)
+        # The kernel's mount of the index (mount --kernel) too: nested members
+        # are block-aligned ranges of the outer shard like any other.
+        kmnt = os.path.join(base, "kmnt")
+        os.mkdir(kmnt)
+        with tl.KernelMount(idx, kmnt, cache_dir=os.path.join(base, "images")):
+            got = tl.walk_reference(kmnt)
+            del got[b""]
+            self.compare(want, got, skip)
         return idx, x, build
 
     def test_imagenet_shaped_stripped(self):
@@ -376,6 +384,32 @@ class RecursiveTest(tl.ScratchTestCase):
                            "--recursive", outer, check=1)
         self.assertRegex(p.stderr.decode(), r"shard %s: member 'in.tar' at byte 0 \(a nested "
                                             r"tar" % outer)
+
+    def test_ranks_take_whole_outer_shards(self):
+        # A nested member belongs to its outer shard: a rank's share (whole
+        # shards, index/rank_partition.h) holds whole class tars.
+        base = self.scratch("ranks")
+        shards = []
+        for k in range(2):
+            part = os.path.join(base, "p%d" % k)
+            os.mkdir(part)
+            files = {"n%d%d.tar" % (k, c): gnu_tar_of({"s%d.JPEG" % i: b"%d%d%d" % (k, c, i)
+                                                       for i in range(3)}) for c in range(2)}
+            shards.append(self.write(part, "train-%d.tar" % k, gnu_tar_of(files)))
+        idx = os.path.join(base, "idx")
+        tl.build_index(shards, idx, "--recursive", "--strip-recursive-tar-extension")
+        seen = []
+        for rank in range(2):
+            out = os.path.join(base, "rank%d" % rank)
+            tl.run_shardfs("view", "export", idx, "default", "--format", "index", "--out", out,
+                           "--rank", rank, "--world", 2, check=0)
+            entries = tl.index_entries(out)
+            files = sorted(k for k, e in entries.items() if e["type"] == "file")
+            self.assertEqual(len(files), 6, files)
+            self.assertEqual(len({entries[k]["shard"] for k in files}), 1)
+            seen += files
+        self.assertEqual(sorted(seen), sorted(
+            b"n%d%d/s%d.JPEG" % (k, c, i) for k in range(2) for c in range(2) for i in range(3)))
 
     def test_index_add(self):
         base = self.scratch("add")
