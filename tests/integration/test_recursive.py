@@ -15,14 +15,13 @@ import io
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tarfile
-import unittest
+import tempfile
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import remote_servers as rs  # noqa: E402
 import shardfs_testlib as tl  # noqa: E402
 import test_tar_semantics as ts  # noqa: E402
 from test_tar_semantics import archive, d, f, link, sym, T0  # noqa: E402
@@ -101,7 +100,6 @@ def two_step_extract(outer, dest, strip=False, depth=4):
 
 def gnu_tar_of(files, mtime=T0):
     """A GNU tar (`tar -cf`) of {name: bytes}, from a temporary folder."""
-    import tempfile
     with tempfile.TemporaryDirectory(prefix="shardfs-rec-src-") as src:
         for name, data in files.items():
             p = os.path.join(src, name)
@@ -410,6 +408,31 @@ class RecursiveTest(tl.ScratchTestCase):
             seen += files
         self.assertEqual(sorted(seen), sorted(
             b"n%d%d/s%d.JPEG" % (k, c, i) for k in range(2) for c in range(2) for i in range(3)))
+
+    def test_a_remote_outer_shard(self):
+        # Over HTTP: the scan reads the shard once; a mount reads nested
+        # members as byte ranges through the chunk cache.
+        base = self.scratch("remote")
+        served = os.path.join(base, "served")
+        os.mkdir(served)
+        outer = self.imagenet(served, classes=3, per_class=5, seed=9)
+        x = os.path.join(base, "x")
+        os.mkdir(x)
+        two_step_extract(outer, x, strip=True)
+        want = tl.walk_reference(x)
+        del want[b""]
+        with rs.Nginx(served) as web:
+            idx = os.path.join(base, "idx")
+            url = web.url + "/" + os.path.basename(outer)
+            tl.build_index([url], idx, "--recursive", "--strip-recursive-tar-extension")
+            entries = tl.index_entries(idx)
+            self.assertEqual(entries[b"n01440764/n01440764_0.JPEG"]["shard"], url)
+            mnt = os.path.join(base, "mnt")
+            os.mkdir(mnt)
+            with tl.Mount(idx, mnt, "chunk_size=64K,cache_size=8M"):
+                got = tl.walk_reference(mnt)
+        del got[b""]
+        self.compare(want, got)
 
     def test_index_add(self):
         base = self.scratch("add")
