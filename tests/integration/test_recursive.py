@@ -41,13 +41,16 @@ def is_tar(data):
 
 
 def tar_names(data):
+    """The member names of a tar in archive order, once each, as extracted
+    (no leading "./" or "/"); b"" for a member naming the root ("./")."""
     p = subprocess.run(["tar", "-tf", "-"], input=data, stdout=subprocess.PIPE, check=True)
     names = []
-    for n in p.stdout.split(b"\n"):
+    for n in p.stdout.split(b"\n")[:-1]:
         n = n.strip(b"/")
         while n.startswith(b"./"):
             n = n[2:].lstrip(b"/")
-        if n and n != b"." and n not in names:
+        n = b"" if n == b"." else n
+        if n not in names:
             names.append(n)
     return names
 
@@ -67,6 +70,8 @@ def two_step_extract(outer, dest, strip=False, depth=4):
 
     def expand(root, data, level):
         for name in tar_names(data):
+            if not name:
+                continue
             p = os.path.join(root, os.fsdecode(name))
             if os.path.islink(p) or not os.path.isfile(p):
                 continue
@@ -84,6 +89,8 @@ def two_step_extract(outer, dest, strip=False, depth=4):
             errs.append(r.stderr.decode(errors="replace"))
             record(target)
             expand(target, inner, level + 1)
+            if b"" in tar_names(inner):
+                continue  # The inner "./" member described the directory.
             mode = st.st_mode & 0o777
             os.chmod(target, mode | ((mode & 0o444) >> 2))
             os.chown(target, st.st_uid, st.st_gid)
@@ -305,6 +312,17 @@ class RecursiveTest(tl.ScratchTestCase):
         self.assertIn("member 'in.tar/x/../../escape'", err)
         self.assertIn("member 'in.tar/out'", err)
         self.assertEqual(sorted(tl.index_entries(idx)), [b"in.tar", b"in.tar/ok", b"o.txt"])
+
+    def test_an_inner_root_member_describes_the_directory(self):
+        # `tar -cf x.tar -C dir .` writes "./" first: like tar -C DIR, it sets
+        # the directory's mode, owner and mtime.
+        base = self.scratch("root")
+        inner = archive(d("./", mode=0o700, uid=3, mtime=T0 - 77), f("./a", "A"))
+        outer = self.write(base, "outer.tar", archive(f("x.tar", inner, mode=0o644)))
+        idx, _, _ = self.check(outer, strip=True)
+        got = tl.index_entries(idx)
+        self.assertEqual((got[b"x"]["mode"] & 0o777, got[b"x"]["uid"]), (0o700, 3))
+        self.assertEqual(got[b"x"]["mtime_ns"], (T0 - 77) * 10**9)
 
     def test_a_name_clash_made_by_stripping(self):
         base = self.scratch("clash")
