@@ -11,6 +11,7 @@ The index (content read from the outer shard at the indexed offsets), the
 FUSE mount and torchvision's ImageFolder are compared with that extraction,
 using test_tar_semantics.py's writers and comparison.
 """
+import bz2
 import io
 import json
 import os
@@ -360,6 +361,8 @@ class RecursiveTest(tl.ScratchTestCase):
             z.writestr("f", b"zipped")
         cases = {
             "gz": (archive(f("ok.txt", "1"), f("data.tgz", gz)), "a compressed tar"),
+            # By content: a bzip2 stream that decodes to a tar, whatever its name.
+            "bz2": (archive(f("blob", bz2.compress(inner))), "a compressed tar"),
             "zip": (archive(f("d/pics.zip", zbuf.getvalue())), "a zip"),
         }
         for name, (data, what) in cases.items():
