@@ -61,14 +61,12 @@ bool StartsWith(const char* d, uint64_t size, std::string_view magic) {
   return size >= magic.size() && std::memcmp(d, magic.data(), magic.size()) == 0;
 }
 
-using namespace std::string_view_literals;
-constexpr std::string_view kXzMagic =
-    "\xfd"
-    "7zXZ\0"sv;
+constexpr std::string_view kGzipMagic("\x1f\x8b", 2), kBzip2Magic("BZh", 3),
+    kZstdMagic("\x28\xb5\x2f\xfd", 4), kXzMagic("\xfd\x37\x7a\x58\x5a\x00", 6);
 
 bool CompressedMagic(const char* d, uint64_t size) {
-  return StartsWith(d, size, "\x1f\x8b"sv) || StartsWith(d, size, "BZh"sv) ||
-         StartsWith(d, size, "\x28\xb5\x2f\xfd"sv);
+  return StartsWith(d, size, kGzipMagic) || StartsWith(d, size, kBzip2Magic) ||
+         StartsWith(d, size, kZstdMagic);
 }
 
 // Whether the compressed stream `d` starts with a tar: libarchive decodes
