@@ -273,6 +273,7 @@ Result<IndexAddReport> AddShards(const IndexAddOptions& o) {
   scan_options.jobs = o.jobs;
   scan_options.quiet = o.quiet;
   scan_options.remote = o.remote;
+  scan_options.nest = o.nest;
   // The tree loads while the new shards are scanned: neither waits for
   // the other.
   Result<std::unique_ptr<VersionBuilder>> loaded = Status::IoError("the tree was not loaded");
