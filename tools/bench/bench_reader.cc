@@ -6,6 +6,7 @@
 //   bench_reader lstat FILELIST [--root DIR] [--procs N]
 //   bench_reader read FILELIST [--root DIR] [--procs N] [--buffer BYTES]
 //   bench_reader lstat-latency FILELIST [--root DIR]
+//   bench_reader read-latency FILELIST [--root DIR] [--buffer BYTES]
 //
 // FILELIST holds one path a line (relative to --root, or as given without
 // it). With --procs N the list is split round-robin: process i takes entries
@@ -24,6 +25,8 @@
 // lstat-latency: lstat of each listed path in one process, each call timed on
 //        its own; adds "latency_us":{"p50","p90","p99","p999","max","mean"}
 //        (nearest-rank percentiles over the calls that succeeded).
+// read-latency: as read in one process, each file's open + read + close timed
+//        on its own; adds "latency_us" as lstat-latency does.
 // Exit status: 0 when every entry succeeded, 1 when some failed, 2 on usage.
 #include <dirent.h>
 #include <fcntl.h>
@@ -94,7 +97,8 @@ int Usage(const char* why) {
                "usage: bench_reader walk [--root DIR]\n"
                "       bench_reader lstat FILELIST [--root DIR] [--procs N]\n"
                "       bench_reader read FILELIST [--root DIR] [--procs N] [--buffer BYTES]\n"
-               "       bench_reader lstat-latency FILELIST [--root DIR]\n",
+               "       bench_reader lstat-latency FILELIST [--root DIR]\n"
+               "       bench_reader read-latency FILELIST [--root DIR] [--buffer BYTES]\n",
                why);
   return kExitUsage;
 }
@@ -169,6 +173,21 @@ void LstatLatency(int dirfd, const std::vector<std::string>& paths, Tally* t,
     ++t->files;
     t->bytes += static_cast<uint64_t>(st.st_size);
     t->checksum += HashPath(p) + static_cast<uint64_t>(st.st_size);
+  }
+}
+
+// Reads each file of `paths` whole (open, read, close), each timed on its own.
+void ReadLatency(int dirfd, const std::vector<std::string>& paths, size_t buffer_bytes, Tally* t,
+                 std::vector<uint64_t>* nanos) {
+  nanos->reserve(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const uint64_t files = t->files;
+    auto start = std::chrono::steady_clock::now();
+    ReadFiles(dirfd, paths, i, paths.size(), buffer_bytes, t);  // paths[i] alone.
+    auto end = std::chrono::steady_clock::now();
+    if (t->files == files) continue;  // Failed: counted by ReadFiles.
+    nanos->push_back(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count()));
   }
 }
 
@@ -304,7 +323,8 @@ int Main(int argc, char** argv) {
   if (argc < 2) return Usage("missing mode");
   Args a;
   a.mode = argv[1];
-  if (a.mode != "walk" && a.mode != "lstat" && a.mode != "read" && a.mode != "lstat-latency") {
+  const bool latency = a.mode == "lstat-latency" || a.mode == "read-latency";
+  if (a.mode != "walk" && a.mode != "lstat" && a.mode != "read" && !latency) {
     return Usage("unknown mode");
   }
   std::vector<std::string> positional;
@@ -339,8 +359,8 @@ int Main(int argc, char** argv) {
     }
     if (a.procs != 1) return Usage("walk runs in one process");
   } else {
-    if (a.mode == "lstat-latency" && a.procs != 1) {
-      return Usage("lstat-latency runs in one process");
+    if (latency && a.procs != 1) {
+      return Usage((a.mode + " runs in one process").c_str());
     }
     if (positional.size() != 1) return Usage("expected one FILELIST");
     a.list = positional[0];
@@ -370,6 +390,10 @@ int Main(int argc, char** argv) {
   if (a.mode == "lstat-latency") {
     auto start = std::chrono::steady_clock::now();
     LstatLatency(dirfd, paths, &total, &nanos);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } else if (a.mode == "read-latency") {
+    auto start = std::chrono::steady_clock::now();
+    ReadLatency(dirfd, paths, a.buffer, &total, &nanos);
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } else if (a.mode == "walk") {
     auto start = std::chrono::steady_clock::now();
@@ -402,7 +426,7 @@ int Main(int argc, char** argv) {
               "\",\"errors\":%" PRIu64 ",\"stat_fallbacks\":%" PRIu64 ",\"list_entries\":%zu",
               a.mode.c_str(), a.procs, total.files, total.dirs, total.bytes, seconds,
               total.checksum, total.errors, total.stat_fallbacks, paths.size());
-  if (a.mode == "lstat-latency") {
+  if (latency) {
     double sum = 0;
     for (uint64_t n : nanos) sum += static_cast<double>(n);
     std::sort(nanos.begin(), nanos.end());
