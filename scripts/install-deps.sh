@@ -31,6 +31,8 @@ test_packages=(
   clang-format
   # benchmark peers
   squashfs-tools squashfuse archivemount
+  # benchmark peers for zip and gzip archives (bench --archives)
+  fuse-zip python3-indexed-gzip
   # benchmark: the real loader (torch DataLoader over torchvision ImageFolder)
   python3-torchvision python3-pil
   # benchmark: --plot draws the ratios to the loose tree (matplotlib, Agg backend)

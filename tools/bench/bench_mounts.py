@@ -63,9 +63,10 @@ def run_tool(argv, timeout=None, log_path=None):
             out.close()
 
 
-def run_measured(argv, timeout=None, log_path=None):
+def run_measured(argv, timeout=None, log_path=None, with_io=False):
     """run_tool for a command whose cost is the figure: returns (rc, seconds, cpu seconds
-    (user + system, children included), peak RSS in bytes). rc None = timeout."""
+    (user + system, children included), peak RSS in bytes), and with_io, then bytes read from
+    the disk (block input: page-cache misses). rc None = timeout."""
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL
     try:
         start = time.perf_counter()
@@ -78,12 +79,13 @@ def run_measured(argv, timeout=None, log_path=None):
                 break
             if deadline is not None and time.perf_counter() > deadline:
                 kill_group(p)
-                return None, time.perf_counter() - start, 0.0, 0
+                return (None, time.perf_counter() - start, 0.0, 0) + ((0,) if with_io else ())
             time.sleep(0.05)
         secs = time.perf_counter() - start
         p.returncode = os.waitstatus_to_exitcode(status)
         REG.procs.discard(p)
-        return p.returncode, secs, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024
+        res = (p.returncode, secs, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024)
+        return res + ((ru.ru_inblock * 512,) if with_io else ())
     finally:
         if log_path:
             out.close()

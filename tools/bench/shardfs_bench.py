@@ -59,6 +59,7 @@ from bench_mounts import Mount, run_in_scratch
 import bench_plot
 from bench_remote import run_remote
 from bench_report import compute_targets, print_report
+from bench_archives import archives_main
 from bench_scale import scale_main
 from bench_systems import Bench
 from bench_views import run_views
@@ -137,6 +138,10 @@ def parse_args(argv):
     ap.add_argument("--scale", metavar="LIST",
                     help="measure growth with the file count instead (issue #15; bench_scale.py, "
                     "its own options: --scale 1 --help)")
+    ap.add_argument("--archives", metavar="KINDS", nargs="?", const="zip,gz",
+                    help="measure zip and .tar.gz archives against fuse-zip, archivemount and "
+                    "indexed_gzip instead (issue #24; bench_archives.py, its own options: "
+                    "--archives --help)")
     bench_loader.add_args(ap)  # --loader and its options (issue #15)
     bench_cluster.add_args(ap)  # --cluster and its options (issue #26)
     ap.add_argument("--hold", type=float, default=0.0, help=argparse.SUPPRESS)
@@ -179,6 +184,8 @@ def parse_args(argv):
 def main(argv):
     if any(x == "--scale" or x.startswith("--scale=") for x in argv):
         return scale_main(argv)  # Its own options and cleanup.
+    if any(x == "--archives" or x.startswith("--archives=") for x in argv):
+        return archives_main(argv)  # Its own options and cleanup (bench_archives.py).
     a = parse_args(argv)
     for exe in (a.shardfs, a.bench_reader):
         if not os.access(exe, os.X_OK):
