@@ -19,6 +19,7 @@
 #include "index/fingerprint.h"
 #include "tools/tar_headers.h"
 #include "tools/tar_walker.h"
+#include "tools/zip_scanner.h"
 
 namespace shardfs::tools {
 namespace {
@@ -466,6 +467,10 @@ Status ScanTarFd(const std::string& path, int fd, const ScanOptions& options,
   if (m == MAP_FAILED) return Status::FromErrno(errno, fmt::format("shard {}: mmap", path));
   map.base = static_cast<const char*>(m);
   map.size = info->size;
+  if (LooksLikeZip(map.base, map.size)) {
+    // Central directory first, then members' headers: no sequential pass.
+    return ScanZipBytes(path, map.base, map.size, options, on_member, info);
+  }
   if (options.checksum) ::madvise(m, map.size, MADV_SEQUENTIAL);
   // The pages the scan has passed are dropped from the mapping as it goes
   // (they stay in the page cache; a later touch reads them again), so that
