@@ -281,7 +281,7 @@ class ZipTest(tl.ScratchTestCase):
         reads `name` through a mount: must be EIO, with a log line naming the
         archive and the member's compressed offset."""
         idx, _ = self.build([z], *build_extra)
-        data = bytearray(open(z, "rb").read())
+        data = bytearray(tl.read_file(z))
         patch(data)
         with open(z, "r+b") as f:
             f.write(data)
@@ -323,7 +323,7 @@ class ZipTest(tl.ScratchTestCase):
         # The recorded compressed size cut short: the stream ends early.
         z = self.big_zip("cut.zip")
         lho, data_at, comp = member_info(z, "mid.txt")
-        data = bytearray(open(z, "rb").read())
+        data = bytearray(tl.read_file(z))
         new = comp - 100
         struct.pack_into("<I", data, lho + 18, new)
         cd = data.rfind(b"PK\x01\x02mid.txt"[:4], 0)  # Find mid.txt's central entry.
@@ -370,12 +370,12 @@ class ZipTest(tl.ScratchTestCase):
                 zf.writestr("ok.txt", b"fine" * 100)
                 zf.writestr("bad.txt", b"data" * 100)
             lho, _, _ = member_info(z, "bad.txt")
-            data = bytearray(open(z, "rb").read())
+            data = bytearray(tl.read_file(z))
             if what == "name":
                 data[lho + off] = ord("B")
             else:
                 struct.pack_into("<H", data, lho + off, 0)
-            open(z, "wb").write(data)
+            tl.write_file(z, data)
             with self.subTest(what):
                 self.refused(z, "bad.txt", "disagrees with the central directory", what)
 
@@ -390,8 +390,8 @@ class ZipTest(tl.ScratchTestCase):
 
     def test_not_a_zip_nor_a_tar_is_refused(self):
         z = self.pyzip("cut.zip", zipfile.ZIP_DEFLATED)
-        data = open(z, "rb").read()
-        open(z, "wb").write(data[:-10])  # The end record cut: no longer a zip.
+        data = tl.read_file(z)
+        tl.write_file(z, data[:-10])  # The end record cut: no longer a zip.
         p = tl.build_index([z], os.path.join(self.scratch("x"), "index"), check=1)
         self.assertIn(z, p.stderr.decode(errors="replace"))
 
@@ -408,7 +408,7 @@ class ZipTest(tl.ScratchTestCase):
         mnt = self.scratch("mnt")
         idx, _ = self.build([z])
         with tl.Mount(idx, mnt):
-            self.assertEqual(open(os.path.join(mnt, "same.txt"), "rb").read(), b"second!\n")
+            self.assertEqual(tl.read_file(os.path.join(mnt, "same.txt")), b"second!\n")
 
     def test_cp437_names_become_utf8(self):
         z = os.path.join(self.scratch("cp"), "cp.zip")
@@ -421,8 +421,8 @@ class ZipTest(tl.ScratchTestCase):
             zi.external_attr = 0o644 << 16
             zf.writestr(zi, b"unix")
             zf.writestr("utf8-\u00e9.txt", b"utf8")  # flag bit 11
-        data = open(z, "rb").read().replace(b"abXc", b"ab\x81\xdb").replace(b"unYx", b"un\xffx")
-        open(z, "wb").write(data)
+        data = tl.read_file(z).replace(b"abXc", b"ab\x81\xdb").replace(b"unYx", b"un\xffx")
+        tl.write_file(z, data)
         idx, _ = self.build([z])
         got = self.mounted_tree(idx)
         self.assertEqual(sorted(got), sorted([
@@ -452,14 +452,14 @@ class ZipTest(tl.ScratchTestCase):
         idx, _ = self.build([t, z])
         mnt = self.scratch("mnt")
         with tl.Mount(idx, mnt):
-            self.assertEqual(open(os.path.join(mnt, "a/text.txt"), "rb").read(),
+            self.assertEqual(tl.read_file(os.path.join(mnt, "a/text.txt")),
                              self.files["a/text.txt"])
-            self.assertEqual(open(os.path.join(mnt, "only-tar"), "rb").read(), b"tar\n")
+            self.assertEqual(tl.read_file(os.path.join(mnt, "only-tar")), b"tar\n")
         idx2, _ = self.build([z, t])
         with tl.Mount(idx2, mnt):
-            self.assertEqual(open(os.path.join(mnt, "a/text.txt"), "rb").read(),
+            self.assertEqual(tl.read_file(os.path.join(mnt, "a/text.txt")),
                              b"from the tar\n")
-            self.assertEqual(open(os.path.join(mnt, "top.dat"), "rb").read(),
+            self.assertEqual(tl.read_file(os.path.join(mnt, "top.dat")),
                              self.files["top.dat"])
         # The same index built bounded (spilled) is the same.
         idx3, _ = self.build([t, z], "--memory", "1")
@@ -479,9 +479,9 @@ class ZipTest(tl.ScratchTestCase):
         tl.run_shardfs("index", "add", "--quiet", idx, z, check=0)
         mnt = self.scratch("mnt")
         with tl.Mount(idx, mnt):
-            self.assertEqual(open(os.path.join(mnt, "one.txt"), "rb").read(), b"one\n")
+            self.assertEqual(tl.read_file(os.path.join(mnt, "one.txt")), b"one\n")
             for n, data in self.files.items():
-                self.assertEqual(open(os.path.join(mnt, n), "rb").read(), data, n)
+                self.assertEqual(tl.read_file(os.path.join(mnt, n)), data, n)
 
     def test_ls_stat_show_the_method_and_compressed_range(self):
         z = self.infozip("ls.zip")
@@ -514,7 +514,45 @@ class ZipTest(tl.ScratchTestCase):
         mnt = self.scratch("mnt")
         with tl.Mount(idx, mnt, options="verify=first"):
             for n, data in self.files.items():
-                self.assertEqual(open(os.path.join(mnt, n), "rb").read(), data, n)
+                self.assertEqual(tl.read_file(os.path.join(mnt, n)), data, n)
+
+    def test_views_and_rank_exports(self):
+        z = self.infozip("views.zip")
+        idx, _ = self.build([z])
+        tl.view_create(idx, "cut", "--exclude", "top.dat", check=0)
+        want = {n: d for n, d in self.files.items() if n != "top.dat"}
+        mnt = self.scratch("mnt")
+        with tl.Mount(idx, mnt, options="view=cut"):
+            self.assertFalse(os.path.exists(os.path.join(mnt, "top.dat")))
+            for n, data in want.items():
+                self.assertEqual(tl.read_file(os.path.join(mnt, n)), data, n)
+        out = os.path.join(self.scratch("export"), "rank0")
+        tl.run_shardfs("view", "export", idx, "cut", "--format", "index", "--out", out, check=0)
+        e = tl.index_entries(out)
+        self.assertEqual(e[b"a/text.txt"]["method"], "deflate")
+        with tl.Mount(out, mnt):
+            for n, data in want.items():
+                self.assertEqual(tl.read_file(os.path.join(mnt, n)), data, n)
+
+    def test_remote_zip_through_the_chunk_cache(self):
+        import remote_servers as rs
+        served = self.scratch("served")
+        shutil.copy(self.infozip("remote.zip"), os.path.join(served, "remote.zip"))
+        with rs.Nginx(served) as web:
+            url = web.url + "/remote.zip"
+            idx, _ = self.build([url])
+            self.assertEqual(tl.index_entries(idx)[b"a/text.txt"]["method"], "deflate")
+            mnt = self.scratch("mnt")
+            with tl.Mount(idx, mnt, options="cache_dir=%s" % self.scratch("cache")):
+                for n, data in self.files.items():
+                    with open(os.path.join(mnt, n), "rb", buffering=0) as f:
+                        self.assertEqual(f.read(), data, n)
+                x = self.scratch("unzip")
+                unzip_into([os.path.join(served, "remote.zip")], x)
+                want = tree(x)
+                got = tree(mnt)
+                self.assertEqual({p: w.sha256 for p, w in want.items()},
+                                 {p: g.sha256 for p, g in got.items()})
 
     def test_kernel_mount_refuses_a_zip(self):
         z = self.infozip("k.zip")
