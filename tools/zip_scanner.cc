@@ -515,11 +515,12 @@ Status ZipScan::Run(const std::function<Status(ScannedMember&&)>& on_member, Sha
 
 }  // namespace
 
-bool LooksLikeZip(const char* data, size_t size) {
+bool LooksLikeZip(const char* data, size_t size, uint64_t* entries) {
   if (size < kEndSize) return false;
   const uint64_t lowest = size > kEndSize + kMaxComment ? size - kEndSize - kMaxComment : 0;
   for (uint64_t p = size - kEndSize + 1; p-- > lowest;) {
     if (DecodeFixed32(data + p) == kEndSig && DecodeFixed16(data + p + 20) == size - p - kEndSize) {
+      if (entries) *entries = DecodeFixed16(data + p + 10);
       return true;
     }
   }

@@ -68,8 +68,9 @@ inline constexpr uint64_t kMaxDeflatedMember = uint64_t{1} << 30;
 
 // Whether `data` (a whole file of `size` bytes) ends in a zip end of central
 // directory record: its signature within the last 65,557 bytes, with a
-// comment length that reaches the end of the file exactly.
-bool LooksLikeZip(const char* data, size_t size);
+// comment length that reaches the end of the file exactly. Sets *entries
+// (if given) to the record's entry count (0xffff: zip64, at least that).
+bool LooksLikeZip(const char* data, size_t size, uint64_t* entries = nullptr);
 
 // Scans the zip archive in `data` (`size` bytes, the whole file) as above,
 // calling `on_member` for each member in central directory order; a non-ok
