@@ -230,6 +230,18 @@ class ZipTest(tl.ScratchTestCase):
                 z = self.pyzip(name, comp, z64)
                 self.check_against_unzip(z)
 
+    def test_zip64_end_records(self):
+        # Python writes the zip64 end record and its locator only past 65,535
+        # entries; lowered, it writes them for a few.
+        saved = zipfile.ZIP_FILECOUNT_LIMIT
+        zipfile.ZIP_FILECOUNT_LIMIT = 1
+        try:
+            z = self.pyzip("z64end.zip", zipfile.ZIP_DEFLATED, True)
+        finally:
+            zipfile.ZIP_FILECOUNT_LIMIT = saved
+        self.assertIn(b"PK\x06\x07", tl.read_file(z)[-200:])
+        self.check_against_unzip(z)
+
     def test_bsdtar_zip(self):
         z = os.path.join(self.scratch("bsd"), "bsd.zip")
         subprocess.run(["bsdtar", "-cf", z, "--format", "zip", "-C", self.src, "."], check=True)
@@ -387,6 +399,22 @@ class ZipTest(tl.ScratchTestCase):
                 zf.writestr(name, b"evil")
             with self.subTest(name):
                 self.refused(z, name, "cannot be in a tree")
+
+    def test_huge_deflated_member_is_refused(self):
+        # Its declared size alone refuses it: a read would inflate it whole.
+        z = os.path.join(self.scratch("huge"), "huge.zip")
+        with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("small.txt", b"s" * 1000)
+        data = bytearray(tl.read_file(z))
+        struct.pack_into("<I", data, 22, 3 << 30)  # local header's uncompressed size
+        i = data.find(b"PK\x01\x02")
+        struct.pack_into("<I", data, i + 24, 3 << 30)
+        tl.write_file(z, data)
+        for extra in ((), ("--no-checksum",)):
+            p = tl.build_index([z], os.path.join(self.scratch("x"), "index"), *extra, check=1)
+            err = p.stderr.decode(errors="replace")
+            self.assertIn("small.txt", err)
+            self.assertIn("larger than", err)
 
     def test_not_a_zip_nor_a_tar_is_refused(self):
         z = self.pyzip("cut.zip", zipfile.ZIP_DEFLATED)
