@@ -46,6 +46,7 @@ struct ShardScan {
   std::vector<std::string> rejected_examples;
   // A bounded build: members go here as they are scanned, not to `members`.
   index::MemberSpiller* spiller = nullptr;
+  uint64_t nested_archives = 0, nested_members = 0;  // --recursive
 };
 
 bool HasGlobChars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
@@ -180,7 +181,7 @@ Status AddMember(ScannedMember&& m, index::ShardId id, const std::string& shown,
 }
 
 void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t max_remote_size,
-             Progress* progress, ShardScan* out) {
+             const NestOptions& nest, Progress* progress, ShardScan* out) {
   // What messages name: a URL without its query (a presigned URL's
   // signature) is what may be printed.
   const std::string shown = RedactLocation(path);
@@ -205,8 +206,14 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
   // The walker reads the shard once; in the rare case that it then hands
   // the shard to libarchive, what it reported is dropped here.
   if (out->spiller) out->spiller->BeginShard(id);
+  std::optional<NestedScanner> nested;
+  if (nest.recursive) {
+    nested.emplace(nest, shown, checksum);
+    so.on_bytes = [&](const char* data, size_t size) { nested->SetShardBytes(data, size); };
+  }
   so.restart = [&] {
     if (out->spiller) out->spiller->RestartShard();
+    if (nested) nested->Restart();
     out->members.clear();
     out->sparse.clear();
     out->encoded.clear();
@@ -242,19 +249,26 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
     info->mtime_ns = object.mtime_ns;
     return s;
   };
+  const std::function<Status(ScannedMember &&)> add = [&](ScannedMember&& m) -> Status {
+    uint64_t end =
+        m.sparse    ? (m.extents.empty() ? 0 : m.extents.back().physical + m.extents.back().length)
+        : m.encoded ? m.encoding.comp_offset + m.encoding.comp_size
+                    : m.data_offset + m.size;
+    pending_bytes += end > last_end ? end - last_end : 0;
+    last_end = std::max(last_end, end);
+    if (++pending_entries == kProgressBatch) add_progress();
+    return AddMember(std::move(m), id, shown, out);
+  };
   out->status = scan(
       path, so,
       [&](ScannedMember&& m) -> Status {
-        uint64_t end =
-            m.sparse ? (m.extents.empty() ? 0 : m.extents.back().physical + m.extents.back().length)
-            : m.encoded ? m.encoding.comp_offset + m.encoding.comp_size
-                        : m.data_offset + m.size;
-        pending_bytes += end > last_end ? end - last_end : 0;
-        last_end = std::max(last_end, end);
-        if (++pending_entries == kProgressBatch) add_progress();
-        return AddMember(std::move(m), id, shown, out);
+        return nested ? nested->Member(std::move(m), add) : add(std::move(m));
       },
       &out->info);
+  if (nested) {
+    out->nested_archives = nested->nested_archives();
+    out->nested_members = nested->nested_members();
+  }
   add_progress();
   progress->UnitDone();
 }
@@ -373,7 +387,7 @@ Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int
       // this shard's scan like any other error.
       try {
         ScanOne(shards[i], index::ShardId{first_id + static_cast<uint32_t>(i)}, options.checksum,
-                options.remote.max_shard_size, &progress, &scan);
+                options.remote.max_shard_size, options.nest, &progress, &scan);
       } catch (const std::bad_alloc&) {
         scan.status = Status::IoError(
             fmt::format("shard {}: out of memory while scanning", RedactLocation(shards[i])));
@@ -419,7 +433,9 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* sc
     }
     if (scan.info.zip) meta.flags |= index::kShardZip;
     writer->AddShard(std::move(meta));
-    report->members += scan.info.members;
+    report->members += scan.info.members + scan.nested_members;
+    report->nested_archives += scan.nested_archives;
+    report->nested_members += scan.nested_members;
     report->rejected += scan.rejected;
     for (auto& ex : scan.rejected_examples) {
       if (report->rejected_examples.size() < kExamples) report->rejected_examples.push_back(ex);
@@ -548,6 +564,10 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
   wo.build_options =
       fmt::format("checksum={} shards={}", options.checksum ? "xxh3" : "off", shards.size());
   wo.created_by = "shardfs index build";
+  if (options.nest.recursive) {
+    wo.build_options += fmt::format(" recursive={}{}", options.nest.max_depth,
+                                    options.nest.strip_extension ? " strip-tar-extension" : "");
+  }
   if (options.part.count > 0) {
     wo.partition = fmt::format("{}/{}", options.part.index, options.part.count);
     wo.partition_shards = report.listed_shards;

@@ -68,13 +68,13 @@ Result<UniqueFd> OpenPrivateDir(int at, const char* name, const std::string& sho
   if (st.st_uid != ::geteuid()) {
     return Status::InvalidArgument(fmt::format(
         "cache_dir {}: owned by {}, not by this mount's user ({}), refused: its owner could "
-        "plant chunks that the mount would serve as shard bytes",
+        "plant files (chunks, indexes) that shardfs would trust",
         shown, UserName(st.st_uid), UserName(::geteuid())));
   }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     return Status::InvalidArgument(fmt::format(
-        "cache_dir {}: writable by {} (mode {:04o}), refused: they could plant chunks that "
-        "the mount would serve as shard bytes (chmod go-w it)",
+        "cache_dir {}: writable by {} (mode {:04o}), refused: they could plant files "
+        "(chunks, indexes) that shardfs would trust (chmod go-w it)",
         shown, (st.st_mode & S_IWOTH) != 0 ? "others" : "its group", st.st_mode & 07777));
   }
   return fd;

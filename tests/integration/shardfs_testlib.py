@@ -395,6 +395,32 @@ def tree_counts(ref):
             "entries": len(seen), "bytes": nbytes}
 
 
+def assert_same_tree(tc, want, got, skip_mtime=(), dir_mtimes=True):
+    """Asserts on `tc` that two {path: Entry} trees (walk_reference, an
+    index's listing) agree in everything but inode numbers: names, types,
+    modes, sizes (not of directories), mtimes (except the paths in
+    skip_mtime, and directories' without dir_mtimes: GNU tar gives a
+    directory no member describes the time of the extraction), owners, link
+    counts, targets, content, and which names share an inode."""
+    tc.assertEqual(sorted(got), sorted(want), "names")
+    for p, w in want.items():
+        g = got[p]
+        tc.assertEqual(g.type, w.type, "%r: type" % p)
+        tc.assertEqual(g.mode, w.mode, "%r: mode %o vs %o" % (p, g.mode, w.mode))
+        if w.type != "dir":
+            tc.assertEqual(g.size, w.size, "%r: size" % p)
+        if p not in skip_mtime and (dir_mtimes or w.type != "dir"):
+            tc.assertEqual(g.mtime_ns, w.mtime_ns, "%r: mtime" % p)
+        tc.assertEqual((g.uid, g.gid), (w.uid, w.gid), "%r: owner" % p)
+        tc.assertEqual(g.nlink, w.nlink, "%r: nlink" % p)
+        tc.assertEqual(g.target, w.target, "%r: target" % p)
+        tc.assertEqual(g.sha256, w.sha256, "%r: content" % p)
+    for p in want:
+        for q in want:
+            same = want[p].ino == want[q].ino
+            tc.assertEqual(got[p].ino == got[q].ino, same, "%r vs %r: same inode" % (p, q))
+
+
 def compare_entry(tc, label, want, got, quantum_ns=1, dir_size=False):
     """Asserts that `got` (an Entry read from the mount or an extracted copy)
     matches `want` from the source tree. Directory sizes are file-system

@@ -41,26 +41,7 @@ class ManifestTest(tl.ScratchTestCase):
         return man, parts, r
 
     def compare(self, want, got, dir_mtimes=True):
-        """Everything of every entry but inode numbers; directories' mtimes
-        only with dir_mtimes (GNU tar gives a directory no member describes
-        the time of the extraction)."""
-        self.assertEqual(sorted(got), sorted(want), "names")
-        for p, w in want.items():
-            g = got[p]
-            self.assertEqual(g.type, w.type, "%r: type" % p)
-            self.assertEqual(g.mode, w.mode, "%r: mode %o vs %o" % (p, g.mode, w.mode))
-            if w.type != "dir":
-                self.assertEqual(g.size, w.size, "%r: size" % p)
-            if dir_mtimes or w.type != "dir":
-                self.assertEqual(g.mtime_ns, w.mtime_ns, "%r: mtime" % p)
-            self.assertEqual((g.uid, g.gid), (w.uid, w.gid), "%r: owner" % p)
-            self.assertEqual(g.nlink, w.nlink, "%r: nlink" % p)
-            self.assertEqual(g.target, w.target, "%r: target" % p)
-            self.assertEqual(g.sha256, w.sha256, "%r: content" % p)
-        for p in want:
-            for q in want:
-                same = want[p].ino == want[q].ino
-                self.assertEqual(got[p].ino == got[q].ino, same, "%r vs %r: same inode" % (p, q))
+        tl.assert_same_tree(self, want, got, dir_mtimes=dir_mtimes)
 
     def check(self, shard_data, groups, kernel=False):
         """Shards -> GNU tar extraction (the oracle) and partitions ->
@@ -200,6 +181,14 @@ class ManifestTest(tl.ScratchTestCase):
         # A manifest is not a partition.
         r = tl.run_shardfs("index", "manifest", "--out", os.path.join(base, "m2"), man, check=1)
         self.assertIn("a manifest", r.stderr.decode())
+        # index add takes an index, not a manifest: refused by name, the manifest unchanged.
+        with open(man, "rb") as fh:
+            before = fh.read()
+        extra = write(os.path.join(base, "extra.tar"), archive(f("b", "2")))
+        r = tl.run_shardfs("index", "add", man, extra, check=1)
+        self.assertIn(f"index add {man}: a manifest", r.stderr.decode())
+        with open(man, "rb") as fh:
+            self.assertEqual(fh.read(), before)
 
     # -- Views ---------------------------------------------------------------
 

@@ -136,24 +136,7 @@ class TarSemanticsTest(unittest.TestCase):
         self._tmp.cleanup()
 
     def compare(self, want, got, skip_mtime=()):
-        self.assertEqual(sorted(got), sorted(want), "names")
-        for p, w in want.items():
-            g = got[p]
-            self.assertEqual(g.type, w.type, "%r: type" % p)
-            self.assertEqual(g.mode, w.mode, "%r: mode %o vs %o" % (p, g.mode, w.mode))
-            if w.type != "dir":
-                self.assertEqual(g.size, w.size, "%r: size" % p)
-            if p not in skip_mtime:
-                self.assertEqual(g.mtime_ns, w.mtime_ns, "%r: mtime" % p)
-            self.assertEqual((g.uid, g.gid), (w.uid, w.gid), "%r: owner" % p)
-            self.assertEqual(g.nlink, w.nlink, "%r: nlink" % p)
-            self.assertEqual(g.target, w.target, "%r: target" % p)
-            self.assertEqual(g.sha256, w.sha256, "%r: content" % p)
-        # Names of one inode in tar's tree are names of one inode here too.
-        for p in want:
-            for q in want:
-                same = want[p].ino == want[q].ino
-                self.assertEqual(got[p].ino == got[q].ino, same, "%r vs %r: same inode" % (p, q))
+        tl.assert_same_tree(self, want, got, skip_mtime)
 
     def check(self, *shards, skip_mtime=(), refused=0, tar_fails=None):
         """Writes the shards, extracts them with GNU tar and indexes them;

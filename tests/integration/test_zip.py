@@ -6,7 +6,7 @@ member has a data descriptor), by Python's zipfile (stored, deflated, zip64
 forced) and by `bsdtar --format zip` are indexed and mounted, and the mounted
 tree must equal what `unzip` extracts (names, types, modes, mtimes, owners,
 content) and, for content and types, what `bsdtar -x` extracts. The
-comparison is test_tar_semantics.py's.
+comparison is the tar-semantics tests' (shardfs_testlib.assert_same_tree).
 
 Then: random reads at random offsets by 16 concurrent readers with every
 byte checked; corrupt and cut deflate data give EIO and a log line naming
@@ -31,10 +31,9 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from test_tar_semantics import TarSemanticsTest  # noqa: E402
 
 T0 = 1_600_000_000  # Even: DOS times have 2-second steps.
-compare = TarSemanticsTest.compare
+compare = tl.assert_same_tree  # The tar-semantics oracle's comparison.
 
 
 def make_source(root):
