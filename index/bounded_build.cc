@@ -40,14 +40,16 @@ uint64_t Seq(ShardId shard, uint64_t number) {
   return (static_cast<uint64_t>(shard.value) << 32) | number;
 }
 
-enum MemberFlags : uint8_t { kHardlink = 1, kChecksum = 2, kSparse = 4 };
+enum MemberFlags : uint8_t { kHardlink = 1, kChecksum = 2, kSparse = 4, kEncoded = 8 };
 
+// `encoded`: an encoded member's trailer (EncodeEncodedTrailer), or empty.
 void EncodeMember(const MemberEntry& m, uint32_t generation, const std::vector<Extent>* extents,
-                  std::string* out) {
+                  std::string_view encoded, std::string* out) {
   out->clear();
   out->push_back(static_cast<char>(m.type));
   out->push_back(static_cast<char>((m.is_hardlink ? kHardlink : 0) |
-                                   (m.has_checksum ? kChecksum : 0) | (extents ? kSparse : 0)));
+                                   (m.has_checksum ? kChecksum : 0) | (extents ? kSparse : 0) |
+                                   (encoded.empty() ? 0 : kEncoded)));
   PutVarint64(out, generation);
   PutVarint64(out, m.mode);
   PutVarint64(out, m.uid);
@@ -60,6 +62,7 @@ void EncodeMember(const MemberEntry& m, uint32_t generation, const std::vector<E
   PutVarint64(out, m.link_target.size());
   out->append(m.link_target);
   if (extents) out->append(EncodeExtents(*extents));
+  out->append(encoded);
 }
 
 // Decodes a spilled member (path from its key); `extents` gets the encoded
@@ -98,7 +101,8 @@ bool DecodeMember(std::string_view key, std::string_view in, MemberEntry* m, uin
   m->offset = offset;
   m->header_offset = header;
   extents->clear();
-  if (flags & kSparse) extents->assign(in);
+  // The record's tail: an extent list or an encoded member's trailer.
+  if (flags & (kSparse | kEncoded)) extents->assign(in);
   return true;
 }
 
@@ -193,6 +197,7 @@ class TreeJoiner {
   const TreeCounts& counts() const { return counts_; }
   bool all_checksummed() const { return all_checksummed_; }
   bool any_sparse() const { return any_sparse_; }
+  bool any_encoded() const { return any_encoded_; }
   const std::vector<uint64_t>& shard_bytes() const { return shard_bytes_; }
 
  private:
@@ -246,6 +251,7 @@ class TreeJoiner {
   TreeCounts counts_;
   bool all_checksummed_ = true;
   bool any_sparse_ = false;
+  bool any_encoded_ = false;
   std::vector<uint64_t> shard_bytes_;
   uint64_t replaced_ = 0;
   uint64_t dropped_ = 0;
@@ -369,6 +375,7 @@ Status TreeJoiner::AddTree(const std::vector<MemberEntry>& members,
       counts_.bytes += rec.size;
       if (!members[n.member].has_checksum) all_checksummed_ = false;
       if (rec.flags & kEntrySparse) any_sparse_ = true;
+      if (rec.flags & kEntryEncoded) any_encoded_ = true;
       if (rec.shard.value < shard_bytes_.size()) shard_bytes_[rec.shard.value] += StoredBytes(rec);
     }
     SHARDFS_RETURN_IF_ERROR(PutInode(rec));
@@ -390,7 +397,8 @@ void MemberSpiller::RestartShard() {
   owner_->NoteRestart(shard_, generation_);
 }
 
-Status MemberSpiller::Add(const MemberEntry& m, const std::vector<Extent>* extents) {
+Status MemberSpiller::Add(const MemberEntry& m, const std::vector<Extent>* extents,
+                          std::string_view encoded) {
   key_.clear();
   AppendPathKey(m.path, &key_);
   const size_t path_key = key_.size();
@@ -405,7 +413,7 @@ Status MemberSpiller::Add(const MemberEntry& m, const std::vector<Extent>* exten
     std::string target_end = target.substr(0, target.size() - 2) + '\x01';
     owner_->NoteLink(std::min(self, target), std::max(self, target_end));
   }
-  EncodeMember(m, generation_, extents, &value_);
+  EncodeMember(m, generation_, extents, encoded, &value_);
   return runs_.Add(key_, value_);
 }
 
@@ -538,7 +546,7 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
           current_plain = true;
         }
         if (m.type != EntryType::kDir || m.is_hardlink) current_plain = false;
-        if (static_cast<uint8_t>(value[1]) & kSparse) {
+        if (static_cast<uint8_t>(value[1]) & (kSparse | kEncoded)) {
           extents[static_cast<uint32_t>(chunk.size())] = sparse;
         }
         chunk_cost += ChunkCost(m);
@@ -564,7 +572,8 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
   SHARDFS_ASSIGN_OR_RETURN(KeyValues small_kvs, ShardKeys(shards_, out_abs.parent_path().string()));
   for (auto& kv : MetaKeysOf(joiner.counts(), joiner.all_checksummed(), joiner.any_sparse(),
                              MetaText{options.build_options, options.created_by, options.partition,
-                                      options.partition_shards})) {
+                                      options.partition_shards},
+                             joiner.any_encoded())) {
     small_kvs.push_back(std::move(kv));
   }
   std::sort(small_kvs.begin(), small_kvs.end());

@@ -66,7 +66,9 @@ class MemberSpiller {
   void RestartShard();
   // Adds the next member of the current shard; `extents` if it is sparse
   // (as IndexWriter::AddSparseMember). IoError naming a spill file.
-  Status Add(const MemberEntry& member, const std::vector<Extent>* extents);
+  // `encoded`: an encoded member's trailer (EncodeEncodedTrailer), or empty.
+  Status Add(const MemberEntry& member, const std::vector<Extent>* extents,
+             std::string_view encoded = {});
 
  private:
   friend class BoundedIndexWriter;

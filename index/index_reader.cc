@@ -297,10 +297,11 @@ Status IndexReader::CheckFileRange(const EntryRecord& rec) const {
     }
     return Status::Ok();
   }
-  if (rec.offset > shard_size || rec.size > shard_size - rec.offset) {
+  const Extent stored = StoredRange(rec);  // An encoded member: its compressed bytes.
+  if (stored.physical > shard_size || stored.length > shard_size - stored.physical) {
     return Status::Corruption(
         fmt::format("index {}: inode {}: {} bytes at byte {} of shard {}, which has {} bytes",
-                    path_, inode, rec.size, rec.offset, rec.shard.value, shard_size));
+                    path_, inode, stored.length, stored.physical, rec.shard.value, shard_size));
   }
   return Status::Ok();
 }

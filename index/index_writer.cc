@@ -87,6 +87,10 @@ void IndexWriter::SetExtents(size_t member, const std::vector<Extent>& extents) 
   extents_[static_cast<uint32_t>(member)] = EncodeExtents(extents);
 }
 
+void IndexWriter::SetEncoded(size_t member, const EncodedMember& encoding) {
+  extents_[static_cast<uint32_t>(member)] = EncodeEncodedTrailer(encoding);
+}
+
 Result<WriteStats> IndexWriter::Finish(const std::string& out_path, const WriteOptions& options) {
   SHARDFS_RETURN_IF_ERROR(CheckOutputPath(out_path, options.force));
   const auto start = std::chrono::steady_clock::now();

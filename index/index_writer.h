@@ -101,6 +101,8 @@ class IndexWriter {
   void AddMembers(HugeVector<MemberEntry>&& batch);
   // Member number `member` (in call order) is sparse, as AddSparseMember.
   void SetExtents(size_t member, const std::vector<Extent>& extents);
+  // Makes member `member` (a file) an encoded member stored as `encoding`.
+  void SetEncoded(size_t member, const EncodedMember& encoding);
 
   // Makes room for `members` members in all, so that adding them does not
   // move the ones already added.

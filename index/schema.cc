@@ -114,7 +114,26 @@ Extent GetExtent(const EntryRecord& rec, size_t i) {
   return {DecodeFixed64(p), DecodeFixed64(p + 8), DecodeFixed64(p + 16)};
 }
 
+std::string EncodeEncodedTrailer(const EncodedMember& m) {
+  std::string out(kEncodedTrailerSize, '\0');
+  out[0] = static_cast<char>(m.method);
+  EncodeFixed64(out.data() + 1, m.comp_offset);
+  EncodeFixed64(out.data() + 9, m.comp_size);
+  EncodeFixed32(out.data() + 17, m.crc32);
+  return out;
+}
+
+bool DecodeEncodedTrailer(std::string_view tail, EncodedMember* m) {
+  if (tail.size() != kEncodedTrailerSize) return false;
+  m->method = static_cast<uint8_t>(tail[0]);
+  m->comp_offset = DecodeFixed64(tail.data() + 1);
+  m->comp_size = DecodeFixed64(tail.data() + 9);
+  m->crc32 = DecodeFixed32(tail.data() + 17);
+  return true;
+}
+
 uint64_t StoredBytes(const EntryRecord& rec) {
+  if (rec.encoded()) return rec.encoding.comp_size;
   if (!rec.sparse()) return rec.size;
   uint64_t total = 0;
   for (size_t i = 0; i < ExtentCount(rec); ++i) total += GetExtent(rec, i).length;
@@ -137,7 +156,10 @@ size_t FindExtent(const EntryRecord& rec, uint64_t offset) {
 
 void EncodeEntry(const EntryRecord& rec, std::string* out) {
   // Extents and a target exclude each other (sparse files vs symlinks).
-  const std::string_view tail = rec.sparse() ? rec.extents : rec.target;
+  const std::string trailer = rec.encoded() ? EncodeEncodedTrailer(rec.encoding) : std::string();
+  const std::string_view tail = rec.encoded()  ? std::string_view(trailer)
+                                : rec.sparse() ? rec.extents
+                                               : rec.target;
   out->resize(kEntryFixedSize + tail.size());
   char* p = out->data();
   p[0] = static_cast<char>(rec.type);
@@ -181,6 +203,27 @@ Status DecodeEntry(std::string_view value, EntryRecord* rec) {
   rec->xxh3 = DecodeFixed64(p + 62);
   rec->target = value.substr(kEntryFixedSize);
   rec->extents = {};
+  rec->encoding = {};
+  if (rec->flags & kEntryEncoded) {
+    if (rec->type != EntryType::kFile || (rec->flags & kEntrySparse)) {
+      return Status::Corruption("entry record: encoded flag on a non-file or a sparse file");
+    }
+    if (!DecodeEncodedTrailer(rec->target, &rec->encoding)) {
+      return Status::Corruption(
+          fmt::format("entry record: encoded member trailer of {} bytes, expected {}",
+                      rec->target.size(), kEncodedTrailerSize));
+    }
+    rec->target = {};
+    if (rec->encoding.method != kMethodDeflate) {
+      return Status::Corruption(
+          fmt::format("entry record: encoded member with unknown method {}", rec->encoding.method));
+    }
+    if (rec->encoding.comp_offset != rec->offset ||
+        rec->encoding.comp_offset + rec->encoding.comp_size < rec->encoding.comp_offset) {
+      return Status::Corruption("entry record: encoded member's compressed range is inconsistent");
+    }
+    return Status::Ok();
+  }
   if (rec->flags & kEntrySparse) return DecodeExtents(rec);
   if (rec->type != EntryType::kSymlink && !rec->target.empty()) {
     return Status::Corruption("entry record: trailing bytes after a non-symlink");

@@ -33,7 +33,8 @@
 //     0     1  type           1 file, 2 dir, 3 symlink
 //     1     1  flags          bit 0: xxh3 is valid (built with checksums)
 //                             bit 1: sparse (below); bit 2: an implied
-//                             directory (no member describes it)
+//                             directory (no member describes it); bit 3:
+//                             an encoded member (below)
 //     2     4  mode           st_mode, type bits included
 //     6     4  uid
 //    10     4  gid
@@ -49,6 +50,7 @@
 //                             zeros by construction, are not hashed)
 //    70     n  target         symlinks only; the raw target bytes
 //    70  24*k  extents        sparse files only (flags bit 1); see below
+//    70    21  encoded        encoded members only (flags bit 3); see below
 //
 // Sparse files (flags bit 1, schema version 2). A tar member written with
 // holes (GNU sparse 0.0/0.1/1.0, old GNU 'S') stores only its data extents.
@@ -68,6 +70,21 @@
 //    16     8  physical       byte offset of those bytes in the shard
 //
 // A file of 8 GiB with three extents costs 72 bytes more, whatever its holes.
+//
+// Encoded members (flags bit 3, schema version 3): a file whose bytes are
+// stored compressed in the shard, one member at a time (a deflated zip
+// member). `size` is the uncompressed size, `offset` the shard position of
+// the compressed bytes, `xxh3` (when valid) is of the uncompressed content,
+// and the record ends in a trailer (little-endian):
+//
+//   off  size  field
+//     0     1  method         8: raw deflate (the only one so far)
+//     1     8  comp_offset    shard position of the compressed bytes (= offset)
+//     9     8  comp_size      compressed bytes
+//    17     4  crc32          CRC-32 (zip's, ISO 3309) of the uncompressed content
+//
+// A read inflates the whole member (sizes are known) and serves from the
+// inflated copy; it is never a byte range of the shard. Not with bit 1.
 //
 // Views and versions. The 'D' and 'I' keys, always with view id 0
 // (kDefaultView), are default@1: the tree `index build` wrote, the first
@@ -131,6 +148,8 @@
 //    16     8  fingerprint    see ShardFingerprint() in index/fingerprint.h
 //    24     1  flags          bit 0: path is relative to the index's parent dir
 //                             bit 1: remote: path is a URL (http, https, s3)
+//                             bit 2: a zip archive (members are stored byte
+//                             ranges or encoded members), not a tar
 //    25     n  path           raw bytes                 (bit 1 clear)
 //    25     2  etag length e  little-endian             (bit 1 set)
 //    27     e  etag           as the server sent it, quotes included; may be empty
@@ -155,8 +174,11 @@ namespace shardfs::index {
 // older readers keep reading it and refuse only an index they would misread.
 inline constexpr uint32_t kSchemaVersion = 1;
 inline constexpr uint32_t kSparseSchemaVersion = 2;
+// Version 3 added encoded members (zip archives' deflated members); an index
+// without one is written as before.
+inline constexpr uint32_t kZipSchemaVersion = 3;
 // The newest version this code reads.
-inline constexpr uint32_t kMaxSchemaVersion = kSparseSchemaVersion;
+inline constexpr uint32_t kMaxSchemaVersion = kZipSchemaVersion;
 
 struct InodeId {
   uint64_t value = 0;
@@ -225,8 +247,24 @@ inline constexpr uint8_t kEntrySparse = 2;
 // Directories: no member describes it (implied: 0755, owner 0, the mtime of
 // its newest child). Readers before it ignore the bit.
 inline constexpr uint8_t kEntryImplied = 4;
+// Files: an encoded member (the trailer above).
+inline constexpr uint8_t kEntryEncoded = 8;
 inline constexpr uint8_t kShardPathRelative = 1;
 inline constexpr uint8_t kShardRemote = 2;
+inline constexpr uint8_t kShardZip = 4;
+
+// The methods of encoded members.
+inline constexpr uint8_t kMethodDeflate = 8;
+inline constexpr size_t kEncodedTrailerSize = 21;
+
+// Where and how an encoded member's bytes are stored.
+struct EncodedMember {
+  uint8_t method = 0;
+  uint64_t comp_offset = 0;
+  uint64_t comp_size = 0;
+  uint32_t crc32 = 0;
+  friend bool operator==(const EncodedMember&, const EncodedMember&) = default;
+};
 
 // One tree entry. `target` points into the buffer it was decoded from.
 struct EntryRecord {
@@ -246,9 +284,12 @@ struct EntryRecord {
   std::string_view target;
   // Sparse files: the encoded extent list (see ExtentCount / GetExtent).
   std::string_view extents;
+  // Encoded members (flags bit 3).
+  EncodedMember encoding;
 
   bool has_checksum() const { return flags & kEntryHasChecksum; }
   bool sparse() const { return flags & kEntrySparse; }
+  bool encoded() const { return flags & kEntryEncoded; }
 };
 
 inline constexpr size_t kEntryFixedSize = 70;
@@ -300,11 +341,14 @@ bool DecodeShardKey(std::string_view key, ShardId* shard);
 
 // Values.
 // A sparse record (kEntrySparse) takes its extents from rec.extents, as
-// EncodeExtents writes them.
+// EncodeExtents writes them; an encoded one (kEntryEncoded) gets the trailer
+// of rec.encoding.
 void EncodeEntry(const EntryRecord& rec, std::string* out);
 // Returns Corruption if `value` is not a well-formed EntryRecord, including
 // a sparse file whose extents are not sorted, overlap, are empty or reach
-// past its size (whether they lie inside the shard is the reader's check).
+// past its size (whether they lie inside the shard is the reader's check),
+// and an encoded record that is not a file, is sparse, has an unknown method
+// or a trailer of the wrong size or whose offset differs from comp_offset.
 Status DecodeEntry(std::string_view value, EntryRecord* rec);
 // Appends `extent` in the layout above.
 void AppendExtent(const Extent& extent, std::string* out);
@@ -314,8 +358,19 @@ std::string EncodeExtents(const std::vector<Extent>& extents);
 // REQUIRES: i < ExtentCount(rec).
 inline size_t ExtentCount(const EntryRecord& rec) { return rec.extents.size() / kExtentSize; }
 Extent GetExtent(const EntryRecord& rec, size_t i);
-// Bytes a sparse record stores (the sum of its extents); size for others.
+// Bytes a sparse record stores (the sum of its extents); an encoded
+// member's compressed size; size for others.
 uint64_t StoredBytes(const EntryRecord& rec);
+// The shard range a non-sparse file's bytes come from: its data, or an
+// encoded member's compressed bytes (logical 0).
+inline Extent StoredRange(const EntryRecord& rec) {
+  return rec.encoded() ? Extent{0, rec.encoding.comp_size, rec.encoding.comp_offset}
+                       : Extent{0, rec.size, rec.offset};
+}
+// The trailer of an encoded member (the layout above), and its decoder
+// (false if `tail` is not kEncodedTrailerSize bytes).
+std::string EncodeEncodedTrailer(const EncodedMember& m);
+bool DecodeEncodedTrailer(std::string_view tail, EncodedMember* m);
 // The index of the first extent of `rec` that ends after logical `offset`
 // (ExtentCount(rec) if none): a binary search.
 size_t FindExtent(const EntryRecord& rec, uint64_t offset);

@@ -63,8 +63,13 @@ EntryRecord TreeEmitter::Record(const TreeNode& node) const {
     rec.xxh3 = m.xxh3;
     if (m.has_checksum) rec.flags |= kEntryHasChecksum;
     if (const std::string* extents = SparseExtentsOf(n)) {
-      rec.flags |= kEntrySparse;
-      rec.extents = *extents;
+      if (extents->size() == kEncodedTrailerSize) {
+        rec.flags |= kEntryEncoded;
+        DecodeEncodedTrailer(*extents, &rec.encoding);
+      } else {
+        rec.flags |= kEntrySparse;
+        rec.extents = *extents;
+      }
     }
   } else if (n.type == EntryType::kSymlink) {
     rec.target = m.link_target;
@@ -82,7 +87,15 @@ bool TreeEmitter::AllChecksummed() const {
 
 bool TreeEmitter::AnySparse() const {
   return std::any_of(tree_.nodes.begin(), tree_.nodes.end(), [&](const TreeNode& n) {
-    return !n.hardlink && SparseExtentsOf(n) != nullptr;
+    const std::string* tail = n.hardlink ? nullptr : SparseExtentsOf(n);
+    return tail != nullptr && tail->size() != kEncodedTrailerSize;
+  });
+}
+
+bool TreeEmitter::AnyEncoded() const {
+  return std::any_of(tree_.nodes.begin(), tree_.nodes.end(), [&](const TreeNode& n) {
+    const std::string* tail = n.hardlink ? nullptr : SparseExtentsOf(n);
+    return tail != nullptr && tail->size() == kEncodedTrailerSize;
   });
 }
 
@@ -112,18 +125,21 @@ Status TreeEmitter::EmitInodes(const KvSink& put) const {
 }
 
 KeyValues TreeEmitter::MetaKeys(const MetaText& text) const {
-  return MetaKeysOf(tree_.counts, AllChecksummed(), AnySparse(), text);
+  return MetaKeysOf(tree_.counts, AllChecksummed(), AnySparse(), text, AnyEncoded());
 }
 
 KeyValues MetaKeysOf(const TreeCounts& c, bool all_checksummed, bool any_sparse,
-                     const MetaText& text) {
+                     const MetaText& text, bool any_encoded) {
   KeyValues kvs;
   auto meta = [&](std::string_view name, std::string value) {
     kvs.emplace_back(EncodeMetaKey(name), std::move(value));
   };
   // Version 2 only when a sparse file made it into the tree: older readers
   // keep reading every other index.
-  meta(kMetaSchemaVersion, std::to_string(any_sparse ? kSparseSchemaVersion : kSchemaVersion));
+  // Version 3 likewise only with an encoded member (a deflated zip member).
+  meta(kMetaSchemaVersion, std::to_string(any_encoded  ? kZipSchemaVersion
+                                          : any_sparse ? kSparseSchemaVersion
+                                                       : kSchemaVersion));
   meta(kMetaBuildOptions, text.build_options);
   meta(kMetaCreatedBy, text.created_by);
   meta(kMetaFiles, std::to_string(c.files));

@@ -29,7 +29,10 @@ namespace shardfs::index {
 // Takes keys in ascending order; an error stops the emission.
 using KvSink = std::function<Status(std::string_view key, std::string_view value)>;
 using KeyValues = std::vector<std::pair<std::string, std::string>>;
-// Encoded extent lists (AppendExtent) of the sparse members, by member index.
+// The tails of file records, by member index: encoded extent lists
+// (AppendExtent) of the sparse members, or the trailers of encoded members
+// (EncodeEncodedTrailer): kEncodedTrailerSize bytes, never a whole number of
+// extents, so the size tells the two apart.
 using SparseExtents = std::unordered_map<uint32_t, std::string>;
 
 // What the meta keys record besides the tree's counts.
@@ -52,6 +55,8 @@ class TreeEmitter {
   bool AllChecksummed() const;
   // Whether a sparse file made it into the tree (schema version 2).
   bool AnySparse() const;
+  // Whether an encoded member made it into the tree (schema version 3).
+  bool AnyEncoded() const;
 
   // Every 'D' key of the default view, ascending.
   Status EmitDirents(const KvSink& put) const;
@@ -70,9 +75,10 @@ class TreeEmitter {
 };
 
 // The 'M' keys of a tree with `counts`, sorted: schema version (2 if
-// `any_sparse`), counts, checksums ("xxh3" if `all_checksummed`), `text`.
+// `any_sparse`, 3 if `any_encoded`), counts, checksums ("xxh3" if
+// `all_checksummed`), `text`.
 KeyValues MetaKeysOf(const TreeCounts& counts, bool all_checksummed, bool any_sparse,
-                     const MetaText& text);
+                     const MetaText& text, bool any_encoded = false);
 
 // How a shard's path is stored: relative to `base` (the index's parent
 // directory, absolute and normal) when the shard lies under it, with

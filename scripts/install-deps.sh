@@ -19,12 +19,16 @@ build_packages=(
   libfuse3-dev librocksdb-dev libarchive-dev libxxhash-dev libfmt-dev
   libgtest-dev libgmock-dev
   libcurl4-openssl-dev
+  # zip archives: deflated members are inflated with libdeflate
+  libdeflate-dev
   # run; the demo's shards are written with GNU tar
   fuse3 tar python3
 )
 test_packages=(
   # other tar writers and reference readers
   libarchive-tools busybox
+  # zip writers and reference extraction (tests/integration/test_zip.py)
+  zip unzip
   # sanitizer and fuzz build
   clang libclang-rt-14-dev llvm
   # the format check (scripts/test.sh): the tree keeps its own .clang-format

@@ -82,6 +82,15 @@ std::string EntryJson(const IndexReader& r, std::string_view path, const EntryRe
           .UNum("data_bytes", index::StoredBytes(e))
           .Raw("extents", extents);
     }
+    if (e.encoded()) {
+      // A deflated zip member: offset is where its compressed bytes start.
+      o.Str("method", "deflate")
+          .UNum("compressed_offset", e.encoding.comp_offset)
+          .UNum("compressed_size", e.encoding.comp_size)
+          .Str("crc32", fmt::format("{:08x}", e.encoding.crc32));
+    } else if (r.shards()[e.shard.value].flags & index::kShardZip) {
+      o.Str("method", "stored");
+    }
     if (e.has_checksum()) {
       o.Str("xxh3", fmt::format("{:016x}", e.xxh3));
     } else {
@@ -167,6 +176,10 @@ bool PrintStat(const IndexReader& r, const std::string& path, bool json, bool fi
     if (e.sparse()) {
       fmt::print("sparse: {} extents, {} bytes of data\n", index::ExtentCount(e),
                  index::StoredBytes(e));
+    }
+    if (e.encoded()) {
+      fmt::print("method: deflate, {} compressed bytes at byte {}, crc32 {:08x}\n",
+                 e.encoding.comp_size, e.encoding.comp_offset, e.encoding.crc32);
     }
     fmt::print("  xxh3: {}\n", e.has_checksum() ? fmt::format("{:016x}", e.xxh3) : "(none)");
   }

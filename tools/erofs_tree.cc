@@ -110,6 +110,14 @@ class TreeCollector {
       return Status::NotSupported(
           fmt::format("{} is in a remote shard ({})", where(), r_.ShardPath(rec.shard)));
     }
+    // The kernel cannot inflate a deflated member, and a stored one's data
+    // lies wherever its headers end, not on a 512-byte block.
+    if (shard.flags & index::kShardZip) {
+      return Status::NotSupported(fmt::format(
+          "{} is {} member of the zip archive {}: zip archives are not supported by the kernel "
+          "mount (mount without --kernel)",
+          where(), rec.encoded() ? "a deflated" : "a", r_.ShardPath(rec.shard)));
+    }
     // Its blocks are numbered in 32 bits, 0xFFFFFFFF meaning none.
     if (AlignUp(shard.size, kBlock) / kBlock >= kNullAddr) {
       return Status::NotSupported(

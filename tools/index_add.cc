@@ -95,6 +95,10 @@ void Synthesize(const VersionBuilder& tree, const std::vector<uint8_t>& relevant
       if (rec.sparse() && !m.is_hardlink) {
         (*extents)[static_cast<uint32_t>(members->size())] = std::string(rec.extents);
       }
+      if (rec.encoded() && !m.is_hardlink) {
+        (*extents)[static_cast<uint32_t>(members->size())] =
+            index::EncodeEncodedTrailer(rec.encoding);
+      }
       members->push_back(std::move(m));
       node_of->push_back(c);
       if (rec.type == index::EntryType::kDir) visit(c);

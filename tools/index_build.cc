@@ -40,6 +40,8 @@ struct ShardScan {
   HugeVector<index::MemberEntry> members;
   // Extents of the sparse members, by index in `members`, in order.
   std::vector<std::pair<size_t, std::vector<index::Extent>>> sparse;
+  // Zip archives' encoded (deflated) members, by index in `members`.
+  std::vector<std::pair<size_t, index::EncodedMember>> encoded;
   uint64_t rejected = 0;
   std::vector<std::string> rejected_examples;
   // A bounded build: members go here as they are scanned, not to `members`.
@@ -63,13 +65,15 @@ Status ExpandOne(const std::string& input, const RemoteLimits& limits,
     for (fs::directory_iterator d(input, ec); !ec && d != fs::directory_iterator();
          d.increment(ec)) {
       std::error_code type_ec;
-      if (d->path().extension() == ".tar" && d->is_regular_file(type_ec)) {
+      if ((d->path().extension() == ".tar" || d->path().extension() == ".zip") &&
+          d->is_regular_file(type_ec)) {
         found.push_back(d->path());
       }
     }
     if (ec) return Status::IoError(fmt::format("{}: {}", input, ec.message()));
     if (found.empty()) {
-      return Status::InvalidArgument(fmt::format("{}: directory has no *.tar files", input));
+      return Status::InvalidArgument(
+          fmt::format("{}: directory has no *.tar or *.zip files", input));
     }
     std::sort(found.begin(), found.end());
     out->insert(out->end(), found.begin(), found.end());
@@ -166,8 +170,12 @@ Status AddMember(ScannedMember&& m, index::ShardId id, const std::string& shown,
   } else {
     e.link_target = std::move(m.link_target);
   }
-  if (out->spiller) return out->spiller->Add(e, m.sparse ? &m.extents : nullptr);
+  if (out->spiller) {
+    return out->spiller->Add(e, m.sparse ? &m.extents : nullptr,
+                             m.encoded ? index::EncodeEncodedTrailer(m.encoding) : std::string());
+  }
   if (m.sparse) out->sparse.emplace_back(out->members.size(), std::move(m.extents));
+  if (m.encoded) out->encoded.emplace_back(out->members.size(), m.encoding);
   out->members.push_back(std::move(e));
   return Status::Ok();
 }
@@ -208,6 +216,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
     if (nested) nested->Restart();
     out->members.clear();
     out->sparse.clear();
+    out->encoded.clear();
     out->rejected = 0;
     out->rejected_examples.clear();
     last_end = 0;
@@ -242,8 +251,9 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
   };
   const std::function<Status(ScannedMember &&)> add = [&](ScannedMember&& m) -> Status {
     uint64_t end =
-        m.sparse ? (m.extents.empty() ? 0 : m.extents.back().physical + m.extents.back().length)
-                 : m.data_offset + m.size;
+        m.sparse    ? (m.extents.empty() ? 0 : m.extents.back().physical + m.extents.back().length)
+        : m.encoded ? m.encoding.comp_offset + m.encoding.comp_size
+                    : m.data_offset + m.size;
     pending_bytes += end > last_end ? end - last_end : 0;
     last_end = std::max(last_end, end);
     if (++pending_entries == kProgressBatch) add_progress();
@@ -421,6 +431,7 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* sc
       meta.flags |= index::kShardRemote;
       meta.etag = scan.etag;
     }
+    if (scan.info.zip) meta.flags |= index::kShardZip;
     writer->AddShard(std::move(meta));
     report->members += scan.info.members + scan.nested_members;
     report->nested_archives += scan.nested_archives;
@@ -432,6 +443,7 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* sc
     const size_t first = writer->member_count();
     writer->AddMembers(std::move(scan.members));
     for (const auto& [k, extents] : scan.sparse) writer->SetExtents(first + k, extents);
+    for (const auto& [k, encoding] : scan.encoded) writer->SetEncoded(first + k, encoding);
     HugeVector<index::MemberEntry>().swap(scan.members);  // Freed as it goes.
   }
 }
@@ -449,6 +461,9 @@ struct MemberCollector {
   void SetExtents(size_t member, const std::vector<index::Extent>& extents) {
     out->extents[static_cast<uint32_t>(member)] = index::EncodeExtents(extents);
   }
+  void SetEncoded(size_t member, const index::EncodedMember& encoding) {
+    out->extents[static_cast<uint32_t>(member)] = index::EncodeEncodedTrailer(encoding);
+  }
 };
 
 // For a bounded build, whose members the scan already spilled: AddScans
@@ -460,6 +475,7 @@ struct SpilledMembers {
   size_t member_count() const { return 0; }
   void AddMembers(HugeVector<index::MemberEntry>&&) {}
   void SetExtents(size_t, const std::vector<index::Extent>&) {}
+  void SetEncoded(size_t, const index::EncodedMember&) {}
 };
 
 // The index published at options.out replaces (with --force) and then

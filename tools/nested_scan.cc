@@ -132,7 +132,8 @@ Status NestedScanner::Visit(ScannedMember&& m, int depth, const Emit& emit) {
       m = std::move(t);
     }
   }
-  const bool candidate = m.kind == MemberKind::kFile && !m.sparse && m.size > 0 &&
+  // A deflated zip member's data_offset starts compressed bytes: no candidate.
+  const bool candidate = m.kind == MemberKind::kFile && !m.sparse && !m.encoded && m.size > 0 &&
                          m.data_offset <= size_ && m.size <= size_ - m.data_offset;
   NestedKind kind = NestedKind::kNone;
   if (candidate) kind = ClassifyMember(m.path, data_ + m.data_offset, m.size);

@@ -87,6 +87,13 @@ Status ListTree(const index::IndexReader& r, TreeScan* scan) {
             bad = s.WithContext(ShownPath(path));
             return false;
           }
+          if (rec.encoded()) {
+            bad = Status::NotSupported(fmt::format(
+                "{}: a deflated member of the zip archive {}: pack --from-index copies stored "
+                "bytes only",
+                ShownPath(path), r.ShardPath(rec.shard)));
+            return false;
+          }
           if (rec.type == index::EntryType::kDir) dirs.emplace_back(path, rec.inode);
           scan->entries.push_back(EntryOf(std::move(path), rec));
           return true;

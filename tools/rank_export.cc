@@ -91,6 +91,9 @@ Result<RankExportStats> ExportIndex(const index::IndexReader& reader, const std:
           writer.AddSparseMember(std::move(m), extents);
           return true;
         }
+        if (rec.encoded()) {
+          writer.SetEncoded(writer.member_count(), rec.encoding);
+        }
       }
       writer.AddMember(std::move(m));
       return true;

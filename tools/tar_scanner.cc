@@ -19,6 +19,7 @@
 #include "index/fingerprint.h"
 #include "tools/tar_headers.h"
 #include "tools/tar_walker.h"
+#include "tools/zip_scanner.h"
 
 namespace shardfs::tools {
 namespace {
@@ -482,6 +483,15 @@ Status ScanTarFd(const std::string& path, int fd, const ScanOptions& options,
     }
     return on_member(std::move(member));
   };
+  if (uint64_t entries = 0; LooksLikeZip(map.base, map.size, &entries)) {
+    // Without checksums only the central directory and the local headers
+    // are read: where members lie far apart (>= 64 KiB each, as photos do),
+    // readahead around each header would read most of the archive.
+    if (!options.checksum && map.size / std::max<uint64_t>(entries, 1) >= (64 << 10)) {
+      ::madvise(m, map.size, MADV_RANDOM);
+    }
+    return ScanZipBytes(path, map.base, map.size, options, releasing, info);
+  }
   return ScanTarBytes(path, map.base, map.size, options, releasing, info);
 }
 

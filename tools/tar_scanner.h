@@ -51,6 +51,11 @@ struct ScannedMember {
   bool has_checksum = false;
   uint64_t xxh3 = 0;
   std::string link_target;  // Symlink target or hard link target, raw.
+  // A zip member stored compressed (tools/zip_scanner.h): data_offset is
+  // encoding.comp_offset, size the uncompressed size, xxh3 of the
+  // uncompressed content.
+  bool encoded = false;
+  index::EncodedMember encoding;
 };
 
 struct ShardInfo {
@@ -59,6 +64,7 @@ struct ShardInfo {
   uint64_t fingerprint = 0;
   uint64_t members = 0;
   uint64_t data_bytes = 0;
+  bool zip = false;  // A zip archive (tools/zip_scanner.h), not a tar.
 };
 
 struct ScanOptions {
@@ -82,7 +88,8 @@ struct ScanOptions {
 };
 
 // Scans the shard at `path`, calling `on_member` for each member in archive
-// order; a non-ok Status from `on_member` stops the scan and is returned.
+// order (a zip archive, found by its end record, is scanned by ScanZipBytes
+// instead: tools/zip_scanner.h); a non-ok Status from `on_member` stops the scan and is returned.
 // Returns InvalidArgument naming the shard and byte offset for anything that
 // is not a well-formed uncompressed tar (truncated, bad checksum, ...), and
 // NotSupported for members whose data libarchive does not return in place.

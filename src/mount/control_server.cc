@@ -304,8 +304,7 @@ Status ControlServer::Warm(const std::vector<std::string>& paths, std::string* b
     std::vector<uint64_t>& v = chunks[rec.shard.value];
     const size_t extents = rec.sparse() ? index::ExtentCount(rec) : 1;
     for (size_t i = 0; i < extents; ++i) {
-      index::Extent e =
-          rec.sparse() ? index::GetExtent(rec, i) : index::Extent{0, rec.size, rec.offset};
+      index::Extent e = rec.sparse() ? index::GetExtent(rec, i) : index::StoredRange(rec);
       if (e.length == 0) continue;
       for (uint64_t c = e.physical / cs; c <= (e.physical + e.length - 1) / cs; ++c) {
         v.push_back(c);

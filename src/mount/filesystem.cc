@@ -16,6 +16,7 @@
 #include "base/io.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "src/mount/zip_reader.h"
 
 namespace shardfs::mount {
 namespace {
@@ -229,7 +230,7 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
     shards_.MarkBad(rec.shard, bad);
     return bad;
   }
-  if (WouldVerify(inode)) {
+  if (WouldVerify(inode) && !rec.encoded()) {  // Encoded: checked once decoded.
     SHARDFS_RETURN_IF_ERROR(VerifyFile(rec, shard));
     verified_.Set(inode);
   }
@@ -240,6 +241,18 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
   range->ends_file = offset + range->length == rec.size;
   range->whole_file = offset == 0 && range->ends_file;
   range->offset = offset;
+  if (rec.encoded()) {
+    range->decode_member = true;
+    range->position = rec.encoding.comp_offset;
+    range->encoding = rec.encoding;
+    range->file_size = rec.size;
+    range->inode = rec.inode;
+    range->xxh3 = rec.xxh3;
+    range->has_checksum = rec.has_checksum();
+    range->ends_file = false;  // Push-ahead leaves it alone: no range of the shard.
+    range->whole_file = false;
+    return Status::Ok();
+  }
   if (rec.sparse()) {
     // Inside one extent: an ordinary range. Otherwise ReadResolved assembles it;
     // push-ahead leaves such ranges alone (they end no file for it).
@@ -304,6 +317,7 @@ Status Filesystem::VerifyBytes(InodeId inode, const char* data, size_t size, uin
 
 Status Filesystem::ReadResolved(const ReadRange& range, char* buf, FileRange* at) {
   if (range.length == 0) return Status::Ok();
+  if (range.decode_member) return ReadEncoded(range, buf);
   Status s = range.gather ? Gather(range, buf)
                           : range.shard->ReadOrLocate(buf, range.length, range.position, at);
   if (!s.ok()) {
@@ -313,6 +327,22 @@ Status Filesystem::ReadResolved(const ReadRange& range, char* buf, FileRange* at
   }
   range.shard->NoteDelivered(range.length, false);
   return Status::Ok();
+}
+
+Status Filesystem::ReadEncoded(const ReadRange& range, char* buf) {
+  const std::string archive = RedactLocation(reader_->ShardPath(range.shard_id));
+  MemberCheck check;
+  if (WouldVerify(range.inode)) {
+    check = [&](const std::string& content) {
+      return VerifyBytes(range.inode, content.data(), content.size(), range.xxh3,
+                         range.has_checksum);
+    };
+  }
+  EncodedRead read{range.shard_id, &range.shard, range.encoding, range.file_size,
+                   range.offset,   range.length, archive};
+  Status s = ReadEncodedMember(read, options_.decoded, check, buf);
+  if (s.ok()) range.shard->NoteDelivered(range.length, false);
+  return s;
 }
 
 Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n) {

@@ -76,6 +76,15 @@ struct ReadRange {
   bool gather = false;
   uint64_t offset = 0;       // Where in the file the read starts.
   std::string_view extents;  // Gather: the file's extents (index/schema.h).
+  // A read of an encoded member (a deflated zip member): only ReadResolved
+  // serves it, from the member's inflated bytes (src/mount/zip_reader.h);
+  // position is the compressed bytes' offset. Never spliced.
+  bool decode_member = false;
+  index::EncodedMember encoding;  // decode_member: how the member is stored,
+  uint64_t file_size = 0;         // its uncompressed size,
+  InodeId inode;                  // and what verify checks it against.
+  uint64_t xxh3 = 0;
+  bool has_checksum = false;
 };
 
 // One bit per inode up to a maximum, set and tested from any thread.
@@ -187,6 +196,8 @@ class Filesystem {
   // Reads gather range `range` into `buf`: a pread per extent, zeros for
   // the holes.
   static Status Gather(const ReadRange& range, char* buf);
+  // Reads decode_member range `range` into `buf` (src/mount/zip_reader.h).
+  Status ReadEncoded(const ReadRange& range, char* buf);
 
   const std::unique_ptr<index::IndexReader> reader_;
   const FilesystemOptions options_;

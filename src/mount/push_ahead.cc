@@ -208,7 +208,10 @@ Status PushAhead::Plan(InodeId inode, uint64_t max_bytes, bool stop_at_pushed,
   index::RecordHolder holder;
   SHARDFS_RETURN_IF_ERROR(reader.GetInode(inode, &first, &holder));
   // A sparse file's offset and size are no range of the shard.
-  if (first.type != index::EntryType::kFile || first.sparse()) return Status::Ok();
+  // Nor is an encoded member's (a deflated zip member).
+  if (first.type != index::EntryType::kFile || first.sparse() || first.encoded()) {
+    return Status::Ok();
+  }
   uint64_t end = first.offset + first.size;
   uint64_t bytes = 0;
   int stepped_over = 0;
@@ -216,7 +219,7 @@ Status PushAhead::Plan(InodeId inode, uint64_t max_bytes, bool stop_at_pushed,
     if (rec.type != index::EntryType::kFile || rec.size == 0) {
       return ++stepped_over <= kMaxStepOver;
     }
-    if (rec.sparse() || rec.shard != first.shard || rec.offset < end ||
+    if (rec.sparse() || rec.encoded() || rec.shard != first.shard || rec.offset < end ||
         rec.offset - end > kMaxGap || rec.size > kMaxFile || bytes + rec.size > max_bytes) {
       return false;
     }

@@ -75,10 +75,50 @@ TEST(EntryRecordTest, FileRoundTripsEveryField) {
   EXPECT_EQ(static_cast<uint8_t>(buf[69]), 0xfe);
 }
 
+TEST(EntryRecordTest, EncodedMemberRoundTrips) {
+  EntryRecord rec;
+  rec.type = EntryType::kFile;
+  rec.flags = kEntryHasChecksum | kEntryEncoded;
+  rec.mode = 0100644;
+  rec.size = 1000000;
+  rec.offset = 0x123456789;
+  rec.encoding = EncodedMember{kMethodDeflate, 0x123456789, 4321, 0xdeadbeef};
+  std::string buf;
+  EntryRecord got = RoundTrip(rec, &buf);
+  EXPECT_EQ(buf.size(), kEntryFixedSize + kEncodedTrailerSize);
+  ExpectSameEntry(rec, got);
+  EXPECT_TRUE(got.encoded());
+  EXPECT_EQ(got.encoding, rec.encoding);
+  EXPECT_EQ(StoredBytes(got), 4321u);
+  EXPECT_EQ(StoredRange(got), (Extent{0, 4321, 0x123456789}));
+  // The trailer's layout: method, then offset, size, crc32 little-endian.
+  EXPECT_EQ(static_cast<uint8_t>(buf[70]), 8);
+  EXPECT_EQ(static_cast<uint8_t>(buf[71]), 0x89);
+  EXPECT_EQ(static_cast<uint8_t>(buf[79]), 0xe1);
+  EXPECT_EQ(static_cast<uint8_t>(buf[87]), 0xef);
+
+  EntryRecord bad;
+  std::string cut = buf.substr(0, buf.size() - 1);
+  EXPECT_FALSE(DecodeEntry(cut, &bad).ok());
+  std::string method = buf;
+  method[70] = 12;  // bzip2: no such encoded method
+  EXPECT_FALSE(DecodeEntry(method, &bad).ok());
+  std::string offset = buf;
+  offset[54] ^= 1;  // offset no longer the compressed offset
+  EXPECT_FALSE(DecodeEntry(offset, &bad).ok());
+  std::string sparse = buf;
+  sparse[1] |= kEntrySparse;
+  EXPECT_FALSE(DecodeEntry(sparse, &bad).ok());
+  std::string dir = buf;
+  dir[0] = static_cast<char>(EntryType::kDir);
+  EXPECT_FALSE(DecodeEntry(dir, &bad).ok());
+}
+
 TEST(EntryRecordTest, MaxValuesRoundTrip) {
   EntryRecord rec;
   rec.type = EntryType::kFile;
-  rec.flags = 0xff;
+  // Every flag but "encoded member", whose trailer EncodedMemberRoundTrips covers.
+  rec.flags = static_cast<uint8_t>(0xff & ~kEntryEncoded);
   rec.mode = kU32Max;
   rec.uid = kU32Max;
   rec.gid = kU32Max;
