@@ -38,6 +38,39 @@ std::vector<Option> RemoteLimitOptions(tools::RemoteLimits* limits) {
            }}};
 }
 
+std::vector<Option> NestOptionTable(tools::NestOptions* nest) {
+  return {{"recursive", 0, nullptr, "show a member that is itself a tar as a directory of its tree",
+           SetFlag(&nest->recursive)},
+          {"recursive-depth", 0, "N", "tar levels opened below a shard (default 4)",
+           [nest](const char* arg) {
+             uint64_t n = 0;
+             if (!ParseCount(arg, 1, 64, &n)) {
+               return Status::InvalidArgument("--recursive-depth needs a count from 1 to 64");
+             }
+             nest->max_depth = static_cast<int>(n);
+             nest->depth_given = true;
+             return Status::Ok();
+           }},
+          {"strip-recursive-tar-extension", 0, nullptr,
+           "name a nested a.tar's directory a, not a.tar", SetFlag(&nest->strip_extension)},
+          {"recursive-max-entries", 0, "N",
+           "refuse a shard whose nested tars hold more entries (default 100000000)",
+           [nest](const char* arg) {
+             nest->max_entries_given = true;
+             return ParseCount(arg, 1, UINT64_MAX, &nest->max_entries)
+                        ? Status::Ok()
+                        : Status::InvalidArgument("--recursive-max-entries needs a count");
+           }}};
+}
+
+std::string CheckNestOptions(const tools::NestOptions& nest) {
+  if (nest.recursive) return "";
+  if (nest.depth_given) return "--recursive-depth needs --recursive";
+  if (nest.strip_extension) return "--strip-recursive-tar-extension needs --recursive";
+  if (nest.max_entries_given) return "--recursive-max-entries needs --recursive";
+  return "";
+}
+
 int RunIndexBuild(int argc, char** argv) {
   tools::IndexBuildOptions o;
   CommandLine cl{
@@ -65,8 +98,10 @@ int RunIndexBuild(int argc, char** argv) {
         [&o](const char* arg) { return tools::ParseShardPart(arg, &o.part); }}},
       Operands::kAfterOptions};
   std::ranges::move(RemoteLimitOptions(&o.remote), std::back_inserter(cl.options));
+  std::ranges::move(NestOptionTable(&o.nest), std::back_inserter(cl.options));
   if (int rc = ParseArgs(cl, argc, argv, &o.inputs); rc >= 0) return rc;
   if (o.out.empty()) return UsageError("index build", "--out INDEX is required");
+  if (std::string e = CheckNestOptions(o.nest); !e.empty()) return UsageError("index build", e);
   if (o.inputs.empty() && o.from_list.empty()) {
     return UsageError("index build", "no shards given");
   }
@@ -95,6 +130,10 @@ int RunIndexBuild(int argc, char** argv) {
   if (st.dropped) {
     log::Warning("{} member(s) could not be placed in the tree, e.g.:", st.dropped);
     for (const auto& ex : st.dropped_examples) log::Warning("  {}", ex);
+  }
+  if (o.nest.recursive) {
+    log::Info("--recursive: {} nested tar(s) shown as directories, holding {} member(s)",
+              r->nested_archives, r->nested_members);
   }
   double secs = std::max(r->seconds, 1e-9);
   if (o.part.count > 0) {

@@ -274,6 +274,8 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
     options.fs.chunk_local = !options.cache_dir.empty();
     (*fetcher)->Start();
   }
+  mount::DecodedCache decoded(options.decode_cache);
+  options.fs.decoded = &decoded;
   mount::Filesystem fs(std::move(reader).value(), options.fs);
   if (!ShardsInPlace(a, fs.reader())) return kExitFailure;
   if (a.check && !ShardsPassCheck(a, fs, fetcher->get())) return kExitFailure;

@@ -282,9 +282,11 @@ int RunIndexAdd(int argc, char** argv) {
        {"message", 'm', "MESSAGE", "the new version's message", SetString(&o.message)},
        {"quiet", 'q', nullptr, "no progress; warnings and errors only", SetFlag(&o.quiet)}}};
   std::ranges::move(RemoteLimitOptions(&o.remote), std::back_inserter(cl.options));
+  std::ranges::move(NestOptionTable(&o.nest), std::back_inserter(cl.options));
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() < 2) return UsageError("index add", "expected INDEX SHARD...");
+  if (std::string e = CheckNestOptions(o.nest); !e.empty()) return UsageError("index add", e);
   if (!WritableIndexArg("index add", args[0])) return kExitFailure;
   o.index = args[0];
   o.inputs.assign(args.begin() + 1, args.end());

@@ -13,6 +13,7 @@
 
 namespace shardfs::tools {
 struct RemoteLimits;
+struct NestOptions;
 }  // namespace shardfs::tools
 
 namespace shardfs::app {
@@ -44,6 +45,11 @@ int ParseArgs(const cli::CommandLine& cl, int argc, char** argv,
 // --max-shard-size and --max-list-pages, for every command that reads remote
 // shards (cmd_index.cc).
 std::vector<cli::Option> RemoteLimitOptions(tools::RemoteLimits* limits);
+// --recursive and its companions (tools/nested_scan.h), for `index build`
+// and `index add`; CheckNestOptions: the usage error for a companion given
+// without --recursive, or "".
+std::vector<cli::Option> NestOptionTable(tools::NestOptions* nest);
+std::string CheckNestOptions(const tools::NestOptions& nest);
 
 // --view VIEW, for the commands that read one view of an index (cmd_ls.cc).
 cli::Option ViewOption(std::string* view);

@@ -12,6 +12,7 @@
 #include "base/strings.h"
 #include "index/index_publish.h"
 #include "index/index_reader.h"
+#include "index/manifest.h"
 #include "index/member_path.h"
 #include "index/tree_builder.h"
 #include "index/tree_emitter.h"
@@ -253,6 +254,12 @@ Status DescribeVersion(const index::IndexReader& source, const index::VersionSum
 Result<IndexAddReport> AddShards(const IndexAddOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   IndexAddReport report;
+  if (index::IsManifestFile(o.index)) {
+    return Status::InvalidArgument(fmt::format(
+        "index add {}: a manifest; add the shards to one of its partitions (or build a new "
+        "partition) and make the manifest again",
+        o.index));
+  }
   SHARDFS_ASSIGN_OR_RETURN(auto editor, index::IndexEditor::Open(o.index));
   index::ReaderOptions ro;
   ro.view = index::kDefaultViewName;
@@ -266,6 +273,7 @@ Result<IndexAddReport> AddShards(const IndexAddOptions& o) {
   scan_options.jobs = o.jobs;
   scan_options.quiet = o.quiet;
   scan_options.remote = o.remote;
+  scan_options.nest = o.nest;
   // The tree loads while the new shards are scanned: neither waits for
   // the other.
   Result<std::unique_ptr<VersionBuilder>> loaded = Status::IoError("the tree was not loaded");

@@ -26,6 +26,7 @@ struct IndexAddOptions {
   bool quiet = false;
   std::string message;
   RemoteLimits remote;  // For remote shards, as in `index build`.
+  NestOptions nest;     // --recursive, as in `index build`.
 };
 
 struct IndexAddReport {

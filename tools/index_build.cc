@@ -49,6 +49,7 @@ struct ShardScan {
   index::ShardId id;
   // A compressed tar: its codec and seek points.
   CompressedScan compressed;
+  uint64_t nested_archives = 0, nested_members = 0;  // --recursive
 };
 
 // A directory contributes its tars: *.tar, and compressed ones by their
@@ -187,7 +188,8 @@ Status AddMember(ScannedMember&& m, index::ShardId id, const std::string& shown,
 }
 
 void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t max_remote_size,
-             uint64_t seek_spacing, Progress* progress, ShardScan* out) {
+             uint64_t seek_spacing, const NestOptions& nest, Progress* progress,
+             ShardScan* out) {
   out->id = id;
   // What messages name: a URL without its query (a presigned URL's
   // signature) is what may be printed.
@@ -213,8 +215,14 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
   // The walker reads the shard once; in the rare case that it then hands
   // the shard to libarchive, what it reported is dropped here.
   if (out->spiller) out->spiller->BeginShard(id);
+  std::optional<NestedScanner> nested;
+  if (nest.recursive) {
+    nested.emplace(nest, shown, checksum);
+    so.on_bytes = [&](const char* data, size_t size) { nested->SetShardBytes(data, size); };
+  }
   so.restart = [&] {
     if (out->spiller) out->spiller->RestartShard();
+    if (nested) nested->Restart();
     out->members.clear();
     out->sparse.clear();
     out->rejected = 0;
@@ -269,18 +277,25 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
     info->mtime_ns = object.mtime_ns;
     return s;
   };
+  const std::function<Status(ScannedMember &&)> add = [&](ScannedMember&& m) -> Status {
+    uint64_t end =
+        m.sparse ? (m.extents.empty() ? 0 : m.extents.back().physical + m.extents.back().length)
+                 : m.data_offset + m.size;
+    pending_bytes += end > last_end ? end - last_end : 0;
+    last_end = std::max(last_end, end);
+    if (++pending_entries == kProgressBatch) add_progress();
+    return AddMember(std::move(m), id, shown, out);
+  };
   out->status = scan(
       path, so,
       [&](ScannedMember&& m) -> Status {
-        uint64_t end =
-            m.sparse ? (m.extents.empty() ? 0 : m.extents.back().physical + m.extents.back().length)
-                     : m.data_offset + m.size;
-        pending_bytes += end > last_end ? end - last_end : 0;
-        last_end = std::max(last_end, end);
-        if (++pending_entries == kProgressBatch) add_progress();
-        return AddMember(std::move(m), id, shown, out);
+        return nested ? nested->Member(std::move(m), add) : add(std::move(m));
       },
       &out->info);
+  if (nested) {
+    out->nested_archives = nested->nested_archives();
+    out->nested_members = nested->nested_members();
+  }
   add_progress();
   progress->UnitDone();
 }
@@ -400,8 +415,8 @@ Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int
       try {
         ScanOne(shards[i], index::ShardId{first_id + static_cast<uint32_t>(i)}, options.checksum,
                 options.remote.max_shard_size,
-                options.seek_spacing ? options.seek_spacing : kDefaultSeekSpacing, &progress,
-                &scan);
+                options.seek_spacing ? options.seek_spacing : kDefaultSeekSpacing, options.nest,
+                &progress, &scan);
       } catch (const std::bad_alloc&) {
         scan.status = Status::IoError(
             fmt::format("shard {}: out of memory while scanning", RedactLocation(shards[i])));
@@ -451,7 +466,9 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* sc
       scan.compressed = CompressedScan{};
     }
     writer->AddShard(std::move(meta));
-    report->members += scan.info.members;
+    report->members += scan.info.members + scan.nested_members;
+    report->nested_archives += scan.nested_archives;
+    report->nested_members += scan.nested_members;
     report->rejected += scan.rejected;
     for (auto& ex : scan.rejected_examples) {
       if (report->rejected_examples.size() < kExamples) report->rejected_examples.push_back(ex);
@@ -582,6 +599,10 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
   wo.build_options =
       fmt::format("checksum={} shards={}", options.checksum ? "xxh3" : "off", shards.size());
   wo.created_by = "shardfs index build";
+  if (options.nest.recursive) {
+    wo.build_options += fmt::format(" recursive={}{}", options.nest.max_depth,
+                                    options.nest.strip_extension ? " strip-tar-extension" : "");
+  }
   if (options.part.count > 0) {
     wo.partition = fmt::format("{}/{}", options.part.index, options.part.count);
     wo.partition_shards = report.listed_shards;

@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "index/index_writer.h"
 #include "index/tree_emitter.h"
+#include "tools/nested_scan.h"
 #include "tools/remote_shards.h"
 
 namespace shardfs::tools {
@@ -54,6 +55,8 @@ struct IndexBuildOptions {
   // Decoded bytes between the seek points of a gzip-compressed tar
   // (tools/ctar_scanner.h); 0: kDefaultSeekSpacing.
   uint64_t seek_spacing = 0;
+  // --recursive: nested tars shown as directories (tools/nested_scan.h).
+  NestOptions nest;
 };
 
 struct IndexBuildReport {
@@ -66,6 +69,8 @@ struct IndexBuildReport {
   uint64_t chunks = 0;    // in this many chunks.
   uint64_t rejected = 0;  // Members whose names or types cannot be in a tree.
   std::vector<std::string> rejected_examples;
+  uint64_t nested_archives = 0;  // With --recursive: tars shown as directories,
+  uint64_t nested_members = 0;   // and the members inside them (also in `members`).
   double seconds = 0;
 };
 

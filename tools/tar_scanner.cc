@@ -488,6 +488,7 @@ Status ScanTarFd(const std::string& path, int fd, const ScanOptions& options,
 Status ScanTarBytes(std::string_view path, const char* data, size_t size,
                     const ScanOptions& options,
                     const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info) {
+  if (options.on_bytes) options.on_bytes(data, size);
   if (options.walker && size > 0) {
     Status status;
     auto counted = [&](ScannedMember&& m) {

@@ -75,6 +75,10 @@ struct ScanOptions {
   // reports them all again from the first. Unset: the walker first reads the
   // whole shard to decide, and reports nothing it would take back.
   std::function<void()> restart;
+  // Set: called once with the shard's bytes before the first member, which
+  // stay readable until the scan returns (tools/nested_scan.h reads the
+  // members' content through them).
+  std::function<void(const char* data, size_t size)> on_bytes;
 };
 
 // Scans the shard at `path`, calling `on_member` for each member in archive

@@ -252,6 +252,8 @@ Parsed ParseRemoteOption(std::string_view name, std::string_view value, MountOpt
     }
   } else if (name == "cache_size") {
     if (!ParseSize(value, &o.cache_size) || o.cache_size == 0) return Bad("a size such as 20G");
+  } else if (name == "decode_cache") {
+    if (!ParseSize(value, &o.decode_cache)) return Bad("a size such as 256M (0: keep nothing)");
   } else if (name == "chunk_size") {
     if (!ParseSize(value, &n) || n < 4096 || n > (256u << 20)) return Bad("a size 4K..256M");
     o.fetch.chunk_size = n;

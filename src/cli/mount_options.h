@@ -84,6 +84,10 @@ struct MountOptions {
   // without it remote shards' chunks are kept in memory.
   std::string cache_dir;
   uint64_t cache_size = 0;  // -o cache_size; 0: the default below.
+  // -o decode_cache: bytes of decoded blocks kept in memory (inflated zip
+  // members, decoded intervals of compressed tars; src/mount/decoded_cache.h).
+  uint64_t decode_cache = kDefaultDecodeCache;
+  static constexpr uint64_t kDefaultDecodeCache = 256ull << 20;
   // -o max_index_size: bytes of an index fetched by URL (or unpacked from a
   // bundle) at most (src/indexref/index_cache.h).
   uint64_t max_index_size = uint64_t{64} << 30;

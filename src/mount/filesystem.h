@@ -30,6 +30,7 @@
 #include "base/status.h"
 #include "index/index_reader.h"
 #include "index/schema.h"
+#include "src/mount/decoded_cache.h"
 #include "src/mount/shard_files.h"
 
 namespace shardfs::mount {
@@ -54,6 +55,9 @@ struct FilesystemOptions {
   // in front of them); see src/mount/chunked_reader.h. Not owned.
   ChunkedReader* chunked = nullptr;
   bool chunk_local = false;
+  // Decoded bytes of encoded data (inflated zip members, intervals of a
+  // compressed tar): src/mount/decoded_cache.h. Not owned; set by a mount.
+  DecodedCache* decoded = nullptr;
 };
 
 // A read resolved to a range of an open, checked shard: what ResolveRead

@@ -141,6 +141,45 @@ class BuildMemoryTest(tl.ScratchTestCase):
         self.assertEqual(tl.ls_json(os.path.join(out, "spill")), want)
         self.assertEqual(sorted(os.listdir(out)), ["mem", "spill"])
 
+    def test_nested_tars_spill_the_same(self):
+        # index build --recursive (tools/nested_scan.h): the members of tars
+        # inside the shards spill like any others, with the extension
+        # stripped or not; the second shard is handed to libarchive late,
+        # after its nested tars were expanded, and nothing counts twice.
+        d = self.scratch("nested")
+        rnd = random.Random(11)
+        inner = self.shards(11, count=4, flat=150, n=80)
+        outers = []
+        for k in range(2):
+            p = os.path.join(d, "outer%d.tar" % k)
+            with tarfile.open(p, "w", format=tarfile.GNU_FORMAT) as tar:
+                for j, ip in enumerate(inner):
+                    tar.add(ip, arcname="%s.tar" % random_path(rnd) if j % 2 else "a.tar")
+                    ti = tarfile.TarInfo(random_path(rnd))
+                    ti.size = 3
+                    tar.addfile(ti, io.BytesIO(b"abc"))
+                if k == 1:
+                    ti = tarfile.TarInfo("big-uid")
+                    ti.uid = 2 ** 30
+                    tar.addfile(ti)
+            outers.append(p)
+        for strip in ([], ["--strip-recursive-tar-extension"]):
+            with self.subTest(strip=strip):
+                out = self.scratch("out")
+                a = self.build(outers, os.path.join(out, "mem"), "--recursive", *strip)
+                b = self.build(outers, os.path.join(out, "spill"), "--recursive", *strip,
+                               "--memory", "64K")
+                self.assertRegex(b.stderr, rb"spilled to disk, joined in \d\d+ chunks")
+                want = tl.ls_json(os.path.join(out, "mem"))
+                self.assertGreater(len(want), 1000)
+                self.assertEqual(tl.ls_json(os.path.join(out, "spill")), want)
+                self.assertEqual(info(os.path.join(out, "mem")), info(os.path.join(out, "spill")))
+                self.assertRegex(a.stderr, rb"8 nested tar\(s\) shown as directories, holding "
+                                           rb"\d+ member")
+                self.assertEqual([x for x in a.stderr.splitlines() if b"nested" in x],
+                                 [x for x in b.stderr.splitlines() if b"nested" in x])
+                self.assertEqual(sorted(os.listdir(out)), ["mem", "spill"])
+
     def test_a_corrupt_shard_leaves_nothing(self):
         shards = self.shards(5, count=4)
         bad = os.path.join(os.path.dirname(shards[0]), "zz-bad.tar")

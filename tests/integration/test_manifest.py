@@ -200,6 +200,14 @@ class ManifestTest(tl.ScratchTestCase):
         # A manifest is not a partition.
         r = tl.run_shardfs("index", "manifest", "--out", os.path.join(base, "m2"), man, check=1)
         self.assertIn("a manifest", r.stderr.decode())
+        # index add takes an index, not a manifest: refused by name, the manifest unchanged.
+        with open(man, "rb") as fh:
+            before = fh.read()
+        extra = write(os.path.join(base, "extra.tar"), archive(f("b", "2")))
+        r = tl.run_shardfs("index", "add", man, extra, check=1)
+        self.assertIn(f"index add {man}: a manifest", r.stderr.decode())
+        with open(man, "rb") as fh:
+            self.assertEqual(fh.read(), before)
 
     # -- Views ---------------------------------------------------------------
 

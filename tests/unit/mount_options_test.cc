@@ -217,5 +217,15 @@ TEST(MountOptionsTest, KernelMountOptions) {
   EXPECT_THAT(Parse({"kernel=auto,kernel_devices=loop,kernel_directio"}).fuse_args, IsEmpty());
 }
 
+TEST(MountOptionsTest, DecodeCacheTakesASizeAndZero) {
+  EXPECT_EQ(Parse({}).decode_cache, MountOptions::kDefaultDecodeCache);
+  EXPECT_EQ(Parse({"decode_cache=64M"}).decode_cache, uint64_t{64} << 20);
+  EXPECT_EQ(Parse({"decode_cache=0"}).decode_cache, 0u);
+  MountOptions o;
+  Status s = ParseMountOptions({"decode_cache=lots"}, &o);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("decode_cache"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace shardfs::cli

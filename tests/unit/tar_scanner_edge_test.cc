@@ -42,7 +42,7 @@ std::vector<ScannedMember> ScanAll(const std::string& path, Status* status, bool
   std::vector<ScannedMember> out;
   ShardInfo info;
   *status = ScanTar(
-      path, ScanOptions{.checksum = checksum, .walker = true, .restart = {}},
+      path, ScanOptions{.checksum = checksum, .walker = true, .restart = {}, .on_bytes = {}},
       [&](ScannedMember&& m) {
         out.push_back(std::move(m));
         return Status::Ok();

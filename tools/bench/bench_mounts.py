@@ -63,6 +63,32 @@ def run_tool(argv, timeout=None, log_path=None):
             out.close()
 
 
+def run_measured(argv, timeout=None, log_path=None):
+    """run_tool for a command whose cost is the figure: returns (rc, seconds, cpu seconds
+    (user + system, children included), peak RSS in bytes). rc None = timeout."""
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    try:
+        start = time.perf_counter()
+        p = subprocess.Popen(argv, stdout=out, stderr=out, start_new_session=True)
+        REG.procs.add(p)
+        deadline = None if timeout is None else start + timeout
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid == p.pid:
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                kill_group(p)
+                return None, time.perf_counter() - start, 0.0, 0
+            time.sleep(0.05)
+        secs = time.perf_counter() - start
+        p.returncode = os.waitstatus_to_exitcode(status)
+        REG.procs.discard(p)
+        return p.returncode, secs, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024
+    finally:
+        if log_path:
+            out.close()
+
+
 def is_mounted(path):
     path = os.path.realpath(path)
     with open("/proc/self/mountinfo", "rb") as f:

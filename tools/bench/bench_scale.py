@@ -40,7 +40,7 @@ import time
 
 from bench_common import BenchError, fmt_bytes, log, parse_size, tree_bytes
 from bench_dataset import class_names
-from bench_mounts import Mount, is_mounted, run_in_scratch, run_tool
+from bench_mounts import Mount, is_mounted, run_in_scratch, run_measured, run_tool
 from bench_workloads import can_drop_caches, drop_caches
 
 SCALE_GENERATOR_VERSION = 1
@@ -79,6 +79,8 @@ def make_pool(seed):
 
 
 def file_content(pool, path_bytes, size, off):
+    if size == 0:
+        return b""  # --empty
     head = path_bytes + b"\n"
     return head + pool[off:off + size - len(head)]
 
@@ -87,13 +89,13 @@ class Layout:
     """Which files exist, in which class directory and which shard. Classes are contiguous in
     shards, files in a class in bytewise name order, so the shards hold the tree in path order."""
 
-    def __init__(self, files, classes, seed, shard_bytes):
-        self.files, self.seed = files, seed
+    def __init__(self, files, classes, seed, shard_bytes, empty=False):
+        self.files, self.seed, self.empty = files, seed, empty
         self.classes = min(classes, files)
         self.names = class_names(self.classes)
         base, extra = divmod(files, self.classes)
         self.count = [base + (1 if c < extra else 0) for c in range(self.classes)]
-        est = 512 + 1024  # A typical member: header + two blocks.
+        est = 512 if empty else 512 + 1024  # A typical member: header (+ two blocks).
         per_shard = max(1, shard_bytes // max(1, base * est))
         self.shards = [list(range(s, min(s + per_shard, self.classes)))
                        for s in range(0, self.classes, per_shard)]
@@ -142,8 +144,8 @@ def tar_header(name, size, typeflag=b"0", mode=b"0000644\0"):
 def write_shard(job):
     """Writes one shard (a list of classes) to path.partial then renames it. Returns
     (path, files, content bytes, tar bytes)."""
-    path, files, classes, seed, class_list = job
-    lay = Layout(files, classes, seed, 1)
+    path, files, classes, seed, class_list, empty = job
+    lay = Layout(files, classes, seed, 1, empty)
     pool = make_pool(seed)
     nbytes = 0
     with open(path + ".partial", "wb", buffering=8 << 20) as f:
@@ -151,7 +153,7 @@ def write_shard(job):
         for c in class_list:
             chunks = [tar_header(f"train/{lay.names[c]}/".encode(), 0, b"5", b"0000755\0")]
             for pb, n in lay.class_files(c):
-                size, off = file_params(seed, c, n)
+                size, off = (0, 0) if empty else file_params(seed, c, n)
                 chunks.append(tar_header(pb, size))
                 chunks.append(file_content(pool, pb, size, off))
                 pad = -size % 512
@@ -168,7 +170,8 @@ def write_shard(job):
 def scale_params(a, n):
     return {"v": SCALE_GENERATOR_VERSION, "files": n, "classes": a.scale_classes,
             "seed": a.seed, "median": MEDIAN_SIZE, "sigma": SIGMA, "min": MIN_SIZE,
-            "max": MAX_SIZE, "shard_bytes": parse_size(a.scale_shard_size)}
+            "max": MAX_SIZE, "shard_bytes": parse_size(a.scale_shard_size),
+            **({"empty": True} if a.empty else {})}
 
 
 def generate(a, n, wdir):
@@ -185,8 +188,8 @@ def generate(a, n, wdir):
     sdir = os.path.join(wdir, "shards")
     shutil.rmtree(sdir, ignore_errors=True)
     os.makedirs(sdir)
-    lay = Layout(n, a.scale_classes, a.seed, params["shard_bytes"])
-    jobs = [(os.path.join(sdir, f"shard-{i:05d}.tar"), n, a.scale_classes, a.seed, cl)
+    lay = Layout(n, a.scale_classes, a.seed, params["shard_bytes"], a.empty)
+    jobs = [(os.path.join(sdir, f"shard-{i:05d}.tar"), n, a.scale_classes, a.seed, cl, a.empty)
             for i, cl in enumerate(lay.shards)]
     procs = max(1, min(a.gen_procs, len(jobs)))
     log(f"scale {n:,}: writing {len(jobs)} shard(s) of ~{a.scale_shard_size} with {procs} "
@@ -279,7 +282,8 @@ class ScaleRun:
 
     def __init__(self, a, n, scratch, can_cold):
         self.a, self.n, self.can_cold = a, n, can_cold
-        self.wdir = os.path.join(a.cache_root, f"shardfs-scale-{n}-{a.seed}")
+        self.wdir = os.path.join(a.cache_root,
+                                 f"shardfs-scale-{n}-{a.seed}{'-empty' if a.empty else ''}")
         self.scratch = os.path.join(scratch, f"n{n}")
         os.makedirs(self.scratch)
         self.mnt = os.path.join(self.scratch, "mnt")
@@ -290,9 +294,10 @@ class ScaleRun:
         if self.can_cold:
             drop_caches()
 
-    def mount(self, opts=None):
+    def mount(self, opts=None, index=None):
         o = ["-o", opts] if opts else []
-        m = Mount("shardfs", self.mnt, [self.a.shardfs, "mount", "-f"] + o + [self.index, self.mnt],
+        m = Mount("shardfs", self.mnt,
+                  [self.a.shardfs, "mount", "-f"] + o + [index or self.index, self.mnt],
                   "fuse3", os.path.join(self.scratch, "mount.log"))
         m.mount(min(self.a.phase_timeout, 300))
         return m
@@ -332,7 +337,7 @@ class ScaleRun:
         a, n = self.a, self.n
         meta = generate(a, n, self.wdir)
         self.meta = meta
-        lay = Layout(n, a.scale_classes, a.seed, meta["params"]["shard_bytes"])
+        lay = Layout(n, a.scale_classes, a.seed, meta["params"]["shard_bytes"], a.empty)
         self.r.update({"classes": lay.classes, "shards": len(meta["shards"]),
                        "shard_bytes": meta["shard_bytes"], "content_bytes": meta["content_bytes"],
                        "entries": n + lay.classes + 1, "dataset_cached": meta["cached"],
@@ -356,8 +361,13 @@ class ScaleRun:
         # read is involved, apart from the growth of the disk reads in the cold figures.
         self.lookup_latency(look_list, dirs_list, k_look, "lookup_warm", "prefill_dirs=0",
                             cold=False)
-        self.walk(all_list, lay)
+        if a.walk_world > 1:
+            self.walk_rank()
+        else:
+            self.walk(all_list, lay)
         self.shuffled_read(read_list, reads)
+        if n in a.partition_at:
+            self.partitioned(look_list, dirs_list, k_look)
         return self.r
 
     def write_list(self, name, paths):
@@ -378,15 +388,9 @@ class ScaleRun:
         else:
             shutil.rmtree(self.index, ignore_errors=True)
             self.drop()
-            log(f"scale {n:,}: shardfs index build")
-            rc, _, _, secs = run_tool([a.shardfs, "index", "build", "--quiet", "--out",
-                                       self.index] + self.meta["shards"],
-                                      timeout=a.phase_timeout,
-                                      log_path=os.path.join(self.scratch, "build.log"))
-            if rc != 0:
-                raise BenchError(f"shardfs index build exited {rc}; see "
-                                 f"{os.path.join(self.scratch, 'build.log')}")
-            ib = {"seconds": secs, "cached": False}
+            log(f"scale {n:,}: shardfs index build (default --memory)")
+            ib = self.measured_build(self.index, [], "build.log")
+            ib["cached"] = False
             with open(rec, "w") as f:
                 json.dump(ib, f)
         apparent, allocated = tree_bytes(self.index)
@@ -394,7 +398,34 @@ class ScaleRun:
         self.r["index_build"] = ib
         log(f"scale {n:,}: index built in {ib['seconds']:.2f} s "
             f"({n / ib['seconds']:,.0f} entries/s), {fmt_bytes(allocated)} on disk")
-        self.r["index_build_headers"] = self.build_headers_warm()
+        if not a.skip_headers_build:
+            self.r["index_build_headers"] = self.build_headers_warm()
+        self.r["index_build_memory"] = {}
+        for label in a.build_memory:
+            if label == "inmem" and n > a.in_memory_max:
+                log(f"scale {n:,}: in-memory build skipped (more than --in-memory-max "
+                    f"{a.in_memory_max:,} entries)")
+                continue
+            out = os.path.join(self.scratch, "index-mem")
+            flag = ["--memory", "1T"] if label == "inmem" else ["--memory", label]
+            log(f"scale {n:,}: shardfs index build {' '.join(flag)}")
+            self.drop()
+            self.r["index_build_memory"][label] = self.measured_build(out, flag,
+                                                                     f"build-{label}.log")
+            shutil.rmtree(out, ignore_errors=True)
+
+    def measured_build(self, out, extra, log_name):
+        """One `index build` of this size's shards into out: wall and CPU seconds, peak RSS."""
+        a, n = self.a, self.n
+        log_path = os.path.join(self.scratch, log_name)
+        rc, secs, cpu, rss = run_measured([a.shardfs, "index", "build", "--quiet", "--out", out]
+                                          + extra + self.meta["shards"],
+                                          timeout=a.phase_timeout, log_path=log_path)
+        if rc != 0:
+            raise BenchError(f"shardfs index build {' '.join(extra)} exited {rc}; see {log_path}")
+        log(f"scale {n:,}: built in {secs:.1f} s ({n / secs:,.0f} entries/s, "
+            f"{n / max(cpu, 1e-9):,.0f} per CPU-second), peak RSS {fmt_bytes(rss)}")
+        return {"seconds": secs, "cpu_seconds": cpu, "peak_rss_bytes": rss}
 
     def build_headers_warm(self):
         """The build the issue's target names: headers only (--no-checksum), with the shards
@@ -418,31 +449,31 @@ class ScaleRun:
             f"({n / secs:,.0f} entries/s)")
         return {"seconds": secs}
 
-    def mount_times(self):
+    def mount_times(self, key="mount", index=None):
         a = self.a
         cold, warm = [], []
         if self.can_cold:
             for _ in range(a.mount_reps_cold):
                 self.drop()
-                m = self.mount()
+                m = self.mount(index=index)
                 cold.append(m.seconds)
                 self.unmount(m)
-        first = self.mount()
+        first = self.mount(index=index)
         self.unmount(first)
         for _ in range(a.mount_reps_warm):
-            m = self.mount()
+            m = self.mount(index=index)
             warm.append(m.seconds)
             self.unmount(m)
-        self.r["mount"] = {"cold_seconds": cold, "warm_seconds": warm,
-                           "first_seconds": first.seconds}
-        log(f"scale {self.n:,}: mount cold {med_ms(cold)} ms, warm {med_ms(warm)} ms")
+        self.r[key] = {"cold_seconds": cold, "warm_seconds": warm,
+                       "first_seconds": first.seconds}
+        log(f"scale {self.n:,}: {key} cold {med_ms(cold)} ms, warm {med_ms(warm)} ms")
 
-    def lookup_latency(self, look_list, dirs_list, k, key, opts, cold=True):
+    def lookup_latency(self, look_list, dirs_list, k, key, opts, cold=True, index=None):
         if cold:
             self.drop()
         else:
-            read_tree(self.index)
-        m = self.mount(opts)
+            read_tree(index or self.index)
+        m = self.mount(opts, index)
         try:
             self.reader("lstat", dirs_list)  # Untimed: the parents of the timed calls.
             res = self.reader("lstat-latency", look_list)
@@ -501,12 +532,90 @@ class ScaleRun:
             f"RSS {fmt_bytes(rss)} (peak {fmt_bytes(hwm)}); slab "
             f"{fmt_bytes(slab['total_bytes_delta']) if slab else 'n/a'}")
 
+    def walk_rank(self):
+        """The walk of one rank's share: a mount with -o rank=0,world=W, every directory listed
+        and every file lstat'ed (os.walk + lstat), then the daemon's RSS and the slab taken."""
+        # At most one rank per shard: ranks take whole shards.
+        w = min(self.a.walk_world, len(self.meta["shards"]))
+        self.drop()
+        before = read_slab()
+        m = self.mount(f"rank=0,world={w}")
+        files = 0
+        try:
+            rss_mounted = daemon_memory(m.proc.pid)
+            start = time.perf_counter()
+            for d, _, names in os.walk(self.mnt):
+                for name in names:
+                    os.lstat(os.path.join(d, name))
+                files += len(names)
+            secs = time.perf_counter() - start
+            rss, hwm = daemon_memory(m.proc.pid)
+            after = read_slab()
+        finally:
+            self.unmount(m)
+        share, per_shard = self.n / w, self.n / len(self.meta["shards"])
+        if not share - per_shard <= files <= share + per_shard + 1 or files == 0:
+            raise BenchError(f"rank 0 of {w}: {files:,} files walked, about {share:,.0f} expected")
+        slab = None
+        if before is not None and after is not None:
+            slab = {}
+            for name in SLAB_CACHES:
+                b, e = before.get(name, (0, 0)), after.get(name, (0, 0))
+                slab[name] = {"objects_before": b[0], "objects_after": e[0],
+                              "object_size": e[1] or b[1],
+                              "bytes_delta": e[0] * e[1] - b[0] * b[1]}
+            slab["total_bytes_delta"] = sum(slab[x]["bytes_delta"] for x in SLAB_CACHES)
+        self.r["walked"] = files
+        self.r["walk"] = {"seconds": secs, "files": files, "cold": self.can_cold,
+                          "files_per_s": files / secs, "rank": 0, "world": w}
+        self.r["daemon"] = {"rss_bytes_mounted": rss_mounted[0], "rss_bytes": rss,
+                            "hwm_bytes": hwm}
+        self.r["slab"] = slab
+        log(f"scale {self.n:,}: rank 0 of {w}: walked {files:,} files in {secs:.1f} s; daemon "
+            f"RSS {fmt_bytes(rss)} (peak {fmt_bytes(hwm)})")
+
+    def partitioned(self, look_list, dirs_list, k):
+        """The same shards built as --partitions P indexes by `xargs -P JOBS` (one `index build
+        --part K/P` per task), joined by `index manifest`; then mount and lookups on it."""
+        a, n, parts = self.a, self.n, self.a.partitions
+        pdir = os.path.join(self.scratch, "parts")
+        os.makedirs(pdir)
+        shard_list = os.path.join(self.scratch, "shards.txt")
+        with open(shard_list, "w") as f:
+            f.write("".join(p + "\n" for p in self.meta["shards"]))
+        script = (f"seq 0 {parts - 1} | xargs -P {a.partition_jobs} -I K "
+                  f"{a.shardfs} index build --quiet --part K/{parts} --from-list {shard_list} "
+                  f"--out {pdir}/part-K")
+        self.drop()
+        log(f"scale {n:,}: {parts} partitions with xargs -P {a.partition_jobs}")
+        log_path = os.path.join(self.scratch, "build-parts.log")
+        rc, secs, cpu, rss = run_measured(["sh", "-c", script], timeout=a.phase_timeout,
+                                          log_path=log_path)
+        if rc != 0:
+            raise BenchError(f"partitioned build exited {rc}; see {log_path}")
+        part_dirs = [os.path.join(pdir, f"part-{i}") for i in range(parts)]
+        manifest = os.path.join(pdir, "manifest")
+        rc, msecs, _, _ = run_measured([a.shardfs, "index", "manifest", "--out", manifest]
+                                       + part_dirs, timeout=a.phase_timeout, log_path=log_path)
+        if rc != 0:
+            raise BenchError(f"index manifest exited {rc}; see {log_path}")
+        sizes = [tree_bytes(d)[1] for d in part_dirs]
+        self.r["partitions"] = {"parts": parts, "jobs": a.partition_jobs, "seconds": secs,
+                                "cpu_seconds": cpu, "peak_rss_bytes": rss,
+                                "manifest_seconds": msecs, "index_disk_bytes": sum(sizes),
+                                "manifest_bytes": os.path.getsize(manifest)}
+        log(f"scale {n:,}: {parts} partitions built in {secs:.1f} s (+ manifest {msecs:.2f} s), "
+            f"{fmt_bytes(sum(sizes))} of indexes")
+        self.mount_times("mount_manifest", manifest)
+        self.lookup_latency(look_list, dirs_list, k, "lookup_manifest", "prefill_dirs=0",
+                            index=manifest)
+
     def shuffled_read(self, read_list, reads):
         xxh = Xxh3()
         pool = make_pool(self.a.seed)
         want = 0
         for c, nn, p in reads:
-            size, off = file_params(self.a.seed, c, nn)
+            size, off = (0, 0) if self.a.empty else file_params(self.a.seed, c, nn)
             want = (want + xxh(file_content(pool, p.encode(), size, off))) & MASK64
         self.drop()
         m = self.mount()
@@ -584,17 +693,42 @@ def _slab(r, name):
     s = r.get("slab")
     if not s:
         return None
-    return (s["total_bytes_delta"] if name == "total" else s[name]["bytes_delta"]) / r["entries"]
+    per = r.get("walked", r["entries"])
+    return (s["total_bytes_delta"] if name == "total" else s[name]["bytes_delta"]) / per
+
+
+def _mem_build(label, field):
+    def get(r):
+        b = r["index_build_memory"][label]
+        return {"s": b["seconds"], "rate": r["entries"] / b["seconds"],
+                "cpu_rate": r["entries"] / b["cpu_seconds"],
+                "rss": b["peak_rss_bytes"] / 1e6}[field]
+    return get
+
+
+def _part_ratio(r):
+    return r["partitions"]["index_disk_bytes"] / r["index_build"]["index_disk_bytes"]
 
 
 ROWS = [
     ("index_build_s", "index build", "s", "total", lambda r: r["index_build"]["seconds"]),
+    ("index_build_cpu_rate", "index build", "entries/CPU-s", "rate",
+     lambda r: r["entries"] / r["index_build"]["cpu_seconds"]),
+    ("index_build_rss_mb", "index build, peak RSS", "MB", "total",
+     lambda r: r["index_build"]["peak_rss_bytes"] / 1e6),
     ("index_build_rate", "index build", "entries/s", "rate",
      lambda r: r["entries"] / r["index_build"]["seconds"]),
     ("index_headers_s", "index build, headers, shards cached", "s", "total",
      lambda r: r["index_build_headers"]["seconds"]),
     ("index_headers_rate", "index build, headers, shards cached", "entries/s", "rate",
      lambda r: r["entries"] / r["index_build_headers"]["seconds"]),
+    ("inmem_s", "build in memory (--memory 1T)", "s", "total", _mem_build("inmem", "s")),
+    ("inmem_cpu_rate", "build in memory", "entries/CPU-s", "rate", _mem_build("inmem", "cpu_rate")),
+    ("inmem_rss_mb", "build in memory, peak RSS", "MB", "total", _mem_build("inmem", "rss")),
+    ("m256_s", "build --memory 256M", "s", "total", _mem_build("256M", "s")),
+    ("m256_cpu_rate", "build --memory 256M", "entries/CPU-s", "rate",
+     _mem_build("256M", "cpu_rate")),
+    ("m256_rss_mb", "build --memory 256M, peak RSS", "MB", "total", _mem_build("256M", "rss")),
     ("index_bytes_per_entry", "index on disk (du) per entry", "B", "per_entry",
      lambda r: r["index_build"]["index_disk_bytes"] / r["entries"]),
     ("mount_cold_ms", "mount, cold (median)", "ms", "flat",
@@ -613,6 +747,20 @@ ROWS = [
      lambda r: r["lookup_warm"]["latency_us"]["p50"]),
     ("lookup_warm_p99_us", "lookup, index cached, prefill=0: p99", "us", "per_entry",
      lambda r: r["lookup_warm"]["latency_us"]["p99"]),
+    ("parts_s", "partitions: build wall (xargs)", "s", "total",
+     lambda r: r["partitions"]["seconds"]),
+    ("parts_bytes_ratio", "partitions: sum of index bytes / one", "", "info", _part_ratio),
+    ("manifest_mount_warm_ms", "manifest: mount, warm (median)", "ms", "flat",
+     lambda r: _med(r["mount_manifest"]["warm_seconds"]) * 1e3),
+    ("manifest_mount_cold_ms", "manifest: mount, cold (median)", "ms", "flat",
+     lambda r: _med(r["mount_manifest"]["cold_seconds"]) * 1e3),
+    ("manifest_lookup_p50_us", "manifest: lookup, cold, p50", "us", "per_entry",
+     lambda r: r["lookup_manifest"]["latency_us"]["p50"]),
+    ("manifest_lookup_p99_us", "manifest: lookup, cold, p99", "us", "per_entry",
+     lambda r: r["lookup_manifest"]["latency_us"]["p99"]),
+    ("walked", "files walked (rank 0's share with --walk-world)", "", "info",
+     lambda r: r["walk"]["files"]),
+    ("walk_world", "  of world", "", "info", lambda r: r["walk"].get("world", 1)),
     ("walk_s", "lstat walk of every file", "s", "total", lambda r: r["walk"]["seconds"]),
     ("walk_rate", "lstat walk of every file", "files/s", "rate",
      lambda r: r["walk"]["files_per_s"]),
@@ -629,12 +777,14 @@ ROWS = [
     # (memory pressure, or a drop_caches elsewhere on the machine), and the slab rows read low.
     ("slab_inodes_held", "  fuse_inodes added / entries", "", "info",
      lambda r: r["slab"] and (r["slab"]["fuse_inode"]["objects_after"] -
-                              r["slab"]["fuse_inode"]["objects_before"]) / r["entries"]),
+                              r["slab"]["fuse_inode"]["objects_before"]) /
+     r.get("walked", r["entries"])),
     ("slab_peak_inodes_held", "  the same, at the peak of the walk", "", "info",
-     lambda r: r["slab"] and r["slab"]["peak"]["fuse_inode_added"] / r["entries"]),
+     lambda r: r["slab"] and r["slab"].get("peak") and
+     r["slab"]["peak"]["fuse_inode_added"] / r.get("walked", r["entries"])),
     # Robust to reclaim: bytes per inode the kernel held at the peak sample.
     ("slab_per_inode_peak", "slab per fuse_inode held (peak)", "B", "per_entry",
-     lambda r: r["slab"] and r["slab"]["peak"]["bytes_delta"] /
+     lambda r: r["slab"] and r["slab"].get("peak") and r["slab"]["peak"]["bytes_delta"] /
      r["slab"]["peak"]["fuse_inode_added"]),
     ("slab_fuse_inode", "  fuse_inode per entry", "B", "per_entry",
      lambda r: _slab(r, "fuse_inode")),
@@ -759,6 +909,22 @@ def parse_scale_args(argv):
                     help="flag a per-entry cost rising more than this per step (1.5)")
     ap.add_argument("--flat-ratio", type=float, default=1.25,
                     help="flag mount time or RSS rising more than this per step (1.25)")
+    ap.add_argument("--empty", action="store_true",
+                    help="every file empty (512 tar bytes per entry), so 50M entries fit a disk")
+    ap.add_argument("--build-memory", default="",
+                    help="extra builds per size, comma-separated: inmem (--memory 1T) and/or sizes "
+                    "such as 256M; each measured for time, CPU and peak RSS")
+    ap.add_argument("--in-memory-max", type=int, default=20_000_000,
+                    help="skip the in-memory build above this many files (20000000)")
+    ap.add_argument("--skip-headers-build", action="store_true",
+                    help="no headers-only build with the shards in the page cache")
+    ap.add_argument("--walk-world", type=int, default=1,
+                    help="walk rank 0's share of -o rank=0,world=W instead of every file (1)")
+    ap.add_argument("--partitions", type=int, default=8,
+                    help="partitions of the partitioned build at --partition-at sizes (8)")
+    ap.add_argument("--partition-jobs", type=int, default=2, help="xargs -P of that build (2)")
+    ap.add_argument("--partition-at", default="",
+                    help="comma-separated sizes that also get the partitioned build and manifest")
     ap.add_argument("--reuse-index", action="store_true",
                     help="reuse an index built by an earlier run (its recorded build time)")
     ap.add_argument("--phase-timeout", type=float, default=3600.0,
@@ -773,6 +939,8 @@ def parse_scale_args(argv):
         a.sizes = [int(x.replace("_", "")) for x in a.scale.split(",") if x.strip()]
     except ValueError:
         ap.error(f"--scale: not a list of counts: {a.scale}")
+    a.build_memory = [x.strip() for x in a.build_memory.split(",") if x.strip()]
+    a.partition_at = {int(x.replace("_", "")) for x in a.partition_at.split(",") if x.strip()}
     if not a.sizes or min(a.sizes) < 1 or a.sizes != sorted(set(a.sizes)):
         ap.error("--scale: positive counts, increasing")
     if min(a.scale_classes, a.lookups, a.reads, a.procs, a.gen_procs) < 1 or \
@@ -797,7 +965,9 @@ def run_scale(a, scratch):
                    "procs": a.procs, "mount_reps_cold": a.mount_reps_cold,
                    "mount_reps_warm": a.mount_reps_warm, "flag_ratio": a.flag_ratio,
                    "flat_ratio": a.flat_ratio, "median_size": MEDIAN_SIZE, "sigma": SIGMA,
-                   "min_size": MIN_SIZE, "max_size": MAX_SIZE},
+                   "min_size": MIN_SIZE, "max_size": MAX_SIZE, "empty": a.empty,
+                   "walk_world": a.walk_world, "build_memory": a.build_memory,
+                   "partitions": a.partitions, "partition_jobs": a.partition_jobs},
         "environment": {"root": os.geteuid() == 0, "cold_runs": can_cold,
                         "cold_note": why, "cpus": os.cpu_count(),
                         "kernel": platform.release(), "python": platform.python_version(),

@@ -1,0 +1,152 @@
+#include "src/mount/decoded_cache.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <utility>
+#include <vector>
+
+namespace shardfs::mount {
+namespace {
+
+constexpr uint8_t kMaxFreq = 3;
+constexpr size_t kMinGhostKeys = 64;
+
+}  // namespace
+
+struct DecodedCache::Entry {
+  DecodedKey key;
+  Block block;
+  uint8_t freq = 0;
+  bool in_main = false;
+};
+
+struct DecodedCache::Inflight {
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  Block block;
+};
+
+DecodedCache::DecodedCache(uint64_t capacity_bytes)
+    : capacity_(capacity_bytes), small_target_(capacity_bytes / 10) {
+  stats_.capacity = capacity_bytes;
+}
+
+DecodedCache::~DecodedCache() = default;
+
+Result<DecodedCache::Block> DecodedCache::Get(DecodedKey key, const Decoder& decode,
+                                              std::chrono::milliseconds wait) {
+  std::shared_ptr<Inflight> mine;
+  {
+    std::unique_lock lock(mu_);
+    if (auto it = map_.find(key); it != map_.end()) {
+      Entry& e = *it->second;
+      e.freq = static_cast<uint8_t>(std::min<int>(e.freq + 1, kMaxFreq));
+      ++stats_.hits;
+      return e.block;
+    }
+    if (auto it = inflight_.find(key); it != inflight_.end()) {
+      std::shared_ptr<Inflight> other = it->second;
+      if (other->cv.wait_for(lock, wait, [&] { return other->done; })) {
+        ++stats_.joined;
+        if (!other->status.ok()) return other->status;
+        return other->block;
+      }
+      ++stats_.gave_up;
+    } else {
+      mine = std::make_shared<Inflight>();
+      inflight_.emplace(key, mine);
+    }
+    ++stats_.decodes;
+  }
+
+  Result<std::string> made = decode();
+  Block block;
+  if (made.ok()) block = std::make_shared<const std::string>(std::move(made).value());
+
+  std::lock_guard lock(mu_);
+  if (block != nullptr) {
+    stats_.decoded_bytes += block->size();
+    if (!map_.contains(key)) InsertLocked(key, block);
+  } else {
+    ++stats_.errors;
+  }
+  if (mine != nullptr) {
+    mine->done = true;
+    if (block == nullptr) mine->status = made.status();
+    mine->block = block;
+    inflight_.erase(key);
+    mine->cv.notify_all();
+  }
+  if (block == nullptr) return made.status();
+  return block;
+}
+
+void DecodedCache::InsertLocked(DecodedKey key, Block block) {
+  if (block->size() > capacity_) return;
+  auto entry = std::make_shared<Entry>();
+  entry->key = key;
+  entry->block = std::move(block);
+  if (ghost_.erase(key) > 0) {
+    entry->in_main = true;
+    main_.push_back(entry);
+    main_bytes_ += entry->block->size();
+  } else {
+    small_.push_back(entry);
+    small_bytes_ += entry->block->size();
+  }
+  map_.emplace(key, std::move(entry));
+  EvictLocked();
+}
+
+void DecodedCache::EvictLocked() {
+  while (small_bytes_ + main_bytes_ > capacity_) {
+    if (!small_.empty() && (small_bytes_ > small_target_ || main_.empty())) {
+      std::shared_ptr<Entry> e = std::move(small_.front());
+      small_.pop_front();
+      const uint64_t n = e->block->size();
+      small_bytes_ -= n;
+      if (e->freq > 0) {
+        e->freq = 0;
+        e->in_main = true;
+        main_.push_back(std::move(e));
+        main_bytes_ += n;
+      } else {
+        map_.erase(e->key);
+        AddGhostLocked(e->key);
+        ++stats_.evictions;
+      }
+    } else {
+      std::shared_ptr<Entry> e = std::move(main_.front());
+      main_.pop_front();
+      if (e->freq > 0) {
+        --e->freq;
+        main_.push_back(std::move(e));
+      } else {
+        main_bytes_ -= e->block->size();
+        map_.erase(e->key);
+        ++stats_.evictions;
+      }
+    }
+  }
+}
+
+void DecodedCache::AddGhostLocked(DecodedKey key) {
+  if (!ghost_.insert(key).second) return;
+  ghost_order_.push_back(key);
+  const size_t limit = std::max(kMinGhostKeys, map_.size());
+  while (ghost_order_.size() > limit) {
+    ghost_.erase(ghost_order_.front());
+    ghost_order_.pop_front();
+  }
+}
+
+DecodedCacheStats DecodedCache::stats() const {
+  std::lock_guard lock(mu_);
+  DecodedCacheStats s = stats_;
+  s.resident_bytes = small_bytes_ + main_bytes_;
+  s.resident_blocks = map_.size();
+  return s;
+}
+
+}  // namespace shardfs::mount

@@ -1,0 +1,151 @@
+// tools/nested_scan.h: what counts as a nested tar, and the members a
+// NestedScanner hands on (paths under the member's directory, offsets in the
+// outer shard), over archives built in memory.
+#include "tools/nested_scan.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tools/tar_writer.h"
+
+namespace shardfs::tools {
+namespace {
+
+void AddFile(std::string* tar, std::string_view path, std::string_view data, uint32_t mode = 0644) {
+  TarMember m;
+  m.path = path;
+  m.mode = mode;
+  m.mtime_ns = 1'600'000'000'000'000'000;
+  m.size = data.size();
+  AppendTarHeader(m, tar);
+  tar->append(data);
+  tar->resize(TarPadded(tar->size()), '\0');
+}
+
+void AddLink(std::string* tar, std::string_view path, std::string_view target) {
+  TarMember m;
+  m.path = path;
+  m.type = TarType::kHardlink;
+  m.link_target = target;
+  AppendTarHeader(m, tar);
+}
+
+std::string End(std::string tar) { return tar.append(kTarTrailer, '\0'); }
+
+struct Scanned {
+  Status status;
+  std::vector<ScannedMember> members;
+  uint64_t nested = 0;
+};
+
+Scanned Scan(const std::string& shard, const NestOptions& options) {
+  Scanned out;
+  NestedScanner nested(options, "outer.tar", /*checksum=*/true);
+  ScanOptions so;
+  so.on_bytes = [&](const char* data, size_t size) { nested.SetShardBytes(data, size); };
+  ShardInfo info;
+  const NestedScanner::Emit emit = [&](ScannedMember&& m) {
+    out.members.push_back(std::move(m));
+    return Status::Ok();
+  };
+  out.status = ScanTarBytes(
+      "outer.tar", shard.data(), shard.size(), so,
+      [&](ScannedMember&& m) { return nested.Member(std::move(m), emit); }, &info);
+  out.nested = nested.nested_members();
+  return out;
+}
+
+TEST(NestedScanTest, WhatCountsAsANestedTar) {
+  std::string tar;
+  AddFile(&tar, "f", "data");
+  tar = End(tar);
+  EXPECT_EQ(ClassifyMember("x.bin", tar.data(), tar.size()), NestedKind::kTar);
+  // The name does not matter, the content does; too short is no tar.
+  EXPECT_EQ(ClassifyMember("x.tar", tar.data(), 511), NestedKind::kNone);
+  std::string broken = tar;
+  broken[10] ^= 1;  // The checksum no longer matches.
+  EXPECT_EQ(ClassifyMember("x.tar", broken.data(), broken.size()), NestedKind::kNone);
+  std::string v7 = tar;
+  std::fill(v7.begin() + 257, v7.begin() + 265, '\0');  // No magic.
+  EXPECT_EQ(ClassifyMember("x.tar", v7.data(), v7.size()), NestedKind::kNone);
+  const std::string zip = std::string("PK\3\4") + std::string(40, '\0');
+  EXPECT_EQ(ClassifyMember("d/a.ZIP", zip.data(), zip.size()), NestedKind::kZip);
+  EXPECT_EQ(ClassifyMember("w.npz", zip.data(), zip.size()), NestedKind::kNone);
+  const std::string xz = std::string(
+                             "\xfd"
+                             "7zXZ",
+                             5) +
+                         std::string(1, '\0') + "xx";
+  EXPECT_EQ(ClassifyMember("a.tar.xz", xz.data(), xz.size()), NestedKind::kCompressedTar);
+  EXPECT_EQ(ClassifyMember("a.json.xz", xz.data(), xz.size()), NestedKind::kNone);
+  const std::string not_gzip = "\x1f\x8bnot really";
+  EXPECT_EQ(ClassifyMember("a.tgz", not_gzip.data(), not_gzip.size()), NestedKind::kNone);
+}
+
+TEST(NestedScanTest, InnerMembersAreRangesOfTheOuterShard) {
+  std::string inner;
+  AddFile(&inner, "/abs", "ABS");
+  AddFile(&inner, "sub/a", std::string(700, 'a'));
+  AddLink(&inner, "h", "/sub/a");
+  inner = End(inner);
+  std::string outer;
+  AddFile(&outer, "first", "1");
+  AddFile(&outer, "n1.tar", inner, 0640);
+  AddLink(&outer, "again.tar", "n1.tar");
+  outer = End(outer);
+  NestOptions options;
+  options.recursive = true;
+  options.strip_extension = true;
+  Scanned s = Scan(outer, options);
+  ASSERT_TRUE(s.status.ok()) << s.status.message();
+  std::vector<std::string> paths;
+  for (const ScannedMember& m : s.members) paths.push_back(m.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"first", "n1", "n1//abs", "n1/sub/a", "n1/h", "again",
+                                             "again//abs", "again/sub/a", "again/h"}));
+  EXPECT_EQ(s.nested, 6u);
+  EXPECT_EQ(s.members[1].kind, MemberKind::kDir);
+  EXPECT_EQ(s.members[1].mode, 0750u);
+  EXPECT_EQ(s.members[4].link_target, "n1//sub/a");
+  for (const ScannedMember& m : s.members) {
+    if (m.kind != MemberKind::kFile) continue;
+    EXPECT_EQ(outer.substr(m.data_offset, m.size), m.path.ends_with("abs") ? "ABS"
+                                                   : m.path == "first"     ? "1"
+                                                                           : std::string(700, 'a'))
+        << m.path;
+  }
+  EXPECT_EQ(s.members[6].data_offset, s.members[2].data_offset);
+}
+
+TEST(NestedScanTest, DepthAndEntryBounds) {
+  std::string in2;
+  AddFile(&in2, "deep", "d");
+  in2 = End(in2);
+  std::string in1;
+  AddFile(&in1, "c.tar", in2);
+  in1 = End(in1);
+  std::string outer;
+  AddFile(&outer, "b.tar", in1);
+  outer = End(outer);
+  NestOptions options;
+  options.recursive = true;
+  options.max_depth = 1;
+  Scanned s = Scan(outer, options);
+  ASSERT_TRUE(s.status.ok()) << s.status.message();
+  ASSERT_EQ(s.members.size(), 2u);
+  EXPECT_EQ(s.members[1].path, "b.tar/c.tar");
+  EXPECT_EQ(s.members[1].kind, MemberKind::kFile);
+  options.max_depth = 4;
+  s = Scan(outer, options);
+  ASSERT_TRUE(s.status.ok()) << s.status.message();
+  EXPECT_EQ(s.members.back().path, "b.tar/c.tar/deep");
+  options.max_entries = 1;
+  s = Scan(outer, options);
+  EXPECT_FALSE(s.status.ok());
+  EXPECT_NE(s.status.message().find("shard outer.tar: member 'b.tar/c.tar'"), std::string::npos)
+      << s.status.message();
+}
+
+}  // namespace
+}  // namespace shardfs::tools

@@ -1,0 +1,129 @@
+// `index build --recursive`: a plain tar member of a plain tar shard that is
+// itself an uncompressed tar is shown as a directory holding the inner tar's
+// tree.
+//
+// What counts as a nested tar: a regular (not sparse) member of at least one
+// 512-byte block whose data starts with a tar header carrying the ustar magic
+// ("ustar\0" of POSIX ustar and pax, "ustar  \0" of GNU) and a valid header
+// checksum (the unsigned sum, or the signed one of some old writers). The
+// member's name does not matter; a v7 tar (no magic) stays a file. Such a
+// member whose inner tar is damaged fails the build (naming the shard, the
+// member and the inner offset): the tree never silently changes shape.
+//
+// The inner tree is what GNU tar extracts with `tar -xf inner.tar -C DIR`,
+// DIR being the member's own path (or, with strip_extension, that path less
+// a final ".tar", any case: `n01440764.tar` -> `n01440764`):
+//   - inner names are joined under DIR as the archive spells them, so the
+//     usual rules apply within it: a leading '/' is dropped, a name with a
+//     ".." component is left out with a message, as in any shard;
+//   - hard links inside the inner tar name members of the inner tar: their
+//     targets are joined under DIR too, so they resolve within it, and one
+//     that would leave it ("..") is left out with a message;
+//   - symlink targets are kept as written, as tar extracts them;
+//   - DIR itself is a directory member at the nested member's position in the
+//     outer archive: owner and mtime the member's, mode its permission bits
+//     plus search (x) wherever they grant read (0644 -> 0755). Like any
+//     directory member it merges with a directory of that name met earlier
+//     or later (the later member's attributes win), replaces a file of that
+//     name met earlier, and a later file of that name is refused as tar
+//     refuses it (index/tree_builder.h). An inner "./" member describes DIR.
+//   - a hard link of the outer archive to a nested tar (an earlier member of
+//     the same shard) is the same tar under the link's name: it is shown as a
+//     second directory with the same tree (the same byte ranges).
+// Inner members are byte ranges of the outer shard (the inner data offset
+// plus the member's data offset), so reads stay zero-copy and checksums are
+// computed as for any member; nothing in the index schema changes.
+//
+// Nesting applies again inside, down to max_depth archive levels below the
+// shard (1: only tars directly in the shard are opened); a deeper tar stays
+// a file, with a warning. Each level lies strictly inside its parent's data,
+// so nesting always ends; the count of nested entries of one shard is
+// bounded all the same (max_entries), against a tar made to explode.
+//
+// Not supported yet, and refused with --recursive (naming the shard and the
+// member): a member whose content is a gzip, bzip2 or zstd stream whose
+// start decodes to a tar header, an xz stream named *.tar.xz or *.txz (no xz
+// decoder is linked yet), and a zip (local header signature) whose
+// name ends in ".zip". Other compressed or zip-format files (.json.gz, .npz)
+// are ordinary files. Without --recursive all of them stay files.
+#ifndef SHARDFS_TOOLS_NESTED_SCAN_H_
+#define SHARDFS_TOOLS_NESTED_SCAN_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "base/status.h"
+#include "tools/tar_scanner.h"
+
+namespace shardfs::tools {
+
+struct NestOptions {
+  bool recursive = false;              // --recursive
+  int max_depth = 4;                   // --recursive-depth, at least 1.
+  bool strip_extension = false;        // --strip-recursive-tar-extension
+  uint64_t max_entries = 100'000'000;  // --recursive-max-entries, per shard.
+  bool depth_given = false;            // For the command line's checks only.
+  bool max_entries_given = false;
+};
+
+// What a nested member's content is (see the header comment).
+enum class NestedKind { kNone, kTar, kCompressedTar, kZip };
+NestedKind ClassifyMember(std::string_view name, const char* data, uint64_t size);
+
+// Expands the nested tars of one shard's members. Not thread-safe: one per
+// shard scan.
+class NestedScanner {
+ public:
+  using Emit = std::function<Status(ScannedMember&&)>;
+
+  // `shown`: the shard's name in messages; `checksum`: hash inner members.
+  NestedScanner(const NestOptions& options, std::string shown, bool checksum);
+
+  // The shard's bytes, which must stay mapped while members are handed in
+  // (ScanOptions::on_mapped).
+  void SetShardBytes(const char* data, size_t size) {
+    data_ = data;
+    size_ = size;
+  }
+
+  // Hands member `m` of the shard (in archive order) to `emit`, or, for a
+  // nested tar, its directory member and then its inner members (recursively)
+  // with offsets in the shard. Returns the refusals described above and
+  // whatever `emit` returns.
+  Status Member(ScannedMember&& m, const Emit& emit);
+
+  // The scan of the shard starts again from its first member
+  // (ScanOptions::restart): forget what was seen.
+  void Restart();
+
+  // Members of nested tars handed to `emit` (their directories not counted).
+  uint64_t nested_members() const { return nested_members_; }
+  // Tars shown as directories.
+  uint64_t nested_archives() const { return nested_archives_; }
+
+ private:
+  struct Inner {
+    uint64_t offset = 0;  // In the shard.
+    uint64_t size = 0;
+    ScannedMember attrs;  // Mode, owner, mtime.
+  };
+  Status Visit(ScannedMember&& m, int depth, const Emit& emit);
+  Status Expand(ScannedMember&& m, std::string dir, int depth, const Emit& emit);
+
+  NestOptions options_;
+  std::string shown_;
+  bool checksum_;
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+  uint64_t nested_members_ = 0;
+  uint64_t nested_archives_ = 0;
+  // Nested tars met so far, by normalised path, for hard links to them.
+  std::unordered_map<std::string, Inner> tars_;
+};
+
+}  // namespace shardfs::tools
+
+#endif  // SHARDFS_TOOLS_NESTED_SCAN_H_
