@@ -16,6 +16,10 @@
 
 namespace shardfs::tools {
 
+// The mount decodes at most this much for one read; a longer interval
+// (one huge zstd frame or xz block) gives EIO on a random read.
+inline constexpr uint64_t kMaxIntervalBytes = uint64_t{64} << 20;
+
 // Bytes of a shard's head that DetectCodec looks at.
 inline constexpr size_t kCodecMagicBytes = 6;
 

@@ -380,7 +380,8 @@ Status ScanCompressedTarFd(const std::string& name, int fd, index::Codec codec, 
         fmt::format("shard {}: the {} stream decodes to nothing, not a tar archive", name,
                     index::CodecName(codec)));
   }
-  if (out->largest_interval > kSequentialWarnBytes && codec != index::Codec::kGzip) {
+  if (codec != index::Codec::kGzip &&
+      (out->table.points.size() == 1 || out->largest_interval > kSequentialWarnBytes)) {
     log::Warning(
         "shard {}: {} stream with {} {} ({} decoded bytes in one): it can only be read "
         "sequentially; a mount decodes at most {} MiB for a read and refuses (EIO) files in a "
@@ -394,7 +395,18 @@ Status ScanCompressedTarFd(const std::string& name, int fd, index::Codec codec, 
   }
   Mapping decoded;
   SHARDFS_RETURN_IF_ERROR(decoded.Map(name, sink.fd(), out->table.decoded_size));
-  return ScanTarBytes(name, decoded.base, decoded.size, options, on_member, info);
+  // A sparse member's extents would be ranges of the decoded stream, which
+  // the mount's sparse path does not read: refused.
+  auto not_sparse = [&](ScannedMember&& m) -> Status {
+    if (m.sparse) {
+      return Status::NotSupported(fmt::format(
+          "shard {}: member '{}' at decoded byte {}: a sparse member in a compressed tar is not "
+          "supported",
+          name, m.path, m.header_offset));
+    }
+    return on_member(std::move(m));
+  };
+  return ScanTarBytes(name, decoded.base, decoded.size, options, not_sparse, info);
 }
 
 std::vector<std::pair<std::string, std::string>> SeekKeys(index::ShardId id,

@@ -27,6 +27,7 @@
 
 #include "base/status.h"
 #include "index/schema.h"
+#include "tools/ctar_codec.h"
 #include "tools/tar_scanner.h"
 
 namespace shardfs::tools {
@@ -34,9 +35,6 @@ namespace shardfs::tools {
 // Default decoded bytes between gzip seek points (`index build
 // --seek-spacing`): see man/shardfs.1 for the measurement behind it.
 inline constexpr uint64_t kDefaultSeekSpacing = uint64_t{4} << 20;
-// The mount decodes at most this much for one read; a longer interval
-// (one huge zstd frame or xz block) gives EIO on a random read.
-inline constexpr uint64_t kMaxIntervalBytes = uint64_t{64} << 20;
 
 struct CompressedScan {
   index::Codec codec = index::Codec::kNone;

@@ -188,8 +188,7 @@ Status AddMember(ScannedMember&& m, index::ShardId id, const std::string& shown,
 }
 
 void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t max_remote_size,
-             uint64_t seek_spacing, const NestOptions& nest, Progress* progress,
-             ShardScan* out) {
+             uint64_t seek_spacing, const NestOptions& nest, Progress* progress, ShardScan* out) {
   out->id = id;
   // What messages name: a URL without its query (a presigned URL's
   // signature) is what may be printed.
