@@ -16,6 +16,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import remote_servers as rs  # noqa: E402
 import shardfs_testlib as tl  # noqa: E402
 import test_tar_semantics as ts  # noqa: E402
 
@@ -231,6 +232,24 @@ class CompressedTarTest(tl.ScratchTestCase):
             self.assertEqual(tl.read_file(os.path.join(mnt, "big.bin")),
                              tl.read_file(os.path.join(self.src, "big.bin")))
             self.assertEqual(tl.read_file(os.path.join(mnt, "new.txt")), b"new file\n" * 1000)
+
+    def test_remote_shard_over_http(self):
+        # The chunk fetcher reads the compressed bytes; decoding sits above it.
+        d = self.scratch("remote")
+        served = os.path.join(d, "served")
+        os.mkdir(served)
+        shard = self.compress(served, "gz", "pigz -p 2 -c {tar} > {out}")
+        want = self.extract(d, shard, "-z")
+        with rs.Nginx(served) as web:
+            idx = os.path.join(d, "idx")
+            tl.build_index([web.url + "/" + os.path.basename(shard)], idx, "--seek-spacing",
+                           "128K")
+            mnt = os.path.join(d, "mnt")
+            os.mkdir(mnt)
+            with tl.Mount(idx, mnt, options="verify=first"):
+                got = tl.walk_reference(mnt)
+        del got[b""]
+        ts.TarSemanticsTest.compare(self, want, got)
 
 
 if __name__ == "__main__":
