@@ -233,6 +233,31 @@ class CompressedTarTest(tl.ScratchTestCase):
                              tl.read_file(os.path.join(self.src, "big.bin")))
             self.assertEqual(tl.read_file(os.path.join(mnt, "new.txt")), b"new file\n" * 1000)
 
+    def test_views_and_ranks(self):
+        d = self.scratch("views")
+        shards = [self.compress(d, "gz", "gzip -c {tar} > {out}"),
+                  self.compress(d, "zst", "pzstd -q -p 2 -c {tar} > {out}")]
+        # Two shards of one tree: the second replaces every member, as tar would.
+        idx = os.path.join(d, "idx")
+        tl.build_index(shards, idx)
+        tl.run_shardfs("view", "create", idx, "sub", "--include", "a/**", check=0)
+        src_a = os.path.join(self.src, "a")
+        for opts in ("view=sub", "rank=0,world=2", "rank=1,world=2"):
+            with self.subTest(opts=opts):
+                mnt = self.scratch("mnt")
+                with tl.Mount(idx, mnt, options=opts):
+                    for dirpath, _, filenames in os.walk(mnt):
+                        for n in filenames:
+                            rel = os.path.relpath(os.path.join(dirpath, n), mnt)
+                            if os.path.islink(os.path.join(mnt, rel)):
+                                continue
+                            self.assertEqual(tl.read_file(os.path.join(mnt, rel)),
+                                             tl.read_file(os.path.join(self.src, rel)), rel)
+                    if opts == "view=sub":
+                        self.assertEqual(sorted(os.listdir(mnt)), ["a"])
+                        self.assertEqual(sorted(os.listdir(os.path.join(mnt, "a"))),
+                                         sorted(os.listdir(src_a)))
+
     def test_remote_shard_over_http(self):
         # The chunk fetcher reads the compressed bytes; decoding sits above it.
         d = self.scratch("remote")
