@@ -453,6 +453,11 @@ ShardId BoundedIndexWriter::AddShard(ShardMeta meta) {
   return ShardId{static_cast<uint32_t>(shards_.size() - 1)};
 }
 
+void BoundedIndexWriter::AddSeekKeys(std::vector<std::pair<std::string, std::string>> kvs) {
+  seek_kvs_.insert(seek_kvs_.end(), std::make_move_iterator(kvs.begin()),
+                   std::make_move_iterator(kvs.end()));
+}
+
 void BoundedIndexWriter::NoteLink(std::string lo, std::string hi) {
   std::lock_guard<std::mutex> lock(mu_);
   link_spans_.emplace_back(std::move(lo), std::move(hi));
@@ -572,11 +577,12 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
   SHARDFS_ASSIGN_OR_RETURN(KeyValues small_kvs, ShardKeys(shards_, out_abs.parent_path().string()));
   for (auto& kv : MetaKeysOf(joiner.counts(), joiner.all_checksummed(), joiner.any_sparse(),
                              MetaText{options.build_options, options.created_by, options.partition,
-                                      options.partition_shards},
+                                      options.partition_shards, AnyCodec(shards_, seek_kvs_)},
                              joiner.any_encoded())) {
     small_kvs.push_back(std::move(kv));
   }
   std::sort(small_kvs.begin(), small_kvs.end());
+  std::sort(seek_kvs_.begin(), seek_kvs_.end());
   const std::string shard_bytes_key = EncodeViewKeyPrefix(kDefaultView, kViewBytes);
   const std::string shard_bytes_value = EncodeShardBytes(joiner.shard_bytes());
   auto merge_into = [&](const std::vector<std::string>& runs, const char* prefix,
@@ -594,6 +600,11 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
        }},
       {"views.sst", false,
        [&](const KvSink& put) { return put(shard_bytes_key, shard_bytes_value); }},
+      {"seek.sst", false,
+       [&](const KvSink& put) -> Status {
+         for (const auto& [key, value] : seek_kvs_) SHARDFS_RETURN_IF_ERROR(put(key, value));
+         return Status::Ok();
+       }},
   };
   SHARDFS_ASSIGN_OR_RETURN(stats.index_bytes, PublishIndex(out_path, out_abs, parts));
   phase("published");

@@ -98,6 +98,8 @@ class BoundedIndexWriter {
 
   // Registers a shard, as IndexWriter::AddShard (ids in call order from 0).
   ShardId AddShard(ShardMeta meta);
+  // As IndexWriter::AddSeekKeys.
+  void AddSeekKeys(std::vector<std::pair<std::string, std::string>> kvs);
 
   // Publishes the index, as IndexWriter::Finish: the same keys and values
   // as an IndexWriter given the same shards and members in archive order.
@@ -122,6 +124,7 @@ class BoundedIndexWriter {
   std::atomic<uint64_t> run_counter_{0};
   std::vector<std::unique_ptr<MemberSpiller>> spillers_;
   std::vector<ShardMeta> shards_;
+  std::vector<std::pair<std::string, std::string>> seek_kvs_;
   std::mutex mu_;
   // Tree-order spans of hard links (the link's and its target's path keys).
   std::vector<std::pair<std::string, std::string>> link_spans_;  // Guarded by mu_.

@@ -158,6 +158,11 @@ class IndexReader {
   // The view's bytes in each shard of the version (the rank partition's input).
   Result<std::vector<uint64_t>> ShardBytes() const;
 
+  // The seek table ('Z' shard 'T') of compressed tar shard `shard`, or with
+  // `window`, the window of its point `point` ('Z' shard 'W' point), raw.
+  // NotFound if the index has none (a manifest: the partition is not open).
+  Status GetSeekValue(ShardId shard, bool window, uint32_t point, std::string* value) const;
+
   // A manifest: its partitions and trees; nullptr for an index directory.
   const Manifest* manifest() const;
   // A manifest's open partitions (nullptr where not opened), in order.

@@ -5,6 +5,7 @@
 // copies' listings, and everything else one partition's answer renumbered.
 #include "index/index_reader_union.h"
 
+#include <rocksdb/db.h>
 #include <sys/stat.h>
 #include <xxhash.h>
 
@@ -335,6 +336,28 @@ Status IndexReader::UnionForEachInode(InodeId first,
       return !stopped;
     }));
   }
+  return Status::Ok();
+}
+
+Status IndexReader::GetSeekValue(ShardId shard, bool window, uint32_t point,
+                                 std::string* value) const {
+  if (union_) {
+    const auto& b = union_->shard_bases;
+    auto it = std::upper_bound(b.begin(), b.end(), shard.value);
+    if (it == b.begin()) return Status::NotFound("no such shard");
+    const size_t p = static_cast<size_t>(it - b.begin()) - 1;
+    if (p >= union_->parts.size() || !union_->parts[p]) {
+      return Status::NotFound(fmt::format("shard {}: its partition is not open", shard.value));
+    }
+    return union_->parts[p]->GetSeekValue(ShardId{shard.value - b[p]}, window, point, value);
+  }
+  const std::string key = window ? EncodeSeekWindowKey(shard, point) : EncodeSeekTableKey(shard);
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), key, value);
+  if (s.IsNotFound()) {
+    return Status::NotFound(fmt::format("index {}: no seek {} for shard {}", path_,
+                                        window ? "window" : "table", shard.value));
+  }
+  if (!s.ok()) return Status::IoError(fmt::format("index {}: {}", path_, s.ToString()));
   return Status::Ok();
 }
 

@@ -91,6 +91,11 @@ void IndexWriter::SetEncoded(size_t member, const EncodedMember& encoding) {
   extents_[static_cast<uint32_t>(member)] = EncodeEncodedTrailer(encoding);
 }
 
+void IndexWriter::AddSeekKeys(std::vector<std::pair<std::string, std::string>> kvs) {
+  seek_kvs_.insert(seek_kvs_.end(), std::make_move_iterator(kvs.begin()),
+                   std::make_move_iterator(kvs.end()));
+}
+
 Result<WriteStats> IndexWriter::Finish(const std::string& out_path, const WriteOptions& options) {
   SHARDFS_RETURN_IF_ERROR(CheckOutputPath(out_path, options.force));
   const auto start = std::chrono::steady_clock::now();
@@ -100,8 +105,10 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path, const WriteO
   SHARDFS_ASSIGN_OR_RETURN(const fs::path out_abs, AbsoluteIndexPath(out_path));
   SHARDFS_ASSIGN_OR_RETURN(KeyValues small_kvs, ShardKeys(shards_, out_abs.parent_path().string()));
   const TreeEmitter emitter(tree, members_, extents_);
-  for (auto& kv : emitter.MetaKeys(MetaText{options.build_options, options.created_by,
-                                            options.partition, options.partition_shards})) {
+  std::sort(seek_kvs_.begin(), seek_kvs_.end());
+  for (auto& kv :
+       emitter.MetaKeys(MetaText{options.build_options, options.created_by, options.partition,
+                                 options.partition_shards, AnyCodec(shards_, seek_kvs_)})) {
     small_kvs.push_back(std::move(kv));
   }
   std::sort(small_kvs.begin(), small_kvs.end());
@@ -132,6 +139,11 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path, const WriteO
        }},
       {"views.sst", false,
        [&](const KvSink& put) { return put(shard_bytes_key, shard_bytes_value); }},
+      {"seek.sst", false,
+       [&](const KvSink& put) -> Status {
+         for (const auto& [key, value] : seek_kvs_) SHARDFS_RETURN_IF_ERROR(put(key, value));
+         return Status::Ok();
+       }},
   };
   SHARDFS_ASSIGN_OR_RETURN(stats.index_bytes, PublishIndex(out_path, out_abs, parts));
   log::Debug("index write: published at {:.3f}s",

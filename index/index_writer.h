@@ -110,6 +110,10 @@ class IndexWriter {
 
   size_t member_count() const { return members_.size(); }
 
+  // Adds the 'Z' keys of a compressed tar shard (index/schema.h), any order;
+  // the index is then written as schema version 4.
+  void AddSeekKeys(std::vector<std::pair<std::string, std::string>> kvs);
+
   // Assembles the tree and publishes the index at `out_path`.
   // Returns what CheckOutputPath returns (a forced build replaces only a
   // shardfs index or an empty directory); IoError naming the path if
@@ -122,6 +126,7 @@ class IndexWriter {
   // Encoded extent lists of the sparse members, by index in members_; kept
   // aside so that other members pay nothing for them.
   std::unordered_map<uint32_t, std::string> extents_;
+  std::vector<std::pair<std::string, std::string>> seek_kvs_;
 };
 
 // Checks early, before a long scan, that `out_path` can be published:

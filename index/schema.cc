@@ -434,4 +434,111 @@ uint32_t ModeTypeBits(EntryType type) {
   }
 }
 
+const char* CodecName(Codec codec) {
+  switch (codec) {
+    case Codec::kNone:
+      return "tar";
+    case Codec::kGzip:
+      return "gzip";
+    case Codec::kZstd:
+      return "zstd";
+    case Codec::kBzip2:
+      return "bzip2";
+    case Codec::kXz:
+      return "xz";
+  }
+  return "unknown codec";
+}
+
+size_t SeekTable::Find(uint64_t offset) const {
+  auto it = std::upper_bound(points.begin(), points.end(), offset,
+                             [](uint64_t o, const SeekPoint& p) { return o < p.decoded; });
+  return it == points.begin() ? 0 : static_cast<size_t>(it - points.begin()) - 1;
+}
+
+std::string EncodeSeekTableKey(ShardId shard) {
+  std::string key(6, '\0');
+  key[0] = kSeekPrefix;
+  EncodeBigEndian32(key.data() + 1, shard.value);
+  key[5] = kSeekTable;
+  return key;
+}
+
+std::string EncodeSeekWindowKey(ShardId shard, uint32_t point) {
+  std::string key(10, '\0');
+  key[0] = kSeekPrefix;
+  EncodeBigEndian32(key.data() + 1, shard.value);
+  key[5] = kSeekWindow;
+  EncodeBigEndian32(key.data() + 6, point);
+  return key;
+}
+
+void EncodeSeekTable(const SeekTable& table, std::string* out) {
+  out->assign(12 + kSeekPointSize * table.points.size(), '\0');
+  char* p = out->data();
+  EncodeFixed64(p, table.decoded_size);
+  EncodeFixed32(p + 8, static_cast<uint32_t>(table.points.size()));
+  p += 12;
+  for (const SeekPoint& s : table.points) {
+    EncodeFixed64(p, s.decoded);
+    EncodeFixed64(p + 8, s.compressed);
+    p[16] = static_cast<char>(s.bits);
+    p[17] = static_cast<char>(s.kind);
+    p[18] = static_cast<char>(s.check);
+    EncodeFixed32(p + 20, s.window);
+    p += kSeekPointSize;
+  }
+}
+
+Status DecodeSeekTable(std::string_view value, SeekTable* table) {
+  if (value.size() < 12) {
+    return Status::Corruption(
+        fmt::format("seek table of {} bytes, expected at least 12", value.size()));
+  }
+  const char* p = value.data();
+  table->decoded_size = DecodeFixed64(p);
+  const uint64_t n = DecodeFixed32(p + 8);
+  if (value.size() != 12 + n * kSeekPointSize) {
+    return Status::Corruption(fmt::format("seek table of {} bytes for {} points", value.size(), n));
+  }
+  table->points.clear();
+  table->points.reserve(n);
+  p += 12;
+  for (uint64_t i = 0; i < n; ++i, p += kSeekPointSize) {
+    SeekPoint s;
+    s.decoded = DecodeFixed64(p);
+    s.compressed = DecodeFixed64(p + 8);
+    s.bits = static_cast<uint8_t>(p[16]);
+    const uint8_t kind = static_cast<uint8_t>(p[17]);
+    s.check = static_cast<uint8_t>(p[18]);
+    s.window = DecodeFixed32(p + 20);
+    if (kind < 1 || kind > 4) {
+      return Status::Corruption(fmt::format("seek point {}: unknown kind {}", i, kind));
+    }
+    s.kind = static_cast<SeekKind>(kind);
+    if (s.bits > 7 || s.window > kMaxSeekWindow) {
+      return Status::Corruption(
+          fmt::format("seek point {}: {} bits, window of {} bytes", i, s.bits, s.window));
+    }
+    if (i == 0 ? s.decoded != 0 : s.decoded <= table->points.back().decoded) {
+      return Status::Corruption(
+          fmt::format("seek point {}: decoded offset {} out of order", i, s.decoded));
+    }
+    if (i > 0 && s.compressed < table->points.back().compressed) {
+      return Status::Corruption(
+          fmt::format("seek point {}: compressed offset {} out of order", i, s.compressed));
+    }
+    if (s.decoded >= table->decoded_size) {
+      return Status::Corruption(
+          fmt::format("seek point {}: decoded offset {} past the stream's {} bytes", i, s.decoded,
+                      table->decoded_size));
+    }
+    table->points.push_back(s);
+  }
+  if (n == 0 && table->decoded_size != 0) {
+    return Status::Corruption("seek table without points for a non-empty stream");
+  }
+  return Status::Ok();
+}
+
 }  // namespace shardfs::index

@@ -154,6 +154,34 @@
 //    25     2  etag length e  little-endian             (bit 1 set)
 //    27     e  etag           as the server sent it, quotes included; may be empty
 //  27+e     n  url            raw bytes
+//
+// Compressed tar shards (schema version 4). ShardMeta.flags bits 3..5 name
+// the codec of a shard that is a compressed tar stream (0 none, 1 gzip,
+// 2 zstd, 3 bzip2, 4 xz); the `offset` of its file records is then a byte
+// offset in the DECODED stream, and ShardMeta.size stays the compressed
+// file's size. A read decodes from the last seek point at or before it:
+//
+//   'Z' <shard:u32be> 'T'                    SeekTable of the shard
+//   'Z' <shard:u32be> 'W' <point:u32be>      the window of point `point`
+//
+// SeekTable (little-endian):
+//     0     8  decoded_size   bytes of the decoded stream
+//     8     4  n              points, sorted by decoded offset, the first at 0
+//    12  24*n  points:
+//        0  8  decoded        offset in the decoded stream
+//        8  8  compressed     byte offset in the shard where decoding starts
+//       16  1  bits           deflate: bits of the byte before `compressed`
+//                             that belong to this point (0..7)
+//       17  1  kind           1 gzip member header, 2 raw deflate (with a
+//                             window), 3 zstd frame, 4 xz block
+//       18  1  check          xz: the stream's check type
+//       19  1  reserved       0
+//       20  4  window         bytes of its 'W' value (deflate: up to 32 KiB
+//                             of decoded bytes before `decoded`; 0: none)
+// An interval (point i to point i+1, or to decoded_size) is what one read
+// decodes at most: a gzip stream gets a point every `--seek-spacing` decoded
+// bytes (at a deflate block boundary) and at every member; zstd one per
+// frame; xz one per block.
 #ifndef SHARDFS_INDEX_SCHEMA_H_
 #define SHARDFS_INDEX_SCHEMA_H_
 
@@ -178,7 +206,10 @@ inline constexpr uint32_t kSparseSchemaVersion = 2;
 // without one is written as before.
 inline constexpr uint32_t kZipSchemaVersion = 3;
 // The newest version this code reads.
-inline constexpr uint32_t kMaxSchemaVersion = kZipSchemaVersion;
+// Version 4: compressed tar shards (codec flags and 'Z' seek points); an
+// index without one is written as before. A reader of 4 reads 3 (zip) too.
+inline constexpr uint32_t kCodecSchemaVersion = 4;
+inline constexpr uint32_t kMaxSchemaVersion = kCodecSchemaVersion;
 
 struct InodeId {
   uint64_t value = 0;
@@ -206,6 +237,9 @@ inline constexpr char kDirentPrefix = 'D';
 inline constexpr char kInodePrefix = 'I';
 inline constexpr char kCatalogPrefix = 'C';
 inline constexpr char kViewPrefix = 'V';
+inline constexpr char kSeekPrefix = 'Z';
+inline constexpr char kSeekTable = 'T';
+inline constexpr char kSeekWindow = 'W';
 // Second bytes of 'V' keys, after the view id.
 inline constexpr char kViewBytes = 'B';
 inline constexpr char kViewDirent = 'D';
@@ -266,6 +300,14 @@ struct EncodedMember {
   friend bool operator==(const EncodedMember&, const EncodedMember&) = default;
 };
 
+inline constexpr uint8_t kShardCodecShift = 3;
+inline constexpr uint8_t kShardCodecMask = 7 << kShardCodecShift;
+
+// The encoding of a tar stream (ShardMeta.flags bits 3..5).
+enum class Codec : uint8_t { kNone = 0, kGzip = 1, kZstd = 2, kBzip2 = 3, kXz = 4 };
+// "gzip", "zstd", "bzip2", "xz"; "tar" for kNone.
+const char* CodecName(Codec codec);
+
 // One tree entry. `target` points into the buffer it was decoded from.
 struct EntryRecord {
   EntryType type = EntryType::kFile;
@@ -312,6 +354,38 @@ struct ShardMeta {
   std::string path;  // As stored; see ResolveShardPath in index_reader.h. A URL if remote.
   std::string etag;  // Remote shards: the object's ETag when indexed ("" if none).
   bool remote() const { return flags & kShardRemote; }
+  Codec codec() const { return static_cast<Codec>((flags & kShardCodecMask) >> kShardCodecShift); }
+  void set_codec(Codec c) {
+    flags = static_cast<uint8_t>((flags & ~kShardCodecMask) |
+                                 (static_cast<uint8_t>(c) << kShardCodecShift));
+  }
+};
+
+// Seek points of a compressed tar shard (see "Compressed tar shards").
+enum class SeekKind : uint8_t { kGzipMember = 1, kDeflate = 2, kZstdFrame = 3, kXzBlock = 4 };
+inline constexpr size_t kSeekPointSize = 24;
+inline constexpr uint32_t kMaxSeekWindow = 32768;
+
+struct SeekPoint {
+  uint64_t decoded = 0;
+  uint64_t compressed = 0;
+  uint8_t bits = 0;
+  SeekKind kind = SeekKind::kGzipMember;
+  uint8_t check = 0;
+  uint32_t window = 0;
+  friend bool operator==(const SeekPoint&, const SeekPoint&) = default;
+};
+
+struct SeekTable {
+  uint64_t decoded_size = 0;
+  std::vector<SeekPoint> points;
+  // The index of the last point at or before decoded offset `offset`.
+  // REQUIRES: !points.empty().
+  size_t Find(uint64_t offset) const;
+  // Where interval `i` ends in the decoded stream.
+  uint64_t End(size_t i) const {
+    return i + 1 < points.size() ? points[i + 1].decoded : decoded_size;
+  }
 };
 
 // Keys. Each encoder writes into a caller's buffer and returns the used
@@ -375,6 +449,15 @@ bool DecodeEncodedTrailer(std::string_view tail, EncodedMember* m);
 // (ExtentCount(rec) if none): a binary search.
 size_t FindExtent(const EntryRecord& rec, uint64_t offset);
 void EncodeShardMeta(const ShardMeta& meta, std::string* out);
+// 'Z' shard 'T' and 'Z' shard 'W' point.
+std::string EncodeSeekTableKey(ShardId shard);
+std::string EncodeSeekWindowKey(ShardId shard, uint32_t point);
+void EncodeSeekTable(const SeekTable& table, std::string* out);
+// Corruption unless `value` is a well-formed table: points sorted by
+// decoded offset (strictly), the first at 0, all below decoded_size (or
+// none and decoded_size 0), compressed offsets not decreasing, bits < 8,
+// windows of at most kMaxSeekWindow bytes, kinds known.
+Status DecodeSeekTable(std::string_view value, SeekTable* table);
 Status DecodeShardMeta(std::string_view value, ShardMeta* meta);
 
 enum class VersionKind : uint8_t { kCreate = 1, kAdd = 2 };

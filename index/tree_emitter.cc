@@ -136,10 +136,12 @@ KeyValues MetaKeysOf(const TreeCounts& c, bool all_checksummed, bool any_sparse,
   };
   // Version 2 only when a sparse file made it into the tree: older readers
   // keep reading every other index.
-  // Version 3 likewise only with an encoded member (a deflated zip member).
-  meta(kMetaSchemaVersion, std::to_string(any_encoded  ? kZipSchemaVersion
-                                          : any_sparse ? kSparseSchemaVersion
-                                                       : kSchemaVersion));
+  // Version 3 likewise only with an encoded member (a deflated zip member),
+  // and 4 only with a compressed tar shard.
+  meta(kMetaSchemaVersion, std::to_string(text.any_codec ? kCodecSchemaVersion
+                                          : any_encoded  ? kZipSchemaVersion
+                                          : any_sparse   ? kSparseSchemaVersion
+                                                         : kSchemaVersion));
   meta(kMetaBuildOptions, text.build_options);
   meta(kMetaCreatedBy, text.created_by);
   meta(kMetaFiles, std::to_string(c.files));
@@ -183,6 +185,14 @@ Result<KeyValues> ShardKeys(std::span<const ShardMeta> shards, const std::string
                      std::move(value));
   }
   return kvs;
+}
+
+bool AnyCodec(std::span<const ShardMeta> shards, const KeyValues& seek) {
+  if (!seek.empty()) return true;
+  for (const ShardMeta& m : shards) {
+    if (m.codec() != Codec::kNone) return true;
+  }
+  return false;
 }
 
 }  // namespace shardfs::index

@@ -41,6 +41,9 @@ struct MetaText {
   std::string created_by;
   std::string partition{};  // "K/N", or empty: no partition keys.
   uint64_t partition_shards = 0;
+  // A compressed tar shard is in the index: schema version 4
+  // (kCodecSchemaVersion).
+  bool any_codec = false;
 };
 
 class TreeEmitter {
@@ -88,6 +91,10 @@ Result<ShardMeta> StoredShardMeta(ShardMeta meta, const std::string& base);
 
 // The 'S' keys of `shards` (ids in order from 0), paths as StoredShardMeta
 // stores them.
+// Whether an index of `shards` with seek keys `seek` has a compressed tar
+// shard (schema version 4).
+bool AnyCodec(std::span<const ShardMeta> shards, const KeyValues& seek);
+
 Result<KeyValues> ShardKeys(std::span<const ShardMeta> shards, const std::string& base);
 
 }  // namespace shardfs::index

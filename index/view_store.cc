@@ -400,7 +400,8 @@ Status IndexEditor::CompactCatalog() {
 }
 
 Status IndexEditor::AddVersion(const VersionInfo& info, const VersionTable& table,
-                               const std::vector<ShardMeta>& new_shards) {
+                               const std::vector<ShardMeta>& new_shards,
+                               std::vector<std::pair<std::string, std::string>> seek_keys) {
   const ViewId view = info.record.view;
   std::vector<std::pair<std::string, std::string>> data;
   data.reserve(table.dirents.size() + table.inodes.size() + 4);
@@ -448,7 +449,18 @@ Status IndexEditor::AddVersion(const VersionInfo& info, const VersionTable& tabl
       EncodeShardMeta(meta, &value);
       shard_keys.emplace_back(std::string(EncodeShardKey(ShardId{id++}, buf)), std::move(value));
     }
+    if (!seek_keys.empty()) {
+      // A compressed tar shard: readers before version 4 must refuse the index.
+      shard_keys.emplace_back(EncodeMetaKey(kMetaSchemaVersion),
+                              std::to_string(kCodecSchemaVersion));
+      std::sort(shard_keys.begin(), shard_keys.end());
+    }
     SHARDFS_ASSIGN_OR_RETURN(f, WriteTable("shards", shard_keys, {}));
+    files.push_back(std::move(f));
+  }
+  if (!seek_keys.empty()) {
+    std::sort(seek_keys.begin(), seek_keys.end());
+    SHARDFS_ASSIGN_OR_RETURN(f, WriteTable("seek", seek_keys, {}));
     files.push_back(std::move(f));
   }
   return Ingest(files);

@@ -118,9 +118,11 @@ class IndexEditor {
   // Adds version `info` (name, version, record with a fresh view id) with
   // `table`, and `new_shards` (already stored form: StoredShardMeta) as
   // shards record.shard_count - new_shards.size() .. shard_count - 1, all in
-  // one atomic ingest.
+  // one atomic ingest. `seek_keys`: the 'Z' keys of new compressed tar
+  // shards; with any, the index's schema version becomes 4.
   Status AddVersion(const VersionInfo& info, const VersionTable& table,
-                    const std::vector<ShardMeta>& new_shards);
+                    const std::vector<ShardMeta>& new_shards,
+                    std::vector<std::pair<std::string, std::string>> seek_keys = {});
   // Sets (or with `force`, moves) a tag.
   Status Tag(const VersionInfo& info, std::string_view tag, bool force);
   // Removes `versions` (of one view), their tags and their stored keys.

@@ -86,6 +86,9 @@ int RunIndexBuild(int argc, char** argv) {
         "about the most memory the build takes; members spill to disk beyond it (default: a "
         "quarter of RAM, at most 4G)",
         SetNonZeroSize(&o.memory, "--memory needs a size such as 512M or 4G")},
+       {"seek-spacing", 0, "SIZE",
+        "decoded bytes between the seek points of a .tar.gz (default 4M; see the man page)",
+        SetNonZeroSize(&o.seek_spacing, "--seek-spacing needs a size such as 4M")},
        {"quiet", 'q', nullptr, "no progress and no summary", SetFlag(&o.quiet)},
        {"from-list", 0, "FILE", "also the shards FILE lists, one per line",
         SetString(&o.from_list)},

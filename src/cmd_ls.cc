@@ -69,6 +69,9 @@ std::string EntryJson(const IndexReader& r, std::string_view path, const EntryRe
     o.Str("shard", RedactLocation(r.ShardPath(e.shard)))
         .UNum("shard_id", e.shard.value)
         .UNum("offset", e.offset);
+    // A compressed tar shard: offset is in the decoded stream.
+    const index::Codec codec = r.shards()[e.shard.value].codec();
+    if (codec != index::Codec::kNone) o.Str("codec", index::CodecName(codec));
     if (e.sparse()) {
       // [logical, length, shard offset] per extent; holes between read as zeros.
       std::string extents = "[";
@@ -172,7 +175,26 @@ bool PrintStat(const IndexReader& r, const std::string& path, bool json, bool fi
   fmt::print(" inode: {}\n", e.inode.value);
   if (e.type == EntryType::kFile) {
     fmt::print(" shard: {}\n", RedactLocation(r.ShardPath(e.shard)));
-    fmt::print("offset: {}\n", e.offset);
+    const index::Codec codec = r.shards()[e.shard.value].codec();
+    if (codec == index::Codec::kNone) {
+      fmt::print("offset: {}\n", e.offset);
+    } else {
+      fmt::print("offset: {} (in the decoded stream)\n", e.offset);
+      fmt::print(" codec: {}\n", index::CodecName(codec));
+      // The compressed bytes a read of it decodes: from the seek point at
+      // or before its first byte to the one after its last.
+      std::string value;
+      index::SeekTable t;
+      if (r.GetSeekValue(e.shard, false, 0, &value).ok() &&
+          index::DecodeSeekTable(value, &t).ok() && !t.points.empty()) {
+        const size_t first = t.Find(e.offset);
+        const size_t last = t.Find(e.size ? e.offset + e.size - 1 : e.offset);
+        const uint64_t end = last + 1 < t.points.size() ? t.points[last + 1].compressed
+                                                        : r.shards()[e.shard.value].size;
+        fmt::print("compressed: bytes {}..{} of the shard (seek points {}..{} of {})\n",
+                   t.points[first].compressed, end, first, last, t.points.size());
+      }
+    }
     if (e.sparse()) {
       fmt::print("sparse: {} extents, {} bytes of data\n", index::ExtentCount(e),
                  index::StoredBytes(e));

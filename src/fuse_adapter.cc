@@ -306,7 +306,8 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   // range may lie in a chunk file on disk, below); a sparse file's read across
   // holes or extents is no one range of the shard. Both are read into a
   // buffer, from the range resolved above.
-  if (c.splice && !range.gather && !range.decode_member && range.shard->direct()) {
+  if (c.splice && !range.gather && !range.decode_member && !range.decode_stream &&
+      range.shard->direct()) {
     note = c.push->NoteRead(inode, range);
     replied = ReplyFromFd(req, range.shard->fd(), range.position, range.length);
   } else {

@@ -118,6 +118,12 @@ class TreeCollector {
           "mount (mount without --kernel)",
           where(), rec.encoded() ? "a deflated" : "a", r_.ShardPath(rec.shard)));
     }
+    if (shard.codec() != index::Codec::kNone) {
+      return Status::NotSupported(fmt::format(
+          "{} is in a {}-compressed tar shard ({}): the kernel reads shard bytes as they are, "
+          "and only the FUSE mount decodes them",
+          where(), index::CodecName(shard.codec()), r_.ShardPath(rec.shard)));
+    }
     // Its blocks are numbered in 32 bits, 0xFFFFFFFF meaning none.
     if (AlignUp(shard.size, kBlock) / kBlock >= kNullAddr) {
       return Status::NotSupported(

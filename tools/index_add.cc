@@ -316,7 +316,8 @@ Result<IndexAddReport> AddShards(const IndexAddOptions& o) {
                                           scanned.shards.size(), o.message, &report));
   const index::VersionInfo& info = report.created;
   source.reset();
-  SHARDFS_RETURN_IF_ERROR(editor->AddVersion(info, version.table, stored));
+  SHARDFS_RETURN_IF_ERROR(
+      editor->AddVersion(info, version.table, stored, std::move(scanned.seek_keys)));
   report.summary = version.summary;
   report.seconds = Since(start);
   return report;

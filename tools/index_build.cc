@@ -1,5 +1,6 @@
 #include "tools/index_build.h"
 
+#include <fcntl.h>
 #include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "index/bounded_build.h"
 #include "index/file_kind.h"
 #include "index/member_path.h"
+#include "tools/ctar_scanner.h"
 #include "tools/progress.h"
 #include "tools/remote_shards.h"
 #include "tools/tar_scanner.h"
@@ -46,8 +48,21 @@ struct ShardScan {
   std::vector<std::string> rejected_examples;
   // A bounded build: members go here as they are scanned, not to `members`.
   index::MemberSpiller* spiller = nullptr;
+  index::ShardId id;
+  // A compressed tar: its codec and seek points.
+  CompressedScan compressed;
   uint64_t nested_archives = 0, nested_members = 0;  // --recursive
 };
+
+// A directory contributes its archives: *.tar, *.zip, and compressed tars by
+// their usual names (what each holds is then told by its magic).
+bool IsShardName(const std::string& name) {
+  for (const char* ext : {".tar", ".zip", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tzst",
+                          ".tar.xz", ".txz", ".tar.bz2", ".tbz2"}) {
+    if (name.ends_with(ext)) return true;
+  }
+  return false;
+}
 
 bool HasGlobChars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
@@ -65,8 +80,7 @@ Status ExpandOne(const std::string& input, const RemoteLimits& limits,
     for (fs::directory_iterator d(input, ec); !ec && d != fs::directory_iterator();
          d.increment(ec)) {
       std::error_code type_ec;
-      if ((d->path().extension() == ".tar" || d->path().extension() == ".zip") &&
-          d->is_regular_file(type_ec)) {
+      if (IsShardName(d->path().filename().string()) && d->is_regular_file(type_ec)) {
         found.push_back(d->path());
       }
     }
@@ -181,7 +195,8 @@ Status AddMember(ScannedMember&& m, index::ShardId id, const std::string& shown,
 }
 
 void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t max_remote_size,
-             const NestOptions& nest, Progress* progress, ShardScan* out) {
+             uint64_t seek_spacing, const NestOptions& nest, Progress* progress, ShardScan* out) {
+  out->id = id;
   // What messages name: a URL without its query (a presigned URL's
   // signature) is what may be printed.
   const std::string shown = RedactLocation(path);
@@ -242,6 +257,26 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
   if (!downloaded.valid() && !out->spiller) ReserveMembers(path, &out->members);
   auto scan = [&](const std::string& p, const ScanOptions& o,
                   const std::function<Status(ScannedMember &&)>& fn, ShardInfo* info) {
+    // A compressed tar is told by its magic, not its name (ScanTar makes
+    // the checks of a file it cannot open or that is not regular).
+    UniqueFd local;
+    int fd = downloaded.get();
+    if (!downloaded.valid()) {
+      local.reset(::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+      struct stat st;
+      if (!local.valid() || ::fstat(local.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        return ScanTar(p, o, fn, info);
+      }
+      fd = local.get();
+    }
+    Result<index::Codec> codec = DetectCodecFd(shown, fd);
+    if (!codec.ok()) return codec.status();
+    if (*codec != index::Codec::kNone) {
+      Status s =
+          ScanCompressedTarFd(shown, fd, *codec, seek_spacing, o, fn, info, &out->compressed);
+      if (downloaded.valid()) info->mtime_ns = object.mtime_ns;
+      return s;
+    }
     if (!downloaded.valid()) return ScanTar(p, o, fn, info);
     Status s = ScanTarFd(shown, downloaded.get(), o, fn, info);
     // The server's Last-Modified, never the temporary copy's mtime: a mount
@@ -387,7 +422,9 @@ Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int
       // this shard's scan like any other error.
       try {
         ScanOne(shards[i], index::ShardId{first_id + static_cast<uint32_t>(i)}, options.checksum,
-                options.remote.max_shard_size, options.nest, &progress, &scan);
+                options.remote.max_shard_size,
+                options.seek_spacing ? options.seek_spacing : kDefaultSeekSpacing, options.nest,
+                &progress, &scan);
       } catch (const std::bad_alloc&) {
         scan.status = Status::IoError(
             fmt::format("shard {}: out of memory while scanning", RedactLocation(shards[i])));
@@ -432,6 +469,11 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* sc
       meta.etag = scan.etag;
     }
     if (scan.info.zip) meta.flags |= index::kShardZip;
+    if (scan.compressed.codec != index::Codec::kNone) {
+      meta.set_codec(scan.compressed.codec);
+      writer->AddSeekKeys(SeekKeys(scan.id, scan.compressed));
+      scan.compressed = CompressedScan{};
+    }
     writer->AddShard(std::move(meta));
     report->members += scan.info.members + scan.nested_members;
     report->nested_archives += scan.nested_archives;
@@ -464,6 +506,10 @@ struct MemberCollector {
   void SetEncoded(size_t member, const index::EncodedMember& encoding) {
     out->extents[static_cast<uint32_t>(member)] = index::EncodeEncodedTrailer(encoding);
   }
+  void AddSeekKeys(std::vector<std::pair<std::string, std::string>> kvs) {
+    out->seek_keys.insert(out->seek_keys.end(), std::make_move_iterator(kvs.begin()),
+                          std::make_move_iterator(kvs.end()));
+  }
 };
 
 // For a bounded build, whose members the scan already spilled: AddScans
@@ -476,6 +522,9 @@ struct SpilledMembers {
   void AddMembers(HugeVector<index::MemberEntry>&&) {}
   void SetExtents(size_t, const std::vector<index::Extent>&) {}
   void SetEncoded(size_t, const index::EncodedMember&) {}
+  void AddSeekKeys(std::vector<std::pair<std::string, std::string>> kvs) {
+    writer->AddSeekKeys(std::move(kvs));
+  }
 };
 
 // The index published at options.out replaces (with --force) and then

@@ -52,6 +52,9 @@ struct IndexBuildOptions {
   // When the shards may hold more members than fit in it, members are
   // spilled to disk and the tree built in chunks (index/bounded_build.h).
   uint64_t memory = 0;
+  // Decoded bytes between the seek points of a gzip-compressed tar
+  // (tools/ctar_scanner.h); 0: kDefaultSeekSpacing.
+  uint64_t seek_spacing = 0;
   // --recursive: nested tars shown as directories (tools/nested_scan.h).
   NestOptions nest;
 };
@@ -104,6 +107,8 @@ struct ScannedShards {
   HugeVector<index::MemberEntry> members;
   index::SparseExtents extents;  // By member index.
   IndexBuildReport report;       // Members, rejections, shard bytes.
+  // 'Z' keys of the compressed shards among them (index/schema.h).
+  std::vector<std::pair<std::string, std::string>> seek_keys;
 };
 Result<ScannedShards> ScanNewShards(const IndexBuildOptions& options, uint32_t first_id);
 

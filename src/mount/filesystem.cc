@@ -43,7 +43,8 @@ Filesystem::Filesystem(std::unique_ptr<index::IndexReader> reader, FilesystemOpt
     : reader_(std::move(reader)),
       options_(options),
       shards_(ShardsOf(*reader_),
-              ShardFilesOptions{options.max_open_shards, options.chunked, options.chunk_local}) {
+              ShardFilesOptions{options.max_open_shards, options.chunked, options.chunk_local}),
+      streams_(*reader_, options.decoded) {
   if (options_.verify != VerifyMode::kOff) {
     verified_ = InodeBits(reader_->max_inode());
   }
@@ -170,9 +171,37 @@ void InodeBits::Set(InodeId inode) {
   }
 }
 
+Status Filesystem::VerifyStreamFile(const EntryRecord& rec, const ShardHandle& shard) {
+  char* buf = VerifyBuffer();
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  for (uint64_t done = 0; done < rec.size;) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, rec.size - done));
+    Status s = streams_.Read(rec.shard, shard, rec.offset + done, len, buf);
+    if (!s.ok()) {
+      if (s.code() == Status::Code::kCorruption) shards_.MarkBad(rec.shard, s);
+      return s;
+    }
+    XXH3_64bits_update(&state, buf, len);
+    done += len;
+  }
+  const uint64_t got = XXH3_64bits_digest(&state);
+  if (got != rec.xxh3) {
+    Status bad = Status::Corruption(fmt::format(
+        "shard {}: inode {} at decoded byte {}: content checksum {:016x}, indexed {:016x}",
+        RedactLocation(reader_->ShardPath(rec.shard)), rec.inode.value, rec.offset, got, rec.xxh3));
+    shards_.MarkBad(rec.shard, bad);
+    return bad;
+  }
+  return Status::Ok();
+}
+
 Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) {
   if (!rec.has_checksum()) {
     return Status::NotSupported("the index has no checksum for this file");
+  }
+  if (reader_->shards()[rec.shard.value].codec() != index::Codec::kNone) {
+    return VerifyStreamFile(rec, shard);
   }
   char* buf = VerifyBuffer();
   XXH3_state_t state;
@@ -253,6 +282,12 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
     range->whole_file = false;
     return Status::Ok();
   }
+  if (meta.codec() != index::Codec::kNone) {
+    range->decode_stream = true;
+    range->ends_file = false;
+    range->whole_file = false;
+    return Status::Ok();
+  }
   if (rec.sparse()) {
     // Inside one extent: an ordinary range. Otherwise ReadResolved assembles it;
     // push-ahead leaves such ranges alone (they end no file for it).
@@ -318,6 +353,21 @@ Status Filesystem::VerifyBytes(InodeId inode, const char* data, size_t size, uin
 Status Filesystem::ReadResolved(const ReadRange& range, char* buf, FileRange* at) {
   if (range.length == 0) return Status::Ok();
   if (range.decode_member) return ReadEncoded(range, buf);
+  if (range.decode_stream) {
+    // The message names the shard and the compressed offset already;
+    // data that does not decode marks the shard bad (one log line).
+    Status s = streams_.Read(range.shard_id, range.shard, range.position, range.length, buf);
+    if (!s.ok()) {
+      if (s.code() == Status::Code::kCorruption) {
+        shards_.MarkBad(range.shard_id, s);
+      } else {
+        shards_.ReadFailed(range.shard_id, s);
+      }
+      return s;
+    }
+    range.shard->NoteDelivered(range.length, false);
+    return Status::Ok();
+  }
   Status s = range.gather ? Gather(range, buf)
                           : range.shard->ReadOrLocate(buf, range.length, range.position, at);
   if (!s.ok()) {

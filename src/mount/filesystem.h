@@ -32,6 +32,7 @@
 #include "index/schema.h"
 #include "src/mount/decoded_cache.h"
 #include "src/mount/shard_files.h"
+#include "src/mount/stream_reader.h"
 
 namespace shardfs::mount {
 
@@ -85,6 +86,10 @@ struct ReadRange {
   InodeId inode;                  // and what verify checks it against.
   uint64_t xxh3 = 0;
   bool has_checksum = false;
+  // A file of a compressed tar shard: `position` is an offset in the
+  // decoded stream, which only ReadResolved serves (src/mount/stream_reader.h);
+  // never spliced, and push-ahead leaves it alone.
+  bool decode_stream = false;
 };
 
 // One bit per inode up to a maximum, set and tested from any thread.
@@ -199,9 +204,13 @@ class Filesystem {
   // Reads decode_member range `range` into `buf` (src/mount/zip_reader.h).
   Status ReadEncoded(const ReadRange& range, char* buf);
 
+  // VerifyFile for a file of a compressed tar shard.
+  Status VerifyStreamFile(const EntryRecord& rec, const ShardHandle& shard);
+
   const std::unique_ptr<index::IndexReader> reader_;
   const FilesystemOptions options_;
   ShardFiles shards_;
+  StreamReader streams_;
   // One bit per inode: content checked (verify=first).
   InodeBits verified_;
 };

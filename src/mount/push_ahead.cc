@@ -112,7 +112,7 @@ void PushAhead::DropRead(int fd, uint64_t pos, size_t len) {
 }
 
 ReadNote PushAhead::NoteRead(InodeId inode, const ReadRange& range) {
-  if (range.length == 0 || range.shard_id.value >= shard_count_) return {};
+  if (range.length == 0 || range.shard_id.value >= shard_count_ || range.decode_stream) return {};
   read_.Set(inode);
   ShardState& s = shards_[range.shard_id.value];
   if (!Sequential(s, range.position, range.length)) return {};
@@ -125,7 +125,7 @@ ReadNote PushAhead::NoteRead(InodeId inode, const ReadRange& range) {
 }
 
 void PushAhead::AfterReply(InodeId inode, const ReadRange& range, ReadNote note, bool delivered) {
-  if (range.length == 0 || range.shard_id.value >= shard_count_) return;
+  if (range.length == 0 || range.shard_id.value >= shard_count_ || range.decode_stream) return;
   ShardState& s = shards_[range.shard_id.value];
   if (delivered && note.sequential_to_eof && range.shard->direct()) {
     DropBehind(s, range.shard->fd(), range.position + range.length);

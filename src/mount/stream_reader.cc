@@ -1,0 +1,122 @@
+#include "src/mount/stream_reader.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+#include "base/strings.h"
+#include "tools/ctar_codec.h"
+
+namespace shardfs::mount {
+namespace {
+
+// How long a reader waits for another's decode of the same interval before
+// decoding it itself (DecodedCache::Get): about one interval's inflate.
+constexpr std::chrono::milliseconds kDecodeWait{2000};
+
+}  // namespace
+
+StreamReader::StreamReader(const index::IndexReader& reader, DecodedCache* cache)
+    : reader_(reader), cache_(cache) {}
+
+Result<std::shared_ptr<const StreamReader::Table>> StreamReader::GetTable(index::ShardId id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tables_.find(id.value);
+    if (it != tables_.end()) return it->second;
+  }
+  auto t = std::make_shared<Table>();
+  t->name = RedactLocation(reader_.ShardPath(id));
+  std::string value;
+  Status s = reader_.GetSeekValue(id, false, 0, &value);
+  if (s.ok()) s = index::DecodeSeekTable(value, &t->table);
+  if (!s.ok()) {
+    return Status::Corruption(fmt::format("shard {}: seek table: {}", t->name, s.message()));
+  }
+  if (t->table.points.empty()) {
+    return Status::Corruption(fmt::format("shard {}: seek table without points", t->name));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, inserted] = tables_.emplace(id.value, std::move(t));
+  return it->second;
+}
+
+Result<std::string> StreamReader::Decode(index::ShardId id, const Table& t, size_t point,
+                                         const ShardHandle& shard) {
+  const index::SeekPoint& p = t.table.points[point];
+  std::string window;
+  if (p.window > 0) {
+    Status s = reader_.GetSeekValue(id, true, static_cast<uint32_t>(point), &window);
+    if (!s.ok() || window.size() != p.window) {
+      return Status::Corruption(
+          fmt::format("shard {}: seek point {} at compressed byte {}: no "
+                      "window of {} bytes in the index",
+                      t.name, point, p.compressed, p.window));
+    }
+  }
+  const uint64_t size = reader_.shards()[id.value].size;
+  const uint64_t from = tools::IntervalInputStart(t.table, point);
+  const uint64_t to = tools::IntervalInputEnd(t.table, point, size);
+  if (from > to || to > size) {
+    return Status::Corruption(
+        fmt::format("shard {}: seek point {} at compressed byte {} lies past the shard's {} bytes",
+                    t.name, point, p.compressed, size));
+  }
+  std::string input(static_cast<size_t>(to - from), '\0');
+  SHARDFS_RETURN_IF_ERROR(shard->ReadAt(input.data(), input.size(), from));
+  Result<std::string> out =
+      tools::DecodeInterval(t.name, t.table, point, window, input, tools::kMaxIntervalBytes);
+  if (!out.ok()) return Status::Corruption(out.status().message());
+  return out;
+}
+
+Status StreamReader::Read(index::ShardId id, const ShardHandle& shard, uint64_t pos, size_t len,
+                          char* buf) {
+  SHARDFS_ASSIGN_OR_RETURN(std::shared_ptr<const Table> t, GetTable(id));
+  const index::SeekTable& table = t->table;
+  if (pos > table.decoded_size || len > table.decoded_size - pos) {
+    return Status::Corruption(
+        fmt::format("shard {}: read of {} bytes at decoded byte {} past the stream's {} bytes",
+                    t->name, len, pos, table.decoded_size));
+  }
+  while (len > 0) {
+    const size_t i = table.Find(pos);
+    const uint64_t start = table.points[i].decoded;
+    const uint64_t end = table.End(i);
+    if (end - start > tools::kMaxIntervalBytes) {
+      if (!t->warned.exchange(true)) {
+        log::Warning(
+            "shard {}: decoded byte {} lies in a {} of {} bytes (more than {} MiB): compressed "
+            "as one piece, it can only be read sequentially; reads of it fail (EIO). Re-pack it "
+            "into frames (pzstd, xz -T0 --block-size) or use gzip",
+            t->name, pos,
+            table.points[i].kind == index::SeekKind::kXzBlock ? "xz block" : "zstd frame",
+            end - start, tools::kMaxIntervalBytes >> 20);
+      }
+      return Status::IoError(
+          fmt::format("shard {}: decoded byte {}: interval of {} bytes is too "
+                      "long for a random read",
+                      t->name, pos, end - start));
+    }
+    auto decode = [&]() { return Decode(id, *t, i, shard); };
+    std::shared_ptr<const std::string> block;
+    if (cache_) {
+      SHARDFS_ASSIGN_OR_RETURN(block, cache_->Get(DecodedKey{id.value, i}, decode, kDecodeWait));
+    } else {
+      SHARDFS_ASSIGN_OR_RETURN(std::string b, decode());
+      block = std::make_shared<const std::string>(std::move(b));
+    }
+    if (block->size() != end - start) {
+      return Status::Corruption(fmt::format("shard {}: seek point {} decoded to {} bytes, not {}",
+                                            t->name, i, block->size(), end - start));
+    }
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(len, end - pos));
+    std::memcpy(buf, block->data() + (pos - start), n);
+    buf += n;
+    pos += n;
+    len -= n;
+  }
+  return Status::Ok();
+}
+
+}  // namespace shardfs::mount

@@ -1,0 +1,67 @@
+// Reads of compressed tar shards (.tar.gz, .tar.zst, .tar.xz): a file's
+// bytes are a range of the shard's DECODED stream (index/schema.h,
+// "Compressed tar shards"). A read at decoded offset X decodes the one
+// interval that holds X, from the seek point at or before it, through the
+// mount's DecodedCache (key: shard, point number), so many readers of one
+// interval decode it once and a random read costs at most one interval's
+// decode. The compressed bytes are read through the shard's handle
+// (ShardHandle::ReadAt: a local pread, or the chunked reader for a remote
+// shard or a cache_dir), so decoding sits above the chunk cache.
+//
+// An interval longer than kMaxIntervalBytes (a single zstd frame or xz
+// block of a large tar) is not decoded: such reads fail (EIO), with one
+// warning per shard that says to re-pack it into frames.
+//
+// Thread safety: every method may be called from any thread; the tables
+// loaded so far are guarded by mu_, and immutable once loaded.
+#ifndef SHARDFS_SRC_MOUNT_STREAM_READER_H_
+#define SHARDFS_SRC_MOUNT_STREAM_READER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "base/status.h"
+#include "index/index_reader.h"
+#include "index/schema.h"
+#include "src/mount/decoded_cache.h"
+#include "src/mount/shard_files.h"
+
+namespace shardfs::mount {
+
+class StreamReader {
+ public:
+  // `reader` and `cache` must outlive this; `cache` may be null (every read
+  // then decodes its interval).
+  StreamReader(const index::IndexReader& reader, DecodedCache* cache);
+
+  // Reads `len` bytes at decoded offset `pos` of compressed shard `id`,
+  // opened as `shard`, into `buf`. Corruption naming the shard and the
+  // compressed offset for data that does not decode (truncated, corrupt, a
+  // seek table that does not fit the shard); IoError for an interval
+  // beyond the bound above, or a failed read of the shard.
+  Status Read(index::ShardId id, const ShardHandle& shard, uint64_t pos, size_t len, char* buf);
+
+ private:
+  struct Table {
+    index::SeekTable table;
+    std::string name;  // The shard, as messages name it.
+    mutable std::atomic<bool> warned{false};
+  };
+  Result<std::shared_ptr<const Table>> GetTable(index::ShardId id);
+  Result<std::string> Decode(index::ShardId id, const Table& t, size_t point,
+                             const ShardHandle& shard);
+
+  const index::IndexReader& reader_;
+  DecodedCache* const cache_;
+  std::mutex mu_;
+  // Guarded by mu_.
+  std::unordered_map<uint32_t, std::shared_ptr<const Table>> tables_;
+};
+
+}  // namespace shardfs::mount
+
+#endif  // SHARDFS_SRC_MOUNT_STREAM_READER_H_

@@ -1,0 +1,167 @@
+// Compressed tar shards: the seek table's encoding, and decoding every
+// interval of a stream that ScanCompressedTarFd indexed back to the exact
+// bytes of the decoded stream (gzip with many checkpoints, concatenated
+// members; zstd frames; xz blocks come from the integration test's tools).
+#include "tools/ctar_codec.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <random>
+#include <string>
+
+#include "base/fd.h"
+#include "base/io.h"
+#include "gtest/gtest.h"
+#include "index/schema.h"
+#include "tools/ctar_scanner.h"
+
+namespace shardfs::tools {
+namespace {
+
+using index::SeekKind;
+using index::SeekPoint;
+using index::SeekTable;
+
+TEST(SeekTableTest, RoundTripAndFind) {
+  SeekTable t;
+  t.decoded_size = 1000;
+  t.points = {SeekPoint{0, 0, 0, SeekKind::kGzipMember, 0, 0},
+              SeekPoint{400, 120, 5, SeekKind::kDeflate, 0, 400}};
+  std::string v;
+  index::EncodeSeekTable(t, &v);
+  SeekTable back;
+  ASSERT_TRUE(index::DecodeSeekTable(v, &back).ok());
+  EXPECT_EQ(back.points, t.points);
+  EXPECT_EQ(back.decoded_size, 1000u);
+  EXPECT_EQ(back.Find(0), 0u);
+  EXPECT_EQ(back.Find(399), 0u);
+  EXPECT_EQ(back.Find(400), 1u);
+  EXPECT_EQ(back.End(1), 1000u);
+  // Out of order, past the end, bad bits, bad kind, short: refused.
+  auto refused = [&](auto change) {
+    SeekTable bad = t;
+    change(&bad);
+    std::string b;
+    index::EncodeSeekTable(bad, &b);
+    SeekTable out;
+    return !index::DecodeSeekTable(b, &out).ok();
+  };
+  EXPECT_TRUE(refused([](SeekTable* b) { b->points[1].decoded = 0; }));
+  EXPECT_TRUE(refused([](SeekTable* b) { b->points[1].decoded = 1000; }));
+  EXPECT_TRUE(refused([](SeekTable* b) { b->points[1].bits = 8; }));
+  EXPECT_TRUE(refused([](SeekTable* b) { b->points[1].kind = static_cast<SeekKind>(9); }));
+  EXPECT_TRUE(refused([](SeekTable* b) {
+    b->points[1].compressed = 0;
+    b->points[0].compressed = 5;
+  }));
+  EXPECT_TRUE(refused([](SeekTable* b) { b->points[1].window = 40000; }));
+  SeekTable out;
+  EXPECT_FALSE(index::DecodeSeekTable(v.substr(0, v.size() - 1), &out).ok());
+}
+
+TEST(CtarCodecTest, DetectsByMagic) {
+  EXPECT_EQ(DetectCodec("\x1f\x8b\x08"), index::Codec::kGzip);
+  EXPECT_EQ(DetectCodec(std::string_view("\x28\xb5\x2f\xfd\x00", 5)), index::Codec::kZstd);
+  EXPECT_EQ(DetectCodec(std::string_view("\xfd"
+                                         "7zXZ\0",
+                                         6)),
+            index::Codec::kXz);
+  EXPECT_EQ(DetectCodec("BZh9"), index::Codec::kBzip2);
+  EXPECT_EQ(DetectCodec("ustar"), index::Codec::kNone);
+  EXPECT_EQ(DetectCodec(""), index::Codec::kNone);
+}
+
+// A tar of one member holding `content` (ustar, enough for the scanner).
+std::string OneMemberTar(const std::string& content) {
+  std::string h(512, '\0');
+  std::snprintf(h.data(), 100, "%s", "data.bin");
+  std::snprintf(h.data() + 100, 8, "%07o", 0644);
+  std::snprintf(h.data() + 108, 8, "%07o", 0);
+  std::snprintf(h.data() + 116, 8, "%07o", 0);
+  std::snprintf(h.data() + 124, 12, "%011llo", static_cast<unsigned long long>(content.size()));
+  std::snprintf(h.data() + 136, 12, "%011o", 1600000000);
+  h[156] = '0';
+  std::memcpy(h.data() + 257,
+              "ustar\0"
+              "00",
+              8);
+  std::memset(h.data() + 148, ' ', 8);
+  unsigned sum = 0;
+  for (unsigned char c : h) sum += c;
+  std::snprintf(h.data() + 148, 8, "%06o", sum);
+  std::string tar = h + content;
+  tar.resize((tar.size() + 511) / 512 * 512 + 1024, '\0');
+  return tar;
+}
+
+std::string Gzip(const std::string& in) {
+  z_stream s{};
+  deflateInit2(&s, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&s, in.size()), '\0');
+  s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  s.avail_in = static_cast<uInt>(in.size());
+  s.next_out = reinterpret_cast<Bytef*>(out.data());
+  s.avail_out = static_cast<uInt>(out.size());
+  deflate(&s, Z_FINISH);
+  out.resize(s.total_out);
+  deflateEnd(&s);
+  return out;
+}
+
+TEST(CtarCodecTest, EveryGzipIntervalDecodesToTheStream) {
+  std::mt19937 rng(7);
+  std::string content;
+  while (content.size() < (3u << 20)) {
+    if (rng() % 2) {
+      for (int i = 0; i < 4096; ++i) content.push_back(static_cast<char>(rng()));
+    } else {
+      content += std::string(4096, static_cast<char>('a' + rng() % 26));
+    }
+  }
+  const std::string tar = OneMemberTar(content);
+  // Two members: the second starts mid-way.
+  const std::string gz = Gzip(tar.substr(0, 1000000)) + Gzip(tar.substr(1000000));
+  UniqueFd fd(::memfd_create("ctar", MFD_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  ASSERT_TRUE(WriteFully(fd.get(), gz.data(), gz.size()));
+  CompressedScan scan;
+  ShardInfo info;
+  int members = 0;
+  ScanOptions so;
+  Status s = ScanCompressedTarFd(
+      "t.tar.gz", fd.get(), index::Codec::kGzip, 256 << 10, so,
+      [&](ScannedMember&& m) {
+        ++members;
+        EXPECT_EQ(m.size, content.size());
+        return Status::Ok();
+      },
+      &info, &scan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(members, 1);
+  ASSERT_EQ(scan.table.decoded_size, tar.size());
+  ASSERT_GT(scan.table.points.size(), 8u);
+  int member_points = 0;
+  for (size_t i = 0; i < scan.table.points.size(); ++i) {
+    const SeekPoint& p = scan.table.points[i];
+    member_points += p.kind == SeekKind::kGzipMember;
+    const uint64_t from = IntervalInputStart(scan.table, i);
+    const uint64_t to = IntervalInputEnd(scan.table, i, gz.size());
+    Result<std::string> out =
+        DecodeInterval("t.tar.gz", scan.table, i, scan.windows[i],
+                       std::string_view(gz).substr(from, to - from), kMaxIntervalBytes);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    ASSERT_EQ(*out, tar.substr(p.decoded, scan.table.End(i) - p.decoded)) << "interval " << i;
+    // Cut short, it fails; it never returns other bytes.
+    Result<std::string> cut =
+        DecodeInterval("t.tar.gz", scan.table, i, scan.windows[i],
+                       std::string_view(gz).substr(from, (to - from) / 2), kMaxIntervalBytes);
+    if (cut.ok()) EXPECT_EQ(*cut, *out);
+  }
+  EXPECT_EQ(member_points, 2);
+}
+
+}  // namespace
+}  // namespace shardfs::tools

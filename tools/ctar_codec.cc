@@ -1,0 +1,208 @@
+#include "tools/ctar_codec.h"
+
+#include <lzma.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "base/log.h"
+
+namespace shardfs::tools {
+namespace {
+
+using index::SeekKind;
+using index::SeekPoint;
+
+Status Bad(std::string_view name, uint64_t at, std::string_view what) {
+  return Status::InvalidArgument(
+      fmt::format("shard {}: compressed data at byte {}: {}", name, at, what));
+}
+
+// Inflates from a gzip member header (kGzipMember) or from a deflate block
+// boundary with its window (kDeflate) until `out` is full.
+Status Inflate(std::string_view name, const SeekPoint& p, std::string_view window,
+               std::string_view input, std::string* out) {
+  z_stream strm{};
+  const bool raw = p.kind == SeekKind::kDeflate;
+  if (inflateInit2(&strm, raw ? -15 : 31) != Z_OK) return Status::IoError("inflateInit2 failed");
+  std::unique_ptr<z_stream, decltype(&inflateEnd)> guard(&strm, &inflateEnd);
+  size_t skip = 0;
+  if (raw && p.bits > 0) {
+    if (input.empty()) return Bad(name, p.compressed, "truncated");
+    const int byte = static_cast<unsigned char>(input[0]);
+    if (inflatePrime(&strm, p.bits, byte >> (8 - p.bits)) != Z_OK) {
+      return Bad(name, p.compressed, "inflatePrime failed");
+    }
+    skip = 1;
+  }
+  if (raw && !window.empty() &&
+      inflateSetDictionary(&strm, reinterpret_cast<const Bytef*>(window.data()),
+                           static_cast<uInt>(window.size())) != Z_OK) {
+    return Bad(name, p.compressed, "bad window");
+  }
+  strm.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(input.data() + skip));
+  strm.avail_in = static_cast<uInt>(std::min<size_t>(input.size() - skip, UINT32_MAX));
+  strm.next_out = reinterpret_cast<Bytef*>(out->data());
+  strm.avail_out = static_cast<uInt>(out->size());
+  while (strm.avail_out > 0) {
+    const int r = inflate(&strm, Z_NO_FLUSH);
+    const uint64_t at =
+        p.compressed + (reinterpret_cast<const char*>(strm.next_in) - (input.data() + skip));
+    if (r == Z_STREAM_END) {
+      if (strm.avail_out > 0) return Bad(name, at, "the stream ends before the indexed size");
+      break;
+    }
+    if (r == Z_BUF_ERROR || (r == Z_OK && strm.avail_in == 0 && strm.avail_out > 0)) {
+      if (strm.avail_in == 0) return Bad(name, at, "truncated");
+    }
+    if (r != Z_OK && r != Z_BUF_ERROR) {
+      return Bad(name, at, fmt::format("deflate: {}", strm.msg ? strm.msg : "error"));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Unzstd(std::string_view name, const SeekPoint& p, std::string_view input, std::string* out) {
+  std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx(ZSTD_createDCtx(), &ZSTD_freeDCtx);
+  if (!dctx) return Status::IoError("ZSTD_createDCtx failed");
+  ZSTD_inBuffer in{input.data(), input.size(), 0};
+  ZSTD_outBuffer o{out->data(), out->size(), 0};
+  while (o.pos < o.size) {
+    const size_t r = ZSTD_decompressStream(dctx.get(), &o, &in);
+    if (ZSTD_isError(r)) return Bad(name, p.compressed + in.pos, ZSTD_getErrorName(r));
+    if (r == 0 && o.pos < o.size) {
+      return Bad(name, p.compressed + in.pos, "the frame ends before the indexed size");
+    }
+    if (in.pos == in.size && o.pos < o.size) return Bad(name, p.compressed + in.pos, "truncated");
+  }
+  return Status::Ok();
+}
+
+Status Unxz(std::string_view name, const SeekPoint& p, std::string_view input, std::string* out) {
+  if (input.empty()) return Bad(name, p.compressed, "truncated");
+  lzma_filter filters[LZMA_FILTERS_MAX + 1];
+  lzma_block block{};
+  block.version = 1;
+  block.check = static_cast<lzma_check>(p.check);
+  block.filters = filters;
+  block.header_size = lzma_block_header_size_decode(static_cast<uint8_t>(input[0]));
+  if (static_cast<uint8_t>(input[0]) == 0 || input.size() < block.header_size) {
+    return Bad(name, p.compressed, "not an xz block header");
+  }
+  if (lzma_block_header_decode(&block, nullptr, reinterpret_cast<const uint8_t*>(input.data())) !=
+      LZMA_OK) {
+    return Bad(name, p.compressed, "bad xz block header");
+  }
+  auto free_filters = [&] {
+    for (size_t k = 0; filters[k].id != LZMA_VLI_UNKNOWN; ++k) std::free(filters[k].options);
+  };
+  lzma_stream strm = LZMA_STREAM_INIT;
+  lzma_ret r = lzma_block_decoder(&strm, &block);
+  if (r != LZMA_OK) {
+    free_filters();
+    return Bad(name, p.compressed, "xz block decoder refused the block");
+  }
+  strm.next_in = reinterpret_cast<const uint8_t*>(input.data()) + block.header_size;
+  strm.avail_in = input.size() - block.header_size;
+  strm.next_out = reinterpret_cast<uint8_t*>(out->data());
+  strm.avail_out = out->size();
+  Status s;
+  while (strm.avail_out > 0) {
+    r = lzma_code(&strm, LZMA_RUN);
+    const uint64_t at =
+        p.compressed + (strm.next_in - reinterpret_cast<const uint8_t*>(input.data()));
+    if (r == LZMA_STREAM_END) {
+      if (strm.avail_out > 0) s = Bad(name, at, "the block ends before the indexed size");
+      break;
+    }
+    if (r == LZMA_BUF_ERROR || (r == LZMA_OK && strm.avail_in == 0)) {
+      if (strm.avail_in == 0 && strm.avail_out > 0) {
+        s = Bad(name, at, "truncated");
+        break;
+      }
+    }
+    if (r != LZMA_OK && r != LZMA_BUF_ERROR) {
+      s = Bad(name, at, fmt::format("xz error {}", static_cast<int>(r)));
+      break;
+    }
+  }
+  lzma_end(&strm);
+  free_filters();
+  return s;
+}
+
+}  // namespace
+
+index::Codec DetectCodec(std::string_view head) {
+  auto starts = [&](std::string_view magic) { return head.substr(0, magic.size()) == magic; };
+  if (starts("\x1f\x8b")) return index::Codec::kGzip;
+  if (starts(std::string_view("\x28\xb5\x2f\xfd", 4))) return index::Codec::kZstd;
+  if (head.size() >= 4 && (static_cast<uint8_t>(head[0]) & 0xf0) == 0x50 &&
+      head.substr(1, 3) == "\x2a\x4d\x18") {
+    return index::Codec::kZstd;  // A skippable frame first.
+  }
+  if (starts(std::string_view("\xfd"
+                              "7zXZ\0",
+                              6)))
+    return index::Codec::kXz;
+  if (starts("BZh")) return index::Codec::kBzip2;
+  return index::Codec::kNone;
+}
+
+uint64_t IntervalInputStart(const index::SeekTable& table, size_t i) {
+  const SeekPoint& p = table.points[i];
+  return p.kind == SeekKind::kDeflate && p.bits > 0 && p.compressed > 0 ? p.compressed - 1
+                                                                        : p.compressed;
+}
+
+uint64_t IntervalInputEnd(const index::SeekTable& table, size_t i, uint64_t file_size) {
+  // A deflate point's first byte may hold the end of the interval before.
+  if (i + 1 < table.points.size()) {
+    return std::min(file_size, table.points[i + 1].compressed + 1);
+  }
+  return file_size;
+}
+
+Result<std::string> DecodeInterval(std::string_view name, const index::SeekTable& table, size_t i,
+                                   std::string_view window, std::string_view input,
+                                   uint64_t max_bytes) {
+  if (i >= table.points.size()) {
+    return Status::InvalidArgument(fmt::format("shard {}: no seek point {}", name, i));
+  }
+  const SeekPoint& p = table.points[i];
+  const uint64_t want = table.End(i) - p.decoded;
+  if (want > max_bytes) {
+    return Status::InvalidArgument(fmt::format(
+        "shard {}: seek point {} at compressed byte {} decodes to {} bytes, more than the bound "
+        "of {} for one random read (a single {} frame or block: re-pack it into frames)",
+        name, i, p.compressed, want, max_bytes,
+        p.kind == SeekKind::kXzBlock     ? "xz"
+        : p.kind == SeekKind::kZstdFrame ? "zstd"
+                                         : "gzip"));
+  }
+  std::string out(static_cast<size_t>(want), '\0');
+  if (want == 0) return out;
+  Status s;
+  switch (p.kind) {
+    case SeekKind::kGzipMember:
+    case SeekKind::kDeflate:
+      s = Inflate(name, p, window, input, &out);
+      break;
+    case SeekKind::kZstdFrame:
+      s = Unzstd(name, p, input, &out);
+      break;
+    case SeekKind::kXzBlock:
+      s = Unxz(name, p, input, &out);
+      break;
+    default:
+      s = Bad(name, p.compressed, "unknown seek point kind");
+  }
+  if (!s.ok()) return s;
+  return out;
+}
+
+}  // namespace shardfs::tools

@@ -1,0 +1,50 @@
+// Compressed tar streams: telling the codec from a shard's first bytes, and
+// decoding one interval between seek points (index/schema.h, "Compressed
+// tar shards"). The builder (tools/ctar_scanner.h) records the points; the
+// mount (src/mount/stream_reader.h) decodes an interval per cache miss.
+//
+// Thread-safe: every call owns its decoder state.
+#ifndef SHARDFS_TOOLS_CTAR_CODEC_H_
+#define SHARDFS_TOOLS_CTAR_CODEC_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "index/schema.h"
+
+namespace shardfs::tools {
+
+// The mount decodes at most this much for one read; a longer interval
+// (one huge zstd frame or xz block) gives EIO on a random read.
+inline constexpr uint64_t kMaxIntervalBytes = uint64_t{64} << 20;
+
+// Bytes of a shard's head that DetectCodec looks at.
+inline constexpr size_t kCodecMagicBytes = 6;
+
+// The codec whose magic `head` (the first bytes of a file, possibly fewer
+// than kCodecMagicBytes) starts with: gzip 1f 8b, zstd 28 b5 2f fd (or a
+// skippable frame, 5? 2a 4d 18), xz fd '7zXZ' 00, bzip2 'BZh'. kNone
+// otherwise (a plain tar, or anything else: the tar scanner judges it).
+index::Codec DetectCodec(std::string_view head);
+
+// Where the compressed bytes of interval `i` of `table` start (a deflate
+// point with bits starts one byte early) and the offset past which they
+// cannot reach (the next point's compressed offset, or `file_size`).
+uint64_t IntervalInputStart(const index::SeekTable& table, size_t i);
+uint64_t IntervalInputEnd(const index::SeekTable& table, size_t i, uint64_t file_size);
+
+// Decodes interval `i` of `table`: exactly table.End(i) - point.decoded
+// bytes. `input` holds the shard's bytes from IntervalInputStart(table, i)
+// on (up to IntervalInputEnd; more is ignored), `window` the point's
+// window ('W' value; empty if it has none). Returns InvalidArgument naming
+// `name` and the compressed offset if the data is corrupt or ends early,
+// and for an interval longer than `max_bytes`; never more or fewer bytes.
+Result<std::string> DecodeInterval(std::string_view name, const index::SeekTable& table, size_t i,
+                                   std::string_view window, std::string_view input,
+                                   uint64_t max_bytes);
+
+}  // namespace shardfs::tools
+
+#endif  // SHARDFS_TOOLS_CTAR_CODEC_H_

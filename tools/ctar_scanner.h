@@ -1,0 +1,67 @@
+// Scanning a compressed tar shard (.tar.gz, .tar.zst, .tar.xz): the stream
+// is decoded once, into a temporary file, while seek points are recorded
+// (index/schema.h, "Compressed tar shards"); the decoded bytes are then
+// scanned by the tar scanner (tools/tar_scanner.h), so member offsets are
+// offsets in the decoded stream and checksums cover the members' content
+// exactly as for a plain tar.
+//
+//  - gzip: a point at every member (pigz, concatenated files) and, within a
+//    member, at the first deflate block boundary after every `spacing`
+//    decoded bytes, with its 32 KiB window (zlib's zran approach).
+//  - zstd: a point per frame (skippable frames are skipped).
+//  - xz: a point per block, from the file's index (liblzma).
+//  - bzip2: refused (its blocks start at bit offsets; not implemented).
+// A shard whose stream is one frame or block larger than
+// kSequentialWarnBytes is indexed with a warning: only a sequential decode
+// can read it, and the mount refuses random reads of it (EIO) beyond
+// kMaxIntervalBytes per interval.
+//
+// Thread-safe: each call owns its decoder, temporary file and mapping.
+#ifndef SHARDFS_TOOLS_CTAR_SCANNER_H_
+#define SHARDFS_TOOLS_CTAR_SCANNER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "index/schema.h"
+#include "tools/ctar_codec.h"
+#include "tools/tar_scanner.h"
+
+namespace shardfs::tools {
+
+// Default decoded bytes between gzip seek points (`index build
+// --seek-spacing`): see man/shardfs.1 for the measurement behind it.
+inline constexpr uint64_t kDefaultSeekSpacing = uint64_t{4} << 20;
+
+struct CompressedScan {
+  index::Codec codec = index::Codec::kNone;
+  index::SeekTable table;
+  // By point; empty where the point has no window.
+  std::vector<std::string> windows;
+  // The largest interval, in decoded bytes.
+  uint64_t largest_interval = 0;
+};
+
+// The codec of the file open at `fd`, from its first bytes.
+Result<index::Codec> DetectCodecFd(const std::string& name, int fd);
+
+// Decodes the compressed tar at `fd` (codec `codec`, not kNone) and scans
+// it as ScanTarFd scans a plain tar: info->size, mtime_ns and fingerprint
+// are the compressed file's. `spacing` is the gzip point spacing. Returns
+// InvalidArgument naming the shard and the compressed byte for corrupt or
+// truncated data, NotSupported for bzip2.
+Status ScanCompressedTarFd(const std::string& name, int fd, index::Codec codec, uint64_t spacing,
+                           const ScanOptions& options,
+                           const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info,
+                           CompressedScan* out);
+
+// The 'Z' keys of shard `id` for `scan`.
+std::vector<std::pair<std::string, std::string>> SeekKeys(index::ShardId id,
+                                                          const CompressedScan& scan);
+
+}  // namespace shardfs::tools
+
+#endif  // SHARDFS_TOOLS_CTAR_SCANNER_H_
