@@ -107,7 +107,7 @@ def make_zip_dataset(a, wdir):
         zips[kind] = out
     pdir = os.path.join(wdir, "zip-pack")
     shutil.rmtree(pdir, ignore_errors=True)
-    rc, out, err, _ = run_tool([a.shardfs, "pack", "--quiet", "--shard-size", "256M", tree, pdir])
+    rc, out, err, _ = run_tool([a.shardfs, "pack", "--quiet", "--shard-size", "256M", "--out", pdir, tree])
     if rc != 0:
         raise BenchError(f"shardfs pack exited {rc}: {err.decode(errors='replace')[-400:]}")
     meta = {"params": params, "files": len(paths), "bytes": sum(sizes), "tree": tree,
@@ -336,7 +336,7 @@ f = indexed_gzip.IndexedGzipFile(sys.argv[1], spacing=4 << 20)
 f.build_full_index()
 f.export_index(sys.argv[2])
 """)
-    rc, secs, _, _, _ = run_measured(["/usr/bin/python3", build, meta["gz"], idx],
+    rc, secs, _, _ = run_measured(["/usr/bin/python3", build, meta["gz"], idx],
                                      timeout=r.a.phase_timeout)
     if rc != 0:
         raise BenchError("indexed_gzip: building its index failed")
