@@ -19,13 +19,16 @@ import shardfs_testlib as tl  # noqa: E402
 from bench_testlib import READER, SCRIPT, BenchTestCase  # noqa: E402
 
 SIZES = [2000, 20000]
-ROWS = ["index_build_s", "index_build_rate", "index_headers_s", "index_headers_rate",
-        "index_bytes_per_entry", "mount_cold_ms", "mount_warm_ms", "lookup_p50_us",
-        "lookup_p99_us", "lookup_default_p50_us", "lookup_default_p99_us",
-        "lookup_warm_p50_us", "lookup_warm_p99_us", "walk_s", "walk_rate", "read_rate",
-        "rss_mb", "hwm_mb", "slab_mb", "slab_per_entry", "slab_inodes_held",
-        "slab_peak_inodes_held", "slab_per_inode_peak", "slab_fuse_inode", "slab_dentry",
-        "slab_inode_cache"]
+ROWS = ["index_build_s", "index_build_cpu_rate", "index_build_rss_mb", "index_build_rate",
+        "index_headers_s", "index_headers_rate", "inmem_s", "inmem_cpu_rate", "inmem_rss_mb",
+        "m256_s", "m256_cpu_rate", "m256_rss_mb", "index_bytes_per_entry", "mount_cold_ms",
+        "mount_warm_ms", "lookup_p50_us", "lookup_p99_us", "lookup_default_p50_us",
+        "lookup_default_p99_us", "lookup_warm_p50_us", "lookup_warm_p99_us", "parts_s",
+        "parts_bytes_ratio", "manifest_mount_warm_ms", "manifest_mount_cold_ms",
+        "manifest_lookup_p50_us", "manifest_lookup_p99_us", "walked", "walk_world", "walk_s",
+        "walk_rate", "read_rate", "rss_mb", "hwm_mb", "slab_mb", "slab_per_entry",
+        "slab_inodes_held", "slab_peak_inodes_held", "slab_per_inode_peak", "slab_fuse_inode",
+        "slab_dentry", "slab_inode_cache"]
 
 
 class BenchScaleSmokeTest(BenchTestCase):
@@ -38,7 +41,9 @@ class BenchScaleSmokeTest(BenchTestCase):
         argv = [sys.executable, SCRIPT, "--scale", ",".join(map(str, SIZES)),
                 "--cache-root", cls.tmp, "--classes", "20", "--shard-size", "1MiB",
                 "--lookups", "300", "--reads", "1000", "--mount-reps-cold", "1",
-                "--mount-reps-warm", "2", "--shardfs", tl.SHARDFS, "--bench-reader", READER,
+                "--mount-reps-warm", "2", "--build-memory", "inmem,256M",
+                "--partition-at", ",".join(map(str, SIZES)), "--partitions", "2",
+                "--shardfs", tl.SHARDFS, "--bench-reader", READER,
                 "--json", cls.json_path]
         cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   timeout=240, text=True)
