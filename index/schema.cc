@@ -512,6 +512,10 @@ Status DecodeSeekTable(std::string_view value, SeekTable* table) {
     const uint8_t kind = static_cast<uint8_t>(p[17]);
     s.check = static_cast<uint8_t>(p[18]);
     s.window = DecodeFixed32(p + 20);
+    if (p[19] != 0) {
+      return Status::Corruption(
+          fmt::format("seek point {}: reserved byte is {}", i, static_cast<uint8_t>(p[19])));
+    }
     if (kind < 1 || kind > 4) {
       return Status::Corruption(fmt::format("seek point {}: unknown kind {}", i, kind));
     }
