@@ -506,15 +506,8 @@ class ScaleRun:
         if res["files"] != self.n or res["bytes"] != self.meta["content_bytes"]:
             raise BenchError(f"lstat walk: {res['files']} files, {res['bytes']} bytes; expected "
                              f"{self.n}, {self.meta['content_bytes']}")
-        slab = None
-        if before is not None and after is not None:
-            slab = {}
-            for name in SLAB_CACHES:
-                b, e = before.get(name, (0, 0)), after.get(name, (0, 0))
-                slab[name] = {"objects_before": b[0], "objects_after": e[0],
-                              "object_size": e[1] or b[1],
-                              "bytes_delta": e[0] * e[1] - b[0] * b[1]}
-            slab["total_bytes_delta"] = sum(slab[x]["bytes_delta"] for x in SLAB_CACHES)
+        slab = slab_delta(before, after)
+        if slab is not None:
             # The sample holding the most fuse_inodes: a drop_caches elsewhere on the machine, or
             # memory pressure, during the walk takes inodes away from the end figures above.
             peak = sampler.peak or after
@@ -556,15 +549,7 @@ class ScaleRun:
         share, per_shard = self.n / w, self.n / len(self.meta["shards"])
         if not share - per_shard <= files <= share + per_shard + 1 or files == 0:
             raise BenchError(f"rank 0 of {w}: {files:,} files walked, about {share:,.0f} expected")
-        slab = None
-        if before is not None and after is not None:
-            slab = {}
-            for name in SLAB_CACHES:
-                b, e = before.get(name, (0, 0)), after.get(name, (0, 0))
-                slab[name] = {"objects_before": b[0], "objects_after": e[0],
-                              "object_size": e[1] or b[1],
-                              "bytes_delta": e[0] * e[1] - b[0] * b[1]}
-            slab["total_bytes_delta"] = sum(slab[x]["bytes_delta"] for x in SLAB_CACHES)
+        slab = slab_delta(before, after)
         self.r["walked"] = files
         self.r["walk"] = {"seconds": secs, "files": files, "cold": self.can_cold,
                           "files_per_s": files / secs, "rank": 0, "world": w}
@@ -662,6 +647,20 @@ class SlabSampler:
         if s and "fuse_inode" in s and (self.peak is None or
                                         s["fuse_inode"][0] > self.peak["fuse_inode"][0]):
             self.peak = s
+
+
+def slab_delta(before, after):
+    """Per slab cache: objects before and after, object size, and the bytes added; plus their
+    total. None without both readings."""
+    if before is None or after is None:
+        return None
+    slab = {}
+    for name in SLAB_CACHES:
+        b, e = before.get(name, (0, 0)), after.get(name, (0, 0))
+        slab[name] = {"objects_before": b[0], "objects_after": e[0], "object_size": e[1] or b[1],
+                      "bytes_delta": e[0] * e[1] - b[0] * b[1]}
+    slab["total_bytes_delta"] = sum(slab[x]["bytes_delta"] for x in SLAB_CACHES)
+    return slab
 
 
 def read_tree(path):
