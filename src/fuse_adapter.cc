@@ -558,7 +558,8 @@ fuse_lowlevel_ops MakeOps() {
 // The push's Store: the file's content into the kernel's page cache, from
 // the daemon's memory or straight from the shard's descriptor (libfuse
 // splices it when the kernel allows, else reads it into a buffer).
-int StorePages(const Context& c, InodeId inode, const PushBytes& bytes) {
+int StorePages(const Context& c, InodeId inode, const PushBytes& bytes,
+               const std::function<bool()>& still_wanted) {
   // A fresh bufvec per call: libfuse consumes the one it is given.
   auto store = [&] {
     fuse_bufvec bv{};
@@ -588,6 +589,7 @@ int StorePages(const Context& c, InodeId inode, const PushBytes& bytes) {
         inode.value, rec.parent.value);
     return rc;
   }
+  if (!still_wanted()) return -ECANCELED;
   return store();
 }
 
@@ -667,9 +669,11 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   Context ctx{fs, options};
   mount::PushOptions push_options = options.push;
   push_options.store_from_fd = options.splice;
-  PushAhead push(fs, push_options, [&ctx](InodeId inode, const PushBytes& bytes) {
-    return StorePages(ctx, inode, bytes);
-  });
+  PushAhead push(
+      fs, push_options,
+      [&ctx](InodeId inode, const PushBytes& bytes, const std::function<bool()>& still_wanted) {
+        return StorePages(ctx, inode, bytes, still_wanted);
+      });
   ctx.push = &push;
   AttrPolicy attrs(fs->reader().max_inode());
   ctx.attrs = &attrs;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "base/log.h"
@@ -100,6 +101,15 @@ void PushAhead::DropBehind(ShardState& s, int fd, uint64_t end) {
   ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from), POSIX_FADV_DONTNEED);
 }
 
+void PushAhead::DropBehindLine(int fd, uint64_t from, uint64_t to) {
+  // Behind the line every page goes, the ones a neighbour shares included:
+  // the neighbours were read or pushed already.
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  from = from / page * page;
+  to = (to + page - 1) / page * page;
+  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from), POSIX_FADV_DONTNEED);
+}
+
 void PushAhead::DropRead(int fd, uint64_t pos, size_t len) {
   if (!options_.drop_behind) return;
   // Only pages that hold nothing but this file: the neighbours that share
@@ -129,6 +139,14 @@ void PushAhead::AfterReply(InodeId inode, const ReadRange& range, ReadNote note,
   ShardState& s = shards_[range.shard_id.value];
   if (delivered && note.sequential_to_eof && range.shard->direct()) {
     DropBehind(s, range.shard->fd(), range.position + range.length);
+    // A push ahead moves the drop line past files it did not push; their
+    // READs cache shard pages behind the line again, which no later drop
+    // would reach.
+    uint64_t line = s.dropped.load(std::memory_order_relaxed);
+    if (range.position < line) {
+      DropBehindLine(range.shard->fd(), range.position,
+                     std::min<uint64_t>(range.position + range.length, line));
+    }
   } else if (delivered && range.whole_file && range.shard->direct()) {
     DropRead(range.shard->fd(), range.position, range.length);
   }
@@ -275,7 +293,18 @@ void PushAhead::RunJob(const Job& job, char* buf) {
       counters_->files_skipped_read.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    int rc = store_(f.inode, bytes);
+    // A store may wait (for the kernel to learn the inode); by then the
+    // reader may have passed the file, and the store would cache shard
+    // pages that a drop behind has let go.
+    auto still_wanted = [&] {
+      return !read_.Test(f.inode) &&
+             !(job.sequential && f.position < s.next_pos.load(std::memory_order_relaxed));
+    };
+    int rc = store_(f.inode, bytes, still_wanted);
+    if (rc == -ECANCELED) {
+      counters_->files_skipped_read.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     if (rc != 0) {
       counters_->store_errors.fetch_add(1, std::memory_order_relaxed);
       log::Debug("push: inode {}: {}", f.inode.value, std::strerror(-rc));

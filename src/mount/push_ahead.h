@@ -126,8 +126,11 @@ class PushAhead {
  public:
   // Stores `bytes` as the content of `inode` from offset 0 in the kernel's
   // page cache. Returns 0, or a negative errno (-ENOENT: the kernel does
-  // not know the inode), which ends the push.
-  using Store = std::function<int(InodeId inode, const PushBytes& bytes)>;
+  // not know the inode), which ends the push. A Store that waits before it
+  // tries again asks `still_wanted` first and returns -ECANCELED if not:
+  // the file is then skipped, and the push goes on.
+  using Store = std::function<int(InodeId inode, const PushBytes& bytes,
+                                  const std::function<bool()>& still_wanted)>;
 
   struct Job {
     InodeId inode;      // The file whose read finished.
@@ -206,6 +209,9 @@ class PushAhead {
   // sequential reader (fadvise WILLNEED).
   void ShardReadahead(ShardState& s, uint64_t shard_size, int fd, uint64_t pos, size_t len);
   void DropBehind(ShardState& s, int fd, uint64_t end);
+  // Drops [from, to) widened to whole pages; the range lies behind the
+  // shard's drop line (`to` <= ShardState::dropped, a multiple of the page).
+  void DropBehindLine(int fd, uint64_t from, uint64_t to);
   // After a whole file went to a reader that is not sequential: the kernel
   // now holds the file's copy, so the shard's copy of it is dropped. A
   // shuffled epoch then keeps one copy of each file in memory instead of two,

@@ -35,7 +35,7 @@ using shardfs::testing::TempDir;
 class RecordingStore {
  public:
   PushAhead::Store fn() {
-    return [this](InodeId inode, const PushBytes& bytes) {
+    return [this](InodeId inode, const PushBytes& bytes, const std::function<bool()>&) {
       std::lock_guard<std::mutex> lock(mu_);
       if (fail_at_ == inode) return -ENOENT;
       std::string& got = stored_[inode.value];
@@ -383,12 +383,13 @@ TEST_F(PushAheadTest, AFileReadWhileTheJobRunsIsSkipped) {
   PushAhead* self = nullptr;
   std::vector<uint64_t> stored;
   InodeId f3 = InodeOf(*fs, "a/f3");
-  PushAhead push(fs.get(), {.random_bytes = 1 << 20}, [&](InodeId inode, const PushBytes&) {
-    stored.push_back(inode.value);
-    // While a/f2 is being stored, a READ of a/f3 reaches a worker.
-    if (stored.size() == 1) ReadWhole(*fs, *self, "a/f3");
-    return 0;
-  });
+  PushAhead push(fs.get(), {.random_bytes = 1 << 20},
+                 [&](InodeId inode, const PushBytes&, const std::function<bool()>&) {
+                   stored.push_back(inode.value);
+                   // While a/f2 is being stored, a READ of a/f3 reaches a worker.
+                   if (stored.size() == 1) ReadWhole(*fs, *self, "a/f3");
+                   return 0;
+                 });
   self = &push;
   ASSERT_EQ(push.options().random_bytes, uint64_t{1} << 20);
   Noted r = ReadWhole(*fs, push, "a/f1");
@@ -397,6 +398,43 @@ TEST_F(PushAheadTest, AFileReadWhileTheJobRunsIsSkipped) {
   EXPECT_EQ(std::count(stored.begin(), stored.end(), f3.value), 0);
   EXPECT_EQ(push.stats().files_skipped_read, 1u);
   EXPECT_GE(stored.size(), 3u);  // a/f2, a/f4, b/...
+}
+
+// A store that waited (the kernel had not learnt the inode yet) asks
+// whether the file is still wanted before it tries again: a reader that
+// reached the file meanwhile has its pages, and a second store would only
+// cache shard pages again that a drop behind let go.
+TEST_F(PushAheadTest, AStoreThatWaitedSkipsAFileReadMeanwhile) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  PushAhead* self = nullptr;
+  std::vector<uint64_t> stored;
+  std::vector<bool> wanted;
+  InodeId f2 = InodeOf(*fs, "a/f2");
+  PushAhead push(fs.get(), {.random_bytes = 1 << 20},
+                 [&](InodeId inode, const PushBytes&, const std::function<bool()>& still_wanted) {
+                   if (inode == f2) {
+                     // Waiting for a listing; meanwhile a READ of a/f2 arrives.
+                     ReadWhole(*fs, *self, "a/f2");
+                     wanted.push_back(still_wanted());
+                     return wanted.back() ? 0 : -ECANCELED;
+                   }
+                   wanted.push_back(still_wanted());
+                   stored.push_back(inode.value);
+                   return 0;
+                 });
+  self = &push;
+  Noted r = ReadWhole(*fs, push, "a/f1");
+  std::string buf(PushAhead::kMaxFile, '\0');
+  push.RunJob({InodeOf(*fs, "a/f1"), r.range.shard, r.range.shard_id, false, {}}, buf.data());
+  ASSERT_FALSE(wanted.empty());
+  EXPECT_FALSE(wanted.front());  // a/f2, read meanwhile.
+  EXPECT_EQ(std::count(stored.begin(), stored.end(), f2.value), 0);
+  EXPECT_FALSE(push.WasPushed(f2));
+  EXPECT_EQ(push.stats().files_skipped_read, 1u);
+  EXPECT_EQ(push.stats().store_errors, 0u);
+  EXPECT_GE(stored.size(), 2u);  // The job went on: a/f3, a/f4, ...
+  EXPECT_TRUE(std::all_of(wanted.begin() + 1, wanted.end(), [](bool w) { return w; }));
 }
 
 TEST_F(PushAheadTest, AStoreErrorEndsTheJob) {
@@ -563,7 +601,7 @@ TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
   int stores = 0;
   PushOptions o{
       .sequential_bytes = 1 << 20, .random_bytes = 1 << 20, .threads = 1, .queue_capacity = 4};
-  PushAhead push(fs.get(), o, [&](InodeId, const PushBytes&) {
+  PushAhead push(fs.get(), o, [&](InodeId, const PushBytes&, const std::function<bool()>&) {
     std::unique_lock<std::mutex> lock(mu);
     ++stores;
     cv.notify_all();
@@ -613,7 +651,7 @@ TEST_F(PushAheadTest, AFullQueueDropsItsOldestJob) {
   bool stuck = false, release = false;
   std::vector<uint64_t> stored;
   PushOptions o{.sequential_bytes = 0, .random_bytes = 1 << 20, .threads = 1, .queue_capacity = 1};
-  PushAhead push(fs.get(), o, [&](InodeId inode, const PushBytes&) {
+  PushAhead push(fs.get(), o, [&](InodeId inode, const PushBytes&, const std::function<bool()>&) {
     std::unique_lock<std::mutex> lock(mu);
     if (!stuck) {
       stuck = true;
@@ -660,7 +698,7 @@ TEST_F(PushAheadTest, AJobThatWaitedTooLongIsDropped) {
   std::condition_variable cv;
   bool stuck = false;
   PushOptions o{.sequential_bytes = 1 << 20, .random_bytes = 1 << 20, .threads = 1};
-  PushAhead push(fs.get(), o, [&](InodeId, const PushBytes&) {
+  PushAhead push(fs.get(), o, [&](InodeId, const PushBytes&, const std::function<bool()>&) {
     std::unique_lock<std::mutex> lock(mu);
     if (!stuck) {
       stuck = true;
