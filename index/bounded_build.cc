@@ -583,30 +583,17 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
   }
   std::sort(small_kvs.begin(), small_kvs.end());
   std::sort(seek_kvs_.begin(), seek_kvs_.end());
-  const std::string shard_bytes_key = EncodeViewKeyPrefix(kDefaultView, kViewBytes);
-  const std::string shard_bytes_value = EncodeShardBytes(joiner.shard_bytes());
   auto merge_into = [&](const std::vector<std::string>& runs, const char* prefix,
                         const KvSink& put) {
     return MergeRuns(runs, put, read_buffer, dir_, prefix);
   };
-  const TablePart parts[] = {
-      {"dirents.sst", true,
-       [&](const KvSink& put) { return merge_into(dirents.runs(), "dirents", put); }},
-      {"inodes.sst", false,
-       [&](const KvSink& put) -> Status {
-         SHARDFS_RETURN_IF_ERROR(merge_into(inode_runs, "inodes", put));
-         for (const auto& [key, value] : small_kvs) SHARDFS_RETURN_IF_ERROR(put(key, value));
-         return Status::Ok();
-       }},
-      {"views.sst", false,
-       [&](const KvSink& put) { return put(shard_bytes_key, shard_bytes_value); }},
-      {"seek.sst", false,
-       [&](const KvSink& put) -> Status {
-         for (const auto& [key, value] : seek_kvs_) SHARDFS_RETURN_IF_ERROR(put(key, value));
-         return Status::Ok();
-       }},
-  };
-  SHARDFS_ASSIGN_OR_RETURN(stats.index_bytes, PublishIndex(out_path, out_abs, parts));
+  SHARDFS_ASSIGN_OR_RETURN(
+      stats.index_bytes,
+      PublishTree(
+          out_path, out_abs,
+          [&](const KvSink& put) { return merge_into(dirents.runs(), "dirents", put); },
+          [&](const KvSink& put) { return merge_into(inode_runs, "inodes", put); }, small_kvs,
+          joiner.shard_bytes(), seek_kvs_));
   phase("published");
   log::Debug("bounded build: {} chunks, the largest {} members", chunks_, largest_chunk_);
   return stats;

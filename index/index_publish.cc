@@ -202,4 +202,32 @@ Result<uint64_t> PublishIndex(const std::string& out_path, const fs::path& out_a
   return DirectoryBytes(out_abs);
 }
 
+Result<uint64_t> PublishTree(const std::string& out_path, const fs::path& out_abs,
+                             const std::function<Status(const KvSink&)>& dirents,
+                             const std::function<Status(const KvSink&)>& inodes,
+                             const KeyValues& small_kvs, std::span<const uint64_t> shard_bytes,
+                             const KeyValues& seek_kvs) {
+  static_assert(kDirentPrefix < kInodePrefix && kInodePrefix < kMetaPrefix &&
+                kMetaPrefix < kShardPrefix);
+  const std::string shard_bytes_key = EncodeViewKeyPrefix(kDefaultView, kViewBytes);
+  const std::string shard_bytes_value =
+      EncodeShardBytes(std::vector<uint64_t>(shard_bytes.begin(), shard_bytes.end()));
+  auto put_all = [](const KeyValues& kvs, const KvSink& put) -> Status {
+    for (const auto& [key, value] : kvs) SHARDFS_RETURN_IF_ERROR(put(key, value));
+    return Status::Ok();
+  };
+  const TablePart parts[] = {
+      {"dirents.sst", true, dirents},
+      {"inodes.sst", false,
+       [&](const KvSink& put) -> Status {
+         SHARDFS_RETURN_IF_ERROR(inodes(put));
+         return put_all(small_kvs, put);
+       }},
+      {"views.sst", false,
+       [&](const KvSink& put) { return put(shard_bytes_key, shard_bytes_value); }},
+      {"seek.sst", false, [&](const KvSink& put) { return put_all(seek_kvs, put); }},
+  };
+  return PublishIndex(out_path, out_abs, parts);
+}
+
 }  // namespace shardfs::index

@@ -54,6 +54,17 @@ Status CheckReplaceable(const std::string& out_path, const std::filesystem::path
 Result<uint64_t> PublishIndex(const std::string& out_path, const std::filesystem::path& out_abs,
                               std::span<const TablePart> parts);
 
+// The table files of a built tree, published with PublishIndex: the 'D'
+// keys from `dirents` (with a bloom filter for names that do not exist);
+// the 'I' keys from `inodes`, then `small_kvs` (the 'M' and 'S' keys,
+// sorted); default@1's stored bytes per shard under 'V'; the 'Z' seek keys
+// `seek_kvs` (sorted). Both tree builders end here.
+Result<uint64_t> PublishTree(const std::string& out_path, const std::filesystem::path& out_abs,
+                             const std::function<Status(const KvSink&)>& dirents,
+                             const std::function<Status(const KvSink&)>& inodes,
+                             const KeyValues& small_kvs, std::span<const uint64_t> shard_bytes,
+                             const KeyValues& seek_kvs);
+
 }  // namespace shardfs::index
 
 #endif  // SHARDFS_INDEX_INDEX_PUBLISH_H_

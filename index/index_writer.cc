@@ -112,9 +112,6 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path, const WriteO
     small_kvs.push_back(std::move(kv));
   }
   std::sort(small_kvs.begin(), small_kvs.end());
-  static_assert(kDirentPrefix < kInodePrefix && kInodePrefix < kMetaPrefix &&
-                kMetaPrefix < kShardPrefix);
-
   // default@1's bytes per shard, for per-rank partitions of the full tree
   // ('V' 0 'B', in a table of its own: its key range is apart from the
   // versions' that views add later).
@@ -124,28 +121,12 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path, const WriteO
     const EntryRecord rec = emitter.Record(n);
     if (rec.shard.value < shard_bytes.size()) shard_bytes[rec.shard.value] += StoredBytes(rec);
   }
-  const std::string shard_bytes_key = EncodeViewKeyPrefix(kDefaultView, kViewBytes);
-  const std::string shard_bytes_value = EncodeShardBytes(shard_bytes);
-
-  // Table files written side by side: the 'D' keys, with a bloom filter
-  // for names that do not exist; then the 'I', 'M' and 'S' keys; then 'V' 0.
-  const TablePart parts[] = {
-      {"dirents.sst", true, [&](const KvSink& put) { return emitter.EmitDirents(put); }},
-      {"inodes.sst", false,
-       [&](const KvSink& put) -> Status {
-         SHARDFS_RETURN_IF_ERROR(emitter.EmitInodes(put));
-         for (const auto& [key, value] : small_kvs) SHARDFS_RETURN_IF_ERROR(put(key, value));
-         return Status::Ok();
-       }},
-      {"views.sst", false,
-       [&](const KvSink& put) { return put(shard_bytes_key, shard_bytes_value); }},
-      {"seek.sst", false,
-       [&](const KvSink& put) -> Status {
-         for (const auto& [key, value] : seek_kvs_) SHARDFS_RETURN_IF_ERROR(put(key, value));
-         return Status::Ok();
-       }},
-  };
-  SHARDFS_ASSIGN_OR_RETURN(stats.index_bytes, PublishIndex(out_path, out_abs, parts));
+  SHARDFS_ASSIGN_OR_RETURN(
+      stats.index_bytes,
+      PublishTree(
+          out_path, out_abs, [&](const KvSink& put) { return emitter.EmitDirents(put); },
+          [&](const KvSink& put) { return emitter.EmitInodes(put); }, small_kvs, shard_bytes,
+          seek_kvs_));
   log::Debug("index write: published at {:.3f}s",
              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return stats;
