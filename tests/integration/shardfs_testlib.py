@@ -1097,3 +1097,50 @@ def write_lines(path, lines):
         for line in lines:
             f.write(os.fsencode(line) + b"\n")
     return path
+
+
+REPLAY_NAMES = ["a", "b", "c", "d"]
+
+
+def random_replay_path(rnd):
+    """A path over a few names, so that members often meet: one replaces
+    another, a file lands where a directory was, and the reverse."""
+    return "/".join(rnd.choice(REPLAY_NAMES) for _ in range(rnd.randint(1, 3)))
+
+
+def add_random_members(tar, rnd, n, files, cuts=(0.55, 0.75, 0.85), dangling_links=False):
+    """Adds n random members over random_replay_path to the tarfile `tar`:
+    files, directories, symlinks and hard links, in the shares `cuts` marks
+    off (the rest are hard links). `files` lists the regular files so far,
+    the hard links' targets; new files are appended to it. With
+    dangling_links, hard links with no file to name (and 5% of all) name a
+    random path instead, which a build must skip as tar does."""
+    import io
+    import tarfile
+    for _ in range(n):
+        p = random_replay_path(rnd)
+        ti = tarfile.TarInfo(p)
+        ti.mtime = rnd.randint(1, 2_000_000_000)
+        ti.mode = rnd.choice([0o644, 0o600, 0o755, 0o640])
+        ti.uid, ti.gid = rnd.randint(0, 3), rnd.randint(0, 3)
+        kind = rnd.random()
+        if kind < cuts[0]:
+            data = os.urandom(rnd.randint(0, 3000))
+            ti.size = len(data)
+            tar.addfile(ti, io.BytesIO(data))
+            files.append(p)
+        elif kind < cuts[1]:
+            ti.type = tarfile.DIRTYPE
+            tar.addfile(ti)
+        elif kind < cuts[2]:
+            ti.type = tarfile.SYMTYPE
+            ti.linkname = random_replay_path(rnd)
+            tar.addfile(ti)
+        elif files and not (dangling_links and kind >= 0.95):
+            ti.type = tarfile.LNKTYPE
+            ti.linkname = rnd.choice(files)
+            tar.addfile(ti)
+        elif dangling_links:
+            ti.type = tarfile.LNKTYPE
+            ti.linkname = random_replay_path(rnd)
+            tar.addfile(ti)

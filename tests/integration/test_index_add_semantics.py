@@ -5,7 +5,6 @@ shards full of what tar replays in order: replaced files, files replacing
 directories and the reverse, symlinks, hard links to earlier shards' files,
 re-described directories. The build's replay is checked against GNU tar
 elsewhere (test_tar_semantics); here add must agree with it."""
-import io
 import os
 import random
 import sys
@@ -15,40 +14,11 @@ import unittest
 sys.path.insert(0, os.path.dirname(__file__))
 import shardfs_testlib as tl  # noqa: E402
 
-NAMES = ["a", "b", "c", "d"]
-
-
-def random_path(rnd):
-    return "/".join(rnd.choice(NAMES) for _ in range(rnd.randint(1, 3)))
-
-
 def write_shard(path, rnd, earlier_files, n):
     """A GNU tar of n random members; earlier_files lists paths that may be
     hard link targets (they hold files in some earlier shard or this one)."""
     with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as tar:
-        for _ in range(n):
-            p = random_path(rnd)
-            ti = tarfile.TarInfo(p)
-            ti.mtime = rnd.randint(1, 2_000_000_000)
-            ti.mode = rnd.choice([0o644, 0o600, 0o755, 0o640])
-            ti.uid, ti.gid = rnd.randint(0, 3), rnd.randint(0, 3)
-            kind = rnd.random()
-            if kind < 0.55:
-                data = os.urandom(rnd.randint(0, 3000))
-                ti.size = len(data)
-                tar.addfile(ti, io.BytesIO(data))
-                earlier_files.append(p)
-            elif kind < 0.75:
-                ti.type = tarfile.DIRTYPE
-                tar.addfile(ti)
-            elif kind < 0.85:
-                ti.type = tarfile.SYMTYPE
-                ti.linkname = random_path(rnd)
-                tar.addfile(ti)
-            elif earlier_files:
-                ti.type = tarfile.LNKTYPE
-                ti.linkname = rnd.choice(earlier_files)
-                tar.addfile(ti)
+        tl.add_random_members(tar, rnd, n, earlier_files)
 
 
 def tree(idx):

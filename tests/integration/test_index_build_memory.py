@@ -13,13 +13,6 @@ import unittest
 sys.path.insert(0, os.path.dirname(__file__))
 import shardfs_testlib as tl  # noqa: E402
 
-NAMES = ["a", "b", "c", "d"]
-
-
-def random_path(rnd):
-    return "/".join(rnd.choice(NAMES) for _ in range(rnd.randint(1, 3)))
-
-
 def write_shard(path, rnd, files, n, flat):
     """A GNU tar: `flat` plain files under dirs of their own (many paths),
     then n random members over a few paths (replacements, links...)."""
@@ -30,29 +23,7 @@ def write_shard(path, rnd, files, n, flat):
             ti.size = len(data)
             ti.mtime = rnd.randint(1, 2_000_000_000)
             tar.addfile(ti, io.BytesIO(data))
-        for _ in range(n):
-            p = random_path(rnd)
-            ti = tarfile.TarInfo(p)
-            ti.mtime = rnd.randint(1, 2_000_000_000)
-            ti.mode = rnd.choice([0o644, 0o600, 0o755, 0o640])
-            ti.uid, ti.gid = rnd.randint(0, 3), rnd.randint(0, 3)
-            kind = rnd.random()
-            if kind < 0.5:
-                data = os.urandom(rnd.randint(0, 3000))
-                ti.size = len(data)
-                tar.addfile(ti, io.BytesIO(data))
-                files.append(p)
-            elif kind < 0.7:
-                ti.type = tarfile.DIRTYPE
-                tar.addfile(ti)
-            elif kind < 0.8:
-                ti.type = tarfile.SYMTYPE
-                ti.linkname = random_path(rnd)
-                tar.addfile(ti)
-            else:
-                ti.type = tarfile.LNKTYPE
-                ti.linkname = rnd.choice(files) if files and kind < 0.95 else random_path(rnd)
-                tar.addfile(ti)
+        tl.add_random_members(tar, rnd, n, files, cuts=(0.5, 0.7, 0.8), dangling_links=True)
 
 
 def info(idx):
@@ -154,8 +125,8 @@ class BuildMemoryTest(tl.ScratchTestCase):
             p = os.path.join(d, "outer%d.tar" % k)
             with tarfile.open(p, "w", format=tarfile.GNU_FORMAT) as tar:
                 for j, ip in enumerate(inner):
-                    tar.add(ip, arcname="%s.tar" % random_path(rnd) if j % 2 else "a.tar")
-                    ti = tarfile.TarInfo(random_path(rnd))
+                    tar.add(ip, arcname="%s.tar" % tl.random_replay_path(rnd) if j % 2 else "a.tar")
+                    ti = tarfile.TarInfo(tl.random_replay_path(rnd))
                     ti.size = 3
                     tar.addfile(ti, io.BytesIO(b"abc"))
                 if k == 1:
