@@ -614,8 +614,9 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
       fmt::format("checksum={} shards={}", options.checksum ? "xxh3" : "off", shards.size());
   wo.created_by = "shardfs index build";
   if (options.nest.recursive) {
-    wo.build_options += fmt::format(" recursive={}{}", options.nest.max_depth,
-                                    options.nest.strip_extension ? " strip-tar-extension" : "");
+    wo.build_options += fmt::format(" recursive={}{}{}", options.nest.max_depth,
+                                    options.nest.strip_extension ? " strip-tar-extension" : "",
+                                    options.nest.strip_zip_extension ? " strip-zip-extension" : "");
   }
   if (options.part.count > 0) {
     wo.partition = fmt::format("{}/{}", options.part.index, options.part.count);

@@ -64,6 +64,7 @@ struct NestOptions {
   bool recursive = false;              // --recursive
   int max_depth = 4;                   // --recursive-depth, at least 1.
   bool strip_extension = false;        // --strip-recursive-tar-extension
+  bool strip_zip_extension = false;    // --strip-recursive-zip-extension
   uint64_t max_entries = 100'000'000;  // --recursive-max-entries, per shard.
   bool depth_given = false;            // For the command line's checks only.
   bool max_entries_given = false;
@@ -112,6 +113,13 @@ class NestedScanner {
   };
   Status Visit(ScannedMember&& m, int depth, const Emit& emit);
   Status Expand(ScannedMember&& m, std::string dir, int depth, const Emit& emit);
+  Status ExpandZip(ScannedMember&& m, std::string dir, int depth, const Emit& emit);
+  // NotSupported if deflated member `m` (of a zip) holds a tar or a zip.
+  Status RefuseDeflatedArchive(const ScannedMember& m) const;
+  // The directory member that shows nested archive `m`.
+  static ScannedMember DirectoryOf(const ScannedMember& m, std::string dir);
+  // Counts one nested entry against max_entries.
+  Status CountNested(std::string_view dir);
 
   NestOptions options_;
   std::string shown_;
