@@ -774,6 +774,38 @@ class RecursiveZipTest(tl.ScratchTestCase):
         self.refused(outer, "more than 10 entries (--recursive-max-entries)",
                      extra=("--recursive-max-entries", "10"))
 
+    def test_a_remote_tar_of_zips_and_index_add(self):
+        # Over HTTP: deflated inner members are inflated from compressed bytes
+        # fetched through the chunk cache. Then `index add` of a second one.
+        base = self.scratch("rz")
+        served = os.path.join(base, "served")
+        os.mkdir(served)
+        outer = self.imagenet_zips(served, classes=3, per_class=5, seed=9)
+        x = os.path.join(base, "x")
+        os.mkdir(x)
+        two_step_extract(outer, x, strip_zip=True)
+        want = tl.walk_reference(x)
+        del want[b""]
+        with rs.Nginx(served) as web:
+            idx = os.path.join(base, "idx")
+            url = web.url + "/" + os.path.basename(outer)
+            tl.build_index([url], idx, "--recursive", "--strip-recursive-zip-extension")
+            entries = tl.index_entries(idx)
+            self.assertEqual(entries[b"n01440764/n01440764_0.JPEG"]["shard"], url)
+            mnt = os.path.join(base, "mnt")
+            os.mkdir(mnt)
+            with tl.Mount(idx, mnt, "chunk_size=64K,cache_size=8M"):
+                got = tl.walk_reference(mnt)
+        del got[b""]
+        self.compare(want, got)
+        two = self.write(base, "two.tar", gnu_tar_of({"n9.zip": tl.read_file(self.info_zip(
+            base, "n9.zip", {"c.JPEG": b"c" * 5000}))}))
+        tl.run_shardfs("index", "add", "--quiet", "--recursive",
+                       "--strip-recursive-zip-extension", idx, two, check=0)
+        got = tl.index_entries(idx)
+        self.assertEqual(got[b"n9/c.JPEG"]["shard"], os.path.abspath(two))
+        self.assertEqual(got[b"n9/c.JPEG"]["method"], "deflate")
+
     def test_corrupt_inner_deflated_member_is_eio(self):
         base = self.scratch("corrupt")
         rnd = random.Random(5)
