@@ -692,10 +692,16 @@ class RecursiveZipTest(tl.ScratchTestCase):
         tars = {"n%d.tar" % c: gnu_tar_of({"s%d.JPEG" % i: os.urandom(100 + 600 * i)
                                            for i in range(4)}, T0 + c) for c in range(3)}
         tars["notes.txt"] = b"a deflated text member\n" * 400
-        # -n .tar: the tars stored, the text deflated.
-        outer = self.info_zip(base, "outer.zip", tars, "-n", ".tar")
-        idx, x, _ = self.check(outer, strip=True)
+        # And a zip in the zip, with a deflated member of its own.
+        tars["sub/in.zip"] = tl.read_file(self.info_zip(
+            self.scratch("tzi"), "in.zip", {"deep.txt": b"deep text\n" * 300}))
+        # -n .tar:.zip: the archives stored, the text deflated.
+        outer = self.info_zip(base, "outer.zip", tars, "-n", ".tar:.zip")
+        # "sub" has no member: unzip makes it at extraction time, the index
+        # gives an implied directory its newest child's mtime.
+        idx, x, _ = self.check(outer, strip=True, strip_zip=True, skip_mtime=("sub",))
         entries = tl.index_entries(idx)
+        self.assertEqual(entries[b"sub/in/deep.txt"].get("method"), "deflate")
         self.assertEqual(entries[b"n1"]["type"], "dir")
         self.assertEqual(entries[b"notes.txt"].get("method"), "deflate")
         self.assertIn(b"n2/s3.JPEG", entries)
