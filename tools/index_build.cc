@@ -272,6 +272,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
     Result<index::Codec> codec = DetectCodecFd(shown, fd);
     if (!codec.ok()) return codec.status();
     if (*codec != index::Codec::kNone) {
+      if (nested) nested->SetDecodedStream();
       Status s =
           ScanCompressedTarFd(shown, fd, *codec, seek_spacing, o, fn, info, &out->compressed);
       if (downloaded.valid()) info->mtime_ns = object.mtime_ns;

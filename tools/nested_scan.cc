@@ -272,7 +272,16 @@ Status NestedScanner::ExpandZip(ScannedMember&& m, std::string dir, int depth, c
         in.path = dir + "/" + in.path;
         in.header_offset += base;
         if (in.data_offset != 0) in.data_offset += base;
-        if (in.encoded) in.encoding.comp_offset += base;
+        if (in.encoded) {
+          if (decoded_stream_) {
+            return Status::NotSupported(fmt::format(
+                "shard {}: member '{}' of the zip '{}': deflated, in a compressed tar shard: not "
+                "supported with --recursive (only stored zip members can be read from a "
+                "compressed shard's decoded stream); store the zip (zip -0)",
+                shown_, in.path, m.path));
+          }
+          in.encoding.comp_offset += base;
+        }
         return Visit(std::move(in), depth + 1, emit);
       },
       &info);

@@ -112,6 +112,11 @@ class NestedScanner {
   // whatever `emit` returns.
   Status Member(ScannedMember&& m, const Emit& emit);
 
+  // The shard is a compressed tar: the bytes given are its decoded stream,
+  // and offsets are in it. A deflated member of a zip in it is refused (a
+  // read would inflate from the shard's raw bytes).
+  void SetDecodedStream() { decoded_stream_ = true; }
+
   // The scan of the shard starts again from its first member
   // (ScanOptions::restart): forget what was seen.
   void Restart();
@@ -142,6 +147,7 @@ class NestedScanner {
   bool checksum_;
   const char* data_ = nullptr;
   size_t size_ = 0;
+  bool decoded_stream_ = false;
   uint64_t nested_members_ = 0;
   uint64_t nested_archives_ = 0;
   // Nested tars met so far, by normalised path, for hard links to them.

@@ -812,6 +812,36 @@ class RecursiveZipTest(tl.ScratchTestCase):
         self.assertEqual(got[b"n9/c.JPEG"]["shard"], os.path.abspath(two))
         self.assertEqual(got[b"n9/c.JPEG"]["method"], "deflate")
 
+    def test_archives_inside_a_compressed_tar_shard(self):
+        # A .tar.gz shard's members are ranges of its decoded stream, and so
+        # are those of a tar or a stored zip inside it. A deflated zip member
+        # there is refused: a read would inflate the shard's raw bytes.
+        base = self.scratch("gz")
+        stored = tl.read_file(self.info_zip(base, "s.zip", {
+            "a.JPEG": os.urandom(3000), "b.txt": b"text " * 400}, "-0"))
+        deflated = tl.read_file(self.info_zip(base, "d.zip", {"b.txt": b"text " * 400}))
+        outer = self.write(base, "outer.tar", gnu_tar_of({
+            "n1.tar": gnu_tar_of({"x.JPEG": os.urandom(5000)}), "n2.zip": stored}))
+        subprocess.run(["gzip", "-k", outer], check=True)
+        x = os.path.join(base, "x")
+        os.mkdir(x)
+        two_step_extract(outer, x, strip=True, strip_zip=True)  # The same tar, not gzipped.
+        want = tl.walk_reference(x)
+        del want[b""]
+        idx = os.path.join(base, "idx")
+        tl.build_index([outer + ".gz"], idx, "--recursive", "--strip-recursive-tar-extension",
+                       "--strip-recursive-zip-extension")
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        with tl.Mount(idx, mnt):
+            got = tl.walk_reference(mnt)
+        del got[b""]
+        self.compare(want, got)
+        bad = self.write(base, "bad.tar", gnu_tar_of({"n3.zip": deflated}))
+        subprocess.run(["gzip", "-k", bad], check=True)
+        self.refused(bad + ".gz", "member 'n3.zip/b.txt' of the zip 'n3.zip'",
+                     "deflated, in a compressed tar shard")
+
     def test_corrupt_inner_deflated_member_is_eio(self):
         base = self.scratch("corrupt")
         rnd = random.Random(5)
