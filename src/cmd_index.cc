@@ -39,9 +39,10 @@ std::vector<Option> RemoteLimitOptions(tools::RemoteLimits* limits) {
 }
 
 std::vector<Option> NestOptionTable(tools::NestOptions* nest) {
-  return {{"recursive", 0, nullptr, "show a member that is itself a tar as a directory of its tree",
+  return {{"recursive", 0, nullptr,
+           "show a member that is itself a tar or zip as a directory of its tree",
            SetFlag(&nest->recursive)},
-          {"recursive-depth", 0, "N", "tar levels opened below a shard (default 4)",
+          {"recursive-depth", 0, "N", "archive levels opened below a shard (default 4)",
            [nest](const char* arg) {
              uint64_t n = 0;
              if (!ParseCount(arg, 1, 64, &n)) {
@@ -53,8 +54,10 @@ std::vector<Option> NestOptionTable(tools::NestOptions* nest) {
            }},
           {"strip-recursive-tar-extension", 0, nullptr,
            "name a nested a.tar's directory a, not a.tar", SetFlag(&nest->strip_extension)},
+          {"strip-recursive-zip-extension", 0, nullptr,
+           "name a nested a.zip's directory a, not a.zip", SetFlag(&nest->strip_zip_extension)},
           {"recursive-max-entries", 0, "N",
-           "refuse a shard whose nested tars hold more entries (default 100000000)",
+           "refuse a shard whose nested archives hold more entries (default 100000000)",
            [nest](const char* arg) {
              nest->max_entries_given = true;
              return ParseCount(arg, 1, UINT64_MAX, &nest->max_entries)
@@ -67,6 +70,7 @@ std::string CheckNestOptions(const tools::NestOptions& nest) {
   if (nest.recursive) return "";
   if (nest.depth_given) return "--recursive-depth needs --recursive";
   if (nest.strip_extension) return "--strip-recursive-tar-extension needs --recursive";
+  if (nest.strip_zip_extension) return "--strip-recursive-zip-extension needs --recursive";
   if (nest.max_entries_given) return "--recursive-max-entries needs --recursive";
   return "";
 }
@@ -132,7 +136,7 @@ int RunIndexBuild(int argc, char** argv) {
     for (const auto& ex : st.dropped_examples) log::Warning("  {}", ex);
   }
   if (o.nest.recursive) {
-    log::Info("--recursive: {} nested tar(s) shown as directories, holding {} member(s)",
+    log::Info("--recursive: {} nested archive(s) shown as directories, holding {} member(s)",
               r->nested_archives, r->nested_members);
   }
   double secs = std::max(r->seconds, 1e-9);

@@ -112,11 +112,14 @@ class TreeCollector {
     }
     // The kernel cannot inflate a deflated member, and a stored one's data
     // lies wherever its headers end, not on a 512-byte block.
-    if (shard.flags & index::kShardZip) {
+    // (A zip inside a tar shard, index build --recursive, has such members too.)
+    if ((shard.flags & index::kShardZip) || rec.encoded()) {
       return Status::NotSupported(fmt::format(
-          "{} is {} member of the zip archive {}: zip archives are not supported by the kernel "
+          "{} is {} member of {}{}: zip archives are not supported by the kernel "
           "mount (mount without --kernel)",
-          where(), rec.encoded() ? "a deflated" : "a", r_.ShardPath(rec.shard)));
+          where(), rec.encoded() ? "a deflated" : "a",
+          shard.flags & index::kShardZip ? "the zip archive " : "a zip inside the shard ",
+          r_.ShardPath(rec.shard)));
     }
     if (shard.codec() != index::Codec::kNone) {
       return Status::NotSupported(fmt::format(

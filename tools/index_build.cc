@@ -272,6 +272,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
     Result<index::Codec> codec = DetectCodecFd(shown, fd);
     if (!codec.ok()) return codec.status();
     if (*codec != index::Codec::kNone) {
+      if (nested) nested->SetDecodedStream();
       Status s =
           ScanCompressedTarFd(shown, fd, *codec, seek_spacing, o, fn, info, &out->compressed);
       if (downloaded.valid()) info->mtime_ns = object.mtime_ns;
@@ -614,8 +615,9 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
       fmt::format("checksum={} shards={}", options.checksum ? "xxh3" : "off", shards.size());
   wo.created_by = "shardfs index build";
   if (options.nest.recursive) {
-    wo.build_options += fmt::format(" recursive={}{}", options.nest.max_depth,
-                                    options.nest.strip_extension ? " strip-tar-extension" : "");
+    wo.build_options += fmt::format(" recursive={}{}{}", options.nest.max_depth,
+                                    options.nest.strip_extension ? " strip-tar-extension" : "",
+                                    options.nest.strip_zip_extension ? " strip-zip-extension" : "");
   }
   if (options.part.count > 0) {
     wo.partition = fmt::format("{}/{}", options.part.index, options.part.count);

@@ -9,7 +9,9 @@
 
 #include "base/log.h"
 #include "index/member_path.h"
+#include "tools/nested_zip.h"
 #include "tools/tar_headers.h"
+#include "tools/zip_scanner.h"
 
 namespace shardfs::tools {
 namespace {
@@ -62,7 +64,8 @@ bool StartsWith(const char* d, uint64_t size, std::string_view magic) {
 }
 
 constexpr std::string_view kGzipMagic("\x1f\x8b", 2), kBzip2Magic("BZh", 3),
-    kZstdMagic("\x28\xb5\x2f\xfd", 4), kXzMagic("\xfd\x37\x7a\x58\x5a\x00", 6);
+    kZstdMagic("\x28\xb5\x2f\xfd", 4), kXzMagic("\xfd\x37\x7a\x58\x5a\x00", 6),
+    kZipLocalMagic("PK\3\4", 4), kZipEndMagic("PK\5\6", 4);
 
 bool CompressedMagic(const char* d, uint64_t size) {
   return StartsWith(d, size, kGzipMagic) || StartsWith(d, size, kBzip2Magic) ||
@@ -92,9 +95,10 @@ uint32_t DirMode(uint32_t mode) { return (mode & 0777) | ((mode & 0444) >> 2); }
 
 NestedKind ClassifyMember(std::string_view name, const char* data, uint64_t size) {
   if (size >= kTarBlock && IsTarHeader(data)) return NestedKind::kTar;
-  if (size >= 4 && (std::memcmp(data, "PK\3\4", 4) == 0 || std::memcmp(data, "PK\5\6", 4) == 0) &&
-      EndsWithNoCase(name, ".zip")) {
-    return NestedKind::kZip;
+  // A zip by its content: a local header (or, empty, the end record) first,
+  // and an end of central directory record that ends the member.
+  if (StartsWith(data, size, kZipLocalMagic) || StartsWith(data, size, kZipEndMagic)) {
+    if (LooksLikeZip(data, size)) return NestedKind::kZip;
   }
   if (CompressedMagic(data, size) && CompressedTar(data, size)) return NestedKind::kCompressedTar;
   // The build links no xz decoder (yet): an xz stream counts by its name.
@@ -119,7 +123,7 @@ Status NestedScanner::Member(ScannedMember&& m, const Emit& emit) {
 }
 
 Status NestedScanner::Visit(ScannedMember&& m, int depth, const Emit& emit) {
-  // A hard link to a nested tar met earlier is that tar again.
+  // A hard link to a nested archive met earlier is that archive again.
   if (m.kind == MemberKind::kHardlink && !tars_.empty()) {
     Result<std::string> target = index::NormalizeMemberPath(m.link_target);
     auto it = target.ok() ? tars_.find(*target) : tars_.end();
@@ -132,7 +136,9 @@ Status NestedScanner::Visit(ScannedMember&& m, int depth, const Emit& emit) {
       m = std::move(t);
     }
   }
-  // A deflated zip member's data_offset starts compressed bytes: no candidate.
+  // A deflated zip member's data_offset starts compressed bytes: no candidate,
+  // but an archive in it is refused rather than silently left a file.
+  if (m.encoded && m.kind == MemberKind::kFile) SHARDFS_RETURN_IF_ERROR(RefuseDeflatedArchive(m));
   const bool candidate = m.kind == MemberKind::kFile && !m.sparse && !m.encoded && m.size > 0 &&
                          m.data_offset <= size_ && m.size <= size_ - m.data_offset;
   NestedKind kind = NestedKind::kNone;
@@ -142,23 +148,27 @@ Status NestedScanner::Visit(ScannedMember&& m, int depth, const Emit& emit) {
     if (!tars_.empty() && norm.ok()) tars_.erase(*norm);  // The name is no longer a tar.
     return emit(std::move(m));
   }
-  if (kind != NestedKind::kTar) {
+  if (kind == NestedKind::kCompressedTar) {
     return Status::NotSupported(fmt::format(
-        "shard {}: member '{}' at byte {}: {} inside a tar is not supported yet with --recursive "
-        "(without --recursive it is indexed as a file)",
-        shown_, m.path, m.header_offset, kind == NestedKind::kZip ? "a zip" : "a compressed tar"));
+        "shard {}: member '{}' at byte {}: a compressed tar inside a tar is not supported yet "
+        "with --recursive (without --recursive it is indexed as a file)",
+        shown_, m.path, m.header_offset));
   }
+  const std::string_view what = kind == NestedKind::kZip ? "a zip" : "a tar";
   if (depth >= options_.max_depth) {
     log::Warning(
-        "shard {}: member '{}' at byte {}: a tar nested deeper than --recursive-depth {}; "
+        "shard {}: member '{}' at byte {}: {} nested deeper than --recursive-depth {}; "
         "left as a file",
-        shown_, m.path, m.header_offset, options_.max_depth);
+        shown_, m.path, m.header_offset, what, options_.max_depth);
     if (!tars_.empty()) tars_.erase(*norm);
     return emit(std::move(m));
   }
   std::string dir = *norm;
   const std::string_view base = index::BaseName(dir);
-  if (options_.strip_extension && base.size() > 4 && EndsWithNoCase(base, ".tar")) {
+  const bool strip =
+      kind == NestedKind::kZip ? options_.strip_zip_extension : options_.strip_extension;
+  if (strip && base.size() > 4 &&
+      EndsWithNoCase(base, kind == NestedKind::kZip ? ".zip" : ".tar")) {
     dir.resize(dir.size() - 4);
   }
   Inner& inner = tars_[*norm];
@@ -169,7 +179,54 @@ Status NestedScanner::Visit(ScannedMember&& m, int depth, const Emit& emit) {
   inner.attrs.uid = m.uid;
   inner.attrs.gid = m.gid;
   inner.attrs.mtime_ns = m.mtime_ns;
+  if (kind == NestedKind::kZip) return ExpandZip(std::move(m), std::move(dir), depth, emit);
   return Expand(std::move(m), std::move(dir), depth, emit);
+}
+
+Status NestedScanner::RefuseDeflatedArchive(const ScannedMember& m) const {
+  const index::EncodedMember& e = m.encoding;
+  if (e.method != index::kMethodDeflate || e.comp_offset > size_ ||
+      e.comp_size > size_ - e.comp_offset) {
+    return Status::Ok();
+  }
+  const std::string start =
+      InflatePrefix(std::string_view(data_ + e.comp_offset, e.comp_size), kTarBlock);
+  std::string_view what;
+  if (start.size() >= kTarBlock && IsTarHeader(start.data())) {
+    what = "a tar";
+  } else if (StartsWith(start.data(), start.size(), kZipLocalMagic) ||
+             StartsWith(start.data(), start.size(), kZipEndMagic)) {
+    what = "a zip";
+  } else {
+    return Status::Ok();
+  }
+  return Status::NotSupported(fmt::format(
+      "shard {}: member '{}' (local header at byte {}): {} stored deflated inside a zip cannot be "
+      "shown as a directory with --recursive (its members would not be byte ranges of the "
+      "shard); store it in the zip uncompressed (zip -0), or index without --recursive",
+      shown_, m.path, m.header_offset, what));
+}
+
+ScannedMember NestedScanner::DirectoryOf(const ScannedMember& m, std::string dir) {
+  ScannedMember d;
+  d.path = std::move(dir);
+  d.kind = MemberKind::kDir;
+  d.mode = DirMode(m.mode);
+  d.uid = m.uid;
+  d.gid = m.gid;
+  d.mtime_ns = m.mtime_ns;
+  d.header_offset = m.header_offset;
+  return d;
+}
+
+Status NestedScanner::CountNested(std::string_view dir) {
+  if (++nested_members_ > options_.max_entries) {
+    return Status::InvalidArgument(fmt::format(
+        "shard {}: member '{}': the archives nested in this shard hold more than {} entries "
+        "(--recursive-max-entries); refused as an archive made to explode",
+        shown_, dir, options_.max_entries));
+  }
+  return Status::Ok();
 }
 
 Status NestedScanner::Expand(ScannedMember&& m, std::string dir, int depth, const Emit& emit) {
@@ -178,32 +235,53 @@ Status NestedScanner::Expand(ScannedMember&& m, std::string dir, int depth, cons
   const std::string where =
       fmt::format("{}: member '{}' at byte {} (a nested tar; offsets below from its start)", shown_,
                   m.path, m.header_offset);
-  ScannedMember d;
-  d.path = dir;
-  d.kind = MemberKind::kDir;
-  d.mode = DirMode(m.mode);
-  d.uid = m.uid;
-  d.gid = m.gid;
-  d.mtime_ns = m.mtime_ns;
-  d.header_offset = m.header_offset;
-  SHARDFS_RETURN_IF_ERROR(emit(std::move(d)));
+  SHARDFS_RETURN_IF_ERROR(emit(DirectoryOf(m, dir)));
   ScanOptions so;
   so.checksum = checksum_;
   ShardInfo info;
   return ScanTarBytes(
       where, data_ + base, size, so,
       [&](ScannedMember&& in) -> Status {
-        if (++nested_members_ > options_.max_entries) {
-          return Status::InvalidArgument(fmt::format(
-              "shard {}: member '{}': the tars nested in this shard hold more than {} entries "
-              "(--recursive-max-entries); refused as an archive made to explode",
-              shown_, dir, options_.max_entries));
-        }
+        SHARDFS_RETURN_IF_ERROR(CountNested(dir));
         in.path = dir + "/" + in.path;
         in.header_offset += base;
         if (in.data_offset != 0) in.data_offset += base;
         for (index::Extent& e : in.extents) e.physical += base;
         if (in.kind == MemberKind::kHardlink) in.link_target = dir + "/" + in.link_target;
+        return Visit(std::move(in), depth + 1, emit);
+      },
+      &info);
+}
+
+Status NestedScanner::ExpandZip(ScannedMember&& m, std::string dir, int depth, const Emit& emit) {
+  ++nested_archives_;
+  const uint64_t base = m.data_offset, size = m.size;
+  // Zip messages read "zip WHERE: member ...".
+  const std::string where =
+      fmt::format("{}, member '{}' at byte {} (a nested zip; offsets below from its start)", shown_,
+                  m.path, m.header_offset);
+  SHARDFS_RETURN_IF_ERROR(CheckNestedZip(where, data_ + base, size));
+  SHARDFS_RETURN_IF_ERROR(emit(DirectoryOf(m, dir)));
+  ScanOptions so;
+  so.checksum = checksum_;
+  ShardInfo info;
+  return ScanZipBytes(
+      where, data_ + base, size, so,
+      [&](ScannedMember&& in) -> Status {
+        SHARDFS_RETURN_IF_ERROR(CountNested(dir));
+        in.path = dir + "/" + in.path;
+        in.header_offset += base;
+        if (in.data_offset != 0) in.data_offset += base;
+        if (in.encoded) {
+          if (decoded_stream_) {
+            return Status::NotSupported(fmt::format(
+                "shard {}: member '{}' of the zip '{}': deflated, in a compressed tar shard: not "
+                "supported with --recursive (only stored zip members can be read from a "
+                "compressed shard's decoded stream); store the zip (zip -0)",
+                shown_, in.path, m.path));
+          }
+          in.encoding.comp_offset += base;
+        }
         return Visit(std::move(in), depth + 1, emit);
       },
       &info);

@@ -1,6 +1,6 @@
-// `index build --recursive`: a plain tar member of a plain tar shard that is
-// itself an uncompressed tar is shown as a directory holding the inner tar's
-// tree.
+// `index build --recursive`: a member of a tar or zip shard that is itself
+// an uncompressed tar or a zip is shown as a directory holding the inner
+// archive's tree.
 //
 // What counts as a nested tar: a regular (not sparse) member of at least one
 // 512-byte block whose data starts with a tar header carrying the ustar magic
@@ -34,18 +34,34 @@
 // plus the member's data offset), so reads stay zero-copy and checksums are
 // computed as for any member; nothing in the index schema changes.
 //
+// Zips nest too (tools/nested_zip.h). What counts as a nested zip is the
+// content, not the name: a regular member that starts with a local header
+// (or, an empty zip, the end record) and ends with an end of central
+// directory record (LooksLikeZip), so an .npz or .jar is one as well. Its tree
+// is what `unzip -o inner.zip -d DIR` extracts (tools/zip_scanner.h's rules),
+// DIR being the member's path (less a final ".zip" with strip_zip_extension;
+// strip_extension, ratarmount's option, strips ".tar" only), a directory
+// member made as for a tar. A stored inner member is a byte range of the
+// outer shard; a deflated one an encoded member whose compressed offset is in
+// the outer shard, so the mount inflates it as it does a top-level zip's. The
+// refusals of a top-level zip apply, naming the shard, the nested member and
+// the inner member; and a zip bomb is refused before its members are scanned.
+// In the other direction, a stored tar (or zip) inside a zip shard nests the
+// same way. A tar or zip stored deflated inside a zip is refused: its members
+// would not be byte ranges of the shard (this also ends a quine, which needs
+// a compressed copy of itself).
+//
 // Nesting applies again inside, down to max_depth archive levels below the
-// shard (1: only tars directly in the shard are opened); a deeper tar stays
-// a file, with a warning. Each level lies strictly inside its parent's data,
-// so nesting always ends; the count of nested entries of one shard is
-// bounded all the same (max_entries), against a tar made to explode.
+// shard (1: only archives directly in the shard are opened); a deeper one
+// stays a file, with a warning. Each level lies strictly inside its parent's
+// data, so nesting always ends; the count of nested entries of one shard is
+// bounded all the same (max_entries), against an archive made to explode.
 //
 // Not supported yet, and refused with --recursive (naming the shard and the
 // member): a member whose content is a gzip, bzip2 or zstd stream whose
-// start decodes to a tar header, an xz stream named *.tar.xz or *.txz (no xz
-// decoder is linked yet), and a zip (local header signature) whose
-// name ends in ".zip". Other compressed or zip-format files (.json.gz, .npz)
-// are ordinary files. Without --recursive all of them stay files.
+// start decodes to a tar header, or an xz stream named *.tar.xz or *.txz (no
+// xz decoder is linked here). Other compressed files (.json.gz) are
+// ordinary files. Without --recursive all of them stay files.
 #ifndef SHARDFS_TOOLS_NESTED_SCAN_H_
 #define SHARDFS_TOOLS_NESTED_SCAN_H_
 
@@ -64,6 +80,7 @@ struct NestOptions {
   bool recursive = false;              // --recursive
   int max_depth = 4;                   // --recursive-depth, at least 1.
   bool strip_extension = false;        // --strip-recursive-tar-extension
+  bool strip_zip_extension = false;    // --strip-recursive-zip-extension
   uint64_t max_entries = 100'000'000;  // --recursive-max-entries, per shard.
   bool depth_given = false;            // For the command line's checks only.
   bool max_entries_given = false;
@@ -95,6 +112,11 @@ class NestedScanner {
   // whatever `emit` returns.
   Status Member(ScannedMember&& m, const Emit& emit);
 
+  // The shard is a compressed tar: the bytes given are its decoded stream,
+  // and offsets are in it. A deflated member of a zip in it is refused (a
+  // read would inflate from the shard's raw bytes).
+  void SetDecodedStream() { decoded_stream_ = true; }
+
   // The scan of the shard starts again from its first member
   // (ScanOptions::restart): forget what was seen.
   void Restart();
@@ -112,12 +134,20 @@ class NestedScanner {
   };
   Status Visit(ScannedMember&& m, int depth, const Emit& emit);
   Status Expand(ScannedMember&& m, std::string dir, int depth, const Emit& emit);
+  Status ExpandZip(ScannedMember&& m, std::string dir, int depth, const Emit& emit);
+  // NotSupported if deflated member `m` (of a zip) holds a tar or a zip.
+  Status RefuseDeflatedArchive(const ScannedMember& m) const;
+  // The directory member that shows nested archive `m`.
+  static ScannedMember DirectoryOf(const ScannedMember& m, std::string dir);
+  // Counts one nested entry against max_entries.
+  Status CountNested(std::string_view dir);
 
   NestOptions options_;
   std::string shown_;
   bool checksum_;
   const char* data_ = nullptr;
   size_t size_ = 0;
+  bool decoded_stream_ = false;
   uint64_t nested_members_ = 0;
   uint64_t nested_archives_ = 0;
   // Nested tars met so far, by normalised path, for hard links to them.

@@ -490,6 +490,8 @@ Status ScanTarFd(const std::string& path, int fd, const ScanOptions& options,
     if (!options.checksum && map.size / std::max<uint64_t>(entries, 1) >= (64 << 10)) {
       ::madvise(m, map.size, MADV_RANDOM);
     }
+    // --recursive reads a stored member's content (a tar inside the zip).
+    if (options.on_bytes) options.on_bytes(map.base, map.size);
     return ScanZipBytes(path, map.base, map.size, options, releasing, info);
   }
   return ScanTarBytes(path, map.base, map.size, options, releasing, info);

@@ -17,7 +17,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ScanOptions options;
     options.on_bytes = [&](const char* d, size_t n) { nested.SetShardBytes(d, n); };
     const NestedScanner::Emit check = [&](ScannedMember&& m) -> shardfs::Status {
-      if (m.sparse) {
+      if (m.encoded) {
+        // A deflated member of a nested zip: its compressed bytes are what
+        // lies in the shard.
+        if (m.encoding.comp_offset > size || m.encoding.comp_size > size - m.encoding.comp_offset) {
+          std::abort();
+        }
+      } else if (m.sparse) {
         for (const auto& e : m.extents) {
           if (e.physical > size || e.length > size - e.physical) std::abort();
         }

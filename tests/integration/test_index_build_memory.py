@@ -145,7 +145,7 @@ class BuildMemoryTest(tl.ScratchTestCase):
                 self.assertGreater(len(want), 1000)
                 self.assertEqual(tl.ls_json(os.path.join(out, "spill")), want)
                 self.assertEqual(info(os.path.join(out, "mem")), info(os.path.join(out, "spill")))
-                self.assertRegex(a.stderr, rb"8 nested tar\(s\) shown as directories, holding "
+                self.assertRegex(a.stderr, rb"8 nested archive\(s\) shown as directories, holding "
                                            rb"\d+ member")
                 self.assertEqual([x for x in a.stderr.splitlines() if b"nested" in x],
                                  [x for x in b.stderr.splitlines() if b"nested" in x])

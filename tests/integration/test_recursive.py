@@ -10,8 +10,16 @@ mode with search permission wherever it grants read (tools/nested_scan.h).
 The index (content read from the outer shard at the indexed offsets), the
 FUSE mount and torchvision's ImageFolder are compared with that extraction,
 using test_tar_semantics.py's writers and comparison.
+
+Zips nest the same way: a member whose content is a zip (an end of central
+directory record ending it) is extracted by `unzip -o -q inner.zip -d DIR`
+(DIR less ".zip" with --strip-recursive-zip-extension), and an outer zip by
+`unzip` before its stored tars are expanded. A deflated member of a nested
+zip is checked in the index by inflating its compressed bytes at the indexed
+offset of the outer shard.
 """
 import bz2
+import hashlib
 import io
 import json
 import os
@@ -19,7 +27,10 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import zipfile
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import remote_servers as rs  # noqa: E402
@@ -41,6 +52,43 @@ def is_tar(data):
     return stored in (sum(h), sum(b - 256 if b > 127 else b for b in h))
 
 
+def is_zip(data):
+    """The oracle's reading of a nested zip: a local header (or, empty, the
+    end record) first, and an end record whose comment ends the data."""
+    if data[:4] not in (b"PK\3\4", b"PK\5\6"):
+        return False
+    at = data.rfind(b"PK\5\6", max(0, len(data) - 22 - 65535))
+    while at >= 0:
+        if len(data) >= at + 22 and int.from_bytes(data[at + 20:at + 22], "little") == \
+                len(data) - at - 22:
+            return True
+        at = data.rfind(b"PK\5\6", max(0, len(data) - 22 - 65535), at)
+    return False
+
+
+def zip_names(data):
+    """The member names of a zip in central directory order, as extracted."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        names = []
+        for n in z.namelist():
+            n = os.fsencode(n).strip(b"/")
+            if n not in names:
+                names.append(n)
+        return names
+
+
+def unzip_into(data, dest):
+    """`unzip -o -q` of zip bytes into dest; returns its stderr."""
+    with tempfile.NamedTemporaryFile(suffix=".zip") as z:
+        z.write(data)
+        z.flush()
+        r = subprocess.run(["unzip", "-o", "-q", z.name, "-d", dest], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        if r.returncode not in (0, 1):
+            raise AssertionError("unzip: " + r.stderr.decode(errors="replace"))
+        return r.stderr.decode(errors="replace")
+
+
 def tar_names(data):
     """The member names of a tar in archive order, once each, as extracted
     (no leading "./" or "/"); b"" for a member naming the root ("./")."""
@@ -56,9 +104,11 @@ def tar_names(data):
     return names
 
 
-def two_step_extract(outer, dest, strip=False, depth=4):
+def two_step_extract(outer, dest, strip=False, depth=4, strip_zip=False):
     """The oracle (see the module comment). Returns GNU tar's stderr."""
-    errs = [ts.tar_extract([outer], dest)]
+    with open(outer, "rb") as fh:
+        outer_zip = is_zip(fh.read())
+    errs = [unzip_into(tl.read_file(outer), dest) if outer_zip else ts.tar_extract([outer], dest)]
     mtimes = {}
 
     def record(root):
@@ -70,7 +120,7 @@ def two_step_extract(outer, dest, strip=False, depth=4):
         mtimes[root] = os.lstat(root).st_mtime_ns
 
     def expand(root, data, level):
-        for name in tar_names(data):
+        for name in (zip_names(data) if is_zip(data) else tar_names(data)):
             if not name:
                 continue
             p = os.path.join(root, os.fsdecode(name))
@@ -78,19 +128,24 @@ def two_step_extract(outer, dest, strip=False, depth=4):
                 continue
             with open(p, "rb") as fh:
                 inner = fh.read()
-            if not is_tar(inner) or level >= depth:
+            kind = "tar" if is_tar(inner) else "zip" if is_zip(inner) else None
+            if kind is None or level >= depth:
                 continue
             st = os.lstat(p)
             os.unlink(p)
-            target = p[:-4] if strip and p.lower().endswith(".tar") and len(
+            ext, stripping = (".tar", strip) if kind == "tar" else (".zip", strip_zip)
+            target = p[:-4] if stripping and p.lower().endswith(ext) and len(
                 os.path.basename(p)) > 4 else p
             os.makedirs(target, exist_ok=True)
-            r = subprocess.run(["tar", "-xf", "-", "-C", target], input=inner,
-                               stderr=subprocess.PIPE)
-            errs.append(r.stderr.decode(errors="replace"))
+            if kind == "zip":
+                errs.append(unzip_into(inner, target))
+            else:
+                r = subprocess.run(["tar", "-xf", "-", "-C", target], input=inner,
+                                   stderr=subprocess.PIPE)
+                errs.append(r.stderr.decode(errors="replace"))
             record(target)
             expand(target, inner, level + 1)
-            if b"" in tar_names(inner):
+            if kind == "tar" and b"" in tar_names(inner):
                 continue  # The inner "./" member described the directory.
             mode = st.st_mode & 0o777
             os.chmod(target, mode | ((mode & 0o444) >> 2))
@@ -118,6 +173,22 @@ def gnu_tar_of(files, mtime=T0):
         p = subprocess.run(["tar", "-cf", "-", "--owner=0", "--group=0", "-C", src,
                             *sorted(files)], stdout=subprocess.PIPE, check=True)
         return p.stdout
+
+
+def indexed(idx):
+    """ts.indexed, with a deflated member's content inflated from its
+    compressed bytes at the indexed offset (and its CRC-32 checked)."""
+    out = ts.indexed(idx)
+    for path, e in tl.index_entries(idx).items():
+        if e.get("method") != "deflate":
+            continue
+        with open(e["shard"], "rb") as fh:
+            fh.seek(e["compressed_offset"])
+            data = zlib.decompress(fh.read(e["compressed_size"]), -15)
+        assert len(data) == e["size"], path
+        assert "%08x" % zlib.crc32(data) == e["crc32"], path
+        out[path] = out[path]._replace(sha256=hashlib.sha256(data).hexdigest())
+    return out
 
 
 IMAGEFOLDER = r"""
@@ -154,26 +225,34 @@ class RecursiveTest(tl.ScratchTestCase):
             members[wnid + ".tar"] = gnu_tar_of(files, T0 + c)
         return self.write(base, "ILSVRC2012_img_train.tar", gnu_tar_of(members, T0 + 99))
 
-    def check(self, outer, *extra, strip=False, depth=4, skip_mtime=()):
+    def check(self, outer, *extra, strip=False, depth=4, skip_mtime=(), strip_zip=False):
         """Builds with --recursive (and `extra`), extracts with the oracle and
         compares: the index (content from the shard at its offsets), a build
         forced to spill, the FUSE mount. Returns (idx, extraction, build)."""
         base = self.scratch("c")
         x = os.path.join(base, "x")
         os.mkdir(x)
-        two_step_extract(outer, x, strip=strip, depth=depth)
+        two_step_extract(outer, x, strip=strip, depth=depth, strip_zip=strip_zip)
         want = tl.walk_reference(x)
         del want[b""]
         opts = ["--recursive", *extra] + (["--strip-recursive-tar-extension"] if strip else [])
+        opts += ["--strip-recursive-zip-extension"] if strip_zip else []
         idx = os.path.join(base, "idx")
         build = tl.build_index([outer], idx, *opts)
         skip = {os.fsencode(s) for s in skip_mtime}
-        self.compare(want, ts.indexed(idx), skip)
-        # Every entry is a byte range of the outer shard.
+        self.compare(want, indexed(idx), skip)
+        # Every entry is a byte range of the outer shard (a deflated member:
+        # its compressed bytes are).
+        deflated = 0
         for e in tl.index_entries(idx).values():
             if e["type"] == "file":
                 self.assertEqual(e["shard"], os.path.abspath(outer))
-                self.assertLessEqual(e["offset"] + e["size"], os.path.getsize(outer))
+                if e.get("method") == "deflate":
+                    deflated += 1
+                    self.assertLessEqual(e["compressed_offset"] + e["compressed_size"],
+                                         os.path.getsize(outer))
+                else:
+                    self.assertLessEqual(e["offset"] + e["size"], os.path.getsize(outer))
         # The bounded build (index build --memory) gives the same index.
         spilled = os.path.join(base, "idx-spilled")
         tl.build_index([outer], spilled, *opts, "--memory", "1")
@@ -185,9 +264,17 @@ class RecursiveTest(tl.ScratchTestCase):
             del got[b""]
             self.compare(want, got, skip)
         # The kernel's mount of the index (mount --kernel) too: nested members
-        # are block-aligned ranges of the outer shard like any other.
+        # are block-aligned ranges of the outer shard like any other. A zip's
+        # members are not: it refuses them, naming one.
         kmnt = os.path.join(base, "kmnt")
         os.mkdir(kmnt)
+        if deflated or is_zip(tl.read_file(outer)) or strip_zip:
+            p = tl.run_shardfs("mount", "--kernel", "-o",
+                               "cache_dir=" + os.path.join(base, "images"), idx, kmnt, timeout=60)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertRegex(p.stderr, rb"not supported by the kernel mount|not at a 512-byte block")
+            self.assertFalse(tl.is_mounted(kmnt))
+            return idx, x, build
         with tl.KernelMount(idx, kmnt, cache_dir=os.path.join(base, "images")):
             got = tl.walk_reference(kmnt)
             del got[b""]
@@ -363,7 +450,6 @@ class RecursiveTest(tl.ScratchTestCase):
             "gz": (archive(f("ok.txt", "1"), f("data.tgz", gz)), "a compressed tar"),
             # By content: a bzip2 stream that decodes to a tar, whatever its name.
             "bz2": (archive(f("blob", bz2.compress(inner))), "a compressed tar"),
-            "zip": (archive(f("d/pics.zip", zbuf.getvalue())), "a zip"),
         }
         for name, (data, what) in cases.items():
             with self.subTest(name):
@@ -377,14 +463,18 @@ class RecursiveTest(tl.ScratchTestCase):
                 self.assertFalse(os.path.exists(out))
                 # Without --recursive it stays a file, as before.
                 tl.build_index([outer], out)
-        # A gzip that is not a tar, and a zip-format file not named .zip, are files.
+        # A gzip that is not a tar is a file; a zip is a zip by its content,
+        # whatever its name (an .npz too).
         outer = self.write(base, "files.tar", archive(
             f("a.json.gz", subprocess.run(["gzip", "-c"], input=b"{}" * 500,
                                           stdout=subprocess.PIPE).stdout),
             f("w.npz", zbuf.getvalue())))
         out = os.path.join(base, "files-idx")
         tl.build_index([outer], out, "--recursive")
-        self.assertEqual({e["type"] for e in tl.index_entries(out).values()}, {"file"})
+        got = tl.index_entries(out)
+        self.assertEqual(got[b"a.json.gz"]["type"], "file")
+        self.assertEqual(got[b"w.npz"]["type"], "dir")
+        self.assertEqual(got[b"w.npz/f"]["type"], "file")
         # The entry bound.
         outer = self.write(base, "many.tar", archive(
             f("a.tar", gnu_tar_of({"f%d" % i: b"x" for i in range(20)}))))
@@ -471,6 +561,321 @@ class RecursiveTest(tl.ScratchTestCase):
         both = os.path.join(base, "both")
         tl.build_index([one, two], both, "--recursive", "--strip-recursive-tar-extension")
         self.assertEqual(tl.ls_json(both), tl.ls_json(idx))
+
+
+class RecursiveZipTest(tl.ScratchTestCase):
+    """Zips inside tars and tars inside zips (issue 24, second round)."""
+    PREFIX = "shardfs-recursive-zip-"
+
+    compare = ts.TarSemanticsTest.compare
+    write = RecursiveTest.write
+    check = RecursiveTest.check
+
+    def info_zip(self, base, name, files, *args, mtime=T0):
+        """An Info-ZIP `zip -r` (with `args`) of {name: bytes}, from a folder."""
+        src = tempfile.mkdtemp(prefix="zsrc-", dir=base)
+        for n, data in files.items():
+            p = os.path.join(src, n)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            with open(p, "wb") as fh:
+                fh.write(data)
+            os.utime(p, (mtime, mtime))
+        out = os.path.join(base, name)
+        subprocess.run(["zip", "-q", "-r", *args, out, *sorted(files)], cwd=src, check=True)
+        return out
+
+    def imagenet_zips(self, base, classes=6, per_class=7, seed=24):
+        """ImageNet's shape with class zips by Info-ZIP `zip`: a flat tar of
+        class zips, even classes deflated (the files compress by half), odd
+        ones stored (zip -0)."""
+        rnd = random.Random(seed)
+        members = {}
+        for c in range(classes):
+            wnid = "n%08d" % (1440764 + 1000 * c)
+            files = {}
+            for i in range(per_class):
+                n = rnd.choice([0, 1, 511, 3000, 70000, 200000])
+                files["%s_%d.JPEG" % (wnid, i)] = rnd.randbytes(n // 2) + b"jpeg " * (n // 10)
+            z = self.info_zip(base, wnid + ".zip", files, "-0" if c % 2 else "-6", mtime=T0 + c)
+            members[wnid + ".zip"] = tl.read_file(z)
+            os.unlink(z)
+        return self.write(base, "train.tar", gnu_tar_of(members, T0 + 99))
+
+    def read_concurrently(self, mnt, x, files, readers=16, seconds=3.0):
+        """`readers` threads read random ranges of `files` (relative paths)
+        through the mount for `seconds`; every byte is checked against x."""
+        want = {p: tl.read_file(os.path.join(x, p)) for p in files}
+        errors, counts = [], [0] * readers
+
+        def reader(k):
+            rnd = random.Random(k)
+            end = time.monotonic() + seconds
+            try:
+                while time.monotonic() < end and not errors:
+                    p = rnd.choice(files)
+                    data = want[p]
+                    off = rnd.randrange(len(data) + 10)
+                    n = rnd.choice([1, 100, 4096, 65536, 300_000])
+                    fd = os.open(os.path.join(mnt, p), os.O_RDONLY)
+                    try:
+                        got = os.pread(fd, n, off)
+                    finally:
+                        os.close(fd)
+                    if got != data[off:off + n]:
+                        errors.append("%s at %d+%d" % (p, off, n))
+                    counts[k] += 1
+            except OSError as e:
+                errors.append("%s: %s" % (p, e))
+
+        threads = [threading.Thread(target=reader, args=(k,)) for k in range(readers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertFalse(any(t.is_alive() for t in threads), "a reader hangs")
+        self.assertEqual(errors, [])
+        self.assertGreater(sum(counts), 100)
+
+    def refused(self, outer, *words, extra=()):
+        """index build --recursive of `outer` exits 1 naming it and `words`;
+        nothing is published. Returns stderr."""
+        out = os.path.join(self.scratch("refused"), "idx")
+        p = tl.run_shardfs("index", "build", "--out", out, "--recursive", *extra, outer, check=1)
+        err = p.stderr.decode(errors="replace")
+        self.assertIn(outer, err)
+        for w in words:
+            self.assertIn(w, err)
+        self.assertFalse(os.path.exists(out), err)
+        return err
+
+    def test_imagenet_shaped_tar_of_zips(self):
+        base = self.scratch("inz")
+        outer = self.imagenet_zips(base)
+        idx, x, _ = self.check(outer, strip_zip=True)
+        self.assertEqual(sorted(os.listdir(x))[0], "n01440764")
+        entries = tl.index_entries(idx)
+        deflated = [k for k, e in entries.items() if e.get("method") == "deflate"]
+        stored = [k for k, e in entries.items() if e["type"] == "file" and k not in deflated]
+        self.assertGreater(len(deflated), 5)
+        self.assertGreater(len(stored), 5)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        with tl.Mount(idx, mnt):
+            root_ns = os.stat(mnt).st_mtime_ns
+            files = [os.fsdecode(k) for k in deflated + stored if entries[k]["size"] > 0]
+            self.read_concurrently(mnt, x, files)
+            # torchvision's ImageFolder, unchanged, lists the same samples.
+            lists = []
+            for root in (x, mnt):
+                r = subprocess.run(["/usr/bin/python3", "-c", IMAGEFOLDER, root],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+                self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+                lists.append(json.loads(r.stdout))
+            self.assertEqual(lists[0], lists[1])
+            self.assertEqual(len(lists[1]["classes"]), 6)
+            self.assertEqual(len(lists[1]["samples"]), 42)
+        os.utime(x, ns=(root_ns, root_ns))
+        v = tl.run_shardfs("verify", "--full", "--quiet", idx, x)
+        self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+        # Without the zip option the directories keep the ".zip"; the tar
+        # option strips only ".tar", as ratarmount's does.
+        plain = os.path.join(self.scratch("plain"), "idx")
+        tl.build_index([outer], plain, "--recursive", "--strip-recursive-tar-extension")
+        self.assertEqual(tl.index_entries(plain)[b"n01440764.zip"]["type"], "dir")
+        # The option needs --recursive.
+        p = tl.run_shardfs("index", "build", "--out", plain + "2",
+                           "--strip-recursive-zip-extension", outer, check=2)
+        self.assertIn(b"--strip-recursive-zip-extension needs --recursive", p.stderr)
+
+    def test_a_tar_inside_a_zip(self):
+        base = self.scratch("tz")
+        tars = {"n%d.tar" % c: gnu_tar_of({"s%d.JPEG" % i: os.urandom(100 + 600 * i)
+                                           for i in range(4)}, T0 + c) for c in range(3)}
+        tars["notes.txt"] = b"a deflated text member\n" * 400
+        # And a zip in the zip, with a deflated member of its own.
+        tars["sub/in.zip"] = tl.read_file(self.info_zip(
+            self.scratch("tzi"), "in.zip", {"deep.txt": b"deep text\n" * 300}))
+        # -n .tar:.zip: the archives stored, the text deflated.
+        outer = self.info_zip(base, "outer.zip", tars, "-n", ".tar:.zip")
+        # "sub" has no member: unzip makes it at extraction time, the index
+        # gives an implied directory its newest child's mtime.
+        idx, x, _ = self.check(outer, strip=True, strip_zip=True, skip_mtime=("sub",))
+        entries = tl.index_entries(idx)
+        self.assertEqual(entries[b"sub/in/deep.txt"].get("method"), "deflate")
+        self.assertEqual(entries[b"n1"]["type"], "dir")
+        self.assertEqual(entries[b"notes.txt"].get("method"), "deflate")
+        self.assertIn(b"n2/s3.JPEG", entries)
+        # A tar stored deflated in a zip: refused, naming the zip and the member.
+        deflated = self.info_zip(self.scratch("tzd"), "deflated.zip",
+                                 {"d.tar": gnu_tar_of({"f": b"compressible " * 500})})
+        self.refused(deflated, "member 'd.tar'", "a tar stored deflated inside a zip",
+                     "zip -0")
+        # Without --recursive it is a file, as before.
+        tl.build_index([deflated], os.path.join(self.scratch("tzf"), "idx"))
+
+    def test_refusals_of_nested_zips(self):
+        base = self.scratch("zr")
+        # An encrypted member of an inner zip.
+        enc = self.info_zip(base, "sec.zip", {"secret.txt": b"hush " * 100}, "-P", "pw")
+        outer = self.write(base, "enc.tar", archive(f("ok.txt", "1"), f("d/sec.zip",
+                                                                         tl.read_file(enc))))
+        self.refused(outer, "member 'd/sec.zip'", "member 'secret.txt'", "encrypted")
+        # A zip bomb: 300 MiB of zeros deflated to a few hundred KiB.
+        bomb = io.BytesIO()
+        with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+            with z.open("zeros.bin", "w", force_zip64=True) as w:
+                block = bytes(1 << 20)
+                for _ in range(300):
+                    w.write(block)
+        outer = self.write(base, "bomb.tar", archive(f("bomb.zip", bomb.getvalue())))
+        self.refused(outer, "member 'bomb.zip'", "more than 100 times the zip's",
+                     "refused as a zip bomb")
+        # Overlapping members (two central entries sharing one local header):
+        # the zip bomb's trick without nesting.
+        one = io.BytesIO()
+        with zipfile.ZipFile(one, "w", zipfile.ZIP_STORED) as z:
+            z.writestr("x", b"x" * 1000)
+        data = one.getvalue()
+        cd = data.index(b"PK\1\2")
+        end = data.index(b"PK\5\6")
+        entry = data[cd:end]
+        tail = bytearray(data[end:])
+        tail[8:12] = (2).to_bytes(2, "little") * 2
+        tail[12:16] = (2 * len(entry)).to_bytes(4, "little")
+        overlapping = data[:end] + entry + bytes(tail)
+        outer = self.write(base, "overlap.tar", archive(f("o.zip", overlapping)))
+        self.refused(outer, "member 'o.zip'", "overlap: refused as a zip bomb")
+        # A quine: an archive holding itself needs a compressed copy of
+        # itself, and an archive stored deflated in a zip is refused. Here a
+        # zip holding a deflated zip of the same member, inside a tar.
+        inner = io.BytesIO()
+        with zipfile.ZipFile(inner, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("r.zip", b"PK\5\6" + bytes(18))
+        quine = io.BytesIO()
+        with zipfile.ZipFile(quine, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("r.zip", inner.getvalue())
+        outer = self.write(base, "quine.tar", archive(f("r.zip", quine.getvalue())))
+        self.refused(outer, "member 'r.zip/r.zip'", "a zip stored deflated inside a zip")
+        # Stored zips nested deeper than --recursive-depth stay files, with a
+        # warning: each level lies strictly inside its parent's bytes.
+        level = b"PK\5\6" + bytes(18)
+        for k in range(6):
+            buf = io.BytesIO()
+            with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+                z.writestr("z%d.zip" % k, level)
+            level = buf.getvalue()
+        outer = self.write(base, "deep.tar", archive(f("top.zip", level)))
+        idx = os.path.join(base, "deep-idx")
+        p = tl.run_shardfs("index", "build", "--out", idx, "--recursive", "--recursive-depth",
+                           "2", outer, check=0)
+        self.assertRegex(p.stderr, rb"member 'top.zip/z5.zip/z4.zip' at byte \d+: a zip nested "
+                                   rb"deeper than --recursive-depth 2; left as a file")
+        self.assertEqual(tl.index_entries(idx)[b"top.zip/z5.zip/z4.zip"]["type"], "file")
+        # The entry bound counts zip members too.
+        many = io.BytesIO()
+        with zipfile.ZipFile(many, "w") as z:
+            for i in range(20):
+                z.writestr("f%d" % i, b"x")
+        outer = self.write(base, "many.tar", archive(f("m.zip", many.getvalue())))
+        self.refused(outer, "more than 10 entries (--recursive-max-entries)",
+                     extra=("--recursive-max-entries", "10"))
+
+    def test_a_remote_tar_of_zips_and_index_add(self):
+        # Over HTTP: deflated inner members are inflated from compressed bytes
+        # fetched through the chunk cache. Then `index add` of a second one.
+        base = self.scratch("rz")
+        served = os.path.join(base, "served")
+        os.mkdir(served)
+        outer = self.imagenet_zips(served, classes=3, per_class=5, seed=9)
+        x = os.path.join(base, "x")
+        os.mkdir(x)
+        two_step_extract(outer, x, strip_zip=True)
+        want = tl.walk_reference(x)
+        del want[b""]
+        with rs.Nginx(served) as web:
+            idx = os.path.join(base, "idx")
+            url = web.url + "/" + os.path.basename(outer)
+            tl.build_index([url], idx, "--recursive", "--strip-recursive-zip-extension")
+            entries = tl.index_entries(idx)
+            self.assertEqual(entries[b"n01440764/n01440764_0.JPEG"]["shard"], url)
+            mnt = os.path.join(base, "mnt")
+            os.mkdir(mnt)
+            with tl.Mount(idx, mnt, "chunk_size=64K,cache_size=8M"):
+                got = tl.walk_reference(mnt)
+        del got[b""]
+        self.compare(want, got)
+        two = self.write(base, "two.tar", gnu_tar_of({"n9.zip": tl.read_file(self.info_zip(
+            base, "n9.zip", {"c.JPEG": b"c" * 5000}))}))
+        tl.run_shardfs("index", "add", "--quiet", "--recursive",
+                       "--strip-recursive-zip-extension", idx, two, check=0)
+        got = tl.index_entries(idx)
+        self.assertEqual(got[b"n9/c.JPEG"]["shard"], os.path.abspath(two))
+        self.assertEqual(got[b"n9/c.JPEG"]["method"], "deflate")
+
+    def test_archives_inside_a_compressed_tar_shard(self):
+        # A .tar.gz shard's members are ranges of its decoded stream, and so
+        # are those of a tar or a stored zip inside it. A deflated zip member
+        # there is refused: a read would inflate the shard's raw bytes.
+        base = self.scratch("gz")
+        stored = tl.read_file(self.info_zip(base, "s.zip", {
+            "a.JPEG": os.urandom(3000), "b.txt": b"text " * 400}, "-0"))
+        deflated = tl.read_file(self.info_zip(base, "d.zip", {"b.txt": b"text " * 400}))
+        outer = self.write(base, "outer.tar", gnu_tar_of({
+            "n1.tar": gnu_tar_of({"x.JPEG": os.urandom(5000)}), "n2.zip": stored}))
+        subprocess.run(["gzip", "-k", outer], check=True)
+        x = os.path.join(base, "x")
+        os.mkdir(x)
+        two_step_extract(outer, x, strip=True, strip_zip=True)  # The same tar, not gzipped.
+        want = tl.walk_reference(x)
+        del want[b""]
+        idx = os.path.join(base, "idx")
+        tl.build_index([outer + ".gz"], idx, "--recursive", "--strip-recursive-tar-extension",
+                       "--strip-recursive-zip-extension")
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        with tl.Mount(idx, mnt):
+            got = tl.walk_reference(mnt)
+        del got[b""]
+        self.compare(want, got)
+        bad = self.write(base, "bad.tar", gnu_tar_of({"n3.zip": deflated}))
+        subprocess.run(["gzip", "-k", bad], check=True)
+        self.refused(bad + ".gz", "member 'n3.zip/b.txt' of the zip 'n3.zip'",
+                     "deflated, in a compressed tar shard")
+
+    def test_corrupt_inner_deflated_member_is_eio(self):
+        base = self.scratch("corrupt")
+        rnd = random.Random(5)
+        z = self.info_zip(base, "c.zip", {
+            "head.bin": rnd.randbytes(100_000),
+            "mid.txt": b"".join(b"line %d\n" % i for i in range(20_000)),
+            "tail.bin": rnd.randbytes(100_000)})
+        outer = self.write(base, "outer.tar", archive(
+            f("pad-a", rnd.randbytes(100_000)), f("c.zip", tl.read_file(z)),
+            f("pad-z", rnd.randbytes(100_000))))
+        idx = os.path.join(base, "idx")
+        tl.build_index([outer], idx, "--recursive")
+        e = tl.index_entries(idx)[b"c.zip/mid.txt"]
+        self.assertEqual(e["method"], "deflate")
+        at, n = e["compressed_offset"], e["compressed_size"]
+        data = bytearray(tl.read_file(outer))
+        for i in range(at + n // 3, at + n // 3 + 64):
+            data[i] ^= 0x5A
+        with open(outer, "r+b") as fh:
+            fh.write(data)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        m = tl.Mount(idx, mnt)
+        with m:
+            for _ in range(2):  # A failed decode is not cached.
+                with self.assertRaises(OSError) as cm:
+                    with open(os.path.join(mnt, "c.zip/mid.txt"), "rb", buffering=0) as fh:
+                        fh.read()
+                self.assertEqual(cm.exception.errno, 5)
+            # The other members still read.
+            with zipfile.ZipFile(z) as zf:
+                self.assertEqual(tl.read_file(os.path.join(mnt, "c.zip/head.bin")),
+                                 zf.read("head.bin"))
+        self.assertIn("%s: member at byte %d" % (outer, at), m.final_log())
 
 
 if __name__ == "__main__":

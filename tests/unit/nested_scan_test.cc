@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "base/coding.h"
+#include "index/encoded_member.h"
 #include "tools/tar_writer.h"
 
 namespace shardfs::tools {
@@ -33,6 +35,51 @@ void AddLink(std::string* tar, std::string_view path, std::string_view target) {
 }
 
 std::string End(std::string tar) { return tar.append(kTarTrailer, '\0'); }
+
+void PutFixed16(std::string* dst, uint16_t v) {
+  dst->push_back(static_cast<char>(v & 0xff));
+  dst->push_back(static_cast<char>(v >> 8));
+}
+
+// A zip of stored members; `same_header` makes every central entry point at
+// the first local header (overlapping members, as a zip bomb has them).
+std::string StoredZip(const std::vector<std::pair<std::string, std::string>>& files,
+                      bool same_header = false) {
+  std::string zip, central;
+  for (const auto& [name, data] : files) {
+    const uint32_t at = same_header ? 0 : static_cast<uint32_t>(zip.size());
+    const uint32_t crc = index::Crc32(0, data.data(), data.size());
+    const uint32_t size = static_cast<uint32_t>(data.size());
+    const uint16_t name_len = static_cast<uint16_t>(name.size());
+    if (!same_header || zip.empty()) {
+      PutFixed32(&zip, 0x04034b50);
+      for (uint16_t v : {20, 0, 0, 0, 0x21}) PutFixed16(&zip, v);  // Version .. date.
+      for (uint32_t v : {crc, size, size}) PutFixed32(&zip, v);
+      PutFixed16(&zip, name_len);
+      PutFixed16(&zip, 0);
+      zip += name;
+      zip += data;
+    }
+    PutFixed32(&central, 0x02014b50);
+    for (uint16_t v : {0x031e, 20, 0, 0, 0, 0x21}) PutFixed16(&central, v);
+    for (uint32_t v : {crc, size, size}) PutFixed32(&central, v);
+    for (uint16_t v : {name_len, uint16_t{0}, uint16_t{0}, uint16_t{0}, uint16_t{0}}) {
+      PutFixed16(&central, v);
+    }
+    PutFixed32(&central, uint32_t{0100644} << 16);
+    PutFixed32(&central, at);
+    central += name;
+  }
+  const uint32_t cd_at = static_cast<uint32_t>(zip.size());
+  zip += central;
+  PutFixed32(&zip, 0x06054b50);
+  for (uint16_t v : {0, 0}) PutFixed16(&zip, v);
+  for (size_t i = 0; i < 2; ++i) PutFixed16(&zip, static_cast<uint16_t>(files.size()));
+  PutFixed32(&zip, static_cast<uint32_t>(central.size()));
+  PutFixed32(&zip, cd_at);
+  PutFixed16(&zip, 0);
+  return zip;
+}
 
 struct Scanned {
   Status status;
@@ -70,9 +117,12 @@ TEST(NestedScanTest, WhatCountsAsANestedTar) {
   std::string v7 = tar;
   std::fill(v7.begin() + 257, v7.begin() + 265, '\0');  // No magic.
   EXPECT_EQ(ClassifyMember("x.tar", v7.data(), v7.size()), NestedKind::kNone);
-  const std::string zip = std::string("PK\3\4") + std::string(40, '\0');
-  EXPECT_EQ(ClassifyMember("d/a.ZIP", zip.data(), zip.size()), NestedKind::kZip);
-  EXPECT_EQ(ClassifyMember("w.npz", zip.data(), zip.size()), NestedKind::kNone);
+  // A zip by its content, whatever its name: an end record that ends it.
+  const std::string empty_zip = std::string("PK\5\6") + std::string(18, '\0');
+  EXPECT_EQ(ClassifyMember("d/a.ZIP", empty_zip.data(), empty_zip.size()), NestedKind::kZip);
+  EXPECT_EQ(ClassifyMember("w.npz", empty_zip.data(), empty_zip.size()), NestedKind::kZip);
+  const std::string zip_start = std::string("PK\3\4") + std::string(40, '\0');
+  EXPECT_EQ(ClassifyMember("d/a.zip", zip_start.data(), zip_start.size()), NestedKind::kNone);
   const std::string xz = std::string(
                              "\xfd"
                              "7zXZ",
@@ -144,6 +194,41 @@ TEST(NestedScanTest, DepthAndEntryBounds) {
   s = Scan(outer, options);
   EXPECT_FALSE(s.status.ok());
   EXPECT_NE(s.status.message().find("shard outer.tar: member 'b.tar/c.tar'"), std::string::npos)
+      << s.status.message();
+}
+
+TEST(NestedScanTest, ZipMembersAreRangesOfTheOuterShard) {
+  std::string inner_tar;
+  AddFile(&inner_tar, "t.txt", "in a tar in a zip");
+  inner_tar = End(inner_tar);
+  const std::string zip =
+      StoredZip({{"a.txt", "alpha"}, {"sub/b.bin", std::string(900, 'b')}, {"in.tar", inner_tar}});
+  std::string outer;
+  AddFile(&outer, "first", "1");
+  AddFile(&outer, "c/n1.ZIP", zip);  // The content counts, not the name.
+  outer = End(outer);
+  NestOptions options;
+  options.recursive = true;
+  options.strip_zip_extension = true;
+  Scanned s = Scan(outer, options);
+  ASSERT_TRUE(s.status.ok()) << s.status.message();
+  std::vector<std::string> paths;
+  for (const ScannedMember& m : s.members) paths.push_back(m.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"first", "c/n1", "c/n1/a.txt", "c/n1/sub/b.bin",
+                                             "c/n1/in.tar", "c/n1/in.tar/t.txt"}));
+  EXPECT_EQ(s.members[1].kind, MemberKind::kDir);
+  EXPECT_EQ(outer.substr(s.members[2].data_offset, 5), "alpha");
+  EXPECT_EQ(outer.substr(s.members[3].data_offset, 900), std::string(900, 'b'));
+  EXPECT_EQ(outer.substr(s.members[5].data_offset, s.members[5].size), "in a tar in a zip");
+  // Overlapping members: refused as a zip bomb, naming the shard and member.
+  outer.clear();
+  AddFile(&outer, "bomb.zip", StoredZip({{"x", "xxxx"}, {"x", "xxxx"}}, /*same_header=*/true));
+  outer = End(outer);
+  s = Scan(outer, options);
+  ASSERT_FALSE(s.status.ok());
+  EXPECT_NE(s.status.message().find("outer.tar, member 'bomb.zip'"), std::string::npos)
+      << s.status.message();
+  EXPECT_NE(s.status.message().find("overlap: refused as a zip bomb"), std::string::npos)
       << s.status.message();
 }
 
