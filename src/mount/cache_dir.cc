@@ -9,6 +9,8 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <thread>
 
 #include "base/io.h"
 #include "base/log.h"
@@ -105,7 +107,8 @@ Result<bool> IsEmptyDir(int dir_fd, const std::string& shown) {
 
 }  // namespace
 
-Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir) {
+Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir,
+                              std::chrono::milliseconds lock_wait) {
   CacheDir out;
   SHARDFS_ASSIGN_OR_RETURN(UniqueFd top, OpenPrivateDir(AT_FDCWD, dir.c_str(), dir));
   out.chunk_dir = fmt::format("{}/{}", dir, chunk_subdir);
@@ -146,13 +149,17 @@ Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir) 
   if (!out.lock_fd.valid()) return Status::FromErrno(errno, fmt::format("cache_dir {}", lock));
   // flock locks the open file description: a second Open in this process is
   // refused too.
+  const auto deadline = std::chrono::steady_clock::now() + lock_wait;
   while (::flock(out.lock_fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
-    if (errno == EWOULDBLOCK) {
+    if (errno != EWOULDBLOCK) {
+      return Status::FromErrno(errno, fmt::format("cache_dir {}: lock", lock));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
       return Status::InvalidArgument(
           fmt::format("cache_dir {}: in use by another shardfs process", dir));
     }
-    return Status::FromErrno(errno, fmt::format("cache_dir {}: lock", lock));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #ifndef SHARDFS_SRC_MOUNT_CACHE_DIR_H_
 #define SHARDFS_SRC_MOUNT_CACHE_DIR_H_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -30,8 +31,12 @@ struct CacheDir {
 // refuses either if it is a symbolic link, owned by another user or writable
 // by group or others; refuses a subdirectory that holds files but no marker
 // (writing the marker into an empty one) and one that another process has
-// locked.
-Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir);
+// locked. A lock held by another process is waited for up to `lock_wait`
+// (polled): a daemon that was just unmounted still holds it while it exits,
+// and a mount right after an unmount must not fail for that.
+inline constexpr std::chrono::milliseconds kCacheLockWait{3000};
+Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir,
+                              std::chrono::milliseconds lock_wait = kCacheLockWait);
 
 // Opens directory `name` under `at` (AT_FDCWD: a path) without following a
 // symbolic link in its place, creating it 0700 if it is missing (only it: a

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/mount/cache_dir.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::mount {
@@ -549,6 +550,36 @@ TEST(ChunkCacheTest, SecondOpenOfADirRefused) {
   EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
   first.reset();
   EXPECT_TRUE(OpenOk({d, 8 * (kChunk + 4096), kChunk}, Shards(1)));
+}
+
+// A mount right after an unmount: the daemon that held the cache_dir is
+// still exiting. Its lock is waited for (a bounded wait), not refused.
+TEST(ChunkCacheTest, ALockLetGoWithinTheWaitIsTaken) {
+  TempDir dir;
+  const std::string d = dir / "cache";
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto held = ChunkCache::Open({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
+    char c = held.ok() ? 'y' : 'n';
+    if (::write(ready[1], &c, 1) != 1) ::_exit(2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    ::_exit(0);  // The lock goes with the process.
+  }
+  ::close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  ASSERT_EQ(c, 'y');
+  const auto start = std::chrono::steady_clock::now();
+  auto second = ChunkCache::Open({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
+  EXPECT_TRUE(second.ok()) << second.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kCacheLockWait);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
 }
 
 TEST(ChunkCacheTest, DirCreatedOrNamedInErrors) {
