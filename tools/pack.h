@@ -76,6 +76,7 @@
 #include "base/status.h"
 #include "index/index_writer.h"
 #include "index/manifest.h"
+#include "tools/shard_compress.h"
 #include "tools/shard_name.h"  // ParseShardName checks a --name early.
 
 namespace shardfs::tools {
@@ -102,6 +103,12 @@ struct PackOptions {
   bool follow_symlinks = false;
   bool quiet = false;
   bool force = false;
+  // --compress: kNone (plain tar shards), kZstd or kGzip; --compress-level
+  // (-1: the codec's default) and --group-bytes. See tools/shard_compress.h.
+  // --shard-size counts the uncompressed tar.
+  index::Codec compress = index::Codec::kNone;
+  int compress_level = -1;
+  uint64_t group_bytes = kDefaultGroupBytes;
 };
 
 struct PackReport {
@@ -115,6 +122,7 @@ struct PackReport {
   uint64_t bytes = 0;  // File content bytes written (copies included).
   uint64_t shards = 0;
   uint64_t shard_bytes = 0;
+  uint64_t tar_bytes = 0;  // pack --compress: the shards' tar bytes before compression.
   std::vector<std::string> shard_paths;
   std::string index_path;
   index::WriteStats index_stats;
