@@ -128,6 +128,11 @@ void LogPackSummary(const tools::PackReport& r) {
       r.files, tools::HumanBytes(r.bytes), r.dirs, r.symlinks, r.hardlinks + r.link_copies,
       r.link_copies, r.shards, tools::HumanBytes(r.shard_bytes), r.skipped.size(), secs,
       r.files / secs, tools::HumanBytes(r.bytes / secs), r.index_path);
+  if (r.tar_bytes > 0) {
+    log::Info("compressed {} of tar into {} ({:.3f}x)", tools::HumanBytes(r.tar_bytes),
+              tools::HumanBytes(r.shard_bytes),
+              static_cast<double>(r.shard_bytes) / static_cast<double>(r.tar_bytes));
+  }
 }
 
 }  // namespace
