@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tarfile
 import unittest
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
@@ -186,9 +187,41 @@ class PackCompressTest(tl.ScratchTestCase):
                 # index build over the shards finds the same files (zstd: past
                 # the seek table's skippable frame).
                 built = os.path.join(self.scratch("built"), "idx")
-                tl.build_index(self.shards(self.packs[codec], codec), built)
-                tl.assert_same_tree(self, self.want, self.mount_tree(built),
-                                    skip_mtime=())
+                tl.build_index(self.shards(self.packs[codec], codec), built,
+                               "--seek-spacing", "128K")
+                tl.assert_same_tree(self, self.want, self.mount_tree(built))
+                # gzip: its points are verified full-flush points, with no window.
+                info = tl.run_shardfs("index", "info", built, check=0).stdout.decode()
+                m = re.search(r"seek points:\s+(\d+) in \d+ compressed shards, (\d+) with a "
+                              r"window", info)
+                self.assertIsNotNone(m, info)
+                self.assertGreater(int(m.group(1)), 2)
+                self.assertEqual(int(m.group(2)), 0, info)
+
+    def test_sync_flush_gzip_keeps_what_it_needs(self):
+        """A foreign gzip with Z_SYNC_FLUSH points (the same 00 00 ff ff bytes
+        as a full flush, but back-references may cross them): index build
+        keeps a window wherever decoding without one fails, and every read
+        is right."""
+        d = self.scratch("sync")
+        tar = os.path.join(d, "plain.tar")
+        subprocess.run(["tar", "--format=gnu", "-cf", tar, "-C", self.src, "."], check=True)
+        data = tl.read_file(tar)
+        c = zlib.compressobj(6, zlib.DEFLATED, 31)
+        out = b""
+        for i in range(0, len(data), 50000):
+            out += c.compress(data[i:i + 50000]) + c.flush(zlib.Z_SYNC_FLUSH)
+        out += c.flush()
+        shard = os.path.join(d, "sync.tar.gz")
+        tl.write_file(shard, out)
+        idx = os.path.join(d, "idx")
+        tl.build_index([shard], idx, "--seek-spacing", "64K")
+        info = tl.run_shardfs("index", "info", idx, check=0).stdout.decode()
+        self.assertRegex(info, r"seek points:\s+\d+ in 1 compressed shards")
+        mnt = self.scratch("mnt")
+        with tl.Mount(idx, mnt):
+            for rel, want in sorted(self.files.items()):
+                self.assertEqual(tl.read_file(os.path.join(mnt, rel)), want, rel)
 
     def test_random_reads_16_readers(self):
         names = sorted(p for p, d in self.files.items() if d)
