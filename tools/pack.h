@@ -61,9 +61,17 @@
 // byte-identical shards), so a forced restart reproduces an interrupted
 // pack. A failed pack removes the shards it wrote.
 //
+// Compression (--compress zstd|gzip). Each shard's tar, the same bytes as
+// without it, is written to an unnamed temporary file in OUT_DIR, then cut
+// into groups of whole samples and compressed into NAME.tmp so that every
+// group decodes alone (tools/shard_compress.h); the index gets the shard's
+// codec and one seek point per group, with no window. --shard-size counts
+// the tar.
+//
 // The parts, in tools/: source_tree (the scan), pack_plan (order, samples,
 // shard cuts), source_prefetch (the reader threads), shard_writer (the
-// shards), shard_name and output_dir (names and leftovers of OUT_DIR).
+// shards), shard_compress (groups and codecs), shard_name and output_dir
+// (names and leftovers of OUT_DIR).
 //
 // Thread safety: Pack is self-contained; call it from one thread.
 #ifndef SHARDFS_TOOLS_PACK_H_
