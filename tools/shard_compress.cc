@@ -6,8 +6,10 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <memory>
+#include <thread>
 
 #include "base/io.h"
 #include "tools/ctar_codec.h"
@@ -19,7 +21,6 @@ using index::Codec;
 using index::SeekKind;
 using index::SeekPoint;
 
-constexpr size_t kChunk = size_t{1} << 20;
 constexpr uint32_t kSkippableSeekTableMagic = 0x184D2A5E;
 constexpr uint32_t kSeekableMagic = 0x8F92EAB1;
 constexpr uint8_t kSeekTableChecksums = 0x80;
@@ -28,61 +29,17 @@ void PutLe32(std::string* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-// Compressed bytes on their way to the output file, counted.
-class Output {
- public:
-  Output(const std::string& name, int fd) : name_(name), fd_(fd) { buf_.reserve(kChunk); }
-
-  uint64_t offset() const { return written_ + buf_.size(); }
-  std::string& buf() { return buf_; }
-
-  // Writes what is buffered once there is a chunk of it (or `force`).
-  Status Drain(bool force) {
-    if (buf_.empty() || (!force && buf_.size() < kChunk)) return Status::Ok();
-    if (!WriteFully(fd_, buf_.data(), buf_.size())) {
-      return Status::FromErrno(errno, fmt::format("write {}", name_));
-    }
-    written_ += buf_.size();
-    buf_.clear();
-    return Status::Ok();
-  }
-
- private:
-  const std::string& name_;
-  const int fd_;
-  std::string buf_;
-  uint64_t written_ = 0;
+// One group, compressed on its own.
+struct Group {
+  uint64_t from = 0, to = 0;  // Bytes [from, to) of the tar.
+  std::string data;           // Those bytes, then freed.
+  std::string out;            // Compressed.
+  uint32_t check = 0;         // zstd: XXH64 low 32 bits; gzip: CRC-32 of `data`.
+  Status status;
 };
 
-// Reads the tar group by group, in chunks.
-class GroupReader {
- public:
-  GroupReader(const std::string& name, int fd) : name_(name), fd_(fd), chunk_(new char[kChunk]) {}
-
-  // Calls fn(data, len, last) over bytes [from, to).
-  template <typename Fn>
-  Status Each(uint64_t from, uint64_t to, Fn fn) {
-    if (from == to) return fn(chunk_.get(), 0, true);
-    for (uint64_t pos = from; pos < to;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, to - pos));
-      if (Status s = PreadExact(fd_, chunk_.get(), n, pos); !s.ok()) {
-        return s.WithContext(fmt::format("read the tar of {}", name_));
-      }
-      pos += n;
-      SHARDFS_RETURN_IF_ERROR(fn(chunk_.get(), n, pos == to));
-    }
-    return Status::Ok();
-  }
-
- private:
-  const std::string& name_;
-  const int fd_;
-  std::unique_ptr<char[]> chunk_;
-};
-
-Status CompressZstd(const std::string& name, GroupReader* in, uint64_t tar_size,
-                    const std::vector<uint64_t>& starts, int level, Output* out,
-                    index::SeekTable* table) {
+// A zstd frame with its content size and checksum.
+Status CompressZstdGroup(const std::string& name, int level, Group* g) {
   std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx(ZSTD_createCCtx(), &ZSTD_freeCCtx);
   if (!cctx) return Status::IoError("ZSTD_createCCtx failed");
   auto check = [&](size_t r) {
@@ -94,94 +51,46 @@ Status CompressZstd(const std::string& name, GroupReader* in, uint64_t tar_size,
       check(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level)));
   SHARDFS_RETURN_IF_ERROR(check(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1)));
   SHARDFS_RETURN_IF_ERROR(check(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, 1)));
-  std::string seek_entries;
-  const size_t out_room = ZSTD_CStreamOutSize();
-  for (size_t g = 0; g < starts.size(); ++g) {
-    const uint64_t from = starts[g];
-    const uint64_t to = g + 1 < starts.size() ? starts[g + 1] : tar_size;
-    SeekPoint p;
-    p.kind = SeekKind::kZstdFrame;
-    p.decoded = from;
-    p.compressed = out->offset();
-    table->points.push_back(p);
-    SHARDFS_RETURN_IF_ERROR(check(ZSTD_CCtx_reset(cctx.get(), ZSTD_reset_session_only)));
-    SHARDFS_RETURN_IF_ERROR(check(ZSTD_CCtx_setPledgedSrcSize(cctx.get(), to - from)));
-    XXH64_state_t* h = XXH64_createState();
-    std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> hold(h, &XXH64_freeState);
-    XXH64_reset(h, 0);
-    SHARDFS_RETURN_IF_ERROR(in->Each(from, to, [&](const char* data, size_t n, bool last) {
-      XXH64_update(h, data, n);
-      ZSTD_inBuffer ib{data, n, 0};
-      const ZSTD_EndDirective mode = last ? ZSTD_e_end : ZSTD_e_continue;
-      for (;;) {
-        std::string& b = out->buf();
-        const size_t at = b.size();
-        b.resize(at + out_room);
-        ZSTD_outBuffer ob{b.data() + at, out_room, 0};
-        const size_t r = ZSTD_compressStream2(cctx.get(), &ob, &ib, mode);
-        b.resize(at + ob.pos);
-        SHARDFS_RETURN_IF_ERROR(check(r));
-        SHARDFS_RETURN_IF_ERROR(out->Drain(false));
-        if (last ? r == 0 : ib.pos == ib.size) break;
-      }
-      return Status::Ok();
-    }));
-    PutLe32(&seek_entries, static_cast<uint32_t>(out->offset() - p.compressed));
-    PutLe32(&seek_entries, static_cast<uint32_t>(to - from));
-    PutLe32(&seek_entries, static_cast<uint32_t>(XXH64_digest(h) & 0xffffffffu));
-  }
-  // The seekable format's seek table, a skippable frame.
-  std::string& b = out->buf();
-  PutLe32(&b, kSkippableSeekTableMagic);
-  PutLe32(&b, static_cast<uint32_t>(seek_entries.size() + 9));
-  b += seek_entries;
-  PutLe32(&b, static_cast<uint32_t>(starts.size()));
-  b.push_back(static_cast<char>(kSeekTableChecksums));
-  PutLe32(&b, kSeekableMagic);
+  g->out.resize(ZSTD_compressBound(g->data.size()));
+  const size_t n =
+      ZSTD_compress2(cctx.get(), g->out.data(), g->out.size(), g->data.data(), g->data.size());
+  SHARDFS_RETURN_IF_ERROR(check(n));
+  g->out.resize(n);
+  g->check = static_cast<uint32_t>(XXH64(g->data.data(), g->data.size(), 0) & 0xffffffffu);
   return Status::Ok();
 }
 
-Status CompressGzip(const std::string& name, GroupReader* in, uint64_t tar_size,
-                    const std::vector<uint64_t>& starts, int level, Output* out,
-                    index::SeekTable* table) {
+// Raw deflate from an empty window, ending in a full flush (an empty stored
+// block, byte aligned), or for the last group in the final block.
+Status CompressDeflateGroup(const std::string& name, int level, bool last, Group* g) {
   z_stream strm{};
-  if (deflateInit2(&strm, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+  if (deflateInit2(&strm, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
     return Status::IoError("deflateInit2 failed");
   }
   std::unique_ptr<z_stream, decltype(&deflateEnd)> guard(&strm, &deflateEnd);
-  const size_t out_room = 256 << 10;
-  for (size_t g = 0; g < starts.size(); ++g) {
-    const uint64_t from = starts[g];
-    const uint64_t to = g + 1 < starts.size() ? starts[g + 1] : tar_size;
-    const bool final_group = g + 1 == starts.size();
-    SeekPoint p;
-    p.decoded = from;
-    p.compressed = g == 0 ? 0 : out->offset();
-    p.kind = g == 0 ? SeekKind::kGzipMember : SeekKind::kDeflate;
-    table->points.push_back(p);
-    SHARDFS_RETURN_IF_ERROR(in->Each(from, to, [&](const char* data, size_t n, bool last) {
-      strm.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data));
-      strm.avail_in = static_cast<uInt>(n);
-      const int flush = !last ? Z_NO_FLUSH : final_group ? Z_FINISH : Z_FULL_FLUSH;
-      for (;;) {
-        std::string& b = out->buf();
-        const size_t at = b.size();
-        b.resize(at + out_room);
-        strm.next_out = reinterpret_cast<Bytef*>(b.data() + at);
-        strm.avail_out = static_cast<uInt>(out_room);
-        const int r = deflate(&strm, flush);
-        b.resize(at + out_room - strm.avail_out);
-        if (r == Z_STREAM_ERROR) return Status::IoError(fmt::format("{}: deflate failed", name));
-        SHARDFS_RETURN_IF_ERROR(out->Drain(false));
-        // Done when the input is used and, flushing, the output had room.
-        if (flush == Z_FINISH ? r == Z_STREAM_END : strm.avail_in == 0 && strm.avail_out > 0) {
-          break;
-        }
-      }
-      return Status::Ok();
-    }));
+  // Room for all of it: the bound, plus the flush's empty stored block.
+  g->out.resize(deflateBound(&strm, static_cast<uLong>(g->data.size())) + 16);
+  strm.next_in = reinterpret_cast<Bytef*>(g->data.data());
+  strm.avail_in = static_cast<uInt>(g->data.size());
+  strm.next_out = reinterpret_cast<Bytef*>(g->out.data());
+  strm.avail_out = static_cast<uInt>(g->out.size());
+  const int r = deflate(&strm, last ? Z_FINISH : Z_FULL_FLUSH);
+  if (r != (last ? Z_STREAM_END : Z_OK) || strm.avail_in != 0 || strm.avail_out == 0) {
+    return Status::IoError(fmt::format("{}: deflate of bytes {}..{} failed", name, g->from, g->to));
   }
+  g->out.resize(g->out.size() - strm.avail_out);
+  g->check = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(g->data.data()), static_cast<uInt>(g->data.size())));
   return Status::Ok();
+}
+
+// The gzip header zlib writes for deflateInit2(.., 31, ..): no name, mtime
+// 0, the extra flags for the level, OS 3 (Unix).
+std::string GzipHeader(int level) {
+  std::string h("\x1f\x8b\x08\x00\x00\x00\x00\x00", 8);
+  h.push_back(level == 9 ? 2 : level < 2 ? 4 : 0);
+  h.push_back(3);
+  return h;
 }
 
 }  // namespace
@@ -237,14 +146,86 @@ Status CompressShard(const std::string& name, int tar_fd, uint64_t tar_size,
                      int out_fd, index::SeekTable* table) {
   *table = index::SeekTable{};
   table->decoded_size = tar_size;
-  GroupReader in(name, tar_fd);
-  Output out(name, out_fd);
-  if (c.codec == Codec::kZstd) {
-    SHARDFS_RETURN_IF_ERROR(CompressZstd(name, &in, tar_size, group_starts, c.level, &out, table));
-  } else {
-    SHARDFS_RETURN_IF_ERROR(CompressGzip(name, &in, tar_size, group_starts, c.level, &out, table));
+  const bool zstd = c.codec == Codec::kZstd;
+  const size_t n = group_starts.size();
+  const size_t threads = static_cast<size_t>(std::max(
+      1, c.threads > 0 ? c.threads : static_cast<int>(std::thread::hardware_concurrency())));
+  std::string out = zstd ? "" : GzipHeader(c.level);
+  uint64_t written = 0;
+  auto drain = [&]() -> Status {
+    if (!WriteFully(out_fd, out.data(), out.size())) {
+      return Status::FromErrno(errno, fmt::format("write {}", name));
+    }
+    written += out.size();
+    out.clear();
+    return Status::Ok();
+  };
+  std::string seek_entries;
+  uLong crc = crc32(0, nullptr, 0);
+  // Groups are compressed `threads` at a time, each on its own, and written
+  // in order: the bytes do not depend on the number of threads.
+  std::vector<Group> batch;
+  for (size_t first = 0; first < n; first += batch.size()) {
+    batch.assign(std::min(threads, n - first), Group{});
+    for (size_t k = 0; k < batch.size(); ++k) {
+      batch[k].from = group_starts[first + k];
+      batch[k].to = first + k + 1 < n ? group_starts[first + k + 1] : tar_size;
+    }
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t k; (k = next.fetch_add(1)) < batch.size();) {
+        Group& g = batch[k];
+        g.data.resize(static_cast<size_t>(g.to - g.from));
+        g.status = PreadExact(tar_fd, g.data.data(), g.data.size(), g.from);
+        if (!g.status.ok()) {
+          g.status = g.status.WithContext(fmt::format("read the tar of {}", name));
+          continue;
+        }
+        g.status = zstd ? CompressZstdGroup(name, c.level, &g)
+                        : CompressDeflateGroup(name, c.level, first + k + 1 == n, &g);
+        g.data = std::string();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < batch.size(); ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+    for (size_t k = 0; k < batch.size(); ++k) {
+      Group& g = batch[k];
+      SHARDFS_RETURN_IF_ERROR(g.status);
+      SeekPoint p;
+      p.decoded = g.from;
+      p.compressed = written + out.size();
+      p.kind = zstd             ? SeekKind::kZstdFrame
+               : first + k == 0 ? SeekKind::kGzipMember
+                                : SeekKind::kDeflate;
+      if (p.kind == SeekKind::kGzipMember) p.compressed = 0;
+      table->points.push_back(p);
+      out += g.out;
+      if (zstd) {
+        PutLe32(&seek_entries, static_cast<uint32_t>(g.out.size()));
+        PutLe32(&seek_entries, static_cast<uint32_t>(g.to - g.from));
+        PutLe32(&seek_entries, g.check);
+      } else {
+        crc = crc32_combine(crc, g.check, static_cast<z_off_t>(g.to - g.from));
+      }
+      g.out = std::string();
+      SHARDFS_RETURN_IF_ERROR(drain());
+    }
   }
-  return out.Drain(true);
+  if (zstd) {
+    // The seekable format's seek table, a skippable frame.
+    PutLe32(&out, kSkippableSeekTableMagic);
+    PutLe32(&out, static_cast<uint32_t>(seek_entries.size() + 9));
+    out += seek_entries;
+    PutLe32(&out, static_cast<uint32_t>(n));
+    out.push_back(static_cast<char>(kSeekTableChecksums));
+    PutLe32(&out, kSeekableMagic);
+  } else {
+    PutLe32(&out, static_cast<uint32_t>(crc));
+    PutLe32(&out, static_cast<uint32_t>(tar_size & 0xffffffffu));
+  }
+  return drain();
 }
 
 }  // namespace shardfs::tools

@@ -22,7 +22,11 @@
 // otherwise one big file would be a frame too long for a random read
 // (tools::kMaxIntervalBytes). The tar's trailer ends the last group.
 //
-// Output is deterministic: same tar and options, same bytes.
+// Groups are compressed in parallel, each on its own (gzip: a raw deflate
+// from an empty window, ending in a full flush, between one gzip header and
+// a trailer whose CRC-32 combines the groups'), and written in order. Output
+// is deterministic: same tar and options, same bytes, whatever the number
+// of threads.
 //
 // Thread-safe: each call owns its compressor.
 #ifndef SHARDFS_TOOLS_SHARD_COMPRESS_H_
@@ -46,6 +50,7 @@ struct GroupCompression {
   index::Codec codec = index::Codec::kNone;  // kZstd or kGzip.
   int level = 0;                             // The codec's level.
   uint64_t group_bytes = kDefaultGroupBytes;
+  int threads = 0;  // Groups compressed at once; 0: one per core.
 };
 
 // InvalidArgument naming the option unless `c` can be written: codec zstd
@@ -64,7 +69,8 @@ std::vector<uint64_t> PlanGroups(const std::vector<uint64_t>& sample_starts, uin
 
 // Compresses bytes [0, tar_size) of `tar_fd` (read with pread) into
 // `out_fd` (empty; written from its start), a group starting at each of
-// `group_starts` (PlanGroups' result). Fills `table` with one seek point per
+// `group_starts` (PlanGroups' result), up to c.threads groups at once (each
+// held in memory with its output). Fills `table` with one seek point per
 // group and decoded_size = tar_size. Returns IoError naming `name` if a read
 // or write fails.
 Status CompressShard(const std::string& name, int tar_fd, uint64_t tar_size,

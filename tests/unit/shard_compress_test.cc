@@ -6,6 +6,8 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
 
 #include <random>
 #include <string>
@@ -130,6 +132,43 @@ TEST_P(CompressShardTest, EveryGroupDecodesAlone) {
     EXPECT_EQ(comp, frame);
     EXPECT_EQ(dec, tar.size());
   }
+}
+
+TEST_P(CompressShardTest, SameBytesWhateverTheThreadsAndAWholeStreamDecodes) {
+  const std::string tar = Data(500000);
+  const std::vector<uint64_t> groups = PlanGroups({0, 70000, 200000}, tar.size(), 32 << 10);
+  UniqueFd in = TempWith(tar);
+  std::string outs[3];
+  int threads[3] = {1, 3, 8};
+  for (int k = 0; k < 3; ++k) {
+    UniqueFd out = TempWith("");
+    GroupCompression c{GetParam(), DefaultCompressLevel(GetParam()), 32 << 10, threads[k]};
+    index::SeekTable table;
+    ASSERT_TRUE(CompressShard("t", in.get(), tar.size(), groups, c, out.get(), &table).ok());
+    outs[k] = ReadAll(out.get());
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(outs[0], outs[2]);
+  // The whole file is one stream a stock decoder reads (gzip: CRC-32 and
+  // length in the trailer; zstd: every frame, the seek table skipped).
+  std::string whole(tar.size() + 1, '\0');
+  if (GetParam() == Codec::kGzip) {
+    z_stream strm{};
+    ASSERT_EQ(inflateInit2(&strm, 31), Z_OK);
+    strm.next_in = reinterpret_cast<Bytef*>(outs[0].data());
+    strm.avail_in = static_cast<uInt>(outs[0].size());
+    strm.next_out = reinterpret_cast<Bytef*>(whole.data());
+    strm.avail_out = static_cast<uInt>(whole.size());
+    EXPECT_EQ(inflate(&strm, Z_FINISH), Z_STREAM_END);
+    EXPECT_EQ(strm.avail_in, 0u);
+    whole.resize(whole.size() - strm.avail_out);
+    inflateEnd(&strm);
+  } else {
+    const size_t n = ZSTD_decompress(whole.data(), whole.size(), outs[0].data(), outs[0].size());
+    ASSERT_FALSE(ZSTD_isError(n)) << ZSTD_getErrorName(n);
+    whole.resize(n);
+  }
+  EXPECT_EQ(whole, tar);
 }
 
 TEST(CompressShardTest, CorruptZstdGroupIsAnError) {
