@@ -21,13 +21,18 @@ size_t DropVerifiedWindows(const std::string& name, const char* compressed, size
         !IsFlushCandidate(compressed, static_cast<size_t>(p.compressed), p.bits)) {
       continue;
     }
-    index::SeekTable bare = *table;  // The point as it would be stored: no window.
-    bare.points[i].window = 0;
-    const uint64_t from = IntervalInputStart(bare, i);
-    const uint64_t to = IntervalInputEnd(bare, i, compressed_size);
+    // The point as it would be stored (no window) and the next one: all
+    // that decoding its interval looks at.
+    index::SeekTable bare;
+    bare.decoded_size = table->decoded_size;
+    bare.points.push_back(p);
+    bare.points[0].window = 0;
+    if (i + 1 < table->points.size()) bare.points.push_back(table->points[i + 1]);
+    const uint64_t from = IntervalInputStart(bare, 0);
+    const uint64_t to = IntervalInputEnd(bare, 0, compressed_size);
     if (from > to || to > compressed_size) continue;
     Result<std::string> got = DecodeInterval(
-        name, bare, i, "", std::string_view(compressed + from, to - from), kMaxIntervalBytes);
+        name, bare, 0, "", std::string_view(compressed + from, to - from), kMaxIntervalBytes);
     const uint64_t want = table->End(i) - p.decoded;
     if (!got.ok() || got->size() != want ||
         std::memcmp(got->data(), decoded + p.decoded, static_cast<size_t>(want)) != 0) {
