@@ -270,6 +270,29 @@ int RunIndexInfo(int argc, char** argv) {
                r.MetaNumber(index::kMetaPartitionShards));
   }
   fmt::print("index size:     {}\n", tools::HumanBytes(r.DiskBytes()));
+  {
+    // Compressed tar shards: their seek points and the windows stored.
+    uint64_t compressed = 0, points = 0, windows = 0, window_bytes = 0;
+    for (uint32_t i = 0; i < shards; ++i) {
+      if (r.shards()[i].codec() == index::Codec::kNone) continue;
+      ++compressed;
+      std::string value;
+      index::SeekTable t;
+      if (!r.GetSeekValue(index::ShardId{i}, false, 0, &value).ok() ||
+          !index::DecodeSeekTable(value, &t).ok()) {
+        continue;
+      }
+      points += t.points.size();
+      for (const index::SeekPoint& p : t.points) {
+        windows += p.window > 0;
+        window_bytes += p.window;
+      }
+    }
+    if (compressed > 0) {
+      fmt::print("seek points:    {} in {} compressed shards, {} with a window ({})\n", points,
+                 compressed, windows, tools::HumanBytes(window_bytes));
+    }
+  }
   if (const index::Manifest* m = r.manifest()) {
     const std::vector<const index::IndexReader*> parts = r.partitions();
     fmt::print("partitions:     {} (union directories: {})\n", m->partitions.size(),

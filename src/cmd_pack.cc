@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/log.h"
+#include "base/parse.h"
 #include "src/command.h"
 #include "tools/pack.h"
 #include "tools/progress.h"
@@ -63,7 +64,33 @@ int ParsePackArgs(int argc, char** argv, tools::PackOptions* o, indexref::IndexC
        {"force", 0, nullptr, "replace an earlier pack at OUT_DIR", SetFlag(&o->force)},
        {"from-index", 0, "INDEX", "pack a view of INDEX instead of a tree",
         SetString(&o->from_index)},
-       {"view", 0, "VIEW", "the view to pack (with --from-index)", SetString(&o->view)}}};
+       {"view", 0, "VIEW", "the view to pack (with --from-index)", SetString(&o->view)},
+       {"compress", 0, "CODEC", "zstd or gzip shards, readable by random access (default: none)",
+        [o](const char* arg) {
+          const std::string_view a = arg;
+          if (a == "zstd") {
+            o->compress = index::Codec::kZstd;
+          } else if (a == "gzip") {
+            o->compress = index::Codec::kGzip;
+          } else if (a == "none") {
+            o->compress = index::Codec::kNone;
+          } else {
+            return Status::InvalidArgument(
+                fmt::format("--compress: '{}' is not zstd, gzip or none", a));
+          }
+          return Status::Ok();
+        }},
+       {"compress-level", 0, "N", "the codec's level (zstd default 3, gzip 6)",
+        [o](const char* arg) {
+          uint64_t n = 0;
+          if (!ParseCount(arg, 0, 99, &n)) {
+            return Status::InvalidArgument(fmt::format("--compress-level: bad level '{}'", arg));
+          }
+          o->compress_level = static_cast<int>(n);
+          return Status::Ok();
+        }},
+       {"group-bytes", 0, "SIZE", "uncompressed bytes per compressed group (default 1M)",
+        SetNonZeroSize(&o->group_bytes, "--group-bytes: bad size '{}'")}}};
   std::ranges::move(IndexCacheOptions(co), std::back_inserter(cl.options));
   std::vector<std::string> positional;
   if (int rc = ParseArgs(cl, argc, argv, &positional); rc >= 0) return rc;
@@ -85,6 +112,10 @@ int ParsePackArgs(int argc, char** argv, tools::PackOptions* o, indexref::IndexC
   if (auto p = tools::ParseShardName(o->name); !p.ok()) {
     return UsageError("pack", p.status().message());
   }
+  if (o->compress == index::Codec::kNone &&
+      (o->compress_level >= 0 || o->group_bytes != tools::kDefaultGroupBytes)) {
+    return UsageError("pack", "--compress-level and --group-bytes need --compress zstd|gzip");
+  }
   return -1;
 }
 
@@ -97,6 +128,11 @@ void LogPackSummary(const tools::PackReport& r) {
       r.files, tools::HumanBytes(r.bytes), r.dirs, r.symlinks, r.hardlinks + r.link_copies,
       r.link_copies, r.shards, tools::HumanBytes(r.shard_bytes), r.skipped.size(), secs,
       r.files / secs, tools::HumanBytes(r.bytes / secs), r.index_path);
+  if (r.tar_bytes > 0) {
+    log::Info("compressed {} of tar into {} ({:.3f}x)", tools::HumanBytes(r.tar_bytes),
+              tools::HumanBytes(r.shard_bytes),
+              static_cast<double>(r.shard_bytes) / static_cast<double>(r.tar_bytes));
+  }
 }
 
 }  // namespace

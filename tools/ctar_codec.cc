@@ -71,13 +71,26 @@ Status Unzstd(std::string_view name, const SeekPoint& p, std::string_view input,
   if (!dctx) return Status::IoError("ZSTD_createDCtx failed");
   ZSTD_inBuffer in{input.data(), input.size(), 0};
   ZSTD_outBuffer o{out->data(), out->size(), 0};
+  size_t left = 1;  // ZSTD_decompressStream's last result; 0 once the frame ended.
   while (o.pos < o.size) {
-    const size_t r = ZSTD_decompressStream(dctx.get(), &o, &in);
+    const size_t r = left = ZSTD_decompressStream(dctx.get(), &o, &in);
     if (ZSTD_isError(r)) return Bad(name, p.compressed + in.pos, ZSTD_getErrorName(r));
     if (r == 0 && o.pos < o.size) {
       return Bad(name, p.compressed + in.pos, "the frame ends before the indexed size");
     }
     if (in.pos == in.size && o.pos < o.size) return Bad(name, p.compressed + in.pos, "truncated");
+  }
+  // A frame that ends here is read to its end, so that its checksum (if it
+  // has one) is checked: a corrupt frame is an error, never wrong bytes.
+  if (left != 0 && ZSTD_getFrameContentSize(input.data(), input.size()) == out->size()) {
+    char spare;
+    for (size_t r = 1; r != 0;) {
+      ZSTD_outBuffer o2{&spare, 1, 0};
+      r = ZSTD_decompressStream(dctx.get(), &o2, &in);
+      if (ZSTD_isError(r)) return Bad(name, p.compressed + in.pos, ZSTD_getErrorName(r));
+      if (o2.pos > 0) return Bad(name, p.compressed + in.pos, "the frame is longer than indexed");
+      if (r != 0 && in.pos == in.size) return Bad(name, p.compressed + in.pos, "truncated");
+    }
   }
   return Status::Ok();
 }

@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "index/fingerprint.h"
 #include "tools/ctar_codec.h"
+#include "tools/flush_points.h"
 
 namespace shardfs::tools {
 namespace {
@@ -163,6 +164,7 @@ Status DecodeGzip(const std::string& name, const char* data, size_t size, uint64
   if (inflateInit2(&strm, 31) != Z_OK) return Status::IoError("inflateInit2 failed");
   std::unique_ptr<z_stream, decltype(&inflateEnd)> guard(&strm, &inflateEnd);
   size_t pos = 0;
+  bool flushes = false;  // Full-flush candidates seen.
   while (pos < size) {
     // gzip ignores zeros after the last member (tape padding); so do we.
     if (pos > 0 && OnlyZeros(data + pos, size - pos)) break;
@@ -197,8 +199,14 @@ Status DecodeGzip(const std::string& name, const char* data, size_t size, uint64
         break;
       }
       // At a block boundary (not after the last block): a point, with the
-      // window, once `spacing` bytes were decoded since the last.
-      if ((strm.data_type & 128) && !(strm.data_type & 64) && sink->since_point() >= spacing) {
+      // window, once `spacing` bytes were decoded since the last. In a
+      // stream with full-flush candidates (tools/flush_points.h), the point
+      // waits for one (up to twice the spacing), whose window can go.
+      const bool boundary = (strm.data_type & 128) && !(strm.data_type & 64);
+      const bool flush = boundary && IsFlushCandidate(data, at, strm.data_type & 7);
+      flushes = flushes || flush;
+      const uint64_t since = sink->since_point();
+      if (boundary && since >= spacing && (flush || !flushes || since >= 2 * spacing)) {
         SeekPoint p;
         p.kind = SeekKind::kDeflate;
         p.compressed = at;
@@ -395,6 +403,9 @@ Status ScanCompressedTarFd(const std::string& name, int fd, index::Codec codec, 
   }
   Mapping decoded;
   SHARDFS_RETURN_IF_ERROR(decoded.Map(name, sink.fd(), out->table.decoded_size));
+  if (codec == index::Codec::kGzip) {
+    DropVerifiedWindows(name, in.base, in.size, decoded.base, &out->table, &out->windows);
+  }
   // A sparse member's extents would be ranges of the decoded stream, which
   // the mount's sparse path does not read: refused.
   auto not_sparse = [&](ScannedMember&& m) -> Status {

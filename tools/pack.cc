@@ -224,6 +224,11 @@ Status PublishIndex(const PackOptions& options, const std::string& index_path,
   index::WriteOptions wo;
   wo.force = options.force;
   wo.created_by = "shardfs pack";
+  const std::string compress = options.compress == index::Codec::kNone
+                                   ? ""
+                                   : fmt::format(" compress={} compress_level={} group_bytes={}",
+                                                 index::CodecName(options.compress),
+                                                 options.compress_level, options.group_bytes);
   wo.build_options =
       !options.from_index.empty()
           ? fmt::format("checksum=xxh3 shard_size={} max_files={} name={} from_index=yes view={}",
@@ -235,6 +240,7 @@ Status PublishIndex(const PackOptions& options, const std::string& index_path,
                 options.shard_size, options.max_files, options.name,
                 fmt::join(options.excludes, ","), options.from_list.empty() ? "no" : "yes",
                 options.skip_unreadable, options.skip_special, options.follow_symlinks);
+  wo.build_options += compress;
   Result<index::WriteStats> stats = index->Finish(index_path, wo);
   if (!stats.ok()) {
     RemoveShards(report);
@@ -258,11 +264,10 @@ Status CheckAgainstSource(const IndexSource& from, const std::string& index_path
       fmt::format("the packed tree differs from the source in {} place(s)", report->errors.size()));
 }
 
-}  // namespace
-
-Status Pack(const PackOptions& options, PackReport* report) {
+// Pack with `options` checked and completed (--compress: the shard name's
+// extension, the level).
+Status PackChecked(const PackOptions& options, PackReport* report) {
   const auto start = std::chrono::steady_clock::now();
-  *report = PackReport{};
   SHARDFS_ASSIGN_OR_RETURN(ShardNamePattern pattern, ParseShardName(options.name));
   if (options.shard_size < kTarBlock + kTarTrailer) {
     return Status::InvalidArgument("--shard-size must be at least 1536 bytes");
@@ -301,6 +306,9 @@ Status Pack(const PackOptions& options, PackReport* report) {
   plan.members = &members;
   plan.pattern = pattern;
   plan.skip_unreadable = options.skip_unreadable;
+  plan.compress.codec = options.compress;
+  plan.compress.level = options.compress_level;
+  plan.compress.group_bytes = options.group_bytes;
   if (from) plan.stored = &from->shards;
   if (!report->errors.empty() && from) return Status::InvalidArgument("cannot pack");
   if (!report->errors.empty()) return ListUnreadable(plan, &members, root.get(), jobs, report);
@@ -327,6 +335,21 @@ Status Pack(const PackOptions& options, PackReport* report) {
   SHARDFS_RETURN_IF_ERROR(out.ReplaceOutput(paths, pattern, report));
   report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
+}
+
+}  // namespace
+
+Status Pack(const PackOptions& options, PackReport* report) {
+  *report = PackReport{};
+  if (options.compress == index::Codec::kNone) return PackChecked(options, report);
+  PackOptions o = options;
+  if (o.compress_level < 0) o.compress_level = DefaultCompressLevel(o.compress);
+  GroupCompression c{o.compress, o.compress_level, o.group_bytes};
+  SHARDFS_RETURN_IF_ERROR(CheckGroupCompression(c));
+  // Shard names get the codec's extension (train-000000.tar.zst) unless --name has it.
+  const std::string ext = o.compress == index::Codec::kZstd ? ".zst" : ".gz";
+  if (!o.name.ends_with(ext)) o.name += ext;
+  return PackChecked(o, report);
 }
 
 }  // namespace shardfs::tools

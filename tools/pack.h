@@ -61,9 +61,17 @@
 // byte-identical shards), so a forced restart reproduces an interrupted
 // pack. A failed pack removes the shards it wrote.
 //
+// Compression (--compress zstd|gzip). Each shard's tar, the same bytes as
+// without it, is written to an unnamed temporary file in OUT_DIR, then cut
+// into groups of whole samples and compressed into NAME.tmp so that every
+// group decodes alone (tools/shard_compress.h); the index gets the shard's
+// codec and one seek point per group, with no window. --shard-size counts
+// the tar.
+//
 // The parts, in tools/: source_tree (the scan), pack_plan (order, samples,
 // shard cuts), source_prefetch (the reader threads), shard_writer (the
-// shards), shard_name and output_dir (names and leftovers of OUT_DIR).
+// shards), shard_compress (groups and codecs), shard_name and output_dir
+// (names and leftovers of OUT_DIR).
 //
 // Thread safety: Pack is self-contained; call it from one thread.
 #ifndef SHARDFS_TOOLS_PACK_H_
@@ -76,6 +84,7 @@
 #include "base/status.h"
 #include "index/index_writer.h"
 #include "index/manifest.h"
+#include "tools/shard_compress.h"
 #include "tools/shard_name.h"  // ParseShardName checks a --name early.
 
 namespace shardfs::tools {
@@ -102,6 +111,12 @@ struct PackOptions {
   bool follow_symlinks = false;
   bool quiet = false;
   bool force = false;
+  // --compress: kNone (plain tar shards), kZstd or kGzip; --compress-level
+  // (-1: the codec's default) and --group-bytes. See tools/shard_compress.h.
+  // --shard-size counts the uncompressed tar.
+  index::Codec compress = index::Codec::kNone;
+  int compress_level = -1;
+  uint64_t group_bytes = kDefaultGroupBytes;
 };
 
 struct PackReport {
@@ -115,6 +130,7 @@ struct PackReport {
   uint64_t bytes = 0;  // File content bytes written (copies included).
   uint64_t shards = 0;
   uint64_t shard_bytes = 0;
+  uint64_t tar_bytes = 0;  // pack --compress: the shards' tar bytes before compression.
   std::vector<std::string> shard_paths;
   std::string index_path;
   index::WriteStats index_stats;

@@ -18,6 +18,7 @@
 #include "base/strings.h"
 #include "index/fingerprint.h"
 #include "index/member_path.h"
+#include "tools/decoded_shard.h"
 #include "tools/verify.h"
 
 namespace shardfs::tools {
@@ -147,6 +148,13 @@ Status OpenShards(IndexSource* src) {
       return changed(fmt::format(
           "fingerprint {:016x} when indexed, now {:016x}: it changed since it was indexed",
           metas[i].fingerprint, *fp));
+    }
+    if (metas[i].codec() != index::Codec::kNone) {
+      // A compressed tar shard: files are ranges of its decoded stream,
+      // decoded here once (each interval as the mount decodes it).
+      Result<UniqueFd> dec = DecodeShardToTemp(*src->reader, index::ShardId{i}, fd.get());
+      if (!dec.ok()) return dec.status().WithContext("pack --from-index");
+      fd = std::move(dec).value();
     }
     src->shards.fds[i] = fd.get();
     src->shard_fds[i] = std::move(fd);

@@ -18,6 +18,10 @@
 // the pack, naming the shard, and no wrong byte is published. After the
 // index is published, the packed tree is compared with the source view
 // (VerifyPacked); a difference removes the new index and shards.
+//
+// Compressed tar shards (a source or a packed index of .tar.gz/.tar.zst):
+// each is decoded once, as a whole, into an unnamed temporary file in
+// $TMPDIR (tools/decoded_shard.h), and files are read from there.
 #ifndef SHARDFS_TOOLS_PACK_FROM_INDEX_H_
 #define SHARDFS_TOOLS_PACK_FROM_INDEX_H_
 

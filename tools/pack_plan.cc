@@ -221,6 +221,7 @@ uint32_t CutShards(const TreeScan& scan, uint64_t shard_size, uint64_t max_files
       const std::string& first = scan.entries[m[i].entry].path;
       while (j < m.size() && m[j].type != TarType::kDir &&
              SameSample(first, scan.entries[m[j].entry].path)) {
+        (*members)[j].sample_start = false;
         ++j;
       }
     }

@@ -33,6 +33,9 @@ struct PlannedMember {
   // by all its names (kNoMember for the others).
   uint32_t group = kNoMember;
   size_t read = 0;  // Regular files with data: position in the read order.
+  // Starts a sample (or is a directory, which is a unit of its own); set by
+  // CutShards. pack --compress cuts groups only before such members.
+  bool sample_start = true;
 };
 
 // WebDataset's sample key of a member path (its base_plus_ext, the regex

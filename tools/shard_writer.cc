@@ -16,6 +16,8 @@
 #include "base/parse.h"
 #include "base/paths.h"
 #include "index/fingerprint.h"
+#include "tools/ctar_scanner.h"
+#include "tools/shard_compress.h"
 #include "tools/tar_writer.h"
 
 namespace shardfs::tools {
@@ -87,6 +89,9 @@ class ShardWriter {
         if (fd_.valid()) SHARDFS_RETURN_IF_ERROR(FinishShard());
         SHARDFS_RETURN_IF_ERROR(OpenShard(pm.shard));
       }
+      if (pm.sample_start && (sample_starts_.empty() || sample_starts_.back() < tar_->offset())) {
+        sample_starts_.push_back(tar_->offset());
+      }
       switch (pm.type) {
         case TarType::kDir:
         case TarType::kSymlink:
@@ -125,14 +130,41 @@ class ShardWriter {
     name_ = pattern_.Format(shard);
     path_ = out_dir_ + "/" + name_;
     tmp_ = path_ + ".tmp";
-    fd_.reset(::open(tmp_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd_.valid()) return Status::FromErrno(errno, fmt::format("create {}", tmp_));
+    sample_starts_.clear();
+    if (plan_.compress.codec != index::Codec::kNone) {
+      // The plain tar first, in an unnamed file (nothing is left of it if
+      // the pack dies); compressed into NAME.tmp once complete.
+      fd_.reset(::open(out_dir_.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+      if (!fd_.valid()) {
+        return Status::FromErrno(
+            errno, fmt::format("create a temporary file in {} for {}", out_dir_, name_));
+      }
+    } else {
+      fd_.reset(::open(tmp_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      if (!fd_.valid()) return Status::FromErrno(errno, fmt::format("create {}", tmp_));
+    }
     tar_ = std::make_unique<TarWriter>(fd_.get(), name_);
+    return Status::Ok();
+  }
+
+  // pack --compress: the complete plain tar at fd_ compressed into NAME.tmp,
+  // which then takes fd_'s place.
+  Status CompressTar() {
+    const uint64_t tar_size = tar_->offset();
+    std::vector<uint64_t> groups = PlanGroups(sample_starts_, tar_size, plan_.compress.group_bytes);
+    UniqueFd out(::open(tmp_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!out.valid()) return Status::FromErrno(errno, fmt::format("create {}", tmp_));
+    compressed_tmp_ = true;
+    SHARDFS_RETURN_IF_ERROR(
+        CompressShard(tmp_, fd_.get(), tar_size, groups, plan_.compress, out.get(), &table_));
+    report_->tar_bytes += tar_size;
+    fd_ = std::move(out);
     return Status::Ok();
   }
 
   Status FinishShard() {
     SHARDFS_RETURN_IF_ERROR(tar_->Finish());
+    if (plan_.compress.codec != index::Codec::kNone) SHARDFS_RETURN_IF_ERROR(CompressTar());
     if (::fsync(fd_.get()) != 0) return Status::FromErrno(errno, fmt::format("fsync {}", tmp_));
     struct stat st;
     if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno(errno, tmp_);
@@ -143,8 +175,10 @@ class ShardWriter {
     if (!fp.ok()) return fp.status().WithContext(tmp_);
     meta.fingerprint = *fp;
     meta.path = path_;
+    meta.set_codec(plan_.compress.codec);
     fd_.reset();
     tar_.reset();
+    compressed_tmp_ = false;
     if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
       return Status::FromErrno(errno, fmt::format("rename {} to {}", tmp_, path_));
     }
@@ -160,6 +194,12 @@ class ShardWriter {
     if (id.value != shard_) {
       return Status::Corruption(fmt::format("shard {}: registered as shard {}", shard_, id.value));
     }
+    if (plan_.compress.codec != index::Codec::kNone) {
+      CompressedScan points;  // Group boundaries: no windows.
+      points.codec = plan_.compress.codec;
+      points.table = std::move(table_);
+      index_->AddSeekKeys(SeekKeys(id, points));
+    }
     progress_->UnitDone();
     return Status::Ok();
   }
@@ -169,7 +209,9 @@ class ShardWriter {
     if (!fd_.valid()) return;
     tar_.reset();
     fd_.reset();
-    ::unlink(tmp_.c_str());
+    // Compressing, NAME.tmp exists only once the tar is complete.
+    if (plan_.compress.codec == index::Codec::kNone || compressed_tmp_) ::unlink(tmp_.c_str());
+    compressed_tmp_ = false;
   }
 
   void RemoveOutput() {
@@ -446,6 +488,11 @@ class ShardWriter {
   UniqueFd fd_;
   std::string name_, path_, tmp_;
   std::unique_ptr<TarWriter> tar_;
+  // pack --compress: where the shard's samples start in its tar; whether
+  // NAME.tmp was created; the seek points of the shard last compressed.
+  std::vector<uint64_t> sample_starts_;
+  bool compressed_tmp_ = false;
+  index::SeekTable table_;
 };
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "tools/pack.h"
 #include "tools/pack_plan.h"
 #include "tools/progress.h"
+#include "tools/shard_compress.h"
 #include "tools/shard_name.h"
 #include "tools/source_prefetch.h"
 #include "tools/source_tree.h"
@@ -44,6 +45,10 @@ struct ShardPlan {
   // streamed from, each big file's stored bytes checked against the index's
   // checksum. Null for a loose tree.
   const StoredShards* stored = nullptr;
+  // pack --compress: each shard's tar is written to an unnamed temporary
+  // file, then compressed into NAME.tmp (tools/shard_compress.h). codec
+  // kNone: plain tar shards.
+  GroupCompression compress;
 };
 
 // Writes every member of `plan`, adding each shard and member to `index`

@@ -21,6 +21,7 @@
 #include "index/fingerprint.h"
 #include "index/index_reader.h"
 #include "index/member_path.h"
+#include "tools/decoded_shard.h"
 #include "tools/progress.h"
 #include "tools/source_tree.h"
 
@@ -215,6 +216,7 @@ class Verifier {
   void CheckShards() {
     const auto& shards = reader_->shards();
     shard_fds_.resize(shards.size());
+    decoded_.assign(shards.size(), false);
     for (size_t i = 0; i < shards.size(); ++i) {
       const std::string& path = reader_->ShardPath(index::ShardId{static_cast<uint32_t>(i)});
       if (shards[i].remote()) {
@@ -248,6 +250,16 @@ class Verifier {
         Add(0, "shard differs",
             fmt::format("{}: fingerprint {:016x} when indexed, now {:016x}", path,
                         shards[i].fingerprint, *fp));
+      } else if (o_.full && shards[i].codec() != index::Codec::kNone) {
+        // --full reads a compressed shard through its decoded stream.
+        Result<UniqueFd> dec =
+            DecodeShardToTemp(*reader_, index::ShardId{static_cast<uint32_t>(i)}, fd);
+        if (dec.ok()) {
+          shard_fds_[i] = std::move(dec).value();
+          decoded_[i] = true;
+        } else if (dec.status().code() != Status::Code::kNotSupported) {
+          Add(0, "shard differs", dec.status().message());
+        }
       }
     }
   }
@@ -378,7 +390,8 @@ class Verifier {
     }
     // A compressed tar shard's bytes are not the files' bytes: --full
     // compares against the checksums its decoded stream gave at build time.
-    const bool encoded = !mounted && reader_->shards()[p.shard].codec() != index::Codec::kNone;
+    const bool encoded =
+        !mounted && reader_->shards()[p.shard].codec() != index::Codec::kNone && !decoded_[p.shard];
     if (!mounted && (!o_.full || encoded) && p.has_checksum) {
       bool short_read = false;
       Result<uint64_t> h = HashFile(src.get(), s.size, s.path, &short_read, progress);
@@ -546,6 +559,7 @@ class Verifier {
   std::unique_ptr<index::IndexReader> reader_;
   std::vector<PackedEntry> packed_;
   std::vector<UniqueFd> shard_fds_;  // Opened before the jobs start; read-only after.
+  std::vector<bool> decoded_;        // By shard: shard_fds_ holds its decoded stream.
 
   std::mutex mu_;
   std::vector<std::pair<size_t, std::string>> diffs_;  // Guarded by mu_.

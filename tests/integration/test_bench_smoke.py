@@ -398,5 +398,46 @@ class BenchRemoteSmokeTest(BenchTestCase):
         self.assertNothingLeft()
 
 
+
+class BenchPackzSmokeTest(BenchTestCase):
+    """`--archives packz` (pack --compress, issue #24) at 200 samples: the report has every
+    pack's row and the ratios, every shuffled read gave the loose tree's bytes (the bench checks
+    the checksum), and nothing is left mounted or running."""
+
+    PREFIX = "shardfs-bench-packz-smoke-"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        prepare(cls, "packz.json")
+        argv = [sys.executable, SCRIPT, "--archives", "packz", "--workdir", cls.workdir,
+                "--shardfs", tl.SHARDFS, "--bench-reader", READER, "--packz-samples", "200",
+                "--reads", "300", "--json", cls.json_path]
+        cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  timeout=240, text=True)
+        sys.stderr.write("bench --archives packz smoke run:\n%s\n" % cls.proc.stdout)
+        cls.report = None
+        if os.path.exists(cls.json_path):
+            with open(cls.json_path) as f:
+                cls.report = json.load(f)
+
+    def test_completes_with_every_row(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
+        self.assertIn("zstd groups vs single-frame zstd -3", self.proc.stdout)
+        p = self.report["packz"]
+        self.assertEqual(p["files"], 600)
+        self.assertEqual(sorted(p["packs"]), ["gzip", "plain", "zstd"])
+        for name, v in p["packs"].items():
+            self.assertGreater(v["shard_bytes"], 0, name)
+            self.assertIn("warm", p["reads"][name], name)
+        # Compressible data: the groups compress, and not much worse than one stream.
+        self.assertLess(p["packs"]["zstd"]["shard_bytes"], p["packs"]["plain"]["shard_bytes"])
+        self.assertLess(p["zstd_vs_single"], 1.2)
+        self.assertLess(p["gzip_vs_single"], 1.2)
+
+    def test_no_mount_or_daemon_left(self):
+        self.assertNothingLeft()
+
+
 if __name__ == "__main__":
     tl.main()

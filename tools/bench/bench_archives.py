@@ -23,6 +23,9 @@ Gzip (a LibriSpeech-shaped .tar.gz): --gz-bytes (2G) of small text-like files (l
     is not in Debian): the same files read by --procs processes through IndexedGzipFile.
   The target: p99 at most one checkpoint interval's inflate; shuffled at least 5x indexed_gzip.
 
+Packz (`--archives packz`, not in the default set): `shardfs pack --compress zstd|gzip` on a
+JSON/text-heavy tree; see bench_packz.py.
+
 Datasets are cached in --workdir (/var/tmp/shardfs-archives-<seed>) and reused.
 """
 
@@ -40,6 +43,7 @@ import time
 import zipfile
 import zlib
 
+import bench_packz
 from bench_common import BenchError, fmt_bytes, log, parse_size, tree_bytes
 from bench_mounts import Mount, run_in_scratch, run_measured, run_tool
 from bench_workloads import can_drop_caches, drop_caches
@@ -444,19 +448,25 @@ def print_report(rep, out=sys.stdout):
           f"{sh / igz:.1f}x (target >= 5)\n")
 
 
+def print_report_packz(rep, out=sys.stdout):
+    if rep.get("packz"):
+        bench_packz.print_packz(rep["packz"], out.write)
+
+
 def parse_archives_args(argv):
     here = os.path.dirname(os.path.abspath(__file__))
     source_root = os.path.dirname(os.path.dirname(here))
     ap = argparse.ArgumentParser(prog="shardfs_bench.py --archives",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--archives", nargs="?", const="zip,gz", default="zip,gz",
-                    help="which: zip, gz or both (zip,gz)")
+                    help="which: zip, gz, packz, comma-separated (default zip,gz)")
     ap.add_argument("--zip-files", type=int, default=100_000)
     ap.add_argument("--zip-median-kib", type=float, default=12.0)
     ap.add_argument("--gz-bytes", type=parse_size, default="2G")
     ap.add_argument("--gz-median-kib", type=float, default=4.0)
     ap.add_argument("--gz-spacing", type=parse_size, default="4M",
                     help="the checkpoint spacing the index uses, for the inflate figure (4M)")
+    bench_packz.add_args(ap)
     ap.add_argument("--reads", type=int, default=20_000)
     ap.add_argument("--latency-reads", type=int, default=2_000)
     ap.add_argument("--procs", type=int, default=4)
@@ -471,8 +481,8 @@ def parse_archives_args(argv):
     ap.add_argument("--json", dest="json_out")
     a = ap.parse_args(argv)
     a.kinds = {k.strip() for k in a.archives.split(",") if k.strip()}
-    if not a.kinds <= {"zip", "gz"}:
-        ap.error(f"--archives: zip and/or gz, not {a.archives}")
+    if not a.kinds <= {"zip", "gz", "packz"}:
+        ap.error(f"--archives: zip, gz and/or packz, not {a.archives}")
     a.shardfs = a.shardfs or os.path.join(a.build_dir, "src", "shardfs")
     a.bench_reader = a.bench_reader or os.path.join(a.build_dir, "tools", "bench", "bench_reader")
     a.workdir = a.workdir or f"/var/tmp/shardfs-archives-{a.seed}"
@@ -493,6 +503,8 @@ def archives_main(argv):
             rep["zip"] = run_zip(r, make_zip_dataset(a, a.workdir))
         if "gz" in a.kinds:
             rep["gz"] = run_gz(r, make_gz_dataset(a, a.workdir))
+        if "packz" in a.kinds:
+            rep["packz"] = bench_packz.run_packz(r, bench_packz.make_packz_dataset(a, a.workdir))
         rep["loadavg_end"] = os.getloadavg()
         for part in ("zip",):
             if part in rep:
@@ -500,6 +512,7 @@ def archives_main(argv):
         if a.json_out:
             write_json_atomic(a.json_out, rep)
         print_report(rep)
+        print_report_packz(rep)
         return 0
 
     return run_in_scratch(a.workdir, "run-", body)

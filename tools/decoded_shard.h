@@ -1,0 +1,29 @@
+// A compressed tar shard's whole decoded stream, for the tools that read
+// files of such shards by their decoded offsets (verify --full, pack
+// --from-index): decoded once, seek point by seek point as the mount does
+// (tools/ctar_codec.h), into an unnamed temporary file.
+//
+// Thread-safe: each call owns its buffers and file.
+#ifndef SHARDFS_TOOLS_DECODED_SHARD_H_
+#define SHARDFS_TOOLS_DECODED_SHARD_H_
+
+#include "base/fd.h"
+#include "base/status.h"
+#include "index/index_reader.h"
+#include "index/schema.h"
+
+namespace shardfs::tools {
+
+// Decodes compressed shard `id` of `reader`, open at `fd` (checked against
+// the index already), into a temporary file in $TMPDIR (/tmp if unset),
+// removed when the returned fd is closed. Every interval must decode to
+// exactly its size. Returns Corruption naming the shard and the compressed
+// offset if it does not (corrupt or truncated data, a frame checksum that
+// does not match), NotSupported for an interval longer than
+// tools::kMaxIntervalBytes (a single-frame stream: only its checksums can
+// be compared), IoError if reading or writing fails.
+Result<UniqueFd> DecodeShardToTemp(const index::IndexReader& reader, index::ShardId id, int fd);
+
+}  // namespace shardfs::tools
+
+#endif  // SHARDFS_TOOLS_DECODED_SHARD_H_
