@@ -30,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -162,6 +163,12 @@ class IndexReader {
   // `window`, the window of its point `point` ('Z' shard 'W' point), raw.
   // NotFound if the index has none (a manifest: the partition is not open).
   Status GetSeekValue(ShardId shard, bool window, uint32_t point, std::string* value) const;
+  // Every seek key of `shard` ('Z' shard ...), in key order: `fn` gets the
+  // key past the shard's prefix and the value, and returns false to stop.
+  // What copies a shard into another index (an export) copies these.
+  Status ForEachSeekKey(
+      ShardId shard,
+      const std::function<bool(std::string_view suffix, std::string_view value)>& fn) const;
 
   // A manifest: its partitions and trees; nullptr for an index directory.
   const Manifest* manifest() const;
@@ -189,6 +196,9 @@ class IndexReader {
   Status CheckRecord(const EntryRecord& rec) const;
   // GetInode without CheckFileRange and without the rank filter.
   Status GetInodeRecord(InodeId inode, EntryRecord* rec, RecordHolder* holder) const;
+  // A manifest: the open partition that holds union shard `shard`, and the
+  // shard's id there.
+  Result<std::pair<const IndexReader*, ShardId>> PartitionOfShard(ShardId shard) const;
   // The version's steps of Open: the catalog, the version, its sets.
   Status LoadVersion(const ReaderOptions& options);
   // The rank partition of the version's shards.

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <unordered_map>
 
 #include "index/child_cursor.h"
@@ -339,17 +340,44 @@ Status IndexReader::UnionForEachInode(InodeId first,
   return Status::Ok();
 }
 
+Result<std::pair<const IndexReader*, ShardId>> IndexReader::PartitionOfShard(ShardId shard) const {
+  const auto& b = union_->shard_bases;
+  auto it = std::upper_bound(b.begin(), b.end(), shard.value);
+  if (it == b.begin()) return Status::NotFound("no such shard");
+  const size_t p = static_cast<size_t>(it - b.begin()) - 1;
+  if (p >= union_->parts.size() || !union_->parts[p]) {
+    return Status::NotFound(fmt::format("shard {}: its partition is not open", shard.value));
+  }
+  return std::pair<const IndexReader*, ShardId>(union_->parts[p].get(),
+                                                ShardId{shard.value - b[p]});
+}
+
+Status IndexReader::ForEachSeekKey(
+    ShardId shard,
+    const std::function<bool(std::string_view suffix, std::string_view value)>& fn) const {
+  if (union_) {
+    SHARDFS_ASSIGN_OR_RETURN(auto part, PartitionOfShard(shard));
+    return part.first->ForEachSeekKey(part.second, fn);
+  }
+  const std::string prefix = EncodeSeekKeyPrefix(shard);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    if (!fn(std::string_view(it->key().data() + prefix.size(), it->key().size() - prefix.size()),
+            std::string_view(it->value().data(), it->value().size()))) {
+      break;
+    }
+  }
+  if (!it->status().ok()) {
+    return Status::IoError(fmt::format("index {}: {}", path_, it->status().ToString()));
+  }
+  return Status::Ok();
+}
+
 Status IndexReader::GetSeekValue(ShardId shard, bool window, uint32_t point,
                                  std::string* value) const {
   if (union_) {
-    const auto& b = union_->shard_bases;
-    auto it = std::upper_bound(b.begin(), b.end(), shard.value);
-    if (it == b.begin()) return Status::NotFound("no such shard");
-    const size_t p = static_cast<size_t>(it - b.begin()) - 1;
-    if (p >= union_->parts.size() || !union_->parts[p]) {
-      return Status::NotFound(fmt::format("shard {}: its partition is not open", shard.value));
-    }
-    return union_->parts[p]->GetSeekValue(ShardId{shard.value - b[p]}, window, point, value);
+    SHARDFS_ASSIGN_OR_RETURN(auto part, PartitionOfShard(shard));
+    return part.first->GetSeekValue(part.second, window, point, value);
   }
   const std::string key = window ? EncodeSeekWindowKey(shard, point) : EncodeSeekTableKey(shard);
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), key, value);

@@ -456,11 +456,16 @@ size_t SeekTable::Find(uint64_t offset) const {
   return it == points.begin() ? 0 : static_cast<size_t>(it - points.begin()) - 1;
 }
 
-std::string EncodeSeekTableKey(ShardId shard) {
-  std::string key(6, '\0');
+std::string EncodeSeekKeyPrefix(ShardId shard) {
+  std::string key(5, '\0');
   key[0] = kSeekPrefix;
   EncodeBigEndian32(key.data() + 1, shard.value);
-  key[5] = kSeekTable;
+  return key;
+}
+
+std::string EncodeSeekTableKey(ShardId shard) {
+  std::string key = EncodeSeekKeyPrefix(shard);
+  key.push_back(kSeekTable);
   return key;
 }
 

@@ -452,6 +452,8 @@ void EncodeShardMeta(const ShardMeta& meta, std::string* out);
 // 'Z' shard 'T' and 'Z' shard 'W' point.
 std::string EncodeSeekTableKey(ShardId shard);
 std::string EncodeSeekWindowKey(ShardId shard, uint32_t point);
+// 'Z' shard: the prefix of every seek key of `shard`.
+std::string EncodeSeekKeyPrefix(ShardId shard);
 void EncodeSeekTable(const SeekTable& table, std::string* out);
 // Corruption unless `value` is a well-formed table: points sorted by
 // decoded offset (strictly), the first at 0, all below decoded_size (or

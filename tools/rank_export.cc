@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace shardfs::tools {
@@ -105,6 +108,20 @@ Result<RankExportStats> ExportIndex(const index::IndexReader& reader, const std:
                  std::make_move_iterator(subdirs.rend()));
   }
   ++stats.entries;  // The root.
+  // A compressed shard's seek keys (its table, windows and whatever else is
+  // kept under 'Z' shard), under the shard's id in the export.
+  std::vector<std::pair<std::string, std::string>> seek;
+  for (uint32_t id = 0; id < shard_of.size(); ++id) {
+    if (shard_of[id] < 0 || reader.shards()[id].codec() == index::Codec::kNone) continue;
+    const std::string prefix =
+        index::EncodeSeekKeyPrefix(index::ShardId{static_cast<uint32_t>(shard_of[id])});
+    SHARDFS_RETURN_IF_ERROR(reader.ForEachSeekKey(
+        index::ShardId{id}, [&](std::string_view suffix, std::string_view value) {
+          seek.emplace_back(prefix + std::string(suffix), std::string(value));
+          return true;
+        }));
+  }
+  writer.AddSeekKeys(std::move(seek));
   SHARDFS_ASSIGN_OR_RETURN(stats.written, writer.Finish(out, options));
   return stats;
 }
