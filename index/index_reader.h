@@ -163,6 +163,8 @@ class IndexReader {
   // `window`, the window of its point `point` ('Z' shard 'W' point), raw.
   // NotFound if the index has none (a manifest: the partition is not open).
   Status GetSeekValue(ShardId shard, bool window, uint32_t point, std::string* value) const;
+  // Its interval checksums ('Z' shard 'C'), raw; NotFound if it has none.
+  Status GetSeekSums(ShardId shard, std::string* value) const;
   // Every seek key of `shard` ('Z' shard ...), in key order: `fn` gets the
   // key past the shard's prefix and the value, and returns false to stop.
   // What copies a shard into another index (an export) copies these.

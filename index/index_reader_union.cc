@@ -373,6 +373,20 @@ Status IndexReader::ForEachSeekKey(
   return Status::Ok();
 }
 
+Status IndexReader::GetSeekSums(ShardId shard, std::string* value) const {
+  if (union_) {
+    SHARDFS_ASSIGN_OR_RETURN(auto part, PartitionOfShard(shard));
+    return part.first->GetSeekSums(part.second, value);
+  }
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), EncodeSeekSumsKey(shard), value);
+  if (s.IsNotFound()) {
+    return Status::NotFound(
+        fmt::format("index {}: no interval checksums for shard {}", path_, shard.value));
+  }
+  if (!s.ok()) return Status::IoError(fmt::format("index {}: {}", path_, s.ToString()));
+  return Status::Ok();
+}
+
 Status IndexReader::GetSeekValue(ShardId shard, bool window, uint32_t point,
                                  std::string* value) const {
   if (union_) {

@@ -463,6 +463,28 @@ std::string EncodeSeekKeyPrefix(ShardId shard) {
   return key;
 }
 
+std::string EncodeSeekSumsKey(ShardId shard) {
+  std::string key = EncodeSeekKeyPrefix(shard);
+  key.push_back(kSeekSums);
+  return key;
+}
+
+std::string EncodeSeekSums(const std::vector<uint64_t>& sums) {
+  std::string out(sums.size() * 8, '\0');
+  for (size_t i = 0; i < sums.size(); ++i) EncodeFixed64(out.data() + 8 * i, sums[i]);
+  return out;
+}
+
+Status DecodeSeekSums(std::string_view value, size_t points, std::vector<uint64_t>* sums) {
+  if (value.size() != points * 8) {
+    return Status::Corruption(
+        fmt::format("interval checksums: {} bytes for {} seek points", value.size(), points));
+  }
+  sums->resize(points);
+  for (size_t i = 0; i < points; ++i) (*sums)[i] = DecodeFixed64(value.data() + 8 * i);
+  return Status::Ok();
+}
+
 std::string EncodeSeekTableKey(ShardId shard) {
   std::string key = EncodeSeekKeyPrefix(shard);
   key.push_back(kSeekTable);

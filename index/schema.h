@@ -163,6 +163,7 @@
 //
 //   'Z' <shard:u32be> 'T'                    SeekTable of the shard
 //   'Z' <shard:u32be> 'W' <point:u32be>      the window of point `point`
+//   'Z' <shard:u32be> 'C'                    interval checksums (optional)
 //
 // SeekTable (little-endian):
 //     0     8  decoded_size   bytes of the decoded stream
@@ -178,6 +179,10 @@
 //       19  1  reserved       0
 //       20  4  window         bytes of its 'W' value (deflate: up to 32 KiB
 //                             of decoded bytes before `decoded`; 0: none)
+// Interval checksums: one u64 (little-endian) per point, the XXH3-64 of its
+// interval's decoded bytes, checked after every decode: a corrupt byte that
+// still decodes gives EIO, never wrong bytes. Readers that predate the key
+// ignore it; an index without it is read unchecked, as before.
 // An interval (point i to point i+1, or to decoded_size) is what one read
 // decodes at most: a gzip stream gets a point every `--seek-spacing` decoded
 // bytes (at a deflate block boundary) and at every member; zstd one per
@@ -240,6 +245,7 @@ inline constexpr char kViewPrefix = 'V';
 inline constexpr char kSeekPrefix = 'Z';
 inline constexpr char kSeekTable = 'T';
 inline constexpr char kSeekWindow = 'W';
+inline constexpr char kSeekSums = 'C';
 // Second bytes of 'V' keys, after the view id.
 inline constexpr char kViewBytes = 'B';
 inline constexpr char kViewDirent = 'D';
@@ -454,6 +460,11 @@ std::string EncodeSeekTableKey(ShardId shard);
 std::string EncodeSeekWindowKey(ShardId shard, uint32_t point);
 // 'Z' shard: the prefix of every seek key of `shard`.
 std::string EncodeSeekKeyPrefix(ShardId shard);
+// 'Z' shard 'C', and its value: the interval checksums.
+std::string EncodeSeekSumsKey(ShardId shard);
+std::string EncodeSeekSums(const std::vector<uint64_t>& sums);
+// Corruption unless `value` holds exactly `points` checksums.
+Status DecodeSeekSums(std::string_view value, size_t points, std::vector<uint64_t>* sums);
 void EncodeSeekTable(const SeekTable& table, std::string* out);
 // Corruption unless `value` is a well-formed table: points sorted by
 // decoded offset (strictly), the first at 0, all below decoded_size (or

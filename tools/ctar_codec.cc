@@ -1,10 +1,13 @@
 #include "tools/ctar_codec.h"
 
 #include <lzma.h>
+#include <unistd.h>
+#include <xxhash.h>
 #include <zlib.h>
 #include <zstd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -216,6 +219,36 @@ Result<std::string> DecodeInterval(std::string_view name, const index::SeekTable
   }
   if (!s.ok()) return s;
   return out;
+}
+
+uint64_t IntervalChecksum(std::string_view decoded) {
+  return XXH3_64bits(decoded.data(), decoded.size());
+}
+
+Result<std::vector<uint64_t>> IntervalChecksumsOfFile(std::string_view name,
+                                                      const index::SeekTable& table, int fd) {
+  std::vector<uint64_t> sums;
+  sums.reserve(table.points.size());
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                 &XXH3_freeState);
+  if (!state) return Status::IoError("XXH3_createState failed");
+  std::string buf(size_t{1} << 20, '\0');
+  for (size_t i = 0; i < table.points.size(); ++i) {
+    XXH3_64bits_reset(state.get());
+    for (uint64_t at = table.points[i].decoded, end = table.End(i); at < end;) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), end - at));
+      const ssize_t n = ::pread(fd, buf.data(), want, static_cast<off_t>(at));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        return Status::IoError(fmt::format("shard {}: decoded byte {}: {}", name, at,
+                                           n < 0 ? std::strerror(errno) : "ends early"));
+      }
+      XXH3_64bits_update(state.get(), buf.data(), static_cast<size_t>(n));
+      at += static_cast<uint64_t>(n);
+    }
+    sums.push_back(XXH3_64bits_digest(state.get()));
+  }
+  return sums;
 }
 
 }  // namespace shardfs::tools

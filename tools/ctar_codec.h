@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "index/schema.h"
@@ -44,6 +45,15 @@ uint64_t IntervalInputEnd(const index::SeekTable& table, size_t i, uint64_t file
 Result<std::string> DecodeInterval(std::string_view name, const index::SeekTable& table, size_t i,
                                    std::string_view window, std::string_view input,
                                    uint64_t max_bytes);
+
+// The checksum of an interval's decoded bytes (XXH3-64; see "Interval
+// checksums" in index/schema.h).
+uint64_t IntervalChecksum(std::string_view decoded);
+
+// The checksums of every interval of `table`, whose decoded stream is the
+// file at `fd` from offset 0 (read with pread). IoError naming `name`.
+Result<std::vector<uint64_t>> IntervalChecksumsOfFile(std::string_view name,
+                                                      const index::SeekTable& table, int fd);
 
 }  // namespace shardfs::tools
 

@@ -406,6 +406,7 @@ Status ScanCompressedTarFd(const std::string& name, int fd, index::Codec codec, 
   if (codec == index::Codec::kGzip) {
     DropVerifiedWindows(name, in.base, in.size, decoded.base, &out->table, &out->windows);
   }
+  SHARDFS_ASSIGN_OR_RETURN(out->checksums, IntervalChecksumsOfFile(name, out->table, sink.fd()));
   // A sparse member's extents would be ranges of the decoded stream, which
   // the mount's sparse path does not read: refused.
   auto not_sparse = [&](ScannedMember&& m) -> Status {
@@ -430,6 +431,9 @@ std::vector<std::pair<std::string, std::string>> SeekKeys(index::ShardId id,
     if (!scan.windows[i].empty()) {
       kvs.emplace_back(index::EncodeSeekWindowKey(id, static_cast<uint32_t>(i)), scan.windows[i]);
     }
+  }
+  if (!scan.checksums.empty()) {
+    kvs.emplace_back(index::EncodeSeekSumsKey(id), index::EncodeSeekSums(scan.checksums));
   }
   return kvs;
 }

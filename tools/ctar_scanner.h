@@ -43,6 +43,8 @@ struct CompressedScan {
   std::vector<std::string> windows;
   // The largest interval, in decoded bytes.
   uint64_t largest_interval = 0;
+  // By point: the interval checksums (IntervalChecksum); empty: none.
+  std::vector<uint64_t> checksums;
 };
 
 // The codec of the file open at `fd`, from its first bytes.

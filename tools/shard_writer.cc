@@ -157,6 +157,7 @@ class ShardWriter {
     compressed_tmp_ = true;
     SHARDFS_RETURN_IF_ERROR(
         CompressShard(tmp_, fd_.get(), tar_size, groups, plan_.compress, out.get(), &table_));
+    SHARDFS_ASSIGN_OR_RETURN(checksums_, IntervalChecksumsOfFile(tmp_, table_, fd_.get()));
     report_->tar_bytes += tar_size;
     fd_ = std::move(out);
     return Status::Ok();
@@ -198,6 +199,7 @@ class ShardWriter {
       CompressedScan points;  // Group boundaries: no windows.
       points.codec = plan_.compress.codec;
       points.table = std::move(table_);
+      points.checksums = std::move(checksums_);
       index_->AddSeekKeys(SeekKeys(id, points));
     }
     progress_->UnitDone();
@@ -493,6 +495,7 @@ class ShardWriter {
   std::vector<uint64_t> sample_starts_;
   bool compressed_tmp_ = false;
   index::SeekTable table_;
+  std::vector<uint64_t> checksums_;  // By group: IntervalChecksum.
 };
 
 }  // namespace

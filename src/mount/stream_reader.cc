@@ -36,6 +36,11 @@ Result<std::shared_ptr<const StreamReader::Table>> StreamReader::GetTable(index:
   if (t->table.points.empty()) {
     return Status::Corruption(fmt::format("shard {}: seek table without points", t->name));
   }
+  s = reader_.GetSeekSums(id, &value);
+  if (s.ok()) s = index::DecodeSeekSums(value, t->table.points.size(), &t->checksums);
+  if (!s.ok() && s.code() != Status::Code::kNotFound) {
+    return Status::Corruption(fmt::format("shard {}: {}", t->name, s.message()));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, inserted] = tables_.emplace(id.value, std::move(t));
   return it->second;
@@ -67,6 +72,12 @@ Result<std::string> StreamReader::Decode(index::ShardId id, const Table& t, size
   Result<std::string> out =
       tools::DecodeInterval(t.name, t.table, point, window, input, tools::kMaxIntervalBytes);
   if (!out.ok()) return Status::Corruption(out.status().message());
+  if (!t.checksums.empty() && tools::IntervalChecksum(*out) != t.checksums[point]) {
+    return Status::Corruption(
+        fmt::format("shard {}: seek point {} at compressed byte {}: the decoded interval's "
+                    "checksum differs from the index's",
+                    t.name, point, p.compressed));
+  }
   return out;
 }
 

@@ -8,6 +8,9 @@
 // (ShardHandle::ReadAt: a local pread, or the chunked reader for a remote
 // shard or a cache_dir), so decoding sits above the chunk cache.
 //
+// Where the index has interval checksums, every decode is checked against
+// its interval's: data that decodes but differs gives Corruption (EIO).
+//
 // An interval longer than kMaxIntervalBytes (a single zstd frame or xz
 // block of a large tar) is not decoded: such reads fail (EIO), with one
 // warning per shard that says to re-pack it into frames.
@@ -23,6 +26,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "base/status.h"
 #include "index/index_reader.h"
@@ -48,7 +52,8 @@ class StreamReader {
  private:
   struct Table {
     index::SeekTable table;
-    std::string name;  // The shard, as messages name it.
+    std::vector<uint64_t> checksums;  // By point; empty: the index has none.
+    std::string name;                 // The shard, as messages name it.
     mutable std::atomic<bool> warned{false};
   };
   Result<std::shared_ptr<const Table>> GetTable(index::ShardId id);

@@ -175,6 +175,35 @@ class CompressedTarTest(tl.ScratchTestCase):
         self.assertGreater(eio, 0)
         self.assertRegex(log, r"shard \S+shard\.tar\.gz")
 
+    def test_damage_that_still_decodes_gives_eio_unverified(self):
+        # Random bytes are kept in stored deflate blocks: a flipped byte
+        # there still inflates, to wrong bytes of the right length. The
+        # interval checksum catches it, without verify= (the mount default).
+        d = self.scratch("stored")
+        shard = self.compress(d, "gz", "gzip -c {tar} > {out}")
+        idx = os.path.join(d, "idx")
+        tl.build_index([shard], idx, "--seek-spacing", "256K")
+        big = tl.read_file(os.path.join(self.src, "big.bin"))
+        needle = big[1 << 20:(1 << 20) + 64]
+        data = bytearray(tl.read_file(shard))
+        at = data.find(needle)
+        self.assertGreater(at, 0, "big.bin's bytes are not stored verbatim in the .gz")
+        data[at + 10] ^= 0x01  # The shard then counts as damaged: all its reads fail.
+        with open(shard, "r+b") as fh:
+            fh.seek(at + 10)
+            fh.write(bytes([data[at + 10]]))
+        st = os.stat(shard)
+        mnt = os.path.join(d, "mnt")
+        os.mkdir(mnt)
+        with tl.Mount(idx, mnt, options="decode_cache=0") as m:
+            with self.assertRaises(OSError) as cm:
+                tl.read_file(os.path.join(mnt, "big.bin"))
+            self.assertEqual(cm.exception.errno, 5)
+            self.assertTrue(tl.wait_until(lambda: "checksum differs" in m.stderr()),
+                            m.stderr()[-2000:])
+            self.assertRegex(m.stderr(), r"shard \S+shard\.tar\.gz: seek point \d+ at compressed byte \d+")
+        self.assertEqual(os.stat(shard).st_size, st.st_size)
+
     def test_truncated_gives_eio(self):
         def cut(path):
             os.truncate(path, os.path.getsize(path) // 2)
