@@ -218,7 +218,11 @@ inline constexpr uint32_t kZipSchemaVersion = 3;
 // Version 4: compressed tar shards (codec flags and 'Z' seek points); an
 // index without one is written as before. A reader of 4 reads 3 (zip) too.
 inline constexpr uint32_t kCodecSchemaVersion = 4;
-inline constexpr uint32_t kMaxSchemaVersion = kCodecSchemaVersion;
+// Version 5: bzip2 seek points (SeekKind::kBzip2Block), which readers of 4
+// would refuse only at a read; an index without a bzip2 shard is written as
+// before.
+inline constexpr uint32_t kBzip2SchemaVersion = 5;
+inline constexpr uint32_t kMaxSchemaVersion = kBzip2SchemaVersion;
 
 struct InodeId {
   uint64_t value = 0;

@@ -188,6 +188,30 @@ class Bzip2TarTest(tl.ScratchTestCase):
         self.assertGreater(eio, 0)
         self.assertRegex(log, r"shard \S*shard\.tar\.bz2: compressed data at byte \d+")
 
+    def test_schema_version_and_index_add(self):
+        # 5 with a bzip2 shard, 4 without; `index add` never lowers it.
+        d = self.scratch("schema")
+        bz = self.compress(d, "bzip2 -1 -c {tar} > {out}")
+        gz = os.path.join(d, "other.tar.gz")
+        extra = os.path.join(d, "extra")
+        os.mkdir(extra)
+        tl.write_file(os.path.join(extra, "new.txt"), b"new file\n" * 1000)
+        subprocess.run("tar -C %s -cf - . | gzip -c > %s" % (extra, gz), shell=True, check=True)
+        for first, then in ((gz, bz), (bz, gz)):
+            with self.subTest(first=os.path.basename(first)):
+                idx = self.scratch("idx") + "/idx"
+                tl.build_index([first], idx)
+                self.assertEqual(tl.index_info(idx)[0]["schema_version"],
+                                 5 if first == bz else 4)
+                tl.run_shardfs("index", "add", idx, then, check=0)
+                self.assertEqual(tl.index_info(idx)[0]["schema_version"], 5)
+                mnt = self.scratch("mnt")
+                with tl.Mount(idx, mnt):
+                    self.assertEqual(tl.read_file(os.path.join(mnt, "new.txt")),
+                                     b"new file\n" * 1000)
+                    self.assertEqual(tl.read_file(os.path.join(mnt, "big.bin")),
+                                     self.files["big.bin"])
+
     def test_build_refuses_damage(self):
         d = self.scratch("refuse")
         good = self.compress(d, "bzip2 -1 -c {tar} > {out}", "good.tar.bz2")
