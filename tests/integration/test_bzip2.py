@@ -6,7 +6,9 @@ and 1), pbzip2 (a stream per block), lbzip2 and concatenated files equal
 GNU tar's own extraction (`tar -xjf`); random reads across block boundaries
 under 16 concurrent readers are checked byte for byte; a corrupt or
 truncated block gives EIO and a log line naming the shard and the offset,
-never wrong bytes; damaged files are refused at build time. The tree holds a
+never wrong bytes; damaged files are refused at build time; a remote shard
+over HTTP reads through the chunk cache; the schema version is 5 with a
+bzip2 shard (`index add` included). The tree holds a
 member whose blocks carry a false block magic (its bytes spell the magic in
 the block's symbol map): the build must skip it."""
 
@@ -17,6 +19,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import remote_servers as rs  # noqa: E402
 import shardfs_testlib as tl  # noqa: E402
 import test_compressed_tar as ct  # noqa: E402
 import test_tar_semantics as ts  # noqa: E402
@@ -187,6 +190,23 @@ class Bzip2TarTest(tl.ScratchTestCase):
         eio, log = self.damaged_mount("zeroed", zero)
         self.assertGreater(eio, 0)
         self.assertRegex(log, r"shard \S*shard\.tar\.bz2: compressed data at byte \d+")
+
+    def test_remote_shard_over_http(self):
+        # The chunk fetcher reads the compressed bytes; blocks decode above it.
+        d = self.scratch("remote")
+        served = os.path.join(d, "served")
+        os.mkdir(served)
+        shard = self.compress(served, "pbzip2 -p2 -1 -c {tar} > {out}")
+        want = self.extract(d, shard)
+        with rs.Nginx(served) as web:
+            idx = os.path.join(d, "idx")
+            tl.build_index([web.url + "/" + os.path.basename(shard)], idx)
+            mnt = os.path.join(d, "mnt")
+            os.mkdir(mnt)
+            with tl.Mount(idx, mnt, options="verify=first"):
+                got = tl.walk_reference(mnt)
+        del got[b""]
+        ts.TarSemanticsTest.compare(self, want, got)
 
     def test_schema_version_and_index_add(self):
         # 5 with a bzip2 shard, 4 without; `index add` never lowers it.
