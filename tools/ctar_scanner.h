@@ -1,4 +1,4 @@
-// Scanning a compressed tar shard (.tar.gz, .tar.zst, .tar.xz): the stream
+// Scanning a compressed tar shard (.tar.gz, .tar.zst, .tar.xz, .tar.bz2): the stream
 // is decoded once, into a temporary file, while seek points are recorded
 // (index/schema.h, "Compressed tar shards"); the decoded bytes are then
 // scanned by the tar scanner (tools/tar_scanner.h), so member offsets are
