@@ -543,10 +543,16 @@ Status DecodeSeekTable(std::string_view value, SeekTable* table) {
       return Status::Corruption(
           fmt::format("seek point {}: reserved byte is {}", i, static_cast<uint8_t>(p[19])));
     }
-    if (kind < 1 || kind > 4) {
+    if (kind < 1 || kind > 5) {
       return Status::Corruption(fmt::format("seek point {}: unknown kind {}", i, kind));
     }
     s.kind = static_cast<SeekKind>(kind);
+    if (s.kind == SeekKind::kBzip2Block &&
+        ((s.check & kBzip2LevelMask) < 1 || (s.check & kBzip2LevelMask) > 9 ||
+         (s.check & ~(kBzip2LevelMask | kBzip2LastInStream)) != 0 || s.window != 0)) {
+      return Status::Corruption(fmt::format(
+          "seek point {}: bzip2 block with check byte {:#x}, window {}", i, s.check, s.window));
+    }
     if (s.bits > 7 || s.window > kMaxSeekWindow) {
       return Status::Corruption(
           fmt::format("seek point {}: {} bits, window of {} bytes", i, s.bits, s.window));

@@ -174,8 +174,11 @@
 //       16  1  bits           deflate: bits of the byte before `compressed`
 //                             that belong to this point (0..7)
 //       17  1  kind           1 gzip member header, 2 raw deflate (with a
-//                             window), 3 zstd frame, 4 xz block
-//       18  1  check          xz: the stream's check type
+//                             window), 3 zstd frame, 4 xz block, 5 bzip2
+//                             block
+//       18  1  check          xz: the stream's check type; bzip2: bits 0..3
+//                             the stream's level (1..9), bit 4 set if the
+//                             block is the last of its stream
 //       19  1  reserved       0
 //       20  4  window         bytes of its 'W' value (deflate: up to 32 KiB
 //                             of decoded bytes before `decoded`; 0: none)
@@ -187,6 +190,12 @@
 // decodes at most: a gzip stream gets a point every `--seek-spacing` decoded
 // bytes (at a deflate block boundary) and at every member; zstd one per
 // frame; xz one per block.
+//
+// A bzip2 block (kind 5) starts at a bit: its 48-bit magic begins at bit
+// `bits` (0 = the most significant) of byte `compressed`. Its bits end at
+// the next point's when the next point is in the same stream, else at the
+// stream's end-of-stream magic, which the reader finds by searching back
+// from the next point (tools/bzip2_block.h). No window.
 #ifndef SHARDFS_INDEX_SCHEMA_H_
 #define SHARDFS_INDEX_SCHEMA_H_
 
@@ -214,7 +223,11 @@ inline constexpr uint32_t kZipSchemaVersion = 3;
 // Version 4: compressed tar shards (codec flags and 'Z' seek points); an
 // index without one is written as before. A reader of 4 reads 3 (zip) too.
 inline constexpr uint32_t kCodecSchemaVersion = 4;
-inline constexpr uint32_t kMaxSchemaVersion = kCodecSchemaVersion;
+// Version 5: bzip2 seek points (SeekKind::kBzip2Block), which readers of 4
+// would refuse only at a read; an index without a bzip2 shard is written as
+// before.
+inline constexpr uint32_t kBzip2SchemaVersion = 5;
+inline constexpr uint32_t kMaxSchemaVersion = kBzip2SchemaVersion;
 
 struct InodeId {
   uint64_t value = 0;
@@ -368,7 +381,16 @@ struct ShardMeta {
 };
 
 // Seek points of a compressed tar shard (see "Compressed tar shards").
-enum class SeekKind : uint8_t { kGzipMember = 1, kDeflate = 2, kZstdFrame = 3, kXzBlock = 4 };
+enum class SeekKind : uint8_t {
+  kGzipMember = 1,
+  kDeflate = 2,
+  kZstdFrame = 3,
+  kXzBlock = 4,
+  kBzip2Block = 5
+};
+// SeekPoint.check of a kBzip2Block point.
+inline constexpr uint8_t kBzip2LevelMask = 0x0f;
+inline constexpr uint8_t kBzip2LastInStream = 0x10;
 inline constexpr size_t kSeekPointSize = 24;
 inline constexpr uint32_t kMaxSeekWindow = 32768;
 

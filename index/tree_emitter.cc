@@ -138,10 +138,11 @@ KeyValues MetaKeysOf(const TreeCounts& c, bool all_checksummed, bool any_sparse,
   // keep reading every other index.
   // Version 3 likewise only with an encoded member (a deflated zip member),
   // and 4 only with a compressed tar shard.
-  meta(kMetaSchemaVersion, std::to_string(text.any_codec ? kCodecSchemaVersion
-                                          : any_encoded  ? kZipSchemaVersion
-                                          : any_sparse   ? kSparseSchemaVersion
-                                                         : kSchemaVersion));
+  meta(kMetaSchemaVersion, std::to_string(text.any_bzip2   ? kBzip2SchemaVersion
+                                          : text.any_codec ? kCodecSchemaVersion
+                                          : any_encoded    ? kZipSchemaVersion
+                                          : any_sparse     ? kSparseSchemaVersion
+                                                           : kSchemaVersion));
   meta(kMetaBuildOptions, text.build_options);
   meta(kMetaCreatedBy, text.created_by);
   meta(kMetaFiles, std::to_string(c.files));
@@ -191,6 +192,13 @@ bool AnyCodec(std::span<const ShardMeta> shards, const KeyValues& seek) {
   if (!seek.empty()) return true;
   for (const ShardMeta& m : shards) {
     if (m.codec() != Codec::kNone) return true;
+  }
+  return false;
+}
+
+bool AnyBzip2(std::span<const ShardMeta> shards) {
+  for (const ShardMeta& m : shards) {
+    if (m.codec() == Codec::kBzip2) return true;
   }
   return false;
 }

@@ -44,6 +44,8 @@ struct MetaText {
   // A compressed tar shard is in the index: schema version 4
   // (kCodecSchemaVersion).
   bool any_codec = false;
+  // A bzip2 shard is: version 5 (kBzip2SchemaVersion).
+  bool any_bzip2 = false;
 };
 
 class TreeEmitter {
@@ -94,6 +96,8 @@ Result<ShardMeta> StoredShardMeta(ShardMeta meta, const std::string& base);
 // Whether an index of `shards` with seek keys `seek` has a compressed tar
 // shard (schema version 4).
 bool AnyCodec(std::span<const ShardMeta> shards, const KeyValues& seek);
+// Whether one of `shards` is a bzip2-compressed tar.
+bool AnyBzip2(std::span<const ShardMeta> shards);
 
 Result<KeyValues> ShardKeys(std::span<const ShardMeta> shards, const std::string& base);
 

@@ -450,9 +450,18 @@ Status IndexEditor::AddVersion(const VersionInfo& info, const VersionTable& tabl
       shard_keys.emplace_back(std::string(EncodeShardKey(ShardId{id++}, buf)), std::move(value));
     }
     if (!seek_keys.empty()) {
-      // A compressed tar shard: readers before version 4 must refuse the index.
-      shard_keys.emplace_back(EncodeMetaKey(kMetaSchemaVersion),
-                              std::to_string(kCodecSchemaVersion));
+      // A compressed tar shard: readers before version 4 must refuse the index
+      // (5 with a bzip2 shard; never below the version it has).
+      uint32_t version = kCodecSchemaVersion;
+      for (const ShardMeta& meta : new_shards) {
+        if (meta.codec() == Codec::kBzip2) version = kBzip2SchemaVersion;
+      }
+      std::string had;
+      if (db_->Get(rocksdb::ReadOptions(), EncodeMetaKey(kMetaSchemaVersion), &had).ok() &&
+          had == std::to_string(kBzip2SchemaVersion)) {
+        version = kBzip2SchemaVersion;
+      }
+      shard_keys.emplace_back(EncodeMetaKey(kMetaSchemaVersion), std::to_string(version));
       std::sort(shard_keys.begin(), shard_keys.end());
     }
     SHARDFS_ASSIGN_OR_RETURN(f, WriteTable("shards", shard_keys, {}));

@@ -21,7 +21,7 @@ build_packages=(
   libcurl4-openssl-dev
   # zip archives: deflated members are inflated with libdeflate
   libdeflate-dev
-  # compressed tar shards (.tar.gz, .tar.zst, .tar.xz; .tar.bz2 to refuse it)
+  # compressed tar shards (.tar.gz, .tar.zst, .tar.xz, .tar.bz2)
   zlib1g-dev libzstd-dev liblzma-dev libbz2-dev
   # run; the demo's shards are written with GNU tar
   fuse3 tar python3
@@ -50,6 +50,8 @@ test_packages=(
   slurm-wlm munge
   # compressed tar shards (tests/integration/test_compressed_tar.py)
   pigz zstd xz-utils bzip2
+  # multi-stream and multi-block bzip2 writers (tests/integration/test_bzip2.py)
+  pbzip2 lbzip2
 )
 # node and npm run the S3 test server (scripts/install-test-servers.sh), which
 # needs Node.js >= 20: an installed one is kept, Debian's only fills a gap.

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "base/log.h"
+#include "tools/bzip2_block.h"
 
 namespace shardfs::tools {
 namespace {
@@ -151,6 +152,36 @@ Status Unxz(std::string_view name, const SeekPoint& p, std::string_view input, s
   return s;
 }
 
+// Decodes the bzip2 block of point `i`: `input` starts at the byte of its
+// first bit. Its bits end at the next point's (same stream) or at its
+// stream's end-of-stream magic, searched back from the input's end.
+Status Unbzip2(std::string_view name, const index::SeekTable& table, size_t i,
+               std::string_view input, std::string* out) {
+  const SeekPoint& p = table.points[i];
+  const int level = p.check & index::kBzip2LevelMask;
+  const uint64_t from = p.bits;
+  if (input.size() * 8 < from + kBzip2MarkBits || ReadBits(input, from, 48) != kBzip2BlockMagic) {
+    return Bad(
+        name, p.compressed,
+        fmt::format("no bzip2 block magic at bit {} of the byte (truncated or corrupt)", p.bits));
+  }
+  std::vector<uint64_t> ends;
+  if (!(p.check & index::kBzip2LastInStream) && i + 1 < table.points.size()) {
+    const SeekPoint& next = table.points[i + 1];
+    ends.push_back((next.compressed - p.compressed) * 8 + next.bits);
+  } else {
+    ends = LastBzip2EndMagics(input, from + kBzip2MarkBits, input.size() * 8, kBzip2MaxCandidates);
+  }
+  Result<Bzip2Block> b = DecodeFirstValid(input, from, ends, level, out->data(), out->size());
+  if (!b.ok()) return Bad(name, p.compressed, b.status().message());
+  if (b->decoded != out->size()) {
+    return Bad(
+        name, p.compressed,
+        fmt::format("bzip2 block decodes to {} bytes, the index says {}", b->decoded, out->size()));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 index::Codec DetectCodec(std::string_view head) {
@@ -196,9 +227,10 @@ Result<std::string> DecodeInterval(std::string_view name, const index::SeekTable
         "shard {}: seek point {} at compressed byte {} decodes to {} bytes, more than the bound "
         "of {} for one random read (a single {} frame or block: re-pack it into frames)",
         name, i, p.compressed, want, max_bytes,
-        p.kind == SeekKind::kXzBlock     ? "xz"
-        : p.kind == SeekKind::kZstdFrame ? "zstd"
-                                         : "gzip"));
+        p.kind == SeekKind::kXzBlock      ? "xz"
+        : p.kind == SeekKind::kZstdFrame  ? "zstd"
+        : p.kind == SeekKind::kBzip2Block ? "bzip2"
+                                          : "gzip"));
   }
   std::string out(static_cast<size_t>(want), '\0');
   if (want == 0) return out;
@@ -213,6 +245,9 @@ Result<std::string> DecodeInterval(std::string_view name, const index::SeekTable
       break;
     case SeekKind::kXzBlock:
       s = Unxz(name, p, input, &out);
+      break;
+    case SeekKind::kBzip2Block:
+      s = Unbzip2(name, table, i, input, &out);
       break;
     default:
       s = Bad(name, p.compressed, "unknown seek point kind");

@@ -18,6 +18,7 @@
 #include "base/io.h"
 #include "base/log.h"
 #include "index/fingerprint.h"
+#include "tools/bzip2_block.h"
 #include "tools/ctar_codec.h"
 #include "tools/flush_points.h"
 
@@ -334,6 +335,69 @@ Status DecodeXz(const std::string& name, const char* data, size_t size, DecodedS
   return Status::Ok();
 }
 
+// bzip2: block by block (tools/bzip2_block.h), a point per block; each
+// stream's combined CRC is checked against its blocks' CRCs.
+Status DecodeBzip2(const std::string& name, const char* data, size_t size, DecodedSink* sink,
+                   CompressedScan* out) {
+  const std::string_view src(data, size);
+  const uint64_t total = uint64_t{size} * 8;
+  std::unique_ptr<char[]> block;
+  size_t cap = 0;
+  size_t pos = 0;
+  while (pos < size) {
+    if (size - pos < 4 || src.substr(pos, 3) != "BZh" || data[pos + 3] < '1' ||
+        data[pos + 3] > '9') {
+      return Bad(name, pos, "not a bzip2 stream header (trailing garbage?)");
+    }
+    const int level = data[pos + 3] - '0';
+    if (Bzip2MaxBlockBytes(level) > cap) {
+      cap = static_cast<size_t>(Bzip2MaxBlockBytes(level));
+      block.reset(new char[cap]);
+    }
+    uint64_t bit = (uint64_t{pos} + 4) * 8;
+    uint32_t combined = 0;
+    bool any = false;
+    for (;;) {
+      if (bit + kBzip2MarkBits > total) return Bad(name, bit / 8, "truncated bzip2 stream");
+      const uint64_t magic = ReadBits(src, bit, 48);
+      if (magic == kBzip2EndMagic) {
+        const auto stored = static_cast<uint32_t>(ReadBits(src, bit + 48, 32));
+        if (stored != combined) {
+          return Bad(name, bit / 8,
+                     fmt::format("bzip2 stream CRC {:08x}, its blocks' combined CRC {:08x}", stored,
+                                 combined));
+        }
+        if (any) out->table.points.back().check |= index::kBzip2LastInStream;
+        pos = static_cast<size_t>((bit + kBzip2MarkBits + 7) / 8);
+        break;
+      }
+      if (magic != kBzip2BlockMagic) {
+        return Bad(
+            name, bit / 8,
+            fmt::format("no bzip2 block or end-of-stream magic at bit {} of the byte", bit % 8));
+      }
+      Result<Bzip2Block> b = FindBzip2Block(src, bit, level, block.get(), cap);
+      if (!b.ok()) return Bad(name, bit / 8, b.status().message());
+      SeekPoint p;
+      p.kind = SeekKind::kBzip2Block;
+      p.compressed = bit / 8;
+      p.bits = static_cast<uint8_t>(bit % 8);
+      p.check = static_cast<uint8_t>(level);
+      sink->AddPoint(p, false);
+      for (size_t done = 0; done < b->decoded;) {
+        const size_t n = std::min(sink->room(), b->decoded - done);
+        std::memcpy(sink->out(), block.get() + done, n);
+        SHARDFS_RETURN_IF_ERROR(sink->Produced(n));
+        done += n;
+      }
+      combined = ((combined << 1) | (combined >> 31)) ^ b->crc;
+      any = true;
+      bit = b->end;
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<index::Codec> DetectCodecFd(const std::string& name, int fd) {
@@ -347,12 +411,6 @@ Status ScanCompressedTarFd(const std::string& name, int fd, index::Codec codec, 
                            const ScanOptions& options,
                            const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info,
                            CompressedScan* out) {
-  if (codec == index::Codec::kBzip2) {
-    return Status::NotSupported(fmt::format(
-        "shard {}: a bzip2-compressed tar: random access to bzip2 (bit-aligned blocks) is not "
-        "implemented; decompress it (bunzip2) or recompress it with zstd (pzstd) or gzip",
-        name));
-  }
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", name));
   *info = ShardInfo{};
@@ -379,6 +437,9 @@ Status ScanCompressedTarFd(const std::string& name, int fd, index::Codec codec, 
     case index::Codec::kXz:
       SHARDFS_RETURN_IF_ERROR(DecodeXz(name, in.base, in.size, &sink));
       break;
+    case index::Codec::kBzip2:
+      SHARDFS_RETURN_IF_ERROR(DecodeBzip2(name, in.base, in.size, &sink, out));
+      break;
     default:
       return Status::InvalidArgument(fmt::format("shard {}: not a compressed stream", name));
   }
@@ -388,7 +449,8 @@ Status ScanCompressedTarFd(const std::string& name, int fd, index::Codec codec, 
         fmt::format("shard {}: the {} stream decodes to nothing, not a tar archive", name,
                     index::CodecName(codec)));
   }
-  if (codec != index::Codec::kGzip &&
+  // (A bzip2 block decodes to at most Bzip2MaxBlockBytes: never sequential.)
+  if (codec != index::Codec::kGzip && codec != index::Codec::kBzip2 &&
       (out->table.points.size() == 1 || out->largest_interval > kSequentialWarnBytes)) {
     log::Warning(
         "shard {}: {} stream with {} {} ({} decoded bytes in one): it can only be read "

@@ -1,4 +1,4 @@
-// Scanning a compressed tar shard (.tar.gz, .tar.zst, .tar.xz): the stream
+// Scanning a compressed tar shard (.tar.gz, .tar.zst, .tar.xz, .tar.bz2): the stream
 // is decoded once, into a temporary file, while seek points are recorded
 // (index/schema.h, "Compressed tar shards"); the decoded bytes are then
 // scanned by the tar scanner (tools/tar_scanner.h), so member offsets are
@@ -10,7 +10,8 @@
 //    decoded bytes, with its 32 KiB window (zlib's zran approach).
 //  - zstd: a point per frame (skippable frames are skipped).
 //  - xz: a point per block, from the file's index (liblzma).
-//  - bzip2: refused (its blocks start at bit offsets; not implemented).
+//  - bzip2: a point per block, at the bit where it starts (every stream of
+//    a multi-stream file, as pbzip2 writes); see tools/bzip2_block.h.
 // A shard whose stream is one frame or block larger than
 // kSequentialWarnBytes is indexed with a warning: only a sequential decode
 // can read it, and the mount refuses random reads of it (EIO) beyond
@@ -54,7 +55,7 @@ Result<index::Codec> DetectCodecFd(const std::string& name, int fd);
 // it as ScanTarFd scans a plain tar: info->size, mtime_ns and fingerprint
 // are the compressed file's. `spacing` is the gzip point spacing. Returns
 // InvalidArgument naming the shard and the compressed byte for corrupt or
-// truncated data, NotSupported for bzip2.
+// truncated data, a CRC mismatch or trailing garbage.
 Status ScanCompressedTarFd(const std::string& name, int fd, index::Codec codec, uint64_t spacing,
                            const ScanOptions& options,
                            const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info,

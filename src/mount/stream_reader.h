@@ -1,4 +1,4 @@
-// Reads of compressed tar shards (.tar.gz, .tar.zst, .tar.xz): a file's
+// Reads of compressed tar shards (.tar.gz, .tar.zst, .tar.xz, .tar.bz2): a file's
 // bytes are a range of the shard's DECODED stream (index/schema.h,
 // "Compressed tar shards"). A read at decoded offset X decodes the one
 // interval that holds X, from the seek point at or before it, through the

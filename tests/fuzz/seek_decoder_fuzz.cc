@@ -4,7 +4,9 @@
 // window, one byte naming the point, and the rest: the compressed bytes
 // from that point on. Whatever the bytes, the table decoder and the
 // interval decoder must return (never crash, hang or overrun), and an
-// interval that decodes must have exactly the table's length.
+// interval that decodes must have exactly the table's length. Points of
+// every kind: gzip members, deflate blocks, zstd frames, xz blocks and
+// bzip2 blocks (bit-aligned; seeds bzip2-block, bzip2-blocks).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
