@@ -399,6 +399,51 @@ class BenchRemoteSmokeTest(BenchTestCase):
 
 
 
+class BenchArchivesSmokeTest(BenchTestCase):
+    """`--archives zip,gz` (issue #24) at a tiny size: every system's row, the zip and gzip
+    ratios, every shuffled read gave the loose tree's bytes (the bench checks the checksum),
+    and nothing is left mounted or running."""
+
+    PREFIX = "shardfs-bench-archives-smoke-"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        prepare(cls, "archives.json")
+        argv = [sys.executable, SCRIPT, "--archives", "zip,gz", "--workdir", cls.workdir,
+                "--shardfs", tl.SHARDFS, "--bench-reader", READER, "--zip-files", "300",
+                "--gz-bytes", "4M", "--gz-spacing", "1M", "--reads", "150",
+                "--latency-reads", "40", "--json", cls.json_path]
+        cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  timeout=240, text=True)
+        sys.stderr.write("bench --archives zip,gz smoke run:\n%s\n" % cls.proc.stdout)
+        cls.report = None
+        if os.path.exists(cls.json_path):
+            with open(cls.json_path) as f:
+                cls.report = json.load(f)
+
+    def test_completes_with_every_row(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
+        self.assertIn("stored zip / tar pack, warm", self.proc.stdout)
+        self.assertIn("shardfs first pass / indexed_gzip", self.proc.stdout)
+        z = self.report["zip"]
+        self.assertEqual(z["files"], 300)
+        for name in ("loose", "shardfs-tar", "shardfs-zip-stored", "shardfs-zip-deflated",
+                     "fuse-zip-stored", "archivemount-stored"):
+            self.assertIn("warm", z["reads"][name], name)
+        g = self.report["gz"]
+        self.assertGreater(g["files"], 0)
+        for temp in ("first", "warm"):
+            self.assertGreater(g["reads"]["shardfs"][temp], 0, temp)
+        self.assertGreater(g["indexed_gzip"]["files_per_s"], 0)
+        self.assertGreater(g["latency_us"]["p99"], 0)
+        # --gz-spacing reached the build: 4 MB of tar at 1 MiB gives at least 3 windows.
+        self.assertGreater(g["build"]["index_bytes"], 3 * 32768)
+
+    def test_no_mount_or_daemon_left(self):
+        self.assertNothingLeft()
+
+
 class BenchPackzSmokeTest(BenchTestCase):
     """`--archives packz` (pack --compress, issue #24) at 200 samples: the report has every
     pack's row and the ratios, every shuffled read gave the loose tree's bytes (the bench checks

@@ -214,12 +214,12 @@ class Run:
             raise BenchError(f"bench_reader {mode} on {root}: {res.get('first_error')}")
         return res
 
-    def build(self, archive, out):
+    def build(self, archive, out, extra=()):
         """index build of one archive: seconds, and bytes read from disk (cold)."""
         shutil.rmtree(out, ignore_errors=True)
         self.drop()
         rc, secs, cpu, rss, inblock = run_measured(
-            [self.a.shardfs, "index", "build", "--quiet", "--out", out, archive],
+            [self.a.shardfs, "index", "build", "--quiet", "--out", out, *extra, archive],
             timeout=self.a.phase_timeout, log_path=os.path.join(self.scratch, "build.log"),
             with_io=True)
         if rc != 0:
@@ -229,14 +229,21 @@ class Run:
                 "read_bytes": inblock, "archive_bytes": os.path.getsize(archive),
                 "index_bytes": tree_bytes(out)[1]}
 
-    def shuffled(self, name, lst, argv_of, kind, want):
-        """Cold then warm shuffled read through a mount (argv_of None: the loose tree)."""
+    def shuffled(self, name, lst, argv_of, kind, want, first_of=None):
+        """Cold then warm shuffled read through a mount (argv_of None: the loose tree).
+        With first_of (a file): also "first", a fresh mount's first pass with that file
+        in the page cache and nothing decoded yet, as a fresh indexed_gzip process reads."""
         out = {}
-        for temp in ("cold", "warm"):
+        temps = ("cold", "first", "warm") if first_of else ("cold", "warm")
+        for temp in temps:
             if temp == "cold" and not self.can_cold:
                 continue
             if temp == "cold":
                 self.drop()
+            if temp == "first":
+                with open(first_of, "rb") as f:
+                    while f.read(16 << 20):
+                        pass
             m = self.mount(name, argv_of, kind) if argv_of else None
             root = m.mountpoint if m else want["root"]
             try:
@@ -363,7 +370,7 @@ def run_gz(r, meta):
     a = r.a
     res = {"files": meta["files"], "bytes": meta["bytes"], "gz_bytes": meta["gz_bytes"]}
     idx = os.path.join(r.scratch, "gz-index")
-    b = r.build(meta["gz"], idx)
+    b = r.build(meta["gz"], idx, ["--seek-spacing", str(a.gz_spacing)])
     res["build"] = b
     res["index_bytes_per_gb"] = b["index_bytes"] / (meta["gz_bytes"] / 1e9)
     log(f"gz: index build {b['seconds']:.2f} s, index {fmt_bytes(b['index_bytes'])} "
@@ -389,7 +396,7 @@ def run_gz(r, meta):
     res["reads"] = {"loose": r.shuffled("loose-gz", lst, None, None, want),
                     "shardfs": r.shuffled("shardfs-gz", lst,
                                           lambda mp: [a.shardfs, "mount", "-f", idx, mp],
-                                          "fuse3", want)}
+                                          "fuse3", want, first_of=meta["gz"])}
     offsets = {}
     with tarfile.open(meta["gz"], "r:gz") as t:
         for info in t:
@@ -442,10 +449,11 @@ def print_report(rep, out=sys.stdout):
             w(f"  shuffled {name:<10} " + ", ".join(f"{k} {x:,.0f} files/s" for k, x in v.items())
               + "\n")
         igz = g["indexed_gzip"]["files_per_s"]
-        sh = g["reads"]["shardfs"].get("warm", 0)
+        sh = g["reads"]["shardfs"].get("first", 0)
         w(f"  shuffled indexed_gzip {igz:,.0f} files/s (its index built in "
-          f"{g['indexed_gzip']['index_build_seconds']:.1f} s); shardfs warm / indexed_gzip = "
-          f"{sh / igz:.1f}x (target >= 5)\n")
+          f"{g['indexed_gzip']['index_build_seconds']:.1f} s); shardfs first pass / "
+          f"indexed_gzip = {sh / igz:.1f}x (target >= 5; both: archive in the page cache, "
+          f"nothing decoded yet)\n")
 
 
 def print_report_packz(rep, out=sys.stdout):
@@ -465,7 +473,7 @@ def parse_archives_args(argv):
     ap.add_argument("--gz-bytes", type=parse_size, default="2G")
     ap.add_argument("--gz-median-kib", type=float, default=4.0)
     ap.add_argument("--gz-spacing", type=parse_size, default="4M",
-                    help="the checkpoint spacing the index uses, for the inflate figure (4M)")
+                    help="the index's --seek-spacing, and the interval of the inflate figure (4M)")
     bench_packz.add_args(ap)
     ap.add_argument("--reads", type=int, default=20_000)
     ap.add_argument("--latency-reads", type=int, default=2_000)
