@@ -244,6 +244,14 @@ Status NestedScanner::Expand(ScannedMember&& m, std::string dir, int depth, cons
       [&](ScannedMember&& in) -> Status {
         SHARDFS_RETURN_IF_ERROR(CountNested(dir));
         in.path = dir + "/" + in.path;
+        if (in.sparse && decoded_stream_) {
+          // Its extents would be ranges of the decoded stream, which a
+          // mount reads as one range (as ScanCompressedTarFd refuses).
+          return Status::NotSupported(fmt::format(
+              "shard {}: member '{}' of the tar '{}': a sparse member in a compressed tar is not "
+              "supported",
+              shown_, in.path, m.path));
+        }
         in.header_offset += base;
         if (in.data_offset != 0) in.data_offset += base;
         for (index::Extent& e : in.extents) e.physical += base;

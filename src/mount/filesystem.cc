@@ -283,6 +283,11 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
     return Status::Ok();
   }
   if (meta.codec() != index::Codec::kNone) {
+    if (rec.sparse()) {  // Its extents are not read from a decoded stream.
+      return Status::NotSupported(
+          fmt::format("shard {}: inode {}: a sparse file in a compressed shard",
+                      RedactLocation(reader_->ShardPath(rec.shard)), rec.inode.value));
+    }
     range->decode_stream = true;
     range->ends_file = false;
     range->whole_file = false;

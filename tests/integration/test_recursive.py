@@ -842,6 +842,32 @@ class RecursiveZipTest(tl.ScratchTestCase):
         self.refused(bad + ".gz", "member 'n3.zip/b.txt' of the zip 'n3.zip'",
                      "deflated, in a compressed tar shard")
 
+    def test_a_sparse_member_of_a_tar_inside_a_compressed_tar_is_refused(self):
+        # Its extents would be ranges of the decoded stream, which a mount
+        # reads as one range: the holes came back as the stored bytes.
+        base = self.scratch("gz-sparse")
+        src = os.path.join(base, "src")
+        os.mkdir(src)
+        with open(os.path.join(src, "sp.bin"), "wb") as fh:
+            fh.truncate(200_000)
+            fh.write(b"A" * 5000)
+            fh.seek(150_000)
+            fh.write(b"B" * 7000)
+        inner = subprocess.run(["tar", "--sparse", "-cf", "-", "-C", src, "sp.bin"],
+                               stdout=subprocess.PIPE, check=True).stdout
+        outer = self.write(base, "outer.tar", gnu_tar_of({
+            "inner.tar": inner, "pad": os.urandom(1 << 20)}))
+        subprocess.run(["gzip", "-k", outer], check=True)
+        self.refused(outer + ".gz", "inner.tar/sp.bin", "sparse member in a compressed tar")
+        # Not compressed, the same member reads back with its holes.
+        idx = os.path.join(base, "idx")
+        tl.build_index([outer], idx, "--recursive")
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        with tl.Mount(idx, mnt):
+            self.assertEqual(tl.read_file(os.path.join(mnt, "inner.tar/sp.bin")),
+                             tl.read_file(os.path.join(src, "sp.bin")))
+
     def test_corrupt_inner_deflated_member_is_eio(self):
         base = self.scratch("corrupt")
         rnd = random.Random(5)
