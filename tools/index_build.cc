@@ -411,6 +411,11 @@ Status CheckShardFiles(const std::vector<std::string>& shards, uint64_t* bytes) 
 Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int jobs,
                   const IndexBuildOptions& options, uint64_t shard_bytes,
                   std::vector<ShardScan>* scans, index::BoundedIndexWriter* bounded = nullptr) {
+  if (options.seek_spacing > kMaxSeekSpacing) {
+    return Status::InvalidArgument(fmt::format(
+        "--seek-spacing {}: at most {} MiB (a mount decodes at most {} MiB for one read)",
+        options.seek_spacing, kMaxSeekSpacing >> 20, kMaxIntervalBytes >> 20));
+  }
   scans->assign(shards.size(), ShardScan{});
   Progress progress("index build", "shards", shards.size(), shard_bytes, options.quiet);
   std::atomic<size_t> next{0};

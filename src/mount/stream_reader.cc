@@ -95,7 +95,15 @@ Status StreamReader::Read(index::ShardId id, const ShardHandle& shard, uint64_t 
     const uint64_t start = table.points[i].decoded;
     const uint64_t end = table.End(i);
     if (end - start > tools::kMaxIntervalBytes) {
-      if (!t->warned.exchange(true)) {
+      if (table.points[i].kind == index::SeekKind::kGzipMember ||
+          table.points[i].kind == index::SeekKind::kDeflate) {
+        if (!t->warned.exchange(true)) {
+          log::Warning(
+              "shard {}: decoded byte {} lies in a gzip interval of {} bytes (more than {} MiB): "
+              "reads of it fail (EIO). Index it again with a smaller --seek-spacing",
+              t->name, pos, end - start, tools::kMaxIntervalBytes >> 20);
+        }
+      } else if (!t->warned.exchange(true)) {
         log::Warning(
             "shard {}: decoded byte {} lies in a {} of {} bytes (more than {} MiB): compressed "
             "as one piece, it can only be read sequentially; reads of it fail (EIO). Re-pack it "

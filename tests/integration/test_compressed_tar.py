@@ -221,6 +221,18 @@ class CompressedTarTest(tl.ScratchTestCase):
         self.assertRegex(r.stderr.decode(), r"shard\.tar\.gz: at compressed byte \d+: truncated")
         self.assertFalse(os.path.exists(os.path.join(d, "idx")))
 
+    def test_build_refuses_a_seek_spacing_no_read_could_use(self):
+        # A mount decodes at most 64 MiB for one read, and a checkpoint may
+        # wait up to twice the spacing for a full flush: a spacing past a
+        # quarter of that made an index whose reads all failed (EIO).
+        d = self.scratch("spacing")
+        shard = self.compress(d, "gz", "gzip -c {tar} > {out}")
+        r = tl.build_index([shard], os.path.join(d, "idx"), "--seek-spacing", "80M", check=None)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("--seek-spacing", r.stderr.decode())
+        self.assertFalse(os.path.exists(os.path.join(d, "idx")))
+        tl.build_index([shard], os.path.join(d, "idx"), "--seek-spacing", "16M")
+
     def test_kernel_mount_refused(self):
         d = self.scratch("kernel")
         shard = self.compress(d, "zst", "pzstd -q -p 2 -c {tar} > {out}")
