@@ -21,13 +21,15 @@ namespace shardfs::tools {
 // (one huge zstd frame or xz block) gives EIO on a random read.
 inline constexpr uint64_t kMaxIntervalBytes = uint64_t{64} << 20;
 
-// Bytes of a shard's head that DetectCodec looks at.
-inline constexpr size_t kCodecMagicBytes = 6;
+// Bytes of a shard's head that DetectCodec looks at: one tar block.
+inline constexpr size_t kCodecMagicBytes = 512;
 
 // The codec whose magic `head` (the first bytes of a file, possibly fewer
 // than kCodecMagicBytes) starts with: gzip 1f 8b, zstd 28 b5 2f fd (or a
 // skippable frame, 5? 2a 4d 18), xz fd '7zXZ' 00, bzip2 'BZh'. kNone
-// otherwise (a plain tar, or anything else: the tar scanner judges it).
+// otherwise (a plain tar, or anything else: the tar scanner judges it), and
+// kNone if `head` holds a whole block with a valid tar header checksum, as
+// GNU tar checks before any magic (a first member named "BZh9...").
 index::Codec DetectCodec(std::string_view head);
 
 // Where the compressed bytes of interval `i` of `table` start (a deflate
