@@ -449,6 +449,15 @@ Status ScanCompressedTarFd(const std::string& name, int fd, index::Codec codec, 
         fmt::format("shard {}: the {} stream decodes to nothing, not a tar archive", name,
                     index::CodecName(codec)));
   }
+  // A gzip interval is --seek-spacing and a block or two, unless one
+  // deflate block is longer than a read may decode (no boundary in it).
+  if (codec == index::Codec::kGzip && out->largest_interval > kMaxIntervalBytes) {
+    log::Warning(
+        "shard {}: gzip stream with {} decoded bytes between two seek points (its deflate "
+        "blocks are too long to place one closer): more than the {} MiB a mount decodes for "
+        "one read, so reads of the files there fail (EIO). Re-compress it (gzip, pigz)",
+        name, out->largest_interval, kMaxIntervalBytes >> 20);
+  }
   // (A bzip2 block decodes to at most Bzip2MaxBlockBytes: never sequential.)
   if (codec != index::Codec::kGzip && codec != index::Codec::kBzip2 &&
       (out->table.points.size() == 1 || out->largest_interval > kSequentialWarnBytes)) {

@@ -12,9 +12,12 @@ import concurrent.futures
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
+import tarfile
 import unittest
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import remote_servers as rs  # noqa: E402
@@ -232,6 +235,53 @@ class CompressedTarTest(tl.ScratchTestCase):
         self.assertIn("--seek-spacing", r.stderr.decode())
         self.assertFalse(os.path.exists(os.path.join(d, "idx")))
         tl.build_index([shard], os.path.join(d, "idx"), "--seek-spacing", "16M")
+
+    def test_build_warns_of_a_deflate_block_no_read_can_decode(self):
+        # One fixed-Huffman block of 66 MiB of zeros (matches of 258 at
+        # distance 1): no block boundary inside it, so no seek point; a
+        # mount refuses (EIO) every read of it, as of a huge zstd frame.
+        d = self.scratch("block")
+        n = 66 << 20
+        info = tarfile.TarInfo("z.bin")
+        info.size = n
+        head = info.tobuf(format=tarfile.GNU_FORMAT)
+        bits = [0, 0]  # Accumulator, count (LSB first).
+        out = bytearray()
+
+        def put(v, k):
+            bits[0] |= v << bits[1]
+            bits[1] += k
+            while bits[1] >= 8:
+                out.append(bits[0] & 0xFF)
+                bits[0] >>= 8
+                bits[1] -= 8
+
+        def rev(code, k):
+            return int(format(code, "0%db" % k)[::-1], 2)
+
+        def lit(b):
+            put(rev(0x30 + b, 8), 8) if b < 144 else put(rev(0x190 + b - 144, 9), 9)
+
+        put(1, 1)
+        put(1, 2)  # The final block, fixed Huffman codes.
+        for b in head + b"\0":
+            lit(b)
+        q, r = divmod(n + 1024 - 1, 258)
+        for _ in range(q):
+            put(rev(0xC5, 8), 13)  # Length 258, then distance 1 (5 zero bits).
+        for _ in range(r):
+            lit(0)
+        put(0, 7)  # End of block.
+        put(0, (8 - bits[1]) % 8)
+        data = head + bytes(n + 1024)
+        shard = os.path.join(d, "block.tar.gz")
+        with open(shard, "wb") as fh:
+            fh.write(b"\x1f\x8b\x08\0\0\0\0\0\0\x03" + bytes(out) +
+                     struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF))
+        del data
+        r = tl.build_index([shard], os.path.join(d, "idx"), check=0)
+        self.assertRegex(r.stderr.decode(), r"block\.tar\.gz: gzip stream with \d+ decoded bytes "
+                                             r"between two seek points")
 
     def test_kernel_mount_refused(self):
         d = self.scratch("kernel")
