@@ -35,7 +35,7 @@ namespace shardfs::tools {
 
 // Default decoded bytes between gzip seek points (`index build
 // --seek-spacing`): see man/shardfs.1 for the measurement behind it.
-inline constexpr uint64_t kDefaultSeekSpacing = uint64_t{4} << 20;
+inline constexpr uint64_t kDefaultSeekSpacing = uint64_t{2} << 20;
 // The largest: a checkpoint may wait up to twice the spacing for a full
 // flush, then one more deflate block, and a mount decodes at most
 // kMaxIntervalBytes for a read.

@@ -95,9 +95,12 @@ uint32_t DirMode(uint32_t mode) { return (mode & 0777) | ((mode & 0444) >> 2); }
 
 NestedKind ClassifyMember(std::string_view name, const char* data, uint64_t size) {
   if (size >= kTarBlock && IsTarHeader(data)) return NestedKind::kTar;
-  // A zip by its content: a local header (or, empty, the end record) first,
-  // and an end of central directory record that ends the member.
-  if (StartsWith(data, size, kZipLocalMagic) || StartsWith(data, size, kZipEndMagic)) {
+  // A zip by its name and its content: a local header (or, empty, the end
+  // record) first, and an end of central directory record that ends the
+  // member. Formats built on zip (.npz, .jar, .docx, .whl) are files their
+  // readers open whole: they stay files.
+  if (EndsWithNoCase(name, ".zip") &&
+      (StartsWith(data, size, kZipLocalMagic) || StartsWith(data, size, kZipEndMagic))) {
     if (LooksLikeZip(data, size)) return NestedKind::kZip;
   }
   if (CompressedMagic(data, size) && CompressedTar(data, size)) return NestedKind::kCompressedTar;

@@ -463,18 +463,20 @@ class RecursiveTest(tl.ScratchTestCase):
                 self.assertFalse(os.path.exists(out))
                 # Without --recursive it stays a file, as before.
                 tl.build_index([outer], out)
-        # A gzip that is not a tar is a file; a zip is a zip by its content,
-        # whatever its name (an .npz too).
+        # A gzip that is not a tar is a file; so is a format built on zip
+        # (an .npz: numpy opens it whole), while a .zip is a directory.
         outer = self.write(base, "files.tar", archive(
             f("a.json.gz", subprocess.run(["gzip", "-c"], input=b"{}" * 500,
                                           stdout=subprocess.PIPE).stdout),
-            f("w.npz", zbuf.getvalue())))
+            f("w.npz", zbuf.getvalue()), f("w.zip", zbuf.getvalue())))
         out = os.path.join(base, "files-idx")
         tl.build_index([outer], out, "--recursive")
         got = tl.index_entries(out)
         self.assertEqual(got[b"a.json.gz"]["type"], "file")
-        self.assertEqual(got[b"w.npz"]["type"], "dir")
-        self.assertEqual(got[b"w.npz/f"]["type"], "file")
+        self.assertEqual(got[b"w.npz"]["type"], "file")
+        self.assertNotIn(b"w.npz/f", got)
+        self.assertEqual(got[b"w.zip"]["type"], "dir")
+        self.assertEqual(got[b"w.zip/f"]["type"], "file")
         # The entry bound.
         outer = self.write(base, "many.tar", archive(
             f("a.tar", gnu_tar_of({"f%d" % i: b"x" for i in range(20)}))))

@@ -117,10 +117,12 @@ TEST(NestedScanTest, WhatCountsAsANestedTar) {
   std::string v7 = tar;
   std::fill(v7.begin() + 257, v7.begin() + 265, '\0');  // No magic.
   EXPECT_EQ(ClassifyMember("x.tar", v7.data(), v7.size()), NestedKind::kNone);
-  // A zip by its content, whatever its name: an end record that ends it.
+  // A zip by its name and its content: an end record that ends it. Formats
+  // built on zip stay files.
   const std::string empty_zip = std::string("PK\5\6") + std::string(18, '\0');
   EXPECT_EQ(ClassifyMember("d/a.ZIP", empty_zip.data(), empty_zip.size()), NestedKind::kZip);
-  EXPECT_EQ(ClassifyMember("w.npz", empty_zip.data(), empty_zip.size()), NestedKind::kZip);
+  EXPECT_EQ(ClassifyMember("w.npz", empty_zip.data(), empty_zip.size()), NestedKind::kNone);
+  EXPECT_EQ(ClassifyMember("lib.jar", empty_zip.data(), empty_zip.size()), NestedKind::kNone);
   const std::string zip_start = std::string("PK\3\4") + std::string(40, '\0');
   EXPECT_EQ(ClassifyMember("d/a.zip", zip_start.data(), zip_start.size()), NestedKind::kNone);
   const std::string xz = std::string(

@@ -472,8 +472,8 @@ def parse_archives_args(argv):
     ap.add_argument("--zip-median-kib", type=float, default=12.0)
     ap.add_argument("--gz-bytes", type=parse_size, default="2G")
     ap.add_argument("--gz-median-kib", type=float, default=4.0)
-    ap.add_argument("--gz-spacing", type=parse_size, default="4M",
-                    help="the index's --seek-spacing, and the interval of the inflate figure (4M)")
+    ap.add_argument("--gz-spacing", type=parse_size, default="2M",
+                    help="the index's --seek-spacing, and the interval of the inflate figure (2M)")
     bench_packz.add_args(ap)
     ap.add_argument("--reads", type=int, default=20_000)
     ap.add_argument("--latency-reads", type=int, default=2_000)
