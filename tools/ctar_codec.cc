@@ -182,6 +182,8 @@ Status Unbzip2(std::string_view name, const index::SeekTable& table, size_t i,
   return Status::Ok();
 }
 
+}  // namespace
+
 // GNU tar's tar_checksum: the checksum field (octal, spaces before, a space
 // or NUL after) equals the unsigned or the signed sum of the block, the
 // field counted as spaces.
@@ -206,8 +208,6 @@ bool ValidTarChecksum(std::string_view block) {
   }
   return stored == unsigned_sum || static_cast<int64_t>(stored) == signed_sum;
 }
-
-}  // namespace
 
 index::Codec DetectCodec(std::string_view head) {
   if (ValidTarChecksum(head)) return index::Codec::kNone;

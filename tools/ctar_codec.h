@@ -24,6 +24,11 @@ inline constexpr uint64_t kMaxIntervalBytes = uint64_t{64} << 20;
 // Bytes of a shard's head that DetectCodec looks at: one tar block.
 inline constexpr size_t kCodecMagicBytes = 512;
 
+// Whether `block` (at least 512 bytes) is a tar header by GNU tar's test:
+// its checksum field (octal, spaces before, a space or NUL after) equals the
+// unsigned or the signed sum of the block, the field counted as spaces.
+bool ValidTarChecksum(std::string_view block);
+
 // The codec whose magic `head` (the first bytes of a file, possibly fewer
 // than kCodecMagicBytes) starts with: gzip 1f 8b, zstd 28 b5 2f fd (or a
 // skippable frame, 5? 2a 4d 18), xz fd '7zXZ' 00, bzip2 'BZh'. kNone

@@ -17,6 +17,7 @@
 #include "base/fd.h"
 #include "index/file_kind.h"
 #include "index/fingerprint.h"
+#include "tools/ctar_codec.h"
 #include "tools/tar_headers.h"
 #include "tools/tar_walker.h"
 #include "tools/zip_scanner.h"
@@ -492,6 +493,13 @@ Status ScanTarFd(const std::string& path, int fd, const ScanOptions& options,
     }
     // --recursive reads a stored member's content (a tar inside the zip).
     if (options.on_bytes) options.on_bytes(map.base, map.size);
+    return ScanZipBytes(path, map.base, map.size, options, releasing, info);
+  }
+  // A zip's first bytes without an end record that ends the file (bytes
+  // after it, or cut short): said as a zip, not as a tar that is not one.
+  if (map.size >= 4 && std::string_view(map.base, 2) == "PK" &&
+      (map.base[2] == 3 || map.base[2] == 5) && map.base[3] == map.base[2] + 1 &&
+      !ValidTarChecksum(std::string_view(map.base, std::min<size_t>(map.size, 512)))) {
     return ScanZipBytes(path, map.base, map.size, options, releasing, info);
   }
   return ScanTarBytes(path, map.base, map.size, options, releasing, info);

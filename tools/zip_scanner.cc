@@ -189,14 +189,23 @@ Status ZipScan::FindDirectory() {
   if (size_ < kEndSize) return Bad("no end of central directory record");
   const uint64_t lowest = size_ > kEndSize + kMaxComment ? size_ - kEndSize - kMaxComment : 0;
   std::optional<uint64_t> end;
+  std::optional<uint64_t> short_of_end;  // A record whose comment ends before the file does.
   for (uint64_t p = size_ - kEndSize + 1; p-- > lowest;) {
-    if (DecodeFixed32(data_ + p) == kEndSig &&
-        DecodeFixed16(data_ + p + 20) == size_ - p - kEndSize) {
+    if (DecodeFixed32(data_ + p) != kEndSig) continue;
+    const uint64_t comment_end = p + kEndSize + DecodeFixed16(data_ + p + 20);
+    if (comment_end == size_) {
       end = p;
       break;
     }
+    if (comment_end < size_ && !short_of_end) short_of_end = comment_end;
   }
-  if (!end) return Bad("no end of central directory record");
+  if (!end && short_of_end) {
+    return Bad(fmt::format(
+        "{} bytes follow the end of central directory record, which ends at byte {}: not "
+        "supported, as they could hide a second archive; truncate the file to {} bytes",
+        size_ - *short_of_end, *short_of_end, *short_of_end));
+  }
+  if (!end) return Bad("no end of central directory record (the file is cut short?)");
   const char* e = data_ + *end;
   const uint16_t disk = DecodeFixed16(e + 4), cd_disk = DecodeFixed16(e + 6);
   uint64_t disk_entries = DecodeFixed16(e + 8);

@@ -415,12 +415,27 @@ class ZipTest(tl.ScratchTestCase):
             self.assertIn("small.txt", err)
             self.assertIn("larger than", err)
 
-    def test_not_a_zip_nor_a_tar_is_refused(self):
+    def test_a_cut_zip_is_refused_as_a_zip(self):
         z = self.pyzip("cut.zip", zipfile.ZIP_DEFLATED)
         data = tl.read_file(z)
-        tl.write_file(z, data[:-10])  # The end record cut: no longer a zip.
+        tl.write_file(z, data[:-10])  # The end record cut.
         p = tl.build_index([z], os.path.join(self.scratch("x"), "index"), check=1)
-        self.assertIn(z, p.stderr.decode(errors="replace"))
+        err = p.stderr.decode(errors="replace")
+        self.assertIn("zip %s: no end of central directory record" % z, err)
+
+    def test_bytes_after_the_end_record_are_refused_by_name(self):
+        # unzip reads past them; shardfs says what they are and how to drop them.
+        z = self.pyzip("tail.zip", zipfile.ZIP_DEFLATED)
+        size = os.path.getsize(z)
+        with open(z, "ab") as f:
+            f.write(b"trailing bytes")
+        self.assertEqual(subprocess.run(["unzip", "-tq", z], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE).returncode, 0)
+        p = tl.build_index([z], os.path.join(self.scratch("x"), "index"), check=1)
+        err = p.stderr.decode(errors="replace")
+        self.assertIn("zip %s: 14 bytes follow the end of central directory record, which ends "
+                      "at byte %d" % (z, size), err)
+        self.assertIn("truncate the file to %d bytes" % size, err)
 
     # -- semantics -----------------------------------------------------------
 
