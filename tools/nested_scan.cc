@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "index/member_path.h"
+#include "tools/ctar_codec.h"
 #include "tools/nested_zip.h"
 #include "tools/tar_headers.h"
 #include "tools/zip_scanner.h"
@@ -16,7 +17,7 @@
 namespace shardfs::tools {
 namespace {
 
-constexpr size_t kChecksumField = 148, kMagicField = 257;
+constexpr size_t kMagicField = 257;
 
 bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
   if (s.size() < suffix.size()) return false;
@@ -28,35 +29,13 @@ bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
   return true;
 }
 
-// A ustar, GNU or pax header: the magic, and a checksum that matches the
-// unsigned or the signed sum of the block (the field counted as spaces).
+// A ustar, GNU or pax header: the magic, and a checksum GNU tar takes.
 bool IsTarHeader(const char* h) {
   if (std::memcmp(h + kMagicField, "ustar\0", 6) != 0 &&
       std::memcmp(h + kMagicField, "ustar  \0", 8) != 0) {
     return false;
   }
-  uint64_t stored = 0;
-  bool digits = false;
-  for (size_t i = kChecksumField; i < kChecksumField + 8; ++i) {
-    const char c = h[i];
-    if (c >= '0' && c <= '7') {
-      stored = stored * 8 + static_cast<uint64_t>(c - '0');
-      digits = true;
-    } else if (c == ' ' || c == '\0') {
-      if (digits) break;
-    } else {
-      return false;
-    }
-  }
-  if (!digits) return false;
-  int64_t signed_sum = 0;
-  uint64_t unsigned_sum = 0;
-  for (size_t i = 0; i < kTarBlock; ++i) {
-    const bool field = i >= kChecksumField && i < kChecksumField + 8;
-    unsigned_sum += field ? ' ' : static_cast<uint8_t>(h[i]);
-    signed_sum += field ? ' ' : static_cast<signed char>(h[i]);
-  }
-  return stored == unsigned_sum || static_cast<int64_t>(stored) == signed_sum;
+  return ValidTarChecksum(std::string_view(h, kTarBlock));
 }
 
 bool StartsWith(const char* d, uint64_t size, std::string_view magic) {
