@@ -1144,3 +1144,57 @@ def add_random_members(tar, rnd, n, files, cuts=(0.55, 0.75, 0.85), dangling_lin
             ti.type = tarfile.LNKTYPE
             ti.linkname = random_replay_path(rnd)
             tar.addfile(ti)
+
+
+def regular_files(root):
+    """{relative path: content} of the regular files under `root` (symlinks
+    left out), for tests that read a mount's files against their source."""
+    files = {}
+    for dirpath, _, filenames in os.walk(root):
+        for n in filenames:
+            p = os.path.join(dirpath, n)
+            if not os.path.islink(p):
+                files[os.path.relpath(p, root)] = read_file(p)
+    return files
+
+
+def random_range_reads(mnt, files, max_len, readers=16, reads=150, pick=None):
+    """`readers` threads each read `reads` random ranges (up to max_len
+    bytes at a random offset) of random files of `files` ({path: content},
+    empty files left out) through `mnt`, every byte checked. Returns the
+    problems found (an empty list: every range was right). `pick(rnd,
+    names)` chooses a file, if given."""
+    import concurrent.futures
+    names = sorted(n for n, d in files.items() if d)
+
+    def reader(seed):
+        rnd = random.Random(seed)
+        for _ in range(reads):
+            name = pick(rnd, names) if pick else rnd.choice(names)
+            data = files[name]
+            off = rnd.randrange(len(data))
+            n = rnd.randrange(1, max_len)
+            with open(os.path.join(mnt, name), "rb", buffering=0) as fh:
+                fh.seek(off)
+                got = fh.read(n)
+            if got != data[off:off + n]:
+                return "%s at %d: %d bytes differ" % (name, off, n)
+        return None
+
+    with concurrent.futures.ThreadPoolExecutor(readers) as pool:
+        return [p for p in pool.map(reader, range(readers)) if p]
+
+
+def read_all_right_or_eio(test, mnt, files):
+    """Reads every file of `files` ({path: content}) through `mnt`: each gives
+    its content or EIO, never other bytes. Returns how many gave EIO."""
+    eio = 0
+    for rel, data in sorted(files.items()):
+        try:
+            got = read_file(os.path.join(mnt, rel))
+        except OSError as e:
+            test.assertEqual(e.errno, 5, rel)
+            eio += 1
+            continue
+        test.assertEqual(got, data, rel)
+    return eio

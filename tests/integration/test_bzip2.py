@@ -12,7 +12,6 @@ bzip2 shard (`index add` included). The tree holds a
 member whose blocks carry a false block magic (its bytes spell the magic in
 the block's symbol map): the build must skip it."""
 
-import concurrent.futures
 import os
 import random
 import subprocess
@@ -68,12 +67,7 @@ class Bzip2TarTest(tl.ScratchTestCase):
         os.utime(fm, (1600000000, 1600000000))
         cls.tar = os.path.join(cls.tmp, "plain.tar")
         subprocess.run(["tar", "--format=gnu", "-cf", cls.tar, "-C", cls.src, "."], check=True)
-        cls.files = {}
-        for dirpath, _, filenames in os.walk(cls.src):
-            for n in filenames:
-                p = os.path.join(dirpath, n)
-                if not os.path.islink(p) and os.path.getsize(p) > 0:
-                    cls.files[os.path.relpath(p, cls.src)] = tl.read_file(p)
+        cls.files = tl.regular_files(cls.src)
 
     def compress(self, d, cmd, name="shard.tar.bz2"):
         out = os.path.join(d, name)
@@ -112,29 +106,12 @@ class Bzip2TarTest(tl.ScratchTestCase):
         shard = self.compress(d, "bzip2 -1 -c {tar} > {out}")
         idx = os.path.join(d, "idx")
         tl.build_index([shard], idx)
-        names = sorted(self.files)
         mnt = os.path.join(d, "mnt")
         os.mkdir(mnt)
-
-        def reader(seed):
-            rnd = random.Random(seed)
-            for _ in range(150):
-                name = rnd.choice(names)
-                data = self.files[name]
-                off = rnd.randrange(len(data))
-                n = rnd.randrange(1, 400000)
-                with open(os.path.join(mnt, name), "rb", buffering=0) as fh:
-                    fh.seek(off)
-                    got = fh.read(n)
-                if got != data[off:off + n]:
-                    return "%s at %d: %d bytes differ" % (name, off, n)
-            return None
-
         for opts in (None, "decode_cache=0"):
             with self.subTest(options=opts):
                 with tl.Mount(idx, mnt, options=opts):
-                    with concurrent.futures.ThreadPoolExecutor(16) as pool:
-                        problems = [p for p in pool.map(reader, range(16)) if p]
+                    problems = tl.random_range_reads(mnt, self.files, 400000)
                 self.assertEqual(problems, [])
 
     def damaged_mount(self, name, damage):
@@ -148,16 +125,8 @@ class Bzip2TarTest(tl.ScratchTestCase):
         damage(shard)
         mnt = os.path.join(d, "mnt")
         os.mkdir(mnt)
-        eio = 0
         with tl.Mount(idx, mnt, options="decode_cache=0") as m:
-            for rel, data in sorted(self.files.items()):
-                try:
-                    got = tl.read_file(os.path.join(mnt, rel))
-                except OSError as e:
-                    self.assertEqual(e.errno, 5, rel)
-                    eio += 1
-                    continue
-                self.assertEqual(got, data, rel)
+            eio = tl.read_all_right_or_eio(self, mnt, self.files)
             log = m.stderr()
         return eio, log
 

@@ -8,7 +8,6 @@ checked byte for byte; corrupt and truncated data give EIO and a log line,
 never wrong bytes; the kernel path is refused with a message. bzip2 has its
 own tests (test_bzip2.py)."""
 
-import concurrent.futures
 import os
 import random
 import shutil
@@ -109,33 +108,11 @@ class CompressedTarTest(tl.ScratchTestCase):
         shard = self.compress(d, "gz", "gzip -c {tar} > {out}")
         idx = os.path.join(d, "idx")
         tl.build_index([shard], idx, "--seek-spacing", "64K")
-        files = {}
-        for dirpath, _, filenames in os.walk(self.src):
-            for n in filenames:
-                p = os.path.join(dirpath, n)
-                if not os.path.islink(p) and os.path.getsize(p) > 0:
-                    files[os.path.relpath(p, self.src)] = tl.read_file(p)
-        names = sorted(files)
+        files = tl.regular_files(self.src)
         mnt = os.path.join(d, "mnt")
         os.mkdir(mnt)
-
-        def reader(seed):
-            rnd = random.Random(seed)
-            for _ in range(150):
-                name = rnd.choice(names)
-                data = files[name]
-                off = rnd.randrange(len(data))
-                n = rnd.randrange(1, 200000)
-                with open(os.path.join(mnt, name), "rb", buffering=0) as fh:
-                    fh.seek(off)
-                    got = fh.read(n)
-                if got != data[off:off + n]:
-                    return "%s at %d: %d bytes differ" % (name, off, n)
-            return None
-
         with tl.Mount(idx, mnt):
-            with concurrent.futures.ThreadPoolExecutor(16) as pool:
-                problems = [p for p in pool.map(reader, range(16)) if p]
+            problems = tl.random_range_reads(mnt, files, 200000)
         self.assertEqual(problems, [])
 
     def corrupt_mount(self, name, damage):
@@ -149,20 +126,8 @@ class CompressedTarTest(tl.ScratchTestCase):
         damage(shard)
         mnt = os.path.join(d, "mnt")
         os.mkdir(mnt)
-        eio = 0
         with tl.Mount(idx, mnt, options="verify=first") as m:
-            for dirpath, _, filenames in os.walk(self.src):
-                for n in filenames:
-                    rel = os.path.relpath(os.path.join(dirpath, n), self.src)
-                    if os.path.islink(os.path.join(self.src, rel)):
-                        continue
-                    try:
-                        got = tl.read_file(os.path.join(mnt, rel))
-                    except OSError as e:
-                        self.assertEqual(e.errno, 5, rel)
-                        eio += 1
-                        continue
-                    self.assertEqual(got, tl.read_file(os.path.join(self.src, rel)), rel)
+            eio = tl.read_all_right_or_eio(self, mnt, tl.regular_files(self.src))
             log = m.stderr()
         return eio, log
 

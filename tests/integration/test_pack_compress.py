@@ -12,7 +12,6 @@ a corrupt byte gives EIO and a log line naming the shard and the offset,
 never wrong bytes; verify --full passes, then fails on a corrupted shard;
 pack --from-index reads and writes compressed shards."""
 
-import concurrent.futures
 import json
 import os
 import random
@@ -80,12 +79,7 @@ class PackCompressTest(tl.ScratchTestCase):
         os.mkdir(cls.src)
         make_tree(cls.src)
         cls.want = tree(cls.src)
-        cls.files = {}
-        for dirpath, _, filenames in os.walk(cls.src):
-            for n in filenames:
-                p = os.path.join(dirpath, n)
-                if not os.path.islink(p):
-                    cls.files[os.path.relpath(p, cls.src)] = tl.read_file(p)
+        cls.files = tl.regular_files(cls.src)
         cls.packs = {}
         for codec in EXT:
             out = os.path.join(cls.tmp, "pack-" + codec)
@@ -224,28 +218,15 @@ class PackCompressTest(tl.ScratchTestCase):
                 self.assertEqual(tl.read_file(os.path.join(mnt, rel)), want, rel)
 
     def test_random_reads_16_readers(self):
-        names = sorted(p for p, d in self.files.items() if d)
+        def pick(rnd, names):  # A third of the reads in the file that spans groups.
+            return "train/big.txt" if rnd.random() < 0.3 else rnd.choice(names)
+
         for codec in EXT:
             with self.subTest(codec=codec):
                 mnt = self.scratch("mnt")
-
-                def reader(seed):
-                    rnd = random.Random(seed)
-                    for _ in range(200):
-                        name = "train/big.txt" if rnd.random() < 0.3 else rnd.choice(names)
-                        data = self.files[name]
-                        off = rnd.randrange(len(data))
-                        n = rnd.randrange(1, 3 * GROUP_BYTES)
-                        with open(os.path.join(mnt, name), "rb", buffering=0) as fh:
-                            fh.seek(off)
-                            got = fh.read(n)
-                        if got != data[off:off + n]:
-                            return "%s at %d: %d bytes differ" % (name, off, n)
-                    return None
-
                 with tl.Mount(os.path.join(self.packs[codec], "index"), mnt):
-                    with concurrent.futures.ThreadPoolExecutor(16) as pool:
-                        problems = [p for p in pool.map(reader, range(16)) if p]
+                    problems = tl.random_range_reads(mnt, self.files, 3 * GROUP_BYTES,
+                                                     reads=200, pick=pick)
                 self.assertEqual(problems, [])
 
     def corrupt_copy(self, codec, name):
@@ -271,16 +252,8 @@ class PackCompressTest(tl.ScratchTestCase):
             with self.subTest(codec=codec):
                 idx, shard = self.corrupt_copy(codec, "corrupt-" + codec)
                 mnt = self.scratch("mnt")
-                eio = 0
                 with tl.Mount(idx, mnt, options=options) as m:
-                    for rel, data in sorted(self.files.items()):
-                        try:
-                            got = tl.read_file(os.path.join(mnt, rel))
-                        except OSError as e:
-                            self.assertEqual(e.errno, 5, rel)
-                            eio += 1
-                            continue
-                        self.assertEqual(got, data, rel)
+                    eio = tl.read_all_right_or_eio(self, mnt, self.files)
                     log = m.stderr()
                 self.assertGreater(eio, 0)
                 self.assertRegex(log, r"shard \S*%s\b.*byte \d+" % re.escape(
