@@ -96,10 +96,14 @@ class MountRobustTest(unittest.TestCase):
             limit = subprocess.run([prlimit, "--pid", str(m.pid), "--nofile", "--raw",
                                     "--noheadings", "--output=SOFT,HARD"],
                                    capture_output=True, text=True, check=True).stdout.split()
-            open_now = len(os.listdir("/proc/%d/fd" % m.pid))
-            # No descriptor left for the daemon: shard c cannot be opened.
-            subprocess.run([prlimit, "--pid", str(m.pid), "--nofile=%d:%s" % (open_now, limit[1])],
-                           check=True)
+            # No descriptor left for the daemon: shard c cannot be opened. The
+            # soft limit is the lowest free number, not the count of open
+            # ones: a descriptor closed earlier leaves a hole below the count
+            # that an open would take.
+            in_use = {int(fd) for fd in os.listdir("/proc/%d/fd" % m.pid)}
+            lowest_free = next(n for n in range(len(in_use) + 1) if n not in in_use)
+            subprocess.run([prlimit, "--pid", str(m.pid),
+                            "--nofile=%d:%s" % (lowest_free, limit[1])], check=True)
             try:
                 err, _ = read_in_child(os.path.join(fx.mnt, "c/f2.bin"))
             finally:
