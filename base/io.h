@@ -9,6 +9,12 @@
 
 namespace shardfs {
 
+// The buffer of a pass over a whole file (copy, checksum, compare).
+inline constexpr size_t kIoChunk = size_t{1} << 20;
+
+// Nanoseconds per second, for the index's mtimes (int64 ns since the epoch).
+inline constexpr int64_t kNanosPerSecond = 1000000000;
+
 // Reads exactly `len` bytes at `pos`, retrying short reads and EINTR. A file
 // that ends first is an IoError naming the byte where it ended; callers add
 // which file it was with WithContext.

@@ -41,15 +41,12 @@ constexpr uint16_t kChunkFormatIndexes = 0x20;
 // (bits >= 23) overflows the kernel's read length on 32-bit machines
 // (erofs_map_blocks shifts an unsigned long): 2 GiB chunks at most.
 constexpr uint32_t kMaxChunkBits = 22;
-constexpr uint32_t kNullAddr = 0xFFFFFFFF;
 constexpr uint8_t kTypeFile = 1, kTypeDir = 2, kTypeSymlink = 7;
 
 constexpr uint64_t kRootPos = kSuperOffset + kSuperSize;
 constexpr uint64_t kBlock = kErofsBlockSize;
 // The longest symlink target stored inline: inode and target in one block.
 constexpr uint64_t kMaxInlineTarget = kBlock - kExtendedInodeSize;
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 uint8_t FileType(EntryType t) {
   switch (t) {
@@ -201,7 +198,7 @@ Result<Layout> ComputeLayout(const ErofsTree& tree) {
   l.build_time_ns = CommonMtime(tree);
   l.compact.assign(count, false);
   l.inode_pos[0] = kRootPos;  // Extended: the device table follows at a fixed place.
-  uint64_t pos = AlignUp(kRootPos + kExtendedInodeSize, kDeviceSlotSize);
+  uint64_t pos = ErofsAlignUp(kRootPos + kExtendedInodeSize, kDeviceSlotSize);
   l.devices_pos = pos;
   pos += kDeviceSlotSize * tree.device_blocks.size();
   for (size_t i = 1; i < count; ++i) {
@@ -221,14 +218,14 @@ Result<Layout> ComputeLayout(const ErofsTree& tree) {
     l.compact[i] = FitsCompact(n, l.build_time_ns) &&
                    (n.type != EntryType::kDir || n.children.size() < (1u << 23));
     uint64_t isize = l.compact[i] ? kCompactInodeSize : kExtendedInodeSize;
-    pos = AlignUp(pos, kInodeSlot);
+    pos = ErofsAlignUp(pos, kInodeSlot);
     // The inode, and an inline target with it, never crosses a block.
     uint64_t keep = InlineTarget(n) ? isize + tail : isize;
-    if (pos % kBlock + keep > kBlock) pos = AlignUp(pos, kBlock);
+    if (pos % kBlock + keep > kBlock) pos = ErofsAlignUp(pos, kBlock);
     l.inode_pos[i] = pos;
     pos += isize + tail;
   }
-  pos = AlignUp(pos, kBlock);
+  pos = ErofsAlignUp(pos, kBlock);
   l.data_pos = pos;
   for (size_t i = 0; i < count; ++i) {
     const ErofsNode& n = tree.nodes[i];
@@ -241,7 +238,7 @@ Result<Layout> ComputeLayout(const ErofsTree& tree) {
       l.dir_size[i] = (starts.size() - 1) * kBlock + last;
       bytes = starts.size() * kBlock;
     } else if (n.type == EntryType::kSymlink && !InlineTarget(n)) {
-      bytes = AlignUp(n.target.size(), kBlock);
+      bytes = ErofsAlignUp(n.target.size(), kBlock);
     } else if (!n.copied.empty()) {
       bytes = n.copied.size() * kBlock;
     } else {
@@ -353,7 +350,7 @@ Status AppendChunks(const ErofsNode& n, int bits, uint32_t copied_block, Output*
   auto block_of = [&](uint64_t physical) -> Result<uint32_t> {
     uint64_t block = physical / kBlock;
     // Block 0xFFFFFFFF is the null address (a hole); a device holds fewer.
-    if (physical % kBlock != 0 || block >= kNullAddr) {
+    if (physical % kBlock != 0 || block >= kErofsNullAddr) {
       return Status::InvalidArgument(
           fmt::format("inode {}: data at byte {} of its shard is not a 512-byte block below 2 TiB",
                       n.ino, physical));
@@ -377,7 +374,7 @@ Status AppendChunks(const ErofsNode& n, int bits, uint32_t copied_block, Output*
     }
     while (e < n.extents.size() && n.extents[e].logical + n.extents[e].length <= logical) ++e;
     if (e == n.extents.size() || n.extents[e].logical > logical) {
-      out->Append(ChunkIndex(0, kNullAddr));  // A hole.
+      out->Append(ChunkIndex(0, kErofsNullAddr));  // A hole.
       continue;
     }
     const Extent& x = n.extents[e];

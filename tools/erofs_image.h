@@ -63,6 +63,9 @@ namespace shardfs::tools {
 
 inline constexpr uint32_t kErofsBlockBits = 9;
 inline constexpr uint32_t kErofsBlockSize = 1u << kErofsBlockBits;
+// The null block address: block numbers stop below it.
+inline constexpr uint32_t kErofsNullAddr = 0xFFFFFFFF;
+inline constexpr uint64_t ErofsAlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 // The most extra devices the superblock can name.
 inline constexpr size_t kErofsMaxDevices = 65535;
 // The most data of unaligned sparse files read to compose blocks, per image.

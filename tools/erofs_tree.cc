@@ -24,10 +24,7 @@ using index::InodeId;
 
 namespace {
 
-constexpr uint64_t kBlock = kErofsBlockSize;
-constexpr uint32_t kNullAddr = 0xFFFFFFFF;  // Block numbers stop below it.
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+constexpr uint64_t kBlockBytes = kErofsBlockSize;
 
 // The walk behind ErofsTreeFromIndex.
 class TreeCollector {
@@ -128,7 +125,7 @@ class TreeCollector {
           where(), index::CodecName(shard.codec()), r_.ShardPath(rec.shard)));
     }
     // Its blocks are numbered in 32 bits, 0xFFFFFFFF meaning none.
-    if (AlignUp(shard.size, kBlock) / kBlock >= kNullAddr) {
+    if (ErofsAlignUp(shard.size, kBlockBytes) / kBlockBytes >= kErofsNullAddr) {
       return Status::NotSupported(
           fmt::format("shard {} is 2 TiB or larger (the format's block numbers are 32-bit)",
                       r_.ShardPath(rec.shard)));
@@ -142,7 +139,7 @@ class TreeCollector {
       index::Extent e = GetExtent(rec, i);
       end = std::max(end, e.physical + e.length);
     }
-    if (AlignUp(end, kBlock) > shard.size) {
+    if (ErofsAlignUp(end, kBlockBytes) > shard.size) {
       return Status::NotSupported(
           fmt::format("{}: shard {} ends inside the 512-byte block that holds its last bytes",
                       where(), r_.ShardPath(rec.shard)));
@@ -153,7 +150,7 @@ class TreeCollector {
     if (n->sparse) {
       for (size_t i = 0; i < index::ExtentCount(rec); ++i) n->extents.push_back(GetExtent(rec, i));
       if (n->size > 0 && ErofsChunkBits(*n) < 0) return ComposeBlocks(rec, where, n);
-    } else if (rec.offset % kBlock != 0) {
+    } else if (rec.offset % kBlockBytes != 0) {
       return Status::NotSupported(
           fmt::format("{}: its data is at byte {} of {}, not at a 512-byte block", where(),
                       rec.offset, r_.ShardPath(rec.shard)));
@@ -177,11 +174,11 @@ class TreeCollector {
     // The blocks an extent touches without being one whole aligned block of it.
     std::map<uint64_t, std::string> blocks;
     for (const Extent& e : n->extents) {
-      for (uint64_t b = e.logical / kBlock; b * kBlock < e.logical + e.length; ++b) {
-        uint64_t lo = b * kBlock, hi = std::min(lo + kBlock, n->size);
+      for (uint64_t b = e.logical / kBlockBytes; b * kBlockBytes < e.logical + e.length; ++b) {
+        uint64_t lo = b * kBlockBytes, hi = std::min(lo + kBlockBytes, n->size);
         bool whole = e.logical <= lo && e.logical + e.length >= hi &&
-                     (e.physical + (lo - e.logical)) % kBlock == 0;
-        if (!whole) blocks.emplace(b, std::string(kBlock, '\0'));
+                     (e.physical + (lo - e.logical)) % kBlockBytes == 0;
+        if (!whole) blocks.emplace(b, std::string(kBlockBytes, '\0'));
       }
     }
     const std::string& path = r_.ShardPath(rec.shard);
@@ -196,12 +193,12 @@ class TreeCollector {
       s = PreadExact(fd.get(), buf.data(), buf.size(), e.physical);
       if (!s.ok()) break;
       XXH3_64bits_update(state, buf.data(), buf.size());
-      for (auto it = blocks.lower_bound(e.logical / kBlock);
-           it != blocks.end() && it->first * kBlock < e.logical + e.length; ++it) {
-        uint64_t lo = std::max(it->first * kBlock, e.logical);
-        uint64_t hi = std::min(it->first * kBlock + kBlock, e.logical + e.length);
-        std::memcpy(it->second.data() + (lo - it->first * kBlock), buf.data() + (lo - e.logical),
-                    hi - lo);
+      for (auto it = blocks.lower_bound(e.logical / kBlockBytes);
+           it != blocks.end() && it->first * kBlockBytes < e.logical + e.length; ++it) {
+        uint64_t lo = std::max(it->first * kBlockBytes, e.logical);
+        uint64_t hi = std::min(it->first * kBlockBytes + kBlockBytes, e.logical + e.length);
+        std::memcpy(it->second.data() + (lo - it->first * kBlockBytes),
+                    buf.data() + (lo - e.logical), hi - lo);
       }
     }
     uint64_t sum = XXH3_64bits_digest(state);
@@ -225,7 +222,7 @@ class TreeCollector {
       if (device_of_[s] == 0) continue;
       tree_.device_shards.push_back(index::ShardId{s});
       tree_.device_blocks.push_back(
-          static_cast<uint32_t>((r_.shards()[s].size + kBlock - 1) / kBlock));
+          static_cast<uint32_t>((r_.shards()[s].size + kBlockBytes - 1) / kBlockBytes));
       device_of_[s] = static_cast<uint32_t>(tree_.device_shards.size());
     }
     if (tree_.device_shards.size() > kErofsMaxDevices) {

@@ -34,7 +34,7 @@ namespace {
 constexpr size_t kExamples = 5;
 constexpr uint64_t kProgressBatch = 256;
 
-struct ShardScan {
+struct ScannedShard {
   Status status;
   ShardInfo info;
   bool remote = false;
@@ -151,7 +151,8 @@ void ReserveMembers(const std::string& path, HugeVector<index::MemberEntry>* mem
 
 // Adds scanned member `m` of shard `id` (named `shown` in messages) to
 // out->members, or counts it as rejected with an example.
-Status AddMember(ScannedMember&& m, index::ShardId id, const std::string& shown, ShardScan* out) {
+Status AddMember(ScannedMember&& m, index::ShardId id, const std::string& shown,
+                 ScannedShard* out) {
   auto reject = [&](std::string_view why) {
     ++out->rejected;
     if (out->rejected_examples.size() < kExamples) {
@@ -195,7 +196,8 @@ Status AddMember(ScannedMember&& m, index::ShardId id, const std::string& shown,
 }
 
 void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t max_remote_size,
-             uint64_t seek_spacing, const NestOptions& nest, Progress* progress, ShardScan* out) {
+             uint64_t seek_spacing, const NestOptions& nest, Progress* progress,
+             ScannedShard* out) {
   out->id = id;
   // What messages name: a URL without its query (a presigned URL's
   // signature) is what may be printed.
@@ -410,19 +412,19 @@ Status CheckShardFiles(const std::vector<std::string>& shards, uint64_t* bytes) 
 // With `bounded`, thread t hands its members to bounded->spiller(t).
 Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int jobs,
                   const IndexBuildOptions& options, uint64_t shard_bytes,
-                  std::vector<ShardScan>* scans, index::BoundedIndexWriter* bounded = nullptr) {
+                  std::vector<ScannedShard>* scans, index::BoundedIndexWriter* bounded = nullptr) {
   if (options.seek_spacing > kMaxSeekSpacing) {
     return Status::InvalidArgument(fmt::format(
         "--seek-spacing {}: at most {} MiB (a mount decodes at most {} MiB for one read)",
         options.seek_spacing, kMaxSeekSpacing >> 20, kMaxIntervalBytes >> 20));
   }
-  scans->assign(shards.size(), ShardScan{});
+  scans->assign(shards.size(), ScannedShard{});
   Progress progress("index build", "shards", shards.size(), shard_bytes, options.quiet);
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   auto worker = [&](int t) {
     for (size_t i; (i = next.fetch_add(1)) < shards.size() && !failed.load();) {
-      ShardScan& scan = (*scans)[i];
+      ScannedShard& scan = (*scans)[i];
       if (bounded) scan.spiller = bounded->spiller(t);
       // An exception must not leave a thread (that would abort): it fails
       // this shard's scan like any other error.
@@ -447,7 +449,7 @@ Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int
   for (auto& t : threads) t.join();
   progress.Stop();
   // Shards after a failure may not have been scanned; report the failure.
-  for (const ShardScan& scan : *scans) {
+  for (const ScannedShard& scan : *scans) {
     if (!scan.status.ok()) return scan.status;
   }
   return Status::Ok();
@@ -458,13 +460,13 @@ Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int
 // replaces an earlier one's, as in tar), freeing each scan's members as it
 // goes.
 template <typename Writer>
-void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* scans, Writer* writer,
-              IndexBuildReport* report) {
+void AddScans(const std::vector<std::string>& shards, std::vector<ScannedShard>* scans,
+              Writer* writer, IndexBuildReport* report) {
   size_t total_members = 0;
-  for (const ShardScan& scan : *scans) total_members += scan.members.size();
+  for (const ScannedShard& scan : *scans) total_members += scan.members.size();
   writer->Reserve(total_members);
   for (size_t i = 0; i < scans->size(); ++i) {
-    ShardScan& scan = (*scans)[i];
+    ScannedShard& scan = (*scans)[i];
     index::ShardMeta meta;
     meta.path = shards[i];
     meta.size = scan.info.size;
@@ -582,7 +584,7 @@ Result<ScannedShards> ScanNewShards(const IndexBuildOptions& options, uint32_t f
       std::vector<std::string> shards,
       ExpandShardInputs(options.inputs, options.from_list, options.url_prefix, options.remote));
   SHARDFS_RETURN_IF_ERROR(CheckShardFiles(shards, &out.report.shard_bytes));
-  std::vector<ShardScan> scans;
+  std::vector<ScannedShard> scans;
   SHARDFS_RETURN_IF_ERROR(ScanShards(shards, first_id, Jobs(options, shards.size()), options,
                                      out.report.shard_bytes, &scans));
   MemberCollector collector{&out};
@@ -631,7 +633,7 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
   }
 
   const int jobs = Jobs(options, shards.size());
-  std::vector<ShardScan> scans;
+  std::vector<ScannedShard> scans;
   const uint64_t memory = options.memory ? options.memory : index::DefaultBuildMemory();
   report.bounded = !FitsInMemory(shards, report.shard_bytes, memory);
   if (report.bounded) {

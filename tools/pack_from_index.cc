@@ -15,6 +15,7 @@
 #include <thread>
 #include <utility>
 
+#include "base/io.h"
 #include "base/strings.h"
 #include "index/fingerprint.h"
 #include "index/member_path.h"
@@ -23,8 +24,6 @@
 
 namespace shardfs::tools {
 namespace {
-
-constexpr size_t kChunk = 1 << 20;
 
 SourceEntry EntryOf(std::string path, const index::EntryRecord& rec) {
   SourceEntry e;
@@ -188,7 +187,7 @@ class PackedVerifier {
     std::vector<ContentJob> content = CompareListings();
     std::atomic<size_t> next{0};
     auto worker = [&] {
-      std::unique_ptr<char[]> a(new char[kChunk]), b(new char[kChunk]);
+      std::unique_ptr<char[]> a(new char[kIoChunk]), b(new char[kIoChunk]);
       for (size_t k; (k = next.fetch_add(1)) < content.size();) {
         Compare(content[k], a.get(), b.get());
       }
@@ -281,7 +280,7 @@ class PackedVerifier {
     XXH3_state_t* h = XXH3_createState();
     XXH3_64bits_reset(h);
     for (uint64_t pos = 0; pos < s.size;) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, s.size - pos));
+      size_t n = static_cast<size_t>(std::min<uint64_t>(kIoChunk, s.size - pos));
       if (Status r = ReadStoredAt(src_.shards, s, pos, a, n); !r.ok()) {
         Add(order, fmt::format("unreadable: {}: {}", path, r.message()));
         XXH3_freeState(h);

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "base/fd.h"
+#include "base/io.h"
 #include "base/parse.h"
 #include "base/paths.h"
 #include "index/fingerprint.h"
@@ -24,7 +25,6 @@ namespace shardfs::tools {
 namespace {
 
 // Big files are streamed into the shard in chunks of this size.
-constexpr size_t kChunk = 1 << 20;
 
 // Test only: SHARDFS_TEST_FAIL_AFTER_SHARDS=N fails the pack as a full disk
 // would, right after its Nth shard is complete, so that the integration
@@ -372,7 +372,7 @@ class ShardWriter {
       while (pos < data_end) {
         char* space;
         size_t len;
-        Status st = tar_->DataSpace(std::min<uint64_t>(data_end - pos, kChunk), &space, &len);
+        Status st = tar_->DataSpace(std::min<uint64_t>(data_end - pos, kIoChunk), &space, &len);
         if (!st.ok()) return write_failed(std::move(st));
         ssize_t n = ::pread(s.fd, space, len, static_cast<off_t>(pos));
         if (n < 0) {
@@ -433,7 +433,7 @@ class ShardWriter {
       for (uint64_t done = 0; done < r.length;) {
         char* space;
         size_t len;
-        Status st = tar_->DataSpace(std::min<uint64_t>(r.length - done, kChunk), &space, &len);
+        Status st = tar_->DataSpace(std::min<uint64_t>(r.length - done, kIoChunk), &space, &len);
         if (!st.ok()) return write_failed(std::move(st));
         const uint64_t at = r.physical + done;
         ssize_t n = ::pread(s.fd, space, len, static_cast<off_t>(at));

@@ -28,9 +28,7 @@
 namespace shardfs::tools {
 namespace {
 
-constexpr int64_t kNanos = 1000000000;
-constexpr size_t kChunk = 1 << 20;
-const char kZeros[kChunk] = {};
+const char kZeros[kIoChunk] = {};
 
 const char* SpecialName(mode_t mode) {
   if (S_ISFIFO(mode)) return "fifo";
@@ -339,7 +337,7 @@ class TreeScanner {
 }  // namespace
 
 int64_t MtimeNs(const struct stat& st) {
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * kNanos + st.st_mtim.tv_nsec;
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * kNanosPerSecond + st.st_mtim.tv_nsec;
 }
 
 std::string ShownPath(std::string_view path) { return path.empty() ? "." : std::string(path); }
@@ -379,7 +377,7 @@ Status ReadStoredAt(const StoredShards& shards, const SourceEntry& e, uint64_t p
 
 void HashZeros(XXH3_state_t* state, uint64_t n) {
   while (n > 0) {
-    size_t k = static_cast<size_t>(std::min<uint64_t>(n, kChunk));
+    size_t k = static_cast<size_t>(std::min<uint64_t>(n, kIoChunk));
     XXH3_64bits_update(state, kZeros, k);
     n -= k;
   }
@@ -409,7 +407,7 @@ Result<uint64_t> HashFile(int fd, uint64_t size, std::string_view what, bool* sh
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> h(XXH3_createState(), &XXH3_freeState);
   XXH3_64bits_reset(h.get());
   *short_read = false;
-  std::unique_ptr<char[]> buf(new char[kChunk]);
+  std::unique_ptr<char[]> buf(new char[kIoChunk]);
   uint64_t pos = 0;
   while (pos < size) {
     uint64_t data_end = size;
@@ -435,7 +433,7 @@ Result<uint64_t> HashFile(int fd, uint64_t size, std::string_view what, bool* sh
       if (hole > 0) data_end = std::min<uint64_t>(static_cast<uint64_t>(hole), size);
     }
     while (pos < data_end) {
-      size_t len = static_cast<size_t>(std::min<uint64_t>(data_end - pos, kChunk));
+      size_t len = static_cast<size_t>(std::min<uint64_t>(data_end - pos, kIoChunk));
       ssize_t n = ::pread(fd, buf.get(), len, static_cast<off_t>(pos));
       if (n < 0) {
         if (errno == EINTR) continue;

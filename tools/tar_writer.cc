@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/io.h"
 #include "base/strings.h"
 
 namespace shardfs::tools {
@@ -16,7 +17,6 @@ constexpr size_t kLinkField = 100;
 constexpr size_t kPrefixField = 155;
 constexpr uint64_t kMaxOctal7 = 07777777;       // uid, gid, mode: 7 digits.
 constexpr uint64_t kMaxOctal11 = 077777777777;  // size, mtime: 11 digits.
-constexpr int64_t kNanos = 1000000000;
 // A pax header's own ustar name, the same for every member (Python's tarfile
 // uses it too), so nothing about the writing process leaks into the shard.
 constexpr std::string_view kPaxName = "././@PaxHeader";
@@ -73,8 +73,8 @@ Layout Plan(const TarMember& m, std::string_view path) {
   l.pax_size = m.type == TarType::kFile && m.size > kMaxOctal11;
   l.pax_uid = m.uid > kMaxOctal7;
   l.pax_gid = m.gid > kMaxOctal7;
-  int64_t sec = m.mtime_ns / kNanos;
-  int64_t nsec = m.mtime_ns % kNanos;
+  int64_t sec = m.mtime_ns / kNanosPerSecond;
+  int64_t nsec = m.mtime_ns % kNanosPerSecond;
   l.pax_mtime = nsec != 0 || m.mtime_ns < 0 || static_cast<uint64_t>(sec) > kMaxOctal11;
   return l;
 }
@@ -92,8 +92,8 @@ std::string PaxTime(int64_t ns) {
   // Decimal seconds; a negative time is signed as a whole (-1.5 is 1.5 s
   // before the epoch), as GNU tar, libarchive and tarfile read it.
   uint64_t abs = ns < 0 ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
-  uint64_t frac = abs % kNanos;
-  std::string s = fmt::format("{}{}", ns < 0 ? "-" : "", abs / kNanos);
+  uint64_t frac = abs % kNanosPerSecond;
+  std::string s = fmt::format("{}{}", ns < 0 ? "-" : "", abs / kNanosPerSecond);
   if (frac) s += fmt::format(".{:09}", frac);
   return s;
 }
@@ -186,7 +186,7 @@ void AppendTarHeader(const TarMember& m, std::string* out) {
   f.gid = l.pax_gid ? 0 : m.gid;
   uint64_t size = m.type == TarType::kFile ? m.size : 0;
   f.size = l.pax_size ? 0 : size;
-  int64_t sec = m.mtime_ns / kNanos - (m.mtime_ns % kNanos < 0 ? 1 : 0);
+  int64_t sec = m.mtime_ns / kNanosPerSecond - (m.mtime_ns % kNanosPerSecond < 0 ? 1 : 0);
   f.mtime = static_cast<uint64_t>(std::clamp<int64_t>(sec, 0, kMaxOctal11));
   f.type = static_cast<char>(m.type);
   AppendUstar(f, out);

@@ -28,9 +28,6 @@
 namespace shardfs::tools {
 namespace {
 
-constexpr int64_t kNanos = 1000000000;
-constexpr size_t kChunk = 1 << 20;
-
 // One entry of the packed tree, from the index or from the mount.
 struct PackedEntry {
   std::string path;
@@ -72,9 +69,9 @@ const char* KindName(SourceKind kind, const char* special) {
 }
 
 std::string TimeText(int64_t ns) {
-  int64_t sec = ns / kNanos, frac = ns % kNanos;
+  int64_t sec = ns / kNanosPerSecond, frac = ns % kNanosPerSecond;
   if (frac < 0) {
-    frac += kNanos;
+    frac += kNanosPerSecond;
     --sec;
   }
   return fmt::format("{}.{:09}", sec, frac);
@@ -353,7 +350,7 @@ class Verifier {
     Progress progress("verify", "files", jobs.size(), total, o_.quiet);
     std::atomic<size_t> next{0};
     auto worker = [&] {
-      std::unique_ptr<char[]> a(new char[kChunk]), b(new char[kChunk]);
+      std::unique_ptr<char[]> a(new char[kIoChunk]), b(new char[kIoChunk]);
       for (size_t k; (k = next.fetch_add(1)) < jobs.size();) {
         Compare(jobs[k], a.get(), b.get(), &progress);
         progress.Add(1, 0);
@@ -447,7 +444,7 @@ class Verifier {
     std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> h(XXH3_createState(), &XXH3_freeState);
     XXH3_64bits_reset(h.get());
     for (uint64_t pos = 0; pos < s.size;) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, s.size - pos));
+      size_t n = static_cast<size_t>(std::min<uint64_t>(kIoChunk, s.size - pos));
       if (Status r = PreadExact(src.get(), a, n, pos); !r.ok()) {
         Add(job.order, "unreadable", fmt::format("{}: {}", path, r.message()));
         return;
@@ -504,7 +501,7 @@ class Verifier {
         off_t d = ::lseek(src, static_cast<off_t>(pos), SEEK_DATA);
         if (d < 0 || static_cast<uint64_t>(d) >= end) break;  // Only holes left.
         pos = static_cast<uint64_t>(d);
-        size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, end - pos));
+        size_t n = static_cast<size_t>(std::min<uint64_t>(kIoChunk, end - pos));
         if (Status r = PreadExact(src, a, n, pos); !r.ok()) return fail("unreadable", r.message());
         for (size_t i = 0; i < n; ++i) {
           if (a[i] != 0) return fail("content differs", fmt::format("at byte {}", pos + i));
@@ -519,7 +516,7 @@ class Verifier {
     // the checksum.
     auto extent = [&](const index::Extent& e) {
       for (uint64_t done = 0; done < e.length;) {
-        size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, e.length - done));
+        size_t n = static_cast<size_t>(std::min<uint64_t>(kIoChunk, e.length - done));
         if (Status r = PreadExact(src, a, n, e.logical + done); !r.ok()) {
           return fail("unreadable", r.message());
         }

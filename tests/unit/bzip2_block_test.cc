@@ -17,11 +17,14 @@
 #include "base/io.h"
 #include "gtest/gtest.h"
 #include "index/schema.h"
+#include "tests/unit/test_util.h"
 #include "tools/ctar_codec.h"
 #include "tools/ctar_scanner.h"
 
 namespace shardfs::tools {
 namespace {
+
+using shardfs::testing::OneMemberTar;
 
 std::string Bzip2(const std::string& in, int level) {
   std::string out(in.size() + in.size() / 100 + 1000, '\0');
@@ -201,29 +204,6 @@ TEST(Bzip2BlockTest, CandidateFilterSkipsAFalseMagic) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->end, b->end);
   EXPECT_FALSE(DecodeFirstValid(bz, 32, {first}, 1, out.data(), out.size()).ok());
-}
-
-// A tar of one member holding `content` (ustar, enough for the scanner).
-std::string OneMemberTar(const std::string& content) {
-  std::string h(512, '\0');
-  std::snprintf(h.data(), 100, "%s", "data.bin");
-  std::snprintf(h.data() + 100, 8, "%07o", 0644);
-  std::snprintf(h.data() + 108, 8, "%07o", 0);
-  std::snprintf(h.data() + 116, 8, "%07o", 0);
-  std::snprintf(h.data() + 124, 12, "%011llo", static_cast<unsigned long long>(content.size()));
-  std::snprintf(h.data() + 136, 12, "%011o", 1600000000);
-  h[156] = '0';
-  std::memcpy(h.data() + 257,
-              "ustar\0"
-              "00",
-              8);
-  std::memset(h.data() + 148, ' ', 8);
-  unsigned sum = 0;
-  for (unsigned char c : h) sum += c;
-  std::snprintf(h.data() + 148, 8, "%06o", sum);
-  std::string tar = h + content;
-  tar.resize((tar.size() + 511) / 512 * 512 + 1024, '\0');
-  return tar;
 }
 
 Status Scan(const std::string& bz, CompressedScan* scan) {

@@ -16,10 +16,13 @@
 #include "base/io.h"
 #include "gtest/gtest.h"
 #include "index/schema.h"
+#include "tests/unit/test_util.h"
 #include "tools/ctar_scanner.h"
 
 namespace shardfs::tools {
 namespace {
+
+using shardfs::testing::OneMemberTar;
 
 using index::SeekKind;
 using index::SeekPoint;
@@ -72,29 +75,6 @@ TEST(CtarCodecTest, DetectsByMagic) {
   EXPECT_EQ(DetectCodec("BZh9"), index::Codec::kBzip2);
   EXPECT_EQ(DetectCodec("ustar"), index::Codec::kNone);
   EXPECT_EQ(DetectCodec(""), index::Codec::kNone);
-}
-
-// A tar of one member holding `content` (ustar, enough for the scanner).
-std::string OneMemberTar(const std::string& content) {
-  std::string h(512, '\0');
-  std::snprintf(h.data(), 100, "%s", "data.bin");
-  std::snprintf(h.data() + 100, 8, "%07o", 0644);
-  std::snprintf(h.data() + 108, 8, "%07o", 0);
-  std::snprintf(h.data() + 116, 8, "%07o", 0);
-  std::snprintf(h.data() + 124, 12, "%011llo", static_cast<unsigned long long>(content.size()));
-  std::snprintf(h.data() + 136, 12, "%011o", 1600000000);
-  h[156] = '0';
-  std::memcpy(h.data() + 257,
-              "ustar\0"
-              "00",
-              8);
-  std::memset(h.data() + 148, ' ', 8);
-  unsigned sum = 0;
-  for (unsigned char c : h) sum += c;
-  std::snprintf(h.data() + 148, 8, "%06o", sum);
-  std::string tar = h + content;
-  tar.resize((tar.size() + 511) / 512 * 512 + 1024, '\0');
-  return tar;
 }
 
 // GNU tar takes a first block with a valid header checksum for a tar before
@@ -180,7 +160,9 @@ TEST(CtarCodecTest, EveryGzipIntervalDecodesToTheStream) {
     Result<std::string> cut =
         DecodeInterval("t.tar.gz", scan.table, i, scan.windows[i],
                        std::string_view(gz).substr(from, (to - from) / 2), kMaxIntervalBytes);
-    if (cut.ok()) EXPECT_EQ(*cut, *out);
+    if (cut.ok()) {
+      EXPECT_EQ(*cut, *out);
+    }
   }
   EXPECT_EQ(member_points, 2);
 }

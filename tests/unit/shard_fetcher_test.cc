@@ -31,9 +31,9 @@ namespace {
 using shardfs::testing::TempDir;
 using Clock = std::chrono::steady_clock;
 
-constexpr uint64_t kChunk = 64 << 10;
+constexpr uint64_t kFetchChunk = 64 << 10;
 // 64 full chunks and a short last one.
-constexpr uint64_t kSize = 64 * kChunk + 1000;
+constexpr uint64_t kSize = 64 * kFetchChunk + 1000;
 constexpr uint64_t kChunks = 65;
 constexpr size_t kPage = 4096;
 
@@ -44,7 +44,7 @@ struct RigOptions {
 };
 
 uint64_t ChunksCovered(uint64_t pos, uint64_t len) {
-  return (pos + len - 1) / kChunk - pos / kChunk + 1;
+  return (pos + len - 1) / kFetchChunk - pos / kFetchChunk + 1;
 }
 
 class ShardFetcherTest : public ::testing::Test {
@@ -55,11 +55,11 @@ class ShardFetcherTest : public ::testing::Test {
     path_ = dir_ / "shard-0.bin";
     data_ = shardfs::testing::PseudoRandomBytes(kSize, 20240611);
     shardfs::testing::WriteFile(path_, data_);
-    auto cache = ChunkCache::Open(ChunkCacheOptions{"", o.cache_chunks * kChunk, kChunk},
+    auto cache = ChunkCache::Open(ChunkCacheOptions{"", o.cache_chunks * kFetchChunk, kFetchChunk},
                                   {ChunkShard{path_ + " test", kSize}});
     ASSERT_TRUE(cache.ok()) << cache.status().message();
     FetcherOptions fo;
-    fo.chunk_size = kChunk;
+    fo.chunk_size = kFetchChunk;
     fo.threads = o.threads;
     fo.max_ahead = o.max_ahead;
     // Short bounds: a reader left waiting shows as a failed deadline in
@@ -100,7 +100,8 @@ class ShardFetcherTest : public ::testing::Test {
 
   // One 4 KiB read at the start of chunk `c`.
   void ReadChunk(uint64_t c) {
-    ASSERT_TRUE(ReadMatches(c * kChunk, std::min<uint64_t>(kPage, kSize - c * kChunk))) << c;
+    ASSERT_TRUE(ReadMatches(c * kFetchChunk, std::min<uint64_t>(kPage, kSize - c * kFetchChunk)))
+        << c;
   }
 
   FetcherStats Stats() { return fetcher_->stats(false); }
@@ -133,18 +134,18 @@ TEST_F(ShardFetcherTest, ReadsReturnTheFilesBytes) {
   };
   std::vector<Range> reads = {
       {0, 1},
-      {kChunk - 1, 2},                 // Across the first boundary.
-      {3 * kChunk - 10, kChunk + 20},  // Three chunks, partly each.
-      {5 * kChunk, kChunk},            // Exactly one chunk.
-      {kSize - 1000, 1000},            // The whole short last chunk.
-      {kSize - 1, 1},                  // The last byte.
-      {64 * kChunk - 5, 1005},         // Into the last chunk, to the end.
-      {20 * kChunk + 7, 5 * kChunk},   // Six chunks.
+      {kFetchChunk - 1, 2},                      // Across the first boundary.
+      {3 * kFetchChunk - 10, kFetchChunk + 20},  // Three chunks, partly each.
+      {5 * kFetchChunk, kFetchChunk},            // Exactly one chunk.
+      {kSize - 1000, 1000},                      // The whole short last chunk.
+      {kSize - 1, 1},                            // The last byte.
+      {64 * kFetchChunk - 5, 1005},              // Into the last chunk, to the end.
+      {20 * kFetchChunk + 7, 5 * kFetchChunk},   // Six chunks.
   };
   std::mt19937_64 rng(7);
   for (int i = 0; i < 200; ++i) {
     uint64_t pos = rng() % kSize;
-    uint64_t len = 1 + rng() % std::min<uint64_t>(3 * kChunk, kSize - pos);
+    uint64_t len = 1 + rng() % std::min<uint64_t>(3 * kFetchChunk, kSize - pos);
     reads.push_back({pos, len});
   }
   reads.push_back({0, kSize});  // Last: every chunk has been fetched then.
@@ -168,7 +169,7 @@ TEST_F(ShardFetcherTest, ReadsReturnTheFilesBytes) {
   EXPECT_EQ(s.total.errors, 0u);
   EXPECT_EQ(s.wait_timeouts, 0u);
   EXPECT_EQ(s.cache.resident_chunks, kChunks);
-  EXPECT_EQ(s.chunk_size, kChunk);
+  EXPECT_EQ(s.chunk_size, kFetchChunk);
   shard_->NoteDelivered(1000, false);
   shard_->NoteDelivered(300, true);
   fetcher_->NoteDelivered(index::ShardId{1}, 77, false);  // No such shard: ignored.
@@ -180,8 +181,11 @@ TEST_F(ShardFetcherTest, ReadsReturnTheFilesBytes) {
   EXPECT_EQ(per.shards[0].fetches, per.total.fetches);
 
   // Past the end: an error, and the buffer is not passed off as data.
-  const Range past[] = {
-      {kSize - 10, 20}, {kSize, 1}, {kSize + kChunk, 10}, {0, kSize + 1}, {UINT64_MAX - 5, 10}};
+  const Range past[] = {{kSize - 10, 20},
+                        {kSize, 1},
+                        {kSize + kFetchChunk, 10},
+                        {0, kSize + 1},
+                        {UINT64_MAX - 5, 10}};
   for (const Range& r : past) {
     std::string buf(r.len, '\x5a');
     Status st = shard_->ReadAt(buf.data(), r.len, r.pos);
@@ -205,8 +209,8 @@ TEST_F(ShardFetcherTest, ReadersOfAChunkBeingFetchedShareOneFetch) {
     std::latch go(kReaders);
     std::vector<std::thread> readers;
     std::atomic<int> bad{0};
-    const uint64_t base = c * kChunk;
-    const uint64_t clen = std::min(kChunk, kSize - base);
+    const uint64_t base = c * kFetchChunk;
+    const uint64_t clen = std::min(kFetchChunk, kSize - base);
     for (int t = 0; t < kReaders; ++t) {
       readers.emplace_back([&, t] {
         const uint64_t off = uint64_t(t) * 97 % clen;
@@ -239,7 +243,8 @@ TEST_F(ShardFetcherTest, SequentialReaderIsFetchedAhead) {
   // that on a loaded machine the fetcher threads get to run.
   for (uint64_t pos = 0; pos < kSize; pos += kPage) {
     ASSERT_TRUE(ReadMatches(pos, std::min<uint64_t>(kPage, kSize - pos)));
-    if ((pos + kPage) % kChunk == 0) std::this_thread::sleep_for(std::chrono::microseconds(500));
+    if ((pos + kPage) % kFetchChunk == 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
   FetcherStats s = Stats();
   EXPECT_GT(s.fetched_ahead, kChunks / 2);
@@ -259,9 +264,9 @@ TEST_F(ShardFetcherTest, RandomReaderIsNotFetchedAhead) {
   for (uint64_t i = 0; i < kChunks; ++i) order.push_back(i * 29 % kChunks);
   std::mt19937_64 rng(11);
   for (uint64_t c : order) {
-    const uint64_t clen = std::min(kChunk, kSize - c * kChunk);
+    const uint64_t clen = std::min(kFetchChunk, kSize - c * kFetchChunk);
     const uint64_t off = rng() % (clen - 100);
-    ASSERT_TRUE(ReadMatches(c * kChunk + off, 100));
+    ASSERT_TRUE(ReadMatches(c * kFetchChunk + off, 100));
   }
   FetcherStats s = Stats();
   EXPECT_EQ(s.fetched_ahead, 0u);
@@ -326,15 +331,15 @@ TEST_F(ShardFetcherTest, WarmFillsTheCacheAndDropCacheEmptiesIt) {
   ASSERT_NO_FATAL_FAILURE(Make());
   uint64_t fetched = 0;
   // Chunks 10 to 13.
-  Status st = fetcher_->Warm(shard_, 10 * kChunk + 100, 3 * kChunk, &fetched);
+  Status st = fetcher_->Warm(shard_, 10 * kFetchChunk + 100, 3 * kFetchChunk, &fetched);
   ASSERT_TRUE(st.ok()) << st.message();
-  EXPECT_EQ(fetched, 4 * kChunk);
+  EXPECT_EQ(fetched, 4 * kFetchChunk);
   FetcherStats s = Stats();
   EXPECT_EQ(s.total.fetches, 4u);
   EXPECT_EQ(s.cache.resident_chunks, 4u);
   EXPECT_EQ(s.total.bytes_delivered, 0u);
 
-  ASSERT_TRUE(ReadMatches(10 * kChunk, 4 * kChunk));
+  ASSERT_TRUE(ReadMatches(10 * kFetchChunk, 4 * kFetchChunk));
   s = Stats();
   EXPECT_EQ(s.total.fetches, 4u);
   EXPECT_EQ(s.total.chunk_hits, 4u);
@@ -342,17 +347,17 @@ TEST_F(ShardFetcherTest, WarmFillsTheCacheAndDropCacheEmptiesIt) {
 
   // Warm again: nothing to fetch. Past the end: only the short last chunk.
   fetched = 0;
-  ASSERT_TRUE(fetcher_->Warm(shard_, 10 * kChunk, 4 * kChunk, &fetched).ok());
+  ASSERT_TRUE(fetcher_->Warm(shard_, 10 * kFetchChunk, 4 * kFetchChunk, &fetched).ok());
   EXPECT_EQ(fetched, 0u);
-  ASSERT_TRUE(fetcher_->Warm(shard_, kSize - 500, 10 * kChunk, &fetched).ok());
-  EXPECT_EQ(fetched, kSize - 64 * kChunk);
+  ASSERT_TRUE(fetcher_->Warm(shard_, kSize - 500, 10 * kFetchChunk, &fetched).ok());
+  EXPECT_EQ(fetched, kSize - 64 * kFetchChunk);
   EXPECT_EQ(Stats().total.fetches, 5u);
 
   fetcher_->DropCache();
   s = Stats();
   EXPECT_EQ(s.cache.resident_chunks, 0u);
   EXPECT_EQ(s.cache.resident_bytes, 0u);
-  ASSERT_TRUE(ReadMatches(11 * kChunk + 5, 10));
+  ASSERT_TRUE(ReadMatches(11 * kFetchChunk + 5, 10));
   s = Stats();
   EXPECT_EQ(s.total.fetches, 6u);
   EXPECT_EQ(s.total.chunk_misses, 1u);
@@ -360,7 +365,7 @@ TEST_F(ShardFetcherTest, WarmFillsTheCacheAndDropCacheEmptiesIt) {
   // The whole file, then every read is a hit.
   fetched = 0;
   ASSERT_TRUE(fetcher_->Warm(shard_, 0, kSize, &fetched).ok());
-  EXPECT_EQ(fetched, kSize - kChunk);  // Chunk 11 was there.
+  EXPECT_EQ(fetched, kSize - kFetchChunk);  // Chunk 11 was there.
   const uint64_t misses = Stats().total.chunk_misses;
   ASSERT_NO_FATAL_FAILURE(Sweep());
   s = Stats();
@@ -374,7 +379,7 @@ TEST_F(ShardFetcherTest, ReadAfterStopFailsPromptly) {
   fetcher_->Stop();
   auto t0 = Clock::now();
   std::string buf(100, '\0');
-  Status st = shard_->ReadAt(buf.data(), buf.size(), 30 * kChunk);
+  Status st = shard_->ReadAt(buf.data(), buf.size(), 30 * kFetchChunk);
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(st.code(), Status::Code::kIoError) << st.message();
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(1));
@@ -397,7 +402,7 @@ TEST_F(ShardFetcherTest, StopWhileReadersWaitEndsEveryRead) {
   for (int t = 0; t < kReaders; ++t) {
     readers.emplace_back([&, t] {
       std::mt19937_64 rng(100 + t);
-      std::string buf(3 * kChunk, '\0');
+      std::string buf(3 * kFetchChunk, '\0');
       for (;;) {
         const uint64_t pos = rng() % kSize;
         const size_t len = 1 + rng() % std::min<uint64_t>(buf.size(), kSize - pos);

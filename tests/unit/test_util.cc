@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -178,6 +179,28 @@ std::string PseudoRandomBytes(size_t n, uint64_t seed) {
   std::string out(n, '\0');
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<char>(gen() & 0xff);
   return out;
+}
+
+std::string OneMemberTar(const std::string& content) {
+  std::string h(512, '\0');
+  std::snprintf(h.data(), 100, "%s", "data.bin");
+  std::snprintf(h.data() + 100, 8, "%07o", 0644);
+  std::snprintf(h.data() + 108, 8, "%07o", 0);
+  std::snprintf(h.data() + 116, 8, "%07o", 0);
+  std::snprintf(h.data() + 124, 12, "%011llo", static_cast<unsigned long long>(content.size()));
+  std::snprintf(h.data() + 136, 12, "%011o", 1600000000);
+  h[156] = '0';
+  std::memcpy(h.data() + 257,
+              "ustar\0"
+              "00",
+              8);
+  std::memset(h.data() + 148, ' ', 8);
+  unsigned sum = 0;
+  for (unsigned char c : h) sum += c;
+  std::snprintf(h.data() + 148, 8, "%06o", sum);
+  std::string tar = h + content;
+  tar.resize((tar.size() + 511) / 512 * 512 + 1024, '\0');
+  return tar;
 }
 
 struct stat Lstat(const std::string& path) {
