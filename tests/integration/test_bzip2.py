@@ -14,6 +14,7 @@ the block's symbol map): the build must skip it."""
 
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -68,10 +69,21 @@ class Bzip2TarTest(tl.ScratchTestCase):
         cls.tar = os.path.join(cls.tmp, "plain.tar")
         subprocess.run(["tar", "--format=gnu", "-cf", cls.tar, "-C", cls.src, "."], check=True)
         cls.files = tl.regular_files(cls.src)
+        # Level 1 (blocks of 100 kB, so most reads cross a block boundary),
+        # compressed once: most tests take a copy of it.
+        cls.level1 = os.path.join(cls.tmp, "level1.tar.bz2")
+        with open(cls.level1, "wb") as out:
+            subprocess.run(["bzip2", "-1", "-c", cls.tar], check=True, stdout=out)
 
     def compress(self, d, cmd, name="shard.tar.bz2"):
         out = os.path.join(d, name)
         subprocess.run(cmd.format(tar=self.tar, out=out), shell=True, check=True)
+        return out
+
+    def level1_copy(self, d, name="shard.tar.bz2"):
+        """A copy of the class's level-1 .tar.bz2 in d, free to damage."""
+        out = os.path.join(d, name)
+        shutil.copyfile(self.level1, out)
         return out
 
     def extract(self, d, shard):
@@ -102,8 +114,7 @@ class Bzip2TarTest(tl.ScratchTestCase):
 
     def test_random_reads_16_readers(self):
         d = self.scratch("random")
-        # Level 1: blocks of 100 kB, so most reads cross a block boundary.
-        shard = self.compress(d, "bzip2 -1 -c {tar} > {out}")
+        shard = self.level1_copy(d)
         idx = os.path.join(d, "idx")
         tl.build_index([shard], idx)
         mnt = os.path.join(d, "mnt")
@@ -119,7 +130,7 @@ class Bzip2TarTest(tl.ScratchTestCase):
         each read gives the right bytes or EIO, never others; returns (EIO
         count, daemon log)."""
         d = self.scratch(name)
-        shard = self.compress(d, "bzip2 -1 -c {tar} > {out}")
+        shard = self.level1_copy(d)
         idx = os.path.join(d, "idx")
         tl.build_index([shard], idx)
         damage(shard)
@@ -180,7 +191,7 @@ class Bzip2TarTest(tl.ScratchTestCase):
     def test_schema_version_and_index_add(self):
         # 5 with a bzip2 shard, 4 without; `index add` never lowers it.
         d = self.scratch("schema")
-        bz = self.compress(d, "bzip2 -1 -c {tar} > {out}")
+        bz = self.level1_copy(d)
         gz = os.path.join(d, "other.tar.gz")
         extra = os.path.join(d, "extra")
         os.mkdir(extra)
@@ -203,7 +214,7 @@ class Bzip2TarTest(tl.ScratchTestCase):
 
     def test_build_refuses_damage(self):
         d = self.scratch("refuse")
-        good = self.compress(d, "bzip2 -1 -c {tar} > {out}", "good.tar.bz2")
+        good = self.level1_copy(d, "good.tar.bz2")
         data = tl.read_file(good)
         flipped = bytearray(data)
         flipped[len(data) // 2] ^= 0x10
