@@ -575,11 +575,11 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
   WriteStats stats = joiner.Stats();
   SHARDFS_ASSIGN_OR_RETURN(const fs::path out_abs, AbsoluteIndexPath(out_path));
   SHARDFS_ASSIGN_OR_RETURN(KeyValues small_kvs, ShardKeys(shards_, out_abs.parent_path().string()));
-  for (auto& kv : MetaKeysOf(
-           joiner.counts(), joiner.all_checksummed(), joiner.any_sparse(),
-           MetaText{options.build_options, options.created_by, options.partition,
-                    options.partition_shards, AnyCodec(shards_, seek_kvs_), AnyBzip2(shards_)},
-           joiner.any_encoded())) {
+  for (auto& kv : MetaKeysOf(joiner.counts(), joiner.all_checksummed(), joiner.any_sparse(),
+                             MetaText{options.build_options, options.created_by, options.partition,
+                                      options.partition_shards, AnyCodec(shards_, seek_kvs_),
+                                      AnyBzip2(shards_), AnySlice(shards_)},
+                             joiner.any_encoded())) {
     small_kvs.push_back(std::move(kv));
   }
   std::sort(small_kvs.begin(), small_kvs.end());

@@ -32,6 +32,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t kExamples = 5;
+constexpr uint32_t kSliceMark = uint32_t{1} << 31;
 constexpr uint64_t kProgressBatch = 256;
 
 struct ShardScan {
@@ -51,6 +52,10 @@ struct ShardScan {
   index::ShardId id;
   // A compressed tar: its codec and seek points.
   CompressedScan compressed;
+  // --recursive: the compressed tars inside it, each a slice shard; members
+  // of slice k carry the provisional shard id kSliceMark | (k - 1) until
+  // AddScans gives the slices their ids.
+  std::vector<NestedScanner::Slice> slices;
   uint64_t nested_archives = 0, nested_members = 0;  // --recursive
 };
 
@@ -171,7 +176,7 @@ Status AddMember(ScannedMember&& m, index::ShardId id, const std::string& shown,
   e.gid = static_cast<uint32_t>(std::clamp<int64_t>(m.gid, 0, UINT32_MAX));
   e.mtime_ns = m.mtime_ns;
   e.size = m.size;
-  e.shard = id;
+  e.shard = m.slice == 0 ? id : index::ShardId{kSliceMark | (m.slice - 1)};
   e.offset = m.data_offset;
   e.has_checksum = m.has_checksum;
   e.xxh3 = m.xxh3;
@@ -185,6 +190,14 @@ Status AddMember(ScannedMember&& m, index::ShardId id, const std::string& shown,
     e.link_target = std::move(m.link_target);
   }
   if (out->spiller) {
+    if (m.slice != 0) {
+      // The spilled members take their shard from their archive position.
+      return Status::NotSupported(fmt::format(
+          "{}: member '{}': a compressed tar inside a tar (--recursive) needs the in-memory "
+          "build, and this build is bounded (a remote shard, or more members than --memory "
+          "holds): give a larger --memory, or index without --recursive",
+          shown, m.path));
+    }
     return out->spiller->Add(e, m.sparse ? &m.extents : nullptr,
                              m.encoded ? index::EncodeEncodedTrailer(m.encoding) : std::string());
   }
@@ -223,7 +236,9 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
   if (out->spiller) out->spiller->BeginShard(id);
   std::optional<NestedScanner> nested;
   if (nest.recursive) {
-    nested.emplace(nest, shown, checksum);
+    NestOptions o = nest;
+    o.seek_spacing = seek_spacing;
+    nested.emplace(o, shown, checksum);
     so.on_bytes = [&](const char* data, size_t size) { nested->SetShardBytes(data, size); };
   }
   so.restart = [&] {
@@ -304,6 +319,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
   if (nested) {
     out->nested_archives = nested->nested_archives();
     out->nested_members = nested->nested_members();
+    out->slices = std::move(nested->slices());
   }
   add_progress();
   progress->UnitDone();
@@ -463,6 +479,10 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* sc
   size_t total_members = 0;
   for (const ShardScan& scan : *scans) total_members += scan.members.size();
   writer->Reserve(total_members);
+  // Slices get ids after every shard of the build, in shard order.
+  const uint32_t first_slice =
+      scans->empty() ? 0 : (*scans)[0].id.value + static_cast<uint32_t>(scans->size());
+  uint32_t next_slice = first_slice;
   for (size_t i = 0; i < scans->size(); ++i) {
     ShardScan& scan = (*scans)[i];
     index::ShardMeta meta;
@@ -488,11 +508,40 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* sc
     for (auto& ex : scan.rejected_examples) {
       if (report->rejected_examples.size() < kExamples) report->rejected_examples.push_back(ex);
     }
+    if (!scan.slices.empty()) {
+      for (index::MemberEntry& e : scan.members) {
+        if (e.shard.value & kSliceMark) e.shard.value = next_slice + (e.shard.value & ~kSliceMark);
+      }
+      next_slice += static_cast<uint32_t>(scan.slices.size());
+    }
     const size_t first = writer->member_count();
     writer->AddMembers(std::move(scan.members));
     for (const auto& [k, extents] : scan.sparse) writer->SetExtents(first + k, extents);
     for (const auto& [k, encoding] : scan.encoded) writer->SetEncoded(first + k, encoding);
     HugeVector<index::MemberEntry>().swap(scan.members);  // Freed as it goes.
+  }
+  // The slices: each names its shard's file, as the shard's meta does.
+  next_slice = first_slice;
+  for (size_t i = 0; i < scans->size(); ++i) {
+    ShardScan& scan = (*scans)[i];
+    for (NestedScanner::Slice& slice : scan.slices) {
+      index::ShardMeta meta;
+      meta.path = shards[i];
+      meta.size = scan.info.size;
+      meta.mtime_ns = scan.info.mtime_ns;
+      meta.fingerprint = scan.info.fingerprint;
+      if (scan.remote) {
+        meta.flags |= index::kShardRemote;
+        meta.etag = scan.etag;
+      }
+      meta.flags |= index::kShardSlice;
+      meta.base = slice.base;
+      meta.length = slice.length;
+      meta.set_codec(slice.scan.codec);
+      writer->AddShard(std::move(meta));
+      writer->AddSeekKeys(SeekKeys(index::ShardId{next_slice++}, slice.scan));
+    }
+    std::vector<NestedScanner::Slice>().swap(scan.slices);
   }
 }
 

@@ -59,7 +59,9 @@ Result<std::string> StreamReader::Decode(index::ShardId id, const Table& t, size
                       t.name, point, p.compressed, p.window));
     }
   }
-  const uint64_t size = reader_.shards()[id.value].size;
+  // A slice's compressed bytes end at its length (ShardHandle reads add its
+  // base).
+  const uint64_t size = reader_.shards()[id.value].data_size();
   const uint64_t from = tools::IntervalInputStart(t.table, point);
   const uint64_t to = tools::IntervalInputEnd(t.table, point, size);
   if (from > to || to > size) {
