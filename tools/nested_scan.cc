@@ -47,6 +47,22 @@ constexpr std::string_view kGzipMagic("\x1f\x8b", 2), kBzip2Magic("BZh", 3),
     kZstdMagic("\x28\xb5\x2f\xfd", 4), kXzMagic("\xfd\x37\x7a\x58\x5a\x00", 6),
     kZipLocalMagic("PK\3\4", 4), kZipEndMagic("PK\5\6", 4);
 
+// Past the zstd skippable frames that `d` starts with (pzstd writes one
+// first): 0 if none, or if one runs past `size`.
+uint64_t SkippableFrames(const char* d, uint64_t size) {
+  uint64_t at = 0;
+  while (size - at >= 8 && (static_cast<uint8_t>(d[at]) & 0xf0) == 0x50 &&
+         std::memcmp(d + at + 1, "\x2a\x4d\x18", 3) == 0) {
+    const uint64_t n = static_cast<uint8_t>(d[at + 4]) |
+                       (uint64_t{static_cast<uint8_t>(d[at + 5])} << 8) |
+                       (uint64_t{static_cast<uint8_t>(d[at + 6])} << 16) |
+                       (uint64_t{static_cast<uint8_t>(d[at + 7])} << 24);
+    if (n > size - at - 8) return 0;
+    at += 8 + n;
+  }
+  return at;
+}
+
 bool CompressedMagic(const char* d, uint64_t size) {
   return StartsWith(d, size, kGzipMagic) || StartsWith(d, size, kBzip2Magic) ||
          StartsWith(d, size, kZstdMagic) || StartsWith(d, size, kXzMagic);
@@ -91,6 +107,13 @@ NestedKind ClassifyMember(std::string_view name, const char* data, uint64_t size
     if (LooksLikeZip(data, size)) return NestedKind::kZip;
   }
   if (CompressedMagic(data, size) && CompressedTar(data, size)) return NestedKind::kCompressedTar;
+  // A zstd stream after skippable frames (pzstd's): libarchive looks at the
+  // first frame that holds data.
+  if (const uint64_t skip = SkippableFrames(data, size);
+      skip > 0 && StartsWith(data + skip, size - skip, kZstdMagic) &&
+      CompressedTar(data + skip, size - skip)) {
+    return NestedKind::kCompressedTar;
+  }
   // An xz stream also counts by its name (a libarchive without xz).
   if (StartsWith(data, size, kXzMagic) &&
       (EndsWithNoCase(name, ".tar.xz") || EndsWithNoCase(name, ".txz"))) {

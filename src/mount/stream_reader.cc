@@ -27,6 +27,11 @@ Result<std::shared_ptr<const StreamReader::Table>> StreamReader::GetTable(index:
   }
   auto t = std::make_shared<Table>();
   t->name = RedactLocation(reader_.ShardPath(id));
+  if (const index::ShardMeta& m = reader_.shards()[id.value]; m.slice()) {
+    // A slice's compressed offsets are from its base.
+    t->name += fmt::format(" (a compressed tar at bytes {}..{}; compressed offsets from its start)",
+                           m.base, m.base + m.length);
+  }
   std::string value;
   Status s = reader_.GetSeekValue(id, false, 0, &value);
   if (s.ok()) s = index::DecodeSeekTable(value, &t->table);

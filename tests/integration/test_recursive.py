@@ -17,11 +17,19 @@ directory record ending it) is extracted by `unzip -o -q inner.zip -d DIR`
 `unzip` before its stored tars are expanded. A deflated member of a nested
 zip is checked in the index by inflating its compressed bytes at the indexed
 offset of the outer shard.
+
+Compressed tars (.tar.gz, .tar.zst, .tar.xz, .tar.bz2: a member whose content
+decodes to a tar) nest as slice shards (index/schema.h): the oracle decodes
+them with Python's gzip, bz2 and lzma modules or `zstd -d`, and extracts the
+tar with `tar -xf - -C DIR`, DIR less a compressed tar suffix with
+--strip-recursive-tar-extension.
 """
 import bz2
+import gzip
 import hashlib
 import io
 import json
+import lzma
 import os
 import random
 import subprocess
@@ -104,8 +112,35 @@ def tar_names(data):
     return names
 
 
-def two_step_extract(outer, dest, strip=False, depth=4, strip_zip=False):
-    """The oracle (see the module comment). Returns GNU tar's stderr."""
+# What --strip-recursive-tar-extension strips from a compressed tar's name
+# (the first that matches).
+CTAR_SUFFIXES = (".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tzst", ".tar.xz", ".txz",
+                 ".tar.bz2", ".tbz2", ".tbz", ".tar")
+
+
+def decompress(data):
+    """The decoded bytes of a gzip, bzip2, xz or zstd stream; None for
+    anything else, or a stream that does not decode."""
+    try:
+        if data[:2] == b"\x1f\x8b":
+            return gzip.decompress(data)
+        if data[:3] == b"BZh":
+            return bz2.decompress(data)
+        if data[:6] == b"\xfd7zXZ\0":
+            return lzma.decompress(data)
+        # zstd, or a skippable frame first (pzstd's).
+        if data[:4] == b"\x28\xb5\x2f\xfd" or (data[:1] and data[0] & 0xf0 == 0x50 and
+                                               data[1:4] == b"\x2a\x4d\x18"):
+            return subprocess.run(["zstd", "-dcq"], input=data, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, check=True).stdout
+    except (OSError, EOFError, lzma.LZMAError, subprocess.CalledProcessError):
+        return None
+    return None
+
+
+def two_step_extract(outer, dest, strip=False, depth=4, strip_zip=False, compressed=False):
+    """The oracle (see the module comment). Returns GNU tar's stderr.
+    `compressed`: compressed tars are expanded too."""
     with open(outer, "rb") as fh:
         outer_zip = is_zip(fh.read())
     errs = [unzip_into(tl.read_file(outer), dest) if outer_zip else ts.tar_extract([outer], dest)]
@@ -129,6 +164,9 @@ def two_step_extract(outer, dest, strip=False, depth=4, strip_zip=False):
             with open(p, "rb") as fh:
                 inner = fh.read()
             kind = "tar" if is_tar(inner) else "zip" if is_zip(inner) else None
+            plain = decompress(inner) if kind is None and compressed else None
+            if plain is not None and is_tar(plain):
+                kind = "ctar"
             if kind is None or level >= depth:
                 continue
             st = os.lstat(p)
@@ -136,16 +174,29 @@ def two_step_extract(outer, dest, strip=False, depth=4, strip_zip=False):
             ext, stripping = (".tar", strip) if kind == "tar" else (".zip", strip_zip)
             target = p[:-4] if stripping and p.lower().endswith(ext) and len(
                 os.path.basename(p)) > 4 else p
+            if kind == "ctar":
+                target = p
+                for suffix in CTAR_SUFFIXES if strip else ():
+                    if p.lower().endswith(suffix) and len(os.path.basename(p)) > len(suffix):
+                        target = p[:-len(suffix)]
+                        break
             os.makedirs(target, exist_ok=True)
             if kind == "zip":
                 errs.append(unzip_into(inner, target))
+            elif kind == "ctar":
+                # Decoded by the codec's own tool or module (GNU tar's magic
+                # test misses pzstd's leading skippable frame), then tar -x.
+                r = subprocess.run(["tar", "-xf", "-", "-C", target], input=plain,
+                                   stderr=subprocess.PIPE)
+                errs.append(r.stderr.decode(errors="replace"))
+                inner = plain
             else:
                 r = subprocess.run(["tar", "-xf", "-", "-C", target], input=inner,
                                    stderr=subprocess.PIPE)
                 errs.append(r.stderr.decode(errors="replace"))
             record(target)
             expand(target, inner, level + 1)
-            if kind == "tar" and b"" in tar_names(inner):
+            if kind in ("tar", "ctar") and b"" in tar_names(inner):
                 continue  # The inner "./" member described the directory.
             mode = st.st_mode & 0o777
             os.chmod(target, mode | ((mode & 0o444) >> 2))
@@ -904,6 +955,212 @@ class RecursiveZipTest(tl.ScratchTestCase):
                 self.assertEqual(tl.read_file(os.path.join(mnt, "c.zip/head.bin")),
                                  zf.read("head.bin"))
         self.assertIn("%s: member at byte %d" % (outer, at), m.final_log())
+
+
+# (suffix, compress command reading stdin, writing stdout)
+INNER_CODECS = [
+    (".tar.gz", ["gzip", "-c"]),
+    (".tgz", ["pigz", "-p", "2", "-b", "128", "-c"]),
+    (".tar.zst", ["zstd", "-q", "-c"]),
+    (".tar.zstd", ["pzstd", "-q", "-p", "2", "-c"]),
+    (".tar.xz", ["xz", "-T2", "--block-size=128KiB", "-c"]),
+    (".tar.bz2", ["bzip2", "-1", "-c"]),
+]
+
+
+class RecursiveCompressedTarTest(tl.ScratchTestCase):
+    """Compressed tars inside a tar (slice shards), against the two-step
+    GNU tar extraction."""
+    PREFIX = "shardfs-recursive-ctar-"
+
+    compare = ts.TarSemanticsTest.compare
+    write = RecursiveTest.write
+
+    def class_tar(self, wnid, c, rnd, per_class, big=0):
+        files = {"%s_%d.JPEG" % (wnid, i): rnd.randbytes(rnd.choice([0, 1, 511, 512, 513, 3000,
+                                                                    70000]))
+                 for i in range(per_class)}
+        if big:
+            # Half text (compressible), half random: several seek points.
+            text = b"".join(b"line %d of %s\n" % (i, wnid.encode()) for i in range(big // 40))
+            files["%s_big.JPEG" % wnid] = text[:big // 2] + rnd.randbytes(big // 2)
+        return gnu_tar_of(files, T0 + c)
+
+    def imagenet(self, base, per_class=6, seed=24, big=600_000, extra=()):
+        """An ILSVRC-shaped tar whose class archives are compressed, one per
+        codec of INNER_CODECS, plus a plain class tar and a loose file."""
+        rnd = random.Random(seed)
+        members = {}
+        for c, (suffix, cmd) in enumerate(INNER_CODECS):
+            wnid = "n%08d" % (1440764 + 1000 * c)
+            plain = self.class_tar(wnid, c, rnd, per_class, big)
+            members[wnid + suffix] = subprocess.run(cmd, input=plain, stdout=subprocess.PIPE,
+                                                    check=True).stdout
+        members["n09999999.tar"] = self.class_tar("n09999999", 50, rnd, per_class)
+        members["README.txt"] = b"classes\n"
+        members.update(extra)
+        return self.write(base, "train.tar", gnu_tar_of(members, T0 + 99))
+
+    def extraction(self, base, outer, strip=True, depth=4):
+        x = os.path.join(base, "x")
+        os.mkdir(x)
+        two_step_extract(outer, x, strip=strip, depth=depth, compressed=True)
+        want = tl.walk_reference(x)
+        del want[b""]
+        return x, want
+
+    def build(self, outer, idx, *extra, strip=True, check=0):
+        opts = ["--recursive", "--seek-spacing", "64K", *extra]
+        opts += ["--strip-recursive-tar-extension"] if strip else []
+        return tl.build_index([outer], idx, *opts, check=check)
+
+    def test_imagenet_shaped_every_codec(self):
+        base = self.scratch("in")
+        outer = self.imagenet(base)
+        x, want = self.extraction(base, outer)
+        self.assertEqual(sorted(os.listdir(x))[:2], ["README.txt", "n01440764"])
+        idx = os.path.join(base, "idx")
+        build = self.build(outer, idx)
+        # A single zstd frame is read sequentially: a warning names the member.
+        self.assertRegex(build.stderr, rb"member 'n01442764.tar.zst' .*only be read sequentially")
+        info = tl.run_shardfs("index", "info", "--json", idx, check=0)
+        lines = tl.json_lines(info.stdout)
+        self.assertEqual(lines[0]["schema_version"], 6)
+        self.assertEqual(lines[0]["shards"], 1 + len(INNER_CODECS))
+        self.assertEqual(lines[0]["slices"], len(INNER_CODECS))
+        self.assertEqual(lines[0]["shard_bytes"], os.path.getsize(outer))
+        slices = [s for s in lines[1:] if "slice_base" in s]
+        self.assertEqual(sorted(s["codec"] for s in slices),
+                         sorted(["gzip", "gzip", "zstd", "zstd", "xz", "bzip2"]))
+        data = tl.read_file(outer)
+        for s in slices:  # Each is the compressed member's bytes, exactly.
+            self.assertEqual(s["shard"], os.path.abspath(outer))
+            self.assertEqual(s["size"], len(data))
+            inner = data[s["slice_base"]:s["slice_base"] + s["slice_length"]]
+            self.assertTrue(is_tar(decompress(inner)))
+        # ls and stat show the archive, its codec and the slice's range.
+        entries = tl.index_entries(idx)
+        e = entries[b"n01440764/n01440764_big.JPEG"]
+        self.assertEqual(e["codec"], "gzip")
+        self.assertEqual(e["shard"], os.path.abspath(outer))
+        self.assertIn("slice_base", e)
+        st = tl.run_shardfs("stat", idx, "n01440764/n01440764_big.JPEG", check=0)
+        self.assertRegex(st.stdout, rb"slice: bytes \d+\.\.\d+ of the shard")
+        self.assertRegex(st.stdout, rb"compressed: bytes \d+\.\.\d+ of the shard")
+        self.assertNotIn("codec", entries[b"n09999999/n09999999_0.JPEG"])
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        with tl.Mount(idx, mnt, options="verify=first"):
+            got = tl.walk_reference(mnt)
+            del got[b""]
+            self.compare(want, got)
+        files = tl.regular_files(x)
+        with tl.Mount(idx, mnt) as m:
+            root_ns = os.stat(mnt).st_mtime_ns
+            problems = tl.random_range_reads(mnt, files, 200_000, readers=16, reads=100)
+            self.assertEqual(problems, [], m.stderr())
+            self.assertEqual(tl.run_shardfs("stats", mnt, check=None).returncode, 0)
+        # verify --full: the index against the extraction, byte for byte
+        # (the root is implied: the extraction's takes the index's mtime).
+        os.utime(x, ns=(root_ns, root_ns))
+        for args in ([], ["--full"]):
+            v = tl.run_shardfs("verify", *args, "--quiet", idx, x)
+            self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+        # The kernel mount refuses compressed shards, slices included.
+        kmnt = os.path.join(base, "kmnt")
+        os.mkdir(kmnt)
+        p = tl.run_shardfs("mount", "--kernel", "-o", "cache_dir=" + os.path.join(base, "img"),
+                           idx, kmnt, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertFalse(tl.is_mounted(kmnt))
+
+    def test_not_stripped_and_a_tar_inside_the_compressed_tar(self):
+        base = self.scratch("deep")
+        rnd = random.Random(8)
+        inner_tar = gnu_tar_of({"deep/a.bin": rnd.randbytes(5000), "b.txt": b"b\n"}, T0 + 7)
+        ctar = gzip.compress(gnu_tar_of({"x.bin": rnd.randbytes(70_000), "inner.tar": inner_tar},
+                                        T0 + 5))
+        outer = self.write(base, "outer.tar", gnu_tar_of({"c.tar.gz": ctar, "z.txt": b"z\n"}))
+        x, want = self.extraction(base, outer, strip=False)
+        self.assertTrue(os.path.isdir(os.path.join(x, "c.tar.gz", "inner.tar", "deep")))
+        idx = os.path.join(base, "idx")
+        self.build(outer, idx, strip=False)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        with tl.Mount(idx, mnt):
+            got = tl.walk_reference(mnt)
+            del got[b""]
+            # No member describes "deep": its mtime is its newest child's.
+            self.compare(want, got, {b"c.tar.gz/inner.tar/deep"})
+        # The depth bound counts the slice as a level: the tar in it stays a file.
+        x1 = os.path.join(self.scratch("d1"), "x")
+        os.mkdir(x1)
+        two_step_extract(outer, x1, depth=1, compressed=True)
+        idx1 = os.path.join(base, "idx1")
+        b = self.build(outer, idx1, "--recursive-depth", "1", strip=False)
+        self.assertIn(b"--recursive-depth 1", b.stderr)
+        self.assertEqual(tl.index_entries(idx1)[b"c.tar.gz/inner.tar"]["type"], "file")
+
+    def test_refusals(self):
+        base = self.scratch("refuse")
+        rnd = random.Random(9)
+        inner = gnu_tar_of({"a.bin": rnd.randbytes(300_000)})
+        good = gzip.compress(inner)
+        cases = [
+            # A compressed tar in a compressed tar: not a range of a file.
+            ("cc", gnu_tar_of({"c.tar.gz": gzip.compress(gnu_tar_of({"d.tar.gz": good}))}),
+             [b"'c/d.tar.gz'", b"compressed tar inside a compressed tar"]),
+            # Cut short: the inner stream is truncated.
+            ("cut", gnu_tar_of({"t.tar.gz": good[:len(good) // 2]}),
+             [b"'t.tar.gz'", b"truncated"]),
+            # Trailing garbage after the gzip stream.
+            ("garbage", gnu_tar_of({"g.tar.gz": good + b"garbage!"}),
+             [b"'g.tar.gz'", b"trailing garbage"]),
+        ]
+        for name, data, words in cases:
+            with self.subTest(case=name):
+                outer = self.write(base, name + ".tar", data)
+                p = self.build(outer, os.path.join(base, "idx-" + name), check=None)
+                self.assertNotEqual(p.returncode, 0)
+                for w in words:
+                    self.assertIn(w, p.stderr)
+                self.assertIn(os.fsencode(name + ".tar"), p.stderr)
+        # Without --recursive they are files.
+        outer = os.path.join(base, "cut.tar")
+        idx = os.path.join(base, "idx-plain")
+        tl.build_index([outer], idx)
+        self.assertEqual(tl.index_entries(idx)[b"t.tar.gz"]["type"], "file")
+
+    def test_corrupt_inner_stream_gives_eio(self):
+        base = self.scratch("corrupt")
+        rnd = random.Random(11)
+        files = {"f%02d.bin" % i: rnd.randbytes(40_000) for i in range(40)}
+        ctar = gzip.compress(gnu_tar_of(files), compresslevel=1)
+        outer = self.write(base, "outer.tar", gnu_tar_of({
+            "pad-a.bin": rnd.randbytes(300_000), "c.tar.gz": ctar,
+            "pad-z.bin": rnd.randbytes(300_000)}))
+        idx = os.path.join(base, "idx")
+        self.build(outer, idx)
+        e = tl.index_entries(idx)[b"c/f00.bin"]
+        at = e["slice_base"] + e["slice_length"] // 2
+        data = bytearray(tl.read_file(outer))
+        for i in range(at, at + 4096, 64):
+            data[i] ^= 0x5A
+        with open(outer, "r+b") as fh:
+            fh.write(data)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        m = tl.Mount(idx, mnt)
+        with m:
+            eio = tl.read_all_right_or_eio(
+                self, mnt, {"c/" + n: d for n, d in files.items()})
+        self.assertGreater(eio, 0)
+        self.assertLess(eio, len(files))
+        # The log names the shard, the slice and the compressed offset.
+        self.assertRegex(m.final_log(), r"shard %s \(a compressed tar at bytes %d\.\.%d[^)]*\): "
+                         r"compressed data at byte \d+" % (
+                             os.path.abspath(outer), e["slice_base"],
+                             e["slice_base"] + e["slice_length"]))
 
 
 if __name__ == "__main__":
