@@ -32,7 +32,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t kExamples = 5;
-constexpr uint32_t kSliceMark = uint32_t{1} << 31;
+constexpr uint32_t kSliceMark = index::kSliceMember;
 constexpr uint64_t kProgressBatch = 256;
 
 struct ShardScan {
@@ -190,14 +190,6 @@ Status AddMember(ScannedMember&& m, index::ShardId id, const std::string& shown,
     e.link_target = std::move(m.link_target);
   }
   if (out->spiller) {
-    if (m.slice != 0) {
-      // The spilled members take their shard from their archive position.
-      return Status::NotSupported(fmt::format(
-          "{}: member '{}': a compressed tar inside a tar (--recursive) needs the in-memory "
-          "build, and this build is bounded (a remote shard, or more members than --memory "
-          "holds): give a larger --memory, or index without --recursive",
-          shown, m.path));
-    }
     return out->spiller->Add(e, m.sparse ? &m.extents : nullptr,
                              m.encoded ? index::EncodeEncodedTrailer(m.encoding) : std::string());
   }
@@ -509,6 +501,9 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* sc
       if (report->rejected_examples.size() < kExamples) report->rejected_examples.push_back(ex);
     }
     if (!scan.slices.empty()) {
+      if constexpr (requires { writer->SetSliceIds(scan.id, next_slice); }) {
+        writer->SetSliceIds(scan.id, next_slice);  // Its members are spilled already.
+      }
       for (index::MemberEntry& e : scan.members) {
         if (e.shard.value & kSliceMark) e.shard.value = next_slice + (e.shard.value & ~kSliceMark);
       }
@@ -580,6 +575,7 @@ struct SpilledMembers {
   void AddSeekKeys(std::vector<std::pair<std::string, std::string>> kvs) {
     writer->AddSeekKeys(std::move(kvs));
   }
+  void SetSliceIds(index::ShardId shard, uint32_t first) { writer->SetSliceIds(shard, first); }
 };
 
 // The index published at options.out replaces (with --force) and then

@@ -64,7 +64,7 @@ class OpenShard : public std::enable_shared_from_this<OpenShard> {
       : id_(id), fd_(fd), chunked_(chunked) {}
   // A slice: bytes [base, base + length) of the file.
   OpenShard(index::ShardId id, int fd, ChunkedReader* chunked, uint64_t base, uint64_t length)
-      : id_(id), fd_(fd), chunked_(chunked), base_(base), length_(length) {}
+      : id_(id), fd_(fd), chunked_(chunked), slice_(true), base_(base), length_(length) {}
   ~OpenShard();
   OpenShard(const OpenShard&) = delete;
   OpenShard& operator=(const OpenShard&) = delete;
@@ -87,14 +87,15 @@ class OpenShard : public std::enable_shared_from_this<OpenShard> {
   }
 
  private:
-  // Corruption unless [pos, pos + len) lies within the slice.
+  // A slice: Corruption unless [pos, pos + len) lies within it.
   Status CheckRange(size_t len, uint64_t pos) const;
 
   const index::ShardId id_;
   const int fd_;
   ChunkedReader* const chunked_;
+  const bool slice_ = false;
   const uint64_t base_ = 0;
-  const uint64_t length_ = UINT64_MAX;
+  const uint64_t length_ = 0;
 };
 
 struct ShardFilesOptions {
