@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <set>
+#include <string_view>
 
 #include "base/json_writer.h"
 #include "base/log.h"
@@ -216,13 +218,14 @@ int RunIndexInfo(int argc, char** argv) {
   const index::VersionRecord& v = r.version().record;
   const size_t shards = std::min<size_t>(v.shard_count, r.shards().size());
   // A slice shard (a compressed tar inside a shard) is bytes of a file
-  // counted already.
+  // counted once, with its shard or its other slices.
   uint64_t shard_bytes = 0, slices = 0;
+  std::set<std::string_view> files;
   for (size_t i = 0; i < shards; ++i) {
-    if (r.shards()[i].slice()) {
-      ++slices;
-    } else {
-      shard_bytes += r.shards()[i].size;
+    const index::ShardMeta& m = r.shards()[i];
+    slices += m.slice();
+    if (files.insert(r.ShardPath(index::ShardId{static_cast<uint32_t>(i)})).second) {
+      shard_bytes += m.size;
     }
   }
   if (json) {

@@ -1162,6 +1162,96 @@ class RecursiveCompressedTarTest(tl.ScratchTestCase):
                              os.path.abspath(outer), e["slice_base"],
                              e["slice_base"] + e["slice_length"]))
 
+    def mounted_files(self, idx, options=None):
+        """{path: content} of the regular files of a mount of idx."""
+        mnt = os.path.join(self.scratch("m"), "mnt")
+        os.mkdir(mnt)
+        with tl.Mount(idx, mnt, options):
+            return tl.regular_files(mnt)
+
+    def test_bounded_build_ranks_views_index_add_and_pack(self):
+        base = self.scratch("where")
+        outer = self.imagenet(base, per_class=4, seed=31, big=200_000)
+        x, want = self.extraction(base, outer)
+        files = tl.regular_files(x)
+        idx = os.path.join(base, "idx")
+        self.build(outer, idx)
+        # The bounded build (--memory) gives the same index.
+        spilled = os.path.join(base, "idx-spilled")
+        self.build(outer, spilled, "--memory", "1")
+        self.assertEqual(tl.ls_json(spilled), tl.ls_json(idx))
+        # Ranks: a slice is a unit of its own (its class archive), the outer
+        # shard keeps its own members; the ranks are disjoint, their union
+        # the whole tree, every byte right.
+        seen = {}
+        for k in range(3):
+            got = self.mounted_files(idx, "rank=%d,world=3" % k)
+            self.assertTrue(got, k)
+            for p, data in got.items():
+                self.assertNotIn(p, seen)
+                self.assertEqual(data, files[p], p)
+                seen[p] = k
+        self.assertEqual(sorted(seen), sorted(files))
+        # A view of two classes, exported as an index: the slices' meta and
+        # seek keys go with it.
+        tl.view_create(idx, "two", "--include", "n01440764/*", "--include", "n01443764/*")
+        out = os.path.join(base, "two-idx")
+        tl.run_shardfs("view", "export", idx, "two", "--format", "index", "--out", out, check=0)
+        self.assertEqual(tl.index_info(out)[0]["schema_version"], 6)
+        got = self.mounted_files(out)
+        self.assertEqual(sorted(got), sorted(p for p in files if p.startswith(
+            ("n01440764/", "n01443764/"))))
+        for p, data in got.items():
+            self.assertEqual(data, files[p], p)
+        # index add of a shard with a compressed tar in it.
+        rnd = random.Random(4)
+        more = {"m%d.bin" % i: rnd.randbytes(30_000) for i in range(5)}
+        outer2 = self.write(base, "more.tar", gnu_tar_of({
+            "n07777777.tar.zst": subprocess.run(["zstd", "-q", "-c"], input=gnu_tar_of(more),
+                                                stdout=subprocess.PIPE, check=True).stdout}))
+        tl.run_shardfs("index", "add", idx, outer2, "--recursive",
+                       "--strip-recursive-tar-extension", check=0)
+        got = self.mounted_files(idx)
+        want_all = dict(files)
+        want_all.update({"n07777777/" + n: d for n, d in more.items()})
+        self.assertEqual(sorted(got), sorted(want_all))
+        for p, data in got.items():
+            self.assertEqual(data, want_all[p], p)
+        # pack --from-index: plain tar shards of the same tree.
+        packed = os.path.join(base, "packed")
+        tl.run_shardfs("pack", "--from-index", spilled, "--out", packed, "--quiet", check=0)
+        mnt = os.path.join(base, "pmnt")
+        os.mkdir(mnt)
+        with tl.Mount(os.path.join(packed, "index"), mnt):
+            got = tl.walk_reference(mnt)
+            del got[b""]
+            self.compare(want, got)
+
+    def test_a_remote_outer_shard(self):
+        # Over HTTP (a bounded build): the slices read their ranges of the
+        # outer object through the chunk cache.
+        base = self.scratch("remote")
+        served = os.path.join(base, "served")
+        os.mkdir(served)
+        outer = self.imagenet(served, per_class=4, seed=13, big=300_000)
+        x, want = self.extraction(base, outer)
+        with rs.Nginx(served) as web:
+            idx = os.path.join(base, "idx")
+            url = web.url + "/" + os.path.basename(outer)
+            self.build(url, idx)
+            lines = tl.json_lines(tl.run_shardfs("index", "info", "--json", idx, check=0).stdout)
+            self.assertEqual(lines[0]["slices"], len(INNER_CODECS))
+            self.assertTrue(all(s["shard"] == url and s["remote"] for s in lines[1:]))
+            mnt = os.path.join(base, "mnt")
+            os.mkdir(mnt)
+            with tl.Mount(idx, mnt, "chunk_size=64K,cache_size=8M"):
+                got = tl.walk_reference(mnt)
+                problems = tl.random_range_reads(mnt, tl.regular_files(x), 100_000, readers=16,
+                                                 reads=40)
+        del got[b""]
+        self.compare(want, got)
+        self.assertEqual(problems, [])
+
 
 if __name__ == "__main__":
     tl.main()
