@@ -1203,6 +1203,9 @@ class RecursiveCompressedTarTest(tl.ScratchTestCase):
             ("n01440764/", "n01443764/"))))
         for p, data in got.items():
             self.assertEqual(data, files[p], p)
+        # The shard list names the outer file once (its slices are its bytes).
+        ex = tl.run_shardfs("view", "export", idx, "default", "--format", "shards", check=0)
+        self.assertEqual(ex.stdout.splitlines(), [os.fsencode(os.path.abspath(outer))])
         # index add of a shard with a compressed tar in it.
         rnd = random.Random(4)
         more = {"m%d.bin" % i: rnd.randbytes(30_000) for i in range(5)}
