@@ -62,7 +62,9 @@ struct Mapping {
 // last 32 KiB kept for the windows, points recorded.
 class DecodedSink {
  public:
-  DecodedSink(const std::string& name, CompressedScan* out) : name_(name), out_(out) {
+  DecodedSink(const std::string& name, CompressedScan* out, uint64_t compressed_size,
+              uint64_t max_decoded)
+      : name_(name), out_(out), compressed_size_(compressed_size), max_decoded_(max_decoded) {
     buf_.resize(kWindow + kOutChunk);
   }
 
@@ -82,6 +84,12 @@ class DecodedSink {
   // `n` bytes were decoded into out().
   Status Produced(size_t n) {
     used_ += n;
+    if (decoded() > max_decoded_) {
+      return Status::InvalidArgument(
+          fmt::format("shard {}: its {} compressed bytes decode to more than {}: refused as a "
+                      "compression bomb",
+                      name_, compressed_size_, max_decoded_));
+    }
     if (used_ == buf_.size()) return Flush();
     return Status::Ok();
   }
@@ -141,6 +149,8 @@ class DecodedSink {
  private:
   const std::string& name_;
   CompressedScan* out_;
+  const uint64_t compressed_size_;
+  const uint64_t max_decoded_;
   UniqueFd fd_;
   std::vector<unsigned char> buf_;
   size_t keep_ = 0;  // Bytes at the front of buf_ already written (the window).
@@ -414,10 +424,10 @@ DecodedBytes::~DecodedBytes() {
 
 Status DecodeCompressedTar(const std::string& name, const char* data, size_t size,
                            index::Codec codec, uint64_t spacing, CompressedScan* out,
-                           DecodedBytes* decoded) {
+                           DecodedBytes* decoded, uint64_t max_decoded) {
   *out = CompressedScan{};
   out->codec = codec;
-  DecodedSink sink(name, out);
+  DecodedSink sink(name, out, size, max_decoded);
   SHARDFS_RETURN_IF_ERROR(sink.Open());
   switch (codec) {
     case index::Codec::kGzip:
@@ -471,8 +481,7 @@ Status DecodeCompressedTar(const std::string& name, const char* data, size_t siz
   }
   SHARDFS_ASSIGN_OR_RETURN(out->checksums, IntervalChecksumsOfFile(name, out->table, sink.fd()));
   // The mapping outlives the descriptor; DecodedBytes unmaps it.
-  decoded->data_ = std::exchange(mapped.base, nullptr);
-  decoded->size_ = std::exchange(mapped.size, 0);
+  decoded->Adopt(std::exchange(mapped.base, nullptr), std::exchange(mapped.size, 0));
   return Status::Ok();
 }
 

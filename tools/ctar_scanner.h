@@ -63,9 +63,13 @@ class DecodedBytes {
   const char* data() const { return data_; }
   size_t size() const { return size_; }
 
+  // Takes over `size` bytes mapped read-only at `data` (munmap'd here).
+  void Adopt(const char* data, size_t size) {
+    data_ = data;
+    size_ = size;
+  }
+
  private:
-  friend Status DecodeCompressedTar(const std::string&, const char*, size_t, index::Codec, uint64_t,
-                                    CompressedScan*, DecodedBytes*);
   const char* data_ = nullptr;
   size_t size_ = 0;
 };
@@ -75,10 +79,12 @@ class DecodedBytes {
 // checksums in *out, with compressed offsets from `data`. `spacing` is the
 // gzip point spacing; `name` is used in messages. InvalidArgument naming
 // `name` and the compressed byte for corrupt or truncated data, a CRC
-// mismatch or trailing garbage, and for a stream that decodes to nothing.
+// mismatch or trailing garbage, for a stream that decodes to nothing, and
+// for one that decodes to more than `max_decoded` bytes (the decode stops
+// there).
 Status DecodeCompressedTar(const std::string& name, const char* data, size_t size,
                            index::Codec codec, uint64_t spacing, CompressedScan* out,
-                           DecodedBytes* decoded);
+                           DecodedBytes* decoded, uint64_t max_decoded = UINT64_MAX);
 
 // The codec of the file open at `fd`, from its first bytes.
 Result<index::Codec> DetectCodecFd(const std::string& name, int fd);

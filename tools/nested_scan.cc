@@ -337,9 +337,13 @@ Status NestedScanner::ExpandSlice(ScannedMember&& m, std::string dir, int depth,
   slice.base = m.data_offset;
   slice.length = m.size;
   DecodedBytes decoded;
-  SHARDFS_RETURN_IF_ERROR(DecodeCompressedTar(
-      where, data, m.size, codec,
-      options_.seek_spacing ? options_.seek_spacing : kDefaultSeekSpacing, &slice.scan, &decoded));
+  // A compression bomb is stopped as it decodes, by the bound on a zip's
+  // declared sizes (tools/nested_zip.h).
+  const uint64_t max_decoded = std::max(kNestedZipRatioFloor, m.size * kNestedZipMaxRatio);
+  SHARDFS_RETURN_IF_ERROR(
+      DecodeCompressedTar(where, data, m.size, codec,
+                          options_.seek_spacing ? options_.seek_spacing : kDefaultSeekSpacing,
+                          &slice.scan, &decoded, max_decoded));
   slices_.push_back(std::move(slice));
   const auto k = static_cast<uint32_t>(slices_.size());
   SHARDFS_RETURN_IF_ERROR(emit(DirectoryOf(m, dir)));

@@ -72,7 +72,10 @@
 // shard and the member: a compressed tar inside a compressed tar (a slice
 // of a decoded stream, or a top-level compressed shard's member), a sparse
 // member in the slice, and an inner stream that is corrupt, truncated or
-// carries trailing garbage. A hard link to a compressed tar is that tar
+// carries trailing garbage, and a compression bomb: a stream that decodes to
+// more than kNestedZipRatioFloor and kNestedZipMaxRatio times its size
+// (tools/nested_zip.h's bound), stopped as it decodes. A quine needs a
+// compressed tar inside a compressed tar: refused. A hard link to a compressed tar is that tar
 // again: a second slice of the same range. Other compressed files
 // (.json.gz) are ordinary files. Without --recursive all of them stay
 // files.

@@ -34,6 +34,7 @@ import os
 import random
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -1117,6 +1118,17 @@ class RecursiveCompressedTarTest(tl.ScratchTestCase):
             ("garbage", gnu_tar_of({"g.tar.gz": good + b"garbage!"}),
              [b"'g.tar.gz'", b"trailing garbage"]),
         ]
+        # A compression bomb: 300 MB of zeros in a tar, gzipped to ~300 KB, past
+        # 256 MiB and 100 times its size: stopped as it decodes.
+        z = zlib.compressobj(1, zlib.DEFLATED, 31)
+        ti = tarfile.TarInfo("z.bin")
+        ti.size = 300 << 20
+        parts = [z.compress(ti.tobuf(tarfile.GNU_FORMAT))]
+        chunk = bytes(1 << 20)
+        parts += [z.compress(chunk) for _ in range(300)]
+        parts += [z.compress(bytes(1024)), z.flush()]
+        cases.append(("bomb", gnu_tar_of({"b.tar.gz": b"".join(parts)}),
+                      [b"'b.tar.gz'", b"refused as a compression bomb"]))
         for name, data, words in cases:
             with self.subTest(case=name):
                 outer = self.write(base, name + ".tar", data)
