@@ -1081,9 +1081,12 @@ class RecursiveCompressedTarTest(tl.ScratchTestCase):
         inner_tar = gnu_tar_of({"deep/a.bin": rnd.randbytes(5000), "b.txt": b"b\n"}, T0 + 7)
         ctar = gzip.compress(gnu_tar_of({"x.bin": rnd.randbytes(70_000), "inner.tar": inner_tar},
                                         T0 + 5))
-        outer = self.write(base, "outer.tar", gnu_tar_of({"c.tar.gz": ctar, "z.txt": b"z\n"}))
+        # A hard link to the compressed tar is that tar again: a second slice.
+        outer = self.write(base, "outer.tar", archive(
+            f("c.tar.gz", ctar), f("z.txt", "z\n"), link("c2.tar.gz", "c.tar.gz")))
         x, want = self.extraction(base, outer, strip=False)
         self.assertTrue(os.path.isdir(os.path.join(x, "c.tar.gz", "inner.tar", "deep")))
+        self.assertTrue(os.path.isdir(os.path.join(x, "c2.tar.gz", "inner.tar", "deep")))
         idx = os.path.join(base, "idx")
         self.build(outer, idx, strip=False)
         mnt = os.path.join(base, "mnt")
@@ -1092,7 +1095,7 @@ class RecursiveCompressedTarTest(tl.ScratchTestCase):
             got = tl.walk_reference(mnt)
             del got[b""]
             # No member describes "deep": its mtime is its newest child's.
-            self.compare(want, got, {b"c.tar.gz/inner.tar/deep"})
+            self.compare(want, got, {b"c.tar.gz/inner.tar/deep", b"c2.tar.gz/inner.tar/deep"})
         # The depth bound counts the slice as a level: the tar in it stays a file.
         x1 = os.path.join(self.scratch("d1"), "x")
         os.mkdir(x1)
