@@ -461,6 +461,21 @@ Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int
   return Status::Ok();
 }
 
+// The meta of the file at `path` as `scan` found it: the shard's, and the
+// start of each of its slices'.
+index::ShardMeta FileMeta(const std::string& path, const ShardScan& scan) {
+  index::ShardMeta meta;
+  meta.path = path;
+  meta.size = scan.info.size;
+  meta.mtime_ns = scan.info.mtime_ns;
+  meta.fingerprint = scan.info.fingerprint;
+  if (scan.remote) {
+    meta.flags |= index::kShardRemote;
+    meta.etag = scan.etag;
+  }
+  return meta;
+}
+
 // Hands the scans to the writer (an IndexWriter, or a MemberCollector for
 // `index add`), shard by shard in the order given (a later shard's member
 // replaces an earlier one's, as in tar), freeing each scan's members as it
@@ -477,15 +492,7 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* sc
   uint32_t next_slice = first_slice;
   for (size_t i = 0; i < scans->size(); ++i) {
     ShardScan& scan = (*scans)[i];
-    index::ShardMeta meta;
-    meta.path = shards[i];
-    meta.size = scan.info.size;
-    meta.mtime_ns = scan.info.mtime_ns;
-    meta.fingerprint = scan.info.fingerprint;
-    if (scan.remote) {
-      meta.flags |= index::kShardRemote;
-      meta.etag = scan.etag;
-    }
+    index::ShardMeta meta = FileMeta(shards[i], scan);
     if (scan.info.zip) meta.flags |= index::kShardZip;
     if (scan.compressed.codec != index::Codec::kNone) {
       meta.set_codec(scan.compressed.codec);
@@ -520,15 +527,7 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ShardScan>* sc
   for (size_t i = 0; i < scans->size(); ++i) {
     ShardScan& scan = (*scans)[i];
     for (NestedScanner::Slice& slice : scan.slices) {
-      index::ShardMeta meta;
-      meta.path = shards[i];
-      meta.size = scan.info.size;
-      meta.mtime_ns = scan.info.mtime_ns;
-      meta.fingerprint = scan.info.fingerprint;
-      if (scan.remote) {
-        meta.flags |= index::kShardRemote;
-        meta.etag = scan.etag;
-      }
+      index::ShardMeta meta = FileMeta(shards[i], scan);
       meta.flags |= index::kShardSlice;
       meta.base = slice.base;
       meta.length = slice.length;

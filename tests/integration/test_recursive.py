@@ -213,6 +213,16 @@ def two_step_extract(outer, dest, strip=False, depth=4, strip_zip=False, compres
     return "".join(errs)
 
 
+def damage(path, offsets):
+    """Flips the bits of the bytes of `path` at `offsets` (0x5A), in place."""
+    with open(path, "r+b") as fh:
+        for i in offsets:
+            fh.seek(i)
+            b = fh.read(1)[0]
+            fh.seek(i)
+            fh.write(bytes([b ^ 0x5A]))
+
+
 def gnu_tar_of(files, mtime=T0):
     """A GNU tar (`tar -cf`) of {name: bytes}, from a temporary folder."""
     with tempfile.TemporaryDirectory(prefix="shardfs-rec-src-") as src:
@@ -937,11 +947,7 @@ class RecursiveZipTest(tl.ScratchTestCase):
         e = tl.index_entries(idx)[b"c.zip/mid.txt"]
         self.assertEqual(e["method"], "deflate")
         at, n = e["compressed_offset"], e["compressed_size"]
-        data = bytearray(tl.read_file(outer))
-        for i in range(at + n // 3, at + n // 3 + 64):
-            data[i] ^= 0x5A
-        with open(outer, "r+b") as fh:
-            fh.write(data)
+        damage(outer, range(at + n // 3, at + n // 3 + 64))
         mnt = os.path.join(base, "mnt")
         os.mkdir(mnt)
         m = tl.Mount(idx, mnt)
@@ -1158,11 +1164,7 @@ class RecursiveCompressedTarTest(tl.ScratchTestCase):
         self.build(outer, idx)
         e = tl.index_entries(idx)[b"c/f00.bin"]
         at = e["slice_base"] + e["slice_length"] // 2
-        data = bytearray(tl.read_file(outer))
-        for i in range(at, at + 4096, 64):
-            data[i] ^= 0x5A
-        with open(outer, "r+b") as fh:
-            fh.write(data)
+        damage(outer, range(at, at + 4096, 64))
         mnt = os.path.join(base, "mnt")
         os.mkdir(mnt)
         m = tl.Mount(idx, mnt)
