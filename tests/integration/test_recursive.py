@@ -1272,6 +1272,29 @@ class RecursiveCompressedTarTest(tl.ScratchTestCase):
         self.compare(want, got)
         self.assertEqual(problems, [])
 
+    def test_partitions_and_a_manifest(self):
+        # Each part holds its shards' slices; the manifest reads them as one.
+        base = self.scratch("parts")
+        outers, want = [], {}
+        for k in range(2):
+            d = os.path.join(base, "s%d" % k)
+            os.mkdir(d)
+            rnd = random.Random(40 + k)
+            files = {"f%d.bin" % i: rnd.randbytes(20_000) for i in range(4)}
+            ctar = subprocess.run(["xz", "-c"], input=gnu_tar_of(files), stdout=subprocess.PIPE,
+                                  check=True).stdout
+            outers.append(self.write(d, "train-%d.tar" % k,
+                                     gnu_tar_of({"c%d.tar.xz" % k: ctar})))
+            want.update({"c%d/%s" % (k, n): data for n, data in files.items()})
+        parts = []
+        for k in range(2):
+            parts.append(os.path.join(base, "p%d" % k))
+            tl.build_index(outers, parts[-1], "--recursive", "--strip-recursive-tar-extension",
+                           "--part", "%d/2" % k)
+        m = os.path.join(base, "m.manifest")
+        tl.run_shardfs("index", "manifest", "--out", m, *parts, check=0)
+        self.assertEqual(self.mounted_files(m), want)
+
 
 if __name__ == "__main__":
     tl.main()
