@@ -297,8 +297,11 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
         m.sparse    ? (m.extents.empty() ? 0 : m.extents.back().physical + m.extents.back().length)
         : m.encoded ? m.encoding.comp_offset + m.encoding.comp_size
                     : m.data_offset + m.size;
-    pending_bytes += end > last_end ? end - last_end : 0;
-    last_end = std::max(last_end, end);
+    // A slice's members are at offsets of its decoded stream, not the shard.
+    if (m.slice == 0) {
+      pending_bytes += end > last_end ? end - last_end : 0;
+      last_end = std::max(last_end, end);
+    }
     if (++pending_entries == kProgressBatch) add_progress();
     return AddMember(std::move(m), id, shown, out);
   };
