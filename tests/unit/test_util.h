@@ -57,6 +57,8 @@ std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, std::string_view data);
 // `n` bytes from a fixed-seed generator: the same bytes every run.
 std::string PseudoRandomBytes(size_t n, uint64_t seed);
+// `in` as one gzip member (zlib, level 6).
+std::string Gzip(const std::string& in);
 
 struct stat Lstat(const std::string& path);
 int64_t MtimeNs(const struct stat& st);
