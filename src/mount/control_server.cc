@@ -266,6 +266,11 @@ Status ControlServer::Handle(const std::vector<std::string>& words, std::string*
             "{:>6}  errors {}  {}\n",
             i, Size(p.bytes_delivered), Size(p.bytes_fetched), p.chunk_hits, p.chunk_misses,
             p.errors, RedactLocation(r.ShardPath(index::ShardId{static_cast<uint32_t>(i)})));
+        // A slice shard (a compressed tar inside a shard): which bytes of the file.
+        if (const index::ShardMeta& m = r.shards()[i]; m.slice()) {
+          body->insert(body->size() - 1,
+                       fmt::format(" (slice at bytes {}..{})", m.base, m.base + m.length));
+        }
       }
     }
     return Status::Ok();

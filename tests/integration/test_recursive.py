@@ -1268,6 +1268,9 @@ class RecursiveCompressedTarTest(tl.ScratchTestCase):
                 got = tl.walk_reference(mnt)
                 problems = tl.random_range_reads(mnt, tl.regular_files(x), 100_000, readers=16,
                                                  reads=40)
+                st = tl.run_shardfs("stats", "--shards", mnt, check=0)
+                self.assertRegex(st.stdout, rb"fetched .*%s \(slice at bytes \d+\.\.\d+\)" %
+                                 os.fsencode(url))
         del got[b""]
         self.compare(want, got)
         self.assertEqual(problems, [])
