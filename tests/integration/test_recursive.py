@@ -1271,6 +1271,21 @@ class RecursiveCompressedTarTest(tl.ScratchTestCase):
                 st = tl.run_shardfs("stats", "--shards", mnt, check=0)
                 self.assertRegex(st.stdout, rb"fetched .*%s \(slice at bytes \d+\.\.\d+\)" %
                                  os.fsencode(url))
+            # cache warm fetches the compressed bytes of a class's seek
+            # intervals (in the outer object): its reads then miss nothing.
+            e = tl.index_entries(idx)[b"n01444764/n01444764_big.JPEG"]  # .tar.xz, far in
+            mnt2 = os.path.join(base, "mnt2")
+            os.mkdir(mnt2)
+            with tl.Mount(idx, mnt2, "chunk_size=64K,cache_size=8M"):
+                tl.run_shardfs("cache", "warm", mnt2, "n01444764", check=0)
+                for n in os.listdir(os.path.join(mnt2, "n01444764")):
+                    self.assertEqual(tl.read_file(os.path.join(mnt2, "n01444764", n)),
+                                     tl.read_file(os.path.join(x, "n01444764", n)))
+                st = json.loads(tl.run_shardfs("stats", "--json", "--shards", mnt2,
+                                               check=0).stdout)
+                slice_stats = [s for s in st["shards"] if s["shard_id"] == e["shard_id"]]
+                self.assertEqual(slice_stats[0]["cache_misses"], 0, slice_stats)
+                self.assertGreater(slice_stats[0]["cache_hits"], 0, slice_stats)
         del got[b""]
         self.compare(want, got)
         self.assertEqual(problems, [])
