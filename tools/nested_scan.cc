@@ -69,7 +69,7 @@ bool CompressedMagic(const char* d, uint64_t size) {
 }
 
 // What --strip-recursive-tar-extension strips from a compressed tar's
-// directory name (the longest that matches; ".tar" last).
+// directory name: the first that ends it, in this order.
 constexpr std::string_view kCompressedTarSuffixes[] = {
     ".tar.gz", ".tgz",     ".tar.zst", ".tar.zstd", ".tzst", ".tar.xz",
     ".txz",    ".tar.bz2", ".tbz2",    ".tbz",      ".tar"};
@@ -339,7 +339,9 @@ Status NestedScanner::ExpandSlice(ScannedMember&& m, std::string dir, int depth,
   DecodedBytes decoded;
   // A compression bomb is stopped as it decodes, by the bound on a zip's
   // declared sizes (tools/nested_zip.h).
-  const uint64_t max_decoded = std::max(kNestedZipRatioFloor, m.size * kNestedZipMaxRatio);
+  const uint64_t max_decoded = m.size > UINT64_MAX / kNestedZipMaxRatio
+                                   ? UINT64_MAX
+                                   : std::max(kNestedZipRatioFloor, m.size * kNestedZipMaxRatio);
   SHARDFS_RETURN_IF_ERROR(
       DecodeCompressedTar(where, data, m.size, codec,
                           options_.seek_spacing ? options_.seek_spacing : kDefaultSeekSpacing,
