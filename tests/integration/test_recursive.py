@@ -1313,6 +1313,21 @@ class RecursiveCompressedTarTest(tl.ScratchTestCase):
         tl.run_shardfs("index", "manifest", "--out", m, *parts, check=0)
         self.assertEqual(self.mounted_files(m), want)
 
+    def test_index_add_of_a_slice_makes_version_6(self):
+        # An index without slices stays version 1 until a slice comes in.
+        base = self.scratch("v6")
+        plain = self.write(base, "plain.tar", gnu_tar_of({"a.txt": b"a\n"}))
+        idx = os.path.join(base, "idx")
+        tl.build_index([plain], idx, "--recursive")
+        self.assertEqual(tl.index_info(idx)[0]["schema_version"], 1)
+        inner = {"x.bin": random.Random(6).randbytes(9000)}
+        outer = self.write(base, "more.tar", gnu_tar_of({
+            "c.tar.bz2": bz2.compress(gnu_tar_of(inner))}))
+        tl.run_shardfs("index", "add", idx, outer, "--recursive", check=0)
+        self.assertEqual(tl.index_info(idx)[0]["schema_version"], 6)
+        self.assertEqual(self.mounted_files(idx),
+                         {"a.txt": b"a\n", "c.tar.bz2/x.bin": inner["x.bin"]})
+
 
 if __name__ == "__main__":
     tl.main()
