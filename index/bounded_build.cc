@@ -40,16 +40,17 @@ uint64_t Seq(ShardId shard, uint64_t number) {
   return (static_cast<uint64_t>(shard.value) << 32) | number;
 }
 
-enum MemberFlags : uint8_t { kHardlink = 1, kChecksum = 2, kSparse = 4, kEncoded = 8 };
+enum MemberFlags : uint8_t { kHardlink = 1, kChecksum = 2, kSparse = 4, kEncoded = 8, kSlice = 16 };
 
 // `encoded`: an encoded member's trailer (EncodeEncodedTrailer), or empty.
 void EncodeMember(const MemberEntry& m, uint32_t generation, const std::vector<Extent>* extents,
                   std::string_view encoded, std::string* out) {
   out->clear();
   out->push_back(static_cast<char>(m.type));
+  const bool slice = m.shard.value & kSliceMember;
   out->push_back(static_cast<char>((m.is_hardlink ? kHardlink : 0) |
                                    (m.has_checksum ? kChecksum : 0) | (extents ? kSparse : 0) |
-                                   (encoded.empty() ? 0 : kEncoded)));
+                                   (encoded.empty() ? 0 : kEncoded) | (slice ? kSlice : 0)));
   PutVarint64(out, generation);
   PutVarint64(out, m.mode);
   PutVarint64(out, m.uid);
@@ -61,14 +62,16 @@ void EncodeMember(const MemberEntry& m, uint32_t generation, const std::vector<E
   PutVarint64(out, m.header_offset);
   PutVarint64(out, m.link_target.size());
   out->append(m.link_target);
+  if (slice) PutVarint64(out, m.shard.value & ~kSliceMember);
   if (extents) out->append(EncodeExtents(*extents));
   out->append(encoded);
 }
 
 // Decodes a spilled member (path from its key); `extents` gets the encoded
-// extent list of a sparse one. False if the record is damaged.
+// extent list of a sparse one, *slice 1 + the number of its slice (0: none;
+// m->shard is then still the outer shard). False if the record is damaged.
 bool DecodeMember(std::string_view key, std::string_view in, MemberEntry* m, uint32_t* generation,
-                  uint64_t* seq, std::string* extents) {
+                  uint64_t* seq, std::string* extents, uint64_t* slice) {
   if (key.size() < 2 + kSeqSize || in.size() < 2) return false;
   *seq = DecodeBigEndian64(key.data() + key.size() - kSeqSize);
   std::string_view path = key.substr(0, key.size() - 2 - kSeqSize);
@@ -93,6 +96,11 @@ bool DecodeMember(std::string_view key, std::string_view in, MemberEntry* m, uin
   if (!GetVarint64(&in, &header) || !GetVarint64(&in, &tlen) || in.size() < tlen) return false;
   m->link_target.assign(in.substr(0, tlen));
   in.remove_prefix(tlen);
+  *slice = 0;
+  if (flags & kSlice) {
+    if (!GetVarint64(&in, slice) || *slice >= kSliceMember) return false;
+    ++*slice;
+  }
   *generation = static_cast<uint32_t>(gen);
   m->mode = static_cast<uint32_t>(mode);
   m->uid = static_cast<uint32_t>(uid);
@@ -523,13 +531,22 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
       member_runs,
       [&](std::string_view key, std::string_view value) -> Status {
         uint32_t generation = 0;
-        uint64_t seq = 0;
-        if (!DecodeMember(key, value, &m, &generation, &seq, &sparse)) {
+        uint64_t seq = 0, slice = 0;
+        if (!DecodeMember(key, value, &m, &generation, &seq, &sparse, &slice)) {
           return Status::IoError(fmt::format("{}: a spilled member is damaged", dir_));
         }
         if (!generations_.empty()) {
           auto it = generations_.find(m.shard.value);
           if (generation != (it == generations_.end() ? 0 : it->second)) return Status::Ok();
+        }
+        if (slice != 0) {
+          auto it = slice_ids_.find(m.shard.value);
+          if (it == slice_ids_.end()) {
+            return Status::IoError(
+                fmt::format("{}: a spilled member of a slice of shard {} with no slice ids", dir_,
+                            m.shard.value));
+          }
+          m.shard = ShardId{static_cast<uint32_t>(it->second + slice - 1)};
         }
         const std::string_view path_key = key.substr(0, key.size() - kSeqSize);
         if (path_key != current) {
@@ -575,11 +592,11 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
   WriteStats stats = joiner.Stats();
   SHARDFS_ASSIGN_OR_RETURN(const fs::path out_abs, AbsoluteIndexPath(out_path));
   SHARDFS_ASSIGN_OR_RETURN(KeyValues small_kvs, ShardKeys(shards_, out_abs.parent_path().string()));
-  for (auto& kv : MetaKeysOf(
-           joiner.counts(), joiner.all_checksummed(), joiner.any_sparse(),
-           MetaText{options.build_options, options.created_by, options.partition,
-                    options.partition_shards, AnyCodec(shards_, seek_kvs_), AnyBzip2(shards_)},
-           joiner.any_encoded())) {
+  for (auto& kv : MetaKeysOf(joiner.counts(), joiner.all_checksummed(), joiner.any_sparse(),
+                             MetaText{options.build_options, options.created_by, options.partition,
+                                      options.partition_shards, AnyCodec(shards_, seek_kvs_),
+                                      AnyBzip2(shards_), AnySlice(shards_)},
+                             joiner.any_encoded())) {
     small_kvs.push_back(std::move(kv));
   }
   std::sort(small_kvs.begin(), small_kvs.end());

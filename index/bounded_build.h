@@ -57,6 +57,13 @@ class BoundedIndexWriter;
 
 // Spills the members of the shards one thread scans. Not thread-safe: one
 // per thread.
+// A member of a slice shard of the shard being spilled (`index build
+// --recursive`: a compressed tar inside it; index/schema.h, "Slice
+// shards"): MemberSpiller::Add takes its shard as kSliceMember | k, k the
+// slice's number within the shard from 0, and Finish gives it the id that
+// SetSliceIds registered. Its archive position stays its outer shard's.
+inline constexpr uint32_t kSliceMember = uint32_t{1} << 31;
+
 class MemberSpiller {
  public:
   // The members that follow are shard `shard`'s, numbered from 0 in
@@ -100,6 +107,9 @@ class BoundedIndexWriter {
   ShardId AddShard(ShardMeta meta);
   // As IndexWriter::AddSeekKeys.
   void AddSeekKeys(std::vector<std::pair<std::string, std::string>> kvs);
+  // The slices of shard `shard` (kSliceMember) have ids first, first + 1, ...
+  // REQUIRES: before Finish, from one thread.
+  void SetSliceIds(ShardId shard, uint32_t first) { slice_ids_[shard.value] = first; }
 
   // Publishes the index, as IndexWriter::Finish: the same keys and values
   // as an IndexWriter given the same shards and members in archive order.
@@ -129,6 +139,7 @@ class BoundedIndexWriter {
   // Tree-order spans of hard links (the link's and its target's path keys).
   std::vector<std::pair<std::string, std::string>> link_spans_;  // Guarded by mu_.
   std::unordered_map<uint32_t, uint32_t> generations_;           // Guarded by mu_.
+  std::unordered_map<uint32_t, uint32_t> slice_ids_;  // By outer shard; set before Finish.
   size_t largest_chunk_ = 0;
   size_t chunks_ = 0;
 };

@@ -106,9 +106,9 @@ Result<WriteStats> IndexWriter::Finish(const std::string& out_path, const WriteO
   SHARDFS_ASSIGN_OR_RETURN(KeyValues small_kvs, ShardKeys(shards_, out_abs.parent_path().string()));
   const TreeEmitter emitter(tree, members_, extents_);
   std::sort(seek_kvs_.begin(), seek_kvs_.end());
-  for (auto& kv : emitter.MetaKeys(MetaText{options.build_options, options.created_by,
-                                            options.partition, options.partition_shards,
-                                            AnyCodec(shards_, seek_kvs_), AnyBzip2(shards_)})) {
+  for (auto& kv : emitter.MetaKeys(MetaText{
+           options.build_options, options.created_by, options.partition, options.partition_shards,
+           AnyCodec(shards_, seek_kvs_), AnyBzip2(shards_), AnySlice(shards_)})) {
     small_kvs.push_back(std::move(kv));
   }
   std::sort(small_kvs.begin(), small_kvs.end());

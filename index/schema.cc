@@ -238,16 +238,21 @@ Status DecodeEntry(std::string_view value, EntryRecord* rec) {
 }
 
 void EncodeShardMeta(const ShardMeta& meta, std::string* out) {
-  const size_t head = meta.remote() ? 27 + meta.etag.size() : 25;
+  const size_t fixed = meta.slice() ? 41 : 25;
+  const size_t head = meta.remote() ? fixed + 2 + meta.etag.size() : fixed;
   out->resize(head + meta.path.size());
   char* p = out->data();
   EncodeFixed64(p, meta.size);
   EncodeFixed64(p + 8, static_cast<uint64_t>(meta.mtime_ns));
   EncodeFixed64(p + 16, meta.fingerprint);
   p[24] = static_cast<char>(meta.flags);
+  if (meta.slice()) {
+    EncodeFixed64(p + 25, meta.base);
+    EncodeFixed64(p + 33, meta.length);
+  }
   if (meta.remote()) {
-    EncodeFixed16(p + 25, static_cast<uint16_t>(meta.etag.size()));
-    std::memcpy(p + 27, meta.etag.data(), meta.etag.size());
+    EncodeFixed16(p + fixed, static_cast<uint16_t>(meta.etag.size()));
+    std::memcpy(p + fixed + 2, meta.etag.data(), meta.etag.size());
   }
   std::memcpy(p + head, meta.path.data(), meta.path.size());
 }
@@ -263,20 +268,38 @@ Status DecodeShardMeta(std::string_view value, ShardMeta* meta) {
   meta->fingerprint = DecodeFixed64(p + 16);
   meta->flags = static_cast<uint8_t>(p[24]);
   meta->etag.clear();
+  meta->base = meta->length = 0;
   size_t head = 25;
+  if (meta->slice()) {
+    if (value.size() < 41) {
+      return Status::Corruption(
+          fmt::format("slice shard record of {} bytes, expected at least 41", value.size()));
+    }
+    meta->base = DecodeFixed64(p + 25);
+    meta->length = DecodeFixed64(p + 33);
+    if (meta->base > meta->size || meta->length > meta->size - meta->base) {
+      return Status::Corruption(
+          fmt::format("slice shard record: bytes {}..{} lie past the file's {} bytes", meta->base,
+                      meta->base + meta->length, meta->size));
+    }
+    if (meta->codec() == Codec::kNone) {
+      return Status::Corruption("slice shard record without a codec: a slice is a compressed tar");
+    }
+    head = 41;
+  }
   if (meta->remote()) {
-    if (value.size() < 27) {
+    if (value.size() < head + 2) {
       return Status::Corruption("remote shard record: no ETag length");
     }
-    const size_t e = DecodeFixed16(p + 25);
-    if (value.size() < 27 + e) {
+    const size_t e = DecodeFixed16(p + head);
+    if (value.size() < head + 2 + e) {
       return Status::Corruption(
           fmt::format("remote shard record: ETag of {} bytes runs past "
                       "the record's {}",
                       e, value.size()));
     }
-    meta->etag.assign(value.substr(27, e));
-    head = 27 + e;
+    meta->etag.assign(value.substr(head + 2, e));
+    head += 2 + e;
   }
   meta->path.assign(value.substr(head));
   return Status::Ok();

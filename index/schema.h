@@ -150,10 +150,27 @@
 //                             bit 1: remote: path is a URL (http, https, s3)
 //                             bit 2: a zip archive (members are stored byte
 //                             ranges or encoded members), not a tar
+//                             bit 6: a slice shard (below)
 //    25     n  path           raw bytes                 (bit 1 clear)
 //    25     2  etag length e  little-endian             (bit 1 set)
 //    27     e  etag           as the server sent it, quotes included; may be empty
 //  27+e     n  url            raw bytes
+// A slice shard (bit 6, schema version 6) has 16 more bytes after the flags,
+// before the rest (etag, path) moves down by 16:
+//    25     8  base           byte offset of the slice's bytes in the file
+//    33     8  length         bytes of the slice (base + length <= size)
+//
+// Slice shards (schema version 6). A compressed tar found inside a tar shard
+// by `index build --recursive` (a .tar.gz member) is a shard of its own: its
+// ShardMeta names the SAME file as the outer shard (path, size, mtime,
+// fingerprint, etag: every check of that file applies to it unchanged), with
+// bit 6 set and the member's data range as base and length, and its codec
+// in bits 3..5. Its 'Z' keys (below) are its own, with compressed offsets
+// relative to base, exactly as if the member were a top-level compressed
+// shard; its files' offsets are in its decoded stream. Only the layer that
+// reads a shard's bytes adds base (and refuses reads past length). Slices
+// get ids after every top-level shard of their build. An index without a
+// slice is written as before.
 //
 // Compressed tar shards (schema version 4). ShardMeta.flags bits 3..5 name
 // the codec of a shard that is a compressed tar stream (0 none, 1 gzip,
@@ -227,7 +244,11 @@ inline constexpr uint32_t kCodecSchemaVersion = 4;
 // would refuse only at a read; an index without a bzip2 shard is written as
 // before.
 inline constexpr uint32_t kBzip2SchemaVersion = 5;
-inline constexpr uint32_t kMaxSchemaVersion = kBzip2SchemaVersion;
+// Version 6: slice shards (ShardMeta bit 6 and its base and length, which
+// older readers would take for the path); an index without one is written
+// as before.
+inline constexpr uint32_t kSliceSchemaVersion = 6;
+inline constexpr uint32_t kMaxSchemaVersion = kSliceSchemaVersion;
 
 struct InodeId {
   uint64_t value = 0;
@@ -305,6 +326,7 @@ inline constexpr uint8_t kEntryEncoded = 8;
 inline constexpr uint8_t kShardPathRelative = 1;
 inline constexpr uint8_t kShardRemote = 2;
 inline constexpr uint8_t kShardZip = 4;
+inline constexpr uint8_t kShardSlice = 0x40;
 
 // The methods of encoded members.
 inline constexpr uint8_t kMethodDeflate = 8;
@@ -372,7 +394,16 @@ struct ShardMeta {
   uint8_t flags = 0;
   std::string path;  // As stored; see ResolveShardPath in index_reader.h. A URL if remote.
   std::string etag;  // Remote shards: the object's ETag when indexed ("" if none).
+  // Slice shards (flags bit 6): the slice's bytes are [base, base + length)
+  // of the file; 0 otherwise.
+  uint64_t base = 0;
+  uint64_t length = 0;
   bool remote() const { return flags & kShardRemote; }
+  bool slice() const { return flags & kShardSlice; }
+  // Where the shard's own bytes lie in the file, and how many there are:
+  // the slice's range, or the whole file.
+  uint64_t data_base() const { return slice() ? base : 0; }
+  uint64_t data_size() const { return slice() ? length : size; }
   Codec codec() const { return static_cast<Codec>((flags & kShardCodecMask) >> kShardCodecShift); }
   void set_codec(Codec c) {
     flags = static_cast<uint8_t>((flags & ~kShardCodecMask) |
@@ -493,6 +524,8 @@ void EncodeSeekTable(const SeekTable& table, std::string* out);
 // none and decoded_size 0), compressed offsets not decreasing, bits < 8,
 // windows of at most kMaxSeekWindow bytes, kinds known.
 Status DecodeSeekTable(std::string_view value, SeekTable* table);
+// Corruption for a record too short for its flags, and a slice whose range
+// is not inside its file's size.
 Status DecodeShardMeta(std::string_view value, ShardMeta* meta);
 
 enum class VersionKind : uint8_t { kCreate = 1, kAdd = 2 };

@@ -138,7 +138,8 @@ KeyValues MetaKeysOf(const TreeCounts& c, bool all_checksummed, bool any_sparse,
   // keep reading every other index.
   // Version 3 likewise only with an encoded member (a deflated zip member),
   // and 4 only with a compressed tar shard.
-  meta(kMetaSchemaVersion, std::to_string(text.any_bzip2   ? kBzip2SchemaVersion
+  meta(kMetaSchemaVersion, std::to_string(text.any_slice   ? kSliceSchemaVersion
+                                          : text.any_bzip2 ? kBzip2SchemaVersion
                                           : text.any_codec ? kCodecSchemaVersion
                                           : any_encoded    ? kZipSchemaVersion
                                           : any_sparse     ? kSparseSchemaVersion
@@ -199,6 +200,13 @@ bool AnyCodec(std::span<const ShardMeta> shards, const KeyValues& seek) {
 bool AnyBzip2(std::span<const ShardMeta> shards) {
   for (const ShardMeta& m : shards) {
     if (m.codec() == Codec::kBzip2) return true;
+  }
+  return false;
+}
+
+bool AnySlice(std::span<const ShardMeta> shards) {
+  for (const ShardMeta& m : shards) {
+    if (m.slice()) return true;
   }
   return false;
 }

@@ -46,6 +46,8 @@ struct MetaText {
   bool any_codec = false;
   // A bzip2 shard is: version 5 (kBzip2SchemaVersion).
   bool any_bzip2 = false;
+  // A slice shard is: version 6 (kSliceSchemaVersion).
+  bool any_slice = false;
 };
 
 class TreeEmitter {
@@ -98,6 +100,8 @@ Result<ShardMeta> StoredShardMeta(ShardMeta meta, const std::string& base);
 bool AnyCodec(std::span<const ShardMeta> shards, const KeyValues& seek);
 // Whether one of `shards` is a bzip2-compressed tar.
 bool AnyBzip2(std::span<const ShardMeta> shards);
+// Whether a slice shard is among `shards` (schema version 6).
+bool AnySlice(std::span<const ShardMeta> shards);
 
 Result<KeyValues> ShardKeys(std::span<const ShardMeta> shards, const std::string& base);
 

@@ -452,14 +452,17 @@ Status IndexEditor::AddVersion(const VersionInfo& info, const VersionTable& tabl
     if (!seek_keys.empty()) {
       // A compressed tar shard: readers before version 4 must refuse the index
       // (5 with a bzip2 shard; never below the version it has).
+      // 6 with a slice shard.
       uint32_t version = kCodecSchemaVersion;
       for (const ShardMeta& meta : new_shards) {
-        if (meta.codec() == Codec::kBzip2) version = kBzip2SchemaVersion;
+        if (meta.codec() == Codec::kBzip2) version = std::max(version, kBzip2SchemaVersion);
+        if (meta.slice()) version = kSliceSchemaVersion;
       }
       std::string had;
-      if (db_->Get(rocksdb::ReadOptions(), EncodeMetaKey(kMetaSchemaVersion), &had).ok() &&
-          had == std::to_string(kBzip2SchemaVersion)) {
-        version = kBzip2SchemaVersion;
+      if (db_->Get(rocksdb::ReadOptions(), EncodeMetaKey(kMetaSchemaVersion), &had).ok()) {
+        for (uint32_t v : {kBzip2SchemaVersion, kSliceSchemaVersion}) {
+          if (had == std::to_string(v)) version = std::max(version, v);
+        }
       }
       shard_keys.emplace_back(EncodeMetaKey(kMetaSchemaVersion), std::to_string(version));
       std::sort(shard_keys.begin(), shard_keys.end());

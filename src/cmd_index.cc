@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <set>
+#include <string_view>
 
 #include "base/json_writer.h"
 #include "base/log.h"
@@ -215,14 +217,24 @@ int RunIndexInfo(int argc, char** argv) {
   // The version's own shards and counts (the index's meta for default@1).
   const index::VersionRecord& v = r.version().record;
   const size_t shards = std::min<size_t>(v.shard_count, r.shards().size());
-  uint64_t shard_bytes = 0;
-  for (size_t i = 0; i < shards; ++i) shard_bytes += r.shards()[i].size;
+  // A slice shard (a compressed tar inside a shard) is bytes of a file
+  // counted once, with its shard or its other slices.
+  uint64_t shard_bytes = 0, slices = 0;
+  std::set<std::string_view> files;
+  for (size_t i = 0; i < shards; ++i) {
+    const index::ShardMeta& m = r.shards()[i];
+    slices += m.slice();
+    if (files.insert(r.ShardPath(index::ShardId{static_cast<uint32_t>(i)})).second) {
+      shard_bytes += m.size;
+    }
+  }
   if (json) {
     JsonObject o;
     o.Str("index", ref.cached ? ref.shown : r.path())
         .Str("view", r.version().label())
         .UNum("schema_version", r.MetaNumber(index::kMetaSchemaVersion))
         .UNum("shards", shards)
+        .UNum("slices", slices)
         .UNum("shard_bytes", shard_bytes)
         .UNum("files", v.files)
         .UNum("dirs", v.dirs)
@@ -250,6 +262,8 @@ int RunIndexInfo(int argc, char** argv) {
           .Str("fingerprint", fmt::format("{:016x}", s.fingerprint))
           .Bool("remote", s.remote());
       if (s.remote()) so.Str("etag", s.etag);
+      if (s.codec() != index::Codec::kNone) so.Str("codec", index::CodecName(s.codec()));
+      if (s.slice()) so.UNum("slice_base", s.base).UNum("slice_length", s.length);
       fmt::print("{}\n", so.Finish());
     }
     return kExitOk;
@@ -258,7 +272,9 @@ int RunIndexInfo(int argc, char** argv) {
   if (ref.cached) fmt::print("cached copy:    {}\n", r.path());
   fmt::print("view:           {}\n", r.version().label());
   fmt::print("schema version: {}\n", r.Meta(index::kMetaSchemaVersion));
-  fmt::print("shards:         {} ({})\n", shards, tools::HumanBytes(shard_bytes));
+  fmt::print(
+      "shards:         {} ({}){}\n", shards, tools::HumanBytes(shard_bytes),
+      slices ? fmt::format(", {} of them slices (compressed tars inside shards)", slices) : "");
   fmt::print("entries:        {} ({} files, {} dirs, {} symlinks)\n", v.files + v.dirs + v.symlinks,
              v.files, v.dirs, v.symlinks);
   fmt::print("content bytes:  {} ({})\n", v.bytes, tools::HumanBytes(v.bytes));

@@ -72,6 +72,10 @@ std::string EntryJson(const IndexReader& r, std::string_view path, const EntryRe
     // A compressed tar shard: offset is in the decoded stream.
     const index::Codec codec = r.shards()[e.shard.value].codec();
     if (codec != index::Codec::kNone) o.Str("codec", index::CodecName(codec));
+    // A slice shard (a compressed tar inside the shard): its bytes in the file.
+    if (const index::ShardMeta& m = r.shards()[e.shard.value]; m.slice()) {
+      o.UNum("slice_base", m.base).UNum("slice_length", m.length);
+    }
     if (e.sparse()) {
       // [logical, length, shard offset] per extent; holes between read as zeros.
       std::string extents = "[";
@@ -179,8 +183,13 @@ bool PrintStat(const IndexReader& r, const std::string& path, bool json, bool fi
     if (codec == index::Codec::kNone) {
       fmt::print("offset: {}\n", e.offset);
     } else {
+      const index::ShardMeta& m = r.shards()[e.shard.value];
       fmt::print("offset: {} (in the decoded stream)\n", e.offset);
       fmt::print(" codec: {}\n", index::CodecName(codec));
+      if (m.slice()) {
+        fmt::print(" slice: bytes {}..{} of the shard (a compressed tar inside it)\n", m.base,
+                   m.base + m.length);
+      }
       // The compressed bytes a read of it decodes: from the seek point at
       // or before its first byte to the one after its last.
       std::string value;
@@ -189,10 +198,12 @@ bool PrintStat(const IndexReader& r, const std::string& path, bool json, bool fi
           index::DecodeSeekTable(value, &t).ok() && !t.points.empty()) {
         const size_t first = t.Find(e.offset);
         const size_t last = t.Find(e.size ? e.offset + e.size - 1 : e.offset);
-        const uint64_t end = last + 1 < t.points.size() ? t.points[last + 1].compressed
-                                                        : r.shards()[e.shard.value].size;
+        // A slice's points are from its base.
+        const uint64_t end =
+            last + 1 < t.points.size() ? t.points[last + 1].compressed : m.data_size();
         fmt::print("compressed: bytes {}..{} of the shard (seek points {}..{} of {})\n",
-                   t.points[first].compressed, end, first, last, t.points.size());
+                   m.data_base() + t.points[first].compressed, m.data_base() + end, first, last,
+                   t.points.size());
       }
     }
     if (e.sparse()) {

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "base/fd.h"
 #include "base/io.h"
@@ -61,7 +62,9 @@ struct Mapping {
 // last 32 KiB kept for the windows, points recorded.
 class DecodedSink {
  public:
-  DecodedSink(const std::string& name, CompressedScan* out) : name_(name), out_(out) {
+  DecodedSink(const std::string& name, CompressedScan* out, uint64_t compressed_size,
+              uint64_t max_decoded)
+      : name_(name), out_(out), compressed_size_(compressed_size), max_decoded_(max_decoded) {
     buf_.resize(kWindow + kOutChunk);
   }
 
@@ -81,6 +84,12 @@ class DecodedSink {
   // `n` bytes were decoded into out().
   Status Produced(size_t n) {
     used_ += n;
+    if (decoded() > max_decoded_) {
+      return Status::InvalidArgument(
+          fmt::format("shard {}: its {} compressed bytes decode to more than {}: refused as a "
+                      "compression bomb",
+                      name_, compressed_size_, max_decoded_));
+    }
     if (used_ == buf_.size()) return Flush();
     return Status::Ok();
   }
@@ -140,6 +149,8 @@ class DecodedSink {
  private:
   const std::string& name_;
   CompressedScan* out_;
+  const uint64_t compressed_size_;
+  const uint64_t max_decoded_;
   UniqueFd fd_;
   std::vector<unsigned char> buf_;
   size_t keep_ = 0;  // Bytes at the front of buf_ already written (the window).
@@ -407,38 +418,29 @@ Result<index::Codec> DetectCodecFd(const std::string& name, int fd) {
   return DetectCodec(std::string_view(head, static_cast<size_t>(n)));
 }
 
-Status ScanCompressedTarFd(const std::string& name, int fd, index::Codec codec, uint64_t spacing,
-                           const ScanOptions& options,
-                           const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info,
-                           CompressedScan* out) {
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", name));
-  *info = ShardInfo{};
+DecodedBytes::~DecodedBytes() {
+  if (data_ && size_) ::munmap(const_cast<char*>(data_), size_);
+}
+
+Status DecodeCompressedTar(const std::string& name, const char* data, size_t size,
+                           index::Codec codec, uint64_t spacing, CompressedScan* out,
+                           DecodedBytes* decoded, uint64_t max_decoded) {
   *out = CompressedScan{};
   out->codec = codec;
-  info->size = static_cast<uint64_t>(st.st_size);
-  info->mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  Result<uint64_t> fp = index::ShardFingerprint(fd, info->size);
-  if (!fp.ok()) return fp.status().WithContext(fmt::format("shard {}", name));
-  info->fingerprint = *fp;
-
-  Mapping in;
-  SHARDFS_RETURN_IF_ERROR(in.Map(name, fd, info->size));
-  DecodedSink sink(name, out);
+  DecodedSink sink(name, out, size, max_decoded);
   SHARDFS_RETURN_IF_ERROR(sink.Open());
   switch (codec) {
     case index::Codec::kGzip:
-      SHARDFS_RETURN_IF_ERROR(
-          DecodeGzip(name, in.base, in.size, std::max<uint64_t>(spacing, 1), &sink));
+      SHARDFS_RETURN_IF_ERROR(DecodeGzip(name, data, size, std::max<uint64_t>(spacing, 1), &sink));
       break;
     case index::Codec::kZstd:
-      SHARDFS_RETURN_IF_ERROR(DecodeZstd(name, in.base, in.size, &sink));
+      SHARDFS_RETURN_IF_ERROR(DecodeZstd(name, data, size, &sink));
       break;
     case index::Codec::kXz:
-      SHARDFS_RETURN_IF_ERROR(DecodeXz(name, in.base, in.size, &sink));
+      SHARDFS_RETURN_IF_ERROR(DecodeXz(name, data, size, &sink));
       break;
     case index::Codec::kBzip2:
-      SHARDFS_RETURN_IF_ERROR(DecodeBzip2(name, in.base, in.size, &sink, out));
+      SHARDFS_RETURN_IF_ERROR(DecodeBzip2(name, data, size, &sink, out));
       break;
     default:
       return Status::InvalidArgument(fmt::format("shard {}: not a compressed stream", name));
@@ -472,12 +474,37 @@ Status ScanCompressedTarFd(const std::string& name, int fd, index::Codec codec, 
                                    : "`zstd -d` then `pzstd`, or `zstd -d | zstd --adapt` with "
                                      "a tool that cuts frames (t2sz)");
   }
-  Mapping decoded;
-  SHARDFS_RETURN_IF_ERROR(decoded.Map(name, sink.fd(), out->table.decoded_size));
+  Mapping mapped;
+  SHARDFS_RETURN_IF_ERROR(mapped.Map(name, sink.fd(), out->table.decoded_size));
   if (codec == index::Codec::kGzip) {
-    DropVerifiedWindows(name, in.base, in.size, decoded.base, &out->table, &out->windows);
+    DropVerifiedWindows(name, data, size, mapped.base, &out->table, &out->windows);
   }
   SHARDFS_ASSIGN_OR_RETURN(out->checksums, IntervalChecksumsOfFile(name, out->table, sink.fd()));
+  // The mapping outlives the descriptor; DecodedBytes unmaps it.
+  decoded->Adopt(std::exchange(mapped.base, nullptr), std::exchange(mapped.size, 0));
+  return Status::Ok();
+}
+
+Status ScanCompressedTarFd(const std::string& name, int fd, index::Codec codec, uint64_t spacing,
+                           const ScanOptions& options,
+                           const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info,
+                           CompressedScan* out) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", name));
+  *info = ShardInfo{};
+  *out = CompressedScan{};
+  out->codec = codec;
+  info->size = static_cast<uint64_t>(st.st_size);
+  info->mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  Result<uint64_t> fp = index::ShardFingerprint(fd, info->size);
+  if (!fp.ok()) return fp.status().WithContext(fmt::format("shard {}", name));
+  info->fingerprint = *fp;
+
+  Mapping in;
+  SHARDFS_RETURN_IF_ERROR(in.Map(name, fd, info->size));
+  DecodedBytes decoded;
+  SHARDFS_RETURN_IF_ERROR(
+      DecodeCompressedTar(name, in.base, in.size, codec, spacing, out, &decoded));
   // A sparse member's extents would be ranges of the decoded stream, which
   // the mount's sparse path does not read: refused.
   auto not_sparse = [&](ScannedMember&& m) -> Status {
@@ -489,7 +516,7 @@ Status ScanCompressedTarFd(const std::string& name, int fd, index::Codec codec, 
     }
     return on_member(std::move(m));
   };
-  return ScanTarBytes(name, decoded.base, decoded.size, options, not_sparse, info);
+  return ScanTarBytes(name, decoded.data(), decoded.size(), options, not_sparse, info);
 }
 
 std::vector<std::pair<std::string, std::string>> SeekKeys(index::ShardId id,

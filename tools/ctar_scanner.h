@@ -52,6 +52,40 @@ struct CompressedScan {
   std::vector<uint64_t> checksums;
 };
 
+// A decoded stream, in an unnamed temporary file ($TMPDIR, /tmp if unset)
+// mapped read-only: data() stays readable until this is destroyed.
+class DecodedBytes {
+ public:
+  DecodedBytes() = default;
+  ~DecodedBytes();
+  DecodedBytes(const DecodedBytes&) = delete;
+  DecodedBytes& operator=(const DecodedBytes&) = delete;
+  const char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+  // Takes over `size` bytes mapped read-only at `data` (munmap'd here).
+  void Adopt(const char* data, size_t size) {
+    data_ = data;
+    size_ = size;
+  }
+
+ private:
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Decodes the compressed stream `data` (`size` bytes, codec `codec`, not
+// kNone) into *decoded, recording its seek points, windows and interval
+// checksums in *out, with compressed offsets from `data`. `spacing` is the
+// gzip point spacing; `name` is used in messages. InvalidArgument naming
+// `name` and the compressed byte for corrupt or truncated data, a CRC
+// mismatch or trailing garbage, for a stream that decodes to nothing, and
+// for one that decodes to more than `max_decoded` bytes (the decode stops
+// there).
+Status DecodeCompressedTar(const std::string& name, const char* data, size_t size,
+                           index::Codec codec, uint64_t spacing, CompressedScan* out,
+                           DecodedBytes* decoded, uint64_t max_decoded = UINT64_MAX);
+
 // The codec of the file open at `fd`, from its first bytes.
 Result<index::Codec> DetectCodecFd(const std::string& name, int fd);
 

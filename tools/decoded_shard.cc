@@ -16,7 +16,9 @@ namespace shardfs::tools {
 
 Result<UniqueFd> DecodeShardToTemp(const index::IndexReader& reader, index::ShardId id, int fd) {
   const std::string name = RedactLocation(reader.ShardPath(id));
-  const uint64_t size = reader.shards()[id.value].size;
+  // A slice shard's bytes are its range of the file.
+  const uint64_t base = reader.shards()[id.value].data_base();
+  const uint64_t size = reader.shards()[id.value].data_size();
   std::string value;
   index::SeekTable table;
   Status s = reader.GetSeekValue(id, false, 0, &value);
@@ -54,7 +56,7 @@ Result<UniqueFd> DecodeShardToTemp(const index::IndexReader& reader, index::Shar
           p.compressed, size));
     }
     input.resize(static_cast<size_t>(to - from));
-    if (Status r = PreadExact(fd, input.data(), input.size(), from); !r.ok()) {
+    if (Status r = PreadExact(fd, input.data(), input.size(), base + from); !r.ok()) {
       return r.WithContext(fmt::format("shard {}", name));
     }
     Result<std::string> got = DecodeInterval(name, table, i, window, input, kMaxIntervalBytes);

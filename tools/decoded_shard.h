@@ -15,7 +15,8 @@
 namespace shardfs::tools {
 
 // Decodes compressed shard `id` of `reader`, open at `fd` (checked against
-// the index already), into a temporary file in $TMPDIR (/tmp if unset),
+// the index already; a slice shard's whole file, of which its range is
+// read), into a temporary file in $TMPDIR (/tmp if unset),
 // removed when the returned fd is closed. Every interval must decode to
 // exactly its size. Returns Corruption naming the shard and the compressed
 // offset if it does not (corrupt or truncated data, a frame checksum that

@@ -32,6 +32,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t kExamples = 5;
+constexpr uint32_t kSliceMark = index::kSliceMember;
 constexpr uint64_t kProgressBatch = 256;
 
 struct ScannedShard {
@@ -51,6 +52,10 @@ struct ScannedShard {
   index::ShardId id;
   // A compressed tar: its codec and seek points.
   CompressedScan compressed;
+  // --recursive: the compressed tars inside it, each a slice shard; members
+  // of slice k carry the provisional shard id kSliceMark | (k - 1) until
+  // AddScans gives the slices their ids.
+  std::vector<NestedScanner::Slice> slices;
   uint64_t nested_archives = 0, nested_members = 0;  // --recursive
 };
 
@@ -172,7 +177,7 @@ Status AddMember(ScannedMember&& m, index::ShardId id, const std::string& shown,
   e.gid = static_cast<uint32_t>(std::clamp<int64_t>(m.gid, 0, UINT32_MAX));
   e.mtime_ns = m.mtime_ns;
   e.size = m.size;
-  e.shard = id;
+  e.shard = m.slice == 0 ? id : index::ShardId{kSliceMark | (m.slice - 1)};
   e.offset = m.data_offset;
   e.has_checksum = m.has_checksum;
   e.xxh3 = m.xxh3;
@@ -225,7 +230,9 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
   if (out->spiller) out->spiller->BeginShard(id);
   std::optional<NestedScanner> nested;
   if (nest.recursive) {
-    nested.emplace(nest, shown, checksum);
+    NestOptions o = nest;
+    o.seek_spacing = seek_spacing;
+    nested.emplace(o, shown, checksum);
     so.on_bytes = [&](const char* data, size_t size) { nested->SetShardBytes(data, size); };
   }
   so.restart = [&] {
@@ -292,8 +299,11 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
         m.sparse    ? (m.extents.empty() ? 0 : m.extents.back().physical + m.extents.back().length)
         : m.encoded ? m.encoding.comp_offset + m.encoding.comp_size
                     : m.data_offset + m.size;
-    pending_bytes += end > last_end ? end - last_end : 0;
-    last_end = std::max(last_end, end);
+    // A slice's members are at offsets of its decoded stream, not the shard.
+    if (m.slice == 0) {
+      pending_bytes += end > last_end ? end - last_end : 0;
+      last_end = std::max(last_end, end);
+    }
     if (++pending_entries == kProgressBatch) add_progress();
     return AddMember(std::move(m), id, shown, out);
   };
@@ -306,6 +316,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
   if (nested) {
     out->nested_archives = nested->nested_archives();
     out->nested_members = nested->nested_members();
+    out->slices = std::move(nested->slices());
   }
   add_progress();
   progress->UnitDone();
@@ -455,6 +466,21 @@ Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int
   return Status::Ok();
 }
 
+// The meta of the file at `path` as `scan` found it: the shard's, and the
+// start of each of its slices'.
+index::ShardMeta FileMeta(const std::string& path, const ScannedShard& scan) {
+  index::ShardMeta meta;
+  meta.path = path;
+  meta.size = scan.info.size;
+  meta.mtime_ns = scan.info.mtime_ns;
+  meta.fingerprint = scan.info.fingerprint;
+  if (scan.remote) {
+    meta.flags |= index::kShardRemote;
+    meta.etag = scan.etag;
+  }
+  return meta;
+}
+
 // Hands the scans to the writer (an IndexWriter, or a MemberCollector for
 // `index add`), shard by shard in the order given (a later shard's member
 // replaces an earlier one's, as in tar), freeing each scan's members as it
@@ -465,17 +491,13 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ScannedShard>*
   size_t total_members = 0;
   for (const ScannedShard& scan : *scans) total_members += scan.members.size();
   writer->Reserve(total_members);
+  // Slices get ids after every shard of the build, in shard order.
+  const uint32_t first_slice =
+      scans->empty() ? 0 : (*scans)[0].id.value + static_cast<uint32_t>(scans->size());
+  uint32_t next_slice = first_slice;
   for (size_t i = 0; i < scans->size(); ++i) {
     ScannedShard& scan = (*scans)[i];
-    index::ShardMeta meta;
-    meta.path = shards[i];
-    meta.size = scan.info.size;
-    meta.mtime_ns = scan.info.mtime_ns;
-    meta.fingerprint = scan.info.fingerprint;
-    if (scan.remote) {
-      meta.flags |= index::kShardRemote;
-      meta.etag = scan.etag;
-    }
+    index::ShardMeta meta = FileMeta(shards[i], scan);
     if (scan.info.zip) meta.flags |= index::kShardZip;
     if (scan.compressed.codec != index::Codec::kNone) {
       meta.set_codec(scan.compressed.codec);
@@ -490,11 +512,35 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ScannedShard>*
     for (auto& ex : scan.rejected_examples) {
       if (report->rejected_examples.size() < kExamples) report->rejected_examples.push_back(ex);
     }
+    if (!scan.slices.empty()) {
+      if constexpr (requires { writer->SetSliceIds(scan.id, next_slice); }) {
+        writer->SetSliceIds(scan.id, next_slice);  // Its members are spilled already.
+      }
+      for (index::MemberEntry& e : scan.members) {
+        if (e.shard.value & kSliceMark) e.shard.value = next_slice + (e.shard.value & ~kSliceMark);
+      }
+      next_slice += static_cast<uint32_t>(scan.slices.size());
+    }
     const size_t first = writer->member_count();
     writer->AddMembers(std::move(scan.members));
     for (const auto& [k, extents] : scan.sparse) writer->SetExtents(first + k, extents);
     for (const auto& [k, encoding] : scan.encoded) writer->SetEncoded(first + k, encoding);
     HugeVector<index::MemberEntry>().swap(scan.members);  // Freed as it goes.
+  }
+  // The slices: each names its shard's file, as the shard's meta does.
+  next_slice = first_slice;
+  for (size_t i = 0; i < scans->size(); ++i) {
+    ScannedShard& scan = (*scans)[i];
+    for (NestedScanner::Slice& slice : scan.slices) {
+      index::ShardMeta meta = FileMeta(shards[i], scan);
+      meta.flags |= index::kShardSlice;
+      meta.base = slice.base;
+      meta.length = slice.length;
+      meta.set_codec(slice.scan.codec);
+      writer->AddShard(std::move(meta));
+      writer->AddSeekKeys(SeekKeys(index::ShardId{next_slice++}, slice.scan));
+    }
+    std::vector<NestedScanner::Slice>().swap(scan.slices);
   }
 }
 
@@ -533,6 +579,7 @@ struct SpilledMembers {
   void AddSeekKeys(std::vector<std::pair<std::string, std::string>> kvs) {
     writer->AddSeekKeys(std::move(kvs));
   }
+  void SetSliceIds(index::ShardId shard, uint32_t first) { writer->SetSliceIds(shard, first); }
 };
 
 // The index published at options.out replaces (with --force) and then

@@ -81,6 +81,9 @@ Result<ManifestReport> MakeManifest(const ManifestOptions& o) {
     for (uint32_t s = 0; s < reader->shards().size(); ++s) {
       const std::string& shard = reader->ShardPath(index::ShardId{s});
       auto [it, fresh] = shard_owner.emplace(shard, p);
+      // A slice shard (a compressed tar inside a shard) names its shard's
+      // file, in the same partition.
+      if (!fresh && it->second == p && reader->shards()[s].slice()) continue;
       if (!fresh) {
         return Status::InvalidArgument(fmt::format(
             "shard {} is in partition {} ({}) and in partition {} ({}); a shard belongs to one "

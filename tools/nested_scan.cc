@@ -3,6 +3,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -46,10 +47,32 @@ constexpr std::string_view kGzipMagic("\x1f\x8b", 2), kBzip2Magic("BZh", 3),
     kZstdMagic("\x28\xb5\x2f\xfd", 4), kXzMagic("\xfd\x37\x7a\x58\x5a\x00", 6),
     kZipLocalMagic("PK\3\4", 4), kZipEndMagic("PK\5\6", 4);
 
+// Past the zstd skippable frames that `d` starts with (pzstd writes one
+// first): 0 if none, or if one runs past `size`.
+uint64_t SkippableFrames(const char* d, uint64_t size) {
+  uint64_t at = 0;
+  while (size - at >= 8 && (static_cast<uint8_t>(d[at]) & 0xf0) == 0x50 &&
+         std::memcmp(d + at + 1, "\x2a\x4d\x18", 3) == 0) {
+    const uint64_t n = static_cast<uint8_t>(d[at + 4]) |
+                       (uint64_t{static_cast<uint8_t>(d[at + 5])} << 8) |
+                       (uint64_t{static_cast<uint8_t>(d[at + 6])} << 16) |
+                       (uint64_t{static_cast<uint8_t>(d[at + 7])} << 24);
+    if (n > size - at - 8) return 0;
+    at += 8 + n;
+  }
+  return at;
+}
+
 bool CompressedMagic(const char* d, uint64_t size) {
   return StartsWith(d, size, kGzipMagic) || StartsWith(d, size, kBzip2Magic) ||
-         StartsWith(d, size, kZstdMagic);
+         StartsWith(d, size, kZstdMagic) || StartsWith(d, size, kXzMagic);
 }
+
+// What --strip-recursive-tar-extension strips from a compressed tar's
+// directory name: the first that ends it, in this order.
+constexpr std::string_view kCompressedTarSuffixes[] = {
+    ".tar.gz", ".tgz",     ".tar.zst", ".tar.zstd", ".tzst", ".tar.xz",
+    ".txz",    ".tar.bz2", ".tbz2",    ".tbz",      ".tar"};
 
 // Whether the compressed stream `d` starts with a tar: libarchive decodes
 // as much as its tar reader needs for the first header, no more.
@@ -59,6 +82,7 @@ bool CompressedTar(const char* d, uint64_t size) {
   archive_read_support_filter_gzip(a.get());
   archive_read_support_filter_bzip2(a.get());
   archive_read_support_filter_zstd(a.get());
+  archive_read_support_filter_xz(a.get());
   archive_read_support_format_tar(a.get());
   archive_read_support_format_gnutar(a.get());
   if (archive_read_open_memory(a.get(), d, size) != ARCHIVE_OK) return false;
@@ -83,7 +107,14 @@ NestedKind ClassifyMember(std::string_view name, const char* data, uint64_t size
     if (LooksLikeZip(data, size)) return NestedKind::kZip;
   }
   if (CompressedMagic(data, size) && CompressedTar(data, size)) return NestedKind::kCompressedTar;
-  // The build links no xz decoder (yet): an xz stream counts by its name.
+  // A zstd stream after skippable frames (pzstd's): libarchive looks at the
+  // first frame that holds data.
+  if (const uint64_t skip = SkippableFrames(data, size);
+      skip > 0 && StartsWith(data + skip, size - skip, kZstdMagic) &&
+      CompressedTar(data + skip, size - skip)) {
+    return NestedKind::kCompressedTar;
+  }
+  // An xz stream also counts by its name (a libarchive without xz).
   if (StartsWith(data, size, kXzMagic) &&
       (EndsWithNoCase(name, ".tar.xz") || EndsWithNoCase(name, ".txz"))) {
     return NestedKind::kCompressedTar;
@@ -98,6 +129,7 @@ void NestedScanner::Restart() {
   nested_members_ = 0;
   nested_archives_ = 0;
   tars_.clear();
+  slices_.clear();
 }
 
 Status NestedScanner::Member(ScannedMember&& m, const Emit& emit) {
@@ -130,13 +162,16 @@ Status NestedScanner::Visit(ScannedMember&& m, int depth, const Emit& emit) {
     if (!tars_.empty() && norm.ok()) tars_.erase(*norm);  // The name is no longer a tar.
     return emit(std::move(m));
   }
-  if (kind == NestedKind::kCompressedTar) {
+  if (kind == NestedKind::kCompressedTar && decoded_stream_) {
     return Status::NotSupported(fmt::format(
-        "shard {}: member '{}' at byte {}: a compressed tar inside a tar is not supported yet "
-        "with --recursive (without --recursive it is indexed as a file)",
+        "shard {}: member '{}' at byte {}: a compressed tar inside a compressed tar is not "
+        "supported with --recursive (its bytes are not a range of a file: store the inner tar "
+        "uncompressed, or index without --recursive)",
         shown_, m.path, m.header_offset));
   }
-  const std::string_view what = kind == NestedKind::kZip ? "a zip" : "a tar";
+  const std::string_view what = kind == NestedKind::kZip             ? "a zip"
+                                : kind == NestedKind::kCompressedTar ? "a compressed tar"
+                                                                     : "a tar";
   if (depth >= options_.max_depth) {
     log::Warning(
         "shard {}: member '{}' at byte {}: {} nested deeper than --recursive-depth {}; "
@@ -149,8 +184,15 @@ Status NestedScanner::Visit(ScannedMember&& m, int depth, const Emit& emit) {
   const std::string_view base = index::BaseName(dir);
   const bool strip =
       kind == NestedKind::kZip ? options_.strip_zip_extension : options_.strip_extension;
-  if (strip && base.size() > 4 &&
-      EndsWithNoCase(base, kind == NestedKind::kZip ? ".zip" : ".tar")) {
+  if (kind == NestedKind::kCompressedTar) {
+    for (std::string_view suffix : kCompressedTarSuffixes) {
+      if (strip && base.size() > suffix.size() && EndsWithNoCase(base, suffix)) {
+        dir.resize(dir.size() - suffix.size());
+        break;
+      }
+    }
+  } else if (strip && base.size() > 4 &&
+             EndsWithNoCase(base, kind == NestedKind::kZip ? ".zip" : ".tar")) {
     dir.resize(dir.size() - 4);
   }
   Inner& inner = tars_[*norm];
@@ -162,6 +204,9 @@ Status NestedScanner::Visit(ScannedMember&& m, int depth, const Emit& emit) {
   inner.attrs.gid = m.gid;
   inner.attrs.mtime_ns = m.mtime_ns;
   if (kind == NestedKind::kZip) return ExpandZip(std::move(m), std::move(dir), depth, emit);
+  if (kind == NestedKind::kCompressedTar) {
+    return ExpandSlice(std::move(m), std::move(dir), depth, emit);
+  }
   return Expand(std::move(m), std::move(dir), depth, emit);
 }
 
@@ -275,6 +320,67 @@ Status NestedScanner::ExpandZip(ScannedMember&& m, std::string dir, int depth, c
         return Visit(std::move(in), depth + 1, emit);
       },
       &info);
+}
+
+Status NestedScanner::ExpandSlice(ScannedMember&& m, std::string dir, int depth, const Emit& emit) {
+  ++nested_archives_;
+  const std::string where =
+      fmt::format("{}: member '{}' at byte {} (a compressed tar; offsets below from its start)",
+                  shown_, m.path, m.header_offset);
+  const char* data = data_ + m.data_offset;
+  const index::Codec codec =
+      DetectCodec(std::string_view(data, std::min<uint64_t>(m.size, kCodecMagicBytes)));
+  if (codec == index::Codec::kNone) {
+    return Status::InvalidArgument(fmt::format("shard {}: no compressor magic", where));
+  }
+  Slice slice;
+  slice.base = m.data_offset;
+  slice.length = m.size;
+  DecodedBytes decoded;
+  // A compression bomb is stopped as it decodes, by the bound on a zip's
+  // declared sizes (tools/nested_zip.h).
+  const uint64_t max_decoded = m.size > UINT64_MAX / kNestedZipMaxRatio
+                                   ? UINT64_MAX
+                                   : std::max(kNestedZipRatioFloor, m.size * kNestedZipMaxRatio);
+  SHARDFS_RETURN_IF_ERROR(
+      DecodeCompressedTar(where, data, m.size, codec,
+                          options_.seek_spacing ? options_.seek_spacing : kDefaultSeekSpacing,
+                          &slice.scan, &decoded, max_decoded));
+  slices_.push_back(std::move(slice));
+  const auto k = static_cast<uint32_t>(slices_.size());
+  SHARDFS_RETURN_IF_ERROR(emit(DirectoryOf(m, dir)));
+  // The slice's decoded stream is scanned as a top-level compressed shard's
+  // is: nested tars and stored zips in it are ranges of that stream.
+  NestOptions inner_options = options_;
+  inner_options.max_entries -= std::min(nested_members_, options_.max_entries);
+  NestedScanner inner(inner_options, where, checksum_);
+  inner.SetShardBytes(decoded.data(), decoded.size());
+  inner.SetDecodedStream();
+  const Emit in_slice = [&](ScannedMember&& in) {
+    in.slice = k;
+    return emit(std::move(in));
+  };
+  ScanOptions so;
+  so.checksum = checksum_;
+  ShardInfo info;
+  Status s = ScanTarBytes(
+      where, decoded.data(), decoded.size(), so,
+      [&](ScannedMember&& in) -> Status {
+        SHARDFS_RETURN_IF_ERROR(CountNested(dir));
+        in.path = dir + "/" + in.path;
+        if (in.sparse) {
+          return Status::NotSupported(fmt::format(
+              "shard {}: member '{}' of the compressed tar '{}': a sparse member in a compressed "
+              "tar is not supported",
+              shown_, in.path, m.path));
+        }
+        if (in.kind == MemberKind::kHardlink) in.link_target = dir + "/" + in.link_target;
+        return inner.Visit(std::move(in), depth + 1, in_slice);
+      },
+      &info);
+  nested_members_ += inner.nested_members_;
+  nested_archives_ += inner.nested_archives_;
+  return s;
 }
 
 }  // namespace shardfs::tools

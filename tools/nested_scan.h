@@ -57,11 +57,28 @@
 // data, so nesting always ends; the count of nested entries of one shard is
 // bounded all the same (max_entries), against an archive made to explode.
 //
-// Not supported yet, and refused with --recursive (naming the shard and the
-// member): a member whose content is a gzip, bzip2 or zstd stream whose
-// start decodes to a tar header, or an xz stream named *.tar.xz or *.txz (no
-// xz decoder is linked here). Other compressed files (.json.gz) are
-// ordinary files. Without --recursive all of them stay files.
+// Compressed tars nest as slice shards (index/schema.h, "Slice shards"). A
+// member whose content is a gzip, bzip2, zstd or xz stream whose start
+// decodes to a tar header (an xz stream also by its name, *.tar.xz or
+// *.txz) is decoded whole at build time, with seek points as for a
+// top-level compressed shard; it becomes a shard of its own, a slice of the
+// outer file (its data range), and its tree is what `tar -xf inner.tar.gz
+// -C DIR` extracts, DIR named as for a tar (with strip_extension less a
+// final .tar.gz, .tgz, .tar.zst, .tar.zstd, .tzst, .tar.xz, .txz, .tar.bz2,
+// .tbz2, .tbz or .tar, any case). Its members are members of the slice
+// (ScannedMember::slice), at their decoded offsets, in the outer archive's
+// order. Tars and stored zips inside the slice nest in turn, as inside a
+// top-level compressed shard (one more level each). Refused, naming the
+// shard and the member: a compressed tar inside a compressed tar (a slice
+// of a decoded stream, or a top-level compressed shard's member), a sparse
+// member in the slice, and an inner stream that is corrupt, truncated or
+// carries trailing garbage, and a compression bomb: a stream that decodes to
+// more than kNestedZipRatioFloor and kNestedZipMaxRatio times its size
+// (tools/nested_zip.h's bound), stopped as it decodes. A quine needs a
+// compressed tar inside a compressed tar: refused. A hard link to a compressed tar is that tar
+// again: a second slice of the same range. Other compressed files
+// (.json.gz) are ordinary files. Without --recursive all of them stay
+// files.
 #ifndef SHARDFS_TOOLS_NESTED_SCAN_H_
 #define SHARDFS_TOOLS_NESTED_SCAN_H_
 
@@ -70,8 +87,10 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "base/status.h"
+#include "tools/ctar_scanner.h"
 #include "tools/tar_scanner.h"
 
 namespace shardfs::tools {
@@ -82,6 +101,7 @@ struct NestOptions {
   bool strip_extension = false;        // --strip-recursive-tar-extension
   bool strip_zip_extension = false;    // --strip-recursive-zip-extension
   uint64_t max_entries = 100'000'000;  // --recursive-max-entries, per shard.
+  uint64_t seek_spacing = 0;           // --seek-spacing for slices (0: default).
   bool depth_given = false;            // For the command line's checks only.
   bool max_entries_given = false;
 };
@@ -126,6 +146,16 @@ class NestedScanner {
   // Tars shown as directories.
   uint64_t nested_archives() const { return nested_archives_; }
 
+  // A compressed tar found in the shard: a slice of it.
+  struct Slice {
+    uint64_t base = 0;  // The member's data offset in the shard.
+    uint64_t length = 0;
+    CompressedScan scan;
+  };
+  // The slices found so far; slice k of ScannedMember::slice is
+  // slices()[k - 1].
+  std::vector<Slice>& slices() { return slices_; }
+
  private:
   struct Inner {
     uint64_t offset = 0;  // In the shard.
@@ -135,6 +165,7 @@ class NestedScanner {
   Status Visit(ScannedMember&& m, int depth, const Emit& emit);
   Status Expand(ScannedMember&& m, std::string dir, int depth, const Emit& emit);
   Status ExpandZip(ScannedMember&& m, std::string dir, int depth, const Emit& emit);
+  Status ExpandSlice(ScannedMember&& m, std::string dir, int depth, const Emit& emit);
   // NotSupported if deflated member `m` (of a zip) holds a tar or a zip.
   Status RefuseDeflatedArchive(const ScannedMember& m) const;
   // The directory member that shows nested archive `m`.
@@ -152,6 +183,7 @@ class NestedScanner {
   uint64_t nested_archives_ = 0;
   // Nested tars met so far, by normalised path, for hard links to them.
   std::unordered_map<std::string, Inner> tars_;
+  std::vector<Slice> slices_;
 };
 
 }  // namespace shardfs::tools

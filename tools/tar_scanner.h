@@ -56,6 +56,10 @@ struct ScannedMember {
   // uncompressed content.
   bool encoded = false;
   index::EncodedMember encoding;
+  // A member of a slice shard (tools/nested_scan.h: a compressed tar inside
+  // the shard): k > 0 for the k-th slice of the shard's scan (offsets are
+  // in that slice's decoded stream); 0 for the shard's own members.
+  uint32_t slice = 0;
 };
 
 struct ShardInfo {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <functional>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -107,6 +108,31 @@ std::vector<ExportShard> GroupKeys(std::vector<ShardFile> files) {
   return out;
 }
 
+namespace {
+
+// A slice shard (a compressed tar inside a shard: index/schema.h) names its
+// shard's file: the file is listed once, at its first place, with the keys
+// of all of them.
+void MergeSlices(std::vector<ExportShard>* shards) {
+  std::unordered_map<std::string, size_t> at;
+  std::vector<ExportShard> merged;
+  for (ExportShard& sh : *shards) {
+    auto [it, fresh] = at.try_emplace(sh.path, merged.size());
+    if (fresh) {
+      merged.push_back(std::move(sh));
+      continue;
+    }
+    ExportShard& first = merged[it->second];
+    std::unordered_set<std::string> seen(first.keys.begin(), first.keys.end());
+    for (std::string& k : sh.keys) {
+      if (seen.insert(k).second) first.keys.push_back(std::move(k));
+    }
+  }
+  *shards = std::move(merged);
+}
+
+}  // namespace
+
 Result<ViewExport> ExportView(const std::string& index_path, const std::string& spec,
                               const index::PartitionResolver& resolve) {
   SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<IndexReader> view, OpenView(index_path, spec, resolve));
@@ -167,6 +193,7 @@ Result<ViewExport> ExportView(const std::string& index_path, const std::string& 
   }
   ex.shards = GroupKeys(std::move(files));
   for (auto& sh : ex.shards) sh.path = view->ShardPath(index::ShardId{sh.shard_id});
+  MergeSlices(&ex.shards);
   return ex;
 }
 

@@ -22,6 +22,7 @@
 #include "base/strings.h"
 #include "index/member_path.h"
 #include "src/mount/control_socket.h"
+#include "tools/ctar_codec.h"
 
 namespace shardfs::mount {
 
@@ -266,6 +267,11 @@ Status ControlServer::Handle(const std::vector<std::string>& words, std::string*
             "{:>6}  errors {}  {}\n",
             i, Size(p.bytes_delivered), Size(p.bytes_fetched), p.chunk_hits, p.chunk_misses,
             p.errors, RedactLocation(r.ShardPath(index::ShardId{static_cast<uint32_t>(i)})));
+        // A slice shard (a compressed tar inside a shard): which bytes of the file.
+        if (const index::ShardMeta& m = r.shards()[i]; m.slice()) {
+          body->insert(body->size() - 1,
+                       fmt::format(" (slice at bytes {}..{})", m.base, m.base + m.length));
+        }
       }
     }
     return Status::Ok();
@@ -296,12 +302,36 @@ Status ControlServer::Warm(const std::vector<std::string>& paths, std::string* b
   // Chunks to fetch, by shard, from the files under every path.
   std::map<uint32_t, std::vector<uint64_t>> chunks;
   uint64_t files = 0, bytes = 0;
+  // Compressed shards and slices, by shard: a file's offset is in the
+  // decoded stream; what a read fetches is the compressed bytes of the seek
+  // intervals that hold it, in the file.
+  std::map<uint32_t, index::SeekTable> tables;
+  auto add_compressed = [&](const EntryRecord& rec, std::vector<uint64_t>* v) -> Status {
+    const index::ShardMeta& meta = reader.shards()[rec.shard.value];
+    auto [it, fresh] = tables.try_emplace(rec.shard.value);
+    if (fresh) {
+      std::string value;
+      Status s = reader.GetSeekValue(rec.shard, false, 0, &value);
+      if (s.ok()) s = index::DecodeSeekTable(value, &it->second);
+      if (!s.ok()) return s.WithContext(fmt::format("warm: shard {} seek table", rec.shard.value));
+    }
+    const index::SeekTable& t = it->second;
+    if (t.points.empty()) return Status::Ok();
+    const size_t first = t.Find(rec.offset), last = t.Find(rec.offset + rec.size - 1);
+    const uint64_t from = meta.data_base() + tools::IntervalInputStart(t, first);
+    const uint64_t to = meta.data_base() + tools::IntervalInputEnd(t, last, meta.data_size());
+    for (uint64_t c = from / cs; to > from && c <= (to - 1) / cs; ++c) v->push_back(c);
+    return Status::Ok();
+  };
   auto add_file = [&](const EntryRecord& rec) -> Status {
     SHARDFS_RETURN_IF_ERROR(reader.CheckFileRange(rec));
     if (rec.size == 0) return Status::Ok();
     ++files;
     bytes += rec.size;
     std::vector<uint64_t>& v = chunks[rec.shard.value];
+    if (reader.shards()[rec.shard.value].codec() != index::Codec::kNone) {
+      return add_compressed(rec, &v);
+    }
     const size_t extents = rec.sparse() ? index::ExtentCount(rec) : 1;
     for (size_t i = 0; i < extents; ++i) {
       index::Extent e = rec.sparse() ? index::GetExtent(rec, i) : index::StoredRange(rec);

@@ -20,15 +20,26 @@ OpenShard::~OpenShard() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+Status OpenShard::CheckRange(size_t len, uint64_t pos) const {
+  // A whole file's reads are judged where they land (pread, the fetcher).
+  if (!slice_ || (pos <= length_ && len <= length_ - pos)) return Status::Ok();
+  return Status::Corruption(
+      fmt::format("shard {}: read of {} bytes at byte {} of a slice of {} bytes", id_.value, len,
+                  pos, length_));
+}
+
 Status OpenShard::ReadAt(char* buf, size_t len, uint64_t pos) const {
-  if (chunked_ == nullptr) return PreadExact(fd_, buf, len, pos);
-  return chunked_->ReadShard(std::const_pointer_cast<OpenShard>(shared_from_this()), pos, len, buf);
+  SHARDFS_RETURN_IF_ERROR(CheckRange(len, pos));
+  if (chunked_ == nullptr) return PreadExact(fd_, buf, len, base_ + pos);
+  return chunked_->ReadShard(std::const_pointer_cast<OpenShard>(shared_from_this()), base_ + pos,
+                             len, buf);
 }
 
 Status OpenShard::ReadOrLocate(char* buf, size_t len, uint64_t pos, FileRange* at) const {
-  if (chunked_ == nullptr) return PreadExact(fd_, buf, len, pos);
-  return chunked_->ReadShardOrLocate(std::const_pointer_cast<OpenShard>(shared_from_this()), pos,
-                                     len, buf, at);
+  SHARDFS_RETURN_IF_ERROR(CheckRange(len, pos));
+  if (chunked_ == nullptr) return PreadExact(fd_, buf, len, base_ + pos);
+  return chunked_->ReadShardOrLocate(std::const_pointer_cast<OpenShard>(shared_from_this()),
+                                     base_ + pos, len, buf, at);
 }
 
 ShardFiles::ShardFiles(std::vector<Shard> shards, ShardFilesOptions options)
@@ -55,6 +66,14 @@ Status CheckFingerprint(const ShardFiles::Shard& s, uint64_t fp) {
                   RedactLocation(s.path), fp, s.meta.fingerprint));
 }
 
+// The handle of remote shard `id` once its file is checked: a slice's reads
+// are of its range (the file, not the slice, was indexed with size and
+// fingerprint, which `whole` checked).
+ShardHandle RemoteHandle(const index::ShardMeta& meta, ShardHandle whole, ChunkedReader* chunked) {
+  if (!meta.slice()) return whole;
+  return std::make_shared<OpenShard>(whole->id(), -1, chunked, meta.base, meta.length);
+}
+
 }  // namespace
 
 Result<ShardHandle> ShardFiles::OpenRemote(uint32_t id, bool recheck) {
@@ -67,7 +86,9 @@ Result<ShardHandle> ShardFiles::OpenRemote(uint32_t id, bool recheck) {
   // only the server can say whether the shard is right again.
   if (recheck) SHARDFS_RETURN_IF_ERROR(options_.chunked->Recheck(index::ShardId{id}));
   auto handle = std::make_shared<OpenShard>(index::ShardId{id}, -1, options_.chunked);
-  if (!s.meta.etag.empty()) return handle;  // Every request carries If-Match.
+  if (!s.meta.etag.empty())
+    return RemoteHandle(s.meta, std::move(handle),
+                        options_.chunked);  // Every request carries If-Match.
   // No ETag to hold the server to: the fingerprint, from the first and last
   // bytes (which the reader's chunks then hold).
   Result<uint64_t> fp = index::ShardFingerprint(
@@ -75,7 +96,7 @@ Result<ShardHandle> ShardFiles::OpenRemote(uint32_t id, bool recheck) {
       [&](char* buf, size_t len, uint64_t pos) { return handle->ReadAt(buf, len, pos); });
   if (!fp.ok()) return fp.status();
   SHARDFS_RETURN_IF_ERROR(CheckFingerprint(s, *fp));
-  return handle;
+  return RemoteHandle(s.meta, std::move(handle), options_.chunked);
 }
 
 Result<ShardHandle> ShardFiles::Open(uint32_t id, bool recheck) {
@@ -87,8 +108,12 @@ Result<ShardHandle> ShardFiles::Open(uint32_t id, bool recheck) {
   int fd = ::open(s.path.c_str(), kFlags | O_NOATIME);
   if (fd < 0 && errno == EPERM) fd = ::open(s.path.c_str(), kFlags);
   if (fd < 0) return Status::FromErrno(errno, fmt::format("shard {}", s.path));
-  auto handle = std::make_shared<OpenShard>(index::ShardId{id}, fd,
-                                            options_.chunk_local ? options_.chunked : nullptr);
+  // A slice's file is checked whole, by its descriptor; its reads are of
+  // its range.
+  ChunkedReader* const chunked = options_.chunk_local ? options_.chunked : nullptr;
+  auto handle = s.meta.slice() ? std::make_shared<OpenShard>(index::ShardId{id}, fd, chunked,
+                                                             s.meta.base, s.meta.length)
+                               : std::make_shared<OpenShard>(index::ShardId{id}, fd, chunked);
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", s.path));
   if (!S_ISREG(st.st_mode)) {

@@ -50,17 +50,30 @@ namespace shardfs::mount {
 // with pread or, with a ChunkedReader, through it; or a remote shard, read
 // through the ChunkedReader only. Held as a ShardHandle
 // (src/mount/chunked_reader.h).
+//
+// A slice shard (index/schema.h, "Slice shards") is its file's bytes
+// [base, base + length): ReadAt and ReadOrLocate take positions in the
+// slice, add base, and refuse a range past length (Corruption). The
+// ChunkedReader is asked for file positions, under the slice's own shard id
+// (whose FetchShard names the same file), so its chunks never alias another
+// shard's.
 class OpenShard : public std::enable_shared_from_this<OpenShard> {
  public:
   // fd < 0: a remote shard. REQUIRES: chunked != nullptr then.
   OpenShard(index::ShardId id, int fd, ChunkedReader* chunked = nullptr)
       : id_(id), fd_(fd), chunked_(chunked) {}
+  // A slice: bytes [base, base + length) of the file.
+  OpenShard(index::ShardId id, int fd, ChunkedReader* chunked, uint64_t base, uint64_t length)
+      : id_(id), fd_(fd), chunked_(chunked), slice_(true), base_(base), length_(length) {}
   ~OpenShard();
   OpenShard(const OpenShard&) = delete;
   OpenShard& operator=(const OpenShard&) = delete;
   index::ShardId id() const { return id_; }
   // The local file's descriptor; -1 for a remote shard.
   int fd() const { return fd_; }
+  // Where position 0 of the shard lies in fd()'s file (a slice's base; 0
+  // otherwise): a READ spliced from fd() adds it.
+  uint64_t base() const { return base_; }
   // Reads are pread on fd() (so a READ can be spliced from it).
   bool direct() const { return chunked_ == nullptr; }
   // Reads bytes [pos, pos + len) into buf; IoError if it comes up short.
@@ -74,9 +87,15 @@ class OpenShard : public std::enable_shared_from_this<OpenShard> {
   }
 
  private:
+  // A slice: Corruption unless [pos, pos + len) lies within it.
+  Status CheckRange(size_t len, uint64_t pos) const;
+
   const index::ShardId id_;
   const int fd_;
   ChunkedReader* const chunked_;
+  const bool slice_ = false;
+  const uint64_t base_ = 0;
+  const uint64_t length_ = 0;
 };
 
 struct ShardFilesOptions {

@@ -27,6 +27,11 @@ Result<std::shared_ptr<const StreamReader::Table>> StreamReader::GetTable(index:
   }
   auto t = std::make_shared<Table>();
   t->name = RedactLocation(reader_.ShardPath(id));
+  if (const index::ShardMeta& m = reader_.shards()[id.value]; m.slice()) {
+    // A slice's compressed offsets are from its base.
+    t->name += fmt::format(" (a compressed tar at bytes {}..{}; compressed offsets from its start)",
+                           m.base, m.base + m.length);
+  }
   std::string value;
   Status s = reader_.GetSeekValue(id, false, 0, &value);
   if (s.ok()) s = index::DecodeSeekTable(value, &t->table);
@@ -59,7 +64,9 @@ Result<std::string> StreamReader::Decode(index::ShardId id, const Table& t, size
                       t.name, point, p.compressed, p.window));
     }
   }
-  const uint64_t size = reader_.shards()[id.value].size;
+  // A slice's compressed bytes end at its length (ShardHandle reads add its
+  // base).
+  const uint64_t size = reader_.shards()[id.value].data_size();
   const uint64_t from = tools::IntervalInputStart(t.table, point);
   const uint64_t to = tools::IntervalInputEnd(t.table, point, size);
   if (from > to || to > size) {

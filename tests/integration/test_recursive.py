@@ -17,15 +17,24 @@ directory record ending it) is extracted by `unzip -o -q inner.zip -d DIR`
 `unzip` before its stored tars are expanded. A deflated member of a nested
 zip is checked in the index by inflating its compressed bytes at the indexed
 offset of the outer shard.
+
+Compressed tars (.tar.gz, .tar.zst, .tar.xz, .tar.bz2: a member whose content
+decodes to a tar) nest as slice shards (index/schema.h): the oracle decodes
+them with Python's gzip, bz2 and lzma modules or `zstd -d`, and extracts the
+tar with `tar -xf - -C DIR`, DIR less a compressed tar suffix with
+--strip-recursive-tar-extension.
 """
 import bz2
+import gzip
 import hashlib
 import io
 import json
+import lzma
 import os
 import random
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -104,8 +113,35 @@ def tar_names(data):
     return names
 
 
-def two_step_extract(outer, dest, strip=False, depth=4, strip_zip=False):
-    """The oracle (see the module comment). Returns GNU tar's stderr."""
+# What --strip-recursive-tar-extension strips from a compressed tar's name
+# (the first that matches).
+CTAR_SUFFIXES = (".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tzst", ".tar.xz", ".txz",
+                 ".tar.bz2", ".tbz2", ".tbz", ".tar")
+
+
+def decompress(data):
+    """The decoded bytes of a gzip, bzip2, xz or zstd stream; None for
+    anything else, or a stream that does not decode."""
+    try:
+        if data[:2] == b"\x1f\x8b":
+            return gzip.decompress(data)
+        if data[:3] == b"BZh":
+            return bz2.decompress(data)
+        if data[:6] == b"\xfd7zXZ\0":
+            return lzma.decompress(data)
+        # zstd, or a skippable frame first (pzstd's).
+        if data[:4] == b"\x28\xb5\x2f\xfd" or (data[:1] and data[0] & 0xf0 == 0x50 and
+                                               data[1:4] == b"\x2a\x4d\x18"):
+            return subprocess.run(["zstd", "-dcq"], input=data, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, check=True).stdout
+    except (OSError, EOFError, lzma.LZMAError, subprocess.CalledProcessError):
+        return None
+    return None
+
+
+def two_step_extract(outer, dest, strip=False, depth=4, strip_zip=False, compressed=False):
+    """The oracle (see the module comment). Returns GNU tar's stderr.
+    `compressed`: compressed tars are expanded too."""
     with open(outer, "rb") as fh:
         outer_zip = is_zip(fh.read())
     errs = [unzip_into(tl.read_file(outer), dest) if outer_zip else ts.tar_extract([outer], dest)]
@@ -129,6 +165,9 @@ def two_step_extract(outer, dest, strip=False, depth=4, strip_zip=False):
             with open(p, "rb") as fh:
                 inner = fh.read()
             kind = "tar" if is_tar(inner) else "zip" if is_zip(inner) else None
+            plain = decompress(inner) if kind is None and compressed else None
+            if plain is not None and is_tar(plain):
+                kind = "ctar"
             if kind is None or level >= depth:
                 continue
             st = os.lstat(p)
@@ -136,16 +175,29 @@ def two_step_extract(outer, dest, strip=False, depth=4, strip_zip=False):
             ext, stripping = (".tar", strip) if kind == "tar" else (".zip", strip_zip)
             target = p[:-4] if stripping and p.lower().endswith(ext) and len(
                 os.path.basename(p)) > 4 else p
+            if kind == "ctar":
+                target = p
+                for suffix in CTAR_SUFFIXES if strip else ():
+                    if p.lower().endswith(suffix) and len(os.path.basename(p)) > len(suffix):
+                        target = p[:-len(suffix)]
+                        break
             os.makedirs(target, exist_ok=True)
             if kind == "zip":
                 errs.append(unzip_into(inner, target))
+            elif kind == "ctar":
+                # Decoded by the codec's own tool or module (GNU tar's magic
+                # test misses pzstd's leading skippable frame), then tar -x.
+                r = subprocess.run(["tar", "-xf", "-", "-C", target], input=plain,
+                                   stderr=subprocess.PIPE)
+                errs.append(r.stderr.decode(errors="replace"))
+                inner = plain
             else:
                 r = subprocess.run(["tar", "-xf", "-", "-C", target], input=inner,
                                    stderr=subprocess.PIPE)
                 errs.append(r.stderr.decode(errors="replace"))
             record(target)
             expand(target, inner, level + 1)
-            if kind == "tar" and b"" in tar_names(inner):
+            if kind in ("tar", "ctar") and b"" in tar_names(inner):
                 continue  # The inner "./" member described the directory.
             mode = st.st_mode & 0o777
             os.chmod(target, mode | ((mode & 0o444) >> 2))
@@ -159,6 +211,16 @@ def two_step_extract(outer, dest, strip=False, depth=4, strip_zip=False):
         if os.path.isdir(p) and not os.path.islink(p):
             os.utime(p, ns=(ns, ns))
     return "".join(errs)
+
+
+def damage(path, offsets):
+    """Flips the bits of the bytes of `path` at `offsets` (0x5A), in place."""
+    with open(path, "r+b") as fh:
+        for i in offsets:
+            fh.seek(i)
+            b = fh.read(1)[0]
+            fh.seek(i)
+            fh.write(bytes([b ^ 0x5A]))
 
 
 def gnu_tar_of(files, mtime=T0):
@@ -446,23 +508,23 @@ class RecursiveTest(tl.ScratchTestCase):
         zbuf = io.BytesIO()
         with zipfile.ZipFile(zbuf, "w") as z:
             z.writestr("f", b"zipped")
+        # Compressed tars are slices now (RecursiveCompressedTarTest): by
+        # content, a bzip2 stream that decodes to a tar, whatever its name.
         cases = {
-            "gz": (archive(f("ok.txt", "1"), f("data.tgz", gz)), "a compressed tar"),
-            # By content: a bzip2 stream that decodes to a tar, whatever its name.
-            "bz2": (archive(f("blob", bz2.compress(inner))), "a compressed tar"),
+            "gz": (archive(f("ok.txt", "1"), f("data.tgz", gz)), "data.tgz"),
+            "bz2": (archive(f("blob", bz2.compress(inner))), "blob"),
         }
-        for name, (data, what) in cases.items():
+        for name, (data, member) in cases.items():
             with self.subTest(name):
                 outer = self.write(base, name + ".tar", data)
                 out = os.path.join(base, name + "-idx")
-                p = tl.run_shardfs("index", "build", "--out", out, "--recursive", outer,
-                                   check=1)
-                self.assertRegex(p.stderr.decode(),
-                                 r"shard %s: member '[^']+' at byte \d+: %s inside a tar is "
-                                 r"not supported yet" % (outer, what))
-                self.assertFalse(os.path.exists(out))
+                tl.build_index([outer], out, "--recursive")
+                got = tl.index_entries(out)
+                self.assertEqual(got[os.fsencode(member)]["type"], "dir")
+                self.assertEqual(got[os.fsencode(member + "/f")]["size"], 1200)
                 # Without --recursive it stays a file, as before.
-                tl.build_index([outer], out)
+                tl.build_index([outer], out, "--force")
+                self.assertEqual(tl.index_entries(out)[os.fsencode(member)]["type"], "file")
         # A gzip that is not a tar is a file; so is a format built on zip
         # (an .npz: numpy opens it whole), while a .zip is a directory.
         outer = self.write(base, "files.tar", archive(
@@ -885,11 +947,7 @@ class RecursiveZipTest(tl.ScratchTestCase):
         e = tl.index_entries(idx)[b"c.zip/mid.txt"]
         self.assertEqual(e["method"], "deflate")
         at, n = e["compressed_offset"], e["compressed_size"]
-        data = bytearray(tl.read_file(outer))
-        for i in range(at + n // 3, at + n // 3 + 64):
-            data[i] ^= 0x5A
-        with open(outer, "r+b") as fh:
-            fh.write(data)
+        damage(outer, range(at + n // 3, at + n // 3 + 64))
         mnt = os.path.join(base, "mnt")
         os.mkdir(mnt)
         m = tl.Mount(idx, mnt)
@@ -904,6 +962,371 @@ class RecursiveZipTest(tl.ScratchTestCase):
                 self.assertEqual(tl.read_file(os.path.join(mnt, "c.zip/head.bin")),
                                  zf.read("head.bin"))
         self.assertIn("%s: member at byte %d" % (outer, at), m.final_log())
+
+
+# (suffix, compress command reading stdin, writing stdout)
+INNER_CODECS = [
+    (".tar.gz", ["gzip", "-c"]),
+    (".tgz", ["pigz", "-p", "2", "-b", "128", "-c"]),
+    (".tar.zst", ["zstd", "-q", "-c"]),
+    (".tar.zstd", ["pzstd", "-q", "-p", "2", "-c"]),
+    (".tar.xz", ["xz", "-T2", "--block-size=128KiB", "-c"]),
+    (".tar.bz2", ["bzip2", "-1", "-c"]),
+]
+
+
+class RecursiveCompressedTarTest(tl.ScratchTestCase):
+    """Compressed tars inside a tar (slice shards), against the two-step
+    GNU tar extraction."""
+    PREFIX = "shardfs-recursive-ctar-"
+
+    compare = ts.TarSemanticsTest.compare
+    write = RecursiveTest.write
+
+    def class_tar(self, wnid, c, rnd, per_class, big=0):
+        files = {"%s_%d.JPEG" % (wnid, i): rnd.randbytes(rnd.choice([0, 1, 511, 512, 513, 3000,
+                                                                    70000]))
+                 for i in range(per_class)}
+        if big:
+            # Half text (compressible), half random: several seek points.
+            text = b"".join(b"line %d of %s\n" % (i, wnid.encode()) for i in range(big // 40))
+            files["%s_big.JPEG" % wnid] = text[:big // 2] + rnd.randbytes(big // 2)
+        return gnu_tar_of(files, T0 + c)
+
+    def imagenet(self, base, per_class=6, seed=24, big=600_000, extra=()):
+        """An ILSVRC-shaped tar whose class archives are compressed, one per
+        codec of INNER_CODECS, plus a plain class tar and a loose file."""
+        rnd = random.Random(seed)
+        members = {}
+        for c, (suffix, cmd) in enumerate(INNER_CODECS):
+            wnid = "n%08d" % (1440764 + 1000 * c)
+            plain = self.class_tar(wnid, c, rnd, per_class, big)
+            members[wnid + suffix] = subprocess.run(cmd, input=plain, stdout=subprocess.PIPE,
+                                                    check=True).stdout
+        members["n09999999.tar"] = self.class_tar("n09999999", 50, rnd, per_class)
+        members["README.txt"] = b"classes\n"
+        members.update(extra)
+        return self.write(base, "train.tar", gnu_tar_of(members, T0 + 99))
+
+    def extraction(self, base, outer, strip=True, depth=4):
+        x = os.path.join(base, "x")
+        os.mkdir(x)
+        two_step_extract(outer, x, strip=strip, depth=depth, compressed=True)
+        want = tl.walk_reference(x)
+        del want[b""]
+        return x, want
+
+    def build(self, outer, idx, *extra, strip=True, check=0):
+        opts = ["--recursive", "--seek-spacing", "64K", *extra]
+        opts += ["--strip-recursive-tar-extension"] if strip else []
+        return tl.build_index([outer], idx, *opts, check=check)
+
+    def test_imagenet_shaped_every_codec(self):
+        base = self.scratch("in")
+        outer = self.imagenet(base)
+        x, want = self.extraction(base, outer)
+        self.assertEqual(sorted(os.listdir(x))[:2], ["README.txt", "n01440764"])
+        idx = os.path.join(base, "idx")
+        build = self.build(outer, idx)
+        # A single zstd frame is read sequentially: a warning names the member.
+        self.assertRegex(build.stderr, rb"member 'n01442764.tar.zst' .*only be read sequentially")
+        info = tl.run_shardfs("index", "info", "--json", idx, check=0)
+        lines = tl.json_lines(info.stdout)
+        self.assertEqual(lines[0]["schema_version"], 6)
+        self.assertEqual(lines[0]["shards"], 1 + len(INNER_CODECS))
+        self.assertEqual(lines[0]["slices"], len(INNER_CODECS))
+        self.assertEqual(lines[0]["shard_bytes"], os.path.getsize(outer))
+        slices = [s for s in lines[1:] if "slice_base" in s]
+        self.assertEqual(sorted(s["codec"] for s in slices),
+                         sorted(["gzip", "gzip", "zstd", "zstd", "xz", "bzip2"]))
+        data = tl.read_file(outer)
+        for s in slices:  # Each is the compressed member's bytes, exactly.
+            self.assertEqual(s["shard"], os.path.abspath(outer))
+            self.assertEqual(s["size"], len(data))
+            inner = data[s["slice_base"]:s["slice_base"] + s["slice_length"]]
+            self.assertTrue(is_tar(decompress(inner)))
+        # ls and stat show the archive, its codec and the slice's range.
+        entries = tl.index_entries(idx)
+        e = entries[b"n01440764/n01440764_big.JPEG"]
+        self.assertEqual(e["codec"], "gzip")
+        self.assertEqual(e["shard"], os.path.abspath(outer))
+        self.assertIn("slice_base", e)
+        st = tl.run_shardfs("stat", idx, "n01440764/n01440764_big.JPEG", check=0)
+        self.assertRegex(st.stdout, rb"slice: bytes \d+\.\.\d+ of the shard")
+        self.assertRegex(st.stdout, rb"compressed: bytes \d+\.\.\d+ of the shard")
+        self.assertNotIn("codec", entries[b"n09999999/n09999999_0.JPEG"])
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        with tl.Mount(idx, mnt, options="verify=first"):
+            got = tl.walk_reference(mnt)
+            del got[b""]
+            self.compare(want, got)
+        files = tl.regular_files(x)
+        with tl.Mount(idx, mnt) as m:
+            root_ns = os.stat(mnt).st_mtime_ns
+            problems = tl.random_range_reads(mnt, files, 200_000, readers=16, reads=100)
+            self.assertEqual(problems, [], m.stderr())
+            self.assertEqual(tl.run_shardfs("stats", mnt, check=None).returncode, 0)
+        # verify --full: the index against the extraction, byte for byte
+        # (the root is implied: the extraction's takes the index's mtime).
+        os.utime(x, ns=(root_ns, root_ns))
+        for args in ([], ["--full"]):
+            v = tl.run_shardfs("verify", *args, "--quiet", idx, x)
+            self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+        # The kernel mount refuses compressed shards, slices included.
+        kmnt = os.path.join(base, "kmnt")
+        os.mkdir(kmnt)
+        p = tl.run_shardfs("mount", "--kernel", "-o", "cache_dir=" + os.path.join(base, "img"),
+                           idx, kmnt, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertFalse(tl.is_mounted(kmnt))
+
+    def test_not_stripped_and_a_tar_inside_the_compressed_tar(self):
+        base = self.scratch("deep")
+        rnd = random.Random(8)
+        inner_tar = gnu_tar_of({"deep/a.bin": rnd.randbytes(5000), "b.txt": b"b\n"}, T0 + 7)
+        ctar = gzip.compress(gnu_tar_of({"x.bin": rnd.randbytes(70_000), "inner.tar": inner_tar},
+                                        T0 + 5))
+        # A hard link to the compressed tar is that tar again: a second slice.
+        outer = self.write(base, "outer.tar", archive(
+            f("c.tar.gz", ctar), f("z.txt", "z\n"), link("c2.tar.gz", "c.tar.gz")))
+        x, want = self.extraction(base, outer, strip=False)
+        self.assertTrue(os.path.isdir(os.path.join(x, "c.tar.gz", "inner.tar", "deep")))
+        self.assertTrue(os.path.isdir(os.path.join(x, "c2.tar.gz", "inner.tar", "deep")))
+        idx = os.path.join(base, "idx")
+        self.build(outer, idx, strip=False)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        with tl.Mount(idx, mnt):
+            got = tl.walk_reference(mnt)
+            del got[b""]
+            # No member describes "deep": its mtime is its newest child's.
+            self.compare(want, got, {b"c.tar.gz/inner.tar/deep", b"c2.tar.gz/inner.tar/deep"})
+        # The depth bound counts the slice as a level: the tar in it stays a file.
+        x1 = os.path.join(self.scratch("d1"), "x")
+        os.mkdir(x1)
+        two_step_extract(outer, x1, depth=1, compressed=True)
+        idx1 = os.path.join(base, "idx1")
+        b = self.build(outer, idx1, "--recursive-depth", "1", strip=False)
+        self.assertIn(b"--recursive-depth 1", b.stderr)
+        self.assertEqual(tl.index_entries(idx1)[b"c.tar.gz/inner.tar"]["type"], "file")
+
+    def test_refusals(self):
+        base = self.scratch("refuse")
+        rnd = random.Random(9)
+        inner = gnu_tar_of({"a.bin": rnd.randbytes(300_000)})
+        good = gzip.compress(inner)
+        cases = [
+            # A compressed tar in a compressed tar: not a range of a file.
+            ("cc", gnu_tar_of({"c.tar.gz": gzip.compress(gnu_tar_of({"d.tar.gz": good}))}),
+             [b"'c/d.tar.gz'", b"compressed tar inside a compressed tar"]),
+            # Cut short: the inner stream is truncated.
+            ("cut", gnu_tar_of({"t.tar.gz": good[:len(good) // 2]}),
+             [b"'t.tar.gz'", b"truncated"]),
+            # Trailing garbage after the gzip stream.
+            ("garbage", gnu_tar_of({"g.tar.gz": good + b"garbage!"}),
+             [b"'g.tar.gz'", b"trailing garbage"]),
+        ]
+        # A compression bomb: 300 MB of zeros in a tar, gzipped to ~300 KB, past
+        # 256 MiB and 100 times its size: stopped as it decodes.
+        z = zlib.compressobj(1, zlib.DEFLATED, 31)
+        ti = tarfile.TarInfo("z.bin")
+        ti.size = 300 << 20
+        parts = [z.compress(ti.tobuf(tarfile.GNU_FORMAT))]
+        chunk = bytes(1 << 20)
+        parts += [z.compress(chunk) for _ in range(300)]
+        parts += [z.compress(bytes(1024)), z.flush()]
+        cases.append(("bomb", gnu_tar_of({"b.tar.gz": b"".join(parts)}),
+                      [b"'b.tar.gz'", b"refused as a compression bomb"]))
+        for name, data, words in cases:
+            with self.subTest(case=name):
+                outer = self.write(base, name + ".tar", data)
+                p = self.build(outer, os.path.join(base, "idx-" + name), check=None)
+                self.assertNotEqual(p.returncode, 0)
+                for w in words:
+                    self.assertIn(w, p.stderr)
+                self.assertIn(os.fsencode(name + ".tar"), p.stderr)
+        # Without --recursive they are files.
+        outer = os.path.join(base, "cut.tar")
+        idx = os.path.join(base, "idx-plain")
+        tl.build_index([outer], idx)
+        self.assertEqual(tl.index_entries(idx)[b"t.tar.gz"]["type"], "file")
+
+    def test_corrupt_inner_stream_gives_eio(self):
+        base = self.scratch("corrupt")
+        rnd = random.Random(11)
+        files = {"f%02d.bin" % i: rnd.randbytes(40_000) for i in range(40)}
+        ctar = gzip.compress(gnu_tar_of(files), compresslevel=1)
+        outer = self.write(base, "outer.tar", gnu_tar_of({
+            "pad-a.bin": rnd.randbytes(300_000), "c.tar.gz": ctar,
+            "pad-z.bin": rnd.randbytes(300_000)}))
+        idx = os.path.join(base, "idx")
+        self.build(outer, idx)
+        e = tl.index_entries(idx)[b"c/f00.bin"]
+        at = e["slice_base"] + e["slice_length"] // 2
+        damage(outer, range(at, at + 4096, 64))
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        m = tl.Mount(idx, mnt)
+        with m:
+            eio = tl.read_all_right_or_eio(
+                self, mnt, {"c/" + n: d for n, d in files.items()})
+        self.assertGreater(eio, 0)
+        self.assertLess(eio, len(files))
+        # The log names the shard, the slice and the compressed offset.
+        self.assertRegex(m.final_log(), r"shard %s \(a compressed tar at bytes %d\.\.%d[^)]*\): "
+                         r"compressed data at byte \d+" % (
+                             os.path.abspath(outer), e["slice_base"],
+                             e["slice_base"] + e["slice_length"]))
+
+    def mounted_files(self, idx, options=None):
+        """{path: content} of the regular files of a mount of idx."""
+        mnt = os.path.join(self.scratch("m"), "mnt")
+        os.mkdir(mnt)
+        with tl.Mount(idx, mnt, options):
+            return tl.regular_files(mnt)
+
+    def test_bounded_build_ranks_views_index_add_and_pack(self):
+        base = self.scratch("where")
+        outer = self.imagenet(base, per_class=4, seed=31, big=200_000)
+        x, want = self.extraction(base, outer)
+        files = tl.regular_files(x)
+        idx = os.path.join(base, "idx")
+        self.build(outer, idx)
+        # The bounded build (--memory) gives the same index.
+        spilled = os.path.join(base, "idx-spilled")
+        self.build(outer, spilled, "--memory", "1")
+        self.assertEqual(tl.ls_json(spilled), tl.ls_json(idx))
+        # Ranks: a slice is a unit of its own (its class archive), the outer
+        # shard keeps its own members; the ranks are disjoint, their union
+        # the whole tree, every byte right.
+        seen = {}
+        for k in range(3):
+            got = self.mounted_files(idx, "rank=%d,world=3" % k)
+            self.assertTrue(got, k)
+            for p, data in got.items():
+                self.assertNotIn(p, seen)
+                self.assertEqual(data, files[p], p)
+                seen[p] = k
+        self.assertEqual(sorted(seen), sorted(files))
+        # A view of two classes, exported as an index: the slices' meta and
+        # seek keys go with it.
+        tl.view_create(idx, "two", "--include", "n01440764/*", "--include", "n01443764/*")
+        out = os.path.join(base, "two-idx")
+        tl.run_shardfs("view", "export", idx, "two", "--format", "index", "--out", out, check=0)
+        self.assertEqual(tl.index_info(out)[0]["schema_version"], 6)
+        got = self.mounted_files(out)
+        self.assertEqual(sorted(got), sorted(p for p in files if p.startswith(
+            ("n01440764/", "n01443764/"))))
+        for p, data in got.items():
+            self.assertEqual(data, files[p], p)
+        # The shard list names the outer file once (its slices are its bytes).
+        ex = tl.run_shardfs("view", "export", idx, "default", "--format", "shards", check=0)
+        self.assertEqual(ex.stdout.splitlines(), [os.fsencode(os.path.abspath(outer))])
+        # index add of a shard with a compressed tar in it.
+        rnd = random.Random(4)
+        more = {"m%d.bin" % i: rnd.randbytes(30_000) for i in range(5)}
+        outer2 = self.write(base, "more.tar", gnu_tar_of({
+            "n07777777.tar.zst": subprocess.run(["zstd", "-q", "-c"], input=gnu_tar_of(more),
+                                                stdout=subprocess.PIPE, check=True).stdout}))
+        tl.run_shardfs("index", "add", idx, outer2, "--recursive",
+                       "--strip-recursive-tar-extension", check=0)
+        got = self.mounted_files(idx)
+        want_all = dict(files)
+        want_all.update({"n07777777/" + n: d for n, d in more.items()})
+        self.assertEqual(sorted(got), sorted(want_all))
+        for p, data in got.items():
+            self.assertEqual(data, want_all[p], p)
+        # pack --from-index: plain tar shards of the same tree.
+        packed = os.path.join(base, "packed")
+        tl.run_shardfs("pack", "--from-index", spilled, "--out", packed, "--quiet", check=0)
+        mnt = os.path.join(base, "pmnt")
+        os.mkdir(mnt)
+        with tl.Mount(os.path.join(packed, "index"), mnt):
+            got = tl.walk_reference(mnt)
+            del got[b""]
+            self.compare(want, got)
+
+    def test_a_remote_outer_shard(self):
+        # Over HTTP (a bounded build): the slices read their ranges of the
+        # outer object through the chunk cache.
+        base = self.scratch("remote")
+        served = os.path.join(base, "served")
+        os.mkdir(served)
+        outer = self.imagenet(served, per_class=4, seed=13, big=300_000)
+        x, want = self.extraction(base, outer)
+        with rs.Nginx(served) as web:
+            idx = os.path.join(base, "idx")
+            url = web.url + "/" + os.path.basename(outer)
+            self.build(url, idx)
+            lines = tl.json_lines(tl.run_shardfs("index", "info", "--json", idx, check=0).stdout)
+            self.assertEqual(lines[0]["slices"], len(INNER_CODECS))
+            self.assertTrue(all(s["shard"] == url and s["remote"] for s in lines[1:]))
+            mnt = os.path.join(base, "mnt")
+            os.mkdir(mnt)
+            with tl.Mount(idx, mnt, "chunk_size=64K,cache_size=8M"):
+                got = tl.walk_reference(mnt)
+                problems = tl.random_range_reads(mnt, tl.regular_files(x), 100_000, readers=16,
+                                                 reads=40)
+                st = tl.run_shardfs("stats", "--shards", mnt, check=0)
+                self.assertRegex(st.stdout, rb"fetched .*%s \(slice at bytes \d+\.\.\d+\)" %
+                                 os.fsencode(url))
+            # cache warm fetches the compressed bytes of a class's seek
+            # intervals (in the outer object): its reads then miss nothing.
+            e = tl.index_entries(idx)[b"n01444764/n01444764_big.JPEG"]  # .tar.xz, far in
+            mnt2 = os.path.join(base, "mnt2")
+            os.mkdir(mnt2)
+            with tl.Mount(idx, mnt2, "chunk_size=64K,cache_size=8M"):
+                tl.run_shardfs("cache", "warm", mnt2, "n01444764", check=0)
+                for n in os.listdir(os.path.join(mnt2, "n01444764")):
+                    self.assertEqual(tl.read_file(os.path.join(mnt2, "n01444764", n)),
+                                     tl.read_file(os.path.join(x, "n01444764", n)))
+                st = json.loads(tl.run_shardfs("stats", "--json", "--shards", mnt2,
+                                               check=0).stdout)
+                slice_stats = [s for s in st["shards"] if s["shard_id"] == e["shard_id"]]
+                self.assertEqual(slice_stats[0]["cache_misses"], 0, slice_stats)
+                self.assertGreater(slice_stats[0]["cache_hits"], 0, slice_stats)
+        del got[b""]
+        self.compare(want, got)
+        self.assertEqual(problems, [])
+
+    def test_partitions_and_a_manifest(self):
+        # Each part holds its shards' slices; the manifest reads them as one.
+        base = self.scratch("parts")
+        outers, want = [], {}
+        for k in range(2):
+            d = os.path.join(base, "s%d" % k)
+            os.mkdir(d)
+            rnd = random.Random(40 + k)
+            files = {"f%d.bin" % i: rnd.randbytes(20_000) for i in range(4)}
+            ctar = subprocess.run(["xz", "-c"], input=gnu_tar_of(files), stdout=subprocess.PIPE,
+                                  check=True).stdout
+            outers.append(self.write(d, "train-%d.tar" % k,
+                                     gnu_tar_of({"c%d.tar.xz" % k: ctar})))
+            want.update({"c%d/%s" % (k, n): data for n, data in files.items()})
+        parts = []
+        for k in range(2):
+            parts.append(os.path.join(base, "p%d" % k))
+            tl.build_index(outers, parts[-1], "--recursive", "--strip-recursive-tar-extension",
+                           "--part", "%d/2" % k)
+        m = os.path.join(base, "m.manifest")
+        tl.run_shardfs("index", "manifest", "--out", m, *parts, check=0)
+        self.assertEqual(self.mounted_files(m), want)
+
+    def test_index_add_of_a_slice_makes_version_6(self):
+        # An index without slices stays version 1 until a slice comes in.
+        base = self.scratch("v6")
+        plain = self.write(base, "plain.tar", gnu_tar_of({"a.txt": b"a\n"}))
+        idx = os.path.join(base, "idx")
+        tl.build_index([plain], idx, "--recursive")
+        self.assertEqual(tl.index_info(idx)[0]["schema_version"], 1)
+        inner = {"x.bin": random.Random(6).randbytes(9000)}
+        outer = self.write(base, "more.tar", gnu_tar_of({
+            "c.tar.bz2": bz2.compress(gnu_tar_of(inner))}))
+        tl.run_shardfs("index", "add", idx, outer, "--recursive", check=0)
+        self.assertEqual(tl.index_info(idx)[0]["schema_version"], 6)
+        self.assertEqual(self.mounted_files(idx),
+                         {"a.txt": b"a\n", "c.tar.bz2/x.bin": inner["x.bin"]})
 
 
 if __name__ == "__main__":

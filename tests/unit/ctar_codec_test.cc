@@ -27,6 +27,7 @@ using shardfs::testing::OneMemberTar;
 using index::SeekKind;
 using index::SeekPoint;
 using index::SeekTable;
+using shardfs::testing::Gzip;
 
 TEST(SeekTableTest, RoundTripAndFind) {
   SeekTable t;
@@ -97,20 +98,6 @@ TEST(CtarCodecTest, AValidTarHeaderFirstIsATarWhateverItsName) {
   tar[150] = tar[150] == '1' ? '2' : '1';
   EXPECT_EQ(DetectCodec(tar), index::Codec::kGzip);
   EXPECT_EQ(DetectCodec(std::string_view(tar).substr(0, 511)), index::Codec::kGzip);
-}
-
-std::string Gzip(const std::string& in) {
-  z_stream s{};
-  deflateInit2(&s, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&s, in.size()), '\0');
-  s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  s.avail_in = static_cast<uInt>(in.size());
-  s.next_out = reinterpret_cast<Bytef*>(out.data());
-  s.avail_out = static_cast<uInt>(out.size());
-  deflate(&s, Z_FINISH);
-  out.resize(s.total_out);
-  deflateEnd(&s);
-  return out;
 }
 
 TEST(CtarCodecTest, EveryGzipIntervalDecodesToTheStream) {

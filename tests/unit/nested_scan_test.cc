@@ -10,6 +10,7 @@
 
 #include "base/coding.h"
 #include "index/encoded_member.h"
+#include "tests/unit/test_util.h"
 #include "tools/tar_writer.h"
 
 namespace shardfs::tools {
@@ -232,6 +233,72 @@ TEST(NestedScanTest, ZipMembersAreRangesOfTheOuterShard) {
       << s.status.message();
   EXPECT_NE(s.status.message().find("overlap: refused as a zip bomb"), std::string::npos)
       << s.status.message();
+}
+
+// A compressed tar inside the shard is a slice: its members carry the
+// slice's number and offsets in its decoded stream; the slice is the
+// member's data range; a compressed tar inside it is refused.
+TEST(NestedScanTest, ACompressedTarIsASlice) {
+  std::string inner_tar;
+  AddFile(&inner_tar, "deep", "DEEP");
+  inner_tar = End(inner_tar);
+  std::string inner;
+  AddFile(&inner, "a", shardfs::testing::PseudoRandomBytes(3000, 1));
+  AddFile(&inner, "in.tar", inner_tar);
+  inner = End(inner);
+  const std::string gz = shardfs::testing::Gzip(inner);
+  std::string outer;
+  AddFile(&outer, "first", "1");
+  AddFile(&outer, "c.tar.gz", gz);
+  outer = End(outer);
+  NestOptions options;
+  options.recursive = true;
+  options.strip_extension = true;
+  NestedScanner nested(options, "outer.tar", /*checksum=*/true);
+  nested.SetShardBytes(outer.data(), outer.size());
+  std::vector<ScannedMember> members;
+  const NestedScanner::Emit emit = [&](ScannedMember&& m) {
+    members.push_back(std::move(m));
+    return Status::Ok();
+  };
+  ScanOptions so;
+  ShardInfo info;
+  Status s = ScanTarBytes(
+      "outer.tar", outer.data(), outer.size(), so,
+      [&](ScannedMember&& m) { return nested.Member(std::move(m), emit); }, &info);
+  ASSERT_TRUE(s.ok()) << s.message();
+  std::vector<std::string> paths;
+  for (const ScannedMember& m : members) paths.push_back(m.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"first", "c", "c/a", "c/in", "c/in/deep"}));
+  ASSERT_EQ(nested.slices().size(), 1u);
+  const NestedScanner::Slice& slice = nested.slices()[0];
+  EXPECT_EQ(outer.substr(slice.base, slice.length), gz);
+  EXPECT_EQ(slice.scan.codec, index::Codec::kGzip);
+  EXPECT_EQ(slice.scan.table.decoded_size, inner.size());
+  EXPECT_EQ(members[0].slice, 0u);
+  EXPECT_EQ(members[1].kind, MemberKind::kDir);
+  EXPECT_EQ(members[1].slice, 0u);
+  EXPECT_EQ(members[2].slice, 1u);
+  EXPECT_EQ(inner.substr(members[2].data_offset, members[2].size),
+            shardfs::testing::PseudoRandomBytes(3000, 1));
+  EXPECT_EQ(members[4].slice, 1u);  // A tar inside the slice: ranges of it.
+  EXPECT_EQ(inner.substr(members[4].data_offset, members[4].size), "DEEP");
+
+  // A compressed tar inside it: refused, naming the shard and the member.
+  std::string twice;
+  AddFile(&twice, "c.tar.gz", shardfs::testing::Gzip(End([&] {
+    std::string t;
+    AddFile(&t, "d.tar.gz", gz);
+    return t;
+  }())));
+  twice = End(twice);
+  NestedScanner again(options, "outer.tar", true);
+  again.SetShardBytes(twice.data(), twice.size());
+  s = ScanTarBytes(
+      "outer.tar", twice.data(), twice.size(), so,
+      [&](ScannedMember&& m) { return again.Member(std::move(m), emit); }, &info);
+  EXPECT_EQ(s.code(), Status::Code::kNotSupported);
+  EXPECT_NE(s.message().find("member 'c/d.tar.gz'"), std::string::npos) << s.message();
 }
 
 }  // namespace

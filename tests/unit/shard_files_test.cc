@@ -133,5 +133,33 @@ TEST_F(ShardFilesTest, AnIdOutOfRangeIsCorruption) {
   EXPECT_EQ(cache.Get(index::ShardId{7}).status().code(), Status::Code::kCorruption);
 }
 
+// A slice shard (a compressed tar inside a shard) is checked as its whole
+// file and reads its range: positions from its base, nothing past its length.
+TEST_F(ShardFilesTest, ASliceReadsItsRangeOfTheCheckedFile) {
+  std::vector<ShardFiles::Shard> shards = cache_shards_;
+  ShardFiles::Shard slice = shards[0];
+  slice.meta.flags |= index::kShardSlice;
+  slice.meta.set_codec(index::Codec::kGzip);
+  slice.meta.base = 512;
+  slice.meta.length = 1000;
+  shards.push_back(slice);
+  ShardFiles cache(shards, {});
+  Result<ShardHandle> h = cache.Get(index::ShardId{2});
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  const std::string whole = shardfs::testing::ReadFile(shards_[0]);
+  std::string buf(100, '\0');
+  ASSERT_TRUE((*h)->ReadAt(buf.data(), buf.size(), 900).ok());
+  EXPECT_EQ(buf, whole.substr(512 + 900, 100));
+  EXPECT_EQ((*h)->base(), 512u);
+  Status past = (*h)->ReadAt(buf.data(), buf.size(), 901);
+  EXPECT_EQ(past.code(), Status::Code::kCorruption) << past.message();
+  // The file's check applies: a file of another size is refused.
+  ShardFiles::Shard wrong = slice;
+  wrong.meta.size += 1;
+  wrong.meta.length = 10;
+  ShardFiles bad({wrong}, {});
+  EXPECT_EQ(bad.Get(index::ShardId{0}).status().code(), Status::Code::kCorruption);
+}
+
 }  // namespace
 }  // namespace shardfs::mount

@@ -218,4 +218,48 @@ TEST(SparseFilesystemTest, ReadsMatchTheSource) {
 }
 
 }  // namespace
+// An index with a slice shard (a compressed tar inside a tar) is version 6:
+// a reader of 5 refuses it rather than take base and length for the path.
+// The reader gives the slice's meta back as written.
+TEST(SliceIndexTest, SchemaVersionSix) {
+  TempDir dir;
+  index::IndexWriter w;
+  index::ShardMeta outer;
+  outer.path = dir / "outer.tar";
+  outer.size = 10240;
+  outer.fingerprint = 7;
+  w.AddShard(outer);
+  index::ShardMeta slice = outer;
+  slice.flags |= index::kShardSlice;
+  slice.set_codec(index::Codec::kGzip);
+  slice.base = 1024;
+  slice.length = 4096;
+  w.AddShard(slice);
+  index::SeekTable table;
+  table.decoded_size = 2048;
+  table.points.push_back(index::SeekPoint{});
+  std::string value;
+  index::EncodeSeekTable(table, &value);
+  w.AddSeekKeys({{index::EncodeSeekTableKey(index::ShardId{1}), value}});
+  index::MemberEntry m;
+  m.path = "a/f";
+  m.size = 100;
+  m.offset = 512;
+  m.shard = index::ShardId{1};
+  w.AddMember(m);
+  auto stats = w.Finish(dir / "idx", {});
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  auto r = index::IndexReader::Open(dir / "idx");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ((*r)->Meta(index::kMetaSchemaVersion), "6");
+  ASSERT_EQ((*r)->shards().size(), 2u);
+  const index::ShardMeta& got = (*r)->shards()[1];
+  EXPECT_TRUE(got.slice());
+  EXPECT_EQ(got.base, 1024u);
+  EXPECT_EQ(got.length, 4096u);
+  EXPECT_EQ(got.codec(), index::Codec::kGzip);
+  EXPECT_EQ((*r)->ShardPath(index::ShardId{1}), (*r)->ShardPath(index::ShardId{0}));
+  EXPECT_FALSE((*r)->shards()[0].slice());
+}
+
 }  // namespace shardfs

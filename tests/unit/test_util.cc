@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -172,6 +173,20 @@ void WriteFile(const std::string& path, std::string_view data) {
     done += static_cast<size_t>(n);
   }
   if (::close(fd) != 0) Die("close " + path);
+}
+
+std::string Gzip(const std::string& in) {
+  z_stream s{};
+  deflateInit2(&s, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&s, in.size()), '\0');
+  s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  s.avail_in = static_cast<uInt>(in.size());
+  s.next_out = reinterpret_cast<Bytef*>(out.data());
+  s.avail_out = static_cast<uInt>(out.size());
+  deflate(&s, Z_FINISH);
+  out.resize(s.total_out);
+  deflateEnd(&s);
+  return out;
 }
 
 std::string PseudoRandomBytes(size_t n, uint64_t seed) {

@@ -60,6 +60,8 @@ std::string PseudoRandomBytes(size_t n, uint64_t seed);
 // A ustar tar of one member, data.bin (0644, mtime 1600000000), holding
 // `content`, with its two end blocks: enough for the scanners.
 std::string OneMemberTar(const std::string& content);
+// `in` as one gzip member (zlib, level 6).
+std::string Gzip(const std::string& in);
 
 struct stat Lstat(const std::string& path);
 int64_t MtimeNs(const struct stat& st);
