@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "tests/unit/test_util.h"
 #include "tools/tar_scanner.h"
 
 namespace shardfs::tools {
@@ -21,23 +22,7 @@ using ::testing::HasSubstr;
 
 // One 512-byte header with a valid checksum.
 std::string Header(std::string_view name, char type, uint64_t size) {
-  std::string h(512, '\0');
-  std::memcpy(h.data(), name.data(), std::min<size_t>(name.size(), 100));
-  std::snprintf(h.data() + 100, 8, "%07o", 0644);
-  std::snprintf(h.data() + 108, 8, "%07o", 0);
-  std::snprintf(h.data() + 116, 8, "%07o", 0);
-  std::snprintf(h.data() + 124, 12, "%011llo", static_cast<unsigned long long>(size));
-  std::snprintf(h.data() + 136, 12, "%011o", 1000000000);
-  h[156] = type;
-  std::memcpy(h.data() + 257,
-              "ustar\0"
-              "00",
-              8);
-  std::memset(h.data() + 148, ' ', 8);
-  unsigned sum = 0;
-  for (unsigned char c : h) sum += c;
-  std::snprintf(h.data() + 148, 8, "%06o", sum);
-  return h;
+  return shardfs::testing::UstarHeader(name, type, size, 1000000000);
 }
 
 std::string Pad(std::string data) {

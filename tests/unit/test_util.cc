@@ -196,15 +196,15 @@ std::string PseudoRandomBytes(size_t n, uint64_t seed) {
   return out;
 }
 
-std::string OneMemberTar(const std::string& content) {
+std::string UstarHeader(std::string_view name, char type, uint64_t size, int64_t mtime) {
   std::string h(512, '\0');
-  std::snprintf(h.data(), 100, "%s", "data.bin");
+  std::memcpy(h.data(), name.data(), std::min<size_t>(name.size(), 100));
   std::snprintf(h.data() + 100, 8, "%07o", 0644);
   std::snprintf(h.data() + 108, 8, "%07o", 0);
   std::snprintf(h.data() + 116, 8, "%07o", 0);
-  std::snprintf(h.data() + 124, 12, "%011llo", static_cast<unsigned long long>(content.size()));
-  std::snprintf(h.data() + 136, 12, "%011o", 1600000000);
-  h[156] = '0';
+  std::snprintf(h.data() + 124, 12, "%011llo", static_cast<unsigned long long>(size));
+  std::snprintf(h.data() + 136, 12, "%011llo", static_cast<unsigned long long>(mtime));
+  h[156] = type;
   std::memcpy(h.data() + 257,
               "ustar\0"
               "00",
@@ -213,7 +213,11 @@ std::string OneMemberTar(const std::string& content) {
   unsigned sum = 0;
   for (unsigned char c : h) sum += c;
   std::snprintf(h.data() + 148, 8, "%06o", sum);
-  std::string tar = h + content;
+  return h;
+}
+
+std::string OneMemberTar(const std::string& content) {
+  std::string tar = UstarHeader("data.bin", '0', content.size(), 1600000000) + content;
   tar.resize((tar.size() + 511) / 512 * 512 + 1024, '\0');
   return tar;
 }

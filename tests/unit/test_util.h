@@ -57,6 +57,9 @@ std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, std::string_view data);
 // `n` bytes from a fixed-seed generator: the same bytes every run.
 std::string PseudoRandomBytes(size_t n, uint64_t seed);
+// One 512-byte ustar header (mode 0644, owner 0:0) with a valid checksum;
+// `name` fills the 100-byte field, cut there.
+std::string UstarHeader(std::string_view name, char type, uint64_t size, int64_t mtime);
 // A ustar tar of one member, data.bin (0644, mtime 1600000000), holding
 // `content`, with its two end blocks: enough for the scanners.
 std::string OneMemberTar(const std::string& content);
