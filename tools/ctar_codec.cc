@@ -240,9 +240,20 @@ uint64_t IntervalInputEnd(const index::SeekTable& table, size_t i, uint64_t file
   return file_size;
 }
 
+bool CanDecodePrefix(SeekKind kind) {
+  return kind == SeekKind::kGzipMember || kind == SeekKind::kDeflate ||
+         kind == SeekKind::kZstdFrame || kind == SeekKind::kXzBlock;
+}
+
 Result<std::string> DecodeInterval(std::string_view name, const index::SeekTable& table, size_t i,
                                    std::string_view window, std::string_view input,
                                    uint64_t max_bytes) {
+  return DecodeIntervalPrefix(name, table, i, window, input, max_bytes, UINT64_MAX);
+}
+
+Result<std::string> DecodeIntervalPrefix(std::string_view name, const index::SeekTable& table,
+                                         size_t i, std::string_view window, std::string_view input,
+                                         uint64_t max_bytes, uint64_t prefix) {
   if (i >= table.points.size()) {
     return Status::InvalidArgument(fmt::format("shard {}: no seek point {}", name, i));
   }
@@ -258,8 +269,12 @@ Result<std::string> DecodeInterval(std::string_view name, const index::SeekTable
         : p.kind == SeekKind::kBzip2Block ? "bzip2"
                                           : "gzip"));
   }
-  std::string out(static_cast<size_t>(want), '\0');
-  if (want == 0) return out;
+  if (prefix < want && !CanDecodePrefix(p.kind)) {
+    return Status::InvalidArgument(
+        fmt::format("shard {}: seek point {}: a bzip2 block is decoded whole", name, i));
+  }
+  std::string out(static_cast<size_t>(std::min(want, prefix)), '\0');
+  if (out.empty()) return out;
   Status s;
   switch (p.kind) {
     case SeekKind::kGzipMember:

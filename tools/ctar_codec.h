@@ -53,6 +53,20 @@ Result<std::string> DecodeInterval(std::string_view name, const index::SeekTable
                                    std::string_view window, std::string_view input,
                                    uint64_t max_bytes);
 
+// Whether an interval of this kind can be decoded in part, from its point
+// up to some byte short of its end (DecodeIntervalPrefix): gzip, zstd and
+// xz stream their output; a bzip2 block is decoded whole.
+bool CanDecodePrefix(index::SeekKind kind);
+
+// As DecodeInterval, but only the first `prefix` bytes of the interval (all
+// of it if it is shorter), for a kind CanDecodePrefix allows. A frame's or
+// block's own check, where it has one, is not reached: the caller checks
+// what it uses (src/mount/stream_reader.h checks the file read against its
+// checksum).
+Result<std::string> DecodeIntervalPrefix(std::string_view name, const index::SeekTable& table,
+                                         size_t i, std::string_view window, std::string_view input,
+                                         uint64_t max_bytes, uint64_t prefix);
+
 // The checksum of an interval's decoded bytes (XXH3-64; see "Interval
 // checksums" in index/schema.h).
 uint64_t IntervalChecksum(std::string_view decoded);

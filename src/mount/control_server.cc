@@ -394,7 +394,7 @@ Status ControlServer::Warm(const std::vector<std::string>& paths, std::string* b
 std::string ControlServer::StatsText(const FetcherStats& s) const {
   // Which path serves the mount: this daemon (a kernel mount has none; the
   // CLI answers for it, src/kernel_mount.h).
-  std::string out = "path       fuse\n";
+  std::string out = "path       fuse\n" + DecodedText();
   if (fetcher_ == nullptr) {
     return out +
            "local shards read directly (no chunk cache: the kernel's page cache holds them)\n";
@@ -440,6 +440,22 @@ std::string ControlServer::StatsText(const FetcherStats& s) const {
   return out;
 }
 
+std::string ControlServer::DecodedText() const {
+  const DecodedCache* cache = fs_->options().decoded;
+  const StreamStats st = fs_->stream_stats();
+  if (cache == nullptr) return "";
+  const DecodedCacheStats d = cache->stats();
+  if (d.decodes == 0 && d.hits == 0) return "";  // Nothing compressed read yet.
+  return fmt::format(
+      "decoded    cache of {}: {} in {} blocks; {} hits, {} decodes ({} shorter than needed, {} "
+      "joined another's, {} gave up waiting, {} failed) made {}; {} evictions\n"
+      "           compressed tars: {} intervals decoded whole, {} only up to a file's end; {} "
+      "reads checked against their file's checksum\n",
+      Size(d.capacity), Size(d.resident_bytes), d.resident_blocks, d.hits, d.decodes, d.too_short,
+      d.joined, d.gave_up, d.errors, Size(d.decoded_bytes), d.evictions, st.whole, st.prefixes,
+      st.files_checked);
+}
+
 std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
   const ChunkCacheStats& c = s.cache;
   const remote::RequestStatsSnapshot& r = s.requests;
@@ -482,6 +498,24 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
       .UNum("reads_from_chunk_files", s.located_reads)
       .UNum("chunk_size", s.chunk_size)
       .UNum("fetch_threads", s.threads);
+  if (const DecodedCache* cache = fs_->options().decoded; cache != nullptr) {
+    const DecodedCacheStats d = cache->stats();
+    const StreamStats st = fs_->stream_stats();
+    o.UNum("decoded_capacity", d.capacity)
+        .UNum("decoded_hits", d.hits)
+        .UNum("decoded_decodes", d.decodes)
+        .UNum("decoded_too_short", d.too_short)
+        .UNum("decoded_joined", d.joined)
+        .UNum("decoded_gave_up", d.gave_up)
+        .UNum("decoded_errors", d.errors)
+        .UNum("decoded_evictions", d.evictions)
+        .UNum("decoded_bytes", d.decoded_bytes)
+        .UNum("decoded_resident_bytes", d.resident_bytes)
+        .UNum("decoded_resident_blocks", d.resident_blocks)
+        .UNum("stream_intervals_whole", st.whole)
+        .UNum("stream_intervals_prefix", st.prefixes)
+        .UNum("stream_reads_file_checked", st.files_checked);
+  }
   if (shards) {
     std::string arr = "[";
     const auto& reader = fs_->reader();

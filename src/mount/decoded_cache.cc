@@ -34,25 +34,36 @@ DecodedCache::DecodedCache(uint64_t capacity_bytes)
 
 DecodedCache::~DecodedCache() = default;
 
-Result<DecodedCache::Block> DecodedCache::Get(DecodedKey key, const Decoder& decode,
+Result<DecodedCache::Block> DecodedCache::Get(DecodedKey key, uint64_t min_size,
+                                              const Decoder& decode,
                                               std::chrono::milliseconds wait) {
   std::shared_ptr<Inflight> mine;
   {
     std::unique_lock lock(mu_);
     if (auto it = map_.find(key); it != map_.end()) {
       Entry& e = *it->second;
-      e.freq = static_cast<uint8_t>(std::min<int>(e.freq + 1, kMaxFreq));
-      ++stats_.hits;
-      return e.block;
+      if (e.block->size() >= min_size) {
+        e.freq = static_cast<uint8_t>(std::min<int>(e.freq + 1, kMaxFreq));
+        ++stats_.hits;
+        return e.block;
+      }
+      ++stats_.too_short;
     }
     if (auto it = inflight_.find(key); it != inflight_.end()) {
       std::shared_ptr<Inflight> other = it->second;
       if (other->cv.wait_for(lock, wait, [&] { return other->done; })) {
-        ++stats_.joined;
-        if (!other->status.ok()) return other->status;
-        return other->block;
+        if (!other->status.ok()) {
+          ++stats_.joined;
+          return other->status;
+        }
+        if (other->block->size() >= min_size) {
+          ++stats_.joined;
+          return other->block;
+        }
+        ++stats_.too_short;
+      } else {
+        ++stats_.gave_up;
       }
-      ++stats_.gave_up;
     } else {
       mine = std::make_shared<Inflight>();
       inflight_.emplace(key, mine);
@@ -67,7 +78,7 @@ Result<DecodedCache::Block> DecodedCache::Get(DecodedKey key, const Decoder& dec
   std::lock_guard lock(mu_);
   if (block != nullptr) {
     stats_.decoded_bytes += block->size();
-    if (!map_.contains(key)) InsertLocked(key, block);
+    InsertLocked(key, block);
   } else {
     ++stats_.errors;
   }
@@ -84,6 +95,16 @@ Result<DecodedCache::Block> DecodedCache::Get(DecodedKey key, const Decoder& dec
 
 void DecodedCache::InsertLocked(DecodedKey key, Block block) {
   if (block->size() > capacity_) return;
+  if (auto it = map_.find(key); it != map_.end()) {
+    // A longer block replaces a prefix in its place; a block no longer than
+    // the resident one (a racing decode) leaves it alone.
+    Entry& e = *it->second;
+    if (block->size() <= e.block->size()) return;
+    (e.in_main ? main_bytes_ : small_bytes_) += block->size() - e.block->size();
+    e.block = std::move(block);
+    EvictLocked();
+    return;
+  }
   auto entry = std::make_shared<Entry>();
   entry->key = key;
   entry->block = std::move(block);

@@ -16,6 +16,12 @@
 // leaves the reused blocks in main alone. A block larger than the whole
 // capacity is returned to its caller and not kept.
 //
+// A block may be a prefix of what its key names (the start of a compressed
+// tar's interval, decoded only as far as a read needed: stream_reader.h).
+// Get's `min_size` says how much of it the caller needs: a resident block
+// shorter than that is a miss, and the longer block its decode makes
+// replaces it under the same key.
+//
 // Single flight with a bound: concurrent Gets of one absent key run `decode`
 // once; the other callers wait for it at most `wait`, then decode the block
 // themselves (their copy is returned, the cache keeps the first). No caller
@@ -54,6 +60,7 @@ struct DecodedCacheStats {
   uint64_t decodes = 0;    // Calls of a `decode` (each miss, each give-up).
   uint64_t joined = 0;     // Gets that waited for another caller's decode and got its block.
   uint64_t gave_up = 0;    // Waits that hit their bound and decoded themselves.
+  uint64_t too_short = 0;  // Resident or joined blocks shorter than the caller needed.
   uint64_t errors = 0;     // Decodes that failed.
   uint64_t evictions = 0;  // Blocks dropped to stay within capacity.
   uint64_t resident_bytes = 0;
@@ -74,7 +81,15 @@ class DecodedCache {
   DecodedCache& operator=(const DecodedCache&) = delete;
 
   // The block for `key`: resident, or made now by `decode` (see above).
-  Result<Block> Get(DecodedKey key, const Decoder& decode, std::chrono::milliseconds wait);
+  Result<Block> Get(DecodedKey key, const Decoder& decode, std::chrono::milliseconds wait) {
+    return Get(key, 0, decode, wait);
+  }
+  // As above, but a block shorter than `min_size` bytes does not answer:
+  // `decode` makes one (that should be at least that long), and it replaces
+  // a shorter resident block. A waiter whose flight brings a block too short
+  // decodes itself, without waiting again.
+  Result<Block> Get(DecodedKey key, uint64_t min_size, const Decoder& decode,
+                    std::chrono::milliseconds wait);
 
   DecodedCacheStats stats() const;
 

@@ -177,7 +177,7 @@ Status Filesystem::VerifyStreamFile(const EntryRecord& rec, const ShardHandle& s
   XXH3_64bits_reset(&state);
   for (uint64_t done = 0; done < rec.size;) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(kVerifyChunk, rec.size - done));
-    Status s = streams_.Read(rec.shard, shard, rec.offset + done, len, buf);
+    Status s = streams_.Read(rec.shard, shard, rec.offset + done, len, buf, nullptr);
     if (!s.ok()) {
       if (s.code() == Status::Code::kCorruption) shards_.MarkBad(rec.shard, s);
       return s;
@@ -289,6 +289,9 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
                       RedactLocation(reader_->ShardPath(rec.shard)), rec.inode.value));
     }
     range->decode_stream = true;
+    range->file_size = rec.size;
+    range->xxh3 = rec.xxh3;
+    range->has_checksum = rec.has_checksum();
     range->ends_file = false;
     range->whole_file = false;
     return Status::Ok();
@@ -361,7 +364,9 @@ Status Filesystem::ReadResolved(const ReadRange& range, char* buf, FileRange* at
   if (range.decode_stream) {
     // The message names the shard and the compressed offset already;
     // data that does not decode marks the shard bad (one log line).
-    Status s = streams_.Read(range.shard_id, range.shard, range.position, range.length, buf);
+    const FileSpan file{range.position - range.offset, range.file_size, range.xxh3,
+                        range.has_checksum};
+    Status s = streams_.Read(range.shard_id, range.shard, range.position, range.length, buf, &file);
     if (!s.ok()) {
       if (s.code() == Status::Code::kCorruption) {
         shards_.MarkBad(range.shard_id, s);

@@ -88,7 +88,9 @@ struct ReadRange {
   bool has_checksum = false;
   // A file of a compressed tar shard: `position` is an offset in the
   // decoded stream, which only ReadResolved serves (src/mount/stream_reader.h);
-  // never spliced, and push-ahead leaves it alone.
+  // never spliced, and push-ahead leaves it alone. file_size, xxh3 and
+  // has_checksum are set as for decode_member: the stream reader checks a
+  // file decoded on its own against them.
   bool decode_stream = false;
 };
 
@@ -195,6 +197,7 @@ class Filesystem {
   const index::IndexReader& reader() const { return *reader_; }
   ShardFiles& shard_files() { return shards_; }
   const FilesystemOptions& options() const { return options_; }
+  StreamStats stream_stats() const { return streams_.stats(); }
 
  private:
   Status VerifyFile(const EntryRecord& rec, const ShardHandle& shard);

@@ -1,5 +1,7 @@
 #include "src/mount/stream_reader.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -52,7 +54,7 @@ Result<std::shared_ptr<const StreamReader::Table>> StreamReader::GetTable(index:
 }
 
 Result<std::string> StreamReader::Decode(index::ShardId id, const Table& t, size_t point,
-                                         const ShardHandle& shard) {
+                                         uint64_t prefix, const ShardHandle& shard) {
   const index::SeekPoint& p = t.table.points[point];
   std::string window;
   if (p.window > 0) {
@@ -76,10 +78,13 @@ Result<std::string> StreamReader::Decode(index::ShardId id, const Table& t, size
   }
   std::string input(static_cast<size_t>(to - from), '\0');
   SHARDFS_RETURN_IF_ERROR(shard->ReadAt(input.data(), input.size(), from));
-  Result<std::string> out =
-      tools::DecodeInterval(t.name, t.table, point, window, input, tools::kMaxIntervalBytes);
+  Result<std::string> out = tools::DecodeIntervalPrefix(t.name, t.table, point, window, input,
+                                                        tools::kMaxIntervalBytes, prefix);
   if (!out.ok()) return Status::Corruption(out.status().message());
-  if (!t.checksums.empty() && tools::IntervalChecksum(*out) != t.checksums[point]) {
+  const bool whole = out->size() == t.table.End(point) - p.decoded;
+  (whole ? whole_ : prefixes_).fetch_add(1, std::memory_order_relaxed);
+  bytes_.fetch_add(out->size(), std::memory_order_relaxed);
+  if (whole && !t.checksums.empty() && tools::IntervalChecksum(*out) != t.checksums[point]) {
     return Status::Corruption(
         fmt::format("shard {}: seek point {} at compressed byte {}: the decoded interval's "
                     "checksum differs from the index's",
@@ -89,7 +94,7 @@ Result<std::string> StreamReader::Decode(index::ShardId id, const Table& t, size
 }
 
 Status StreamReader::Read(index::ShardId id, const ShardHandle& shard, uint64_t pos, size_t len,
-                          char* buf) {
+                          char* buf, const FileSpan* file) {
   SHARDFS_ASSIGN_OR_RETURN(std::shared_ptr<const Table> t, GetTable(id));
   const index::SeekTable& table = t->table;
   if (pos > table.decoded_size || len > table.decoded_size - pos) {
@@ -124,17 +129,36 @@ Status StreamReader::Read(index::ShardId id, const ShardHandle& shard, uint64_t 
                       "long for a random read",
                       t->name, pos, end - start));
     }
-    auto decode = [&]() { return Decode(id, *t, i, shard); };
+    // How much of the interval this read needs decoded: up to its file's
+    // end where that file lies inside the interval and can be checked on
+    // its own (see the header), else all of it.
+    const bool by_file = file != nullptr && file->has_checksum && file->start >= start &&
+                         file->size <= end - file->start &&
+                         tools::CanDecodePrefix(table.points[i].kind);
+    const uint64_t need = by_file ? file->start + file->size - start : end - start;
+    auto decode = [&]() { return Decode(id, *t, i, need, shard); };
     std::shared_ptr<const std::string> block;
     if (cache_) {
-      SHARDFS_ASSIGN_OR_RETURN(block, cache_->Get(DecodedKey{id.value, i}, decode, kDecodeWait));
+      SHARDFS_ASSIGN_OR_RETURN(block,
+                               cache_->Get(DecodedKey{id.value, i}, need, decode, kDecodeWait));
     } else {
       SHARDFS_ASSIGN_OR_RETURN(std::string b, decode());
       block = std::make_shared<const std::string>(std::move(b));
     }
-    if (block->size() != end - start) {
+    if (block->size() < need || block->size() > end - start) {
       return Status::Corruption(fmt::format("shard {}: seek point {} decoded to {} bytes, not {}",
-                                            t->name, i, block->size(), end - start));
+                                            t->name, i, block->size(), need));
+    }
+    if (block->size() < end - start) {
+      // A prefix: nothing checked it but the file it is read for.
+      const std::string_view bytes(block->data() + (file->start - start), file->size);
+      files_checked_.fetch_add(1, std::memory_order_relaxed);
+      if (XXH3_64bits(bytes.data(), bytes.size()) != file->xxh3) {
+        return Status::Corruption(fmt::format(
+            "shard {}: seek point {} at compressed byte {}: the file at decoded byte {} differs "
+            "from its checksum",
+            t->name, i, table.points[i].compressed, file->start));
+      }
     }
     const size_t n = static_cast<size_t>(std::min<uint64_t>(len, end - pos));
     std::memcpy(buf, block->data() + (pos - start), n);
@@ -143,6 +167,15 @@ Status StreamReader::Read(index::ShardId id, const ShardHandle& shard, uint64_t 
     len -= n;
   }
   return Status::Ok();
+}
+
+StreamStats StreamReader::stats() const {
+  StreamStats s;
+  s.whole = whole_.load(std::memory_order_relaxed);
+  s.prefixes = prefixes_.load(std::memory_order_relaxed);
+  s.bytes = bytes_.load(std::memory_order_relaxed);
+  s.files_checked = files_checked_.load(std::memory_order_relaxed);
+  return s;
 }
 
 }  // namespace shardfs::mount

@@ -11,6 +11,15 @@
 // Where the index has interval checksums, every decode is checked against
 // its interval's: data that decodes but differs gives Corruption (EIO).
 //
+// A read that names its file (FileSpan), where the file lies within one
+// interval and the index has its checksum, decodes less on a miss: only
+// from the seek point to the file's end (for gzip, zstd and xz; on average
+// half an interval), and the file's bytes are checked against its own
+// checksum instead of the interval's, on every read served from such a
+// prefix. The prefix is cached under the interval's key; a later read that
+// needs more of the interval decodes a longer one, which replaces it. So a
+// random read of a small file costs at most the decode up to its own end.
+//
 // An interval longer than kMaxIntervalBytes (a single zstd frame or xz
 // block of a large tar) is not decoded: such reads fail (EIO), with one
 // warning per shard that says to re-pack it into frames.
@@ -36,6 +45,23 @@
 
 namespace shardfs::mount {
 
+// The file a read is part of, in the decoded stream: its bytes are
+// [start, start + size), and `xxh3` their XXH3-64 where `has_checksum`.
+struct FileSpan {
+  uint64_t start = 0;
+  uint64_t size = 0;
+  uint64_t xxh3 = 0;
+  bool has_checksum = false;
+};
+
+// What the reads of compressed tar shards decoded, since the mount.
+struct StreamStats {
+  uint64_t whole = 0;          // Intervals decoded whole.
+  uint64_t prefixes = 0;       // Intervals decoded up to a file's end.
+  uint64_t bytes = 0;          // Bytes the two made.
+  uint64_t files_checked = 0;  // Reads served from a prefix, each checked against its file.
+};
+
 class StreamReader {
  public:
   // `reader` and `cache` must outlive this; `cache` may be null (every read
@@ -47,7 +73,11 @@ class StreamReader {
   // compressed offset for data that does not decode (truncated, corrupt, a
   // seek table that does not fit the shard); IoError for an interval
   // beyond the bound above, or a failed read of the shard.
-  Status Read(index::ShardId id, const ShardHandle& shard, uint64_t pos, size_t len, char* buf);
+  // `file`, if not null, is the file the bytes belong to (see above).
+  Status Read(index::ShardId id, const ShardHandle& shard, uint64_t pos, size_t len, char* buf,
+              const FileSpan* file);
+
+  StreamStats stats() const;
 
  private:
   struct Table {
@@ -57,11 +87,15 @@ class StreamReader {
     mutable std::atomic<bool> warned{false};
   };
   Result<std::shared_ptr<const Table>> GetTable(index::ShardId id);
-  Result<std::string> Decode(index::ShardId id, const Table& t, size_t point,
+  // Decodes the first `prefix` bytes of interval `point` (all of it if the
+  // interval is no longer), checked against the interval's checksum when
+  // whole.
+  Result<std::string> Decode(index::ShardId id, const Table& t, size_t point, uint64_t prefix,
                              const ShardHandle& shard);
 
   const index::IndexReader& reader_;
   DecodedCache* const cache_;
+  std::atomic<uint64_t> whole_{0}, prefixes_{0}, bytes_{0}, files_checked_{0};
   std::mutex mu_;
   // Guarded by mu_.
   std::unordered_map<uint32_t, std::shared_ptr<const Table>> tables_;

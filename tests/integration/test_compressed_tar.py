@@ -8,6 +8,7 @@ checked byte for byte; corrupt and truncated data give EIO and a log line,
 never wrong bytes; the kernel path is refused with a message. bzip2 has its
 own tests (test_bzip2.py)."""
 
+import json
 import os
 import random
 import shutil
@@ -172,6 +173,87 @@ class CompressedTarTest(tl.ScratchTestCase):
                             m.stderr()[-2000:])
             self.assertRegex(m.stderr(), r"shard \S+shard\.tar\.gz: seek point \d+ at compressed byte \d+")
         self.assertEqual(os.stat(shard).st_size, st.st_size)
+
+    def member_spans(self, shard, flag):
+        """{name: (decoded offset, size)} of the regular files of `shard`, by Python's tarfile."""
+        mode = {"-z": "r:gz", "-J": "r:xz", "--zstd": None}[flag]
+        with tarfile.open(shard, mode) as tf:
+            return {m.name[2:] if m.name.startswith("./") else m.name: (m.offset_data, m.size)
+                    for m in tf.getmembers() if m.isreg()}
+
+    def test_a_small_file_decodes_only_up_to_its_end(self):
+        # One interval for the whole tar: a read of a file decodes from the
+        # seek point to that file's end and no further, and is checked
+        # against the file's checksum; a later file decodes a longer prefix.
+        d = self.scratch("prefix")
+        shard = self.compress(d, "gz", "gzip -c {tar} > {out}")
+        idx = os.path.join(d, "idx")
+        tl.build_index([shard], idx, "--seek-spacing", "16M")
+        spans = sorted((off, size, name) for name, (off, size) in
+                       self.member_spans(shard, "-z").items() if size > 0)
+        tar_size = os.path.getsize(self.tar)
+        early = spans[len(spans) // 4]
+        late = spans[3 * len(spans) // 4]
+        mnt = os.path.join(d, "mnt")
+        os.mkdir(mnt)
+        with tl.Mount(idx, mnt):
+            def stats():
+                return json.loads(tl.run_shardfs("stats", "--json", mnt, check=0).stdout)
+            for off, size, name in (early, late, early):
+                self.assertEqual(tl.read_file(os.path.join(mnt, name)),
+                                 tl.read_file(os.path.join(self.src, name)), name)
+            st = stats()
+            # early, then late (a longer prefix replaces it), then early again
+            # (a hit, checked again): two decodes, neither whole.
+            self.assertEqual(st["stream_intervals_whole"], 0, st)
+            self.assertEqual(st["stream_intervals_prefix"], 2, st)
+            self.assertEqual(st["decoded_bytes"], early[0] + early[1] + late[0] + late[1], st)
+            # The longer prefix replaced the shorter one; neither is the whole stream.
+            self.assertEqual(st["decoded_resident_bytes"], late[0] + late[1], st)
+            self.assertEqual(st["decoded_resident_blocks"], 1, st)
+            self.assertLess(late[0] + late[1], tar_size)
+            self.assertGreaterEqual(st["stream_reads_file_checked"], 2, st)
+            # The text form says it too.
+            text = tl.run_shardfs("stats", mnt, check=0).stdout.decode()
+            self.assertRegex(text, r"0 intervals decoded whole, 2 only up to a file's end")
+            problems = tl.random_range_reads(mnt, tl.regular_files(self.src), 20000)
+            self.assertEqual(problems, [])
+
+    def test_damage_in_a_file_read_by_prefix_gives_eio(self):
+        # A byte flipped in a stored deflate block still inflates, to wrong
+        # bytes of the right length; the read that decoded only up to its
+        # file's end has no interval checksum to catch it: the file's does.
+        d = self.scratch("prefix-damage")
+        shard = self.compress(d, "gz", "gzip -c {tar} > {out}")
+        idx = os.path.join(d, "idx")
+        tl.build_index([shard], idx, "--seek-spacing", "16M")
+        spans = self.member_spans(shard, "-z")
+        data = bytearray(tl.read_file(shard))
+        victim, at = None, -1
+        for name, (off, size) in sorted(spans.items()):
+            if size == 70000:
+                content = tl.read_file(os.path.join(self.src, name))
+                at = data.find(content[30000:30064])
+                if at > 0 and len(set(content[:4096])) > 200:  # Random bytes, stored verbatim.
+                    victim = name
+                    break
+        self.assertIsNotNone(victim, "no random 70000-byte file stored verbatim in the .gz")
+        with open(shard, "r+b") as fh:
+            fh.seek(at + 7)
+            fh.write(bytes([data[at + 7] ^ 0x01]))
+        mnt = os.path.join(d, "mnt")
+        os.mkdir(mnt)
+        with tl.Mount(idx, mnt) as m:
+            with self.assertRaises(OSError) as cm:
+                tl.read_file(os.path.join(mnt, victim))
+            self.assertEqual(cm.exception.errno, 5)
+            self.assertTrue(tl.wait_until(lambda: "differs from its checksum" in m.stderr()),
+                            m.stderr()[-2000:])
+            self.assertRegex(m.stderr(), r"shard \S+shard\.tar\.gz: seek point 0 at compressed "
+                                         r"byte \d+: the file at decoded byte %d differs"
+                                         % spans[victim][0])
+            st = json.loads(tl.run_shardfs("stats", "--json", mnt, check=0).stdout)
+            self.assertEqual(st["stream_intervals_whole"], 0, st)
 
     def test_truncated_gives_eio(self):
         def cut(path):

@@ -143,6 +143,15 @@ TEST(CtarCodecTest, EveryGzipIntervalDecodesToTheStream) {
                        std::string_view(gz).substr(from, to - from), kMaxIntervalBytes);
     ASSERT_TRUE(out.ok()) << out.status().message();
     ASSERT_EQ(*out, tar.substr(p.decoded, scan.table.End(i) - p.decoded)) << "interval " << i;
+    // A prefix is the interval's first bytes, of any length up to all of it.
+    for (uint64_t prefix : {uint64_t{1}, uint64_t{rng() % out->size()}, uint64_t{out->size()},
+                            uint64_t{out->size()} + 9}) {
+      Result<std::string> part = DecodeIntervalPrefix("t.tar.gz", scan.table, i, scan.windows[i],
+                                                      std::string_view(gz).substr(from, to - from),
+                                                      kMaxIntervalBytes, prefix);
+      ASSERT_TRUE(part.ok()) << part.status().message();
+      EXPECT_EQ(*part, out->substr(0, prefix)) << "interval " << i << ", prefix " << prefix;
+    }
     // Cut short, it fails; it never returns other bytes.
     Result<std::string> cut =
         DecodeInterval("t.tar.gz", scan.table, i, scan.windows[i],
@@ -152,6 +161,21 @@ TEST(CtarCodecTest, EveryGzipIntervalDecodesToTheStream) {
     }
   }
   EXPECT_EQ(member_points, 2);
+}
+
+TEST(CtarCodecTest, ABzip2BlockIsDecodedWholeOnly) {
+  EXPECT_TRUE(CanDecodePrefix(SeekKind::kGzipMember));
+  EXPECT_TRUE(CanDecodePrefix(SeekKind::kDeflate));
+  EXPECT_TRUE(CanDecodePrefix(SeekKind::kZstdFrame));
+  EXPECT_TRUE(CanDecodePrefix(SeekKind::kXzBlock));
+  EXPECT_FALSE(CanDecodePrefix(SeekKind::kBzip2Block));
+  SeekTable t;
+  t.decoded_size = 1000;
+  t.points = {SeekPoint{0, 0, 0, SeekKind::kBzip2Block, 9, 0}};
+  Result<std::string> part =
+      DecodeIntervalPrefix("t.tar.bz2", t, 0, "", "BZh9", kMaxIntervalBytes, 10);
+  ASSERT_FALSE(part.ok());
+  EXPECT_NE(part.status().message().find("decoded whole"), std::string::npos);
 }
 
 }  // namespace

@@ -148,5 +148,59 @@ TEST(DecodedCache, ErrorsReachWaitersAndAreNotCached) {
   EXPECT_EQ(cache.stats().errors, 1u);
 }
 
+// A prefix answers only callers that need no more of it; a longer decode
+// replaces it under the same key, and the bytes held follow.
+TEST(DecodedCache, AShortBlockIsAMissForALongerNeedAndIsReplaced) {
+  DecodedCache cache(1 << 20);
+  std::atomic<int> calls = 0;
+  auto a = cache.Get({1, 0}, 3, Make("abc", &calls), milliseconds(10));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(**a, "abc");
+  auto b = cache.Get({1, 0}, 2, Make("xx", &calls), milliseconds(10));
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(**b, "abc");  // Long enough: a hit.
+  EXPECT_EQ(calls, 1);
+  auto c = cache.Get({1, 0}, 6, Make("abcdef", &calls), milliseconds(10));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(**c, "abcdef");
+  EXPECT_EQ(calls, 2);
+  DecodedCacheStats s = cache.stats();
+  EXPECT_EQ(s.too_short, 1u);
+  EXPECT_EQ(s.resident_blocks, 1u);
+  EXPECT_EQ(s.resident_bytes, 6u);
+  // A shorter block made later (a racing decode) does not replace it.
+  auto d = cache.Get({1, 0}, 7, Make("abcd", &calls), milliseconds(10));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(**d, "abcd");  // The caller gets what it made; its size is for it to check.
+  auto e = cache.Get({1, 0}, 0, Make("zz", &calls), milliseconds(10));
+  EXPECT_EQ(**e, "abcdef");
+  EXPECT_EQ(cache.stats().resident_bytes, 6u);
+  // Replacements count against the capacity like inserts.
+  DecodedCache small(100);
+  ASSERT_TRUE(small.Get({0, 0}, 0, Make(std::string(40, 'a'), &calls), milliseconds(10)).ok());
+  ASSERT_TRUE(small.Get({0, 1}, 0, Make(std::string(40, 'b'), &calls), milliseconds(10)).ok());
+  ASSERT_TRUE(small.Get({0, 0}, 90, Make(std::string(90, 'a'), &calls), milliseconds(10)).ok());
+  EXPECT_LE(small.stats().resident_bytes, 100u);
+}
+
+TEST(DecodedCache, AWaiterWhoseFlightBringsTooLittleDecodesItself) {
+  DecodedCache cache(1 << 20);
+  std::atomic<int> calls = 0;
+  std::thread first([&] {
+    auto r = cache.Get({2, 5}, 2, Make("ab", &calls, milliseconds(300)), milliseconds(10));
+    ASSERT_TRUE(r.ok());
+  });
+  while (calls == 0) std::this_thread::sleep_for(milliseconds(1));
+  auto r = cache.Get({2, 5}, 5, Make("abcde", &calls), milliseconds(10000));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(**r, "abcde");
+  first.join();
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(cache.stats().too_short, 1u);
+  EXPECT_EQ(cache.stats().joined, 0u);
+  auto again = cache.Get({2, 5}, 5, Make("other", &calls), milliseconds(10));
+  EXPECT_EQ(**again, "abcde");
+}
+
 }  // namespace
 }  // namespace shardfs::mount
