@@ -21,8 +21,9 @@ build_packages=(
   libcurl4-openssl-dev
   # zip archives: deflated members are inflated with libdeflate
   libdeflate-dev
-  # compressed tar shards (.tar.gz, .tar.zst, .tar.xz, .tar.bz2)
-  zlib1g-dev libzstd-dev liblzma-dev libbz2-dev
+  # compressed tar shards (.tar.gz, .tar.zst, .tar.xz, .tar.bz2); reads of
+  # .tar.gz inflate with ISA-L (igzip), about three times zlib's speed
+  zlib1g-dev libisal-dev libzstd-dev liblzma-dev libbz2-dev
   # run; the demo's shards are written with GNU tar
   fuse3 tar python3
 )

@@ -1,9 +1,9 @@
 #include "tools/ctar_codec.h"
 
+#include <isa-l/igzip_lib.h>
 #include <lzma.h>
 #include <unistd.h>
 #include <xxhash.h>
-#include <zlib.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -26,45 +26,68 @@ Status Bad(std::string_view name, uint64_t at, std::string_view what) {
       fmt::format("shard {}: compressed data at byte {}: {}", name, at, what));
 }
 
+const char* IsalError(int r) {
+  switch (r) {
+    case ISAL_INVALID_BLOCK:
+      return "invalid deflate block";
+    case ISAL_INVALID_SYMBOL:
+      return "invalid deflate symbol";
+    case ISAL_INVALID_LOOKBACK:
+      return "invalid distance too far back";
+    case ISAL_INVALID_WRAPPER:
+      return "invalid gzip header";
+    case ISAL_UNSUPPORTED_METHOD:
+      return "unknown compression method";
+    case ISAL_INCORRECT_CHECKSUM:
+      return "incorrect data check";
+    default:
+      return "inflate error";
+  }
+}
+
 // Inflates from a gzip member header (kGzipMember) or from a deflate block
-// boundary with its window (kDeflate) until `out` is full.
+// boundary with its window (kDeflate) until `out` is full. With ISA-L's
+// inflater (igzip): about three times zlib's speed, and like zlib it takes
+// a preset window and a start inside a byte, which whole-buffer inflaters
+// (libdeflate) do not. The index builder finds the points with zlib
+// (tools/ctar_scanner.cc); both read the same standard format.
 Status Inflate(std::string_view name, const SeekPoint& p, std::string_view window,
                std::string_view input, std::string* out) {
-  z_stream strm{};
+  auto st = std::make_unique<inflate_state>();  // About 80 KB: not on a FUSE worker's stack.
+  isal_inflate_init(st.get());
   const bool raw = p.kind == SeekKind::kDeflate;
-  if (inflateInit2(&strm, raw ? -15 : 31) != Z_OK) return Status::IoError("inflateInit2 failed");
-  std::unique_ptr<z_stream, decltype(&inflateEnd)> guard(&strm, &inflateEnd);
+  st->crc_flag = raw ? ISAL_DEFLATE : ISAL_GZIP;
   size_t skip = 0;
   if (raw && p.bits > 0) {
+    // The point's first bits are the high bits of the byte before.
     if (input.empty()) return Bad(name, p.compressed, "truncated");
-    const int byte = static_cast<unsigned char>(input[0]);
-    if (inflatePrime(&strm, p.bits, byte >> (8 - p.bits)) != Z_OK) {
-      return Bad(name, p.compressed, "inflatePrime failed");
-    }
+    st->read_in = static_cast<unsigned char>(input[0]) >> (8 - p.bits);
+    st->read_in_length = p.bits;
     skip = 1;
   }
   if (raw && !window.empty() &&
-      inflateSetDictionary(&strm, reinterpret_cast<const Bytef*>(window.data()),
-                           static_cast<uInt>(window.size())) != Z_OK) {
+      isal_inflate_set_dict(st.get(),
+                            reinterpret_cast<uint8_t*>(const_cast<char*>(window.data())),
+                            static_cast<uint32_t>(window.size())) != COMP_OK) {
     return Bad(name, p.compressed, "bad window");
   }
-  strm.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(input.data() + skip));
-  strm.avail_in = static_cast<uInt>(std::min<size_t>(input.size() - skip, UINT32_MAX));
-  strm.next_out = reinterpret_cast<Bytef*>(out->data());
-  strm.avail_out = static_cast<uInt>(out->size());
-  while (strm.avail_out > 0) {
-    const int r = inflate(&strm, Z_NO_FLUSH);
-    const uint64_t at =
-        p.compressed + (reinterpret_cast<const char*>(strm.next_in) - (input.data() + skip));
-    if (r == Z_STREAM_END) {
-      if (strm.avail_out > 0) return Bad(name, at, "the stream ends before the indexed size");
+  const char* const in = input.data() + skip;
+  st->next_in = reinterpret_cast<uint8_t*>(const_cast<char*>(in));
+  st->avail_in = static_cast<uint32_t>(std::min<size_t>(input.size() - skip, UINT32_MAX));
+  st->next_out = reinterpret_cast<uint8_t*>(out->data());
+  st->avail_out = static_cast<uint32_t>(out->size());
+  while (st->avail_out > 0) {
+    const uint32_t in_before = st->avail_in, out_before = st->avail_out;
+    const int r = isal_inflate(st.get());
+    const uint64_t at = p.compressed + (reinterpret_cast<const char*>(st->next_in) - in);
+    if (r < 0) return Bad(name, at, fmt::format("deflate: {}", IsalError(r)));
+    if (st->block_state == ISAL_BLOCK_FINISH) {
+      if (st->avail_out > 0) return Bad(name, at, "the stream ends before the indexed size");
       break;
     }
-    if (r == Z_BUF_ERROR || (r == Z_OK && strm.avail_in == 0 && strm.avail_out > 0)) {
-      if (strm.avail_in == 0) return Bad(name, at, "truncated");
-    }
-    if (r != Z_OK && r != Z_BUF_ERROR) {
-      return Bad(name, at, fmt::format("deflate: {}", strm.msg ? strm.msg : "error"));
+    if (st->avail_out > 0 && (st->avail_in == 0 || (st->avail_in == in_before &&
+                                                    st->avail_out == out_before))) {
+      return Bad(name, at, "truncated");
     }
   }
   return Status::Ok();

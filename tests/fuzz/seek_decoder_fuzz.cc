@@ -4,7 +4,8 @@
 // window, one byte naming the point, and the rest: the compressed bytes
 // from that point on. Whatever the bytes, the table decoder and the
 // interval decoder must return (never crash, hang or overrun), and an
-// interval that decodes must have exactly the table's length. Points of
+// interval that decodes must have exactly the table's length, and a prefix
+// of it (DecodeIntervalPrefix) its first bytes. Points of
 // every kind: gzip members, deflate blocks, zstd frames, xz blocks and
 // bzip2 blocks (bit-aligned; seeds bzip2-block, bzip2-blocks).
 #include <cstdint>
@@ -56,6 +57,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::fprintf(stderr, "interval decoded to %zu bytes, not %llu\n", out->size(),
                  static_cast<unsigned long long>(table.End(i) - table.points[i].decoded));
     std::abort();
+  }
+  // A prefix, where the kind allows one, is the interval's first bytes.
+  const uint64_t want = table.End(i) - table.points[i].decoded;
+  if (want > 0 && want <= kMax && shardfs::tools::CanDecodePrefix(table.points[i].kind)) {
+    const uint64_t prefix = (static_cast<uint64_t>(size) * 31) % want;
+    shardfs::Result<std::string> part =
+        shardfs::tools::DecodeIntervalPrefix("fuzz.tar.gz", table, i, window, in, kMax, prefix);
+    if (part.ok() && part->size() != prefix) {
+      std::fprintf(stderr, "prefix of %llu decoded to %zu bytes\n",
+                   static_cast<unsigned long long>(prefix), part->size());
+      std::abort();
+    }
+    if (part.ok() && out.ok() && *part != out->substr(0, prefix)) {
+      std::fprintf(stderr, "a prefix differs from the interval's start\n");
+      std::abort();
+    }
   }
   return 0;
 }
