@@ -21,6 +21,7 @@ struct DecodedCache::Entry {
 };
 
 struct DecodedCache::Inflight {
+  uint64_t size = 0;  // The min_size of the Get that decodes: what it will at least bring.
   std::condition_variable cv;
   bool done = false;
   Status status;
@@ -40,6 +41,7 @@ Result<DecodedCache::Block> DecodedCache::Get(DecodedKey key, uint64_t min_size,
   std::shared_ptr<Inflight> mine;
   {
     std::unique_lock lock(mu_);
+    bool too_short = false;  // A block or a decode of this key was found short of min_size.
     if (auto it = map_.find(key); it != map_.end()) {
       Entry& e = *it->second;
       if (e.block->size() >= min_size) {
@@ -47,9 +49,17 @@ Result<DecodedCache::Block> DecodedCache::Get(DecodedKey key, uint64_t min_size,
         ++stats_.hits;
         return e.block;
       }
-      ++stats_.too_short;
+      too_short = true;
     }
-    if (auto it = inflight_.find(key); it != inflight_.end()) {
+    if (auto it = inflight_.find(key); it == inflight_.end()) {
+      mine = std::make_shared<Inflight>();
+      mine->size = min_size;
+      inflight_.emplace(key, mine);
+    } else if (it->second->size < min_size) {
+      // That decode is for less than this caller needs: waiting for it
+      // would only delay its own.
+      too_short = true;
+    } else {
       std::shared_ptr<Inflight> other = it->second;
       if (other->cv.wait_for(lock, wait, [&] { return other->done; })) {
         if (!other->status.ok()) {
@@ -60,14 +70,12 @@ Result<DecodedCache::Block> DecodedCache::Get(DecodedKey key, uint64_t min_size,
           ++stats_.joined;
           return other->block;
         }
-        ++stats_.too_short;
+        too_short = true;
       } else {
         ++stats_.gave_up;
       }
-    } else {
-      mine = std::make_shared<Inflight>();
-      inflight_.emplace(key, mine);
     }
+    if (too_short) ++stats_.too_short;
     ++stats_.decodes;
   }
 

@@ -60,7 +60,7 @@ struct DecodedCacheStats {
   uint64_t decodes = 0;    // Calls of a `decode` (each miss, each give-up).
   uint64_t joined = 0;     // Gets that waited for another caller's decode and got its block.
   uint64_t gave_up = 0;    // Waits that hit their bound and decoded themselves.
-  uint64_t too_short = 0;  // Resident or joined blocks shorter than the caller needed.
+  uint64_t too_short = 0;  // Resident, joined or in-flight blocks shorter than needed.
   uint64_t errors = 0;     // Decodes that failed.
   uint64_t evictions = 0;  // Blocks dropped to stay within capacity.
   uint64_t resident_bytes = 0;
@@ -86,8 +86,9 @@ class DecodedCache {
   }
   // As above, but a block shorter than `min_size` bytes does not answer:
   // `decode` makes one (that should be at least that long), and it replaces
-  // a shorter resident block. A waiter whose flight brings a block too short
-  // decodes itself, without waiting again.
+  // a shorter resident block. A caller does not wait for a decode started
+  // for a smaller min_size, and one whose flight brought a block too short
+  // anyway decodes itself, without waiting again.
   Result<Block> Get(DecodedKey key, uint64_t min_size, const Decoder& decode,
                     std::chrono::milliseconds wait);
 

@@ -437,6 +437,14 @@ class BenchArchivesSmokeTest(BenchTestCase):
             self.assertGreater(g["reads"]["shardfs"][temp], 0, temp)
         self.assertGreater(g["indexed_gzip"]["files_per_s"], 0)
         self.assertGreater(g["latency_us"]["p99"], 0)
+        self.assertGreater(g["latency_no_prefill_us"]["p99"], 0)
+        self.assertIn("without directory prefill (prefill_dirs=0)", self.proc.stdout)
+        # The daemon's own count of the latency phase's decodes: one a read at
+        # most, most of them short of a whole interval (small files, 1 MiB
+        # spacing).
+        dec = g["latency_decodes"]
+        self.assertGreater(dec["stream_intervals_prefix"], 0, dec)
+        self.assertGreater(dec["decoded_bytes"], 0, dec)
         # --gz-spacing reached the build: 4 MB of tar at 1 MiB gives at least 3 windows.
         self.assertGreater(g["build"]["index_bytes"], 3 * 32768)
 

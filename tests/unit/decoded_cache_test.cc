@@ -183,23 +183,57 @@ TEST(DecodedCache, AShortBlockIsAMissForALongerNeedAndIsReplaced) {
   EXPECT_LE(small.stats().resident_bytes, 100u);
 }
 
-TEST(DecodedCache, AWaiterWhoseFlightBringsTooLittleDecodesItself) {
+TEST(DecodedCache, AReaderNeedingMoreThanADecodeInFlightDoesNotWaitForIt) {
   DecodedCache cache(1 << 20);
   std::atomic<int> calls = 0;
+  std::atomic<bool> release = false, first_done = false;
   std::thread first([&] {
-    auto r = cache.Get({2, 5}, 2, Make("ab", &calls, milliseconds(300)), milliseconds(10));
+    auto slow = [&]() -> Result<std::string> {
+      ++calls;
+      // Held until the second reader is done (bounded, so a bug fails the
+      // test instead of hanging it).
+      for (int i = 0; i < 20000 && !release; ++i) std::this_thread::sleep_for(milliseconds(1));
+      return std::string("ab");
+    };
+    auto r = cache.Get({2, 5}, 2, slow, milliseconds(10));
     ASSERT_TRUE(r.ok());
+    first_done = true;
   });
   while (calls == 0) std::this_thread::sleep_for(milliseconds(1));
-  auto r = cache.Get({2, 5}, 5, Make("abcde", &calls), milliseconds(10000));
+  auto r = cache.Get({2, 5}, 5, Make("abcde", &calls), milliseconds(30000));
+  EXPECT_FALSE(first_done);  // It did not wait for the shorter decode.
+  release = true;
+  first.join();
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(**r, "abcde");
-  first.join();
   EXPECT_EQ(calls, 2);
   EXPECT_EQ(cache.stats().too_short, 1u);
   EXPECT_EQ(cache.stats().joined, 0u);
+  // The longer block stays; the shorter one that finished later did not
+  // replace it.
   auto again = cache.Get({2, 5}, 5, Make("other", &calls), milliseconds(10));
   EXPECT_EQ(**again, "abcde");
+  // A reader needing no more than a decode in flight waits for it.
+  std::atomic<bool> go = false;
+  std::thread third([&] {
+    auto slow = [&]() -> Result<std::string> {
+      ++calls;
+      for (int i = 0; i < 20000 && !go; ++i) std::this_thread::sleep_for(milliseconds(1));
+      return std::string("0123456789");
+    };
+    ASSERT_TRUE(cache.Get({2, 6}, 10, slow, milliseconds(10)).ok());
+  });
+  while (calls == 2) std::this_thread::sleep_for(milliseconds(1));
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    go = true;
+  });
+  auto joined = cache.Get({2, 6}, 4, Make("wrong", &calls), milliseconds(30000));
+  third.join();
+  releaser.join();
+  ASSERT_TRUE(joined.ok());
+  EXPECT_EQ(**joined, "0123456789");
+  EXPECT_EQ(calls, 3);  // Its own decoder never ran: it joined (or, if late, hit).
 }
 
 }  // namespace
