@@ -66,8 +66,7 @@ Status Inflate(std::string_view name, const SeekPoint& p, std::string_view windo
     skip = 1;
   }
   if (raw && !window.empty() &&
-      isal_inflate_set_dict(st.get(),
-                            reinterpret_cast<uint8_t*>(const_cast<char*>(window.data())),
+      isal_inflate_set_dict(st.get(), reinterpret_cast<uint8_t*>(const_cast<char*>(window.data())),
                             static_cast<uint32_t>(window.size())) != COMP_OK) {
     return Bad(name, p.compressed, "bad window");
   }
@@ -85,8 +84,8 @@ Status Inflate(std::string_view name, const SeekPoint& p, std::string_view windo
       if (st->avail_out > 0) return Bad(name, at, "the stream ends before the indexed size");
       break;
     }
-    if (st->avail_out > 0 && (st->avail_in == 0 || (st->avail_in == in_before &&
-                                                    st->avail_out == out_before))) {
+    if (st->avail_out > 0 &&
+        (st->avail_in == 0 || (st->avail_in == in_before && st->avail_out == out_before))) {
       return Bad(name, at, "truncated");
     }
   }
