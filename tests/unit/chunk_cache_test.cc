@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -817,17 +818,38 @@ TEST(ChunkCacheTest, KillDuringInsertNeverLeavesATornChunk) {
   const uint64_t size = 64 * big;
   std::vector<ChunkShard> shards{{"s", size}};
   for (int round = 0; round < 3; ++round) {
+    // The child says when its first chunk is in, so that the kill lands
+    // among inserts however slow the start (a sanitizer build, a loaded
+    // machine), not before the first one.
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
     pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
+      ::close(ready[0]);
       auto r = ChunkCache::Open({d, 16 * (big + 4096), big}, shards);
       if (!r.ok()) ::_exit(2);
       for (uint64_t i = 0;; i = (i + 1) % 64) {
         std::string b = Bytes({0, i}, big, size);
         (void)(*r)->Insert({0, i}, b.data(), b.size());
+        if (ready[1] >= 0) {
+          (void)!::write(ready[1], "x", 1);
+          ::close(ready[1]);
+          ready[1] = -1;
+        }
       }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(60 + 45 * round));
+    ::close(ready[1]);
+    pollfd pfd{ready[0], POLLIN, 0};
+    char got = 0;
+    const bool inserted = ::poll(&pfd, 1, 60'000) == 1 && ::read(ready[0], &got, 1) == 1;
+    ::close(ready[0]);
+    if (!inserted) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      FAIL() << "the child made no chunk within 60 s";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(15 + 30 * round));
     ASSERT_EQ(::kill(pid, SIGKILL), 0);
     int wstatus = 0;
     ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
