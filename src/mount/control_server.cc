@@ -442,9 +442,9 @@ std::string ControlServer::StatsText(const FetcherStats& s) const {
 
 std::string ControlServer::DecodedText() const {
   const DecodedCache* cache = fs_->options().decoded;
-  const StreamStats st = fs_->stream_stats();
   if (cache == nullptr) return "";
   const DecodedCacheStats d = cache->stats();
+  const StreamStats st = fs_->stream_stats();
   if (d.decodes == 0 && d.hits == 0) return "";  // Nothing compressed read yet.
   return fmt::format(
       "decoded    cache of {}: {} in {} blocks; {} hits, {} decodes ({} shorter than needed, {} "
