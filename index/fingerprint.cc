@@ -1,5 +1,6 @@
 #include "index/fingerprint.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -10,6 +11,9 @@
 
 #include "base/coding.h"
 #include "base/io.h"
+#include "base/open_file.h"
+#include "base/strings.h"
+#include "index/schema.h"
 
 namespace shardfs::index {
 Result<uint64_t> ShardFingerprint(int fd, uint64_t size) {
@@ -33,6 +37,49 @@ Result<uint64_t> ShardFingerprint(uint64_t size, const ReadAtFn& read_at) {
   EncodeFixed64(le, size);
   XXH3_64bits_update(state.get(), le, sizeof le);
   return XXH3_64bits_digest(state.get());
+}
+
+Status CheckShardFingerprint(const std::string& location, const ShardMeta& meta, uint64_t fp) {
+  if (fp == meta.fingerprint) return Status::Ok();
+  return Status::Corruption(
+      fmt::format("shard {}: content differs from the indexed shard (fingerprint {:016x}, indexed "
+                  "{:016x}): replaced after indexing?",
+                  RedactLocation(location), fp, meta.fingerprint));
+}
+
+Result<UniqueFd> OpenCheckedShard(const std::string& path, const ShardMeta& meta,
+                                  const ShardCheck& check) {
+  struct stat st;
+  OpenFileOptions how;
+  how.noatime = true;
+  std::string name = path;
+  if (!check.beneath.empty()) {
+    how.beneath = check.beneath;
+    name = meta.path;
+  }
+  Result<UniqueFd> fd = OpenRegularFile(name, &st, how);
+  if (!fd.ok()) {
+    const Status& s = fd.status();
+    // Not a regular file, or not where it may be: the file is not the
+    // shard indexed.
+    if (s.code() == Status::Code::kInvalidArgument) {
+      return Status::Corruption(fmt::format("shard {}", s.message()));
+    }
+    return s.WithContext("shard");
+  }
+  if (static_cast<uint64_t>(st.st_size) != meta.size) {
+    return Status::Corruption(
+        fmt::format("shard {}: size is {} bytes, indexed as {}", path, st.st_size, meta.size));
+  }
+  int64_t mtime_ns = int64_t{st.st_mtim.tv_sec} * kNanosPerSecond + st.st_mtim.tv_nsec;
+  if (check.mtime && mtime_ns != meta.mtime_ns) {
+    return Status::Corruption(fmt::format("shard {}: modified at {} ns, indexed at {} ns", path,
+                                          mtime_ns, meta.mtime_ns));
+  }
+  Result<uint64_t> fp = ShardFingerprint(fd->get(), meta.size);
+  if (!fp.ok()) return fp.status().WithContext(fmt::format("shard {}", path));
+  SHARDFS_RETURN_IF_ERROR(CheckShardFingerprint(path, meta, *fp));
+  return fd;
 }
 
 }  // namespace shardfs::index

@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 
+#include "base/fd.h"
 #include "base/status.h"
 
 namespace shardfs::index {
@@ -24,6 +26,34 @@ Result<uint64_t> ShardFingerprint(int fd, uint64_t size);
 // read_at(buf, len, pos) fills buf with bytes [pos, pos + len).
 using ReadAtFn = std::function<Status(char* buf, size_t len, uint64_t pos)>;
 Result<uint64_t> ShardFingerprint(uint64_t size, const ReadAtFn& read_at);
+
+struct ShardMeta;
+
+// Corruption naming shard `location` (a URL redacted) unless `fp` is the
+// fingerprint it was indexed with.
+Status CheckShardFingerprint(const std::string& location, const ShardMeta& meta, uint64_t fp);
+
+// How OpenCheckedShard opens and checks a local shard.
+struct ShardCheck {
+  // The mtime too, to the nanosecond: for readers that check nothing after
+  // the open (the kernel's EROFS driver), where a shard rewritten to the
+  // same head and tail must still be refused.
+  bool mtime = false;
+  // Non-empty: the directory the shard's stored relative path must stay in,
+  // with no symbolic link on the way (base/open_file.h), for an index the
+  // reader does not trust to name files on this machine.
+  std::string beneath;
+};
+
+// Opens local shard file `path` (IndexReader::ShardPath) and checks, on the
+// very descriptor returned, that it is the file `meta` describes: a regular
+// file (nothing else is opened: base/open_file.h), of the indexed size, with
+// check.mtime of the indexed mtime, and of the indexed fingerprint. A
+// slice's file is checked whole. With check.beneath, `path` must be
+// beneath/meta.path. Corruption naming the path and what differs; the
+// errno's Status if the file cannot be opened (sys_errno set).
+Result<UniqueFd> OpenCheckedShard(const std::string& path, const ShardMeta& meta,
+                                  const ShardCheck& check = {});
 
 }  // namespace shardfs::index
 

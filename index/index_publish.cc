@@ -17,7 +17,7 @@
 #include "base/log.h"
 #include "base/paths.h"
 #include "index/db_options.h"
-#include "index/file_kind.h"
+#include "base/file_kind.h"
 #include "index/index_reader.h"
 
 namespace shardfs::index {

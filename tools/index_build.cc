@@ -20,7 +20,7 @@
 #include "base/paths.h"
 #include "base/strings.h"
 #include "index/bounded_build.h"
-#include "index/file_kind.h"
+#include "base/file_kind.h"
 #include "index/member_path.h"
 #include "tools/ctar_scanner.h"
 #include "tools/progress.h"

@@ -128,26 +128,11 @@ Status OpenShards(IndexSource* src) {
           "and pack the mounted tree instead)",
           RedactLocation(path)));
     }
-    auto changed = [&](std::string what) {
-      return Status::Corruption(fmt::format("shard {}: {}", path, what));
-    };
-    // O_NONBLOCK: a FIFO where a shard should be is refused, not waited on.
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-    if (!fd.valid()) return Status::FromErrno(errno, fmt::format("shard {}", path));
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", path));
-    if (!S_ISREG(st.st_mode)) return changed("not a regular file");
-    if (static_cast<uint64_t>(st.st_size) != metas[i].size) {
-      return changed(fmt::format("size {} when indexed, now {}: it changed since it was indexed",
-                                 metas[i].size, st.st_size));
-    }
-    Result<uint64_t> fp = index::ShardFingerprint(fd.get(), metas[i].size);
-    if (!fp.ok()) return changed(fp.status().message());
-    if (*fp != metas[i].fingerprint) {
-      return changed(fmt::format(
-          "fingerprint {:016x} when indexed, now {:016x}: it changed since it was indexed",
-          metas[i].fingerprint, *fp));
-    }
+    // Opened as base/open_file.h does (a FIFO or a device is never opened)
+    // and checked on that descriptor: size and fingerprint.
+    Result<UniqueFd> opened = index::OpenCheckedShard(path, metas[i]);
+    if (!opened.ok()) return opened.status();
+    UniqueFd fd = std::move(opened).value();
     if (metas[i].codec() != index::Codec::kNone) {
       // A compressed tar shard: files are ranges of its decoded stream,
       // decoded here once (each interval as the mount decodes it).

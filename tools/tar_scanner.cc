@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "base/fd.h"
-#include "index/file_kind.h"
+#include "base/file_kind.h"
 #include "index/fingerprint.h"
 #include "tools/ctar_codec.h"
 #include "tools/tar_headers.h"

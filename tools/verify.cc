@@ -223,31 +223,16 @@ class Verifier {
                         RedactLocation(path)));
         continue;
       }
-      // O_NONBLOCK: a FIFO where a shard should be is refused, not waited on.
-      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-      if (fd < 0) {
-        Add(0, "shard differs", fmt::format("{}: {}", path, std::strerror(errno)));
+      // Opened as base/open_file.h does (a FIFO or a device is never
+      // opened) and checked on that descriptor: size and fingerprint.
+      Result<UniqueFd> opened = index::OpenCheckedShard(path, shards[i]);
+      if (!opened.ok()) {
+        Add(0, "shard differs", opened.status().message());
         continue;
       }
-      shard_fds_[i].reset(fd);
-      struct stat st;
-      if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        Add(0, "shard differs", fmt::format("{}: not a regular file", path));
-        continue;
-      }
-      if (static_cast<uint64_t>(st.st_size) != shards[i].size) {
-        Add(0, "shard differs",
-            fmt::format("{}: size {} when indexed, now {}", path, shards[i].size, st.st_size));
-        continue;
-      }
-      Result<uint64_t> fp = index::ShardFingerprint(fd, shards[i].size);
-      if (!fp.ok()) {
-        Add(0, "shard differs", fmt::format("{}: {}", path, fp.status().message()));
-      } else if (*fp != shards[i].fingerprint) {
-        Add(0, "shard differs",
-            fmt::format("{}: fingerprint {:016x} when indexed, now {:016x}", path,
-                        shards[i].fingerprint, *fp));
-      } else if (o_.full && shards[i].codec() != index::Codec::kNone) {
+      const int fd = opened->get();
+      shard_fds_[i] = std::move(opened).value();
+      if (o_.full && shards[i].codec() != index::Codec::kNone) {
         // --full reads a compressed shard through its decoded stream.
         Result<UniqueFd> dec =
             DecodeShardToTemp(*reader_, index::ShardId{static_cast<uint32_t>(i)}, fd);

@@ -17,6 +17,7 @@
 
 #include "base/io.h"
 #include "base/log.h"
+#include "base/open_file.h"
 #include "base/paths.h"
 #include "index/index_reader.h"
 #include "index/manifest.h"
@@ -216,14 +217,9 @@ class IndexCache::FileSource final : public IndexCache::Source {
   bool FallBack(const Status&) const override { return false; }
 
   Result<UniqueFd> Get(int, std::string* etag, uint64_t* length) override {
-    UniqueFd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     struct stat st;
-    if (!fd.valid() || ::fstat(fd.get(), &st) != 0) {
-      return Status::FromErrno(errno, fmt::format("index bundle {}", path_));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      return Status::InvalidArgument(fmt::format("index bundle {}: not a regular file", path_));
-    }
+    Result<UniqueFd> fd = OpenRegularFile(path_, &st);  // Nothing but a file is opened.
+    if (!fd.ok()) return fd.status().WithContext("index bundle");
     *etag = Validator(st);
     *length = static_cast<uint64_t>(st.st_size);
     return fd;

@@ -11,7 +11,6 @@
 #include "base/io.h"
 #include "base/log.h"
 #include "base/strings.h"
-#include "index/file_kind.h"
 #include "index/fingerprint.h"
 
 namespace shardfs::mount {
@@ -57,15 +56,6 @@ bool Transient(int err) {
          err == EINTR;
 }
 
-// Corruption unless `fp` is the fingerprint `s` was indexed with.
-Status CheckFingerprint(const ShardFiles::Shard& s, uint64_t fp) {
-  if (fp == s.meta.fingerprint) return Status::Ok();
-  return Status::Corruption(
-      fmt::format("shard {}: content differs from the indexed shard (fingerprint {:016x}, indexed "
-                  "{:016x}): replaced after indexing?",
-                  RedactLocation(s.path), fp, s.meta.fingerprint));
-}
-
 // The handle of remote shard `id` once its file is checked: a slice's reads
 // are of its range (the file, not the slice, was indexed with size and
 // fingerprint, which `whole` checked).
@@ -95,38 +85,22 @@ Result<ShardHandle> ShardFiles::OpenRemote(uint32_t id, bool recheck) {
       s.meta.size,
       [&](char* buf, size_t len, uint64_t pos) { return handle->ReadAt(buf, len, pos); });
   if (!fp.ok()) return fp.status();
-  SHARDFS_RETURN_IF_ERROR(CheckFingerprint(s, *fp));
+  SHARDFS_RETURN_IF_ERROR(index::CheckShardFingerprint(s.path, s.meta, *fp));
   return RemoteHandle(s.meta, std::move(handle), options_.chunked);
 }
 
 Result<ShardHandle> ShardFiles::Open(uint32_t id, bool recheck) {
   const Shard& s = shards_[id];
   if (s.meta.remote()) return OpenRemote(id, recheck);
-  // O_NONBLOCK: a FIFO (or a device) where the shard should be must not
-  // block the open; it is refused right after, on fstat.
-  constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
-  int fd = ::open(s.path.c_str(), kFlags | O_NOATIME);
-  if (fd < 0 && errno == EPERM) fd = ::open(s.path.c_str(), kFlags);
-  if (fd < 0) return Status::FromErrno(errno, fmt::format("shard {}", s.path));
-  // A slice's file is checked whole, by its descriptor; its reads are of
-  // its range.
+  // Opened as base/open_file.h does (a FIFO or a device is never opened)
+  // and checked on that descriptor: size and fingerprint. A slice's file is
+  // checked whole; its reads are of its range.
+  SHARDFS_ASSIGN_OR_RETURN(UniqueFd fd, index::OpenCheckedShard(s.path, s.meta));
   ChunkedReader* const chunked = options_.chunk_local ? options_.chunked : nullptr;
-  auto handle = s.meta.slice() ? std::make_shared<OpenShard>(index::ShardId{id}, fd, chunked,
+  const int raw = fd.release();
+  auto handle = s.meta.slice() ? std::make_shared<OpenShard>(index::ShardId{id}, raw, chunked,
                                                              s.meta.base, s.meta.length)
-                               : std::make_shared<OpenShard>(index::ShardId{id}, fd, chunked);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, fmt::format("shard {}", s.path));
-  if (!S_ISREG(st.st_mode)) {
-    return Status::Corruption(
-        fmt::format("shard {}: {}, expected a regular file", s.path, FileKind(st.st_mode)));
-  }
-  if (static_cast<uint64_t>(st.st_size) != s.meta.size) {
-    return Status::Corruption(
-        fmt::format("shard {}: size is {} bytes, indexed as {}", s.path, st.st_size, s.meta.size));
-  }
-  Result<uint64_t> fp = index::ShardFingerprint(fd, s.meta.size);
-  if (!fp.ok()) return fp.status().WithContext(fmt::format("shard {}", s.path));
-  SHARDFS_RETURN_IF_ERROR(CheckFingerprint(s, *fp));
+                               : std::make_shared<OpenShard>(index::ShardId{id}, raw, chunked);
   return handle;
 }
 

@@ -1,8 +1,8 @@
 // What a file that is not a regular file is, for messages ("shard x.tar:
 // is a FIFO, expected a regular file"). Every layer that opens a shard
 // refuses such files; this is their one wording.
-#ifndef SHARDFS_INDEX_FILE_KIND_H_
-#define SHARDFS_INDEX_FILE_KIND_H_
+#ifndef SHARDFS_BASE_FILE_KIND_H_
+#define SHARDFS_BASE_FILE_KIND_H_
 
 #include <sys/stat.h>
 
@@ -29,4 +29,4 @@ inline const char* FileKind(mode_t mode) {
 
 }  // namespace shardfs
 
-#endif  // SHARDFS_INDEX_FILE_KIND_H_
+#endif  // SHARDFS_BASE_FILE_KIND_H_
