@@ -418,7 +418,7 @@ int RunMount(int argc, char** argv) {
   a.index = a.ref.path;
   a.shown = a.ref.shown;
   if (a.options.kernel != cli::KernelMode::kOff) {
-    s = MountKernel(a.index, a.mountpoint, a.options);
+    s = MountKernel(a.index, a.ref.cached, a.mountpoint, a.options);
     if (s.ok()) return kExitOk;
     if (s.code() != Status::Code::kNotSupported || a.options.kernel == cli::KernelMode::kOn) {
       log::Error("mount {}: {}{}", a.mountpoint,

@@ -20,12 +20,15 @@
 #include <fstream>
 #include <random>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "base/coding.h"
 #include "base/fd.h"
 #include "base/io.h"
 #include "base/log.h"
+#include "base/paths.h"
+#include "index/fingerprint.h"
 #include "index/index_reader.h"
 #include "src/mount/cache_dir.h"
 #include "src/mount/control_socket.h"
@@ -139,11 +142,105 @@ Result<UniqueFd> AttachLoop(int fd, const std::string& what, std::string* device
   return Status::IoError(fmt::format("no loop device could be had for {}", what));
 }
 
+// The shards the kernel will read, each opened once and checked against the
+// index before anything reads it: regular file, size, mtime and fingerprint,
+// on the very descriptor that composes sparse blocks and that the kernel
+// gets. The kernel then reads them unchecked.
+class CheckedShards {
+ public:
+  // `confine`: the index is not trusted to name files on this machine
+  // (see IndexTrusted): a shard must be stored relative to its index and
+  // is opened beneath its directory, through no symbolic link.
+  CheckedShards(const index::IndexReader& r, bool confine) : r_(r), confine_(confine) {
+    struct rlimit rl;
+    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      ::setrlimit(RLIMIT_NOFILE, &rl);
+    }
+  }
+
+  // The checked descriptor of shard `id`, opened on first use.
+  // NotSupported naming the shard and why if it is not the file indexed.
+  Result<int> Get(index::ShardId id) {
+    if (id.value >= r_.shards().size()) {
+      return Status::Corruption(
+          fmt::format("image names shard {}, the index has {}", id.value, r_.shards().size()));
+    }
+    auto it = fds_.find(id.value);
+    if (it != fds_.end()) return it->second.get();
+    const std::string& path = r_.ShardPath(id);
+    const index::ShardMeta& m = r_.shards()[id.value];
+    index::ShardCheck check;
+    check.mtime = true;
+    if (confine_) {
+      SHARDFS_ASSIGN_OR_RETURN(check.beneath, ConfinedBase(path, m));
+    }
+    Result<UniqueFd> fd = index::OpenCheckedShard(path, m, check);
+    if (!fd.ok()) {
+      return NotSupported(fmt::format(
+          "shard {} is not the file indexed, and the kernel reads without checksums: {}", path,
+          fd.status().message()));
+    }
+    int raw = fd->get();
+    fds_.emplace(id.value, std::move(*fd));
+    return raw;
+  }
+
+ private:
+  // The directory a confined shard's relative path is taken from.
+  static Result<std::string> ConfinedBase(const std::string& path, const index::ShardMeta& m) {
+    if (!(m.flags & index::kShardPathRelative) || !path.ends_with("/" + m.path)) {
+      return NotSupported(fmt::format(
+          "shard {}: an index fetched by URL or not owned by you or root names a file by "
+          "absolute path; a kernel mount, which every user can read, would publish it "
+          "(-o unsafe_shard_paths allows it)",
+          path));
+    }
+    return path.substr(0, path.size() - m.path.size() - 1);
+  }
+
+  const index::IndexReader& r_;
+  const bool confine_;
+  std::unordered_map<uint32_t, UniqueFd> fds_;
+};
+
+// Whether the index at `path` may name files on this machine for a kernel
+// mount: not a copy fetched by URL, and the index (each open partition of a
+// manifest too) owned by the mounting user or root.
+bool IndexTrusted(const index::IndexReader& r, bool fetched) {
+  if (fetched) return false;
+  auto owned = [](const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 && (st.st_uid == 0 || st.st_uid == ::geteuid());
+  };
+  if (!owned(r.path())) return false;
+  for (const index::IndexReader* part : r.partitions()) {
+    if (part != nullptr && !owned(part->path())) return false;
+  }
+  return true;
+}
+
+// The image's name: a hash of what the image is made of. Two copies of one
+// index share their database id, and each may have gained its own versions
+// (`view create`, `index add`) under the same labels since: the version's
+// record (its counts, its source, when it was made), every shard's meta and
+// path, and where the index is tell them apart.
 std::string ImageName(const index::IndexReader& r, const cli::MountOptions& o) {
   const index::ReaderOptions& ro = o.reader;
-  std::string key = fmt::format("erofs {}\ndb {}\nversion {}\nrank {} world {} seed {} dirs {}\n",
-                                kImageFormat, r.db_identity(), r.version().label(), ro.rank,
-                                ro.world, ro.seed, ro.rank_keep_dirs);
+  std::string where = r.path();
+  if (Result<std::string> real = ResolvePath(r.path()); real.ok()) where = *real;
+  std::string key = fmt::format(
+      "erofs {}\ndb {}\nindex {}\nversion {}\nrank {} world {} seed {} dirs {}\n", kImageFormat,
+      r.db_identity(), where, r.version().label(), ro.rank, ro.world, ro.seed, ro.rank_keep_dirs);
+  std::string value;  // The encoders write whole values.
+  index::EncodeVersionRecord(r.version().record, &value);
+  key += value;
+  for (uint32_t i = 0; i < r.shards().size(); ++i) {
+    index::EncodeShardMeta(r.shards()[i], &value);
+    key += value;
+    key += r.ShardPath(index::ShardId{i});
+    key += '\0';
+  }
   XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
   return fmt::format("{:016x}{:016x}{}", h.high64, h.low64, kImageSuffix);
 }
@@ -183,10 +280,12 @@ Result<std::vector<index::ShardId>> ReadTrailer(int fd, const std::string& what)
 
 // Writes the image of the view under a temporary name, then renames it to
 // `name`. NotSupported if the format cannot hold the view.
-Status WriteImage(const index::IndexReader& r, const mount::CacheDir& dir,
-                  const std::string& name) {
+Status WriteImage(const index::IndexReader& r, const mount::CacheDir& dir, const std::string& name,
+                  CheckedShards& shards) {
   auto started = std::chrono::steady_clock::now();
-  SHARDFS_ASSIGN_OR_RETURN(tools::ErofsTree tree, tools::ErofsTreeFromIndex(r));
+  SHARDFS_ASSIGN_OR_RETURN(
+      tools::ErofsTree tree,
+      tools::ErofsTreeFromIndex(r, [&](index::ShardId id) { return shards.Get(id); }));
   std::random_device rd;
   std::string tmp = mount::FormatTmpName((uint64_t{rd()} << 32) | rd());
   UniqueFd fd(::openat(dir.dir_fd.get(), tmp.c_str(),
@@ -230,43 +329,6 @@ Result<mount::CacheDir> OpenImageCache(const std::string& dir) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-}
-
-// Opens each shard and checks it is the file the index describes: the kernel
-// will read it unchecked.
-Result<std::vector<UniqueFd>> OpenShards(const index::IndexReader& r,
-                                         const std::vector<index::ShardId>& shards) {
-  struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &rl);
-  }
-  std::vector<UniqueFd> fds;
-  for (index::ShardId id : shards) {
-    if (id.value >= r.shards().size()) {
-      return Status::Corruption(
-          fmt::format("image names shard {}, the index has {}", id.value, r.shards().size()));
-    }
-    const std::string& path = r.ShardPath(id);
-    const index::ShardMeta& m = r.shards()[id.value];
-    // O_NONBLOCK: a FIFO where a shard should be is refused below, not
-    // waited on.
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-    struct stat st;
-    if (!fd.valid() || ::fstat(fd.get(), &st) != 0) {
-      return NotSupported(fmt::format("shard {}: {}", path, std::strerror(errno)));
-    }
-    int64_t mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
-    if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != m.size ||
-        mtime_ns != m.mtime_ns) {
-      return NotSupported(fmt::format(
-          "shard {} is not the file indexed (size {}, mtime {} ns; indexed {}, {} ns), and the "
-          "kernel reads without checksums",
-          path, st.st_size, mtime_ns, m.size, m.mtime_ns));
-    }
-    fds.push_back(std::move(fd));
-  }
-  return fds;
 }
 
 // What the kernel said about a failed fsconfig (the context's log).
@@ -369,12 +431,14 @@ void PruneImages(const mount::CacheDir& dir, const std::string& keep) {
 
 }  // namespace
 
-Status MountKernel(const std::string& index, const std::string& mountpoint,
+Status MountKernel(const std::string& index, bool fetched, const std::string& mountpoint,
                    const cli::MountOptions& options) {
   bool loop = false;
   SHARDFS_RETURN_IF_ERROR(CheckKernel(options, &loop));
   SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<index::IndexReader> reader,
                            index::IndexReader::Open(index, options.reader));
+  const bool confine = !options.unsafe_shard_paths && !IndexTrusted(*reader, fetched);
+  CheckedShards checked(*reader, confine);
   std::string cache = options.cache_dir.empty() ? kDefaultImageCache : options.cache_dir;
   SHARDFS_ASSIGN_OR_RETURN(mount::CacheDir dir, OpenImageCache(cache));
   // No database id: nothing tells this index from another, so the image is
@@ -391,14 +455,18 @@ Status MountKernel(const std::string& index, const std::string& mountpoint,
   if (fd.valid()) devices = ReadTrailer(fd.get(), image);
   if (!devices.ok()) {
     if (fd.valid()) log::Warning("{}; writing it again", devices.status().message());
-    SHARDFS_RETURN_IF_ERROR(WriteImage(*reader, dir, name));
+    SHARDFS_RETURN_IF_ERROR(WriteImage(*reader, dir, name, checked));
     fd.reset(::openat(dir.dir_fd.get(), name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (!fd.valid()) return Status::FromErrno(errno, image);
     SHARDFS_ASSIGN_OR_RETURN(devices, ReadTrailer(fd.get(), image));
   } else {
     log::Debug("kernel image {}: reused", image);
   }
-  SHARDFS_ASSIGN_OR_RETURN(std::vector<UniqueFd> shards, OpenShards(*reader, *devices));
+  std::vector<int> shards;
+  for (index::ShardId id : *devices) {
+    SHARDFS_ASSIGN_OR_RETURN(int shard, checked.Get(id));
+    shards.push_back(shard);
+  }
   auto attach_and_mount = [&](bool as_loops, int* create_errno) -> Status {
     // The kernel gets the very files checked: as /proc/self/fd/N (no path
     // length limit either), or as loop devices of them, held until mounted.
@@ -411,15 +479,13 @@ Status MountKernel(const std::string& index, const std::string& mountpoint,
       loops.push_back(std::move(l));
       for (size_t i = 0; i < shards.size(); ++i) {
         std::string device;
-        SHARDFS_ASSIGN_OR_RETURN(
-            l, AttachLoop(shards[i].get(), reader->ShardPath((*devices)[i]), &device));
+        SHARDFS_ASSIGN_OR_RETURN(l,
+                                 AttachLoop(shards[i], reader->ShardPath((*devices)[i]), &device));
         loops.push_back(std::move(l));
         paths.push_back(device);
       }
     } else {
-      for (const UniqueFd& shard : shards) {
-        paths.push_back(fmt::format("/proc/self/fd/{}", shard.get()));
-      }
+      for (int shard : shards) paths.push_back(fmt::format("/proc/self/fd/{}", shard));
     }
     return MountImage(source, paths, options.kernel_directio && !as_loops, mountpoint,
                       create_errno);

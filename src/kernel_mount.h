@@ -10,14 +10,24 @@
 // /var/cache/shardfs; both are checked as the chunk cache's are (ours, 0700,
 // no symlink; src/mount/cache_dir.h). An image is named by a hash of what it
 // depends on: the index database's id (new with every build, index add and
-// view create keep it but add versions), the version, the rank partition and
-// the writer's format. An index without a database id gets a fresh image that
+// view create keep it but add versions), where the index is, the version's
+// record, the shard table, the rank partition and the writer's format: two
+// copies of one index (`cp -a` keeps the id) that each made their own
+// versions never share an image. An index without a database id gets a fresh image that
 // is unlinked once mounted. Images not in use are removed when more than
 // kKeptImages are there, oldest first.
 //
-// The shards. Each is opened and checked against the index (size and mtime)
-// before the mount, and passed as /proc/self/fd/N: the kernel holds the very
-// file that was checked, and no path length limit applies. Before 6.13 (or
+// The shards. Each is opened once, before anything reads it, without
+// opening anything but a regular file (base/open_file.h), and checked on that
+// descriptor against the index: size, mtime and fingerprint, as the FUSE path
+// checks them (index::OpenCheckedShard). The image's composed sparse blocks
+// are read from it, and the kernel is given it as /proc/self/fd/N: the kernel
+// holds the very file that was checked, and no path length limit applies.
+// An index fetched by URL, or one (or a manifest partition) not owned by the
+// mounting user or root, may not name a shard by absolute path, nor reach one
+// through a symbolic link or "..": a kernel mount is visible to every user,
+// and such an index would publish any file root can read. -o
+// unsafe_shard_paths lifts that (the fingerprint is checked still). Before 6.13 (or
 // with -o kernel_devices=loop) the image and each shard are attached to
 // read-only, self-detaching loop devices instead. The kernel then
 // reads it as long as the mount lives: a shard replaced by a rename while
@@ -47,7 +57,10 @@ inline constexpr size_t kKeptImages = 8;
 // Mounts view of `index` (absolute) at `mountpoint` (absolute, checked) with
 // the kernel's EROFS driver. NotSupported with the reason if the kernel path
 // cannot serve it (nothing mounted); any other error is a failure.
-Status MountKernel(const std::string& index, const std::string& mountpoint,
+// `fetched`: `index` is a copy fetched by URL (or unpacked from a bundle),
+// which, like an index not owned by the mounting user or root, is not
+// trusted to name files on this machine (see the top).
+Status MountKernel(const std::string& index, bool fetched, const std::string& mountpoint,
                    const cli::MountOptions& options);
 
 // Whether the mount at `mountpoint` is a kernel (EROFS) mount of shardfs's,

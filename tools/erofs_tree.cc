@@ -1,6 +1,5 @@
 #include "tools/erofs_tree.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -11,7 +10,6 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "base/fd.h"
 #include "base/io.h"
 #include "index/index_reader.h"
 
@@ -29,7 +27,8 @@ constexpr uint64_t kBlockBytes = kErofsBlockSize;
 // The walk behind ErofsTreeFromIndex.
 class TreeCollector {
  public:
-  explicit TreeCollector(const index::IndexReader& r) : r_(r) {}
+  TreeCollector(const index::IndexReader& r, const ShardFdFn& shard_fd)
+      : r_(r), shard_fd_(shard_fd) {}
 
   Result<ErofsTree> Collect() {
     EntryRecord root;
@@ -182,15 +181,14 @@ class TreeCollector {
       }
     }
     const std::string& path = r_.ShardPath(rec.shard);
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd.valid()) return Status::FromErrno(errno, fmt::format("shard {}", path));
+    SHARDFS_ASSIGN_OR_RETURN(const int fd, shard_fd_(rec.shard));
     XXH3_state_t* state = XXH3_createState();
     XXH3_64bits_reset(state);
     std::string buf;
     Status s;
     for (const Extent& e : n->extents) {
       buf.resize(e.length);
-      s = PreadExact(fd.get(), buf.data(), buf.size(), e.physical);
+      s = PreadExact(fd, buf.data(), buf.size(), e.physical);
       if (!s.ok()) break;
       XXH3_64bits_update(state, buf.data(), buf.size());
       for (auto it = blocks.lower_bound(e.logical / kBlockBytes);
@@ -238,6 +236,7 @@ class TreeCollector {
   }
 
   const index::IndexReader& r_;
+  const ShardFdFn& shard_fd_;
   ErofsTree tree_;
   std::vector<uint32_t> device_of_;
   std::unordered_map<uint64_t, uint32_t> links_;
@@ -246,8 +245,8 @@ class TreeCollector {
 
 }  // namespace
 
-Result<ErofsTree> ErofsTreeFromIndex(const index::IndexReader& reader) {
-  return TreeCollector(reader).Collect();
+Result<ErofsTree> ErofsTreeFromIndex(const index::IndexReader& reader, const ShardFdFn& shard_fd) {
+  return TreeCollector(reader, shard_fd).Collect();
 }
 
 }  // namespace shardfs::tools

@@ -8,7 +8,10 @@
 #ifndef SHARDFS_TOOLS_EROFS_TREE_H_
 #define SHARDFS_TOOLS_EROFS_TREE_H_
 
+#include <functional>
+
 #include "base/status.h"
+#include "index/schema.h"
 #include "tools/erofs_image.h"
 
 namespace shardfs::index {
@@ -17,10 +20,16 @@ class IndexReader;
 
 namespace shardfs::tools {
 
+// The open, checked descriptor of a shard, for the few bytes the walk reads
+// (an unaligned sparse file's blocks are composed into the image): the
+// caller opens each shard once, before anything reads it.
+using ShardFdFn = std::function<Result<int>(index::ShardId)>;
+
 // The view `reader` answers for (its ranks included) as a tree: one walk of
 // its directories. NotSupported naming the file or shard if the format cannot
-// hold it (see above); Corruption as the reader reports it.
-Result<ErofsTree> ErofsTreeFromIndex(const index::IndexReader& reader);
+// hold it (see above); Corruption as the reader reports it; what `shard_fd`
+// returns if it fails.
+Result<ErofsTree> ErofsTreeFromIndex(const index::IndexReader& reader, const ShardFdFn& shard_fd);
 
 }  // namespace shardfs::tools
 

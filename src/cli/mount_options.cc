@@ -185,6 +185,8 @@ Parsed ParseKernelOption(std::string_view name, std::string_view value, MountOpt
     }
   } else if (name == "kernel_directio") {
     o.kernel_directio = true;
+  } else if (name == "unsafe_shard_paths") {
+    o.unsafe_shard_paths = true;
   } else {
     return kUnknown;
   }

@@ -39,6 +39,9 @@ struct MountOptions {
   // -o kernel_directio: the kernel reads shards with direct I/O (files only,
   // not loop devices, which use it anyway where they can).
   bool kernel_directio = false;
+  // -o unsafe_shard_paths: a kernel mount of an index fetched by URL or not
+  // owned by the user or root may name shards anywhere (src/kernel_mount.h).
+  bool unsafe_shard_paths = false;
   // Kernel cache lifetimes, in seconds. The content is immutable.
   double entry_timeout = 1e6;
   double attr_timeout = 1e6;

@@ -410,7 +410,7 @@ class KernelMountTest(tl.ScratchTestCase):
         os.rename(shards[2], shards[2] + ".away")
         os.mkfifo(shards[2])
         try:
-            self.fallback(idx, mnt, r"shard .*hard-002.tar is not the file indexed")
+            self.fallback(idx, mnt, r"shard .*hard-002.tar is not the file indexed.*is a FIFO")
         finally:
             os.unlink(shards[2])
             os.rename(shards[2] + ".away", shards[2])
@@ -467,6 +467,167 @@ class KernelMountTest(tl.ScratchTestCase):
             for p in changed:
                 with open(os.path.join(mnt, os.fsdecode(p)), "rb") as f:
                     self.assertEqual(set(f.read()), {0xdd}, p)
+
+    def secret_and_decoy(self, name, size=196608):
+        """A root-only secret in a directory every user may pass through,
+        and `nobody`'s decoy: a tar of the same size and mtime (both public),
+        indexed. Returns (base, secret, secret bytes, decoy, index)."""
+        os.chmod(self.tmp, 0o755)
+        base = self.scratch(name)
+        os.chmod(base, 0o755)
+        vault = os.path.join(base, "vault")
+        os.mkdir(vault, 0o711)
+        secret = os.path.join(vault, "secret")
+        data = random.Random(7).randbytes(size)
+        with open(secret, "wb") as f:
+            f.write(data)
+        os.chmod(secret, 0o600)
+        home = os.path.join(base, "home")
+        os.makedirs(os.path.join(home, "src", "d"))
+        with open(os.path.join(home, "src", "d", "f"), "wb") as f:
+            f.write(b"\0" * (size // 2))
+        decoy = tl.tar_create(os.path.join(home, "data.tar"), os.path.join(home, "src"), ["d"])
+        with open(decoy, "r+b") as f:  # A tar padded with zero blocks is still the tar.
+            f.truncate(size)
+        os.utime(decoy, ns=(os.stat(secret).st_atime_ns, os.stat(secret).st_mtime_ns))
+        idx = os.path.join(home, "idx")
+        tl.build_index([decoy], idx, check=0)
+        return base, secret, data, decoy, idx
+
+    def assert_secret_not_published(self, idx, mnt, data, reason, options=None, env=None):
+        """The kernel mount of `idx` is refused with `reason`, or, were it
+        made, shows none of the secret's bytes."""
+        m = self.kmount(idx, mnt, options=options, env=env)
+        try:
+            with m:
+                for dirpath, _, names in os.walk(mnt):
+                    for n in names:
+                        with open(os.path.join(dirpath, n), "rb") as f:
+                            got = f.read()
+                        self.assertFalse(got and got in data, "the secret's bytes are published")
+                self.fail("the kernel mount was made: " + m.stderr)
+        except tl.MountError as e:
+            self.assertRegex(str(e), reason)
+
+    def test_an_index_of_another_user_cannot_publish_a_root_only_file(self):
+        base, secret, data, decoy, idx = self.secret_and_decoy("secret")
+        # The index is nobody's; its shard becomes a symlink to the secret.
+        for dirpath, dirnames, names in os.walk(os.path.dirname(idx)):
+            for n in [dirpath] + [os.path.join(dirpath, x) for x in dirnames + names]:
+                os.lchown(n, 65534, 65534)
+        os.unlink(decoy)
+        os.symlink(secret, decoy)
+        os.lchown(decoy, 65534, 65534)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        # Stored relative to nobody's index, reached through a symlink: the
+        # path check refuses it.
+        self.assert_secret_not_published(idx, mnt, data, r"data.tar is not the file indexed.*"
+                                         r"symbolic link")
+        # With the path check lifted, the fingerprint still refuses it: the
+        # secret's head and tail are not the decoy's.
+        self.assert_secret_not_published(idx, mnt, data,
+                                         r"data.tar is not the file indexed.*content differs",
+                                         options="unsafe_shard_paths")
+        # The FUSE path refuses the same index (its reads give EIO).
+        with tl.Mount(idx, mnt):
+            with self.assertRaises(OSError):
+                with open(os.path.join(mnt, "d", "f"), "rb") as f:
+                    f.read()
+        # Root's own index of the same kind: the symlink is root's choice,
+        # the fingerprint still tells the secret from the decoy.
+        for dirpath, dirnames, names in os.walk(os.path.dirname(idx)):
+            for n in [dirpath] + [os.path.join(dirpath, x) for x in dirnames + names]:
+                os.lchown(n, 0, 0)
+        self.assert_secret_not_published(idx, mnt, data,
+                                         r"data.tar is not the file indexed.*content differs")
+
+    def test_an_index_by_url_names_no_local_file(self):
+        base, secret, data, decoy, idx = self.secret_and_decoy("url")
+        # Indexed by absolute path (the shard is not beside the index).
+        elsewhere = os.path.join(base, "elsewhere")
+        os.mkdir(elsewhere)
+        shard = os.path.join(elsewhere, "data.tar")
+        shutil.copy2(decoy, shard)
+        abs_idx = os.path.join(base, "indexes", "abs-idx")  # Not above the shard.
+        os.mkdir(os.path.dirname(abs_idx))
+        tl.build_index([shard], abs_idx, check=0)
+        bundle = os.path.join(base, "index.tar")
+        tl.run_shardfs("index", "bundle", abs_idx, bundle, check=0)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        with rs.RangeServer() as server, open(bundle, "rb") as f:
+            server.put("/index.tar", f.read())
+            url = server.url + "/index.tar"
+            # The real shard: refused without the option, which says what it risks.
+            self.fallback(url, mnt, r"names a file by absolute path.*unsafe_shard_paths")
+            # With it, the shard is checked as any other and served.
+            with self.kmount(url, mnt, options="unsafe_shard_paths") as m:
+                self.assertEqual(m.fstype, "erofs", m.stderr)
+                self.assertEqual(tl.read_file(os.path.join(mnt, "d", "f")), b"\0" * (len(data) // 2))
+            # The shard a symlink to the secret: refused either way.
+            os.unlink(shard)
+            os.symlink(secret, shard)
+            self.assert_secret_not_published(url, mnt, data, r"unsafe_shard_paths")
+            self.assert_secret_not_published(url, mnt, data, r"content differs",
+                                             options="unsafe_shard_paths")
+        # A local bundle file is a fetched copy too.
+        self.assert_secret_not_published(bundle, mnt, data, r"unsafe_shard_paths")
+
+    def test_a_fifo_for_a_sparse_shard_is_refused_at_once(self):
+        # A sparse member whose extents are off the 512-byte blocks: its
+        # mixed blocks are read from the shard while the image is written.
+        archive = os.path.join(CORPUS, "archives", "libarchive",
+                               "test_read_format_gtar_sparse_1_13.tar")
+        base = self.scratch("fifo")
+        shard = os.path.join(base, "sparse.tar")
+        shutil.copy2(archive, shard)
+        idx = os.path.join(base, "idx")
+        tl.build_index([shard], idx, check=0)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        with self.kmount(idx, mnt) as m:
+            self.assertEqual(m.fstype, "erofs", m.stderr)
+        os.rename(shard, shard + ".away")
+        os.mkfifo(shard)
+        m = self.kmount(idx, mnt, cache_dir=os.path.join(base, "fresh-images"))
+        p = subprocess.run(m.argv(), stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIsNone(tl.mount_fstype(mnt))
+        self.assertRegex(p.stderr.decode(), r"sparse.tar is not the file indexed.*is a FIFO")
+
+    def test_copies_of_an_index_never_share_an_image(self):
+        base, idx, shards = self.three_shard_index("copies")
+        copies = []
+        for n in ("a", "b"):
+            c = os.path.join(base, "copy-" + n)
+            subprocess.run(["cp", "-a", idx, c], check=True)
+            copies.append(c)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        images = os.path.join(base, "images")
+        # The same view name, each copy its own rules.
+        tl.view_create(copies[0], "v", "--exclude", "class1", check=0)
+        tl.view_create(copies[1], "v", "--exclude", "class2", check=0)
+        # New shards added to each copy under the same version label.
+        extra = []
+        for n in ("a", "b"):
+            src = os.path.join(base, "extra-" + n)
+            os.makedirs(os.path.join(src, "added-" + n))
+            with open(os.path.join(src, "added-" + n, "f"), "wb") as f:
+                f.write(n.encode() * 1000)
+            extra.append(tl.tar_create(os.path.join(base, "extra-%s.tar" % n), src,
+                                       ["added-" + n]))
+        for c, e in zip(copies, extra):
+            tl.run_shardfs("index", "add", c, e, check=0)
+        for view in ("v", "default"):
+            for c in copies:
+                with tl.Mount(c, mnt, "view=" + view):
+                    want = tl.walk_reference(mnt)
+                with self.kmount(c, mnt, cache_dir=images, options="view=" + view) as m:
+                    self.assertEqual(m.fstype, "erofs", m.stderr)
+                    got = tl.walk_reference(mnt)
+                self.assert_same(want, got, what="%s %s" % (c, view))
 
     def test_image_cache_stats_umount_and_the_mount_helper(self):
         base, idx, _ = self.three_shard_index("cache")

@@ -212,9 +212,13 @@ TEST(MountOptionsTest, KernelMountOptions) {
   EXPECT_THAT(Refused("kernel_devices=nbd"), HasSubstr("auto, files or loop"));
   EXPECT_FALSE(Parse({}).kernel_directio);
   EXPECT_TRUE(Parse({"kernel_directio"}).kernel_directio);
+  EXPECT_FALSE(Parse({}).unsafe_shard_paths);
+  EXPECT_TRUE(Parse({"unsafe_shard_paths"}).unsafe_shard_paths);
   EXPECT_EQ(Parse({"verify=first"}).fs.verify, mount::VerifyMode::kFirst);
   // None of them reaches libfuse.
-  EXPECT_THAT(Parse({"kernel=auto,kernel_devices=loop,kernel_directio"}).fuse_args, IsEmpty());
+  EXPECT_THAT(
+      Parse({"kernel=auto,kernel_devices=loop,kernel_directio,unsafe_shard_paths"}).fuse_args,
+      IsEmpty());
 }
 
 TEST(MountOptionsTest, DecodeCacheTakesASizeAndZero) {
