@@ -47,6 +47,22 @@ Status CheckShardFingerprint(const std::string& location, const ShardMeta& meta,
                   RedactLocation(location), fp, meta.fingerprint));
 }
 
+Status CheckShardFile(int fd, const struct stat& st, const std::string& path, const ShardMeta& meta,
+                      const ShardCheck& check) {
+  if (static_cast<uint64_t>(st.st_size) != meta.size) {
+    return Status::Corruption(
+        fmt::format("shard {}: size is {} bytes, indexed as {}", path, st.st_size, meta.size));
+  }
+  int64_t mtime_ns = int64_t{st.st_mtim.tv_sec} * kNanosPerSecond + st.st_mtim.tv_nsec;
+  if (check.mtime && mtime_ns != meta.mtime_ns) {
+    return Status::Corruption(fmt::format("shard {}: modified at {} ns, indexed at {} ns", path,
+                                          mtime_ns, meta.mtime_ns));
+  }
+  Result<uint64_t> fp = ShardFingerprint(fd, meta.size);
+  if (!fp.ok()) return fp.status().WithContext(fmt::format("shard {}", path));
+  return CheckShardFingerprint(path, meta, *fp);
+}
+
 Result<UniqueFd> OpenCheckedShard(const std::string& path, const ShardMeta& meta,
                                   const ShardCheck& check) {
   struct stat st;
@@ -67,18 +83,7 @@ Result<UniqueFd> OpenCheckedShard(const std::string& path, const ShardMeta& meta
     }
     return s.WithContext("shard");
   }
-  if (static_cast<uint64_t>(st.st_size) != meta.size) {
-    return Status::Corruption(
-        fmt::format("shard {}: size is {} bytes, indexed as {}", path, st.st_size, meta.size));
-  }
-  int64_t mtime_ns = int64_t{st.st_mtim.tv_sec} * kNanosPerSecond + st.st_mtim.tv_nsec;
-  if (check.mtime && mtime_ns != meta.mtime_ns) {
-    return Status::Corruption(fmt::format("shard {}: modified at {} ns, indexed at {} ns", path,
-                                          mtime_ns, meta.mtime_ns));
-  }
-  Result<uint64_t> fp = ShardFingerprint(fd->get(), meta.size);
-  if (!fp.ok()) return fp.status().WithContext(fmt::format("shard {}", path));
-  SHARDFS_RETURN_IF_ERROR(CheckShardFingerprint(path, meta, *fp));
+  SHARDFS_RETURN_IF_ERROR(CheckShardFile(fd->get(), st, path, meta, check));
   return fd;
 }
 

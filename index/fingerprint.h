@@ -3,6 +3,8 @@
 #ifndef SHARDFS_INDEX_FINGERPRINT_H_
 #define SHARDFS_INDEX_FINGERPRINT_H_
 
+#include <sys/stat.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -44,6 +46,14 @@ struct ShardCheck {
   // reader does not trust to name files on this machine.
   std::string beneath;
 };
+
+// Checks open local shard `fd` (`st` its fstat) against `meta`, as
+// OpenCheckedShard does after the open: size, with check.mtime the mtime,
+// and the fingerprint. Corruption naming `path` and what differs. For a
+// caller that keeps the descriptor of a shard that differs (verify reports
+// each file's difference).
+Status CheckShardFile(int fd, const struct stat& st, const std::string& path, const ShardMeta& meta,
+                      const ShardCheck& check = {});
 
 // Opens local shard file `path` (IndexReader::ShardPath) and checks, on the
 // very descriptor returned, that it is the file `meta` describes: a regular
