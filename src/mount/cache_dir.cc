@@ -117,22 +117,35 @@ Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir,
   // directory that has it, or that was empty (a first Open cut short).
   const std::string marker = fmt::format("{}/{}", out.chunk_dir, kCacheMarker);
   struct stat st;
-  if (::fstatat(out.dir_fd.get(), kCacheMarker, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+  auto has_marker = [&] {
+    return ::fstatat(out.dir_fd.get(), kCacheMarker, &st, AT_SYMLINK_NOFOLLOW) == 0;
+  };
+  bool marked = has_marker();
+  int marker_errno = errno;
+  if (!marked && marker_errno == ENOENT) {
+    SHARDFS_ASSIGN_OR_RETURN(bool empty, IsEmptyDir(out.dir_fd.get(), out.chunk_dir));
+    // Another process may have made the directory shardfs's between the two
+    // looks: it writes the marker before anything else.
+    if (!empty) {
+      marked = has_marker();
+      marker_errno = errno;
+      if (!marked && marker_errno == ENOENT) {
+        return Status::InvalidArgument(fmt::format(
+            "cache_dir {}: {} holds files but no {} marker: not made by shardfs, refused (move "
+            "it away to start a new cache)",
+            dir, out.chunk_dir, kCacheMarker));
+      }
+    }
+  }
+  if (marked) {
     if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
       return Status::InvalidArgument(fmt::format(
           "cache_dir {}: {} is not a file this user wrote; not shardfs's directory, refused", dir,
           marker));
     }
-  } else if (errno != ENOENT) {
-    return Status::FromErrno(errno, fmt::format("cache_dir {}", marker));
+  } else if (marker_errno != ENOENT) {
+    return Status::FromErrno(marker_errno, fmt::format("cache_dir {}", marker));
   } else {
-    SHARDFS_ASSIGN_OR_RETURN(bool empty, IsEmptyDir(out.dir_fd.get(), out.chunk_dir));
-    if (!empty) {
-      return Status::InvalidArgument(fmt::format(
-          "cache_dir {}: {} holds files but no {} marker: not made by shardfs, refused (move it "
-          "away to start a new cache)",
-          dir, out.chunk_dir, kCacheMarker));
-    }
     UniqueFd m(::openat(out.dir_fd.get(), kCacheMarker,
                         O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
     // EEXIST: another process wrote it meanwhile; the lock below decides.

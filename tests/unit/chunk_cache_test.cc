@@ -94,6 +94,37 @@ uint64_t ChunkFileBytes(const std::string& dir) {
   return sum;
 }
 
+// Processes that open one fresh cache directory at once all get it: one
+// writes the marker and then its lock file, and another that looked for the
+// marker just before must not take the lock file for a stranger's.
+TEST(CacheDirTest, AFreshDirectoryOpenedByManyProcessesAtOnce) {
+  testing::TempDir dir;
+  for (int round = 0; round < 40; ++round) {
+    const std::string top = dir / fmt::format("c{}", round);
+    int go[2];
+    ASSERT_EQ(::pipe(go), 0);
+    std::vector<pid_t> children;
+    for (int i = 0; i < 4; ++i) {
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        ::close(go[1]);
+        char c;
+        (void)!::read(go[0], &c, 1);  // Released all at once.
+        mount::OpenCacheDir(top, "sub", std::chrono::seconds(10)).ok() ? ::_exit(0) : ::_exit(1);
+      }
+      ASSERT_GT(pid, 0);
+      children.push_back(pid);
+    }
+    ::close(go[0]);
+    ::close(go[1]);
+    for (pid_t pid : children) {
+      int status = 0;
+      ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "round " << round;
+    }
+  }
+}
+
 TEST(ChunkCacheTest, HitMissEvictAccounting) {
   auto c = OpenOk({"", 4 * kChunk, kChunk}, Shards(1));
   ASSERT_TRUE(c);
