@@ -49,6 +49,8 @@ test_packages=(
   # partitioned builds as a Slurm job array: a single-node Slurm of its own
   # (tests/integration/test_slurm_array.py)
   slurm-wlm munge
+  # the threads a daemon starts, counted by tracing it (tests/integration/test_mount_threads.py)
+  strace
   # compressed tar shards (tests/integration/test_compressed_tar.py)
   pigz zstd xz-utils bzip2
   # multi-stream and multi-block bzip2 writers (tests/integration/test_bzip2.py)

@@ -610,7 +610,11 @@ int RunLoop(fuse_session* se, const MountOptions& options, SignalStop& signals, 
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(cfg, options.clone_fd ? 1 : 0);
   fuse_loop_cfg_set_max_threads(cfg, options.threads);
-  fuse_loop_cfg_set_idle_threads(cfg, std::min(options.idle_threads, options.threads));
+  // Every worker kept by default: libfuse ends a worker that finds more
+  // than this many idle and starts one for a request that finds none, so
+  // fewer kept than run at once starts threads for every burst of requests.
+  const unsigned idle = options.idle_threads == 0 ? options.threads : options.idle_threads;
+  fuse_loop_cfg_set_idle_threads(cfg, std::min(idle, options.threads));
   // A signal stops the pushers while the workers still answer READs, then
   // ends the loop (see src/mount/signal_stop.h).
   signals.Watch([&push] { push.Stop(); }, [se] { fuse_session_exit(se); });

@@ -45,9 +45,10 @@ struct MountOptions {
   // Kernel cache lifetimes, in seconds. The content is immutable.
   double entry_timeout = 1e6;
   double attr_timeout = 1e6;
-  // Worker threads of the multi-threaded loop, at most; and idle ones kept.
+  // Worker threads of the multi-threaded loop, at most; and idle ones kept
+  // (0: all of them, so that no worker is ended and started again).
   unsigned threads = 16;
-  unsigned idle_threads = 4;
+  unsigned idle_threads = 0;
   // One /dev/fuse descriptor per worker thread.
   bool clone_fd = true;
   // Let the kernel serve open/flush itself where it can (answers open and
