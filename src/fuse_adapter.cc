@@ -519,39 +519,60 @@ std::string EscapeOption(std::string_view s) {
 }
 
 // Every operation shardfs answers; the write-type ones with EROFS.
+// Ioctls are not served. The kernel forwards one (TCGETS) for every open()
+// of Python before 3.14, which asks isatty(), and never remembers the
+// answer: counted, so that stats show what each file costs.
+void OpIoctl(fuse_req_t req, fuse_ino_t, unsigned int, void*, fuse_file_info*, unsigned,
+             const void*, size_t, size_t) noexcept {
+  fuse_reply_err(req, ENOTTY);
+}
+
+// An op that counts its request (mount::KernelRequests) before it runs.
+template <mount::KernelOp kOp, auto kFn>
+struct Counted;
+template <mount::KernelOp kOp, typename... Args, void (*kFn)(fuse_req_t, Args...) noexcept>
+struct Counted<kOp, kFn> {
+  static void Op(fuse_req_t req, Args... args) noexcept {
+    Ctx(req).fs->kernel_requests().Count(kOp);
+    kFn(req, args...);
+  }
+};
+
 fuse_lowlevel_ops MakeOps() {
   fuse_lowlevel_ops ops{};
+  using K = mount::KernelOp;
   ops.init = OpInit;
-  ops.lookup = OpLookup;
-  ops.forget = OpForget;
-  ops.forget_multi = OpForgetMulti;
-  ops.getattr = OpGetattr;
-  ops.readlink = OpReadlink;
-  ops.open = OpOpen;
-  ops.read = OpRead;
-  ops.flush = OpFlush;
-  ops.release = OpRelease;
-  ops.opendir = OpOpendir;
-  ops.readdir = OpReaddir;
-  ops.readdirplus = OpReaddirplus;
-  ops.releasedir = OpReleasedir;
-  ops.statfs = OpStatfs;
-  ops.getxattr = OpGetxattr;
-  ops.listxattr = OpListxattr;
-  ops.access = OpAccess;
-  ops.setattr = OpSetattr;
-  ops.mknod = OpMknod;
-  ops.mkdir = OpMkdir;
-  ops.unlink = OpUnlink;
-  ops.rmdir = OpUnlink;
-  ops.symlink = OpSymlink;
-  ops.rename = OpRename;
-  ops.link = OpLink;
-  ops.write = OpWrite;
-  ops.create = OpCreate;
-  ops.setxattr = OpSetxattr;
-  ops.removexattr = OpRemovexattr;
-  ops.fallocate = OpFallocate;
+  ops.lookup = Counted<K::kLookup, OpLookup>::Op;
+  ops.forget = Counted<K::kForget, OpForget>::Op;
+  ops.forget_multi = Counted<K::kForget, OpForgetMulti>::Op;
+  ops.getattr = Counted<K::kGetattr, OpGetattr>::Op;
+  ops.readlink = Counted<K::kReadlink, OpReadlink>::Op;
+  ops.open = Counted<K::kOpen, OpOpen>::Op;
+  ops.read = Counted<K::kRead, OpRead>::Op;
+  ops.flush = Counted<K::kFlush, OpFlush>::Op;
+  ops.release = Counted<K::kRelease, OpRelease>::Op;
+  ops.opendir = Counted<K::kOpendir, OpOpendir>::Op;
+  ops.readdir = Counted<K::kReaddir, OpReaddir>::Op;
+  ops.readdirplus = Counted<K::kReaddirplus, OpReaddirplus>::Op;
+  ops.releasedir = Counted<K::kReleasedir, OpReleasedir>::Op;
+  ops.statfs = Counted<K::kStatfs, OpStatfs>::Op;
+  ops.getxattr = Counted<K::kXattr, OpGetxattr>::Op;
+  ops.listxattr = Counted<K::kXattr, OpListxattr>::Op;
+  ops.access = Counted<K::kAccess, OpAccess>::Op;
+  ops.setattr = Counted<K::kRefused, OpSetattr>::Op;
+  ops.mknod = Counted<K::kRefused, OpMknod>::Op;
+  ops.mkdir = Counted<K::kRefused, OpMkdir>::Op;
+  ops.unlink = Counted<K::kRefused, OpUnlink>::Op;
+  ops.rmdir = Counted<K::kRefused, OpUnlink>::Op;
+  ops.symlink = Counted<K::kRefused, OpSymlink>::Op;
+  ops.rename = Counted<K::kRefused, OpRename>::Op;
+  ops.link = Counted<K::kRefused, OpLink>::Op;
+  ops.write = Counted<K::kRefused, OpWrite>::Op;
+  ops.create = Counted<K::kRefused, OpCreate>::Op;
+  ops.setxattr = Counted<K::kRefused, OpSetxattr>::Op;
+  ops.removexattr = Counted<K::kRefused, OpRemovexattr>::Op;
+  ops.fallocate = Counted<K::kRefused, OpFallocate>::Op;
+  ops.ioctl = Counted<K::kIoctl, OpIoctl>::Op;
   return ops;
 }
 

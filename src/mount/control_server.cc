@@ -394,7 +394,7 @@ Status ControlServer::Warm(const std::vector<std::string>& paths, std::string* b
 std::string ControlServer::StatsText(const FetcherStats& s) const {
   // Which path serves the mount: this daemon (a kernel mount has none; the
   // CLI answers for it, src/kernel_mount.h).
-  std::string out = "path       fuse\n" + DecodedText();
+  std::string out = "path       fuse\n" + KernelRequestsText() + DecodedText();
   if (fetcher_ == nullptr) {
     return out +
            "local shards read directly (no chunk cache: the kernel's page cache holds them)\n";
@@ -440,6 +440,17 @@ std::string ControlServer::StatsText(const FetcherStats& s) const {
   return out;
 }
 
+std::string ControlServer::KernelRequestsText() const {
+  const auto counts = fs_->kernel_requests().Snapshot();
+  std::string line;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] == 0) continue;
+    line += fmt::format("{}{} {}", line.empty() ? "" : ", ", KernelOpName(static_cast<KernelOp>(i)),
+                        counts[i]);
+  }
+  return fmt::format("kernel     requests: {}\n", line.empty() ? "none" : line);
+}
+
 std::string ControlServer::DecodedText() const {
   const DecodedCache* cache = fs_->options().decoded;
   if (cache == nullptr) return "";
@@ -463,8 +474,14 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
   for (int k = 0; k < remote::kErrorKinds; ++k) {
     errors.UNum(remote::ErrorKindName(static_cast<remote::ErrorKind>(k)), r.errors[k]);
   }
+  JsonObject kernel;
+  const auto counts = fs_->kernel_requests().Snapshot();
+  for (size_t i = 0; i < counts.size(); ++i) {
+    kernel.UNum(KernelOpName(static_cast<KernelOp>(i)), counts[i]);
+  }
   JsonObject o;
   o.Str("path", "fuse")
+      .Raw("kernel_requests", kernel.Finish())
       .Bool("chunked", fetcher_ != nullptr)
       .UNum("bytes_delivered", s.total.bytes_delivered)
       .UNum("bytes_pushed", s.total.bytes_pushed)

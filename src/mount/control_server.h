@@ -97,6 +97,8 @@ class ControlServer {
   void Reap();
   void Wake();
   std::string StatsText(const FetcherStats& s) const;
+  // What the kernel asked the daemon, by kind (mount::KernelRequests).
+  std::string KernelRequestsText() const;
   // The decoded cache's and compressed reads' lines ("" before any).
   std::string DecodedText() const;
   std::string StatsJson(const FetcherStats& s, bool shards) const;

@@ -31,6 +31,7 @@
 #include "index/index_reader.h"
 #include "index/schema.h"
 #include "src/mount/decoded_cache.h"
+#include "src/mount/kernel_requests.h"
 #include "src/mount/shard_files.h"
 #include "src/mount/stream_reader.h"
 
@@ -198,6 +199,8 @@ class Filesystem {
   ShardFiles& shard_files() { return shards_; }
   const FilesystemOptions& options() const { return options_; }
   StreamStats stream_stats() const { return streams_.stats(); }
+  // What the kernel asked for, counted by the FUSE adapter.
+  KernelRequests& kernel_requests() const { return kernel_requests_; }
 
  private:
   Status VerifyFile(const EntryRecord& rec, const ShardHandle& shard);
@@ -216,6 +219,7 @@ class Filesystem {
   StreamReader streams_;
   // One bit per inode: content checked (verify=first).
   InodeBits verified_;
+  mutable KernelRequests kernel_requests_;
 };
 
 }  // namespace shardfs::mount
