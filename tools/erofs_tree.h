@@ -19,7 +19,8 @@ namespace shardfs::tools {
 
 // The view `reader` answers for (its ranks included) as a tree: one walk of
 // its directories. NotSupported naming the file or shard if the format cannot
-// hold it (see above); Corruption as the reader reports it.
+// hold it (see above); Corruption as the reader reports it, and naming the
+// directory where a damaged index lists a directory twice (a loop).
 Result<ErofsTree> ErofsTreeFromIndex(const index::IndexReader& reader);
 
 }  // namespace shardfs::tools
