@@ -139,6 +139,14 @@ Status Unxz(std::string_view name, const SeekPoint& p, std::string_view input, s
   auto free_filters = [&] {
     for (size_t k = 0; filters[k].id != LZMA_VLI_UNKNOWN; ++k) std::free(filters[k].options);
   };
+  // lzma_block_decoder takes no memory limit: the filters' own need, checked.
+  if (const uint64_t need = lzma_raw_decoder_memusage(filters); need > kXzMemLimit) {
+    free_filters();
+    return Bad(name, p.compressed,
+               fmt::format("the xz block's decoder needs {} MiB of memory (its dictionary), more "
+                           "than the limit of {} MiB",
+                           need >> 20, kXzMemLimit >> 20));
+  }
   lzma_stream strm = LZMA_STREAM_INIT;
   lzma_ret r = lzma_block_decoder(&strm, &block);
   if (r != LZMA_OK) {

@@ -29,6 +29,12 @@ inline constexpr uint64_t kMaxIntervalBytes = uint64_t{64} << 20;
 // read of it would allocate up to the shard's size.
 inline constexpr uint64_t kMaxIntervalInputBytes = kMaxIntervalBytes + (kMaxIntervalBytes >> 4);
 
+// The most memory an xz decoder may take, at build (liblzma's memlimit) and
+// on a read (the block's filters, checked before its decoder is made). It
+// follows the dictionary the stream declares: `xz -9` uses 64 MiB, and a
+// header declaring more than this (up to 4 GiB) is refused, naming the shard.
+inline constexpr uint64_t kXzMemLimit = uint64_t{256} << 20;
+
 // Bytes of a shard's head that DetectCodec looks at: one tar block.
 inline constexpr size_t kCodecMagicBytes = 512;
 
