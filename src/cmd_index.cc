@@ -58,6 +58,13 @@ std::vector<Option> NestOptionTable(tools::NestOptions* nest) {
            "name a nested a.tar's directory a, not a.tar", SetFlag(&nest->strip_extension)},
           {"strip-recursive-zip-extension", 0, nullptr,
            "name a nested a.zip's directory a, not a.zip", SetFlag(&nest->strip_zip_extension)},
+          {"max-zip-ratio", 0, "N",
+           "refuse a zip whose members declare more than N times its size (default 100)",
+           [nest](const char* arg) {
+             return ParseCount(arg, 1, UINT64_MAX, &nest->max_zip_ratio)
+                        ? Status::Ok()
+                        : Status::InvalidArgument("--max-zip-ratio needs a count of at least 1");
+           }},
           {"recursive-max-entries", 0, "N",
            "refuse a shard whose nested archives hold more entries (default 100000000)",
            [nest](const char* arg) {

@@ -45,7 +45,8 @@ int ParseArgs(const cli::CommandLine& cl, int argc, char** argv,
 // --max-shard-size and --max-list-pages, for every command that reads remote
 // shards (cmd_index.cc).
 std::vector<cli::Option> RemoteLimitOptions(tools::RemoteLimits* limits);
-// --recursive and its companions (tools/nested_scan.h), for `index build`
+// --recursive and its companions (tools/nested_scan.h), and --max-zip-ratio
+// (every zip's bomb bound, with or without --recursive), for `index build`
 // and `index add`; CheckNestOptions: the usage error for a companion given
 // without --recursive, or "".
 std::vector<cli::Option> NestOptionTable(tools::NestOptions* nest);

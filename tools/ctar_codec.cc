@@ -139,6 +139,14 @@ Status Unxz(std::string_view name, const SeekPoint& p, std::string_view input, s
   auto free_filters = [&] {
     for (size_t k = 0; filters[k].id != LZMA_VLI_UNKNOWN; ++k) std::free(filters[k].options);
   };
+  // lzma_block_decoder takes no memory limit: the filters' own need, checked.
+  if (const uint64_t need = lzma_raw_decoder_memusage(filters); need > kXzMemLimit) {
+    free_filters();
+    return Bad(name, p.compressed,
+               fmt::format("the xz block's decoder needs {} MiB of memory (its dictionary), more "
+                           "than the limit of {} MiB",
+                           need >> 20, kXzMemLimit >> 20));
+  }
   lzma_stream strm = LZMA_STREAM_INIT;
   lzma_ret r = lzma_block_decoder(&strm, &block);
   if (r != LZMA_OK) {
@@ -259,7 +267,27 @@ uint64_t IntervalInputEnd(const index::SeekTable& table, size_t i, uint64_t file
   if (i + 1 < table.points.size()) {
     return std::min(file_size, table.points[i + 1].compressed + 1);
   }
-  return file_size;
+  const uint64_t from = IntervalInputStart(table, i);
+  return from > file_size ? file_size : std::min(file_size, from + kMaxIntervalInputBytes);
+}
+
+Status CheckIntervalInput(std::string_view name, const index::SeekTable& table, size_t i,
+                          uint64_t file_size) {
+  const SeekPoint& p = table.points[i];
+  const uint64_t from = IntervalInputStart(table, i);
+  const uint64_t to = IntervalInputEnd(table, i, file_size);
+  if (from > to || to > file_size) {
+    return Status::Corruption(
+        fmt::format("shard {}: seek point {} at compressed byte {} lies past the shard's {} bytes",
+                    name, i, p.compressed, file_size));
+  }
+  if (to - from > kMaxIntervalInputBytes) {
+    return Status::Corruption(fmt::format(
+        "shard {}: seek point {} at compressed byte {}: its interval's compressed bytes run to "
+        "byte {}, {} bytes, more than the {} any interval takes (a damaged index)",
+        name, i, p.compressed, to, to - from, kMaxIntervalInputBytes));
+  }
+  return Status::Ok();
 }
 
 bool CanDecodePrefix(SeekKind kind) {

@@ -21,6 +21,20 @@ namespace shardfs::tools {
 // (one huge zstd frame or xz block) gives EIO on a random read.
 inline constexpr uint64_t kMaxIntervalBytes = uint64_t{64} << 20;
 
+// The most compressed bytes one interval's decode reads. An interval decodes
+// to at most kMaxIntervalBytes, and no codec grows incompressible data by
+// anywhere near a sixteenth (stored deflate blocks add 5 bytes in 64 KiB, raw
+// zstd blocks 3 in 128 KiB, LZMA2 chunks 3 in 64 KiB; bzip2 blocks are
+// under 1 MiB): a seek table whose interval spans more is damaged, and a
+// read of it would allocate up to the shard's size.
+inline constexpr uint64_t kMaxIntervalInputBytes = kMaxIntervalBytes + (kMaxIntervalBytes >> 4);
+
+// The most memory an xz decoder may take, at build (liblzma's memlimit) and
+// on a read (the block's filters, checked before its decoder is made). It
+// follows the dictionary the stream declares: `xz -9` uses 64 MiB, and a
+// header declaring more than this (up to 4 GiB) is refused, naming the shard.
+inline constexpr uint64_t kXzMemLimit = uint64_t{256} << 20;
+
 // Bytes of a shard's head that DetectCodec looks at: one tar block.
 inline constexpr size_t kCodecMagicBytes = 512;
 
@@ -39,9 +53,18 @@ index::Codec DetectCodec(std::string_view head);
 
 // Where the compressed bytes of interval `i` of `table` start (a deflate
 // point with bits starts one byte early) and the offset past which they
-// cannot reach (the next point's compressed offset, or `file_size`).
+// cannot reach (the next point's compressed offset, or `file_size`). The
+// last interval's end is the file's, and what follows its stream there (an
+// xz index, zero padding) is not read: it ends at most
+// kMaxIntervalInputBytes past its start.
 uint64_t IntervalInputStart(const index::SeekTable& table, size_t i);
 uint64_t IntervalInputEnd(const index::SeekTable& table, size_t i, uint64_t file_size);
+
+// Corruption naming `name` and the seek point unless interval `i`'s
+// compressed bytes (as above) lie within the `file_size` bytes of the shard
+// and are at most kMaxIntervalInputBytes: checked before they are read.
+Status CheckIntervalInput(std::string_view name, const index::SeekTable& table, size_t i,
+                          uint64_t file_size);
 
 // Decodes interval `i` of `table`: exactly table.End(i) - point.decoded
 // bytes. `input` holds the shard's bytes from IntervalInputStart(table, i)

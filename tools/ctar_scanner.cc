@@ -273,6 +273,9 @@ Status DecodeXz(const std::string& name, const char* data, size_t size, DecodedS
   // The blocks, from the index at the end of each stream.
   lzma_stream info = LZMA_STREAM_INIT;
   lzma_index* idx = nullptr;
+  // No memory limit here: the index takes memory in proportion to its
+  // records, each of which stands for a block of at least 8 bytes of the
+  // file, so it stays within a small multiple of the file's size.
   if (lzma_file_info_decoder(&info, &idx, UINT64_MAX, size) != LZMA_OK) {
     return Status::IoError("lzma_file_info_decoder failed");
   }
@@ -312,7 +315,7 @@ Status DecodeXz(const std::string& name, const char* data, size_t size, DecodedS
 
   // The decoded stream, in one pass.
   lzma_stream strm = LZMA_STREAM_INIT;
-  if (lzma_stream_decoder(&strm, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK) {
+  if (lzma_stream_decoder(&strm, kXzMemLimit, LZMA_CONCATENATED) != LZMA_OK) {
     return Status::IoError("lzma_stream_decoder failed");
   }
   std::unique_ptr<lzma_stream, decltype(&lzma_end)> guard(&strm, &lzma_end);
@@ -335,6 +338,12 @@ Status DecodeXz(const std::string& name, const char* data, size_t size, DecodedS
     r = lzma_code(&strm, LZMA_FINISH);
     SHARDFS_RETURN_IF_ERROR(sink->Produced(strm.next_out - before));
     if (r == LZMA_STREAM_END) break;
+    if (r == LZMA_MEMLIMIT_ERROR) {
+      return Bad(name, strm.next_in - reinterpret_cast<const uint8_t*>(data),
+                 fmt::format("xz: decoding needs {} MiB of memory (the dictionary its header "
+                             "declares), more than the limit of {} MiB: refused",
+                             (lzma_memusage(&strm) + (1 << 20) - 1) >> 20, kXzMemLimit >> 20));
+    }
     if (r != LZMA_OK) {
       return Bad(name, strm.next_in - reinterpret_cast<const uint8_t*>(data),
                  fmt::format("xz: data error {}", static_cast<int>(r)));

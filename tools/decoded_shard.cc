@@ -48,13 +48,9 @@ Result<UniqueFd> DecodeShardToTemp(const index::IndexReader& reader, index::Shar
             name, i, p.compressed, p.window));
       }
     }
+    SHARDFS_RETURN_IF_ERROR(CheckIntervalInput(name, table, i, size));
     const uint64_t from = IntervalInputStart(table, i);
     const uint64_t to = IntervalInputEnd(table, i, size);
-    if (from > to || to > size) {
-      return Status::Corruption(fmt::format(
-          "shard {}: seek point {} at compressed byte {} lies past the shard's {} bytes", name, i,
-          p.compressed, size));
-    }
     input.resize(static_cast<size_t>(to - from));
     if (Status r = PreadExact(fd, input.data(), input.size(), base + from); !r.ok()) {
       return r.WithContext(fmt::format("shard {}", name));

@@ -27,8 +27,9 @@ using ShardFdFn = std::function<Result<int>(index::ShardId)>;
 
 // The view `reader` answers for (its ranks included) as a tree: one walk of
 // its directories. NotSupported naming the file or shard if the format cannot
-// hold it (see above); Corruption as the reader reports it; what `shard_fd`
-// returns if it fails.
+// hold it (see above); Corruption as the reader reports it, and naming the
+// directory where a damaged index lists a directory twice (a loop); what
+// `shard_fd` returns if it fails.
 Result<ErofsTree> ErofsTreeFromIndex(const index::IndexReader& reader, const ShardFdFn& shard_fd);
 
 }  // namespace shardfs::tools

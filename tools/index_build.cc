@@ -209,6 +209,7 @@ void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t
   const std::string shown = RedactLocation(path);
   ScanOptions so;
   so.checksum = checksum;
+  so.max_zip_ratio = nest.max_zip_ratio;
   uint64_t last_end = 0;
   // Progress counters are shared by the scanning threads: add in batches, so
   // that they do not bounce a cache line between cores on every member.

@@ -295,10 +295,11 @@ Status NestedScanner::ExpandZip(ScannedMember&& m, std::string dir, int depth, c
   const std::string where =
       fmt::format("{}, member '{}' at byte {} (a nested zip; offsets below from its start)", shown_,
                   m.path, m.header_offset);
-  SHARDFS_RETURN_IF_ERROR(CheckNestedZip(where, data_ + base, size));
   SHARDFS_RETURN_IF_ERROR(emit(DirectoryOf(m, dir)));
+  // The scan refuses a zip bomb before it hands on any member.
   ScanOptions so;
   so.checksum = checksum_;
+  so.max_zip_ratio = options_.max_zip_ratio;
   ShardInfo info;
   return ScanZipBytes(
       where, data_ + base, size, so,
@@ -337,11 +338,11 @@ Status NestedScanner::ExpandSlice(ScannedMember&& m, std::string dir, int depth,
   slice.base = m.data_offset;
   slice.length = m.size;
   DecodedBytes decoded;
-  // A compression bomb is stopped as it decodes, by the bound on a zip's
-  // declared sizes (tools/nested_zip.h).
-  const uint64_t max_decoded = m.size > UINT64_MAX / kNestedZipMaxRatio
+  // A compression bomb is stopped as it decodes, by the default bound on a
+  // zip's declared sizes (tools/zip_scanner.h).
+  const uint64_t max_decoded = m.size > UINT64_MAX / kDefaultMaxZipRatio
                                    ? UINT64_MAX
-                                   : std::max(kNestedZipRatioFloor, m.size * kNestedZipMaxRatio);
+                                   : std::max(kZipRatioFloor, m.size * kDefaultMaxZipRatio);
   SHARDFS_RETURN_IF_ERROR(
       DecodeCompressedTar(where, data, m.size, codec,
                           options_.seek_spacing ? options_.seek_spacing : kDefaultSeekSpacing,

@@ -45,7 +45,8 @@
 // outer shard; a deflated one an encoded member whose compressed offset is in
 // the outer shard, so the mount inflates it as it does a top-level zip's. The
 // refusals of a top-level zip apply, naming the shard, the nested member and
-// the inner member; and a zip bomb is refused before its members are scanned.
+// the inner member; and a zip bomb is refused before its members are scanned
+// (tools/zip_scanner.h, as for a shard).
 // In the other direction, a stored tar (or zip) inside a zip shard nests the
 // same way. A tar or zip stored deflated inside a zip is refused: its members
 // would not be byte ranges of the shard (this also ends a quine, which needs
@@ -73,8 +74,8 @@
 // of a decoded stream, or a top-level compressed shard's member), a sparse
 // member in the slice, and an inner stream that is corrupt, truncated or
 // carries trailing garbage, and a compression bomb: a stream that decodes to
-// more than kNestedZipRatioFloor and kNestedZipMaxRatio times its size
-// (tools/nested_zip.h's bound), stopped as it decodes. A quine needs a
+// more than kZipRatioFloor and kDefaultMaxZipRatio times its size
+// (tools/zip_scanner.h's default bound), stopped as it decodes. A quine needs a
 // compressed tar inside a compressed tar: refused. A hard link to a compressed tar is that tar
 // again: a second slice of the same range. Other compressed files
 // (.json.gz) are ordinary files. Without --recursive all of them stay
@@ -102,7 +103,11 @@ struct NestOptions {
   bool strip_zip_extension = false;    // --strip-recursive-zip-extension
   uint64_t max_entries = 100'000'000;  // --recursive-max-entries, per shard.
   uint64_t seek_spacing = 0;           // --seek-spacing for slices (0: default).
-  bool depth_given = false;            // For the command line's checks only.
+  // --max-zip-ratio: the zip bomb bound (tools/zip_scanner.h) of every zip,
+  // a shard or nested; the only one of these that applies without
+  // --recursive.
+  uint64_t max_zip_ratio = kDefaultMaxZipRatio;
+  bool depth_given = false;  // For the command line's checks only.
   bool max_entries_given = false;
 };
 

@@ -493,7 +493,14 @@ Status ScanTarFd(const std::string& path, int fd, const ScanOptions& options,
     }
     // --recursive reads a stored member's content (a tar inside the zip).
     if (options.on_bytes) options.on_bytes(map.base, map.size);
-    return ScanZipBytes(path, map.base, map.size, options, releasing, info);
+    // The first pass touched every local header; the second releases as it
+    // goes, from the start.
+    ScanOptions zip_options = options;
+    zip_options.on_directory_read = [&] {
+      ::madvise(m, map.size, MADV_DONTNEED);
+      released = 0;
+    };
+    return ScanZipBytes(path, map.base, map.size, zip_options, releasing, info);
   }
   // A zip's first bytes without an end record that ends the file (bytes
   // after it, or cut short): said as a zip, not as a tar that is not one.

@@ -71,6 +71,11 @@ struct ShardInfo {
   bool zip = false;  // A zip archive (tools/zip_scanner.h), not a tar.
 };
 
+// The default of ScanOptions::max_zip_ratio: photos and audio stay near
+// 1:1 and text near 10:1; deflate's own bound is 1032:1, reached by runs of
+// one byte.
+inline constexpr uint64_t kDefaultMaxZipRatio = 100;
+
 struct ScanOptions {
   // Hash every member's content with XXH3-64 (reads the data). Off: only
   // headers are read and the scan's cost follows member count, not bytes.
@@ -89,6 +94,14 @@ struct ScanOptions {
   // stay readable until the scan returns (tools/nested_scan.h reads the
   // members' content through them).
   std::function<void(const char* data, size_t size)> on_bytes;
+  // A zip whose members declare in all more than kZipRatioFloor and more
+  // than this many times the zip's bytes is refused as a zip bomb
+  // (tools/zip_scanner.h; --max-zip-ratio). Tars ignore it.
+  uint64_t max_zip_ratio = kDefaultMaxZipRatio;
+  // Zips only: called once the first pass over the central directory and
+  // the local headers (the bomb checks) has ended, before any member is
+  // handed on; ScanTar drops the pages that pass touched from its mapping.
+  std::function<void()> on_directory_read;
 };
 
 // Scans the shard at `path`, calling `on_member` for each member in archive

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/coding.h"
 #include "index/encoded_member.h"
@@ -152,6 +153,18 @@ bool ValidUtf8(std::string_view s) {
   return true;
 }
 
+// What the first pass over the central directory collects, for the zip
+// bomb checks (tools/zip_scanner.h).
+struct Census {
+  struct Span {
+    uint64_t begin = 0;    // The local header.
+    uint64_t end = 0;      // Past the compressed data.
+    uint64_t central = 0;  // The central directory entry, for its name.
+  };
+  std::vector<Span> spans;
+  uint64_t declared = 0;  // Uncompressed bytes of the files, saturated.
+};
+
 class ZipScan {
  public:
   ZipScan(std::string_view name, const char* data, size_t size, const ScanOptions& options)
@@ -173,8 +186,16 @@ class ZipScan {
   bool Fits(uint64_t at, uint64_t len) const { return at <= size_ && len <= size_ - at; }
   // Finds the central directory: sets cd_offset_, cd_size_, entries_.
   Status FindDirectory();
+  // Reads the central entry at *at and its local header. With `census`
+  // (the first pass), records the member there and hands nothing on.
   Status Member(uint64_t* at, const std::function<Status(ScannedMember&&)>& on_member,
-                ShardInfo* info);
+                ShardInfo* info, Census* census);
+  // Refuses the zip bombs the census shows.
+  Status CheckBomb(Census& census) const;
+  // The raw name of the central entry at `central`, for messages.
+  std::string_view CentralName(uint64_t central) const {
+    return Bytes(central + kCentralSize, DecodeFixed16(data_ + central + 28));
+  }
 
   std::string_view name_;
   const char* data_;
@@ -269,7 +290,7 @@ Status ZipScan::FindDirectory() {
 }
 
 Status ZipScan::Member(uint64_t* at, const std::function<Status(ScannedMember&&)>& on_member,
-                       ShardInfo* info) {
+                       ShardInfo* info, Census* census) {
   const uint64_t cd_end = cd_offset_ + cd_size_;
   const uint64_t here = *at;
   if (cd_end - here < kCentralSize || DecodeFixed32(data_ + here) != kCentralSig) {
@@ -451,6 +472,23 @@ Status ZipScan::Member(uint64_t* at, const std::function<Status(ScannedMember&&)
     m.kind = dir ? MemberKind::kDir : MemberKind::kFile;
     m.mode = dir ? 0755 : (external & 1) ? 0444 : 0644;
   }
+  if (m.kind == MemberKind::kSymlink && uncomp > kMaxSymlinkTarget) {
+    return bad(fmt::format("symlink target of {} bytes", uncomp));
+  }
+  if (m.kind == MemberKind::kFile && method == kMethodDeflated && uncomp > kMaxDeflatedMember) {
+    return bad(
+        fmt::format("deflated member of {} bytes: larger than {} bytes, which a read "
+                    "inflates whole; store it (zip -0) instead",
+                    uncomp, kMaxDeflatedMember));
+  }
+  if (census) {
+    census->spans.push_back({local, data_at + comp, here});
+    if (m.kind == MemberKind::kFile) {
+      census->declared =
+          census->declared > UINT64_MAX - uncomp ? UINT64_MAX : census->declared + uncomp;
+    }
+    return Status::Ok();
+  }
   std::optional<int64_t> mtime = ExtraMtime(l_extra);
   if (!mtime) mtime = ExtraMtime(extra);
   m.mtime_ns = mtime ? *mtime : DosTimeNs(dos_time, dos_date);
@@ -472,9 +510,6 @@ Status ZipScan::Member(uint64_t* at, const std::function<Status(ScannedMember&&)
     return std::string(stored);
   };
   if (m.kind == MemberKind::kSymlink) {
-    if (uncomp > kMaxSymlinkTarget) {
-      return bad(fmt::format("symlink target of {} bytes", uncomp));
-    }
     SHARDFS_ASSIGN_OR_RETURN(m.link_target, content());
     if (m.link_target.empty() || m.link_target.find('\0') != std::string::npos) {
       return bad("symlink target empty or holding a NUL byte");
@@ -483,12 +518,6 @@ Status ZipScan::Member(uint64_t* at, const std::function<Status(ScannedMember&&)
     m.size = uncomp;
     m.data_offset = uncomp == 0 ? 0 : data_at;
     if (method == kMethodDeflated && uncomp > 0) {
-      if (uncomp > kMaxDeflatedMember) {
-        return bad(
-            fmt::format("deflated member of {} bytes: larger than {} bytes, which a read "
-                        "inflates whole; store it (zip -0) instead",
-                        uncomp, kMaxDeflatedMember));
-      }
       m.encoded = true;
       m.encoding = enc;
     }
@@ -510,14 +539,52 @@ Status ZipScan::Member(uint64_t* at, const std::function<Status(ScannedMember&&)
   return on_member(std::move(m));
 }
 
+Status ZipScan::CheckBomb(Census& census) const {
+  auto& spans = census.spans;
+  std::sort(spans.begin(), spans.end(),
+            [](const Census::Span& a, const Census::Span& b) { return a.begin < b.begin; });
+  // Sorted by start, any overlap shows between neighbours.
+  for (size_t i = 1; i < spans.size(); ++i) {
+    const Census::Span &a = spans[i - 1], &b = spans[i];
+    if (b.begin < a.end) {
+      return Bad(fmt::format(
+          "members '{}' (local header at byte {}, data to byte {}) and '{}' (local header at "
+          "byte {}) overlap: refused as a zip bomb (no zip writer makes members share bytes)",
+          CentralName(a.central), a.begin, a.end, CentralName(b.central), b.begin));
+    }
+  }
+  const uint64_t ratio = std::max<uint64_t>(options_.max_zip_ratio, 1);
+  const uint64_t bound = size_ > UINT64_MAX / ratio ? UINT64_MAX : size_ * ratio;
+  if (census.declared > kZipRatioFloor && census.declared > bound) {
+    return Bad(fmt::format(
+        "its members declare {} uncompressed bytes, more than {} times the zip's {} bytes: "
+        "refused as a zip bomb (--max-zip-ratio N raises the bound, default {})",
+        census.declared, ratio, size_, kDefaultMaxZipRatio));
+  }
+  return Status::Ok();
+}
+
 Status ZipScan::Run(const std::function<Status(ScannedMember&&)>& on_member, ShardInfo* info) {
   info->zip = true;
   SHARDFS_RETURN_IF_ERROR(FindDirectory());
+  // Two passes: every entry is read and the bomb checks made before the
+  // first member is handed on or inflated.
+  Census census;
+  census.spans.reserve(entries_);  // At most one per 46 bytes of the file.
   uint64_t at = cd_offset_;
-  for (uint64_t i = 0; i < entries_; ++i) SHARDFS_RETURN_IF_ERROR(Member(&at, on_member, info));
+  for (uint64_t i = 0; i < entries_; ++i) {
+    SHARDFS_RETURN_IF_ERROR(Member(&at, on_member, info, &census));
+  }
   if (at != cd_offset_ + cd_size_) {
     return Bad(fmt::format("{} bytes left in the central directory after its {} entries",
                            cd_offset_ + cd_size_ - at, entries_));
+  }
+  SHARDFS_RETURN_IF_ERROR(CheckBomb(census));
+  census = Census{};
+  if (options_.on_directory_read) options_.on_directory_read();
+  at = cd_offset_;
+  for (uint64_t i = 0; i < entries_; ++i) {
+    SHARDFS_RETURN_IF_ERROR(Member(&at, on_member, info, nullptr));
   }
   return Status::Ok();
 }

@@ -46,6 +46,22 @@
 // '..', longer than a name may be), and a deflated member larger than
 // kMaxDeflatedMember (a read inflates a member whole).
 //
+// A zip bomb is refused, also with InvalidArgument, after a first pass over
+// the central directory and the local headers and before any member is
+// handed on or any byte inflated (with checksums on, the scan inflates every
+// member; a flat bomb would make it inflate one stream once per entry):
+//   - overlap: each member's bytes (its local header through the end of its
+//     compressed data) must lie apart from every other member's. Central
+//     entries sharing one local header are how a flat zip bomb reaches its
+//     ratio; no zip writer produces them. Two entries of one name with
+//     local headers of their own are not that: the later wins, as above.
+//     The message names both members and their local header offsets.
+//   - ratio: the declared uncompressed sizes of the files, summed, may
+//     exceed kZipRatioFloor only up to options.max_zip_ratio times the
+//     archive's bytes; the message names --max-zip-ratio, which raises it.
+//     Each size is checked when its member is inflated
+//     (index/encoded_member.h), so the declared sum is the real one.
+//
 // With options.checksum every member's content is read (deflated members
 // inflated) and its CRC-32 checked: a corrupt member fails the build.
 //
@@ -65,6 +81,10 @@ namespace shardfs::tools {
 
 // Deflated members above this many uncompressed bytes are refused.
 inline constexpr uint64_t kMaxDeflatedMember = uint64_t{1} << 30;
+
+// Declared sizes up to this sum are accepted whatever the ratio (a small zip
+// of one large, highly compressible file).
+inline constexpr uint64_t kZipRatioFloor = uint64_t{256} << 20;
 
 // Whether `data` (a whole file of `size` bytes) ends in a zip end of central
 // directory record: its signature within the last 65,557 bytes, with a

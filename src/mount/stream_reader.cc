@@ -69,13 +69,9 @@ Result<std::string> StreamReader::Decode(index::ShardId id, const Table& t, size
   // A slice's compressed bytes end at its length (ShardHandle reads add its
   // base).
   const uint64_t size = reader_.shards()[id.value].data_size();
+  SHARDFS_RETURN_IF_ERROR(tools::CheckIntervalInput(t.name, t.table, point, size));
   const uint64_t from = tools::IntervalInputStart(t.table, point);
   const uint64_t to = tools::IntervalInputEnd(t.table, point, size);
-  if (from > to || to > size) {
-    return Status::Corruption(
-        fmt::format("shard {}: seek point {} at compressed byte {} lies past the shard's {} bytes",
-                    t.name, point, p.compressed, size));
-  }
   std::string input(static_cast<size_t>(to - from), '\0');
   SHARDFS_RETURN_IF_ERROR(shard->ReadAt(input.data(), input.size(), from));
   Result<std::string> out = tools::DecodeIntervalPrefix(t.name, t.table, point, window, input,

@@ -71,7 +71,9 @@ class StreamReader {
   // Reads `len` bytes at decoded offset `pos` of compressed shard `id`,
   // opened as `shard`, into `buf`. Corruption naming the shard and the
   // compressed offset for data that does not decode (truncated, corrupt, a
-  // seek table that does not fit the shard); IoError for an interval
+  // seek table that does not fit the shard or whose interval spans more
+  // than tools::kMaxIntervalInputBytes compressed bytes: checked before
+  // any is read); IoError for an interval
   // beyond the bound above, or a failed read of the shard.
   // `file`, if not null, is the file the bytes belong to (see above).
   Status Read(index::ShardId id, const ShardHandle& shard, uint64_t pos, size_t len, char* buf,

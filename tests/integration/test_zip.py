@@ -415,6 +415,77 @@ class ZipTest(tl.ScratchTestCase):
             self.assertIn("small.txt", err)
             self.assertIn("larger than", err)
 
+    def flat_bomb(self, name, entries, size=256 << 20):
+        """A zip whose central directory names one deflated member of `size`
+        zero bytes `entries` times, every entry at the one local header."""
+        c = zlib.compressobj(9, zlib.DEFLATED, -15)
+        chunk = bytes(1 << 20)
+        assert size % len(chunk) == 0
+        comp, crc = b"", 0
+        for _ in range(size // len(chunk)):
+            comp += c.compress(chunk)
+            crc = zlib.crc32(chunk, crc)
+        comp += c.flush()
+        n = b"zeros"
+        local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0x21, crc, len(comp), size,
+                            len(n), 0) + n + comp
+        entry = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 0x031E, 20, 0, 8, 0, 0x21, crc,
+                            len(comp), size, len(n), 0, 0, 0, 0, 0o100644 << 16, 0) + n
+        central = entry * entries
+        end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, entries, entries, len(central),
+                          len(local), 0)
+        z = os.path.join(self.scratch("bomb"), name)
+        tl.write_file(z, local + central + end)
+        return z
+
+    def build_measured(self, z, *extra, timeout=20):
+        """index build of `z` in a child of a fresh Python, which kills it
+        after `timeout` s: (exit code or "timeout", peak RSS in KiB, stderr,
+        index path)."""
+        tl.require_shardfs()
+        idx = os.path.join(self.scratch("measured"), "index")
+        probe = ("import resource, subprocess, sys\n"
+                 "try:\n"
+                 "    p = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL,\n"
+                 "                       stderr=subprocess.PIPE, timeout=float(sys.argv[1]))\n"
+                 "    rc, err = p.returncode, p.stderr\n"
+                 "except subprocess.TimeoutExpired as e:\n"
+                 "    rc, err = 'timeout', e.stderr or b''\n"
+                 "sys.stderr.buffer.write(err)\n"
+                 "print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+        p = subprocess.run([sys.executable, "-c", probe, str(timeout), tl.SHARDFS, "index",
+                            "build", "--quiet", "--out", idx, *extra, z],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout + 60)
+        rc, rss = p.stdout.decode().split()
+        return rc, int(rss), p.stderr.decode(errors="replace"), idx
+
+    def test_overlapping_entries_are_refused_before_inflating(self):
+        # 1,000 central entries at one local header of 256 MiB of zeros
+        # (~250 KiB deflated): 250 GiB to inflate, one entry at a time, if
+        # each were inflated to checksum it.
+        z = self.flat_bomb("flat.zip", 1000)
+        self.assertLess(os.path.getsize(z), 1 << 20)
+        rc, rss, err, idx = self.build_measured(z)
+        self.assertEqual(rc, "1", err)
+        self.assertLess(rss, 100 << 10, "peak RSS %d KiB" % rss)
+        self.assertIn("zip %s: members 'zeros' (local header at byte 0, data to byte " % z, err)
+        self.assertIn("and 'zeros' (local header at byte 0) overlap: refused as a zip bomb", err)
+        self.assertFalse(os.path.exists(idx))
+
+    def test_declared_sizes_past_the_ratio_are_refused_naming_the_option(self):
+        # One member of 300 MiB of zeros, ~300 KiB deflated: ~1000:1.
+        z = self.flat_bomb("ratio.zip", 1, size=300 << 20)
+        size = os.path.getsize(z)
+        self.refused(z, "its members declare %d uncompressed bytes, more than 100 times the "
+                        "zip's %d bytes: refused as a zip bomb" % (300 << 20, size),
+                     "--max-zip-ratio")
+        rc, _, err, idx = self.build_measured(z, "--max-zip-ratio", "5000", timeout=60)
+        self.assertEqual(rc, "0", err)
+        self.assertEqual(tl.index_entries(idx)[b"zeros"]["size"], 300 << 20)
+        p = tl.build_index([z], os.path.join(self.scratch("x"), "index"), "--max-zip-ratio", "0",
+                           check=2)
+        self.assertIn("--max-zip-ratio needs a count of at least 1", p.stderr.decode())
+
     def test_a_cut_zip_is_refused_as_a_zip(self):
         z = self.pyzip("cut.zip", zipfile.ZIP_DEFLATED)
         data = tl.read_file(z)

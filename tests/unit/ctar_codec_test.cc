@@ -5,10 +5,12 @@
 #include "tools/ctar_codec.h"
 
 #include <fcntl.h>
+#include <lzma.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cstdlib>
 #include <random>
 #include <string>
 
@@ -161,6 +163,95 @@ TEST(CtarCodecTest, EveryGzipIntervalDecodesToTheStream) {
     }
   }
   EXPECT_EQ(member_points, 2);
+}
+
+// `in` as an xz stream of one block (liblzma's preset 0, a 256 KiB
+// dictionary) whose header then declares a dictionary of 1536 MiB, as `xz
+// --lzma2=dict=1536MiB` writes it; *block_at is where the block starts.
+std::string XzDeclaring1536MiB(const std::string& in, size_t* block_at) {
+  std::string xz(lzma_stream_buffer_bound(in.size()), '\0');
+  size_t n = 0;
+  EXPECT_EQ(lzma_easy_buffer_encode(0, LZMA_CHECK_CRC64, nullptr,
+                                    reinterpret_cast<const uint8_t*>(in.data()), in.size(),
+                                    reinterpret_cast<uint8_t*>(xz.data()), &n, xz.size()),
+            LZMA_OK);
+  xz.resize(n);
+  // The block header: its size, flags, the optional sizes, then the LZMA2
+  // filter (id 0x21, one byte of properties: the dictionary size), padding,
+  // and its CRC-32.
+  constexpr size_t kBlock = 12;  // After the stream header.
+  *block_at = kBlock;
+  auto* b = reinterpret_cast<uint8_t*>(xz.data()) + kBlock;
+  const size_t header = (size_t{b[0]} + 1) * 4;
+  size_t at = 2;
+  for (int field : {0x40, 0x80}) {
+    if (b[1] & field) {
+      while (b[at++] & 0x80) {
+      }
+    }
+  }
+  EXPECT_EQ(b[at], 0x21);
+  EXPECT_EQ(b[at + 1], 1);
+  b[at + 2] = 37;  // (2 | 1) << (37 / 2 + 11): 1536 MiB.
+  const uint32_t crc = lzma_crc32(b, header - 4, 0);
+  for (int i = 0; i < 4; ++i) b[header - 4 + i] = static_cast<uint8_t>(crc >> (8 * i));
+  return xz;
+}
+
+TEST(CtarCodecTest, AnXzHeaderDeclaringADictionaryPastTheLimitIsRefused) {
+  const std::string tar = OneMemberTar("small content\n");
+  size_t block_at = 0;
+  const std::string xz = XzDeclaring1536MiB(tar, &block_at);
+  // What the header declares is what a decoder would take.
+  {
+    lzma_filter filters[LZMA_FILTERS_MAX + 1];
+    lzma_block block{};
+    block.version = 1;
+    block.filters = filters;
+    block.header_size = lzma_block_header_size_decode(static_cast<uint8_t>(xz[block_at]));
+    ASSERT_EQ(lzma_block_header_decode(&block, nullptr,
+                                       reinterpret_cast<const uint8_t*>(xz.data()) + block_at),
+              LZMA_OK);
+    EXPECT_GT(lzma_raw_decoder_memusage(filters), uint64_t{1536} << 20);
+    for (size_t k = 0; filters[k].id != LZMA_VLI_UNKNOWN; ++k) std::free(filters[k].options);
+  }
+  // At build: refused, naming the shard and the limit, before any member.
+  UniqueFd fd(::memfd_create("xz", MFD_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  ASSERT_TRUE(WriteFully(fd.get(), xz.data(), xz.size()));
+  CompressedScan scan;
+  ShardInfo info;
+  int members = 0;
+  Status s = ScanCompressedTarFd(
+      "big-dict.tar.xz", fd.get(), index::Codec::kXz, 256 << 10, ScanOptions{},
+      [&](ScannedMember&&) {
+        ++members;
+        return Status::Ok();
+      },
+      &info, &scan);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.message();
+  EXPECT_NE(s.message().find("shard big-dict.tar.xz: "), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("xz: decoding needs 1537 MiB of memory (the dictionary its header "
+                             "declares), more than the limit of 256 MiB"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(members, 0);
+  // On a read (the shard replaced after its index was built): the block's
+  // decoder is refused before it is made.
+  SeekTable table;
+  table.decoded_size = tar.size();
+  SeekPoint p;
+  p.kind = SeekKind::kXzBlock;
+  p.compressed = block_at;
+  p.check = LZMA_CHECK_CRC64;
+  table.points.push_back(p);
+  Result<std::string> out = DecodeInterval(
+      "big-dict.tar.xz", table, 0, "", std::string_view(xz).substr(block_at), kMaxIntervalBytes);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("shard big-dict.tar.xz: compressed data at byte 12: the "
+                                        "xz block's decoder needs 1536 MiB of memory"),
+            std::string::npos)
+      << out.status().message();
 }
 
 TEST(CtarCodecTest, ABzip2BlockIsDecodedWholeOnly) {

@@ -18,6 +18,7 @@
 #include "index/schema.h"
 #include "tests/unit/index_surgery.h"
 #include "tests/unit/test_util.h"
+#include "tools/erofs_tree.h"
 
 namespace shardfs::index {
 namespace {
@@ -184,6 +185,32 @@ TEST_F(IndexReaderCorruptTest, MaxInodeBeyondTheKeysOfTheIndexIsRefused) {
         {EncodeMetaKey(kMetaMaxInode), std::to_string(huge)},
         {std::string(EncodeInodeKey(kDefaultView, InodeId{huge}, ikey)), value}});
   ExpectOpenFails(Status::Code::kCorruption, {"'max_inode'", std::to_string(huge), "keys"});
+}
+
+// A directory that lists its ancestor (the root's record under a/up): the
+// kernel mount's one walk of the tree (tools/erofs_tree.h) stops with
+// Corruption naming the directory, where it would list a, a/up, a/up/a, ...
+// without end.
+TEST_F(IndexReaderCorruptTest, ADirectoryListingItsAncestorStopsTheErofsWalk) {
+  std::string root_value;
+  {
+    std::unique_ptr<IndexReader> r = OpenOk();
+    ASSERT_TRUE(r);
+    EntryRecord root;
+    RecordHolder holder;
+    ASSERT_TRUE(r->GetInode(kRootInode, &root, &holder).ok());
+    EncodeEntry(root, &root_value);
+  }
+  DirentKeyBuffer dkey;
+  Edit({{std::string(EncodeDirentKey(kDefaultView, kDirA, "up", dkey)), root_value}});
+  std::unique_ptr<IndexReader> r = OpenOk();
+  ASSERT_TRUE(r);
+  Result<tools::ErofsTree> tree = tools::ErofsTreeFromIndex(*r);
+  ASSERT_FALSE(tree.ok());
+  EXPECT_EQ(tree.status().code(), Status::Code::kCorruption) << tree.status().message();
+  EXPECT_THAT(tree.status().message(),
+              AllOf(HasSubstr(idx_), HasSubstr("directory '/a' lists 'up', directory inode 1, "
+                                               "which is already in the tree (a loop)")));
 }
 
 TEST_F(IndexReaderCorruptTest, EveryNumericMetaValueMustBeADecimalNumber) {
