@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "index/index_reader.h"
+#include "index/walk_guard.h"
 #include "src/command.h"
 
 namespace shardfs::app {
@@ -116,7 +117,7 @@ std::string EntryLine(std::string_view name, const EntryRecord& e) {
 }
 
 Status ListDir(const IndexReader& r, std::string_view dir_path, const EntryRecord& dir,
-               bool recursive, bool json) {
+               bool recursive, bool json, index::WalkGuard& met) {
   std::vector<std::pair<std::string, index::InodeId>> subdirs;
   if (!json && recursive) fmt::print("{}:\n", dir_path.empty() ? "." : dir_path);
   Status bad;
@@ -131,7 +132,11 @@ Status ListDir(const IndexReader& r, std::string_view dir_path, const EntryRecor
         } else {
           fmt::print("{}\n", EntryLine(name, e));
         }
-        if (recursive && e.type == EntryType::kDir) subdirs.emplace_back(path, e.inode);
+        if (recursive && e.type == EntryType::kDir) {
+          bad = met.Meet(r, dir.inode, name, e.inode);  // A damaged index's loop ends here.
+          if (!bad.ok()) return false;
+          subdirs.emplace_back(path, e.inode);
+        }
         return true;
       }));
   SHARDFS_RETURN_IF_ERROR(bad);
@@ -140,7 +145,7 @@ Status ListDir(const IndexReader& r, std::string_view dir_path, const EntryRecor
     EntryRecord sub;
     index::RecordHolder holder;
     SHARDFS_RETURN_IF_ERROR(r.GetInode(inode, &sub, &holder));
-    SHARDFS_RETURN_IF_ERROR(ListDir(r, path, sub, recursive, json));
+    SHARDFS_RETURN_IF_ERROR(ListDir(r, path, sub, recursive, json, met));
   }
   return Status::Ok();
 }
@@ -286,7 +291,8 @@ int RunLs(int argc, char** argv) {
     fmt::print("{}\n", json ? EntryJson(**reader, path, e) : EntryLine(path, e));
     return kExitOk;
   }
-  s = ListDir(**reader, path, e, recursive, json);
+  index::WalkGuard met(e.inode);
+  s = ListDir(**reader, path, e, recursive, json, met);
   if (!s.ok()) {
     log::Error("ls {}: {}", path, s.message());
     return kExitFailure;

@@ -9,10 +9,10 @@
 #include <map>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "base/io.h"
 #include "index/index_reader.h"
+#include "index/walk_guard.h"
 
 namespace shardfs::tools {
 
@@ -40,9 +40,8 @@ class TreeCollector {
     tree_.nodes[0].parent = 0;
     // Directories still to list, depth first (a directory, then its subtree).
     std::vector<std::pair<uint32_t, InodeId>> stack{{0, index::kRootInode}};
-    // Every directory listed once: a damaged index whose directory lists an
-    // ancestor (or any directory already met) would make the walk endless.
-    std::unordered_set<uint64_t> dirs{index::kRootInode.value};
+    // Every directory listed once (index/walk_guard.h).
+    index::WalkGuard dirs;
     while (!stack.empty()) {
       const uint32_t dir = stack.back().first;  // Not a binding: the lambda takes it.
       const InodeId inode = stack.back().second;
@@ -50,15 +49,8 @@ class TreeCollector {
       std::vector<std::pair<uint32_t, InodeId>> subdirs;
       Status failed;
       Status s = r_.ForEachChild(inode, "", [&](std::string_view name, const EntryRecord& rec) {
-        if (rec.type == EntryType::kDir && !dirs.insert(rec.inode.value).second) {
-          std::string path;
-          if (!r_.PathOf(inode, &path).ok()) path = fmt::format("inode {}", inode.value);
-          failed = Status::Corruption(fmt::format(
-              "index {}: directory '/{}' lists '{}', directory inode {}, which is already in "
-              "the tree (a loop)",
-              r_.path(), path, name, rec.inode.value));
-          return false;
-        }
+        if (rec.type == EntryType::kDir) failed = dirs.Meet(r_, inode, name, rec.inode);
+        if (!failed.ok()) return false;
         Result<uint32_t> child = AddChild(dir, rec);
         if (!child.ok()) {
           failed = child.status();

@@ -22,6 +22,7 @@
 #include "index/fingerprint.h"
 #include "index/index_reader.h"
 #include "index/member_path.h"
+#include "index/walk_guard.h"
 #include "tools/decoded_shard.h"
 #include "tools/progress.h"
 #include "tools/source_tree.h"
@@ -118,17 +119,24 @@ Status ListIndex(const index::IndexReader& r, std::vector<PackedEntry>* out) {
   SHARDFS_RETURN_IF_ERROR(r.GetInode(index::kRootInode, &root, &holder));
   out->push_back(convert("", root));
   std::vector<std::pair<std::string, index::InodeId>> dirs = {{"", index::kRootInode}};
+  index::WalkGuard met;  // A damaged index's loop ends the walk.
   while (!dirs.empty()) {
     std::string dir = std::move(dirs.back().first);
     index::InodeId inode = dirs.back().second;
     dirs.pop_back();
+    Status looped;
     SHARDFS_RETURN_IF_ERROR(
         r.ForEachChild(inode, "", [&](std::string_view name, const index::EntryRecord& e) {
           std::string path = JoinPath(dir, name);
-          if (e.type == index::EntryType::kDir) dirs.emplace_back(path, e.inode);
+          if (e.type == index::EntryType::kDir) {
+            looped = met.Meet(r, inode, name, e.inode);
+            if (!looped.ok()) return false;
+            dirs.emplace_back(path, e.inode);
+          }
           out->push_back(convert(std::move(path), e));
           return true;
         }));
+    SHARDFS_RETURN_IF_ERROR(looped);
   }
   std::sort(out->begin(), out->end(), [](const PackedEntry& a, const PackedEntry& b) {
     return index::TreeOrderLess(a.path, b.path);

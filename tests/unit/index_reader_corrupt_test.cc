@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "tests/unit/index_surgery.h"
 #include "tests/unit/test_util.h"
 #include "tools/erofs_tree.h"
+#include "tools/verify.h"
 
 namespace shardfs::index {
 namespace {
@@ -205,12 +207,24 @@ TEST_F(IndexReaderCorruptTest, ADirectoryListingItsAncestorStopsTheErofsWalk) {
   Edit({{std::string(EncodeDirentKey(kDefaultView, kDirA, "up", dkey)), root_value}});
   std::unique_ptr<IndexReader> r = OpenOk();
   ASSERT_TRUE(r);
-  Result<tools::ErofsTree> tree = tools::ErofsTreeFromIndex(*r);
+  Result<tools::ErofsTree> tree = tools::ErofsTreeFromIndex(
+      *r, [](ShardId) -> Result<int> { return Status::Corruption("no shard is read here"); });
   ASSERT_FALSE(tree.ok());
   EXPECT_EQ(tree.status().code(), Status::Code::kCorruption) << tree.status().message();
   EXPECT_THAT(tree.status().message(),
               AllOf(HasSubstr(idx_), HasSubstr("directory '/a' lists 'up', directory inode 1, "
                                                "which is already in the tree (a loop)")));
+  // verify's walk of the index (its listing grew without end) stops the
+  // same way (index/walk_guard.h); `ls -R` keeps the same guard.
+  std::filesystem::create_directories(dir_ / "src");
+  tools::VerifyOptions vo;
+  vo.index = idx_;
+  vo.src = dir_ / "src";
+  vo.quiet = true;
+  tools::VerifyReport report;
+  Status v = tools::Verify(vo, &report);
+  EXPECT_EQ(v.code(), Status::Code::kCorruption) << v.message();
+  EXPECT_THAT(v.message(), HasSubstr("which is already in the tree (a loop)"));
 }
 
 TEST_F(IndexReaderCorruptTest, EveryNumericMetaValueMustBeADecimalNumber) {
