@@ -60,10 +60,15 @@ bool IsOwnFileName(std::string_view name, DirKind kind) {
   if (IsRocksDbFileName(name)) return true;
   if (name.starts_with(kEditTempPrefix) && name.ends_with(".sst")) return true;
   if (kind == DirKind::kIndex) return false;
-  // index_publish.cc's table files, before their ingest.
-  constexpr std::array<std::string_view, 4> kTables = {"dirents.sst", "inodes.sst", "views.sst",
-                                                       "seek.sst"};
-  if (std::find(kTables.begin(), kTables.end(), name) != kTables.end()) return true;
+  // index_publish.h's table parts before their ingest (dirents.sst, ...).
+  if (name.ends_with(".sst")) {
+    const std::string_view stem = name.substr(0, name.size() - 4);
+    if (!stem.empty() && std::all_of(stem.begin(), stem.end(), [](char c) {
+          return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+        })) {
+      return true;
+    }
+  }
   return IsRunFileName(name);
 }
 

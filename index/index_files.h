@@ -28,9 +28,10 @@ enum class DirKind {
   // OPTIONS-N.dbtmp) and a view edit's table files (kEditTempPrefix*.sst).
   kIndex,
   // A build's temporary directory beside its output (OUT.tmp-*): an index's
-  // files, the table files before their ingest (dirents.sst, inodes.sst,
-  // views.sst, seek.sst) and spill runs (index/external_sort.h:
-  // members-K-N, dirents-N, inodes-N, dir-inodes-N, PREFIX-merge-N).
+  // files, the table parts before their ingest (index_publish.h: NAME.sst,
+  // NAME of [a-z0-9_-], as dirents.sst) and spill runs
+  // (index/external_sort.h: members-K-N, dirents-N, inodes-N, dir-inodes-N,
+  // PREFIX-merge-N).
   kBuild,
 };
 

@@ -32,15 +32,16 @@ TEST(IndexFilesTest, TheNamesRocksDbAndShardfsWrite) {
     EXPECT_TRUE(IsOwnFileName(name, DirKind::kBuild)) << name;
   }
   // A build's own: tables before their ingest and spill runs.
-  for (const char* name : {"dirents.sst", "inodes.sst", "views.sst", "seek.sst", "members-0-0",
-                           "members-12-345", "members-merge-3", "dirents-7", "inodes-8",
-                           "dir-inodes-9", "dirents-merge-0", "inodes-merge-11"}) {
+  for (const char* name :
+       {"dirents.sst", "inodes.sst", "views.sst", "seek.sst", "a.sst", "any_part-2.sst",
+        "members-0-0", "members-12-345", "members-merge-3", "dirents-7", "inodes-8", "dir-inodes-9",
+        "dirents-merge-0", "inodes-merge-11"}) {
     EXPECT_FALSE(IsOwnFileName(name, DirKind::kIndex)) << name;
     EXPECT_TRUE(IsOwnFileName(name, DirKind::kBuild)) << name;
   }
   for (const char* name : {"notes.txt",          "README",   "current",   "CURRENT.bak",
                            "LOG.old.",           "LOG.txt",  "MANIFEST-", "MANIFEST-12a",
-                           "OPTIONS-1.txt",      "12.txt",   ".sst",      "a.sst",
+                           "OPTIONS-1.txt",      "12.txt",   ".sst",      "A.sst",
                            "000012.sst.orig",    "members-", "members-0", "members-0-",
                            "members-a-1",        "dirents-", "dirents-x", "inodes-merge-",
                            "shardfs-edit-1.txt", "index",    "sub"}) {
