@@ -5,11 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <random>
 
 #include "base/coding.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/temp_dirs.h"
+#include "index/index_files.h"
 #include "index/index_publish.h"
 #include "index/member_path.h"
 #include "index/tree_emitter.h"
@@ -429,12 +430,9 @@ Result<std::unique_ptr<BoundedIndexWriter>> BoundedIndexWriter::Create(const std
                                                                        uint64_t memory,
                                                                        int spillers) {
   SHARDFS_ASSIGN_OR_RETURN(const fs::path out_abs, AbsoluteIndexPath(out_path));
-  std::random_device rd;
-  const std::string dir = fmt::format("{}.tmp-{}-{:08x}", out_abs.string(), ::getpid(), rd());
-  std::error_code ec;
-  if (!fs::create_directory(dir, ec)) {
-    return Status::IoError(fmt::format("{}: cannot create: {}", dir, ec.message()));
-  }
+  RemoveStaleBuildDirs(out_abs);
+  const std::string dir = TempPathBeside(out_abs.string());
+  SHARDFS_RETURN_IF_ERROR(MakeTempDir(dir));
   // What the program takes before any member (code, RocksDB, libarchive:
   // about 40 MB resident) comes out of the budget first.
   constexpr uint64_t kBaseline = uint64_t{40} << 20;
@@ -450,11 +448,7 @@ Result<std::unique_ptr<BoundedIndexWriter>> BoundedIndexWriter::Create(const std
   return w;
 }
 
-BoundedIndexWriter::~BoundedIndexWriter() {
-  std::error_code ec;
-  fs::remove_all(dir_, ec);
-  if (ec) log::Warning("{}: cannot remove the build's spill files: {}", dir_, ec.message());
-}
+BoundedIndexWriter::~BoundedIndexWriter() { RemoveBuildDir(dir_); }
 
 ShardId BoundedIndexWriter::AddShard(ShardMeta meta) {
   shards_.push_back(std::move(meta));

@@ -32,8 +32,11 @@
 // file for file.
 //
 // Spill files live in a temporary directory beside the output (named like
-// a publish's, OUT.tmp-PID-RANDOM), removed when the writer is destroyed,
-// on success and failure alike.
+// a publish's, OUT.tmp-HOST-PID-RANDOM: base/temp_dirs.h), removed when the
+// writer is destroyed, on success and failure alike, and when SIGINT,
+// SIGTERM or SIGHUP ends the process; Create first removes such directories
+// of this output left by builds of this host that are gone
+// (RemoveStaleBuildDirs).
 #ifndef SHARDFS_INDEX_BOUNDED_BUILD_H_
 #define SHARDFS_INDEX_BOUNDED_BUILD_H_
 

@@ -9,15 +9,16 @@
 #include <cerrno>
 #include <chrono>
 #include <memory>
-#include <random>
 #include <thread>
 #include <vector>
 
 #include "base/fd.h"
+#include "base/file_kind.h"
 #include "base/log.h"
 #include "base/paths.h"
+#include "base/temp_dirs.h"
 #include "index/db_options.h"
-#include "base/file_kind.h"
+#include "index/index_files.h"
 #include "index/index_reader.h"
 
 namespace shardfs::index {
@@ -85,16 +86,22 @@ Status IngestTables(const std::string& dir, const std::vector<std::string>& file
 }
 
 // Removes what publishing moved away from `out_path` (now at `old`): an
-// index, or the empty directory it replaced. Anything else (something put
-// there since CheckReplaceable) is kept, with a warning.
+// index, or the empty directory it replaced; only the files RocksDB and
+// shardfs write in an index (index_files.h), never a subdirectory. Anything
+// else (put there since CheckReplaceable) is kept at `old`, with a warning.
 void RemoveReplaced(const std::string& old, const std::string& out_path) {
   if (!IsShardfsIndex(old) && !IsEmptyDirectory(old)) {
     log::Warning("{}: what it held is not a shardfs index; kept at {}", out_path, old);
     return;
   }
-  std::error_code ec;
-  fs::remove_all(old, ec);
-  if (ec) log::Warning("{}: the replaced index is left at {}: {}", out_path, old, ec.message());
+  Result<std::vector<std::string>> left = RemoveOwnFiles(old, DirKind::kIndex);
+  if (!left.ok()) {
+    log::Warning("{}: the replaced index is left at {}: {}", out_path, old,
+                 left.status().message());
+  } else if (!left->empty()) {
+    log::Warning("{}: the replaced index held {}, which shardfs did not write; kept at {}",
+                 out_path, ListNames(*left), old);
+  }
 }
 
 // Puts the complete database `tmp` at `out_abs`, in one step (see
@@ -102,15 +109,17 @@ void RemoveReplaced(const std::string& old, const std::string& out_path) {
 // every moment, and a crash leaves one of them. Then removes the old one.
 Status RenameIntoPlace(const std::string& tmp, const fs::path& out_abs,
                        const std::string& out_path) {
-  std::error_code ec;
   // Checked again: the build took a while.
   if (Status s = CheckReplaceable(out_path, out_abs); !s.ok()) {
-    fs::remove_all(tmp, ec);
+    RemoveBuildDir(tmp);
     return s;
   }
+  // From here `tmp` may name the old index: a signal leaves it whole (for
+  // RemoveStaleBuildDirs), never removes it.
+  ForgetTempDir(tmp);
   Result<Replaced> r = ReplaceDirectory(tmp, out_abs.string());
   if (!r.ok()) {
-    fs::remove_all(tmp, ec);
+    RemoveBuildDir(tmp);
     return Status::IoError(fmt::format("{}: cannot publish: {}", out_path, r.status().message()));
   }
   if (!r->atomic) log::Debug("{}: replaced by two renames (no RENAME_EXCHANGE here)", out_path);
@@ -144,7 +153,17 @@ Status CheckReplaceable(const std::string& out_path, const fs::path& out_abs) {
     if (errno == ENOENT) return Status::Ok();
     return Status::FromErrno(errno, out_path);
   }
-  if (IsShardfsIndex(out_abs.string()) || IsEmptyDirectory(out_abs.string())) return Status::Ok();
+  if (IsEmptyDirectory(out_abs.string())) return Status::Ok();
+  if (IsShardfsIndex(out_abs.string())) {
+    SHARDFS_ASSIGN_OR_RETURN(const std::vector<std::string> foreign,
+                             ForeignEntries(out_abs.string(), DirKind::kIndex));
+    if (foreign.empty()) return Status::Ok();
+    return Status::InvalidArgument(fmt::format(
+        "{}: a shardfs index that also holds {}, which shardfs did not write; --force replaces "
+        "an index only when it holds nothing else (move them out of it, or choose another "
+        "--out): left alone",
+        out_path, ListNames(foreign)));
+  }
   const std::string what = S_ISREG(st.st_mode)   ? "is a file"
                            : S_ISDIR(st.st_mode) ? "is a directory that holds no shardfs index"
                                                  : FileKind(st.st_mode);
@@ -185,15 +204,12 @@ Status WriteDatabase(const std::string& dir, std::span<const TablePart> parts) {
 
 Result<uint64_t> PublishIndex(const std::string& out_path, const fs::path& out_abs,
                               std::span<const TablePart> parts) {
-  std::random_device rd;
-  std::string tmp = fmt::format("{}.tmp-{}-{:08x}", out_abs.string(), ::getpid(), rd());
-  std::error_code ec;
-  if (!fs::create_directory(tmp, ec)) {
-    return Status::IoError(fmt::format("{}: cannot create: {}", tmp, ec.message()));
-  }
+  RemoveStaleBuildDirs(out_abs);
+  const std::string tmp = TempPathBeside(out_abs.string());
+  SHARDFS_RETURN_IF_ERROR(MakeTempDir(tmp));
   Status s = WriteDatabase(tmp, parts);
   if (!s.ok()) {
-    fs::remove_all(tmp, ec);
+    RemoveBuildDir(tmp);
     return s.WithContext(out_path);
   }
   log::Debug("index write: database written");

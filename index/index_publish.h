@@ -38,15 +38,21 @@ Result<std::filesystem::path> AbsoluteIndexPath(const std::string& out_path);
 Status WriteDatabase(const std::string& dir, std::span<const TablePart> parts);
 
 // Whether an index may be published at `out_abs` (AbsoluteIndexPath(
-// out_path)) over what is there: nothing, a shardfs index (IsShardfsIndex)
-// or an empty directory. Anything else, InvalidArgument naming `out_path`
-// and what it is: no publish replaces what shardfs did not write.
+// out_path)) over what is there: nothing, an empty directory, or a shardfs
+// index (IsShardfsIndex) holding nothing but the files RocksDB and shardfs
+// write in one (index_files.h). Anything else, InvalidArgument naming
+// `out_path` and what it is (the entries shardfs did not write, for an
+// index holding some): no publish replaces what shardfs did not write.
 Status CheckReplaceable(const std::string& out_path, const std::filesystem::path& out_abs);
 
 // Writes `parts` with WriteDatabase into a temporary directory beside
-// `out_abs` (AbsoluteIndexPath(out_path)) and puts it in place in one step
-// (ReplaceDirectory in base/paths.h: `out_abs` names the old index or the
-// new one at every moment, a crash included), then removes the old one.
+// `out_abs` (AbsoluteIndexPath(out_path); named and removed on a signal as
+// base/temp_dirs.h says) and puts it in place in one step (ReplaceDirectory
+// in base/paths.h: `out_abs` names the old index or the new one at every
+// moment, a crash included), then removes the old one's files (only those:
+// anything else appearing there meanwhile is kept, with a warning). First
+// removes the temporary directories of earlier builds of `out_abs` whose
+// process is gone (RemoveStaleBuildDirs).
 // Whether an existing index may be replaced is the caller's to check (see
 // CheckOutputPath); what CheckReplaceable refuses is refused here too.
 // Returns the bytes of the published index's files, or an error naming

@@ -72,8 +72,9 @@ struct ReaderOptions {
 // True if `path` is a directory (not a symlink to one) holding a RocksDB
 // database with the meta key schema_version: a shardfs index of any schema
 // version, whole enough for RocksDB to open. What `index build --force` and
-// `pack --force` may replace; a directory shardfs did not write never
-// passes. Opens the database read-only and writes nothing.
+// `pack --force` may replace (if it holds nothing else: index_files.h); a
+// directory shardfs did not write never passes. Opens the database
+// read-only and writes nothing.
 bool IsShardfsIndex(const std::string& path);
 
 // Holds the bytes a decoded EntryRecord points into (its symlink target).

@@ -131,8 +131,8 @@ class IndexWriter {
 
 // Checks early, before a long scan, that `out_path` can be published:
 // AlreadyExists if something is there and !force; with force,
-// InvalidArgument unless that is a shardfs index or an empty directory
-// (CheckReplaceable: nothing else is ever replaced); IoError if its
+// InvalidArgument unless that is a shardfs index holding nothing else or an
+// empty directory (CheckReplaceable: nothing else is ever replaced); IoError if its
 // directory is not writable.
 Status CheckOutputPath(const std::string& out_path, bool force);
 

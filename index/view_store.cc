@@ -19,6 +19,7 @@
 #include "base/parse.h"
 #include "base/strings.h"
 #include "index/db_options.h"
+#include "index/index_files.h"  // kEditTempPrefix
 #include "index/manifest.h"
 #include "index/rocks_util.h"
 
@@ -32,8 +33,6 @@ constexpr size_t kMaxViewName = 128;
 const std::string kViewIdKey = std::string(1, kCatalogPrefix) + '\x02';
 // A catalog key each edit writes (see IndexEditor::Settle).
 const std::string kLastEditKey = std::string(1, kCatalogPrefix) + '\x03';
-// Temporary table files of an editor, in the index directory.
-constexpr std::string_view kEditTempPrefix = "shardfs-edit-";
 
 bool NameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "base/log.h"
+#include "base/temp_dirs.h"
 #include "src/command.h"
 #include "src/mount/prefill_lister.h"
 
@@ -167,13 +168,18 @@ int main(int argc, char** argv) {
     return shardfs::mount::RunPrefillLister(argc, argv);
   }
   std::string command;
+  int rc;
   try {
-    return Dispatch(argc, argv, &command);
+    rc = Dispatch(argc, argv, &command);
   } catch (const std::bad_alloc&) {
-    return Unexpected(command, "out of memory (std::bad_alloc)");
+    rc = Unexpected(command, "out of memory (std::bad_alloc)");
   } catch (const std::exception& e) {
-    return Unexpected(command, e.what());
+    rc = Unexpected(command, e.what());
   } catch (...) {
-    return Unexpected(command, "unexpected exception");
+    rc = Unexpected(command, "unexpected exception");
   }
+  // A signal removing the command's temporary directories (base/temp_dirs.h)
+  // may have made it fail: the process ends by that signal, as it would have.
+  shardfs::AwaitSignalCleanup();
+  return rc;
 }

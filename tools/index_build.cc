@@ -15,12 +15,14 @@
 #include <optional>
 #include <thread>
 
+#include "base/file_kind.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/paths.h"
 #include "base/strings.h"
 #include "index/bounded_build.h"
-#include "base/file_kind.h"
+#include "index/index_files.h"
+#include "index/index_publish.h"  // AbsoluteIndexPath
 #include "index/member_path.h"
 #include "tools/ctar_scanner.h"
 #include "tools/progress.h"
@@ -647,6 +649,11 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   SHARDFS_RETURN_IF_ERROR(index::CheckOutputPath(options.out, options.force));
+  // An earlier build's temporary directory whose process is gone (killed
+  // with SIGKILL): removed now, whether or not this build gets to publish.
+  SHARDFS_ASSIGN_OR_RETURN(const std::filesystem::path out_abs,
+                           index::AbsoluteIndexPath(options.out));
+  index::RemoveStaleBuildDirs(out_abs);
   SHARDFS_ASSIGN_OR_RETURN(
       std::vector<std::string> shards,
       ExpandShardInputs(options.inputs, options.from_list, options.url_prefix, options.remote));

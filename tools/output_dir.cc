@@ -1,12 +1,14 @@
 #include "tools/output_dir.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <set>
 #include <system_error>
 
+#include "index/index_files.h"
 #include "index/index_reader.h"
 
 namespace shardfs::tools {
@@ -37,6 +39,17 @@ Status ListLeftovers(const std::string& out_dir, const ShardNamePattern& pattern
   return Status::Ok();
 }
 
+// An index publish's temporary directory (index.tmp-*, with its ".old"
+// aside), or an older shardfs's index.old-*.
+bool IsIndexTempName(const std::string& name) {
+  return name.starts_with("index.tmp-") || name.starts_with("index.old-");
+}
+
+// Which of its own files a directory ListEarlierOutput may accept holds.
+index::DirKind IndexDirKind(const std::string& name) {
+  return name == "index" ? index::DirKind::kIndex : index::DirKind::kBuild;
+}
+
 }  // namespace
 
 Status RefuseLeftovers(const std::string& out_dir, const ShardNamePattern& pattern,
@@ -53,6 +66,9 @@ Status RefuseLeftovers(const std::string& out_dir, const ShardNamePattern& patte
   }
   if (warnings) {
     for (const fs::path& p : index_tmps) {
+      pid_t pid = 0;
+      // The publish removes it, and says so (index::RemoveStaleBuildDirs).
+      if (index::IsStaleBuildDirName(p.filename().string(), "index", &pid)) continue;
       warnings->push_back(
           fmt::format("{}{}: left by an interrupted index publish; kept (--force removes it)",
                       out_shown, p.filename().string()));
@@ -95,20 +111,26 @@ Result<std::vector<std::string>> ListEarlierOutput(const std::string& out_dir,
     const bool dir = de->is_directory(type_ec) && !de->is_symlink(type_ec);
     const bool file = de->is_regular_file(type_ec) && !de->is_symlink(type_ec);
     bool ours;
-    if (name == "index") {
-      ours = has_index;
-    } else if (name.starts_with("index.tmp-") || name.starts_with("index.old-")) {
-      ours = dir;
+    if ((name == "index" && has_index) || (dir && IsIndexTempName(name))) {
+      // Ours only if it holds nothing but what an index build writes: a
+      // subdirectory or a file of the user's in it is named, not removed.
+      SHARDFS_ASSIGN_OR_RETURN(std::vector<std::string> foreign,
+                               index::ForeignEntries(de->path().string(), IndexDirKind(name)));
+      for (const std::string& f : foreign) others.push_back(name + "/" + f);
+      ours = foreign.empty();
+      if (!ours) continue;
     } else {
       ours = file && (listed.contains(name) || pattern.Matches(name, true));
     }
-    (ours ? names : others).push_back(name);
+    (ours ? names : others).push_back(dir && !ours ? name + "/" : name);
   }
   if (ec) return Status::IoError(fmt::format("{}: {}", out_dir, ec.message()));
   if (!others.empty()) {
     std::sort(others.begin(), others.end());
     std::string more =
-        others.size() > 1 ? fmt::format(" (and {} more such entries)", others.size() - 1) : "";
+        others.size() > 1
+            ? fmt::format(" (nor {})", index::ListNames({others.begin() + 1, others.end()}))
+            : "";
     return Status::InvalidArgument(fmt::format(
         "{}{}: not written by shardfs pack{}; pack --force replaces only an earlier pack output "
         "and leaves this directory alone (choose another --out)",
@@ -126,21 +148,29 @@ Status RemoveEarlierOutput(const std::string& dir, const std::vector<std::string
     if (!fs::exists(st)) continue;
     if (fs::is_directory(st)) {
       if (name == "index" && !index::IsShardfsIndex(p)) continue;  // Kept: no longer an index.
-      if (name != "index" && !name.starts_with("index.tmp-") && !name.starts_with("index.old-")) {
-        continue;  // A file was listed: kept.
-      }
-      fs::remove_all(p, ec);
+      if (name != "index" && !IsIndexTempName(name)) continue;     // A file was listed: kept.
+      // Its own files only: anything else stays, and so does `dir`, below.
+      Result<std::vector<std::string>> left = index::RemoveOwnFiles(p, IndexDirKind(name));
+      if (!left.ok()) return left.status();
     } else if (fs::is_regular_file(st)) {
       fs::remove(p, ec);
     }
     if (ec) return Status::IoError(fmt::format("remove {}: {}", p, ec.message()));
   }
+  if (::rmdir(dir.c_str()) == 0) return Status::Ok();
+  std::vector<std::string> left;
   std::error_code ec;
-  if (!fs::remove(dir, ec) || ec) {
-    return Status::IoError(fmt::format(
-        "{}: holds files no earlier pack wrote (they appeared during the pack); kept there", dir));
+  for (fs::directory_iterator de(dir, ec); !ec && de != fs::directory_iterator();
+       de.increment(ec)) {
+    std::error_code type_ec;
+    const std::string name = de->path().filename().string();
+    left.push_back(de->is_directory(type_ec) && !de->is_symlink(type_ec) ? name + "/" : name);
   }
-  return Status::Ok();
+  std::sort(left.begin(), left.end());
+  return Status::IoError(
+      fmt::format("{}: holds {}, which no earlier pack wrote (they appeared during the pack); "
+                  "kept there",
+                  dir, index::ListNames(left)));
 }
 
 }  // namespace shardfs::tools

@@ -26,18 +26,23 @@ Status RefuseLeftovers(const std::string& out_dir, const ShardNamePattern& patte
 // (none if it is missing or empty): "index" if it is a shardfs index, the
 // files that index lists as its shards in `out_dir` (written under any
 // --name), files named like a shard or NAME.tmp by `pattern`, and
-// index.tmp-* and index.old-* directories (an interrupted publish).
-// InvalidArgument naming (as `out_shown` + name) the first other entry, or
-// `out_dir` if it is not a directory: pack --force replaces an earlier
-// output only, so a directory holding anything else is left untouched.
+// index.tmp-* and index.old-* directories (an interrupted publish). The
+// directories count only if they hold nothing but the files an index (or a
+// build's temporary directory) has (index/index_files.h). InvalidArgument
+// naming (as `out_shown` + name, or + DIR/name inside one of them) the first
+// other entry, or `out_dir` if it is not a directory: pack --force replaces
+// an earlier output only, so a directory holding anything else is left
+// untouched.
 Result<std::vector<std::string>> ListEarlierOutput(const std::string& out_dir,
                                                    const ShardNamePattern& pattern,
                                                    const std::string& out_shown);
 
 // Removes `names` (ListEarlierOutput's, from the directory that was at the
-// output) from `dir`, then `dir`. An "index" that is no longer a shardfs
-// index, a directory where a file was listed, or anything that appeared
-// since is kept: IoError naming what is left and where.
+// output) from `dir`, then `dir`; of the directories among them only their
+// own files (index::RemoveOwnFiles), never descending further. An "index"
+// that is no longer a shardfs index, a directory where a file was listed, or
+// anything that appeared since is kept: IoError naming what is left and
+// where.
 Status RemoveEarlierOutput(const std::string& dir, const std::vector<std::string>& names);
 
 }  // namespace shardfs::tools

@@ -11,12 +11,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <random>
 #include <system_error>
 #include <thread>
 
 #include "base/fd.h"
 #include "base/paths.h"
+#include "base/temp_dirs.h"
+#include "index/index_files.h"
 #include "tools/output_dir.h"
 #include "tools/pack_from_index.h"
 #include "tools/pack_plan.h"
@@ -130,7 +131,7 @@ Status RefuseExisting(const PackOptions& options, const PackPaths& paths,
 }
 
 // Where this run writes: OUT_DIR itself, created if missing; with --force
-// over an earlier output, a fresh OUT_DIR.tmp-PID-* beside it (removed with
+// over an earlier output, a fresh OUT_DIR.tmp-HOST-PID-* beside it (removed with
 // this object unless ReplaceOutput swapped it in), so that a failed pack
 // leaves the earlier output whole.
 class OutputDir {
@@ -155,8 +156,7 @@ class OutputDir {
     }
     struct stat st;
     if (::stat(paths.out_real.c_str(), &st) != 0) return Status::FromErrno(errno, options.out);
-    std::random_device rd;
-    std::string fresh = fmt::format("{}.tmp-{}-{:08x}", paths.out_real, ::getpid(), rd());
+    std::string fresh = TempPathBeside(paths.out_real);
     if (::mkdir(fresh.c_str(), st.st_mode & 07777) != 0) {
       return Status::FromErrno(errno, fmt::format("create {}", fresh));
     }
@@ -256,8 +256,7 @@ Status CheckAgainstSource(const IndexSource& from, const std::string& index_path
                           PackReport* report) {
   Status s = VerifyPacked(from, index_path, jobs, &report->errors);
   if (s.ok() && report->errors.empty()) return Status::Ok();
-  std::error_code ec;
-  fs::remove_all(index_path, ec);
+  (void)index::RemoveOwnFiles(index_path, index::DirKind::kIndex);  // This run's own index.
   RemoveShards(report);
   if (!s.ok()) return s.WithContext("checking the packed index");
   return Status::Corruption(

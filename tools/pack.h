@@ -50,9 +50,11 @@
 // an interrupted publish are left alone (with a warning). With force it
 // replaces an earlier output whole, and only that: OUT_DIR may hold nothing
 // but a shardfs index named "index", the shards that index lists, files
-// named like a shard or NAME.tmp, and index.tmp-*/index.old-* directories
-// (see ListEarlierOutput); anything else stops the pack before anything is
-// written. The new output is written into a fresh OUT_DIR.tmp-PID-* beside
+// named like a shard or NAME.tmp, and index.tmp-*/index.old-* directories,
+// those directories holding only an index's or a build's own files (see
+// ListEarlierOutput); anything else, a user's file inside "index" too, stops
+// the pack before anything is written. The new output is written into a
+// fresh OUT_DIR.tmp-HOST-PID-* beside
 // OUT_DIR and exchanged with it in one step once complete (ReplaceDirectory
 // in base/paths.h), then the old one is removed: a failed or interrupted
 // forced pack leaves the earlier output as it was (and at most an

@@ -3,11 +3,16 @@
 
 `index build --force` replaces a shardfs index or an empty directory, never
 a directory of shards or anything else, and never an output that holds an
-input; the index path names the old or the new index at every moment.
+input; the index path names the old or the new index at every moment. An
+index holding files shardfs did not write (a user's notes, a subdirectory)
+is refused, the files named and left as they were, by `index build --force`
+and `view export --format index --force` alike; `index manifest --force`
+replaces a manifest only.
 `pack --force` replaces only an earlier pack output and keeps it whole until
 the new one is complete: a pack failing half-way (the test-only
 SHARDFS_TEST_FAIL_AFTER_SHARDS hook, as a full disk) leaves the old output
-as it was, and verify still passes on it.
+as it was, and verify still passes on it. A user's file inside its index
+(or inside an index.tmp-* directory) stops it too.
 """
 
 import os
@@ -130,14 +135,27 @@ class ForceSafetyTest(tl.ScratchTestCase):
         lst = os.path.join(idx, "list.txt")
         tl._write(lst, tars[1].encode() + b"\n")
         before = snapshot(idx)
+        # Files shardfs did not write in an index: refused before anything
+        # else is looked at, both named.
         p = tl.build_index([inside], idx, "--force", check=None)
-        self.assert_refused(p, "--out %s holds the input %s" % (idx, inside))
+        self.assert_refused(p, idx, "list.txt and s-0.tar, which shardfs did not write")
         p = tl.build_index([], idx, "--force", "--from-list", lst, check=None)
-        self.assert_refused(p, "holds the input %s" % lst)
+        self.assert_refused(p, "list.txt and s-0.tar")
         # Named through a symlink to the index, the input is still inside it.
         link = idx + "-link"
         os.symlink(idx, link)
         p = tl.build_index([os.path.join(link, "s-0.tar")], idx, "--force", check=None)
+        self.assert_refused(p, "s-0.tar")
+        self.assertEqual(snapshot(idx), before)
+        # An input inside an index is refused as such, too: a shard named like
+        # one of RocksDB's files.
+        named_like_a_table = os.path.join(idx, "000099.sst")
+        os.rename(inside, named_like_a_table)
+        os.unlink(lst)
+        before = snapshot(idx)
+        p = tl.build_index([named_like_a_table], idx, "--force", check=None)
+        self.assert_refused(p, "--out %s holds the input %s" % (idx, named_like_a_table))
+        p = tl.build_index([os.path.join(link, "000099.sst")], idx, "--force", check=None)
         self.assert_refused(p, "holds the input")
         self.assertEqual(snapshot(idx), before)
 
@@ -167,6 +185,62 @@ class ForceSafetyTest(tl.ScratchTestCase):
         tl.build_index(tars, empty, "--force")
         self.assertEqual(tl.index_info(empty)[0]["shards"], 2)
         self.assertEqual(sorted(os.listdir(parent)), ["empty", "idx"])
+
+    def add_users_files(self, idx):
+        """A user's notes and a subdirectory of theirs inside the index."""
+        tl._write(os.path.join(idx, "notes.txt"), b"which shards went into this\n")
+        os.makedirs(os.path.join(idx, "sub", "deeper"))
+        tl._write(os.path.join(idx, "sub", "deeper", "keep.txt"), os.urandom(100))
+        os.symlink("notes.txt", os.path.join(idx, "link"))
+
+    def test_index_force_refuses_an_index_holding_a_users_files(self):
+        shards, tars = self.make_shards("users")
+        parent = self.scratch("users-idx")
+        idx = os.path.join(parent, "idx")
+        tl.build_index(tars[:1], idx)
+        self.add_users_files(idx)
+        before = snapshot(idx)
+        # In memory and spilling (a bounded build), through the CLI's two
+        # ways of naming the path.
+        for extra in ([], ["--memory", "1M"], ["--jobs", "1"]):
+            for out in (idx, idx + "/"):
+                p = tl.build_index(tars, out, "--force", *extra, check=None)
+                self.assert_refused(p, out, "notes.txt", "sub/", "link",
+                                    "which shardfs did not write")
+                self.assertEqual(snapshot(idx), before, "the user's files or the index changed")
+                self.assertEqual(os.listdir(parent), ["idx"], "nothing left beside the index")
+        # The old index still reads.
+        self.assertEqual(tl.index_info(idx)[0]["shards"], 1)
+        self.assertEqual({p.split(b"/")[0] for p in tl.index_entries(idx)}, {b"a"})
+        # Moved out, the index is replaced, and nothing is left but the new one.
+        os.unlink(os.path.join(idx, "notes.txt"))
+        os.unlink(os.path.join(idx, "link"))
+        os.rename(os.path.join(idx, "sub"), os.path.join(parent, "sub"))
+        tl.build_index(tars, idx, "--force")
+        self.assertEqual(tl.index_info(idx)[0]["shards"], 2)
+        self.assertEqual(sorted(os.listdir(parent)), ["idx", "sub"])
+
+    def test_view_export_force_refuses_an_index_holding_a_users_files(self):
+        shards, tars = self.make_shards("export")
+        parent = self.scratch("export-idx")
+        src = os.path.join(parent, "src.idx")
+        tl.build_index(tars, src)
+        out = os.path.join(parent, "out.idx")
+        export = ("view", "export", src, "default", "--format", "index", "--out", out)
+        tl.run_shardfs(*export, check=0)
+        self.add_users_files(out)
+        before = snapshot(out)
+        p = tl.run_shardfs(*export, "--force", check=None)
+        self.assert_refused(p, out, "notes.txt", "sub/", "which shardfs did not write")
+        self.assertEqual(snapshot(out), before)
+        self.assertEqual(sorted(os.listdir(parent)), ["out.idx", "src.idx"])
+        self.assertEqual(tl.index_info(out)[0]["shards"], 2)
+        # A manifest's --force replaces a manifest only: not an index, not a
+        # directory of the user's.
+        for target in (out, os.path.join(out, "sub")):
+            p = tl.run_shardfs("index", "manifest", "--force", "--out", target, src, check=None)
+            self.assert_refused(p, target, "not a shardfs manifest")
+            self.assertEqual(snapshot(out), before)
 
     # -- pack --force -------------------------------------------------------
 
@@ -232,6 +306,39 @@ class ForceSafetyTest(tl.ScratchTestCase):
         self.assertTrue(all(n.startswith("train-") for n in new), new)
         self.assertEqual(sorted(os.listdir(out)), sorted(["index"] + new))
         self.assertTrue(old and not set(old) & set(new))
+        self.verify(out, src)
+
+    def test_pack_force_keeps_a_users_files_inside_the_index(self):
+        src = self.make_src("inside")
+        parent = self.scratch("inside-out")
+        out = os.path.join(parent, "out")
+        tl.pack(src, out, "--shard-size", "64K")
+        index = os.path.join(out, "index")
+        self.add_users_files(index)
+        before = snapshot(out)
+        p = tl.pack(src, out, "--force", check=1)
+        for name in (b"index/notes.txt", b"not written by shardfs pack"):
+            self.assertIn(name, p.stderr)
+        self.assertEqual(snapshot(out), before, "the user's files or the output changed")
+        self.assertEqual(os.listdir(parent), ["out"])
+        self.verify(out, src)
+        # The same in what looks like an interrupted publish's directory.
+        for name in ("notes.txt", "link"):
+            os.unlink(os.path.join(index, name))
+        os.rename(os.path.join(index, "sub"), os.path.join(parent, "sub"))
+        leftover = os.path.join(out, "index.tmp-somehost-1-0badf00d")
+        os.makedirs(os.path.join(leftover, "mine"))
+        tl._write(os.path.join(leftover, "mine", "data"), b"mine")
+        tl._write(os.path.join(leftover, "000009.sst"), b"a table, say")
+        before = snapshot(out)
+        p = tl.pack(src, out, "--force", check=1)
+        self.assertIn(b"index.tmp-somehost-1-0badf00d/mine/", p.stderr)
+        self.assertEqual(snapshot(out), before)
+        # Its own files only, and it is replaced.
+        os.rename(os.path.join(leftover, "mine"), os.path.join(parent, "mine"))
+        tl.pack(src, out, "--force")
+        self.assertEqual(sorted(os.listdir(out)), sorted(["index"] + tl.shards_of(out)))
+        self.assertEqual(sorted(os.listdir(parent)), ["mine", "out", "sub"])
         self.verify(out, src)
 
     def test_pack_force_refuses_a_directory_of_other_files(self):
