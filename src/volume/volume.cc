@@ -164,8 +164,13 @@ Status Volume::Resolve(std::string_view relpath, bool follow, EntryRecord* rec,
     return Status::NotFound(
         fmt::format("{}: no such file or directory in index {}", relpath, ref_.shown));
   };
+  // The root is a directory in every view: its record is read only if the
+  // walk ends there.
   holder->Reset();
-  SHARDFS_RETURN_IF_ERROR(fs_->GetAttr(index::kRootInode, rec, holder));
+  *rec = EntryRecord{};
+  rec->type = EntryType::kDir;
+  rec->inode = index::kRootInode;
+  rec->parent = index::kRootInode;
   std::string_view rest = relpath;
   std::string pending;  // The path still to walk after a symbolic link.
   int links = 0;
@@ -200,6 +205,10 @@ Status Volume::Resolve(std::string_view relpath, bool follow, EntryRecord* rec,
     rest = pending;
     holder->Reset();
     SHARDFS_RETURN_IF_ERROR(fs_->GetAttr(dir, rec, holder));
+  }
+  if (rec->inode == index::kRootInode) {
+    holder->Reset();
+    return fs_->GetAttr(index::kRootInode, rec, holder);
   }
   return Status::Ok();
 }

@@ -166,15 +166,26 @@ class PythonPackageTest(tl.ScratchTestCase):
                         "--", *tops], check=True)
         cls.indexes["tar.gz"] = os.path.join(d, "idx")
         tl.build_index([tgz], cls.indexes["tar.gz"], "--seek-spacing", "64K")
-        # Nested: a tar of one tar per top-level entry, indexed with --recursive.
+        # Nested: a tar holding one tar per top-level directory (its
+        # contents, named DIR.tar) and the top-level files, indexed with
+        # --recursive, one level deep (the tar and zip inside archives/
+        # stay files).
         d = os.path.join(cls.tmp, "nested")
-        os.makedirs(os.path.join(d, "inner"))
+        os.makedirs(os.path.join(d, "outer"))
+        members = []
         for top in tops:
-            tl.tar_create(os.path.join(d, "inner", top + ".tar"), cls.src, [top])
+            path = os.path.join(cls.src, top)
+            if os.path.isdir(path):
+                tl.tar_create(os.path.join(d, "outer", top + ".tar"), path,
+                              sorted(os.listdir(path)))
+                members.append(top + ".tar")
+            else:
+                shutil.copy2(path, os.path.join(d, "outer", top))
+                members.append(top)
         outer = os.path.join(d, "outer.tar")
-        tl.tar_create(outer, os.path.join(d, "inner"), [t + ".tar" for t in tops])
+        tl.tar_create(outer, os.path.join(d, "outer"), members)
         cls.indexes["nested"] = os.path.join(d, "idx")
-        tl.build_index([outer], cls.indexes["nested"], "--recursive",
+        tl.build_index([outer], cls.indexes["nested"], "--recursive", "--recursive-depth", "1",
                        "--strip-recursive-tar-extension")
 
     def open(self, kind="tar", **kw):
