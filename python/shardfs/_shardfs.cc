@@ -335,14 +335,23 @@ volume::VolumeOptions MakeOptions(std::optional<std::string> view, std::optional
   return o;
 }
 
+// Text for Python from bytes that may not be UTF-8 (paths), as os does.
+py::object FsText(const std::string& s) {
+  PyObject* o = PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
+
+// Sets OSError(errno, message, filename): Python makes it the subclass the
+// errno names (FileNotFoundError for ENOENT, ...).
 void RaiseStatusError(const StatusError& e) {
-  std::string msg = e.status.message();
-  PyObject* exc = PyObject_CallFunction(PyExc_OSError, "is#s#", ToErrno(e.status), msg.data(),
-                                        static_cast<Py_ssize_t>(msg.size()), e.filename.data(),
-                                        static_cast<Py_ssize_t>(e.filename.size()));
-  if (!exc) return;  // The call's own error is set.
-  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc)), exc);
-  Py_DECREF(exc);
+  try {
+    py::object exc = py::reinterpret_borrow<py::object>(PyExc_OSError)(
+        ToErrno(e.status), FsText(e.status.message()), FsText(e.filename));
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  } catch (py::error_already_set& err) {
+    err.restore();
+  }
 }
 
 }  // namespace
