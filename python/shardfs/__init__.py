@@ -26,6 +26,7 @@ wrong bytes); ``ValueError`` after ``close()``.
 index.
 """
 
+import functools
 import io
 import os
 import stat as _stat
@@ -35,7 +36,7 @@ from . import _shardfs
 __all__ = ["Index"]
 
 
-class Index:
+class Index(_shardfs.Volume):
     """An open shardfs index.
 
     ``path`` is what ``shardfs mount`` takes as INDEX: an index directory, a
@@ -53,39 +54,29 @@ class Index:
 
     Raises FileNotFoundError if ``path`` does not exist and OSError naming it
     if it is not a readable shardfs index.
+
+    Reading: ``read(relpath, offset=0, size=-1) -> bytes``; ``open(relpath)``
+    (a read-only binary file). Metadata: ``stat``, ``lstat``, ``listdir``,
+    ``walk``, ``files(prefix)``, ``exists``, ``isdir``, ``isfile``,
+    ``readlink``. A context manager; ``close()``, ``closed``.
     """
 
     def __init__(self, path, view=None, rank=None, world=None, *, seed=0,
                  rank_keep_dirs=False, verify="auto", cache_dir=None,
                  cache_size=0, decode_cache=None, max_open_shards=None):
-        path = os.fspath(path)
-        if not isinstance(path, str):
-            path = os.fsdecode(path)
+        path = os.fsdecode(os.fspath(path))
         self._path = path
         self._args = dict(
             view=view, rank=rank, world=world, seed=seed, rank_keep_dirs=rank_keep_dirs,
             verify=verify, cache_dir=cache_dir, cache_size=cache_size,
             decode_cache=decode_cache, max_open_shards=max_open_shards)
-        self._v = _shardfs.Volume(path, **self._args)
+        super().__init__(path, **self._args)
 
     # Pickled (a DataLoader started with "spawn") as what opens it again.
-    def __getstate__(self):
-        return {"path": self._path, "args": self._args}
-
-    def __setstate__(self, state):
-        self._path = state["path"]
-        self._args = state["args"]
-        self._v = _shardfs.Volume(self._path, **self._args)
+    def __reduce__(self):
+        return (functools.partial(Index, self._path, **self._args), ())
 
     # Lifetime.
-
-    def close(self):
-        """Closes the index; any later call raises ValueError. Idempotent."""
-        self._v.close()
-
-    @property
-    def closed(self):
-        return self._v.closed
 
     def __enter__(self):
         return self
@@ -105,16 +96,8 @@ class Index:
 
     # Reads.
 
-    def read(self, relpath, offset=0, size=-1):
-        """Returns the bytes of file ``relpath`` (from ``offset``, at most
-        ``size`` of them; -1: to the end), checked as the mount checks them.
-
-        Raises FileNotFoundError, IsADirectoryError, or OSError(EIO) if the
-        bytes cannot be served as indexed.
-        """
-        if offset < 0:
-            raise ValueError(f"offset {offset}: negative")
-        return self._v.read(_rel(relpath), offset, -1 if size is None else size)
+    # read(relpath, offset=0, size=-1) -> bytes, close(), closed, files(prefix)
+    # and readlink(relpath) are the extension's (_shardfs.Volume).
 
     def open(self, relpath, mode="rb", buffering=-1):
         """Opens file ``relpath`` for reading: a read-only binary file object
@@ -128,7 +111,7 @@ class Index:
         st = self._stat_tuple(rel, True)
         if _stat.S_ISDIR(st[0]):
             raise IsADirectoryError(21, f"{rel}: is a directory in index {self._path}", rel)
-        raw = _RawFile(self._v, rel, st[1], st[5])
+        raw = _RawFile(self, rel, st[1], st[5])
         if buffering == 0:
             return raw
         size = io.DEFAULT_BUFFER_SIZE if buffering in (-1, 1) else buffering
@@ -137,7 +120,7 @@ class Index:
     # Metadata.
 
     def _stat_tuple(self, rel, follow):
-        return self._v.stat(rel, follow)
+        return self._stat(rel, follow)
 
     def stat(self, relpath, *, follow_symlinks=True):
         """An ``os.stat_result`` for ``relpath`` (``st_mode``, ``st_size``,
@@ -178,14 +161,10 @@ class Index:
         except (FileNotFoundError, NotADirectoryError):
             return False
 
-    def readlink(self, relpath):
-        """The target of symbolic link ``relpath``."""
-        return self._v.readlink(_rel(relpath))
-
     def listdir(self, relpath=""):
         """The names in directory ``relpath`` ("" is the root), in name
         order. Raises FileNotFoundError, NotADirectoryError."""
-        return [name for name, _ in self._v.listdir(_rel(relpath))]
+        return [name for name, _ in self._listdir(relpath)]
 
     def walk(self, top="", topdown=True, followlinks=False):
         """Like ``os.walk``: yields ``(dirpath, dirnames, filenames)`` for
@@ -198,7 +177,7 @@ class Index:
         """
         top = _rel(top).strip("/")
         try:
-            entries = self._v.listdir(top)
+            entries = self._listdir(top)
         except (FileNotFoundError, NotADirectoryError):
             return
         dirs, files, walk_into = [], [], []
@@ -219,12 +198,6 @@ class Index:
         if not topdown:
             yield top, dirs, files
 
-    def files(self, prefix=""):
-        """The paths of every regular file and symbolic link whose path
-        starts with ``prefix``, in tree order (a directory's entries in name
-        order, each subdirectory's files where its name falls)."""
-        return self._v.files(_rel(prefix))
-
 
 def _rel(relpath):
     relpath = os.fspath(relpath)
@@ -236,9 +209,9 @@ def _rel(relpath):
 class _RawFile(io.RawIOBase):
     """A file of an index, read by offset: what ``Index.open`` buffers."""
 
-    def __init__(self, volume, name, inode, size):
+    def __init__(self, index, name, inode, size):
         super().__init__()
-        self._v = volume
+        self._index = index
         self.name = name
         self._inode = inode
         self._size = size
@@ -258,14 +231,14 @@ class _RawFile(io.RawIOBase):
             raise ValueError("I/O operation on closed file")
         if self._pos >= self._size:
             return 0
-        n = self._v.readinto(self._inode, self._pos, b, self.name)
+        n = self._index._readinto(self._inode, self._pos, b, self.name)
         self._pos += n
         return n
 
     def readall(self):
         if self.closed:
             raise ValueError("I/O operation on closed file")
-        data = self._v.read(self.name, self._pos, -1)
+        data = self._index.read(self.name, self._pos, -1)
         self._pos += len(data)
         return data
 

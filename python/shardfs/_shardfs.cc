@@ -7,8 +7,9 @@
 // Fork safety. A process that forks after opening (PyTorch's DataLoader
 // workers) must not use the parent's volume in the child: its RocksDB
 // database, its shard descriptors' locks and its fetcher threads belong to
-// the parent. Each handle remembers the pid that opened it; the first call in
-// another process opens the index again from the resolved reference and
+// the parent. Each handle remembers the fork generation it was opened in
+// (counted by a pthread_atfork child handler); the first call in a child
+// process opens the index again from the resolved reference and
 // leaves the parent's volume alone (leaked on purpose: destroying it could
 // wait on locks that threads the child does not have were holding). No lock
 // of ours is held across fork(): pthread_atfork takes every handle's mutex
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <memory>
 #include <mutex>
@@ -73,6 +75,12 @@ StatTuple ToTuple(const mount::Filesystem& fs, const EntryRecord& rec) {
 
 class Handle;
 
+// How many fork()s this process descends from since the module was loaded
+// (pthread_atfork's child handler counts them): a volume opened at another
+// count belongs to an ancestor. Cheaper than getpid(), a system call, on
+// every call.
+std::atomic<uint64_t> fork_generation{0};
+
 // Every open handle, so that fork() waits until none is being swapped.
 std::mutex registry_mu;
 std::set<Handle*>* registry = new std::set<Handle*>();  // Guarded by registry_mu; never freed.
@@ -87,7 +95,7 @@ class Handle {
     ref_ = std::move(ref).value();
     options_ = std::move(options);
     volume_ = std::move(v).value();
-    pid_ = ::getpid();
+    generation_ = fork_generation.load(std::memory_order_relaxed);
     std::lock_guard<std::mutex> l(registry_mu);
     registry->insert(this);
   }
@@ -97,7 +105,9 @@ class Handle {
       std::lock_guard<std::mutex> l(registry_mu);
       registry->erase(this);
     }
-    if (pid_ != ::getpid()) Leak(std::move(volume_));
+    if (generation_ != fork_generation.load(std::memory_order_relaxed)) {
+      Leak(std::move(volume_));
+    }
   }
 
   // The volume of this process: opened again after a fork. ValueError after
@@ -105,14 +115,14 @@ class Handle {
   std::shared_ptr<volume::Volume> Get() {
     std::unique_lock<std::mutex> l(mu_);
     if (closed_) throw py::value_error("I/O operation on a closed shardfs.Index (" + arg_ + ")");
-    pid_t pid = ::getpid();
-    if (pid == pid_) return volume_;
+    uint64_t generation = fork_generation.load(std::memory_order_relaxed);
+    if (generation == generation_) return volume_;
     // A child after fork(): the parent's volume is not ours to use or free.
     Leak(std::move(volume_));
     auto v = volume::Volume::Open(ref_, options_);
     if (!v.ok()) Throw(v.status(), arg_);
     volume_ = std::move(v).value();
-    pid_ = pid;
+    generation_ = generation;
     return volume_;
   }
 
@@ -121,7 +131,7 @@ class Handle {
     {
       std::lock_guard<std::mutex> l(mu_);
       closed_ = true;
-      if (pid_ == ::getpid()) {
+      if (generation_ == fork_generation.load(std::memory_order_relaxed)) {
         old = std::move(volume_);
       } else {
         Leak(std::move(volume_));
@@ -144,6 +154,11 @@ class Handle {
     for (Handle* h : *registry) h->mu_.unlock();
     registry_mu.unlock();
   }
+  // In the child: a new process, whose handles open their volumes again.
+  static void UnlockAllInChild() {
+    fork_generation.fetch_add(1, std::memory_order_relaxed);
+    UnlockAll();
+  }
 
  private:
   static void Leak(std::shared_ptr<volume::Volume> v) {
@@ -155,8 +170,8 @@ class Handle {
   volume::VolumeOptions options_;
   std::mutex mu_;
   std::shared_ptr<volume::Volume> volume_;  // Guarded by mu_.
-  pid_t pid_ = 0;                           // Guarded by mu_.
-  bool closed_ = false;                     // Guarded by mu_.
+  uint64_t generation_ = 0;  // fork_generation when volume_ was opened. Guarded by mu_.
+  bool closed_ = false;      // Guarded by mu_.
 };
 
 // The file at `path` (symbolic links followed); IsADirectory for a directory.
@@ -169,32 +184,59 @@ void ResolveFile(const volume::Volume& v, const std::string& path, EntryRecord* 
   }
 }
 
-py::bytes Read(Handle& h, const std::string& path, uint64_t offset, int64_t size) {
+// A path argument: str (UTF-8, or the file system encoding for surrogate
+// escapes), bytes or os.PathLike, as os functions take it.
+std::string PathArg(py::handle p) {
+  if (PyUnicode_Check(p.ptr())) {
+    Py_ssize_t n = 0;
+    if (const char* s = PyUnicode_AsUTF8AndSize(p.ptr(), &n)) {
+      return std::string(s, static_cast<size_t>(n));
+    }
+    PyErr_Clear();
+  }
+  PyObject* b = nullptr;
+  if (!PyUnicode_FSConverter(p.ptr(), &b)) throw py::error_already_set();
+  py::object owned = py::reinterpret_steal<py::object>(b);
+  return std::string(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
+}
+
+// Reads of at most this many bytes go into a buffer of the thread while the
+// GIL is released once, and are copied into the bytes object after; larger
+// ones go straight into a bytes object allocated between lookup and read.
+constexpr size_t kCopiedReadMax = 1 << 20;
+
+py::bytes Read(Handle& h, const py::object& path_arg, int64_t offset, int64_t size) {
+  if (offset < 0) throw py::value_error(fmt::format("offset {}: negative", offset));
+  const std::string path = PathArg(path_arg);
   std::shared_ptr<volume::Volume> v = h.Get();
+  thread_local std::string buffer;
   EntryRecord rec;
   RecordHolder holder;
+  mount::ReadRange range;
+  bool copied = false;
   {
     py::gil_scoped_release nogil;
     ResolveFile(*v, path, &rec, &holder);
+    uint64_t off = static_cast<uint64_t>(offset);
+    uint64_t avail = off < rec.size ? rec.size - off : 0;
+    size_t n = static_cast<size_t>(size < 0 ? avail : std::min<uint64_t>(avail, size));
+    Check(v->fs().ResolveRead(rec, off, n, &range), path);
+    if (range.length <= kCopiedReadMax) {
+      buffer.resize(range.length);
+      Check(v->fs().ReadResolved(range, buffer.data()), path);
+      copied = true;
+    }
   }
-  uint64_t avail = offset < rec.size ? rec.size - offset : 0;
-  size_t n = static_cast<size_t>(size < 0 ? avail : std::min<uint64_t>(avail, size));
-  PyObject* obj = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(n));
+  if (copied) return py::bytes(buffer.data(), range.length);
+  PyObject* obj = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(range.length));
   if (!obj) throw py::error_already_set();
   py::bytes out = py::reinterpret_steal<py::bytes>(obj);
-  if (n == 0) return out;
-  size_t got = 0;
   Status s;
   {
     py::gil_scoped_release nogil;
-    s = v->fs().Read(rec.inode, offset, n, PyBytes_AS_STRING(obj), &got);
+    s = v->fs().ReadResolved(range, PyBytes_AS_STRING(obj));
   }
   Check(s, path);
-  if (got != n) {
-    Throw(Status::IoError(fmt::format("{}: read {} bytes of {} at offset {} in index {}", path, got,
-                                      n, offset, v->shown())),
-          path);
-  }
   return out;
 }
 
@@ -215,7 +257,8 @@ size_t ReadInto(Handle& h, uint64_t inode, uint64_t offset, const py::buffer& bu
   return got;
 }
 
-StatTuple Stat(Handle& h, const std::string& path, bool follow) {
+StatTuple Stat(Handle& h, const py::object& path_arg, bool follow) {
+  const std::string path = PathArg(path_arg);
   std::shared_ptr<volume::Volume> v = h.Get();
   py::gil_scoped_release nogil;
   EntryRecord rec;
@@ -237,7 +280,8 @@ std::vector<std::pair<std::string, uint32_t>> ListDir(const volume::Volume& v, I
   return out;
 }
 
-std::vector<std::pair<std::string, uint32_t>> ListDirPath(Handle& h, const std::string& path) {
+std::vector<std::pair<std::string, uint32_t>> ListDirPath(Handle& h, const py::object& path_arg) {
+  const std::string path = PathArg(path_arg);
   std::shared_ptr<volume::Volume> v = h.Get();
   py::gil_scoped_release nogil;
   EntryRecord rec;
@@ -277,7 +321,8 @@ void CollectFiles(const volume::Volume& v, InodeId dir, const std::string& dir_p
   }
 }
 
-std::vector<std::string> Files(Handle& h, const std::string& prefix) {
+std::vector<std::string> Files(Handle& h, const py::object& prefix_arg) {
+  const std::string prefix = PathArg(prefix_arg);
   std::shared_ptr<volume::Volume> v = h.Get();
   py::gil_scoped_release nogil;
   size_t slash = prefix.rfind('/');
@@ -364,7 +409,7 @@ PYBIND11_MODULE(_shardfs, m) {
   m.doc() = "The C++ core of shardfs: an index opened in-process (see shardfs.Index).";
   static std::once_flag atfork_once;
   std::call_once(atfork_once, [] {
-    ::pthread_atfork(&Handle::LockAll, &Handle::UnlockAll, &Handle::UnlockAll);
+    ::pthread_atfork(&Handle::LockAll, &Handle::UnlockAll, &Handle::UnlockAllInChild);
   });
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -391,20 +436,31 @@ PYBIND11_MODULE(_shardfs, m) {
            py::arg("world") = py::none(), py::arg("seed") = 0, py::arg("rank_keep_dirs") = false,
            py::arg("verify") = "auto", py::arg("cache_dir") = py::none(), py::arg("cache_size") = 0,
            py::arg("decode_cache") = py::none(), py::arg("max_open_shards") = py::none())
-      .def("close", &Handle::Close)
+      .def("close", &Handle::Close,
+           "Closes the index; any later call raises ValueError. Idempotent.")
       .def_property_readonly("closed", &Handle::closed)
       .def_property_readonly("shown",
                              [](Handle& h) {
                                std::shared_ptr<volume::Volume> v = h.Get();
                                return v->shown();
                              })
-      .def("read", &Read, py::arg("path"), py::arg("offset") = 0, py::arg("size") = -1)
-      .def("readinto", &ReadInto, py::arg("inode"), py::arg("offset"), py::arg("buffer"),
+      .def("read", &Read, py::arg("relpath"), py::arg("offset") = 0, py::arg("size") = -1,
+           "read(relpath, offset=0, size=-1) -> bytes\n\n"
+           "The bytes of file `relpath` from `offset`, at most `size` of them (-1: to the\n"
+           "end), checked as the mount checks them. Raises FileNotFoundError,\n"
+           "IsADirectoryError, NotADirectoryError, or OSError(EIO) if the bytes cannot be\n"
+           "served as indexed (a changed or corrupt shard); ValueError after close().")
+      .def("_readinto", &ReadInto, py::arg("inode"), py::arg("offset"), py::arg("buffer"),
            py::arg("name"))
-      .def("stat", &Stat, py::arg("path"), py::arg("follow") = true)
-      .def("listdir", &ListDirPath, py::arg("path"))
-      .def("files", &Files, py::arg("prefix"))
-      .def("readlink", [](Handle& h, const std::string& path) {
+      .def("_stat", &Stat, py::arg("relpath"), py::arg("follow") = true)
+      .def("_listdir", &ListDirPath, py::arg("relpath"))
+      .def("files", &Files, py::arg("prefix") = "",
+           "files(prefix='') -> list of str\n\n"
+           "The paths of every file and symbolic link whose path starts with `prefix`, in\n"
+           "tree order (a directory's entries in name order, each subdirectory's files\n"
+           "where its name falls).")
+      .def("readlink", [](Handle& h, const py::object& path_arg) {
+        const std::string path = PathArg(path_arg);
         std::shared_ptr<volume::Volume> v = h.Get();
         py::gil_scoped_release nogil;
         EntryRecord rec;

@@ -111,6 +111,20 @@ bool NextComponent(std::string_view* rest, std::string_view* comp) {
   return true;
 }
 
+// Whether `path` is plain: components separated by single '/', none empty,
+// "." or "..", no '/' at either end.
+bool IsPlainPath(std::string_view path) {
+  if (path.empty() || path.front() == '/' || path.back() == '/') return false;
+  size_t start = 0;
+  for (;;) {
+    size_t end = path.find('/', start);
+    std::string_view comp = path.substr(start, end - start);
+    if (comp.empty() || comp == "." || comp == "..") return false;
+    if (end == std::string_view::npos) return true;
+    start = end + 1;
+  }
+}
+
 }  // namespace
 
 Result<indexref::IndexRef> Volume::Resolve(const std::string& arg, VolumeOptions* options) {
@@ -164,6 +178,24 @@ Status Volume::Resolve(std::string_view relpath, bool follow, EntryRecord* rec,
     return Status::NotFound(
         fmt::format("{}: no such file or directory in index {}", relpath, ref_.shown));
   };
+  // A file in a directory seen before: one Lookup.
+  const bool plain = IsPlainPath(relpath);
+  if (size_t slash = relpath.rfind('/'); plain && slash != std::string_view::npos) {
+    InodeId dir;
+    {
+      std::shared_lock<std::shared_mutex> l(dirs_mu_);
+      auto it = dirs_.find(relpath.substr(0, slash));
+      if (it != dirs_.end()) dir = it->second;
+    }
+    if (dir.value != 0) {
+      holder->Reset();
+      Status s = fs_->Lookup(dir, relpath.substr(slash + 1), rec, holder);
+      if (s.code() == Status::Code::kNotFound) return not_found();
+      SHARDFS_RETURN_IF_ERROR(s);
+      if (rec->type != EntryType::kSymlink || !follow) return Status::Ok();
+      // A link at the end: walked in full below.
+    }
+  }
   // The root is a directory in every view: its record is read only if the
   // walk ends there.
   holder->Reset();
@@ -194,6 +226,11 @@ Status Volume::Resolve(std::string_view relpath, bool follow, EntryRecord* rec,
     if (s.code() == Status::Code::kNotFound) return not_found();
     SHARDFS_RETURN_IF_ERROR(s);
     bool last = rest.find_first_not_of('/') == std::string_view::npos;
+    if (rec->type == EntryType::kDir && plain && links == 0) {
+      std::string_view path = relpath.substr(0, comp.data() + comp.size() - relpath.data());
+      std::unique_lock<std::shared_mutex> l(dirs_mu_);
+      if (dirs_.size() < kMaxCachedDirs) dirs_.try_emplace(std::string(path), rec->inode);
+    }
     if (rec->type != EntryType::kSymlink || (last && !follow)) continue;
     if (++links > kMaxLinks) {
       return Status::InvalidArgument(

@@ -19,9 +19,12 @@
 #define SHARDFS_SRC_VOLUME_VOLUME_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "base/status.h"
 #include "index/index_reader.h"
@@ -95,7 +98,9 @@ class Volume {
   // nothing is there (or a link points out of the index: an absolute
   // target), NotADirectory if a component before the last is a file, and
   // InvalidArgument after 40 links (a loop). `rec` is valid while `holder`
-  // is alive and not reused.
+  // is alive and not reused. The directories of plain paths (no ".", "..",
+  // empty components or links) are remembered, so that a later walk to a
+  // file in a directory seen before is one Lookup.
   Status Resolve(std::string_view relpath, bool follow, index::EntryRecord* rec,
                  index::RecordHolder* holder) const;
 
@@ -104,6 +109,17 @@ class Volume {
 
   indexref::IndexRef ref_;
   VolumeOptions options_;
+  // Resolve's directories by plain path ("a/b"): the index does not change
+  // while open. At most kMaxCachedDirs; later ones are not remembered.
+  struct PathHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  static constexpr size_t kMaxCachedDirs = 1 << 16;
+  mutable std::shared_mutex dirs_mu_;
+  mutable std::unordered_map<std::string, index::InodeId, PathHash, std::equal_to<>>
+      dirs_;  // Guarded by dirs_mu_.
+
   // Destroyed in reverse: the filesystem first, then what it points to.
   std::unique_ptr<mount::DecodedCache> decoded_;
   std::unique_ptr<mount::ShardFetcher> fetcher_;
