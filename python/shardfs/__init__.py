@@ -142,23 +142,24 @@ class Index(_shardfs.Volume):
         """``stat`` without following a symbolic link at the end."""
         return self.stat(relpath, follow_symlinks=False)
 
+    # As os.path's: False for any OSError (a loop of links too).
     def exists(self, relpath):
         try:
             self._stat_tuple(_rel(relpath), True)
             return True
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:
             return False
 
     def isdir(self, relpath):
         try:
             return _stat.S_ISDIR(self._stat_tuple(_rel(relpath), True)[0])
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:
             return False
 
     def isfile(self, relpath):
         try:
             return _stat.S_ISREG(self._stat_tuple(_rel(relpath), True)[0])
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:
             return False
 
     def listdir(self, relpath=""):

@@ -95,6 +95,11 @@ def make_tree(root, seed=11):
             os.utime(os.path.join(dirpath, n), (T0, T0))
 
 
+def stat_is_link(st):
+    import stat
+    return stat.S_ISLNK(st.st_mode)
+
+
 def loose_files(root):
     """{relpath: bytes} of every file under root."""
     out = {}
@@ -280,6 +285,47 @@ class PythonPackageTest(tl.ScratchTestCase):
                         self.assertEqual(got.size, ref.size)
                         self.assertEqual(got.convert("RGB").tobytes(),
                                          ref.convert("RGB").tobytes(), rel)
+
+    def test_paths_and_symlinks(self):
+        """Paths walk as the kernel walks them: "." and ".." and repeated
+        slashes, links followed (relative targets), a loop refused; twice
+        each, the second time from the remembered directories."""
+        src = self.scratch("links-src")
+        os.makedirs(os.path.join(src, "d", "e"))
+        tl.write_file(os.path.join(src, "d", "e", "f.txt"), b"f")
+        tl.write_file(os.path.join(src, "d", "g.txt"), b"gg")
+        os.symlink("e/f.txt", os.path.join(src, "d", "to_f"))
+        os.symlink("e", os.path.join(src, "d", "to_e"))
+        os.symlink("../d/to_e", os.path.join(src, "up"))
+        os.symlink("loop", os.path.join(src, "loop"))
+        os.symlink("/etc/passwd", os.path.join(src, "outside"))
+        d = self.scratch("links")
+        shard = tl.tar_create(os.path.join(d, "s.tar"), src, ["d", "up", "loop", "outside"])
+        tl.build_index([shard], os.path.join(d, "idx"))
+        with shardfs.Index(os.path.join(d, "idx")) as idx:
+            for _ in range(2):
+                for path, want in (("d/e/f.txt", b"f"), ("d/to_f", b"f"), ("d/to_e/f.txt", b"f"),
+                                   ("up/f.txt", b"f"), ("./d//e/../g.txt", b"gg"),
+                                   ("d/to_e/../g.txt", b"gg"), ("/d/e/f.txt", b"f"),
+                                   ("../d/g.txt", b"gg"), (b"d/g.txt", b"gg")):
+                    self.assertEqual(idx.read(path), want, path)
+                self.assertEqual(idx.readlink("d/to_f"), "e/f.txt")
+                self.assertTrue(stat_is_link(idx.lstat("d/to_f")))
+                self.assertEqual(idx.stat("d/to_f").st_size, 1)
+                self.assertTrue(idx.isdir("up"))
+                self.assertEqual(idx.listdir("up"), ["f.txt"])
+                for bad in ("loop", "loop/x"):
+                    with self.assertRaises(OSError) as cm:
+                        idx.read(bad)
+                    self.assertEqual(cm.exception.errno, errno.EINVAL, bad)
+                with self.assertRaises(FileNotFoundError):
+                    idx.read("outside")
+                with self.assertRaises(NotADirectoryError):
+                    idx.read("d/g.txt/x")
+            top = {t: (dirs, files) for t, dirs, files in idx.walk()}
+            self.assertEqual(top["d"], (["e", "to_e"], ["g.txt", "to_f"]))
+            self.assertNotIn("d/to_e", top)
+            self.assertIn("d/to_e", {t for t, _, _ in idx.walk(followlinks=True)})
 
     # -- Errors --------------------------------------------------------------
 
