@@ -15,7 +15,12 @@ checked against the member's checksum as the mount checks it with
 
 An ``Index`` may be used from many threads at once (lookups and reads release
 the GIL) and survives ``fork()``: a child process (a PyTorch ``DataLoader``
-worker) opens the index again on its first call.
+worker) opens the index again on its first call, without the parent's
+``cache_dir`` (a disk chunk cache serves one process; the child keeps its
+chunks of remote shards in memory). A forked child should end with
+``os._exit`` (as multiprocessing's children do): RocksDB's static state,
+copied from the parent, can hang exit() in a child of a process that has an
+index open.
 
 Errors are the ones Python's own file functions raise: ``FileNotFoundError``,
 ``IsADirectoryError``, ``NotADirectoryError``; ``OSError`` with ``errno.EIO``

@@ -119,7 +119,14 @@ class Handle {
     if (generation == generation_) return volume_;
     // A child after fork(): the parent's volume is not ours to use or free.
     Leak(std::move(volume_));
-    auto v = volume::Volume::Open(ref_, options_);
+    // The disk chunk cache stays the parent's (a cache_dir serves one
+    // process): the child's chunks of remote shards are kept in memory.
+    volume::VolumeOptions o = options_;
+    if (!o.cache_dir.empty()) {
+      o.cache_dir.clear();
+      o.cache_size = 0;
+    }
+    auto v = volume::Volume::Open(ref_, std::move(o));
     if (!v.ok()) Throw(v.status(), arg_);
     volume_ = std::move(v).value();
     generation_ = generation;

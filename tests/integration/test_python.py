@@ -469,6 +469,21 @@ class PythonPackageTest(tl.ScratchTestCase):
                 # The parent's index still works.
                 self.assertEqual(idx.read(names[-1]), self.want[names[-1]])
 
+    def test_fork_with_chunk_cache(self):
+        """With cache_dir, reads go through the chunk fetcher, whose threads
+        the child does not have: the child must open its own."""
+        names = sorted(self.want)
+        cache = self.scratch("chunks")
+        with self.open("tar", cache_dir=cache) as idx:
+            self.assertEqual(idx.read(names[0]), self.want[names[0]])
+            for _ in range(2):
+                pid = os.fork()
+                if pid == 0:
+                    ok = all(idx.read(n) == self.want[n] for n in names)
+                    os._exit(0 if ok else 3)
+                self.assertEqual(self.wait_child(pid, timeout=30), 0)
+            self.assertEqual(idx.read(names[-1]), self.want[names[-1]])
+
     def test_dataloader_two_workers(self):
         import torch.utils.data
         import shardfs.torch as st
