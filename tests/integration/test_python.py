@@ -74,7 +74,7 @@ def make_tree(root, seed=11):
                       json.dumps({"i": i, "pad": "x" * rnd.randrange(3000)}).encode())
         tl.write_file(os.path.join(d, f"{i:04d}.bin"), rnd.randbytes(rnd.randrange(1, 9000)))
     tl.write_file(os.path.join(root, "empty"), b"")
-    tl.write_file(os.path.join(root, "large.bin"), rnd.randbytes(700_000))
+    tl.write_file(os.path.join(root, "large.bin"), rnd.randbytes(1_500_000))  # > 1 MiB
     # Archives as members, for Index.open with zipfile and tarfile.
     inner = io.BytesIO()
     with zipfile.ZipFile(inner, "w", zipfile.ZIP_DEFLATED) as z:
