@@ -4,8 +4,9 @@
 // what was expected ("shard a.tar: header at byte 512: checksum mismatch").
 // errno is taken in where a system call fails, by Status::FromErrno (an
 // IoError keeps it: sys_errno(), which callers may read to tell a transient
-// failure from a lasting one), and given out as a reply only at the FUSE edge,
-// by the adapter's ToErrno(const Status&).
+// failure from a lasting one), and given out only at the edges that speak
+// errno (the FUSE adapter's replies, the Python package's OSErrors), by
+// ToErrno(const Status&).
 #ifndef SHARDFS_BASE_STATUS_H_
 #define SHARDFS_BASE_STATUS_H_
 
@@ -88,6 +89,10 @@ class [[nodiscard]] Result {
  private:
   std::variant<T, Status> v_;
 };
+
+// The errno a Status becomes where a caller speaks errno: ENOENT, EINVAL,
+// ENOTDIR, EISDIR, EEXIST; EIO for bytes that cannot be served as indexed.
+int ToErrno(const Status& s);
 
 }  // namespace shardfs
 

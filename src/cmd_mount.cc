@@ -19,22 +19,20 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <string>
 #include <thread>
 
 #include "base/log.h"
 #include "index/index_reader.h"
-#include "remote/aws_config.h"
 #include "src/cli/mount_options.h"
 #include "src/command.h"
 #include "src/fuse_adapter.h"
 #include "src/indexref/index_ref.h"
 #include "src/kernel_mount.h"
-#include "src/mount/chunk_cache.h"
 #include "src/mount/control_server.h"
 #include "src/mount/filesystem.h"
 #include "src/mount/shard_fetcher.h"
+#include "src/volume/volume.h"
 
 extern char** environ;
 
@@ -159,82 +157,17 @@ bool ShardsPassCheck(const MountArgs& a, mount::Filesystem& fs, mount::ShardFetc
   return true;
 }
 
-// What names shard `i`'s bytes in the chunk cache. Chunks cached under an
-// identity are reused by a later mount only if it computes the same one, so
-// it must change whenever the bytes can have changed:
-// - the index database's id and the shard's ordinal: every `index build`
-//   creates a new database with a new random id, so a shard rebuilt and
-//   re-indexed (even at the same size, with the same first and last 64 KiB,
-//   the same fingerprint) never matches the chunks of its predecessor;
-//   `index add` keeps the database but appends shards at new ordinals.
-// - a local shard: its inode number, mtime and ctime now. Writing the file
-//   changes its ctime (which no user can set back), replacing it by a rename
-//   changes its inode. st_dev is left out: NFS and Lustre clients number
-//   their mounts anew after a remount, which would drop every chunk.
-// - a remote shard: its ETag; every response is held to the indexed one.
-// - location, size and fingerprint, as before.
-// An identity that cannot be established (no database id, a local shard that
-// cannot be stat'd) gets a random part: its chunks are never reused.
-std::string ChunkIdentity(const index::IndexReader& r, uint32_t i) {
-  const index::ShardMeta& m = r.shards()[i];
-  const std::string& location = r.ShardPath(index::ShardId{i});
-  auto unique = [] {
-    std::random_device rd;
-    return fmt::format("unique {:08x}{:08x}", rd(), rd());
-  };
-  std::string db = r.db_identity().empty() ? unique() : r.db_identity();
-  std::string state;
-  if (m.remote()) {
-    state = fmt::format("etag {}", m.etag);
-  } else if (struct stat st; ::stat(location.c_str(), &st) == 0) {
-    state =
-        fmt::format("ino {} mtime {}.{:09} ctime {}.{:09}", static_cast<uint64_t>(st.st_ino),
-                    st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
-  } else {
-    state = unique();
-  }
-  return fmt::format("db {}\nshard {}\n{}\n{}\n{:016x}\n{}", db, i, location, m.size, m.fingerprint,
-                     state);
-}
-
-// The chunk fetcher and its cache, for an index with remote shards or a mount
-// with -o cache_dir; null otherwise (local shards read directly).
-Result<std::unique_ptr<mount::ShardFetcher>> MakeFetcher(const MountOptions& o,
-                                                         const index::IndexReader& r) {
-  bool any_remote = false, any_s3 = false;
-  for (const index::ShardMeta& m : r.shards()) {
-    any_remote |= m.remote();
-    any_s3 |= m.remote() && m.path.starts_with("s3://");
-  }
-  if (!any_remote && o.cache_dir.empty()) return std::unique_ptr<mount::ShardFetcher>();
-  if (!o.cache_dir.empty() && r.db_identity().empty()) {
-    log::Warning("index {}: no database id; chunks cached in {} will not be reused", r.path(),
-                 o.cache_dir);
-  }
-  std::vector<mount::ChunkShard> chunk_shards;
-  std::vector<mount::FetchShard> fetch_shards;
-  for (uint32_t i = 0; i < r.shards().size(); ++i) {
-    const index::ShardMeta& m = r.shards()[i];
-    const std::string& location = r.ShardPath(index::ShardId{i});
-    chunk_shards.push_back({ChunkIdentity(r, i), m.size});
-    fetch_shards.push_back({location, m.remote(), m.size, m.etag, m.mtime_ns});
-  }
-  mount::ChunkCacheOptions co;
-  co.dir = o.cache_dir;
-  co.chunk_size = o.fetch.chunk_size;
-  co.capacity = o.cache_size != 0     ? o.cache_size
-                : o.cache_dir.empty() ? MountOptions::kDefaultMemoryCache
-                                      : MountOptions::kDefaultDiskCache;
-  SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<mount::ChunkCache> cache,
-                           mount::ChunkCache::Open(co, std::move(chunk_shards)));
-  mount::FetcherOptions fo = o.fetch;
-  if (any_s3) {
-    SHARDFS_ASSIGN_OR_RETURN(fo.aws, remote::LoadAwsConfig());
-  }
-  log::Debug("chunk fetcher: {} cache of {} bytes{}, chunks of {} bytes, {} threads",
-             co.dir.empty() ? "memory" : "disk", co.capacity, co.dir.empty() ? "" : " in " + co.dir,
-             co.chunk_size, fo.threads);
-  return mount::ShardFetcher::Create(std::move(fo), std::move(fetch_shards), std::move(cache));
+// The volume's options from the mount's.
+volume::VolumeOptions VolumeOptionsOf(const MountOptions& o) {
+  volume::VolumeOptions v;
+  v.reader = o.reader;
+  v.fs = o.fs;
+  v.cache_dir = o.cache_dir;
+  v.cache_size = o.cache_size;
+  v.decode_cache = o.decode_cache;
+  v.max_index_size = o.max_index_size;
+  v.fetch = o.fetch;
+  return v;
 }
 
 // Opens the index, checks shards if asked, mounts and serves. `on_mounted`
@@ -245,42 +178,23 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
   // the daemon's memory bounded (about 35 MB instead of 50 MB after a walk of
   // a 1M-file tree) at no measurable cost on this path.
   ::mallopt(M_ARENA_MAX, 2);
-  auto reader = index::IndexReader::Open(a.index, a.options.reader);
-  if (!reader.ok()) {
-    log::Error("{}", reader.status().message());
-    return kExitFailure;
-  }
-  if (a.options.fs.verify != mount::VerifyMode::kOff &&
-      (*reader)->Meta(index::kMetaChecksums) != "xxh3") {
-    log::Error(
-        "index {}: built without checksums (--no-checksum); verify=first|always needs "
-        "them",
-        a.shown);
-    return kExitFailure;
-  }
   MountOptions options = a.options;
   if (options.push_random_auto) {
     options.push.random_bytes = MountOptions::kAutoPushRandom;
     options.push.random_follows_memory = true;
   }
   options.fs.max_open_shards = ClampOpenShards(options.fs.max_open_shards);
-  auto fetcher = MakeFetcher(options, **reader);
-  if (!fetcher.ok()) {
-    log::Error("mount {}: {}", a.mountpoint, fetcher.status().message());
+  auto volume = volume::Volume::Open(a.ref, VolumeOptionsOf(options));
+  if (!volume.ok()) {
+    log::Error("{}", volume.status().message());
     return kExitFailure;
   }
-  if (*fetcher) {
-    options.fs.chunked = fetcher->get();
-    options.fs.chunk_local = !options.cache_dir.empty();
-    (*fetcher)->Start();
-  }
-  mount::DecodedCache decoded(options.decode_cache);
-  options.fs.decoded = &decoded;
-  mount::Filesystem fs(std::move(reader).value(), options.fs);
+  mount::Filesystem& fs = (*volume)->fs();
+  mount::ShardFetcher* fetcher = (*volume)->fetcher();
   if (!ShardsInPlace(a, fs.reader())) return kExitFailure;
-  if (a.check && !ShardsPassCheck(a, fs, fetcher->get())) return kExitFailure;
+  if (a.check && !ShardsPassCheck(a, fs, fetcher)) return kExitFailure;
   std::string fsname = a.shown;  // Absolute and normal already, or a redacted URL.
-  mount::ControlServer control(&fs, fetcher->get(), a.mountpoint);
+  mount::ControlServer control(&fs, fetcher, a.mountpoint);
   Status s = ServeFuse(&fs, options, a.mountpoint, fsname, [&]() -> Status {
     // No mount without its control socket: `shardfs stats` and `cache warm`
     // would find nothing, or whatever another user put in its place.
@@ -292,7 +206,7 @@ int MountAndServe(const MountArgs& a, const std::function<void()>& on_mounted) {
     return Status::Ok();
   });
   // Fetches first (a cache warm in progress ends with them), then the socket.
-  if (*fetcher) (*fetcher)->Stop();
+  if (fetcher) fetcher->Stop();
   control.Stop();
   if (!s.ok()) {
     log::Error("mount {}: {}", a.mountpoint, s.message());
@@ -405,16 +319,14 @@ int RunMount(int argc, char** argv) {
   }
   // An index by URL (or bundle) is fetched here, before the daemon forks:
   // errors reach the user, and the child inherits the hold on the copy.
-  indexref::IndexCacheOptions co;
-  co.cache_dir = a.options.cache_dir;
-  co.fetch = a.options.fetch.fetch;
-  co.max_index_size = a.options.max_index_size;
-  Result<indexref::IndexRef> ref = indexref::ResolveIndex(a.index, co, &a.options.reader);
+  volume::VolumeOptions vo = VolumeOptionsOf(a.options);
+  Result<indexref::IndexRef> ref = volume::Volume::Resolve(a.index, &vo);
   if (!ref.ok()) {
     log::Error("mount {}: {}", a.mountpoint, ref.status().message());
     return kExitFailure;
   }
   a.ref = std::move(ref).value();
+  a.options.reader.resolve_partition = vo.reader.resolve_partition;
   a.index = a.ref.path;
   a.shown = a.ref.shown;
   if (a.options.kernel != cli::KernelMode::kOff) {

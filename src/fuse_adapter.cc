@@ -661,32 +661,6 @@ void LogPushStats(const PushStats& ps) {
 
 }  // namespace
 
-int ToErrno(const Status& s) {
-  switch (s.code()) {
-    case Status::Code::kOk:
-      return 0;
-    case Status::Code::kNotFound:
-      return ENOENT;
-    case Status::Code::kInvalidArgument:
-      return EINVAL;
-    case Status::Code::kNotADirectory:
-      return ENOTDIR;
-    case Status::Code::kIsADirectory:
-      return EISDIR;
-    case Status::Code::kAlreadyExists:
-      return EEXIST;
-    // Bytes that cannot be served as indexed, for whatever reason (a bad or
-    // missing shard, a checksum mismatch, no checksum to verify with, a
-    // damaged index, the daemon out of descriptors): the read fails, it
-    // never returns something else.
-    case Status::Code::kCorruption:
-    case Status::Code::kIoError:
-    case Status::Code::kNotSupported:
-      return EIO;
-  }
-  return EIO;
-}
-
 Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string& mountpoint,
                  const std::string& fsname, const std::function<Status()>& on_mounted) {
   fuse_set_log_func(&LibfuseLog);

@@ -1,6 +1,6 @@
 // The FUSE edge: libfuse3's low-level API on top of Filesystem. The only file
 // that includes <fuse_lowlevel.h>. Every operation is a noexcept trampoline
-// that answers each request exactly once; errno appears only here (ToErrno).
+// that answers each request exactly once; its replies carry ToErrno (base/status.h).
 #ifndef SHARDFS_SRC_FUSE_ADAPTER_H_
 #define SHARDFS_SRC_FUSE_ADAPTER_H_
 
@@ -12,9 +12,6 @@
 #include "src/mount/filesystem.h"
 
 namespace shardfs::app {
-
-// The errno a Status becomes at the FUSE edge.
-int ToErrno(const Status& s);
 
 // Mounts `fs` at `mountpoint` and serves requests until the filesystem is
 // unmounted or the process gets SIGINT, SIGTERM or SIGHUP (then it unmounts

@@ -87,7 +87,8 @@ struct MountOptions {
   // keeps chunks on disk (and puts local shards behind the cache too);
   // without it remote shards' chunks are kept in memory.
   std::string cache_dir;
-  uint64_t cache_size = 0;  // -o cache_size; 0: the default below.
+  // -o cache_size; 0: the default (src/volume/volume.h).
+  uint64_t cache_size = 0;
   // -o decode_cache: bytes of decoded blocks kept in memory (inflated zip
   // members, decoded intervals of compressed tars; src/mount/decoded_cache.h).
   uint64_t decode_cache = kDefaultDecodeCache;
@@ -95,8 +96,6 @@ struct MountOptions {
   // -o max_index_size: bytes of an index fetched by URL (or unpacked from a
   // bundle) at most (src/indexref/index_cache.h).
   uint64_t max_index_size = uint64_t{64} << 30;
-  static constexpr uint64_t kDefaultMemoryCache = 1ull << 30;
-  static constexpr uint64_t kDefaultDiskCache = 16ull << 30;
   // Includes -o trust_responses_without_etag (fetch.fetch).
   mount::FetcherOptions fetch;
   mount::FilesystemOptions fs;

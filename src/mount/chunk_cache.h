@@ -55,7 +55,7 @@
 //   <idhash> is XXH3-64 of the shard's identity seeded with chunk_size, so a
 //   replaced shard or another chunk size never matches (what the identity
 //   holds and why it changes with the shard's bytes: ChunkIdentity in
-//   src/cmd_mount.cc). <gen> makes each stored copy's name unique, so a
+//   src/volume/volume.cc). <gen> makes each stored copy's name unique, so a
 //   deferred delete of an evicted copy never removes a newer copy of the
 //   same chunk.
 //   A chunk file is a 64-byte header, then the payload:

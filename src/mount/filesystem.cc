@@ -241,6 +241,18 @@ Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, Read
                                index::RecordHolder* holder) {
   EntryRecord rec;
   SHARDFS_RETURN_IF_ERROR(reader_->GetInode(inode, &rec, holder));
+  return ResolveRecordRead(rec, offset, size, range);
+}
+
+Status Filesystem::ResolveRead(const EntryRecord& looked_up, uint64_t offset, size_t size,
+                               ReadRange* range) {
+  SHARDFS_RETURN_IF_ERROR(reader_->CheckFileRange(looked_up));
+  return ResolveRecordRead(looked_up, offset, size, range);
+}
+
+Status Filesystem::ResolveRecordRead(const EntryRecord& rec, uint64_t offset, size_t size,
+                                     ReadRange* range) {
+  const InodeId inode = rec.inode;
   if (rec.type == index::EntryType::kDir) return Status::IsADirectory("a directory");
   if (rec.type != index::EntryType::kFile) return Status::InvalidArgument("not a file");
   *range = ReadRange{};

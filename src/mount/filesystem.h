@@ -175,6 +175,12 @@ class Filesystem {
   // range->extents points into `holder`, which must outlive the range's read.
   Status ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range,
                      index::RecordHolder* holder);
+  // The same for the record of a file already looked up (Lookup or GetAttr
+  // of this filesystem), without reading it again: what a path walk that
+  // ends at the file hands down. The record's range is checked against the
+  // shard table (IndexReader::CheckFileRange) first. range->extents points
+  // into the record's holder.
+  Status ResolveRead(const EntryRecord& looked_up, uint64_t offset, size_t size, ReadRange* range);
   // Reads a range ResolveRead gave into `buf` (of at least range.length
   // bytes; a sparse file's holes read as zeros), without resolving again. A
   // short read marks the shard bad and returns IoError. With `at`, a range
@@ -209,6 +215,9 @@ class Filesystem {
   static Status Gather(const ReadRange& range, char* buf);
   // Reads decode_member range `range` into `buf` (src/mount/zip_reader.h).
   Status ReadEncoded(const ReadRange& range, char* buf);
+
+  // ResolveRead of a checked record.
+  Status ResolveRecordRead(const EntryRecord& rec, uint64_t offset, size_t size, ReadRange* range);
 
   // VerifyFile for a file of a compressed tar shard.
   Status VerifyStreamFile(const EntryRecord& rec, const ShardHandle& shard);

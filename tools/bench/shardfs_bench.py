@@ -60,6 +60,7 @@ import bench_plot
 from bench_remote import run_remote
 from bench_report import compute_targets, print_report
 from bench_archives import archives_main
+from bench_python import main_python
 from bench_scale import scale_main
 from bench_systems import Bench
 from bench_views import run_views
@@ -138,6 +139,10 @@ def parse_args(argv):
     ap.add_argument("--scale", metavar="LIST",
                     help="measure growth with the file count instead (issue #15; bench_scale.py, "
                     "its own options: --scale 1 --help)")
+    ap.add_argument("--python", action="store_true",
+                    help="the Python package (Index.read, shardfs.torch.ImageFolder) against the "
+                    "loose tree and the mounts instead (bench_python.py, its own options: "
+                    "--python --help)")
     ap.add_argument("--archives", metavar="KINDS", nargs="?", const="zip,gz",
                     help="measure zip and .tar.gz archives against fuse-zip, archivemount and "
                     "indexed_gzip instead (issue #24; bench_archives.py, its own options: "
@@ -186,6 +191,8 @@ def main(argv):
         return scale_main(argv)  # Its own options and cleanup.
     if any(x == "--archives" or x.startswith("--archives=") for x in argv):
         return archives_main(argv)  # Its own options and cleanup (bench_archives.py).
+    if "--python" in argv:
+        return main_python(argv)  # Its own options and cleanup (bench_python.py).
     a = parse_args(argv)
     for exe in (a.shardfs, a.bench_reader):
         if not os.access(exe, os.X_OK):

@@ -1,0 +1,276 @@
+"""shardfs without FUSE: read a shardfs index in-process.
+
+The same index a ``shardfs mount`` serves, read from inside the process: a
+read is an index lookup and one ``pread`` of a shard range, with no kernel
+round trip, no ``/dev/fuse`` and no root::
+
+    import shardfs
+    with shardfs.Index("train.idx") as index:
+        data = index.read("train/cat/0001.jpg")
+
+Every kind of shard the mount serves is read: tar, zip, compressed tars with
+seek points, nested slices, remote shards (with the chunk cache). Each read is
+checked against the member's checksum as the mount checks it with
+``-o verify=first`` (``verify="auto"``: where the index has checksums).
+
+An ``Index`` may be used from many threads at once (lookups and reads release
+the GIL) and survives ``fork()``: a child process (a PyTorch ``DataLoader``
+worker) opens the index again on its first call, without the parent's
+``cache_dir`` (a disk chunk cache serves one process; the child keeps its
+chunks of remote shards in memory). A forked child should end with
+``os._exit`` (as multiprocessing's children do): RocksDB's static state,
+copied from the parent, can hang exit() in a child of a process that has an
+index open.
+
+Errors are the ones Python's own file functions raise: ``FileNotFoundError``,
+``IsADirectoryError``, ``NotADirectoryError``; ``OSError`` with ``errno.EIO``
+for bytes that cannot be served as indexed (a changed or corrupt shard: never
+wrong bytes); ``ValueError`` after ``close()``.
+
+``shardfs.torch`` (imported only when asked) has PyTorch datasets over an
+index.
+"""
+
+import functools
+import io
+import os
+import stat as _stat
+
+from . import _shardfs
+
+__all__ = ["Index"]
+
+
+class Index(_shardfs.Volume):
+    """An open shardfs index.
+
+    ``path`` is what ``shardfs mount`` takes as INDEX: an index directory, a
+    manifest file, an index bundle, or an http(s):// or s3:// URL of a bundle
+    or manifest. ``view`` is a view ("NAME", "NAME@N" or "NAME@TAG"; None:
+    the full tree). ``rank`` and ``world`` (together) give rank ``rank``'s
+    share of the view, as ``-o rank=,world=`` does (``seed`` and
+    ``rank_keep_dirs`` as ``-o seed=,rank_dirs=keep``).
+
+    Keyword options, as the mount's ``-o`` options of the same names:
+    ``verify`` ("auto": "first" where the index has checksums, else "off";
+    or "off", "first", "always"), ``cache_dir`` and ``cache_size`` (the chunk
+    cache of remote shards), ``decode_cache`` (bytes of decoded blocks),
+    ``max_open_shards``.
+
+    Raises FileNotFoundError if ``path`` does not exist and OSError naming it
+    if it is not a readable shardfs index.
+
+    Reading: ``read(relpath, offset=0, size=-1) -> bytes``; ``open(relpath)``
+    (a read-only binary file). Metadata: ``stat``, ``lstat``, ``listdir``,
+    ``walk``, ``files(prefix)``, ``exists``, ``isdir``, ``isfile``,
+    ``readlink``. A context manager; ``close()``, ``closed``.
+    """
+
+    def __init__(self, path, view=None, rank=None, world=None, *, seed=0,
+                 rank_keep_dirs=False, verify="auto", cache_dir=None,
+                 cache_size=0, decode_cache=None, max_open_shards=None):
+        path = os.fsdecode(os.fspath(path))
+        self._path = path
+        self._args = dict(
+            view=view, rank=rank, world=world, seed=seed, rank_keep_dirs=rank_keep_dirs,
+            verify=verify, cache_dir=cache_dir, cache_size=cache_size,
+            decode_cache=decode_cache, max_open_shards=max_open_shards)
+        super().__init__(path, **self._args)
+
+    # Pickled (a DataLoader started with "spawn") as what opens it again.
+    def __reduce__(self):
+        return (functools.partial(Index, self._path, **self._args), ())
+
+    # Lifetime.
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        state = "closed" if self.closed else "open"
+        return f"<shardfs.Index {self._path!r} {state}>"
+
+    @property
+    def path(self):
+        """The path or URL the index was opened with."""
+        return self._path
+
+    # Reads.
+
+    # read(relpath, offset=0, size=-1) -> bytes, close(), closed, files(prefix)
+    # and readlink(relpath) are the extension's (_shardfs.Volume).
+
+    def open(self, relpath, mode="rb", buffering=-1):
+        """Opens file ``relpath`` for reading: a read-only binary file object
+        (``read``, ``readinto``, ``seek``, ``tell``, ...) that
+        ``PIL.Image.open``, ``tarfile`` and ``zipfile`` take. With
+        ``buffering=0`` the unbuffered raw file.
+        """
+        if mode not in ("rb", "br", "r"):
+            raise ValueError(f"mode {mode!r}: shardfs files open read-only, binary ('rb')")
+        rel = _rel(relpath)
+        st = self._stat_tuple(rel, True)
+        if _stat.S_ISDIR(st[0]):
+            raise IsADirectoryError(21, f"{rel}: is a directory in index {self._path}", rel)
+        raw = _RawFile(self, rel, st[1], st[5])
+        if buffering == 0:
+            return raw
+        size = io.DEFAULT_BUFFER_SIZE if buffering in (-1, 1) else buffering
+        return io.BufferedReader(raw, buffer_size=size)
+
+    # Metadata.
+
+    def _stat_tuple(self, rel, follow):
+        return self._stat(rel, follow)
+
+    def stat(self, relpath, *, follow_symlinks=True):
+        """An ``os.stat_result`` for ``relpath`` (``st_mode``, ``st_size``,
+        ``st_mtime``, ``st_mtime_ns``, ``st_ino`` (the index's inode number),
+        ``st_nlink``, ``st_uid``, ``st_gid``, ``st_blocks``; ``st_dev`` 0).
+        Symbolic links are followed unless ``follow_symlinks`` is false.
+        """
+        mode, ino, nlink, uid, gid, size, mtime_ns, blocks = self._stat_tuple(
+            _rel(relpath), follow_symlinks)
+        sec = mtime_ns // 10**9
+        t = mtime_ns / 1e9
+        return os.stat_result(
+            (mode, ino, 0, nlink, uid, gid, size, sec, sec, sec),
+            {"st_atime": t, "st_mtime": t, "st_ctime": t,
+             "st_atime_ns": mtime_ns, "st_mtime_ns": mtime_ns, "st_ctime_ns": mtime_ns,
+             "st_blksize": 4096, "st_blocks": blocks})
+
+    def lstat(self, relpath):
+        """``stat`` without following a symbolic link at the end."""
+        return self.stat(relpath, follow_symlinks=False)
+
+    # As os.path's: False for any OSError (a loop of links too).
+    def exists(self, relpath):
+        try:
+            self._stat_tuple(_rel(relpath), True)
+            return True
+        except OSError:
+            return False
+
+    def isdir(self, relpath):
+        try:
+            return _stat.S_ISDIR(self._stat_tuple(_rel(relpath), True)[0])
+        except OSError:
+            return False
+
+    def isfile(self, relpath):
+        try:
+            return _stat.S_ISREG(self._stat_tuple(_rel(relpath), True)[0])
+        except OSError:
+            return False
+
+    def listdir(self, relpath=""):
+        """The names in directory ``relpath`` ("" is the root), in name
+        order. Raises FileNotFoundError, NotADirectoryError."""
+        return [name for name, _ in self._listdir(relpath)]
+
+    def walk(self, top="", topdown=True, followlinks=False):
+        """Like ``os.walk``: yields ``(dirpath, dirnames, filenames)`` for
+        each directory under ``top``; ``dirpath`` is relative to the root
+        ("" for the root itself) and names in each list are in name order.
+        With ``topdown``, ``dirnames`` may be edited in place to prune.
+        Symbolic links are listed as files unless they point at a directory
+        (then in ``dirnames``, walked only with ``followlinks``), as
+        ``os.walk`` lists them.
+        """
+        top = _rel(top).strip("/")
+        try:
+            entries = self._listdir(top)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        dirs, files, walk_into = [], [], []
+        for name, mode in entries:
+            path = f"{top}/{name}" if top else name
+            if _stat.S_ISDIR(mode):
+                dirs.append(name)
+            elif _stat.S_ISLNK(mode) and self.isdir(path):
+                dirs.append(name)
+            else:
+                files.append(name)
+        if topdown:
+            yield top, dirs, files
+        for name in dirs:
+            path = f"{top}/{name}" if top else name
+            if followlinks or not _stat.S_ISLNK(self._stat_tuple(path, False)[0]):
+                yield from self.walk(path, topdown, followlinks)
+        if not topdown:
+            yield top, dirs, files
+
+
+def _rel(relpath):
+    relpath = os.fspath(relpath)
+    if isinstance(relpath, bytes):
+        relpath = os.fsdecode(relpath)
+    return relpath
+
+
+class _RawFile(io.RawIOBase):
+    """A file of an index, read by offset: what ``Index.open`` buffers."""
+
+    def __init__(self, index, name, inode, size):
+        super().__init__()
+        self._index = index
+        self.name = name
+        self._inode = inode
+        self._size = size
+        self._pos = 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def writable(self):
+        return False
+
+    def readinto(self, b):
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        if self._pos >= self._size:
+            return 0
+        n = self._index._readinto(self._inode, self._pos, b, self.name)
+        self._pos += n
+        return n
+
+    def readall(self):
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        data = self._index.read(self.name, self._pos, -1)
+        self._pos += len(data)
+        return data
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = self._size + offset
+        else:
+            raise ValueError(f"whence {whence}: expected 0, 1 or 2")
+        if pos < 0:
+            raise OSError(22, f"{self.name}: negative seek position {pos}")
+        self._pos = pos
+        return pos
+
+    def tell(self):
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        return self._pos
+
+    def fileno(self):
+        raise io.UnsupportedOperation(f"{self.name}: a shardfs file has no descriptor")
+
+    def __repr__(self):
+        return f"<shardfs file {self.name!r}>"

@@ -1,0 +1,483 @@
+// The Python package's extension module: an open volume (src/volume/volume.h)
+// as a small class the pure-Python layer (shardfs/__init__.py) wraps. Every
+// lookup and read runs without the GIL; errors become OSError with the errno
+// of ToErrno (base/status.h), which Python turns into FileNotFoundError,
+// IsADirectoryError, ... by itself.
+//
+// Fork safety. A process that forks after opening (PyTorch's DataLoader
+// workers) must not use the parent's volume in the child: its RocksDB
+// database, its shard descriptors' locks and its fetcher threads belong to
+// the parent. Each handle remembers the fork generation it was opened in
+// (counted by a pthread_atfork child handler); the first call in a child
+// process opens the index again from the resolved reference and
+// leaves the parent's volume alone (leaked on purpose: destroying it could
+// wait on locks that threads the child does not have were holding). No lock
+// of ours is held across fork(): pthread_atfork takes every handle's mutex
+// before the fork and releases it on both sides.
+#include <pthread.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "index/schema.h"
+#include "src/mount/filesystem.h"
+#include "src/volume/volume.h"
+
+namespace py = pybind11;
+
+namespace shardfs::python {
+
+namespace {
+
+using index::EntryRecord;
+using index::EntryType;
+using index::InodeId;
+using index::RecordHolder;
+
+// A non-ok Status on its way to Python as an OSError.
+struct StatusError {
+  Status status;
+  std::string filename;
+};
+
+[[noreturn]] void Throw(const Status& s, std::string filename) { throw StatusError{s, filename}; }
+
+void Check(const Status& s, const std::string& filename) {
+  if (!s.ok()) Throw(s, filename);
+}
+
+// (mode, ino, nlink, uid, gid, size, mtime_ns, blocks) of an entry.
+using StatTuple =
+    std::tuple<uint32_t, uint64_t, uint64_t, uint32_t, uint32_t, uint64_t, int64_t, uint64_t>;
+
+StatTuple ToTuple(const mount::Filesystem& fs, const EntryRecord& rec) {
+  struct stat st;
+  fs.ToStat(rec, &st);
+  return {st.st_mode,   st.st_ino,
+          st.st_nlink,  st.st_uid,
+          st.st_gid,    static_cast<uint64_t>(st.st_size),
+          rec.mtime_ns, static_cast<uint64_t>(st.st_blocks)};
+}
+
+class Handle;
+
+// How many fork()s this process descends from since the module was loaded
+// (pthread_atfork's child handler counts them): a volume opened at another
+// count belongs to an ancestor. Cheaper than getpid(), a system call, on
+// every call.
+std::atomic<uint64_t> fork_generation{0};
+
+// Every open handle, so that fork() waits until none is being swapped.
+std::mutex registry_mu;
+std::set<Handle*>* registry = new std::set<Handle*>();  // Guarded by registry_mu; never freed.
+
+class Handle {
+ public:
+  Handle(const std::string& arg, volume::VolumeOptions options) : arg_(arg) {
+    Result<indexref::IndexRef> ref = volume::Volume::Resolve(arg, &options);
+    if (!ref.ok()) Throw(ref.status(), arg);
+    auto v = volume::Volume::Open(ref.value(), options);
+    if (!v.ok()) Throw(v.status(), arg);
+    ref_ = std::move(ref).value();
+    options_ = std::move(options);
+    volume_ = std::move(v).value();
+    generation_ = fork_generation.load(std::memory_order_relaxed);
+    std::lock_guard<std::mutex> l(registry_mu);
+    registry->insert(this);
+  }
+
+  ~Handle() {
+    {
+      std::lock_guard<std::mutex> l(registry_mu);
+      registry->erase(this);
+    }
+    if (generation_ != fork_generation.load(std::memory_order_relaxed)) {
+      Leak(std::move(volume_));
+    }
+  }
+
+  // The volume of this process: opened again after a fork. ValueError after
+  // close().
+  std::shared_ptr<volume::Volume> Get() {
+    std::unique_lock<std::mutex> l(mu_);
+    if (closed_) throw py::value_error("I/O operation on a closed shardfs.Index (" + arg_ + ")");
+    uint64_t generation = fork_generation.load(std::memory_order_relaxed);
+    if (generation == generation_) return volume_;
+    // A child after fork(): the parent's volume is not ours to use or free.
+    Leak(std::move(volume_));
+    // The disk chunk cache stays the parent's (a cache_dir serves one
+    // process): the child's chunks of remote shards are kept in memory.
+    volume::VolumeOptions o = options_;
+    if (!o.cache_dir.empty()) {
+      o.cache_dir.clear();
+      o.cache_size = 0;
+    }
+    auto v = volume::Volume::Open(ref_, std::move(o));
+    if (!v.ok()) Throw(v.status(), arg_);
+    volume_ = std::move(v).value();
+    generation_ = generation;
+    return volume_;
+  }
+
+  void Close() {
+    std::shared_ptr<volume::Volume> old;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      closed_ = true;
+      if (generation_ == fork_generation.load(std::memory_order_relaxed)) {
+        old = std::move(volume_);
+      } else {
+        Leak(std::move(volume_));
+      }
+    }
+    // Freed here, or by the last call still reading from it.
+  }
+
+  bool closed() {
+    std::lock_guard<std::mutex> l(mu_);
+    return closed_;
+  }
+  const std::string& arg() const { return arg_; }
+
+  static void LockAll() {
+    registry_mu.lock();
+    for (Handle* h : *registry) h->mu_.lock();
+  }
+  static void UnlockAll() {
+    for (Handle* h : *registry) h->mu_.unlock();
+    registry_mu.unlock();
+  }
+  // In the child: a new process, whose handles open their volumes again.
+  static void UnlockAllInChild() {
+    fork_generation.fetch_add(1, std::memory_order_relaxed);
+    UnlockAll();
+  }
+
+ private:
+  static void Leak(std::shared_ptr<volume::Volume> v) {
+    if (v) new std::shared_ptr<volume::Volume>(std::move(v));
+  }
+
+  const std::string arg_;
+  indexref::IndexRef ref_;
+  volume::VolumeOptions options_;
+  std::mutex mu_;
+  std::shared_ptr<volume::Volume> volume_;  // Guarded by mu_.
+  uint64_t generation_ = 0;  // fork_generation when volume_ was opened. Guarded by mu_.
+  bool closed_ = false;      // Guarded by mu_.
+};
+
+// The file at `path` (symbolic links followed); IsADirectory for a directory.
+void ResolveFile(const volume::Volume& v, const std::string& path, EntryRecord* rec,
+                 RecordHolder* holder) {
+  Check(v.Resolve(path, /*follow=*/true, rec, holder), path);
+  if (rec->type == EntryType::kDir) {
+    Throw(Status::IsADirectory(fmt::format("{}: is a directory in index {}", path, v.shown())),
+          path);
+  }
+}
+
+// A path argument: str (UTF-8, or the file system encoding for surrogate
+// escapes), bytes or os.PathLike, as os functions take it.
+std::string PathArg(py::handle p) {
+  if (PyUnicode_Check(p.ptr())) {
+    Py_ssize_t n = 0;
+    if (const char* s = PyUnicode_AsUTF8AndSize(p.ptr(), &n)) {
+      return std::string(s, static_cast<size_t>(n));
+    }
+    PyErr_Clear();
+  }
+  PyObject* b = nullptr;
+  if (!PyUnicode_FSConverter(p.ptr(), &b)) throw py::error_already_set();
+  py::object owned = py::reinterpret_steal<py::object>(b);
+  return std::string(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
+}
+
+// Reads of at most this many bytes go into a buffer of the thread while the
+// GIL is released once, and are copied into the bytes object after; larger
+// ones go straight into a bytes object allocated between lookup and read.
+constexpr size_t kCopiedReadMax = 1 << 20;
+
+py::bytes Read(Handle& h, const py::object& path_arg, int64_t offset, int64_t size) {
+  if (offset < 0) throw py::value_error(fmt::format("offset {}: negative", offset));
+  const std::string path = PathArg(path_arg);
+  std::shared_ptr<volume::Volume> v = h.Get();
+  thread_local std::string buffer;
+  EntryRecord rec;
+  RecordHolder holder;
+  mount::ReadRange range;
+  bool copied = false;
+  {
+    py::gil_scoped_release nogil;
+    ResolveFile(*v, path, &rec, &holder);
+    uint64_t off = static_cast<uint64_t>(offset);
+    uint64_t avail = off < rec.size ? rec.size - off : 0;
+    size_t n = static_cast<size_t>(size < 0 ? avail : std::min<uint64_t>(avail, size));
+    Check(v->fs().ResolveRead(rec, off, n, &range), path);
+    if (range.length <= kCopiedReadMax) {
+      buffer.resize(range.length);
+      Check(v->fs().ReadResolved(range, buffer.data()), path);
+      copied = true;
+    }
+  }
+  if (copied) return py::bytes(buffer.data(), range.length);
+  PyObject* obj = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(range.length));
+  if (!obj) throw py::error_already_set();
+  py::bytes out = py::reinterpret_steal<py::bytes>(obj);
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = v->fs().ReadResolved(range, PyBytes_AS_STRING(obj));
+  }
+  Check(s, path);
+  return out;
+}
+
+// Reads into writable buffer `buf` from `offset` of file `inode`; returns the
+// bytes read (0 at end of file).
+size_t ReadInto(Handle& h, uint64_t inode, uint64_t offset, const py::buffer& buf,
+                const std::string& name) {
+  std::shared_ptr<volume::Volume> v = h.Get();
+  py::buffer_info info = buf.request(/*writable=*/true);
+  size_t len = static_cast<size_t>(info.size * info.itemsize);
+  size_t got = 0;
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = v->fs().Read(InodeId{inode}, offset, len, static_cast<char*>(info.ptr), &got);
+  }
+  Check(s, name);
+  return got;
+}
+
+StatTuple Stat(Handle& h, const py::object& path_arg, bool follow) {
+  const std::string path = PathArg(path_arg);
+  std::shared_ptr<volume::Volume> v = h.Get();
+  py::gil_scoped_release nogil;
+  EntryRecord rec;
+  RecordHolder holder;
+  Check(v->Resolve(path, follow, &rec, &holder), path);
+  return ToTuple(v->fs(), rec);
+}
+
+// Each child of directory `dir` in name order: (name, mode).
+std::vector<std::pair<std::string, uint32_t>> ListDir(const volume::Volume& v, InodeId dir,
+                                                      const std::string& path) {
+  std::vector<std::pair<std::string, uint32_t>> out;
+  Check(v.fs().ReadDir(dir, "",
+                       [&](std::string_view name, const EntryRecord& rec) {
+                         out.emplace_back(std::string(name), rec.mode);
+                         return true;
+                       }),
+        path);
+  return out;
+}
+
+std::vector<std::pair<std::string, uint32_t>> ListDirPath(Handle& h, const py::object& path_arg) {
+  const std::string path = PathArg(path_arg);
+  std::shared_ptr<volume::Volume> v = h.Get();
+  py::gil_scoped_release nogil;
+  EntryRecord rec;
+  RecordHolder holder;
+  Check(v->Resolve(path, /*follow=*/true, &rec, &holder), path);
+  if (rec.type != EntryType::kDir) {
+    Throw(Status::NotADirectory(fmt::format("{}: not a directory in index {}", path, v->shown())),
+          path);
+  }
+  return ListDir(*v, rec.inode, path);
+}
+
+// Appends to `out` the path of every file under directory `dir` (named
+// `dir_path`, "" or ending in '/') whose name starts with `name_prefix`, in
+// tree order (a directory's children in name order, each subtree in turn).
+void CollectFiles(const volume::Volume& v, InodeId dir, const std::string& dir_path,
+                  std::string_view name_prefix, std::vector<std::string>* out) {
+  std::vector<std::pair<std::string, InodeId>> subdirs;
+  std::vector<std::pair<std::string, bool>> entries;  // (name, is_dir) in order.
+  Check(v.fs().ReadDir(dir, "",
+                       [&](std::string_view name, const EntryRecord& rec) {
+                         if (!name.starts_with(name_prefix)) return true;
+                         bool is_dir = rec.type == EntryType::kDir;
+                         entries.emplace_back(std::string(name), is_dir);
+                         if (is_dir) subdirs.emplace_back(std::string(name), rec.inode);
+                         return true;
+                       }),
+        dir_path);
+  size_t next_dir = 0;
+  for (const auto& [name, is_dir] : entries) {
+    if (!is_dir) {
+      out->push_back(dir_path + name);
+      continue;
+    }
+    const auto& [dname, inode] = subdirs[next_dir++];
+    CollectFiles(v, inode, dir_path + dname + "/", "", out);
+  }
+}
+
+std::vector<std::string> Files(Handle& h, const py::object& prefix_arg) {
+  const std::string prefix = PathArg(prefix_arg);
+  std::shared_ptr<volume::Volume> v = h.Get();
+  py::gil_scoped_release nogil;
+  size_t slash = prefix.rfind('/');
+  std::string dir_path = slash == std::string::npos ? "" : prefix.substr(0, slash + 1);
+  std::string_view name_prefix = std::string_view(prefix).substr(dir_path.size());
+  EntryRecord rec;
+  RecordHolder holder;
+  std::vector<std::string> out;
+  Status s = v->Resolve(dir_path, /*follow=*/true, &rec, &holder);
+  if (s.code() == Status::Code::kNotFound || s.code() == Status::Code::kNotADirectory) return out;
+  Check(s, prefix);
+  if (rec.type != EntryType::kDir) return out;
+  std::string shown_dir = dir_path;
+  while (shown_dir.starts_with('/')) shown_dir.erase(0, 1);
+  CollectFiles(*v, rec.inode, shown_dir, name_prefix, &out);
+  return out;
+}
+
+volume::VolumeOptions MakeOptions(std::optional<std::string> view, std::optional<uint32_t> rank,
+                                  std::optional<uint32_t> world, uint64_t seed, bool rank_keep_dirs,
+                                  const std::string& verify, std::optional<std::string> cache_dir,
+                                  uint64_t cache_size, std::optional<uint64_t> decode_cache,
+                                  std::optional<uint64_t> max_open_shards) {
+  volume::VolumeOptions o;
+  if (view) o.reader.view = *view;
+  if (rank.has_value() != world.has_value()) {
+    throw py::value_error("rank and world go together: give both or neither");
+  }
+  if (world) {
+    if (*world == 0 || *rank >= *world) {
+      throw py::value_error(
+          fmt::format("rank {} of world {}: need world > 0 and rank < world", *rank, *world));
+    }
+    o.reader.rank = *rank;
+    o.reader.world = *world;
+    o.reader.seed = seed;
+    o.reader.rank_keep_dirs = rank_keep_dirs;
+  }
+  if (verify == "auto") {
+    o.fs.verify = mount::VerifyMode::kFirst;
+    o.verify_where_possible = true;
+  } else if (verify == "off") {
+    o.fs.verify = mount::VerifyMode::kOff;
+  } else if (verify == "first") {
+    o.fs.verify = mount::VerifyMode::kFirst;
+  } else if (verify == "always") {
+    o.fs.verify = mount::VerifyMode::kAlways;
+  } else {
+    throw py::value_error("verify: expected auto, off, first or always, not " + verify);
+  }
+  if (cache_dir) o.cache_dir = *cache_dir;
+  o.cache_size = cache_size;
+  if (decode_cache) o.decode_cache = *decode_cache;
+  if (max_open_shards) o.fs.max_open_shards = std::max<uint64_t>(1, *max_open_shards);
+  return o;
+}
+
+// Text for Python from bytes that may not be UTF-8 (paths), as os does.
+py::object FsText(const std::string& s) {
+  PyObject* o = PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
+
+// Sets OSError(errno, message, filename): Python makes it the subclass the
+// errno names (FileNotFoundError for ENOENT, ...).
+void RaiseStatusError(const StatusError& e) {
+  try {
+    py::object exc = py::reinterpret_borrow<py::object>(PyExc_OSError)(
+        ToErrno(e.status), FsText(e.status.message()), FsText(e.filename));
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  } catch (py::error_already_set& err) {
+    err.restore();
+  }
+}
+
+}  // namespace
+
+}  // namespace shardfs::python
+
+PYBIND11_MODULE(_shardfs, m) {
+  using namespace shardfs;
+  using namespace shardfs::python;
+  m.doc() = "The C++ core of shardfs: an index opened in-process (see shardfs.Index).";
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] {
+    ::pthread_atfork(&Handle::LockAll, &Handle::UnlockAll, &Handle::UnlockAllInChild);
+  });
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      RaiseStatusError(e);
+    }
+  });
+
+  py::class_<Handle>(m, "Volume")
+      .def(py::init([](const std::string& path, std::optional<std::string> view,
+                       std::optional<uint32_t> rank, std::optional<uint32_t> world, uint64_t seed,
+                       bool rank_keep_dirs, const std::string& verify,
+                       std::optional<std::string> cache_dir, uint64_t cache_size,
+                       std::optional<uint64_t> decode_cache,
+                       std::optional<uint64_t> max_open_shards) {
+             volume::VolumeOptions o =
+                 MakeOptions(view, rank, world, seed, rank_keep_dirs, verify, cache_dir, cache_size,
+                             decode_cache, max_open_shards);
+             py::gil_scoped_release nogil;
+             return std::make_unique<Handle>(path, std::move(o));
+           }),
+           py::arg("path"), py::arg("view") = py::none(), py::arg("rank") = py::none(),
+           py::arg("world") = py::none(), py::arg("seed") = 0, py::arg("rank_keep_dirs") = false,
+           py::arg("verify") = "auto", py::arg("cache_dir") = py::none(), py::arg("cache_size") = 0,
+           py::arg("decode_cache") = py::none(), py::arg("max_open_shards") = py::none())
+      .def("close", &Handle::Close,
+           "Closes the index; any later call raises ValueError. Idempotent.")
+      .def_property_readonly("closed", &Handle::closed)
+      .def_property_readonly("shown",
+                             [](Handle& h) {
+                               std::shared_ptr<volume::Volume> v = h.Get();
+                               return v->shown();
+                             })
+      .def("read", &Read, py::arg("relpath"), py::arg("offset") = 0, py::arg("size") = -1,
+           "read(relpath, offset=0, size=-1) -> bytes\n\n"
+           "The bytes of file `relpath` from `offset`, at most `size` of them (-1: to the\n"
+           "end), checked as the mount checks them. Raises FileNotFoundError,\n"
+           "IsADirectoryError, NotADirectoryError, or OSError(EIO) if the bytes cannot be\n"
+           "served as indexed (a changed or corrupt shard); ValueError after close().")
+      .def("_readinto", &ReadInto, py::arg("inode"), py::arg("offset"), py::arg("buffer"),
+           py::arg("name"))
+      .def("_stat", &Stat, py::arg("relpath"), py::arg("follow") = true)
+      .def("_listdir", &ListDirPath, py::arg("relpath"))
+      .def("files", &Files, py::arg("prefix") = "",
+           "files(prefix='') -> list of str\n\n"
+           "The paths of every file and symbolic link whose path starts with `prefix`, in\n"
+           "tree order (a directory's entries in name order, each subdirectory's files\n"
+           "where its name falls).")
+      .def("readlink", [](Handle& h, const py::object& path_arg) {
+        const std::string path = PathArg(path_arg);
+        std::shared_ptr<volume::Volume> v = h.Get();
+        py::gil_scoped_release nogil;
+        EntryRecord rec;
+        RecordHolder holder;
+        Check(v->Resolve(path, /*follow=*/false, &rec, &holder), path);
+        if (rec.type != EntryType::kSymlink) {
+          Throw(Status::InvalidArgument(
+                    fmt::format("{}: not a symbolic link in index {}", path, v->shown())),
+                path);
+        }
+        return std::string(rec.target);
+      });
+}

@@ -1,0 +1,131 @@
+// A volume: an index opened for reading with everything its reads need, the
+// one piece every in-process reader shares (the FUSE mount, the Python
+// package). It turns an INDEX argument (a local index directory or manifest,
+// a URL or a bundle: src/indexref/index_ref.h) and options into an open
+// index::IndexReader, the chunk fetcher and its cache for remote shards (or
+// a cache_dir in front of local ones), the cache of decoded bytes (zip
+// members, compressed tars) and the mount::Filesystem over them.
+//
+// Opening is two steps, so that a caller may resolve before it forks (the
+// mount: errors reach the user, the child inherits the hold on a fetched
+// copy) and open after (RocksDB and the fetcher's threads do not survive a
+// fork): Resolve, then Open(ref, options). Open(arg, options) does both.
+//
+// Thread safety: after Open, fs() and Resolve may be used from any number of
+// threads (see mount::Filesystem). Nothing in a Volume survives fork(): a
+// child process opens its own from ref() and options() and leaves the
+// parent's alone (its locks may be held by threads the child does not have).
+#ifndef SHARDFS_SRC_VOLUME_VOLUME_H_
+#define SHARDFS_SRC_VOLUME_VOLUME_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "base/status.h"
+#include "index/index_reader.h"
+#include "index/schema.h"
+#include "src/indexref/index_ref.h"
+#include "src/mount/decoded_cache.h"
+#include "src/mount/filesystem.h"
+#include "src/mount/shard_fetcher.h"
+
+namespace shardfs::volume {
+
+struct VolumeOptions {
+  // The view, rank partition, block cache, preload (index/index_reader.h).
+  // Resolve sets resolve_partition.
+  index::ReaderOptions reader;
+  // verify, max_open_shards, ownership overrides; Open sets chunked,
+  // chunk_local and decoded.
+  mount::FilesystemOptions fs;
+  // Without checksums in the index, verify=first|always is turned off
+  // instead of refused (a caller that asks for checks where they exist).
+  bool verify_where_possible = false;
+  // Keeps the chunks of shards on disk in this directory (and puts local
+  // shards behind the cache too); "": remote shards' chunks in memory. Also
+  // where an index by URL is cached ("": the default index cache).
+  std::string cache_dir;
+  uint64_t cache_size = 0;  // Bytes of the chunk cache; 0: the defaults below.
+  static constexpr uint64_t kDefaultMemoryCache = 1ull << 30;
+  static constexpr uint64_t kDefaultDiskCache = 16ull << 30;
+  // Bytes of decoded blocks kept in memory (src/mount/decoded_cache.h).
+  uint64_t decode_cache = 256ull << 20;
+  // Bytes of an index fetched by URL (or unpacked from a bundle) at most.
+  uint64_t max_index_size = uint64_t{64} << 30;
+  // Chunk size, fetch threads, retries, timeouts, CA file.
+  mount::FetcherOptions fetch;
+};
+
+class Volume {
+ public:
+  // Resolves INDEX argument `arg` (src/indexref/index_ref.h) with the cache
+  // directory, fetch options and size limit of `options`, and sets
+  // options->reader.resolve_partition. Errors name the argument.
+  static Result<indexref::IndexRef> Resolve(const std::string& arg, VolumeOptions* options);
+
+  // Opens the index `ref` names with `options` (as Resolve left them).
+  // Returns what IndexReader::Open returns for a bad index, each message
+  // naming ref.shown; InvalidArgument if verify is asked of an index built
+  // without checksums (unless verify_where_possible); the chunk cache's
+  // errors.
+  static Result<std::unique_ptr<Volume>> Open(indexref::IndexRef ref, VolumeOptions options);
+  // Resolve, then Open.
+  static Result<std::unique_ptr<Volume>> Open(const std::string& arg, VolumeOptions options);
+
+  ~Volume();  // Stops the fetcher first.
+  Volume(const Volume&) = delete;
+  Volume& operator=(const Volume&) = delete;
+
+  mount::Filesystem& fs() { return *fs_; }
+  const mount::Filesystem& fs() const { return *fs_; }
+  // The chunk fetcher; nullptr when every shard is local and no cache_dir.
+  mount::ShardFetcher* fetcher() { return fetcher_.get(); }
+  const indexref::IndexRef& ref() const { return ref_; }
+  // What messages name: the argument, a URL redacted.
+  const std::string& shown() const { return ref_.shown; }
+  const VolumeOptions& options() const { return options_; }
+
+  // The entry at `relpath`, '/'-separated from the root ("" and "/" are the
+  // root): one Lookup per component; "." and empty components are skipped,
+  // ".." goes up (the root's is the root). Symbolic links met on the way are
+  // followed (a relative target from the link's directory), and so is the
+  // last component's if `follow`. Returns NotFound naming `relpath` if
+  // nothing is there (or a link points out of the index: an absolute
+  // target), NotADirectory if a component before the last is a file, and
+  // InvalidArgument after 40 links (a loop). `rec` is valid while `holder`
+  // is alive and not reused. The directories of plain paths (no ".", "..",
+  // empty components or links) are remembered, so that a later walk to a
+  // file in a directory seen before is one Lookup.
+  Status Resolve(std::string_view relpath, bool follow, index::EntryRecord* rec,
+                 index::RecordHolder* holder) const;
+
+ private:
+  Volume() = default;
+
+  indexref::IndexRef ref_;
+  VolumeOptions options_;
+  // Resolve's directories by plain path ("a/b"): the index does not change
+  // while open. At most kMaxCachedDirs; later ones are not remembered.
+  struct PathHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  static constexpr size_t kMaxCachedDirs = 1 << 16;
+  mutable std::shared_mutex dirs_mu_;
+  mutable std::unordered_map<std::string, index::InodeId, PathHash, std::equal_to<>>
+      dirs_;  // Guarded by dirs_mu_.
+
+  // Destroyed in reverse: the filesystem first, then what it points to.
+  std::unique_ptr<mount::DecodedCache> decoded_;
+  std::unique_ptr<mount::ShardFetcher> fetcher_;
+  std::unique_ptr<mount::Filesystem> fs_;
+};
+
+}  // namespace shardfs::volume
+
+#endif  // SHARDFS_SRC_VOLUME_VOLUME_H_
