@@ -17,10 +17,10 @@ An ``Index`` may be used from many threads at once (lookups and reads release
 the GIL) and survives ``fork()``: a child process (a PyTorch ``DataLoader``
 worker) opens the index again on its first call, without the parent's
 ``cache_dir`` (a disk chunk cache serves one process; the child keeps its
-chunks of remote shards in memory). A forked child should end with
-``os._exit`` (as multiprocessing's children do): RocksDB's static state,
-copied from the parent, can hang exit() in a child of a process that has an
-index open.
+chunks of remote shards in memory). A forked child of a process that opened
+an index ends, after Python's own finalisation and ``atexit`` functions,
+without running C++ static destructors (RocksDB's static timer, copied from
+the parent, would block exit() for ever); its exit status is kept.
 
 Errors are the ones Python's own file functions raise: ``FileNotFoundError``,
 ``IsADirectoryError``, ``NotADirectoryError``; ``OSError`` with ``errno.EIO``

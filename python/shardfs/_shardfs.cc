@@ -23,6 +23,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -81,6 +83,16 @@ class Handle;
 // every call.
 std::atomic<uint64_t> fork_generation{0};
 
+// Set once this process opened an index (its RocksDB has static state).
+std::atomic<bool> opened_any{false};
+
+// An exit handler: what exit(status) would do after it, but for the static
+// destructors (see UnlockAllInChild).
+void ExitAtOnce(int status, void*) {
+  std::fflush(nullptr);
+  ::_exit(status);
+}
+
 // Every open handle, so that fork() waits until none is being swapped.
 std::mutex registry_mu;
 std::set<Handle*>* registry = new std::set<Handle*>();  // Guarded by registry_mu; never freed.
@@ -95,6 +107,7 @@ class Handle {
     ref_ = std::move(ref).value();
     options_ = std::move(options);
     volume_ = std::move(v).value();
+    opened_any.store(true, std::memory_order_relaxed);
     generation_ = fork_generation.load(std::memory_order_relaxed);
     std::lock_guard<std::mutex> l(registry_mu);
     registry->insert(this);
@@ -165,6 +178,13 @@ class Handle {
   static void UnlockAllInChild() {
     fork_generation.fetch_add(1, std::memory_order_relaxed);
     UnlockAll();
+    // RocksDB's static timer, copied from a parent whose timer thread was
+    // waiting on its condition variable, would block the child's exit() for
+    // ever in that variable's destructor (glibc waits for the waiters the
+    // copy still counts). A child of a process that opened an index ends,
+    // once Python has finalised, without running the static destructors:
+    // an exit handler registered now runs before theirs.
+    if (opened_any.load(std::memory_order_relaxed)) ::on_exit(&ExitAtOnce, nullptr);
   }
 
  private:
