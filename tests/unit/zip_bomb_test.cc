@@ -93,18 +93,18 @@ std::string MakeZip(const std::vector<Entry>& entries) {
   return zip;
 }
 
-struct Scan {
+struct ZipScanned {
   Status status;
   std::vector<ScannedMember> members;
 };
 
-Scan ScanZip(const std::string& zip, bool checksum = true,
-             uint64_t max_ratio = kDefaultMaxZipRatio) {
+ZipScanned ScanZip(const std::string& zip, bool checksum = true,
+                   uint64_t max_ratio = kDefaultMaxZipRatio) {
   ScanOptions so;
   so.checksum = checksum;
   so.max_zip_ratio = max_ratio;
   ShardInfo info;
-  Scan s;
+  ZipScanned s;
   s.status = ScanZipBytes(
       "bomb.zip", zip.data(), zip.size(), so,
       [&](ScannedMember&& m) {
@@ -128,7 +128,7 @@ TEST(ZipBombTest, CentralEntriesSharingOneLocalHeaderAreRefusedBeforeAnyInflate)
   for (int i = 0; i < 200; ++i) entries.push_back({"zeros", "", true, 1});
   const std::string zip = MakeZip(entries);
   ASSERT_LT(zip.size(), 256u << 10);
-  const Scan s = ScanZip(zip);
+  const ZipScanned s = ScanZip(zip);
   EXPECT_EQ(s.status.code(), Status::Code::kInvalidArgument) << s.status.message();
   EXPECT_TRUE(Has(s.status, "zip bomb.zip: members 'zeros' (local header at byte "))
       << s.status.message();
@@ -155,7 +155,7 @@ TEST(ZipBombTest, AnEntryWhoseLocalHeaderLiesInsideAnotherMembersDataIsRefused) 
   const uint32_t planted = 30 + 1 + 4;
   for (int i = 0; i < 4; ++i) zip[central_b + 42 + i] = static_cast<char>(planted >> (8 * i));
   // The planted header's own name must match: "b".
-  const Scan s = ScanZip(zip);
+  const ZipScanned s = ScanZip(zip);
   EXPECT_TRUE(Has(s.status, "members 'a' (local header at byte 0, data to byte "))
       << s.status.message();
   EXPECT_TRUE(Has(s.status, "and 'b' (local header at byte 35) overlap")) << s.status.message();
@@ -163,7 +163,7 @@ TEST(ZipBombTest, AnEntryWhoseLocalHeaderLiesInsideAnotherMembersDataIsRefused) 
 }
 
 TEST(ZipBombTest, TwoEntriesOfOneNameWithTheirOwnHeadersAreNoBomb) {
-  const Scan s = ScanZip(MakeZip({{"same", "first", true}, {"same", "second!", true}}));
+  const ZipScanned s = ScanZip(MakeZip({{"same", "first", true}, {"same", "second!", true}}));
   ASSERT_TRUE(s.status.ok()) << s.status.message();
   ASSERT_EQ(s.members.size(), 2u);
   EXPECT_EQ(s.members[1].size, 7u);
@@ -176,7 +176,7 @@ TEST(ZipBombTest, DeclaredSizesPastTheRatioAreRefusedNamingTheOption) {
   for (const char* n : {"a", "b", "c"}) entries.push_back({n, "tiny", true, -1, 300u << 20});
   const std::string zip = MakeZip(entries);
   for (bool checksum : {true, false}) {
-    const Scan s = ScanZip(zip, checksum);
+    const ZipScanned s = ScanZip(zip, checksum);
     EXPECT_EQ(s.status.code(), Status::Code::kInvalidArgument) << s.status.message();
     EXPECT_TRUE(Has(s.status, fmt::format("zip bomb.zip: its members declare {} uncompressed "
                                           "bytes, more than 100 times the zip's {} bytes",
@@ -187,7 +187,8 @@ TEST(ZipBombTest, DeclaredSizesPastTheRatioAreRefusedNamingTheOption) {
   }
   // Raised past the zip's ratio: accepted (without checksums; with them the
   // lie would show when inflated).
-  const Scan raised = ScanZip(zip, /*checksum=*/false, (uint64_t{900} << 20) / zip.size() + 1);
+  const ZipScanned raised =
+      ScanZip(zip, /*checksum=*/false, (uint64_t{900} << 20) / zip.size() + 1);
   EXPECT_TRUE(raised.status.ok()) << raised.status.message();
   EXPECT_EQ(raised.members.size(), 3u);
 }
@@ -196,7 +197,7 @@ TEST(ZipBombTest, DeclaredSizesUpToTheFloorPassWhateverTheRatio) {
   // 256 MiB declared by a zip of a few hundred bytes: under the floor.
   const std::string zip =
       MakeZip({{"a", "tiny", true, -1, 128u << 20}, {"b", "tiny", true, -1, 128u << 20}});
-  const Scan s = ScanZip(zip, /*checksum=*/false);
+  const ZipScanned s = ScanZip(zip, /*checksum=*/false);
   EXPECT_TRUE(s.status.ok()) << s.status.message();
   EXPECT_EQ(s.members.size(), 2u);
 }
