@@ -205,7 +205,7 @@ void PushAhead::Run() {
     Job job = std::move(queue_.back());
     queue_.pop_back();
     lock.unlock();
-    if (std::chrono::steady_clock::now() - job.queued > kMaxJobAge) {
+    if (std::chrono::steady_clock::now() - job.queued > options_.max_job_age) {
       counters_->jobs_dropped_stale.fetch_add(1, std::memory_order_relaxed);
       if (job.sequential) {
         shards_[job.shard_id.value].busy.store(false, std::memory_order_release);

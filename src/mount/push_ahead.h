@@ -34,7 +34,7 @@
 //  3. A file that has had a READ is never stored (its pages are in the
 //     kernel, or being filled), nor one already pushed; the check is made
 //     again right before each store. A job that waited longer than
-//     kMaxJobAge is dropped: its reader has moved on.
+//     PushOptions::max_job_age is dropped: its reader has moved on.
 //  4. Stop() ends the pushers while the workers still serve, so shutdown
 //     cannot leave a pusher waiting on a READ nobody will answer (see
 //     ServeFuse).
@@ -70,6 +70,10 @@ struct PushOptions {
   bool drop_behind = true;              // -o drop_behind.
   unsigned threads = 8;                 // -o push_threads: pusher threads.
   size_t queue_capacity = 64;           // Jobs waiting; more are dropped.
+  // A job that waited longer than this is dropped: its reader has moved on.
+  // Tests that are not about staleness lengthen it, so a loaded machine's
+  // scheduling delay does not drop the job they watch.
+  std::chrono::milliseconds max_job_age{250};
   // Store a local shard's files from its descriptor (PushBytes::fd), so
   // libfuse splices them, rather than from a copy in the daemon. Files that
   // a check must see first (verify=always, or first and not yet checked)
@@ -113,7 +117,7 @@ struct PushStats {
   uint64_t jobs_queued = 0;
   uint64_t jobs_dropped_busy = 0;   // A sequential push of the shard was pending.
   uint64_t jobs_dropped_full = 0;   // The queue was full.
-  uint64_t jobs_dropped_stale = 0;  // Waited longer than kMaxJobAge.
+  uint64_t jobs_dropped_stale = 0;  // Waited longer than max_job_age.
   uint64_t jobs_run = 0;
   uint64_t files_pushed = 0;
   uint64_t files_pushed_fd = 0;  // Of files_pushed, stored from the shard's descriptor.
@@ -140,7 +144,6 @@ class PushAhead {
     std::chrono::steady_clock::time_point queued;
   };
 
-  static constexpr std::chrono::milliseconds kMaxJobAge{250};
   // Files larger than this are never pushed.
   static constexpr uint64_t kMaxFile = 1 << 20;
 

@@ -28,6 +28,14 @@ namespace shardfs::mount {
 namespace {
 
 namespace fs = std::filesystem;
+
+// `o` with a job age no loaded machine reaches: a job these tests watch is
+// never dropped as stale because the test was scheduled late. Only
+// AJobThatWaitedTooLongIsDropped keeps the real age.
+PushOptions Patient(PushOptions o) {
+  o.max_job_age = std::chrono::minutes(10);
+  return o;
+}
 using mount_testing::IndexShards;
 using mount_testing::InodeOf;
 using mount_testing::OpenFs;
@@ -209,7 +217,7 @@ TEST_F(PushAheadTest, PlansTheFilesThatFollowInTheShard) {
   auto fs = OpenTree();
   ASSERT_TRUE(fs);
   RecordingStore store;
-  PushAhead push(fs.get(), {}, store.fn());
+  PushAhead push(fs.get(), Patient({}), store.fn());
   // Steps over the empty file and directory b, stops before the file too
   // big to push.
   EXPECT_EQ(Plan(*fs, push, "a/f2", 1 << 20),
@@ -245,7 +253,7 @@ TEST_F(PushAheadTest, NothingWhenTheShardIsNotInInodeOrder) {
   auto fs = OpenFs(idx_);
   ASSERT_TRUE(fs);
   RecordingStore store;
-  PushAhead push(fs.get(), {}, store.fn());
+  PushAhead push(fs.get(), Patient({}), store.fn());
   EXPECT_TRUE(Plan(*fs, push, "a/f0", 1 << 20).empty());
 }
 
@@ -256,7 +264,7 @@ TEST_F(PushAheadTest, StopsAtTheShardBoundary) {
   auto fs = OpenFs(idx_);
   ASSERT_TRUE(fs);
   RecordingStore store;
-  PushAhead push(fs.get(), {}, store.fn());
+  PushAhead push(fs.get(), Patient({}), store.fn());
   EXPECT_EQ(Plan(*fs, push, "a/f0", 1 << 20), (std::vector<std::string>{"a/f1", "a/f2"}));
   EXPECT_TRUE(Plan(*fs, push, "a/f2", 1 << 20).empty());
   EXPECT_EQ(Plan(*fs, push, "a/f3", 1 << 20), (std::vector<std::string>{"a/f4"}));
@@ -266,7 +274,7 @@ TEST_F(PushAheadTest, AJobStoresTheFilesThatFollowWithTheirBytes) {
   auto fs = OpenTree();
   ASSERT_TRUE(fs);
   RecordingStore store;
-  PushAhead push(fs.get(), {}, store.fn());
+  PushAhead push(fs.get(), Patient({}), store.fn());
   Noted r = ReadWhole(*fs, push, "a/f1");
   std::string buf(PushAhead::kMaxFile, '\0');
   push.RunJob({InodeOf(*fs, "a/f1"), r.range.shard, r.range.shard_id, true, {}}, buf.data());
@@ -289,7 +297,7 @@ TEST_F(PushAheadTest, AJobStoresFromTheShardDescriptor) {
   auto fs = OpenTree();
   ASSERT_TRUE(fs);
   RecordingStore store;
-  PushAhead push(fs.get(), {.store_from_fd = true}, store.fn());
+  PushAhead push(fs.get(), Patient({.store_from_fd = true}), store.fn());
   Noted r = ReadWhole(*fs, push, "a/f1");
   std::string buf(PushAhead::kMaxFile, '\0');
   push.RunJob({InodeOf(*fs, "a/f1"), r.range.shard, r.range.shard_id, true, {}}, buf.data());
@@ -312,7 +320,7 @@ TEST_F(PushAheadTest, StoreFromFdOnlyForFilesNoCheckNeedsToSee) {
   auto fs = OpenTree(FilesystemOptions{.verify = VerifyMode::kFirst});
   ASSERT_TRUE(fs);
   RecordingStore store;
-  PushAhead push(fs.get(), {.random_bytes = 1 << 20, .store_from_fd = true}, store.fn());
+  PushAhead push(fs.get(), Patient({.random_bytes = 1 << 20, .store_from_fd = true}), store.fn());
   std::string buf(PushAhead::kMaxFile, '\0');
   // a/f3 checked by a READ that another PushAhead saw (its read bit is not
   // set in `push`).
@@ -337,7 +345,7 @@ TEST_F(PushAheadTest, VerifyAlwaysNeverStoresFromFd) {
   auto always = OpenTree(FilesystemOptions{.verify = VerifyMode::kAlways});
   ASSERT_TRUE(always);
   RecordingStore store2;
-  PushAhead push2(always.get(), {.random_bytes = 1 << 20, .store_from_fd = true}, store2.fn());
+  PushAhead push2(always.get(), Patient({.random_bytes = 1 << 20, .store_from_fd = true}), store2.fn());
   std::vector<PlannedFile> files;
   ASSERT_TRUE(push2.Plan(InodeOf(*always, "a/f0"), 1 << 20, false, &files).ok());
   ASSERT_GE(files.size(), 2u);
@@ -363,7 +371,7 @@ TEST_F(PushAheadTest, FilesReadOrPushedAreNeverStoredAgain) {
   ASSERT_TRUE(fs);
   RecordingStore store;
   // The random window holds a/f4 (3800 bytes) alone.
-  PushAhead push(fs.get(), {.random_bytes = 3800}, store.fn());
+  PushAhead push(fs.get(), Patient({.random_bytes = 3800}), store.fn());
   std::string buf(PushAhead::kMaxFile, '\0');
   // a/f3 was read (its pages are the kernel's), a/f4 pushed by an earlier job.
   Noted r3 = ReadWhole(*fs, push, "a/f3");
@@ -385,7 +393,7 @@ TEST_F(PushAheadTest, AFileReadWhileTheJobRunsIsSkipped) {
   PushAhead* self = nullptr;
   std::vector<uint64_t> stored;
   InodeId f3 = InodeOf(*fs, "a/f3");
-  PushAhead push(fs.get(), {.random_bytes = 1 << 20},
+  PushAhead push(fs.get(), Patient({.random_bytes = 1 << 20}),
                  [&](InodeId inode, const PushBytes&, const std::function<bool()>&) {
                    stored.push_back(inode.value);
                    // While a/f2 is being stored, a READ of a/f3 reaches a worker.
@@ -413,7 +421,7 @@ TEST_F(PushAheadTest, AStoreThatWaitedSkipsAFileReadMeanwhile) {
   std::vector<uint64_t> stored;
   std::vector<bool> wanted;
   InodeId f2 = InodeOf(*fs, "a/f2");
-  PushAhead push(fs.get(), {.random_bytes = 1 << 20},
+  PushAhead push(fs.get(), Patient({.random_bytes = 1 << 20}),
                  [&](InodeId inode, const PushBytes&, const std::function<bool()>& still_wanted) {
                    if (inode == f2) {
                      // Waiting for a listing; meanwhile a READ of a/f2 arrives.
@@ -444,7 +452,7 @@ TEST_F(PushAheadTest, AStoreErrorEndsTheJob) {
   ASSERT_TRUE(fs);
   RecordingStore store;
   store.FailAt(InodeOf(*fs, "a/f4"));  // The kernel does not know it.
-  PushAhead push(fs.get(), {}, store.fn());
+  PushAhead push(fs.get(), Patient({}), store.fn());
   Noted r = ReadWhole(*fs, push, "a/f1");
   std::string buf(PushAhead::kMaxFile, '\0');
   push.RunJob({InodeOf(*fs, "a/f1"), r.range.shard, r.range.shard_id, true, {}}, buf.data());
@@ -457,7 +465,7 @@ TEST_F(PushAheadTest, VerifiedBeforeItIsPushed) {
   auto fs = OpenTree(FilesystemOptions{.verify = VerifyMode::kFirst});
   ASSERT_TRUE(fs);
   RecordingStore store;
-  PushAhead push(fs.get(), {.random_bytes = 1 << 20}, store.fn());
+  PushAhead push(fs.get(), Patient({.random_bytes = 1 << 20}), store.fn());
   std::vector<PlannedFile> files;
   ASSERT_TRUE(push.Plan(InodeOf(*fs, "a/f0"), 1 << 20, false, &files).ok());
   ASSERT_GE(files.size(), 2u);
@@ -501,7 +509,7 @@ TEST_F(PushAheadTest, SequentialToEofOnlyForAReaderWalkingTheShardInOrder) {
   };
   {
     RecordingStore store;
-    PushAhead push(fs.get(), {}, store.fn());
+    PushAhead push(fs.get(), Patient({}), store.fn());
     EXPECT_TRUE(seq(push, "a/f0", 0, 1 << 16));
     EXPECT_TRUE(seq(push, "a/f1", 0, 1 << 16));
     EXPECT_FALSE(seq(push, "a/f2", 0, 100));  // Not to the end of the file.
@@ -510,7 +518,7 @@ TEST_F(PushAheadTest, SequentialToEofOnlyForAReaderWalkingTheShardInOrder) {
   }
   {
     RecordingStore store;
-    PushAhead push(fs.get(), {}, store.fn());
+    PushAhead push(fs.get(), Patient({}), store.fn());
     EXPECT_FALSE(seq(push, "c/f0", 0, 1 << 16));  // A jump past a 1 MiB file.
   }
 }
@@ -527,7 +535,7 @@ TEST_F(PushAheadTest, OnlyWholeOrSequentialReadsOfferJobsAndOnlyWithAWindow) {
     EXPECT_EQ(off.stats().jobs_queued, 0u);
     EXPECT_FALSE(off.WasRead(InodeOf(*fs, "a/f0")));  // No bits kept when off.
   }
-  PushAhead push(fs.get(), {.sequential_bytes = 0, .random_bytes = 1 << 20}, store.fn());
+  PushAhead push(fs.get(), Patient({.sequential_bytes = 0, .random_bytes = 1 << 20}), store.fn());
   push.Start();
   // A partial read in the middle of a file: no job.
   ReadRange part;
@@ -571,7 +579,7 @@ TEST_F(PushAheadTest, TheRandomWindowFollowsTheAvailableMemory) {
                               .random_follows_memory = true,
                               .mem_available = [] { return uint64_t{100} << 20; }};
   {
-    PushAhead push(fs.get(), short_of_memory, store.fn());
+    PushAhead push(fs.get(), Patient(short_of_memory), store.fn());
     push.Start();
     EXPECT_EQ(push.RandomWindow(), 0u);
     random_read(push);
@@ -579,7 +587,7 @@ TEST_F(PushAheadTest, TheRandomWindowFollowsTheAvailableMemory) {
   }
   PushOptions plenty = short_of_memory;
   plenty.mem_available = [] { return uint64_t{8} << 30; };
-  PushAhead push(fs.get(), plenty, store.fn());
+  PushAhead push(fs.get(), Patient(plenty), store.fn());
   push.Start();
   EXPECT_EQ(push.RandomWindow(), uint64_t{1} << 20);
   random_read(push);
@@ -601,8 +609,8 @@ TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
   std::condition_variable cv;
   bool release = false;
   int stores = 0;
-  PushOptions o{
-      .sequential_bytes = 1 << 20, .random_bytes = 1 << 20, .threads = 1, .queue_capacity = 4};
+  PushOptions o = Patient(
+      {.sequential_bytes = 1 << 20, .random_bytes = 1 << 20, .threads = 1, .queue_capacity = 4});
   PushAhead push(fs.get(), o, [&](InodeId, const PushBytes&, const std::function<bool()>&) {
     std::unique_lock<std::mutex> lock(mu);
     ++stores;
@@ -652,7 +660,8 @@ TEST_F(PushAheadTest, AFullQueueDropsItsOldestJob) {
   std::condition_variable cv;
   bool stuck = false, release = false;
   std::vector<uint64_t> stored;
-  PushOptions o{.sequential_bytes = 0, .random_bytes = 1 << 20, .threads = 1, .queue_capacity = 1};
+  PushOptions o =
+      Patient({.sequential_bytes = 0, .random_bytes = 1 << 20, .threads = 1, .queue_capacity = 1});
   PushAhead push(fs.get(), o, [&](InodeId inode, const PushBytes&, const std::function<bool()>&) {
     std::unique_lock<std::mutex> lock(mu);
     if (!stuck) {
@@ -706,7 +715,7 @@ TEST_F(PushAheadTest, AJobThatWaitedTooLongIsDropped) {
       stuck = true;
       cv.notify_all();
       // Holds the only pusher for longer than a job may wait.
-      cv.wait_for(lock, PushAhead::kMaxJobAge * 3);
+      cv.wait_for(lock, o.max_job_age * 3);
     }
     return 0;
   });
@@ -782,7 +791,7 @@ TEST_F(PushAheadTest, DropBehindASequentialReaderFreesTheShardPagesBehindIt) {
     RecordingStore store;
     PushAhead push(
         fs.get(),
-        {.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0, .drop_behind = drop},
+        Patient({.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0, .drop_behind = drop}),
         store.fn());
     std::string buf(1 << 20, '\0');
     uint64_t end = 0;
@@ -814,7 +823,7 @@ TEST_F(PushAheadTest, DropBehindAShuffledReaderFreesOnlyThePagesOfTheFilesItRead
     RecordingStore store;
     PushAhead push(
         fs.get(),
-        {.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0, .drop_behind = drop},
+        Patient({.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0, .drop_behind = drop}),
         store.fn());
     std::string buf(1 << 20, '\0');
     auto interior = [&](const ReadRange& r) {
