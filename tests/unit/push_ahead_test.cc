@@ -345,7 +345,8 @@ TEST_F(PushAheadTest, VerifyAlwaysNeverStoresFromFd) {
   auto always = OpenTree(FilesystemOptions{.verify = VerifyMode::kAlways});
   ASSERT_TRUE(always);
   RecordingStore store2;
-  PushAhead push2(always.get(), Patient({.random_bytes = 1 << 20, .store_from_fd = true}), store2.fn());
+  PushAhead push2(always.get(), Patient({.random_bytes = 1 << 20, .store_from_fd = true}),
+                  store2.fn());
   std::vector<PlannedFile> files;
   ASSERT_TRUE(push2.Plan(InodeOf(*always, "a/f0"), 1 << 20, false, &files).ok());
   ASSERT_GE(files.size(), 2u);
@@ -791,7 +792,8 @@ TEST_F(PushAheadTest, DropBehindASequentialReaderFreesTheShardPagesBehindIt) {
     RecordingStore store;
     PushAhead push(
         fs.get(),
-        Patient({.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0, .drop_behind = drop}),
+        Patient(
+            {.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0, .drop_behind = drop}),
         store.fn());
     std::string buf(1 << 20, '\0');
     uint64_t end = 0;
@@ -823,7 +825,8 @@ TEST_F(PushAheadTest, DropBehindAShuffledReaderFreesOnlyThePagesOfTheFilesItRead
     RecordingStore store;
     PushAhead push(
         fs.get(),
-        Patient({.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0, .drop_behind = drop}),
+        Patient(
+            {.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0, .drop_behind = drop}),
         store.fn());
     std::string buf(1 << 20, '\0');
     auto interior = [&](const ReadRange& r) {
