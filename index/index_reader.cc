@@ -107,7 +107,7 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
   if (!r->db_->GetDbIdentity(r->db_identity_).ok()) r->db_identity_.clear();
   SHARDFS_RETURN_IF_ERROR(r->LoadMeta());
   SHARDFS_RETURN_IF_ERROR(r->CheckSchemaVersion());
-  SHARDFS_RETURN_IF_ERROR(r->LoadShards());
+  SHARDFS_RETURN_IF_ERROR(r->LoadShards(options.shard_base));
   SHARDFS_RETURN_IF_ERROR(r->ValidateMeta());
   SHARDFS_RETURN_IF_ERROR(r->LoadVersion(options));
   if (options.world != 0) SHARDFS_RETURN_IF_ERROR(r->LoadRanks(options));

@@ -67,6 +67,10 @@ struct ReaderOptions {
   // With world > 0: the rank of each shard, given instead of worked out
   // (a manifest assigns its partitions' shards itself).
   std::vector<uint32_t> shard_ranks;
+  // The directory relative shard paths are resolved from; "": the index
+  // directory's parent. For a node-local copy of an index that stays
+  // beside its shards (src/volume/index_copy.h).
+  std::string shard_base;
 };
 
 // True if `path` is a directory (not a symlink to one) holding a RocksDB
@@ -186,7 +190,7 @@ class IndexReader {
   // The schema version is present, a number, and one this code reads.
   Status CheckSchemaVersion() const;
   // Reads the 'S' keys into shards_ and shard_paths_.
-  Status LoadShards();
+  Status LoadShards(const std::string& shard_base);
   // Checks the numeric meta values against each other and the inode records.
   Status ValidateMeta();
   // ValidateMeta's steps; `has_counts` is false when no count is present.

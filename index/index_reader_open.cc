@@ -83,14 +83,14 @@ Status IndexReader::CheckSchemaVersion() const {
   return Status::Ok();
 }
 
-Status IndexReader::LoadShards() {
+Status IndexReader::LoadShards(const std::string& shard_base) {
   const std::string shard_prefix(1, kShardPrefix);
   std::error_code ec;
-  fs::path base = fs::absolute(path_, ec);
+  fs::path base = fs::absolute(shard_base.empty() ? path_ : shard_base, ec);
   if (ec) return Status::IoError(fmt::format("index {}: {}", path_, ec.message()));
   base = base.lexically_normal();
   if (base.filename().empty()) base = base.parent_path();
-  base = base.parent_path();
+  if (shard_base.empty()) base = base.parent_path();
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek(shard_prefix); it->Valid() && StartsWith(it->key(), shard_prefix); it->Next()) {
     ShardId id;

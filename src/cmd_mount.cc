@@ -164,6 +164,7 @@ volume::VolumeOptions VolumeOptionsOf(const MountOptions& o) {
   v.fs = o.fs;
   v.cache_dir = o.cache_dir;
   v.cache_size = o.cache_size;
+  v.storage = o.storage;
   v.decode_cache = o.decode_cache;
   v.max_index_size = o.max_index_size;
   v.fetch = o.fetch;

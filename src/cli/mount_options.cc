@@ -248,6 +248,8 @@ Parsed ParseRemoteOption(std::string_view name, std::string_view value, MountOpt
   if (name == "cache_dir") {
     if (value.empty()) return Bad("a directory");
     o.cache_dir = value;
+  } else if (name == "storage") {
+    if (!ParseStorageMode(value, &o.storage)) return Bad("auto, local or network");
   } else if (name == "max_index_size") {
     if (!ParseSize(value, &o.max_index_size) || o.max_index_size == 0) {
       return Bad("a size such as 64G");

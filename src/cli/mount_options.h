@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/storage.h"
 #include "index/index_reader.h"
 #include "src/mount/filesystem.h"
 #include "src/mount/push_ahead.h"
@@ -87,6 +88,9 @@ struct MountOptions {
   // keeps chunks on disk (and puts local shards behind the cache too);
   // without it remote shards' chunks are kept in memory.
   std::string cache_dir;
+  // -o storage=auto|local|network: local shards on network storage are read
+  // through the chunk cache, node-local by default (src/volume/storage_plan.h).
+  StorageMode storage = StorageMode::kAuto;
   // -o cache_size; 0: the default (src/volume/volume.h).
   uint64_t cache_size = 0;
   // -o decode_cache: bytes of decoded blocks kept in memory (inflated zip

@@ -169,7 +169,7 @@ Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir,
       return Status::FromErrno(errno, fmt::format("cache_dir {}: lock", lock));
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Status::InvalidArgument(
+      return Status::AlreadyExists(
           fmt::format("cache_dir {}: in use by another shardfs process", dir));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

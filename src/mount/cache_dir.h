@@ -31,7 +31,7 @@ struct CacheDir {
 // refuses either if it is a symbolic link, owned by another user or writable
 // by group or others; refuses a subdirectory that holds files but no marker
 // (writing the marker into an empty one) and one that another process has
-// locked. A lock held by another process is waited for up to `lock_wait`
+// locked (AlreadyExists). A lock held by another process is waited for up to `lock_wait`
 // (polled): a daemon that was just unmounted still holds it while it exits,
 // and a mount right after an unmount must not fail for that.
 inline constexpr std::chrono::milliseconds kCacheLockWait{3000};

@@ -145,7 +145,7 @@ std::string ChunkCache::ChunkPath(ChunkKey key, uint64_t gen) const {
 }
 
 Status ChunkCache::OpenDir() {
-  SHARDFS_ASSIGN_OR_RETURN(CacheDir d, OpenCacheDir(options_.dir, kChunkDir));
+  SHARDFS_ASSIGN_OR_RETURN(CacheDir d, OpenCacheDir(options_.dir, kChunkDir, options_.lock_wait));
   chunk_dir_ = std::move(d.chunk_dir);
   dir_fd_ = std::move(d.dir_fd);
   lock_fd_ = std::move(d.lock_fd);

@@ -100,6 +100,7 @@
 
 #include "base/fd.h"
 #include "base/status.h"
+#include "src/mount/cache_dir.h"
 
 namespace shardfs::mount {
 
@@ -107,6 +108,8 @@ struct ChunkCacheOptions {
   std::string dir;                // Empty: memory only.
   uint64_t capacity = 0;          // Bytes, payload + on-disk overhead; >= one full chunk.
   uint64_t chunk_size = 4 << 20;  // Bytes; 1 .. 1 GiB.
+  // How long a lock held by another process is waited for (OpenCacheDir).
+  std::chrono::milliseconds lock_wait = kCacheLockWait;
 };
 
 // What a shard is: `identity` names its exact content, and must differ

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <random>
 #include <utility>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "base/log.h"
 #include "remote/aws_config.h"
 #include "src/mount/chunk_cache.h"
+#include "src/volume/index_copy.h"
+#include "src/volume/storage_plan.h"
 
 namespace shardfs::volume {
 
@@ -57,16 +60,56 @@ std::string ChunkIdentity(const index::IndexReader& r, uint32_t i) {
                      state);
 }
 
-// The chunk fetcher and its cache, for an index with remote shards or a
-// cache_dir; null otherwise (local shards read directly).
+// Opens the chunk cache for a volume on network storage without cache_dir:
+// in the first free slot of the first usable default root, else in memory
+// (src/volume/storage_plan.h). Sets `dir` to where it is ("" in memory).
+Result<std::unique_ptr<mount::ChunkCache>> OpenAutoCache(
+    mount::ChunkCacheOptions co, const std::vector<mount::ChunkShard>& shards,
+    const VolumeOptions& o, std::string* dir) {
+  constexpr int kSlots = 16;
+  Result<std::string> root = PickCacheRoot(DefaultCacheRoots());
+  std::string why;
+  if (!root.ok()) {
+    why = root.status().message();
+  } else {
+    co.lock_wait = std::chrono::milliseconds(0);
+    co.capacity =
+        o.cache_size != 0 ? o.cache_size : AutoCacheSize(*root, VolumeOptions::kDefaultDiskCache);
+    if (co.capacity == 0)
+      why = fmt::format("{}: less than {} bytes free", *root, kMinAutoCache * 4);
+    for (int slot = 0; co.capacity != 0 && slot < kSlots; ++slot) {
+      co.dir = fmt::format("{}/{}", *root, slot);
+      auto cache = mount::ChunkCache::Open(co, shards);
+      if (cache.ok()) {
+        *dir = co.dir;
+        return cache;
+      }
+      why = cache.status().message();
+      if (cache.status().code() != Status::Code::kAlreadyExists) break;
+    }
+  }
+  log::Warning("node-local chunk cache: {}; caching chunks in memory instead ({} bytes)", why,
+               VolumeOptions::kDefaultMemoryCache);
+  co.dir.clear();
+  co.capacity = VolumeOptions::kDefaultMemoryCache;
+  dir->clear();
+  return mount::ChunkCache::Open(co, shards);
+}
+
+// The chunk fetcher and its cache, for an index with remote shards, a
+// cache_dir, or local shards on network storage (`network`); null otherwise
+// (local shards read directly). Sets `dir` to the cache's directory.
 Result<std::unique_ptr<mount::ShardFetcher>> MakeFetcher(const VolumeOptions& o,
-                                                         const index::IndexReader& r) {
+                                                         const index::IndexReader& r, bool network,
+                                                         std::string* dir, uint64_t* capacity) {
   bool any_remote = false, any_s3 = false;
   for (const index::ShardMeta& m : r.shards()) {
     any_remote |= m.remote();
     any_s3 |= m.remote() && m.path.starts_with("s3://");
   }
-  if (!any_remote && o.cache_dir.empty()) return std::unique_ptr<mount::ShardFetcher>();
+  if (!any_remote && o.cache_dir.empty() && !network) {
+    return std::unique_ptr<mount::ShardFetcher>();
+  }
   if (!o.cache_dir.empty() && r.db_identity().empty()) {
     log::Warning("index {}: no database id; chunks cached in {} will not be reused", r.path(),
                  o.cache_dir);
@@ -85,16 +128,62 @@ Result<std::unique_ptr<mount::ShardFetcher>> MakeFetcher(const VolumeOptions& o,
   co.capacity = o.cache_size != 0     ? o.cache_size
                 : o.cache_dir.empty() ? VolumeOptions::kDefaultMemoryCache
                                       : VolumeOptions::kDefaultDiskCache;
-  SHARDFS_ASSIGN_OR_RETURN(std::unique_ptr<mount::ChunkCache> cache,
-                           mount::ChunkCache::Open(co, std::move(chunk_shards)));
+  std::unique_ptr<mount::ChunkCache> cache;
+  if (network && o.cache_dir.empty()) {
+    SHARDFS_ASSIGN_OR_RETURN(cache, OpenAutoCache(co, chunk_shards, o, dir));
+  } else {
+    SHARDFS_ASSIGN_OR_RETURN(cache, mount::ChunkCache::Open(co, std::move(chunk_shards)));
+    *dir = o.cache_dir;
+  }
+  *capacity = cache->stats().capacity;
   mount::FetcherOptions fo = o.fetch;
   if (any_s3) {
     SHARDFS_ASSIGN_OR_RETURN(fo.aws, remote::LoadAwsConfig());
   }
   log::Debug("chunk fetcher: {} cache of {} bytes{}, chunks of {} bytes, {} threads",
-             co.dir.empty() ? "memory" : "disk", co.capacity, co.dir.empty() ? "" : " in " + co.dir,
+             dir->empty() ? "memory" : "disk", *capacity, dir->empty() ? "" : " in " + *dir,
              co.chunk_size, fo.threads);
   return mount::ShardFetcher::Create(std::move(fo), std::move(fetch_shards), std::move(cache));
+}
+
+// What IndexReader::Open opens for `ref`: a node-local copy of an index
+// directory on network storage (src/volume/index_copy.h), with
+// options->reader.shard_base set to the original's directory; else ref.path.
+// A copy that cannot be made is one warning, and the index is read where it
+// is.
+std::string IndexToOpen(const indexref::IndexRef& ref, VolumeOptions* options) {
+  if (options->storage == StorageMode::kLocal || ref.cached) return ref.path;
+  struct stat st {};
+  if (::stat(ref.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return ref.path;
+  if (options->storage == StorageMode::kAuto) {
+    Result<StorageInfo> info = DetectStorage(ref.path);
+    if (!info.ok() || !info->network) return ref.path;
+  }
+  std::string root = options->cache_dir;
+  if (root.empty()) {
+    Result<std::string> picked = PickCacheRoot(DefaultCacheRoots());
+    if (!picked.ok()) {
+      log::Warning("index {} on network storage, read there: {}", ref.shown,
+                   picked.status().message());
+      return ref.path;
+    }
+    root = *picked;
+  }
+  Result<IndexCopy> copy =
+      LocalIndexCopy(ref.path, root, AutoCacheSize(root, VolumeOptions::kDefaultDiskCache));
+  if (!copy.ok()) {
+    log::Warning("index {} on network storage, read there: no local copy: {}", ref.shown,
+                 copy.status().message());
+    return ref.path;
+  }
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(ref.path, ec).lexically_normal();
+  if (ec) return ref.path;
+  if (abs.filename().empty()) abs = abs.parent_path();
+  options->reader.shard_base = abs.parent_path().string();
+  log::Debug("index {}: {} local copy {} ({} bytes)", ref.shown,
+             copy->reused ? "reusing the" : "made a", copy->path, copy->bytes);
+  return copy->path;
 }
 
 // Takes the next component off `rest` (leading '/'s skipped); false at the end.
@@ -136,7 +225,8 @@ Result<indexref::IndexRef> Volume::Resolve(const std::string& arg, VolumeOptions
 }
 
 Result<std::unique_ptr<Volume>> Volume::Open(indexref::IndexRef ref, VolumeOptions options) {
-  auto reader = index::IndexReader::Open(ref.path, options.reader);
+  const std::string open_path = IndexToOpen(ref, &options);
+  auto reader = index::IndexReader::Open(open_path, options.reader);
   if (!reader.ok()) return reader.status();
   if (options.fs.verify != mount::VerifyMode::kOff &&
       (*reader)->Meta(index::kMetaChecksums) != "xxh3") {
@@ -148,11 +238,22 @@ Result<std::unique_ptr<Volume>> Volume::Open(indexref::IndexRef ref, VolumeOptio
     options.fs.verify = mount::VerifyMode::kOff;
   }
   std::unique_ptr<Volume> v(new Volume());
-  SHARDFS_ASSIGN_OR_RETURN(v->fetcher_, MakeFetcher(options, **reader));
+  v->storage_ = SurveyStorage(**reader, ref.path, options.storage);
+  uint64_t capacity = 0;
+  SHARDFS_ASSIGN_OR_RETURN(
+      v->fetcher_, MakeFetcher(options, **reader, v->storage_.network, &v->cache_dir_, &capacity));
   if (v->fetcher_) {
     options.fs.chunked = v->fetcher_.get();
-    options.fs.chunk_local = !options.cache_dir.empty();
+    options.fs.chunk_local = !options.cache_dir.empty() || v->storage_.network;
     v->fetcher_->Start();
+  }
+  if (v->storage_.network && options.cache_dir.empty()) {
+    log::Info(
+        "{}: network storage ({}): shards read in {}-byte chunks through a node-local "
+        "cache {} ({}); -o storage=local turns this off",
+        ref.shown, v->storage_.why, options.fetch.chunk_size,
+        v->cache_dir_.empty() ? "in memory" : "in " + v->cache_dir_,
+        fmt::format("{} MiB", capacity >> 20));
   }
   v->decoded_ = std::make_unique<mount::DecodedCache>(options.decode_cache);
   options.fs.decoded = v->decoded_.get();

@@ -33,6 +33,7 @@
 #include "src/mount/decoded_cache.h"
 #include "src/mount/filesystem.h"
 #include "src/mount/shard_fetcher.h"
+#include "src/volume/storage_plan.h"
 
 namespace shardfs::volume {
 
@@ -51,6 +52,10 @@ struct VolumeOptions {
   // where an index by URL is cached ("": the default index cache).
   std::string cache_dir;
   uint64_t cache_size = 0;  // Bytes of the chunk cache; 0: the defaults below.
+  // Whether local shards are on network storage, and are then read through
+  // the chunk cache, in a node-local directory if cache_dir is not given
+  // (src/volume/storage_plan.h).
+  StorageMode storage = StorageMode::kAuto;
   static constexpr uint64_t kDefaultMemoryCache = 1ull << 30;
   static constexpr uint64_t kDefaultDiskCache = 16ull << 30;
   // Bytes of decoded blocks kept in memory (src/mount/decoded_cache.h).
@@ -83,12 +88,17 @@ class Volume {
 
   mount::Filesystem& fs() { return *fs_; }
   const mount::Filesystem& fs() const { return *fs_; }
-  // The chunk fetcher; nullptr when every shard is local and no cache_dir.
+  // The chunk fetcher; nullptr when every shard is local, on local storage,
+  // and there is no cache_dir.
   mount::ShardFetcher* fetcher() { return fetcher_.get(); }
   const indexref::IndexRef& ref() const { return ref_; }
   // What messages name: the argument, a URL redacted.
   const std::string& shown() const { return ref_.shown; }
   const VolumeOptions& options() const { return options_; }
+  // Where the index and shards were found (network or not, and why), and
+  // the chunk cache's directory ("" in memory, or no cache).
+  const StorageSurvey& storage() const { return storage_; }
+  const std::string& cache_dir() const { return cache_dir_; }
 
   // The entry at `relpath`, '/'-separated from the root ("" and "/" are the
   // root): one Lookup per component; "." and empty components are skipped,
@@ -109,6 +119,8 @@ class Volume {
 
   indexref::IndexRef ref_;
   VolumeOptions options_;
+  StorageSurvey storage_;
+  std::string cache_dir_;
   // Resolve's directories by plain path ("a/b"): the index does not change
   // while open. At most kMaxCachedDirs; later ones are not remembered.
   struct PathHash {

@@ -568,7 +568,7 @@ TEST(ChunkCacheTest, SecondOpenOfADirRefused) {
   ASSERT_TRUE(first);
   auto second = ChunkCache::Open({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
   ASSERT_FALSE(second.ok());
-  EXPECT_EQ(second.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(second.status().code(), Status::Code::kAlreadyExists);
   EXPECT_EQ(second.status().message(), "cache_dir " + d + ": in use by another shardfs process");
   // Another process is refused as well, and the lock goes with its holder.
   pid_t pid = ::fork();
