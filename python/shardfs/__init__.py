@@ -54,7 +54,9 @@ class Index(_shardfs.Volume):
     Keyword options, as the mount's ``-o`` options of the same names:
     ``verify`` ("auto": "first" where the index has checksums, else "off";
     or "off", "first", "always"), ``cache_dir`` and ``cache_size`` (the chunk
-    cache of remote shards), ``decode_cache`` (bytes of decoded blocks),
+    cache of remote shards), ``storage`` ("auto", "local" or "network": shards
+    on network storage are read through a node-local chunk cache, and the
+    index from a node-local copy), ``decode_cache`` (bytes of decoded blocks),
     ``max_open_shards``.
 
     Raises FileNotFoundError if ``path`` does not exist and OSError naming it
@@ -68,12 +70,12 @@ class Index(_shardfs.Volume):
 
     def __init__(self, path, view=None, rank=None, world=None, *, seed=0,
                  rank_keep_dirs=False, verify="auto", cache_dir=None,
-                 cache_size=0, decode_cache=None, max_open_shards=None):
+                 cache_size=0, storage="auto", decode_cache=None, max_open_shards=None):
         path = os.fsdecode(os.fspath(path))
         self._path = path
         self._args = dict(
             view=view, rank=rank, world=world, seed=seed, rank_keep_dirs=rank_keep_dirs,
-            verify=verify, cache_dir=cache_dir, cache_size=cache_size,
+            verify=verify, cache_dir=cache_dir, cache_size=cache_size, storage=storage,
             decode_cache=decode_cache, max_open_shards=max_open_shards)
         super().__init__(path, **self._args)
 

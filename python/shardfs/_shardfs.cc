@@ -371,9 +371,13 @@ std::vector<std::string> Files(Handle& h, const py::object& prefix_arg) {
 volume::VolumeOptions MakeOptions(std::optional<std::string> view, std::optional<uint32_t> rank,
                                   std::optional<uint32_t> world, uint64_t seed, bool rank_keep_dirs,
                                   const std::string& verify, std::optional<std::string> cache_dir,
-                                  uint64_t cache_size, std::optional<uint64_t> decode_cache,
+                                  uint64_t cache_size, const std::string& storage,
+                                  std::optional<uint64_t> decode_cache,
                                   std::optional<uint64_t> max_open_shards) {
   volume::VolumeOptions o;
+  if (!ParseStorageMode(storage, &o.storage)) {
+    throw py::value_error("storage: expected auto, local or network, not " + storage);
+  }
   if (view) o.reader.view = *view;
   if (rank.has_value() != world.has_value()) {
     throw py::value_error("rank and world go together: give both or neither");
@@ -451,18 +455,19 @@ PYBIND11_MODULE(_shardfs, m) {
                        std::optional<uint32_t> rank, std::optional<uint32_t> world, uint64_t seed,
                        bool rank_keep_dirs, const std::string& verify,
                        std::optional<std::string> cache_dir, uint64_t cache_size,
-                       std::optional<uint64_t> decode_cache,
+                       const std::string& storage, std::optional<uint64_t> decode_cache,
                        std::optional<uint64_t> max_open_shards) {
              volume::VolumeOptions o =
                  MakeOptions(view, rank, world, seed, rank_keep_dirs, verify, cache_dir, cache_size,
-                             decode_cache, max_open_shards);
+                             storage, decode_cache, max_open_shards);
              py::gil_scoped_release nogil;
              return std::make_unique<Handle>(path, std::move(o));
            }),
            py::arg("path"), py::arg("view") = py::none(), py::arg("rank") = py::none(),
            py::arg("world") = py::none(), py::arg("seed") = 0, py::arg("rank_keep_dirs") = false,
            py::arg("verify") = "auto", py::arg("cache_dir") = py::none(), py::arg("cache_size") = 0,
-           py::arg("decode_cache") = py::none(), py::arg("max_open_shards") = py::none())
+           py::arg("storage") = "auto", py::arg("decode_cache") = py::none(),
+           py::arg("max_open_shards") = py::none())
       .def("close", &Handle::Close,
            "Closes the index; any later call raises ValueError. Idempotent.")
       .def_property_readonly("closed", &Handle::closed)

@@ -150,6 +150,22 @@ void RemoveCopy(const std::string& dir) {
   ::rmdir(dir.c_str());
 }
 
+// Removes the copies of index `key` in `copies` other than `keep`: those of
+// the index as it was before (not temporary ones, which their makers remove).
+void RemoveOlderCopies(const std::string& copies, const std::string& key, const std::string& keep) {
+  DIR* d = ::opendir(copies.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> old;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string_view name = e->d_name;
+    if (!name.starts_with(key + "-") || name.find(".tmp-") != std::string_view::npos) continue;
+    std::string path = fmt::format("{}/{}", copies, name);
+    if (path != keep) old.push_back(std::move(path));
+  }
+  ::closedir(d);
+  for (const std::string& path : old) RemoveCopy(path);
+}
+
 // The cache root is this user's, no access for others, not a link.
 Status CheckRoot(const std::string& root) {
   struct stat st {};
@@ -194,18 +210,20 @@ Result<IndexCopy> LocalIndexCopy(const std::string& index, const std::string& ca
   }
   SHARDFS_RETURN_IF_ERROR(CheckRoot(copies));
   const std::string key = fmt::format("{:016x}", XXH3_64bits(real, std::strlen(real)));
-  const std::string dir = fmt::format("{}/{}", copies, key);
-  SHARDFS_ASSIGN_OR_RETURN(UniqueFd lock, LockCopy(dir + ".lock"));
+  SHARDFS_ASSIGN_OR_RETURN(UniqueFd lock, LockCopy(fmt::format("{}/{}.lock", copies, key)));
   SHARDFS_ASSIGN_OR_RETURN(std::vector<SourceFile> files, ListIndex(real));
   IndexCopy out;
-  out.path = dir;
   for (const SourceFile& f : files) out.bytes += f.size;
   if (out.bytes > max_bytes) {
     return Status::InvalidArgument(
         fmt::format("index {}: {} bytes, more than the {} bytes a local copy may take", index,
                     out.bytes, max_bytes));
   }
+  // Named by what it holds: a copy is never overwritten, only made anew.
   const std::string record = RecordText(real, files);
+  const std::string dir =
+      fmt::format("{}/{}-{:016x}", copies, key, XXH3_64bits(record.data(), record.size()));
+  out.path = dir;
   if (ReadRecord(dir) == record) {
     out.reused = true;
     return out;
@@ -236,12 +254,13 @@ Result<IndexCopy> LocalIndexCopy(const std::string& index, const std::string& ca
     RemoveCopy(tmp);
     return s.ok() ? ws : s;
   }
-  RemoveCopy(dir);
+  RemoveCopy(dir);  // A damaged one of the same name.
   if (::rename(tmp.c_str(), dir.c_str()) != 0) {
     Status rs = Status::FromErrno(errno, dir);
     RemoveCopy(tmp);
     return rs;
   }
+  RemoveOlderCopies(copies, key, dir);
   return out;
 }
 

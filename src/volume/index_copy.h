@@ -2,12 +2,13 @@
 // that a mount's lookups and its opening never wait on a round trip per
 // RocksDB block (src/volume/storage_plan.h says when it is made).
 //
-// The copy is kept in CACHE_ROOT/shardfs-index-v1/KEY, KEY a hash of the
-// index's real path, with a record of what it was copied from: each file's
-// name, size and mtime. A later mount lists the index directory (one
-// directory read and a stat per file, a handful of files) and reuses the copy
-// when the record matches; a `view create` or `index add` since then changes
-// the listing and the copy is made again. RocksDB's log files (LOG*) and its
+// The copy is kept in CACHE_ROOT/shardfs-index-v1/KEY-RECORD, KEY a hash of
+// the index's real path and RECORD one of a record of what it was copied
+// from: each file's name, size, mtime, inode and ctime. A later mount lists
+// the index directory (one directory read and a stat per file, a handful of
+// files) and reuses the copy whose record matches; after a `view create` or
+// `index add` the listing differs, a new copy is made, and the older copies
+// of that index are removed. RocksDB's log files (LOG*) and its
 // LOCK are not copied.
 //
 // Safety: CACHE_ROOT must be a directory of this user, with no access for
