@@ -13,12 +13,14 @@
 #include <fstream>
 #include <new>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "base/file_kind.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/paths.h"
+#include "base/storage.h"
 #include "base/strings.h"
 #include "index/bounded_build.h"
 #include "index/index_files.h"
@@ -620,10 +622,29 @@ bool FitsInMemory(const std::vector<std::string>& shards, uint64_t shard_bytes, 
   return shard_bytes / 512 <= memory / index::kInMemoryBytesPerMember;
 }
 
-int Jobs(const IndexBuildOptions& options, size_t shards) {
+// Shards scanned at once: --jobs, else one per core, and on network storage
+// at least kNetworkJobs, so that round trips overlap instead of adding up
+// (a scan there waits on the network far more than on a core).
+constexpr int kNetworkJobs = 8;
+int Jobs(const IndexBuildOptions& options, const std::vector<std::string>& shards) {
   int jobs = options.jobs > 0 ? options.jobs
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, std::min<int>(jobs, static_cast<int>(shards)));
+  if (options.jobs == 0 && jobs < kNetworkJobs) {
+    std::set<std::string> dirs;
+    for (const std::string& s : shards) {
+      if (IsRemoteInput(s)) continue;
+      std::string dir = std::filesystem::path(s).parent_path().string();
+      if (!dirs.insert(dir.empty() ? "." : dir).second) continue;
+      Result<StorageInfo> info = DetectStorage(dir.empty() ? "." : dir);
+      if (info.ok() && info->network) {
+        log::Info("shards on network storage ({} at {}): scanning {} at once", info->fstype,
+                  dir.empty() ? "." : dir, kNetworkJobs);
+        jobs = kNetworkJobs;
+        break;
+      }
+    }
+  }
+  return std::max(1, std::min<int>(jobs, static_cast<int>(shards.size())));
 }
 
 }  // namespace
@@ -635,8 +656,8 @@ Result<ScannedShards> ScanNewShards(const IndexBuildOptions& options, uint32_t f
       ExpandShardInputs(options.inputs, options.from_list, options.url_prefix, options.remote));
   SHARDFS_RETURN_IF_ERROR(CheckShardFiles(shards, &out.report.shard_bytes));
   std::vector<ScannedShard> scans;
-  SHARDFS_RETURN_IF_ERROR(ScanShards(shards, first_id, Jobs(options, shards.size()), options,
-                                     out.report.shard_bytes, &scans));
+  SHARDFS_RETURN_IF_ERROR(
+      ScanShards(shards, first_id, Jobs(options, shards), options, out.report.shard_bytes, &scans));
   MemberCollector collector{&out};
   AddScans(shards, &scans, &collector, &out.report);
   out.report.shards = shards.size();
@@ -687,7 +708,7 @@ Result<IndexBuildReport> BuildIndex(const IndexBuildOptions& options) {
     wo.build_options += " part=" + wo.partition;
   }
 
-  const int jobs = Jobs(options, shards.size());
+  const int jobs = Jobs(options, shards);
   std::vector<ScannedShard> scans;
   const uint64_t memory = options.memory ? options.memory : index::DefaultBuildMemory();
   report.bounded = !FitsInMemory(shards, report.shard_bytes, memory);
