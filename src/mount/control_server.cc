@@ -434,9 +434,9 @@ std::string ControlServer::StatsText(const FetcherStats& s) const {
       Millis(r.latency_p90_us), Millis(r.latency_p99_us), Millis(r.latency_max_us));
   out += fmt::format(
       "fetching   {} threads, {} chunks; {} chunks fetched ({} ahead of a reader, {} not "
-      "queued), {} failed; {} running, {} queued; {} reads gave up waiting\n",
+      "queued), {} failed; {} running, {} queued; {} reads gave up waiting; {} not kept\n",
       s.threads, Size(s.chunk_size), s.total.fetches, s.fetched_ahead, s.ahead_dropped,
-      s.total.errors, s.fetches_running, s.queued, s.wait_timeouts);
+      s.total.errors, s.fetches_running, s.queued, s.wait_timeouts, s.cache_write_errors);
   return out;
 }
 
@@ -512,6 +512,7 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
       .UNum("fetches_running", s.fetches_running)
       .UNum("fetches_queued", s.queued)
       .UNum("wait_timeouts", s.wait_timeouts)
+      .UNum("chunks_not_kept", s.cache_write_errors)
       .UNum("reads_from_chunk_files", s.located_reads)
       .UNum("chunk_size", s.chunk_size)
       .UNum("fetch_threads", s.threads);

@@ -83,6 +83,7 @@ struct ShardFetcher::Counters {
   std::atomic<uint64_t> fetched_ahead{0};
   std::atomic<uint64_t> ahead_dropped{0};
   std::atomic<uint64_t> wait_timeouts{0};
+  std::atomic<uint64_t> cache_write_errors{0};
   std::atomic<uint64_t> located_reads{0};
   std::atomic<uint64_t> running{0};
 };
@@ -392,8 +393,14 @@ void ShardFetcher::Run() {
       sc[kFetches].fetch_add(1, std::memory_order_relaxed);
       if (job.ahead) counters_->fetched_ahead.fetch_add(1, std::memory_order_relaxed);
       Status ins = cache_->Insert(job.key, data.get(), len);
-      if (!ins.ok())
-        log::Warning("chunk cache: {}; the chunk is served but not kept", ins.message());
+      // Said once: a full or unwritable cache directory fails every insert,
+      // and reads go on from the shards.
+      if (!ins.ok() && counters_->cache_write_errors.fetch_add(1) == 0) {
+        log::Warning(
+            "chunk cache: {}; chunks are served but not kept (said once; shardfs "
+            "stats counts them)",
+            ins.message());
+      }
     } else {
       sc[kErrors].fetch_add(1, std::memory_order_relaxed);
       // One line per failed chunk: each ends a retry budget, so they are few.
@@ -434,6 +441,7 @@ FetcherStats ShardFetcher::stats(bool per_shard) const {
   out.fetched_ahead = get(counters_->fetched_ahead);
   out.ahead_dropped = get(counters_->ahead_dropped);
   out.wait_timeouts = get(counters_->wait_timeouts);
+  out.cache_write_errors = get(counters_->cache_write_errors);
   out.located_reads = get(counters_->located_reads);
   out.fetches_running = get(counters_->running);
   {

@@ -99,12 +99,13 @@ struct ShardFetchStats {
 
 struct FetcherStats {
   ShardFetchStats total;
-  uint64_t fetched_ahead = 0;    // Chunks fetched for a sequential reader ahead of it.
-  uint64_t ahead_dropped = 0;    // Fetches ahead not queued: the queue was full.
-  uint64_t wait_timeouts = 0;    // Reads that gave up waiting for a fetch.
-  uint64_t located_reads = 0;    // Reads located in a chunk file on disk (spliced), not copied.
-  uint64_t fetches_running = 0;  // Chunks being fetched now.
-  uint64_t queued = 0;           // Chunks waiting for a fetcher thread.
+  uint64_t fetched_ahead = 0;       // Chunks fetched for a sequential reader ahead of it.
+  uint64_t ahead_dropped = 0;       // Fetches ahead not queued: the queue was full.
+  uint64_t wait_timeouts = 0;       // Reads that gave up waiting for a fetch.
+  uint64_t cache_write_errors = 0;  // Chunks fetched but not kept (a full disk).
+  uint64_t located_reads = 0;       // Reads located in a chunk file on disk (spliced), not copied.
+  uint64_t fetches_running = 0;     // Chunks being fetched now.
+  uint64_t queued = 0;              // Chunks waiting for a fetcher thread.
   uint64_t chunk_size = 0;
   unsigned threads = 0;
   ChunkCacheStats cache;
