@@ -24,9 +24,8 @@ Status RenameFailed(int err, const std::string& from, const std::string& to) {
   return Status::FromErrno(err, fmt::format("rename {} to {}", from, to));
 }
 
-// `fresh` to a missing `target`, never over something that appeared there
-// meanwhile (but an empty directory where the filesystem has no
-// RENAME_NOREPLACE: plain rename(2) replaces one).
+}  // namespace
+
 Status RenameToMissing(const std::string& fresh, const std::string& target) {
   if (::renameat2(AT_FDCWD, fresh.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) == 0) {
     return Status::Ok();
@@ -35,8 +34,6 @@ Status RenameToMissing(const std::string& fresh, const std::string& target) {
   if (::rename(fresh.c_str(), target.c_str()) != 0) return RenameFailed(errno, fresh, target);
   return Status::Ok();
 }
-
-}  // namespace
 
 Result<std::string> ResolvePath(const std::string& path) {
   std::error_code ec;

@@ -26,6 +26,12 @@ bool PathWithin(std::string_view inner, std::string_view outer);
 // True if `path` is a directory (not a symlink to one) with no entries.
 bool IsEmptyDirectory(const std::string& path);
 
+// Renames `fresh` to a missing `target`, never over something that appeared
+// there meanwhile (renameat2 RENAME_NOREPLACE; but over an empty directory
+// where the filesystem has no RENAME_NOREPLACE: plain rename(2) replaces
+// one). IoError naming both paths (EEXIST if `target` exists).
+Status RenameToMissing(const std::string& fresh, const std::string& target);
+
 // What ReplaceDirectory did.
 struct Replaced {
   // Where what was at the target now is ("" if nothing was there). The

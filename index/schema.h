@@ -307,7 +307,9 @@ inline constexpr std::string_view kMetaChecksums = "checksums";
 // and the count n of shards in the whole list it was cut from (decimal). The
 // part holds shards [floor(K*n/N), floor((K+1)*n/N)) of that list as its
 // shards 0.. (default@1's; `index add` appends later ones), so parts 0..N-1
-// of one n together hold every shard once.
+// of one n together hold every shard once. A part written by `pack --part
+// K/N` records "K/N" and, as n, the count of units (samples and other
+// leaves) of the whole source it was cut from (tools/pack_part.h).
 inline constexpr std::string_view kMetaPartition = "partition";
 inline constexpr std::string_view kMetaPartitionShards = "partition_shards";
 

@@ -41,7 +41,9 @@ void PrintList(log::Level level, std::string_view what, const std::vector<std::s
 int ParsePackArgs(int argc, char** argv, tools::PackOptions* o, indexref::IndexCacheOptions* co) {
   CommandLine cl{
       "pack",
-      "SRC_DIR --out OUT_DIR\n--from-index INDEX [--view VIEW] --out OUT_DIR",
+      "SRC_DIR --out OUT_DIR [--part K/N [--from-list FILE]]\n"
+      "SRC_DIR --list-only FILE\n"
+      "--from-index INDEX [--view VIEW] --out OUT_DIR",
       {{"out", 'o', "OUT_DIR", "where the shards and the index go (required)", SetString(&o->out)},
        {"shard-size", 0, "SIZE", "largest shard, trailer included (default 1GiB)",
         SetNonZeroSize(&o->shard_size, "--shard-size: bad size '{}'")},
@@ -90,11 +92,26 @@ int ParsePackArgs(int argc, char** argv, tools::PackOptions* o, indexref::IndexC
           return Status::Ok();
         }},
        {"group-bytes", 0, "SIZE", "uncompressed bytes per compressed group (default 1M)",
-        SetNonZeroSize(&o->group_bytes, "--group-bytes: bad size '{}'")}}};
+        SetNonZeroSize(&o->group_bytes, "--group-bytes: bad size '{}'")},
+       {"part", 0, "K/N", "only part K (0-based) of N, into OUT_DIR/part-K, for a job array",
+        [o](const char* arg) { return tools::ParseShardPart(arg, &o->part); }},
+       {"list-only", 0, "FILE", "write the tree's paths to FILE for --from-list; pack nothing",
+        SetString(&o->list_only)}}};
   std::ranges::move(IndexCacheOptions(co), std::back_inserter(cl.options));
   std::vector<std::string> positional;
   if (int rc = ParseArgs(cl, argc, argv, &positional); rc >= 0) return rc;
+  if (!o->list_only.empty()) {
+    if (!o->out.empty() || o->part.count > 0 || !o->from_index.empty() || !o->from_list.empty()) {
+      return UsageError("pack", "--list-only takes no --out, --part, --from-index or --from-list");
+    }
+    if (positional.size() != 1) return UsageError("pack", "expected one SRC_DIR");
+    o->src = positional[0];
+    return -1;
+  }
   if (o->out.empty()) return UsageError("pack", "--out OUT_DIR is required");
+  if (o->part.count > 0 && !o->from_index.empty()) {
+    return UsageError("pack", "--part packs a part of a SRC_DIR, not of --from-index");
+  }
   if (!o->from_index.empty()) {
     if (!positional.empty()) return UsageError("pack", "--from-index takes no SRC_DIR");
     // A view already says which entries to keep.
@@ -150,6 +167,16 @@ int RunPack(int argc, char** argv) {
   o.resolve_partition = ro.resolve_partition;
 
   tools::PackReport r;
+  if (!o.list_only.empty()) {
+    Status s = tools::ListSource(o, &r);
+    for (const std::string& w : r.warnings) log::Warning("{}", w);
+    if (!s.ok()) {
+      log::Error("pack --list-only: {}; no list written", s.message());
+      return kExitFailure;
+    }
+    log::Info("listed {} paths of {} in {}; {:.2f}s", r.listed, o.src, o.list_only, r.seconds);
+    return kExitOk;
+  }
   Status s = tools::Pack(o, &r);
   for (const std::string& w : r.warnings) log::Warning("{}", w);
   if (!s.ok()) {
@@ -158,6 +185,15 @@ int RunPack(int argc, char** argv) {
     return kExitFailure;
   }
   PrintList(log::Level::kWarning, "skipped", r.skipped);
+  if (o.part.count > 0) {
+    if (r.part.taken == 0) {
+      log::Warning("part {}/{} of {} unit(s) is empty: published an index with only the root",
+                   o.part.index, o.part.count, r.part.units);
+    }
+    log::Info("part {}/{}: {} of the {} units (samples and other leaves){}", o.part.index,
+              o.part.count, r.part.taken, r.part.units,
+              o.from_list.empty() ? "" : fmt::format(" listed in {}", o.from_list));
+  }
   LogPackSummary(r);
   return kExitOk;
 }

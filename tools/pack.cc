@@ -16,6 +16,7 @@
 
 #include "base/fd.h"
 #include "base/paths.h"
+#include "base/strings.h"
 #include "base/temp_dirs.h"
 #include "index/index_files.h"
 #include "tools/output_dir.h"
@@ -26,6 +27,8 @@
 #include "tools/source_prefetch.h"
 #include "tools/source_tree.h"
 #include "tools/tar_writer.h"
+#include "tools/verify.h"       // EscapePath
+#include "tools/view_export.h"  // WriteFileAtomically
 
 namespace shardfs::tools {
 namespace fs = std::filesystem;
@@ -130,6 +133,13 @@ Status RefuseExisting(const PackOptions& options, const PackPaths& paths,
   return RefuseLeftovers(paths.out_real, pattern, paths.out_shown, &report->warnings);
 }
 
+// The hidden name a part's temporary directories are made beside
+// (TempPathBeside): OUT_DIR/.part-K.
+std::string PartTempBase(const std::string& part_out) {
+  const fs::path p(part_out);
+  return (p.parent_path() / ("." + p.filename().string())).string();
+}
+
 // Where this run writes: OUT_DIR itself, created if missing; with --force
 // over an earlier output, a fresh OUT_DIR.tmp-HOST-PID-* beside it (removed with
 // this object unless ReplaceOutput swapped it in), so that a failed pack
@@ -139,10 +149,12 @@ class OutputDir {
   ~OutputDir() {
     std::error_code ec;
     if (!fresh_.empty()) fs::remove_all(fresh_, ec);  // Only what this run created.
+    if (registered_) ForgetTempDir(fresh_);
   }
 
   Status Prepare(const PackOptions& options, const PackPaths& paths,
                  const ShardNamePattern& pattern, bool replace) {
+    if (options.part.count > 0) return PreparePart(paths, replace);
     if (!replace) {
       if (!options.force) {
         // Checked again: the scan took a while.
@@ -175,6 +187,11 @@ class OutputDir {
   Status ReplaceOutput(const PackPaths& paths, const ShardNamePattern& pattern,
                        PackReport* report) {
     if (fresh_.empty()) return Status::Ok();
+    if (registered_) {
+      ForgetTempDir(fresh_);  // Before it is renamed into place.
+      registered_ = false;
+    }
+    if (part_ && !replace_) return PublishPart(paths, report);
     SHARDFS_ASSIGN_OR_RETURN(const std::vector<std::string> earlier,
                              ListEarlierOutput(paths.out_real, pattern, paths.out_shown));
     SHARDFS_ASSIGN_OR_RETURN(const Replaced r, ReplaceDirectory(fresh_, paths.out_real));
@@ -191,18 +208,107 @@ class OutputDir {
   }
 
  private:
+  // --part: always a fresh hidden directory (base/temp_dirs.h names,
+  // removed if a signal ends the pack), made beside OUT_DIR/part-K inside
+  // OUT_DIR, so that no glob of the parts (part-*) takes an unfinished one.
+  Status PreparePart(const PackPaths& paths, bool replace) {
+    const fs::path out(paths.out_real);
+    std::error_code ec;
+    fs::create_directories(out.parent_path(), ec);
+    if (ec) {
+      return Status::IoError(
+          fmt::format("create {}: {}", out.parent_path().string(), ec.message()));
+    }
+    part_ = true;
+    replace_ = replace;
+    std::string fresh = TempPathBeside(PartTempBase(paths.out_real));
+    SHARDFS_RETURN_IF_ERROR(MakeTempDir(fresh));
+    registered_ = true;
+    fresh_ = dir_ = std::move(fresh);
+    return Status::Ok();
+  }
+
+  // Renames the complete part to OUT_DIR/part-K, which must be missing or
+  // an empty directory, and never over one that appeared meanwhile (another
+  // task packing the same part).
+  Status PublishPart(const PackPaths& paths, PackReport* report) {
+    if (IsEmptyDirectory(paths.out_real)) ::rmdir(paths.out_real.c_str());
+    if (Status s = RenameToMissing(fresh_, paths.out_real); !s.ok()) {
+      struct stat st;
+      if (::lstat(paths.out_real.c_str(), &st) == 0) {
+        return Status::AlreadyExists(fmt::format(
+            "{}: appeared while this pack ran (another task packing the same part?); this "
+            "run's output is removed (use --force to replace it)",
+            paths.out_shown));
+      }
+      return s;
+    }
+    for (std::string& p : report->shard_paths) p = paths.out_real + p.substr(dir_.size());
+    fresh_.clear();
+    dir_ = paths.out_real;
+    return SyncPath(fs::path(paths.out_real).parent_path().string());
+  }
+
   std::string dir_;
   std::string fresh_;
+  bool registered_ = false;  // fresh_ is registered for removal on a signal.
+  bool part_ = false;
+  bool replace_ = false;  // --part --force over an earlier part.
 };
 
-Result<TreeScan> Scan(const PackOptions& options, const std::string& src_real, int jobs) {
+// With --part: only the part's entries (see tools/pack_part.h), and
+// report->part says what it took.
+Result<TreeScan> Scan(const PackOptions& options, const std::string& src_real, int jobs,
+                      PackReport* report) {
   TreeScanOptions so;
   so.excludes = options.excludes;
   so.from_list = options.from_list;
   so.follow_symlinks = options.follow_symlinks;
   so.jobs = jobs;
   so.quiet = options.quiet;
-  return ScanTree(src_real, so);
+  if (options.part.count == 0) return ScanTree(src_real, so);
+  if (!options.from_list.empty()) {
+    SHARDFS_ASSIGN_OR_RETURN(std::vector<std::string> listed, ReadPathList(options.from_list));
+    const std::vector<std::string> mine =
+        TakeListPart(std::move(listed), options.part, &report->part);
+    so.only = &mine;
+    return ScanTree(src_real, so);
+  }
+  SHARDFS_ASSIGN_OR_RETURN(TreeScan scan, ScanTree(src_real, so));
+  TakeScanPart(&scan, options.part, options.follow_symlinks, &report->part);
+  return scan;
+}
+
+// --part: what a killed task of the same part left (its hidden temporary
+// directory, made on this host by a process that is gone) is removed, if it
+// holds only what a pack writes; others are named in a warning.
+void RemoveStalePartDirs(const PackPaths& paths, const ShardNamePattern& pattern,
+                         PackReport* report) {
+  const fs::path base(PartTempBase(paths.out_real));
+  const std::string base_name = base.filename().string();
+  std::error_code ec;
+  for (fs::directory_iterator it(base.parent_path(), ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const std::optional<TempDirMaker> maker = ParseTempDirName(name, base_name);
+    if (!maker) continue;
+    const std::string dir = it->path().string();
+    pid_t pid = 0;
+    if (!index::IsStaleBuildDirName(name, base_name, &pid)) {
+      if (maker->host == TempHostName() && maker->pid == ::getpid()) continue;
+      report->warnings.push_back(fmt::format(
+          "{}: left by process {} on host {}, which may still be packing this part; kept", dir,
+          maker->pid, maker->host));
+      continue;
+    }
+    Result<std::vector<std::string>> names = ListEarlierOutput(dir, pattern, dir + "/");
+    Status s = names.ok() ? RemoveEarlierOutput(dir, *names) : names.status();
+    report->warnings.push_back(
+        s.ok()
+            ? fmt::format("{}: removed: left by process {} of this host, which is gone", dir, pid)
+            : fmt::format("{}: left by process {} of this host, which is gone; kept: {}", dir, pid,
+                          s.message()));
+  }
 }
 
 // The pack has failed already: open every file (writing nothing) so that
@@ -241,6 +347,12 @@ Status PublishIndex(const PackOptions& options, const std::string& index_path,
                 fmt::join(options.excludes, ","), options.from_list.empty() ? "no" : "yes",
                 options.skip_unreadable, options.skip_special, options.follow_symlinks);
   wo.build_options += compress;
+  if (options.part.count > 0) {
+    wo.partition = fmt::format("{}/{}", options.part.index, options.part.count);
+    wo.partition_shards = report->part.units;
+    wo.build_options += fmt::format(" part={} from_list={}", wo.partition,
+                                    options.from_list.empty() ? "no" : "yes");
+  }
   Result<index::WriteStats> stats = index->Finish(index_path, wo);
   if (!stats.ok()) {
     RemoveShards(report);
@@ -288,7 +400,8 @@ Status PackChecked(const PackOptions& options, PackReport* report) {
         from, OpenIndexSource(options.from_index, options.view, options.resolve_partition));
     SHARDFS_RETURN_IF_ERROR(RefuseOverwritingSource(*from, paths, pattern, options.force));
   } else {
-    SHARDFS_ASSIGN_OR_RETURN(loose, Scan(options, paths.src_real, jobs));
+    if (options.part.count > 0) RemoveStalePartDirs(paths, pattern, report);
+    SHARDFS_ASSIGN_OR_RETURN(loose, Scan(options, paths.src_real, jobs, report));
   }
   const TreeScan& scan = from ? from->scan : loose;
   report->warnings.insert(report->warnings.end(), scan.warnings.begin(), scan.warnings.end());
@@ -340,8 +453,18 @@ Status PackChecked(const PackOptions& options, PackReport* report) {
 
 Status Pack(const PackOptions& options, PackReport* report) {
   *report = PackReport{};
-  if (options.compress == index::Codec::kNone) return PackChecked(options, report);
   PackOptions o = options;
+  if (o.part.count > 0) {
+    if (!o.from_index.empty()) {
+      return Status::InvalidArgument("--part packs a part of a tree, not of --from-index");
+    }
+    if (o.part.index >= o.part.count) {
+      return Status::InvalidArgument(
+          fmt::format("--part {}/{}: K must be below N", o.part.index, o.part.count));
+    }
+    o.out = JoinPath(o.out, PartDirName(o.part));
+  }
+  if (o.compress == index::Codec::kNone) return PackChecked(o, report);
   if (o.compress_level < 0) o.compress_level = DefaultCompressLevel(o.compress);
   GroupCompression c{o.compress, o.compress_level, o.group_bytes};
   SHARDFS_RETURN_IF_ERROR(CheckGroupCompression(c));
@@ -349,6 +472,36 @@ Status Pack(const PackOptions& options, PackReport* report) {
   const std::string ext = o.compress == index::Codec::kZstd ? ".zst" : ".gz";
   if (!o.name.ends_with(ext)) o.name += ext;
   return PackChecked(o, report);
+}
+
+Status ListSource(const PackOptions& options, PackReport* report) {
+  *report = PackReport{};
+  const auto start = std::chrono::steady_clock::now();
+  TreeScanOptions so;
+  so.excludes = options.excludes;
+  so.follow_symlinks = options.follow_symlinks;
+  so.jobs = options.jobs > 0
+                ? options.jobs
+                : std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
+  so.quiet = options.quiet;
+  SHARDFS_ASSIGN_OR_RETURN(const TreeScan scan, ScanTree(options.src, so));
+  report->warnings = scan.warnings;
+  std::string text;
+  for (uint32_t i : SourceLeaves(scan)) {
+    const std::string& path = scan.entries[i].path;
+    if (path.find('\n') != std::string::npos) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: a name with a newline cannot be a line of a list (pack it without --from-list)",
+          EscapePath(path)));
+    }
+    text += path;
+    text += '\n';
+    ++report->listed;
+  }
+  SHARDFS_RETURN_IF_ERROR(
+      WriteFileAtomically(options.list_only, text).WithContext(options.list_only));
+  report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return Status::Ok();
 }
 
 }  // namespace shardfs::tools

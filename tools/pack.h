@@ -75,6 +75,19 @@
 // shards), shard_compress (groups and codecs), shard_name and output_dir
 // (names and leftovers of OUT_DIR).
 //
+// Parts (--part K/N, K 0-based, as `index build --part`). One task of a job
+// array packs part K of the source (tools/pack_part.h: units of whole
+// samples cut into N runs) into its own shards and index in
+// OUT_DIR/part-K; `index manifest OUT_DIR/part-*/index` joins the parts. The
+// split needs the whole source's list: each task scans the whole tree
+// (metadata only), or, with --from-list FILE (written once, e.g. by
+// --list-only), splits FILE's lines and scans only its own. A part is
+// written into a hidden OUT_DIR/.part-K.tmp-HOST-PID-* and renamed to
+// OUT_DIR/part-K only once complete, never over one that appeared
+// meanwhile; a task that is killed leaves only that hidden directory, which
+// a re-run on the same host removes once its maker is gone. The index
+// records "K/N" and the unit count (kMetaPartition, kMetaPartitionShards).
+//
 // Thread safety: Pack is self-contained; call it from one thread.
 #ifndef SHARDFS_TOOLS_PACK_H_
 #define SHARDFS_TOOLS_PACK_H_
@@ -86,6 +99,7 @@
 #include "base/status.h"
 #include "index/index_writer.h"
 #include "index/manifest.h"
+#include "tools/pack_part.h"
 #include "tools/shard_compress.h"
 #include "tools/shard_name.h"  // ParseShardName checks a --name early.
 
@@ -119,6 +133,12 @@ struct PackOptions {
   index::Codec compress = index::Codec::kNone;
   int compress_level = -1;
   uint64_t group_bytes = kDefaultGroupBytes;
+  // --part K/N (count > 0): only part K of the source, into
+  // out/PartDirName(part) (see "Parts" above and tools/pack_part.h).
+  ShardPart part;
+  // --list-only FILE: write the source's leaves to FILE (see ListSource)
+  // instead of packing.
+  std::string list_only;
 };
 
 struct PackReport {
@@ -142,6 +162,8 @@ struct PackReport {
   std::vector<std::string> errors;
   std::vector<std::string> warnings;
   double seconds = 0;
+  PartCut part;         // --part: what the part took.
+  uint64_t listed = 0;  // --list-only: paths written.
 };
 
 // Packs options.src into shards and an index in options.out. On failure
@@ -156,6 +178,14 @@ struct PackReport {
 // shard changed since indexing, or the packed tree differs from the view;
 // report->errors lists the differences and nothing is left published).
 Status Pack(const PackOptions& options, PackReport* report);
+
+// pack --list-only: scans options.src (with its excludes and
+// follow_symlinks) and writes its leaves (files, symlinks, special files,
+// unreadable entries and empty directories; not the directories above them)
+// to options.list_only, one path per line in tree order, atomically: the
+// list a --from-list of a --part pack takes. InvalidArgument naming a path
+// with a newline (a line cannot hold it).
+Status ListSource(const PackOptions& options, PackReport* report);
 
 }  // namespace shardfs::tools
 

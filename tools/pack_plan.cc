@@ -12,14 +12,6 @@
 namespace shardfs::tools {
 namespace {
 
-// The part of a name that decides its sample: up to and including the first
-// '.', the whole name when it has none. Two names agree up to their first
-// '.' exactly when their groups are equal, and name = group + rest.
-std::string_view SampleGroup(std::string_view name) {
-  size_t dot = name.find('.');
-  return dot == std::string_view::npos ? name : name.substr(0, dot + 1);
-}
-
 // Samples: consecutive non-directory members of one directory whose names
 // agree up to the first '.'.
 bool SameSample(std::string_view a, std::string_view b) {
@@ -98,6 +90,11 @@ class ShardCutter {
 };
 
 }  // namespace
+
+std::string_view SampleGroup(std::string_view name) {
+  size_t dot = name.find('.');
+  return dot == std::string_view::npos ? name : name.substr(0, dot + 1);
+}
 
 TarMember TarMemberOf(const SourceEntry& e, TarType type, std::string_view link) {
   TarMember m;

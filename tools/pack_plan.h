@@ -38,6 +38,12 @@ struct PlannedMember {
   bool sample_start = true;
 };
 
+// The part of a name that decides its sample: up to and including the first
+// '.', the whole name when it has none. Two names agree up to their first
+// '.' exactly when their groups are equal, and name = group + rest. A sample
+// is the non-directory entries of one directory with one group.
+std::string_view SampleGroup(std::string_view name);
+
 // WebDataset's sample key of a member path (its base_plus_ext, the regex
 // ^((?:.*/|)[^.]+)[.]([^/]*)$): the directory plus the name up to the first
 // '.' of the last component, and the extension after that dot. A name with a

@@ -86,29 +86,24 @@ class TreeScanner {
         progress_(progress) {}
 
   Status LoadList() {
-    if (options_.from_list.empty()) return Status::Ok();
-    std::ifstream in(options_.from_list);
-    if (!in) return Status::FromErrno(errno, fmt::format("--from-list {}", options_.from_list));
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      Result<std::string> norm = index::NormalizeMemberPath(line);
-      if (!norm.ok()) {
-        return Status::InvalidArgument(fmt::format("--from-list {}: '{}': {}", options_.from_list,
-                                                   line, norm.status().message()));
-      }
-      std::string p = std::move(norm).value();
+    std::vector<std::string> read;
+    const std::vector<std::string>* paths = options_.only;
+    if (!paths) {
+      if (options_.from_list.empty()) return Status::Ok();
+      SHARDFS_ASSIGN_OR_RETURN(read, ReadPathList(options_.from_list));
+      paths = &read;
+    }
+    for (const std::string& p : *paths) {
       for (std::string_view up = p; !up.empty();) {
         up = index::ParentPath(up);
         above_listed_.emplace(up);
       }
-      listed_.insert(std::move(p));
-    }
-    if (listed_.empty()) {
-      return Status::InvalidArgument(fmt::format("--from-list {}: no paths", options_.from_list));
+      listed_.insert(p);
     }
     return Status::Ok();
   }
+
+  bool Listing() const { return options_.only || !options_.from_list.empty(); }
 
   Result<TreeScan> Run() {
     SHARDFS_RETURN_IF_ERROR(LoadList());
@@ -116,8 +111,8 @@ class TreeScanner {
     if (::fstat(root_fd_, &st) != 0) return Status::FromErrno(errno, root_real_);
     Task root;
     FillFromStat(st, &root.entry);
-    root.all = options_.from_list.empty() || listed_.count("");
-    if (root.all && !options_.from_list.empty()) found_.insert("");
+    root.all = !Listing() || listed_.count("");
+    if (root.all && Listing()) found_.insert("");
     if (options_.follow_symlinks) root.chain.push_back("");
     queue_.push_back(std::move(root));
 
@@ -449,6 +444,25 @@ Result<uint64_t> HashFile(int fd, uint64_t size, std::string_view what, bool* sh
     }
   }
   return XXH3_64bits_digest(h.get());
+}
+
+Result<std::vector<std::string>> ReadPathList(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) return Status::FromErrno(errno, fmt::format("--from-list {}", file));
+  std::vector<std::string> paths;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    Result<std::string> norm = index::NormalizeMemberPath(line);
+    if (!norm.ok()) {
+      return Status::InvalidArgument(
+          fmt::format("--from-list {}: '{}': {}", file, line, norm.status().message()));
+    }
+    paths.push_back(std::move(norm).value());
+  }
+  if (in.bad()) return Status::IoError(fmt::format("--from-list {}: read failed", file));
+  if (paths.empty()) return Status::InvalidArgument(fmt::format("--from-list {}: no paths", file));
+  return paths;
 }
 
 Result<TreeScan> ScanTree(const std::string& root, const TreeScanOptions& options) {

@@ -80,6 +80,10 @@ struct TreeScanOptions {
   // (a directory with everything below it) and the directories above them
   // are scanned. Returns InvalidArgument naming a path that does not exist.
   std::string from_list;
+  // Instead of from_list: these paths (normalized, as ReadPathList returns
+  // them), with the same meaning. Empty: the root alone (pack --part's part
+  // of a list that takes no path). Null: not used.
+  const std::vector<std::string>* only = nullptr;
   // Symlinks whose target lies inside the root are replaced by the target
   // (a directory is walked, with loops detected); the others stay symlinks,
   // with a warning.
@@ -98,6 +102,12 @@ struct TreeScan {
 // file is opened). Entries that cannot be scanned are returned with
 // `unreadable` set; only a root that cannot be opened is an error.
 Result<TreeScan> ScanTree(const std::string& root, const TreeScanOptions& options);
+
+// The paths of a --from-list FILE, one per line (empty lines skipped), each
+// normalized (index::NormalizeMemberPath), in the file's order. Returns
+// InvalidArgument naming FILE and the line for a path that cannot be a
+// member path or for a file without paths, or the open error naming FILE.
+Result<std::vector<std::string>> ReadPathList(const std::string& file);
 
 // Opens `rel` below the directory `dir_fd` read-only without following any
 // symlink and without leaving the directory (openat2 RESOLVE_BENEATH |

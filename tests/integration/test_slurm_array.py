@@ -1,4 +1,5 @@
-"""index build --part K/N as a real Slurm job array (issue #26).
+"""index build --part K/N and pack --part K/N as real Slurm job arrays
+(issues #26, #39).
 
 A single-node Slurm of the test's own (slurm_testlib: its own munged,
 slurmctld and slurmd, all in a temporary folder) runs
@@ -14,8 +15,16 @@ it is and hold its contiguous run of the shard list; the parts' shard lists,
 joined in order, must be the whole list; the parts' trees, joined with later
 parts winning on equal paths, must list as the single index of all 12 shards
 does; and `shardfs index manifest` of the 4 parts must list (ls -R, its
-JSON), stat and, mounted, read exactly as that single index. A Slurm that cannot start fails the test with its logs; nothing
-skips. Every daemon started is stopped by its PID, also on failure."""
+JSON), stat and, mounted, read exactly as that single index.
+
+The same Slurm then runs a packing array, `sbatch --wait --array=0-2`:
+
+    shardfs pack --part $SLURM_ARRAY_TASK_ID/3 --out packed src
+
+over a loose tree of samples; `index manifest packed/part-*/index` of the
+three parts must `verify` identical to the source. A Slurm that cannot
+start fails the test with its logs; nothing skips. Every daemon started is
+stopped by its PID, also on failure."""
 import io
 import os
 import shutil
@@ -42,6 +51,14 @@ set -e
 "$SHARDFS" index build --quiet --part "$SLURM_ARRAY_TASK_ID/{parts}" \\
     --out "parts/part-$SLURM_ARRAY_TASK_ID" shards/*.tar
 echo "part $SLURM_ARRAY_TASK_ID built"
+"""
+
+PACK_PARTS = 3
+PACK_SCRIPT = """#!/bin/sh
+#SBATCH --job-name=shardfs-pack
+set -e
+"$SHARDFS" pack --quiet --part "$SLURM_ARRAY_TASK_ID/{parts}" --max-files 8 --out packed src
+echo "part $SLURM_ARRAY_TASK_ID packed"
 """
 
 
@@ -166,8 +183,61 @@ class SlurmArrayTest(unittest.TestCase):
             for k in range(PARTS):
                 out = outputs.get("%s_%d.out" % (job, k), "")
                 self.assertIn("part %d built" % k, out, shown)
+            self._run_pack_array(slurm, work)
 
         self._check_parts(work, shards)
+        self._check_packed(work)
+
+    def _run_pack_array(self, slurm, work):
+        src = tl.make_pack_samples(work)  # work/src
+        script = os.path.join(work, "pack.sh")
+        with open(script, "w") as f:
+            f.write(PACK_SCRIPT.format(parts=PACK_PARTS))
+        logs = os.path.join(work, "pack-out")
+        os.makedirs(logs)
+        try:
+            p = slurm.run(["sbatch", "--wait", "--parsable", "--array=0-%d" % (PACK_PARTS - 1),
+                           "--chdir", work, "--output", os.path.join(logs, "%A_%a.out"), script],
+                          timeout=JOB_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.fail("sbatch --wait: the packing array did not finish within %d s\n%s" % (
+                JOB_TIMEOUT, slurm.logs()))
+        outputs = {}
+        for name in sorted(os.listdir(logs)):
+            with open(os.path.join(logs, name), "rb") as f:
+                outputs[name] = f.read().decode(errors="replace")
+        shown = "\n".join("---- %s ----\n%s" % kv for kv in outputs.items())
+        self.assertEqual(p.returncode, 0, "sbatch --wait exited %d: %s\n%s\n%s" % (
+            p.returncode, p.stderr.decode(errors="replace"), shown, slurm.logs()))
+        job = p.stdout.decode().strip().split(";")[0]
+        tasks = {r.get("ArrayTaskId"): r for r in slurm.job_records(job)}
+        self.assertEqual(sorted(tasks), [str(k) for k in range(PACK_PARTS)], tasks)
+        for k, r in tasks.items():
+            self.assertEqual((r["JobState"], r["ExitCode"]), ("COMPLETED", "0:0"),
+                             "task %s: %s\n%s" % (k, r, shown))
+        for k in range(PACK_PARTS):
+            self.assertIn("part %d packed" % k, outputs.get("%s_%d.out" % (job, k), ""), shown)
+
+    def _check_packed(self, work):
+        """The packing array's parts, joined by a manifest, are the source."""
+        packed = os.path.join(work, "packed")
+        self.assertEqual(sorted(os.listdir(packed)), ["part-%d" % k for k in range(PACK_PARTS)])
+        files = set()
+        for k in range(PACK_PARTS):
+            idx = os.path.join(packed, "part-%d" % k, "index")
+            info, _ = tl.index_info(idx)
+            self.assertEqual(info.get("partition"), "%d/%d" % (k, PACK_PARTS), info)
+            mine = {e["path"] for e in tl.ls_json(idx) if e["type"] != "dir"}
+            self.assertTrue(mine, "part %d holds files" % k)
+            self.assertFalse(files & mine, "part %d repeats files of another part" % k)
+            files |= mine
+        man = os.path.join(work, "packed.manifest")
+        r = tl.run_shardfs("index", "manifest", "--out", man,
+                           *[os.path.join(packed, "part-%d" % k, "index")
+                             for k in range(PACK_PARTS)], check=0)
+        self.assertNotIn(b"warning", r.stderr, r.stderr)
+        v = tl.run_shardfs("verify", "--full", man, os.path.join(work, "src"))
+        self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
 
     def _check_parts(self, work, shards):
         parts = [os.path.join(work, "parts", "part-%d" % k) for k in range(PARTS)]
