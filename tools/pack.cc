@@ -15,7 +15,9 @@
 #include <thread>
 
 #include "base/fd.h"
+#include "base/log.h"
 #include "base/paths.h"
+#include "base/storage.h"
 #include "base/strings.h"
 #include "base/temp_dirs.h"
 #include "index/index_files.h"
@@ -377,6 +379,21 @@ Status CheckAgainstSource(const IndexSource& from, const std::string& index_path
 
 // Pack with `options` checked and completed (--compress: the shard name's
 // extension, the level).
+// Reader threads: --jobs, else twice the cores (at least 4), and at least
+// kNetworkJobs for a source on network storage, where each open, stat and
+// read waits on a round trip: many in flight overlap them.
+constexpr int kNetworkJobs = 32;
+int PackJobs(int jobs, const std::string& src) {
+  if (jobs > 0) return jobs;
+  jobs = std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
+  if (src.empty() || jobs >= kNetworkJobs) return jobs;
+  Result<StorageInfo> info = DetectStorage(src);
+  if (!info.ok() || !info->network) return jobs;
+  log::Info("source {} on network storage ({}): {} files read at once", src, info->fstype,
+            kNetworkJobs);
+  return kNetworkJobs;
+}
+
 Status PackChecked(const PackOptions& options, PackReport* report) {
   const auto start = std::chrono::steady_clock::now();
   SHARDFS_ASSIGN_OR_RETURN(ShardNamePattern pattern, ParseShardName(options.name));
@@ -387,9 +404,7 @@ Status PackChecked(const PackOptions& options, PackReport* report) {
   report->index_path = paths.out_shown + "index";
   std::vector<std::string> earlier;  // With --force: an earlier output to replace.
   SHARDFS_RETURN_IF_ERROR(RefuseExisting(options, paths, pattern, report, &earlier));
-  const int jobs = options.jobs > 0
-                       ? options.jobs
-                       : std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
+  const int jobs = PackJobs(options.jobs, paths.src_real);
 
   // 1. Scan (or list the index); 2. members in pack order, what is left
   // out, hard links.
@@ -480,9 +495,7 @@ Status ListSource(const PackOptions& options, PackReport* report) {
   TreeScanOptions so;
   so.excludes = options.excludes;
   so.follow_symlinks = options.follow_symlinks;
-  so.jobs = options.jobs > 0
-                ? options.jobs
-                : std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
+  so.jobs = PackJobs(options.jobs, options.src);
   so.quiet = options.quiet;
   SHARDFS_ASSIGN_OR_RETURN(const TreeScan scan, ScanTree(options.src, so));
   report->warnings = scan.warnings;
