@@ -6,7 +6,7 @@ its own:
   its own sshd_config (ListenAddress 127.0.0.1 on a spare port, HostKey,
   AuthorizedKeysFile and PidFile in the temporary directory, StrictModes no,
   PermitRootLogin prohibit-password, UsePAM no, PermitUserRC no, Subsystem
-  sftp /usr/lib/openssh/sftp-server), run as `/usr/sbin/sshd -D -e -f CONF`,
+  sftp internal-sftp), run as `/usr/sbin/sshd -D -e -f CONF`,
   a child of this process. It exports NetFs.export, a directory in the
   temporary directory. Neither side reads or writes ~/.ssh or /etc/ssh: the
   client is a wrapper script running `ssh -F /dev/null` with the temporary
@@ -18,7 +18,10 @@ its own:
 - sshfs mounts of the export through the proxy (NetFs.mount), optionally
   with the server's metadata calls counted: the mount's sftp-server then runs
   under `strace -f --seccomp-bpf -y -e trace=METADATA_SYSCALLS -o FILE` (sshfs
-  -o sftp_server=SCRIPT, a script that execs it), and after unmount
+  -o sftp_server=SCRIPT, a script that execs /usr/lib/openssh/sftp-server,
+  the same code as sshd's internal-sftp; sshd runs the script through root's
+  login shell, which costs a counted mount a second or two of shell start-up
+  on some machines, untraced), and after unmount
   SshfsMount.export_syscalls() gives {syscall: calls} of those that name a
   path in the export (as an argument, or through a descriptor opened there:
   strace -y), metadata_calls() their sum, and syscalls() every traced call,
@@ -282,21 +285,31 @@ class DelayProxy:
 _TRACE_LINE = re.compile(r"^(?:\d+ +)?([a-z0-9_]+)\((.*)$")
 
 
+_OPENED_PATH = re.compile(r'^"([^"]*)"')
+
+
 def parse_trace(text, under):
     """From the output of `strace -f -y -o FILE`: ({syscall: calls},
     {syscall: calls that name a path at or below `under`, as an argument or
-    as the path of a descriptor}). A call split by another process's
-    (<unfinished ...> / <... resumed>) counts once."""
-    every, on = collections.Counter(), collections.Counter()
+    as the path of a descriptor}, {path below `under`: opens}). A call split
+    by another process's (<unfinished ...> / <... resumed>) counts once."""
+    every, on, opens = collections.Counter(), collections.Counter(), collections.Counter()
     marks = tuple(q + under + end for q in ('"', "<") for end in ('"', ">", "/"))
     for line in text.splitlines():
         m = _TRACE_LINE.match(line)
         if not m:
             continue  # "<... resumed>", "+++ exited", "--- SIG".
-        every[m.group(1)] += 1
-        if any(mark in m.group(2) for mark in marks):
-            on[m.group(1)] += 1
-    return dict(every), dict(on)
+        name, args = m.groups()
+        every[name] += 1
+        if any(mark in args for mark in marks):
+            on[name] += 1
+            if name in ("open", "openat", "openat2", "creat"):
+                if name != "open" and name != "creat":
+                    args = args.split(", ", 1)[-1]  # After the directory descriptor.
+                path = _OPENED_PATH.match(args)
+                if path and path.group(1).startswith(under + "/"):
+                    opens[path.group(1)[len(under) + 1:]] += 1
+    return dict(every), dict(on), dict(opens)
 
 
 def _unmount_fuse(mnt):
@@ -443,6 +456,10 @@ class SshfsMount:
         would answer."""
         return self._parse()[1]
 
+    def opens(self):
+        """{path relative to the export: how often it was opened}."""
+        return self._parse()[2]
+
     def metadata_calls(self):
         """The sum of export_syscalls()."""
         return sum(self.export_syscalls().values())
@@ -525,7 +542,11 @@ class NetFs:
                 "MaxStartups 100",
                 "MaxSessions 100",
                 "LogLevel ERROR",
-                "Subsystem sftp %s" % SFTP_SERVER,
+                # In sshd's own process: a command (or an external
+                # subsystem) starts through root's login shell, whose
+                # start-up files this rig does not control (and which take
+                # seconds on some machines).
+                "Subsystem sftp internal-sftp",
                 "",
             ]))
         self.known_hosts = os.path.join(t, "known_hosts")
@@ -552,13 +573,6 @@ class NetFs:
                 "",
             ]))
         os.chmod(self.ssh_client, 0o755)
-        # One login to check the whole chain before any mount.
-        p = subprocess.run([self.ssh_client, "-p", str(self.proxy.port), "root@127.0.0.1", "true"],
-                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, timeout=60)
-        if p.returncode != 0:
-            raise RuntimeError("ssh through the proxy to the rig's sshd failed (%d): %s\nsshd: %s" % (
-                p.returncode, p.stderr.decode(errors="replace"), self.sshd_log()))
 
     def sshd_log(self):
         if self._sshd_log is None:

@@ -31,15 +31,14 @@ import subprocess
 import sys
 import threading
 import time
-import unittest
 
 from netfs_testlib import NetFs
-from shardfs_testlib import (Mount, ScratchTestCase, assert_same_tree, build_index, is_mounted,
-                             main, read_file, require_fuse, sha256_file, source_files, tar_into_shards,
-                             unmount, walk_reference)
+from shardfs_testlib import (Mount, ScratchTestCase, build_index, compare_entry, is_mounted, main,
+                             read_file, require_fuse, sha256_file, source_files, tar_into_shards,
+                             walk_reference)
 
 RTT_MS = 1.0
-CLASSES = 24
+CLASSES = 40
 FILES_PER_CLASS = 90
 SHARDS = 4
 # A hang check, not a timing check.
@@ -58,7 +57,7 @@ def make_tree(root, seed=39):
         os.makedirs(d)
         for i in range(FILES_PER_CLASS):
             size = rnd.randrange(100, 8000)
-            if i == 0 and c % 6 == 0:
+            if i == 0 and c % 10 == 0:
                 size = 300_000 + c * 1000  # Over the kernel's 128 KiB readahead.
             with open(os.path.join(d, "img%04d.jpg" % i), "wb") as f:
                 f.write(rnd.randbytes(size))
@@ -70,7 +69,7 @@ def make_tree(root, seed=39):
     return n + 1
 
 
-def read_epoch(root, rels, want, threads=4, seed=0):
+def read_epoch(root, rels, want, threads=8, seed=0):
     """One epoch as a loader does it: list the tree (os.walk), then read every
     file of `rels` once, in a shuffled order, with `threads` readers. Returns
     the files whose bytes differ from `want` ({rel: sha256})."""
@@ -210,6 +209,13 @@ class NetFsTest(ScratchTestCase):
         print("\nindex build over sshfs (%d files, %d shards, rtt %.1f ms): %.1f s" % (
             len(cls.files), SHARDS, RTT_MS, time.monotonic() - t), file=sys.stderr)
 
+    def setUp(self):
+        self.started = time.monotonic()
+
+    def tearDown(self):
+        print("\n%s: %.1f s" % (self.id().rsplit(".", 1)[-1], time.monotonic() - self.started),
+              file=sys.stderr)
+
     def mount_point(self, name):
         return self.scratch(name)
 
@@ -239,7 +245,12 @@ class NetFsTest(ScratchTestCase):
         mnt = self.mount_point("mnt")
         with Mount(self.idx, mnt):
             got = walk_reference(mnt)
-        assert_same_tree(self, self.ref, got, dir_mtimes=False)
+        # compare_entry per path: assert_same_tree's pairwise inode check
+        # takes minutes at this size, and this tree has no hard links.
+        self.assertEqual(sorted(got), sorted(self.ref))
+        for p, want in self.ref.items():
+            if p:  # The root is no member of any shard.
+                compare_entry(self, p, want, got[p])
         # The mount keeps nothing on the network filesystem (no cache, no
         # lock, no temporary file next to the shards or the index).
         self.assertEqual(sorted(self.export_listing() - before), [])
@@ -251,7 +262,7 @@ class NetFsTest(ScratchTestCase):
         before = self.export_listing()
         mnt = self.mount_point("mnt-cache")
         with Mount(self.idx, mnt) as m:
-            bad = read_epoch(mnt, self.files, self.sha, seed=5)
+            bad = read_epoch(mnt, self.files[::4], self.sha, seed=5)
             log = m.stderr()
         self.assertEqual(bad, [])
         self.assertEqual(sorted(self.export_listing() - before), [])
@@ -263,10 +274,6 @@ class NetFsTest(ScratchTestCase):
     # -- The metadata cliff ------------------------------------------------------
 
     def test_epoch_metadata_calls_at_most_one_percent_of_loose(self):
-        idle_mnt = self.mount_point("net-idle")
-        idle = self.netfs.mount(idle_mnt, count_syscalls=True)
-        idle.stop()
-
         loose_mnt = self.mount_point("net-loose")
         m_loose = self.netfs.mount(loose_mnt, count_syscalls=True)
         t = time.monotonic()
@@ -290,21 +297,21 @@ class NetFsTest(ScratchTestCase):
             m_shardfs.stop()
         self.assertEqual(bad, [])
 
-        n_idle = idle.metadata_calls()
         n_loose = m_loose.metadata_calls()
         n_shardfs = m_shardfs.metadata_calls()
         print("\nserver metadata syscalls on the export, one shuffled epoch of %d files at rtt "
-              "%.1f ms, each on a fresh sshfs mount (an idle sshfs session: %d %s; with "
-              "sftp-server's own calls: %d):\n"
+              "%.1f ms, each on a fresh sshfs mount (whose own start costs 2):\n"
               "  loose tree on sshfs: %d %s (epoch %.1f s; with sftp-server's own: %d)\n"
               "  shardfs mount:       %d %s (mount %.2f s, epoch %.1f s; with sftp-server's "
               "own: %d)\n"
               "  ratio: %.2f%%" % (
-                  len(self.files), RTT_MS, n_idle, idle.export_syscalls(),
-                  sum(idle.syscalls().values()), n_loose, m_loose.export_syscalls(), loose_s,
+                  len(self.files), RTT_MS, n_loose, m_loose.export_syscalls(), loose_s,
                   sum(m_loose.syscalls().values()), n_shardfs, m_shardfs.export_syscalls(),
                   mounted_s, shardfs_s, sum(m_shardfs.syscalls().values()),
                   100.0 * n_shardfs / n_loose), file=sys.stderr)
+        shard_opens = {p: n for p, n in sorted(m_shardfs.opens().items()) if p.endswith(".tar")}
+        print("  opens of each shard on the server through shardfs: %s" % shard_opens,
+              file=sys.stderr)
         # The loose tree costs at least a call per file: else the count is
         # broken, not shardfs good.
         self.assertGreater(n_loose, len(self.files))
@@ -312,6 +319,10 @@ class NetFsTest(ScratchTestCase):
                              "shardfs's metadata calls on the server exceed 1%% of the loose "
                              "tree's: %s vs %s" % (m_shardfs.export_syscalls(),
                                                    m_loose.export_syscalls()))
+        # On network storage a mount opens each shard at most once (the
+        # default the issue asks for; 8 readers meet each shard first at once).
+        with self.subTest("each shard opened at most once per mount"):
+            self.assertEqual(shard_opens, {"shards/" + n: 1 for n in self.shard_names})
 
     # -- Ranks -------------------------------------------------------------------
 
@@ -343,7 +354,7 @@ class NetFsTest(ScratchTestCase):
         for k, got in enumerate(per_rank):
             self.assertTrue(got, "rank %d shows no file" % k)
             for rel, digest in got.items():
-                self.assertNotIn(rel, seen, "%r in rank %d and rank %s" % (rel, k, seen.get(rel)))
+                self.assertFalse(rel in seen, "%r in rank %d and rank %s" % (rel, k, seen.get(rel)))
                 seen[rel] = k
                 self.assertEqual(digest, self.sha.get(rel), "%r through rank %d" % (rel, k))
         self.assertEqual(sorted(seen), self.files)
@@ -377,7 +388,9 @@ class NetFsTest(ScratchTestCase):
             if line in ("paused", "done"):
                 continue
             kind, rest = line.split(" ", 1)
-            self.assertNotEqual(kind, "bad", "wrong bytes after the server went away: %s\nmount log:\n%s" % (line, log[-3000:]))
+            if kind == "bad":
+                self.fail("wrong bytes after the server went away: %s\nmount log:\n%s" % (
+                    line, log[-3000:]))
             if kind == "err":
                 code, _, path = rest.split(" ", 2)
                 err += 1
@@ -478,13 +491,13 @@ class NetFsTest(ScratchTestCase):
                         continue
                     self.assertEqual(digest, self.sha[rel], "wrong bytes for %r" % rel)
                 wrong = [r for r, _ in still]
-            print("\nserver back: the same mount read all %d files right again after %.1f s "
-                  "(%d still failing)" % (len(rels), time.monotonic() - back, len(wrong)),
-                  file=sys.stderr)
-            self.assertEqual(wrong, [], "%d of %d files still fail %.0f s after the server came "
-                             "back, e.g. %r; mount log:\n%s" % (
-                                 len(wrong), len(rels), HANG_BOUND_S, still[:3],
-                                 m.stderr()[-3000:]))
+            print("\nserver back: after %.1f s, %d of %d files read right through the same "
+                  "mount, %d still failing" % (time.monotonic() - back, len(rels) - len(wrong),
+                                               len(rels), len(wrong)), file=sys.stderr)
+            if wrong:
+                self.fail("%d of %d files still fail %.0f s after the server came back, "
+                          "e.g. %r; mount log:\n%s" % (len(wrong), len(rels), HANG_BOUND_S,
+                                                       still[:3], m.stderr()[-3000:]))
         sshfs.stop()
 
     def test_replaced_shard_gives_eio_never_wrong_bytes(self):
