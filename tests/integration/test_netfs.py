@@ -6,9 +6,9 @@
   mount writes nothing onto the network filesystem;
 - the default mount keeps its chunk cache under $XDG_CACHE_HOME/shardfs (set
   here to a local temporary folder);
-- one shuffled epoch: the storage server's metadata syscalls (strace -c
-  around its sftp-server) through shardfs are at most 1% of the loose tree's
-  on the same sshfs;
+- one shuffled epoch: the storage server's metadata syscalls on the export
+  (its sftp-server traced, see netfs_testlib) through shardfs are at most 1%
+  of the loose tree's on the same sshfs, and each shard is opened once;
 - four rank mounts (rank=K,world=4) reading at once: every file once, bytes
   right;
 - the server goes away mid-epoch: reads fail, none hangs (a 60 s bound),
@@ -256,8 +256,9 @@ class NetFsTest(ScratchTestCase):
         self.assertEqual(sorted(self.export_listing() - before), [])
 
     def test_default_chunk_cache_is_node_local(self):
-        """Until the default network-storage cache is in, this fails: the
-        default mount then keeps no chunk cache under $XDG_CACHE_HOME."""
+        """The issue's default on network storage: a chunk cache under
+        $XDG_CACHE_HOME/shardfs (node-local), nothing on the network
+        filesystem. Fails while a default mount keeps no such cache."""
         xdg = self.fresh_cache()
         before = self.export_listing()
         mnt = self.mount_point("mnt-cache")
