@@ -402,13 +402,22 @@ class NetFsTest(ScratchTestCase):
         return ok, err, untouched_err, errnos
 
     def test_server_goes_away_mid_epoch(self):
+        self.server_goes_away_mid_epoch(None)
+
+    def test_server_goes_away_mid_epoch_storage_local(self):
+        """As above with -o storage=local: shards read where they are, as on
+        a local disk (also what a network filesystem the detection does not
+        know gets), from the descriptor of each shard on sshfs."""
+        self.server_goes_away_mid_epoch("storage=local")
+
+    def server_goes_away_mid_epoch(self, options):
         self.fresh_cache()
         net = self.mount_point("net-fault")
         sshfs = self.netfs.mount(net)
         mnt = self.mount_point("mnt-fault")
         phase1, phase2, untouched = self.fault_plan(mnt, untouched_shard=3)
         reader = None
-        m = Mount(os.path.join(net, "tree.idx"), mnt, check_exit=False)
+        m = Mount(os.path.join(net, "tree.idx"), mnt, options=options, check_exit=False)
         try:
             m.__enter__()
             reader = Reader(self.tmp, phase1, phase2)
@@ -426,9 +435,10 @@ class NetFsTest(ScratchTestCase):
                                                          m.stderr()[-3000:]))
             ok, err, untouched_err, errnos = self.check_fault_lines(lines, untouched, m.stderr())
             slowest = max(float(x.split(" ")[1]) for x in lines if x.startswith(("ok", "err")))
-            print("\nserver gone mid-epoch: %d reads right (cached), %d failed (%s), slowest "
+            print("\nserver gone mid-epoch (-o %s): %d reads right (cached), %d failed (%s), slowest "
                   "read %.2f s, the rest of the epoch %.1f s" % (
-                      ok, err, ",".join(sorted(errnos)), slowest, after_s), file=sys.stderr)
+                      options or "default", ok, err, ",".join(sorted(errnos)), slowest, after_s),
+                  file=sys.stderr)
             self.assertEqual(untouched_err, len(untouched),
                              "reads of a shard never read before the server went away did not "
                              "all fail")
@@ -447,7 +457,7 @@ class NetFsTest(ScratchTestCase):
         # The server is back: sshfs mounted again, a new mount reads right.
         sshfs.stop()
         sshfs = self.netfs.mount(net)
-        with Mount(os.path.join(net, "tree.idx"), mnt):
+        with Mount(os.path.join(net, "tree.idx"), mnt, options=options):
             bad = read_epoch(mnt, self.files, self.sha, seed=3)
         self.assertEqual(bad, [])
         sshfs.stop()
