@@ -54,6 +54,10 @@ test_packages=(
   slurm-wlm munge
   # the threads a daemon starts, counted by tracing it (tests/integration/test_mount_threads.py)
   strace
+  # a real network filesystem in the tests: sshd of its own on 127.0.0.1,
+  # sshfs over a delay proxy, the server's syscalls counted with strace
+  # (tests/integration/netfs_testlib.py, test_netfs.py)
+  openssh-server openssh-client sshfs
   # compressed tar shards (tests/integration/test_compressed_tar.py)
   pigz zstd xz-utils bzip2
   # multi-stream and multi-block bzip2 writers (tests/integration/test_bzip2.py)
