@@ -3,6 +3,7 @@
 #define FUSE_USE_VERSION 314
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <sys/ioctl.h>
 
 #include <algorithm>
 #include <atomic>
@@ -103,16 +104,85 @@ char* ThreadBuffer(size_t size) noexcept {
   return buf.data();
 }
 
-// Replies with `length` bytes of `fd` at `pos`, which libfuse splices into
-// the kernel where it can. Returns fuse_reply_data's result.
-int ReplyFromFd(fuse_req_t req, int fd, uint64_t pos, size_t length) noexcept {
-  fuse_bufvec buf{};
-  buf.count = 1;
-  buf.buf[0].size = length;
-  buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-  buf.buf[0].fd = fd;
-  buf.buf[0].pos = static_cast<off_t>(pos);
-  return fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+// A pipe per worker thread that a reply's bytes are spliced into first, so
+// that a short read of the file is seen here and not sent: libfuse, given a
+// file descriptor, sends whatever a short splice brought as the whole reply
+// (a network filesystem that stops answering mid-read, a shard cut short),
+// which a reader takes for the end of the file.
+class ReplyPipe {
+ public:
+  ~ReplyPipe() { Close(); }
+
+  // Fills the pipe with exactly `length` bytes of `fd` from `pos`. False,
+  // with the pipe emptied, if the file gave fewer (an error, or its end) or
+  // the pipe cannot hold them.
+  bool Fill(int fd, uint64_t pos, size_t length) noexcept {
+    if (!Ready(length)) return false;
+    loff_t at = static_cast<loff_t>(pos);
+    size_t done = 0;
+    while (done < length) {
+      ssize_t n = ::splice(fd, &at, fds_[1], nullptr, length - done, SPLICE_F_MOVE);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        Close();  // Whatever is in it must never reach a reply.
+        return false;
+      }
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  // Replies with the bytes Fill put in the pipe. Returns fuse_reply_data's
+  // result; the pipe is empty afterwards, or closed.
+  int Reply(fuse_req_t req, size_t length) noexcept {
+    fuse_bufvec buf{};
+    buf.count = 1;
+    buf.buf[0].size = length;
+    buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_RETRY);
+    buf.buf[0].fd = fds_[0];
+    int r = fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+    int left = 0;
+    if (::ioctl(fds_[0], FIONREAD, &left) != 0 || left != 0) Close();
+    return r;
+  }
+
+ private:
+  bool Ready(size_t length) noexcept {
+    if (fds_[0] < 0 && ::pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) {
+      fds_[0] = fds_[1] = -1;
+      return false;
+    }
+    if (capacity_ < length) {
+      int got = ::fcntl(fds_[1], F_SETPIPE_SZ, static_cast<int>(std::max<size_t>(length, 65536)));
+      if (got < 0 || static_cast<size_t>(got) < length) return false;
+      capacity_ = static_cast<size_t>(got);
+    }
+    return true;
+  }
+  void Close() noexcept {
+    for (int& fd : fds_) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+    capacity_ = 0;
+  }
+
+  int fds_[2] = {-1, -1};
+  size_t capacity_ = 0;
+};
+
+// Replies with `length` bytes of `fd` at `pos`, spliced into the kernel
+// through the worker's ReplyPipe. Returns false, having sent nothing, if the
+// file did not give them all: the caller then reads the range the checked
+// way, which reports the error (and marks the shard) or has the bytes.
+ReplyPipe& WorkerPipe() noexcept {
+  thread_local ReplyPipe pipe;
+  return pipe;
+}
+bool ReplyFromFd(fuse_req_t req, int fd, uint64_t pos, size_t length, int* replied) noexcept {
+  if (!WorkerPipe().Fill(fd, pos, length)) return false;
+  *replied = WorkerPipe().Reply(req, length);
+  return true;
 }
 
 void FillEntry(const Context& c, const EntryRecord& rec, fuse_entry_param* e) {
@@ -301,6 +371,7 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
     return;
   }
   ReadNote note;
+  bool noted = false;
   int replied = 0;
   // A shard read through the chunk fetcher has no descriptor of its own (its
   // range may lie in a chunk file on disk, below); a sparse file's read across
@@ -309,28 +380,33 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   if (c.splice && !range.gather && !range.decode_member && !range.decode_stream &&
       range.shard->direct()) {
     note = c.push->NoteRead(inode, range);
-    replied = ReplyFromFd(req, range.shard->fd(), range.position, range.length);
-  } else {
-    char* buf = ThreadBuffer(range.length);
-    if (!buf) {
-      fuse_reply_err(req, ENOMEM);
+    noted = true;
+    if (ReplyFromFd(req, range.shard->fd(), range.position, range.length, &replied)) {
+      c.push->AfterReply(inode, range, note, replied == 0);
       return;
-    }
-    // A range lying whole in a chunk file of the disk cache, checked, is
-    // not copied into buf: it is spliced from the chunk file.
-    mount::FileRange at;
-    s = c.fs->ReadResolved(range, buf, c.splice ? &at : nullptr);
-    if (!s.ok()) {
-      fuse_reply_err(req, ToErrno(s));
-      return;
-    }
-    note = c.push->NoteRead(inode, range);
-    if (at.file) {
-      replied = ReplyFromFd(req, at.file->get(), at.pos, range.length);
-    } else {
-      replied = fuse_reply_buf(req, buf, range.length);
     }
   }
+  char* buf = ThreadBuffer(range.length);
+  if (!buf) {
+    fuse_reply_err(req, ENOMEM);
+    return;
+  }
+  // A range lying whole in a chunk file of the disk cache, checked, is not
+  // copied into buf: it is spliced from the chunk file (or, if that file
+  // gives fewer bytes, read again into buf).
+  mount::FileRange at;
+  s = c.fs->ReadResolved(range, buf, c.splice ? &at : nullptr);
+  if (s.ok() && at.file && !WorkerPipe().Fill(at.file->get(), at.pos, range.length)) {
+    s = c.fs->ReadResolved(range, buf, nullptr);
+    at = {};
+  }
+  if (!s.ok()) {
+    fuse_reply_err(req, ToErrno(s));
+    return;
+  }
+  if (!noted) note = c.push->NoteRead(inode, range);
+  replied =
+      at.file ? WorkerPipe().Reply(req, range.length) : fuse_reply_buf(req, buf, range.length);
   // Hands work to the pushers; never waits for them.
   c.push->AfterReply(inode, range, note, replied == 0);
 }

@@ -110,17 +110,38 @@ Result<ShardHandle> ShardFiles::Get(index::ShardId id) {
   }
   Slot& slot = slots_[id.value];
   bool recheck;
+  bool opener = false;  // This Get set slot.opening.
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (slot.opening) {
+      // Another Get is opening it: its handle, or its error, within a bound.
+      opened_.wait_for(lock, kOpenWait, [&] { return !slot.opening; });
+    }
     if (slot.handle) {
       lru_.splice(lru_.begin(), lru_, slot.lru_pos);
       return slot.handle;
     }
     if (!slot.bad.ok() && Clock::now() < slot.recheck_at) return slot.bad;
     recheck = !slot.bad.ok();
+    if (!slot.opening) opener = slot.opening = true;
   }
-  // Open and check outside the lock: it reads 128 KiB. Two threads may race
-  // to open the same shard; the second keeps the first's handle.
+  // Open and check outside the lock: it reads 128 KiB. A Get that waited
+  // kOpenWait for another's open races it; the second keeps the first's
+  // handle.
+  // Ends this Get's opening on every way out, after the handle (or the
+  // shard's bad status) is in place for the Gets that waited.
+  struct OpeningDone {
+    ShardFiles* files;
+    Slot* slot;
+    ~OpeningDone() {
+      if (!slot) return;
+      {
+        std::lock_guard<std::mutex> lock(files->mu_);
+        slot->opening = false;
+      }
+      files->opened_.notify_all();
+    }
+  } done{this, opener ? &slot : nullptr};
   Result<ShardHandle> opened = Open(id.value, recheck);
   if (!opened.ok()) {
     const Status& s = opened.status();

@@ -29,10 +29,11 @@
 // fd table are guarded by mu_; a ShardHandle keeps its fd open while held,
 // even if the cache evicts it meanwhile, so a read never uses a closed or
 // reused descriptor.
-#ifndef SHARDFS_SRC_MOUNT_SHARD_CACHE_H_
-#define SHARDFS_SRC_MOUNT_SHARD_CACHE_H_
+#ifndef SHARDFS_SRC_MOUNT_SHARD_FILES_H_
+#define SHARDFS_SRC_MOUNT_SHARD_FILES_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -116,6 +117,10 @@ class ShardFiles {
 
   static constexpr std::chrono::milliseconds kFirstRecheck{1000};
   static constexpr std::chrono::milliseconds kMaxRecheck{60000};
+  // A Get of a shard that another Get is opening waits at most this long for
+  // it (on network storage each open and check is a few round trips, and one
+  // open per shard is what the storage should see), then opens it itself.
+  static constexpr std::chrono::milliseconds kOpenWait{2000};
 
   // Returns the open, checked shard `id`, opening it if needed.
   // Returns IoError if the shard is missing or unreadable (or, transiently,
@@ -146,6 +151,7 @@ class ShardFiles {
     std::chrono::milliseconds backoff{0};   // Guarded by mu_.
     bool logged = false;                    // Guarded by mu_; bad was logged.
     bool logged_transient = false;          // Guarded by mu_.
+    bool opening = false;                   // Guarded by mu_; a Get is opening it.
   };
   // `recheck`: the shard was marked bad; a remote one is asked again.
   Result<ShardHandle> Open(uint32_t id, bool recheck);
@@ -154,10 +160,11 @@ class ShardFiles {
   const std::vector<Shard> shards_;
   ShardFilesOptions options_;
   mutable std::mutex mu_;
+  std::condition_variable opened_;  // A slot's opening ended.
   std::unique_ptr<Slot[]> slots_;
   std::list<uint32_t> lru_;  // Guarded by mu_; most recent first.
 };
 
 }  // namespace shardfs::mount
 
-#endif  // SHARDFS_SRC_MOUNT_SHARD_CACHE_H_
+#endif  // SHARDFS_SRC_MOUNT_SHARD_FILES_H_
