@@ -16,7 +16,10 @@
   mounted again a new mount reads right; the mount that lived through it
   reads right again once the server is back;
 - a shard replaced on the server (same size and mtime, other bytes): EIO,
-  never wrong bytes, also after an earlier mount cached its chunks.
+  never wrong bytes, also after an earlier mount cached its chunks;
+- the index on sshfs is read from a node-local copy;
+- pack of the loose tree on sshfs, whole and as two --part tasks joined by a
+  manifest, verified against the tree there.
 """
 
 import concurrent.futures
@@ -34,8 +37,8 @@ import time
 
 from netfs_testlib import NetFs
 from shardfs_testlib import (Mount, ScratchTestCase, build_index, compare_entry, is_mounted, main,
-                             read_file, require_fuse, sha256_file, source_files, tar_into_shards,
-                             walk_reference)
+                             pack, read_file, require_fuse, run_shardfs, sha256_file,
+                             source_files, tar_into_shards, walk_reference)
 
 RTT_MS = 1.0
 CLASSES = 40
@@ -271,6 +274,38 @@ class NetFsTest(ScratchTestCase):
         kept = [os.path.join(d, f) for d, _, fs in os.walk(cache) for f in fs]
         self.assertTrue(kept, "a default mount of shards on sshfs kept no chunk cache under "
                         "$XDG_CACHE_HOME/shardfs (%s); mount log:\n%s" % (cache, log))
+        # The index on sshfs is read from a node-local copy of it.
+        copies = os.path.join(cache, "shardfs-index-v1")
+        self.assertTrue(os.path.isdir(copies) and any(
+            os.path.isfile(os.path.join(copies, c, "CURRENT")) for c in os.listdir(copies)),
+            "no node-local copy of the index under %s; mount log:\n%s" % (copies, log))
+        self.assertIn("network storage", log)
+
+    # -- Migration from the network filesystem ------------------------------------
+
+    def test_pack_and_pack_parts_of_a_loose_tree_on_the_network_fs(self):
+        """pack reads the loose tree where it lives (on sshfs), whole and as two
+        parts of a job array joined by a manifest; verify proves both identical
+        to the tree on sshfs, and a mount of the manifest shows its bytes."""
+        loose = os.path.join(self.net, "loose")
+        whole = os.path.join(self.scratch("pack-whole"), "out")
+        pack(loose, whole, "--shard-size", "4M", check=0)
+        v = run_shardfs("verify", "--full", os.path.join(whole, "index"), loose)
+        self.assertEqual(v.returncode, 0, v.stderr.decode(errors="replace")[-2000:])
+        parts = os.path.join(self.scratch("pack-parts"), "out")
+        for k in range(2):
+            pack(loose, parts, "--shard-size", "4M", "--part", "%d/2" % k, check=0)
+        man = os.path.join(self.scratch("pack-manifest"), "tree.manifest")
+        indexes = sorted(os.path.join(parts, d, "index") for d in os.listdir(parts)
+                         if d.startswith("part-"))
+        self.assertEqual(len(indexes), 2, os.listdir(parts))
+        run_shardfs("index", "manifest", "--out", man, *indexes, check=0)
+        v = run_shardfs("verify", "--full", man, loose)
+        self.assertEqual(v.returncode, 0, v.stderr.decode(errors="replace")[-2000:])
+        mnt = self.mount_point("mnt-parts")
+        with Mount(man, mnt):
+            bad = read_epoch(mnt, self.files[::7], self.sha, seed=9)
+        self.assertEqual(bad, [])
 
     # -- The metadata cliff ------------------------------------------------------
 
