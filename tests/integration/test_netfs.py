@@ -281,6 +281,34 @@ class NetFsTest(ScratchTestCase):
             "no node-local copy of the index under %s; mount log:\n%s" % (copies, log))
         self.assertIn("network storage", log)
 
+    def small_tmpfs(self, name, size):
+        """A tmpfs of `size` mounted at a scratch folder for this test (a
+        cache directory that fills), unmounted at the test's end."""
+        d = self.scratch(name)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size, "tmpfs", d],
+                       check=True)
+        self.addCleanup(subprocess.run, ["umount", "-l", d])
+        return d
+
+    def test_a_full_or_too_small_cache_directory_still_reads(self):
+        """The cache directory fills (an explicit cache_size larger than its
+        disk): every read still right, one warning. Too little space for a
+        cache at all: chunks in memory, one warning saying why."""
+        for case, size, options in (("fills", "12m", "cache_size=1G"),
+                                     ("too small", "8m", None)):
+            xdg = self.small_tmpfs("xdg-" + case.replace(" ", "-"), size)
+            os.environ["XDG_CACHE_HOME"] = xdg
+            mnt = self.mount_point("mnt-" + case.replace(" ", "-"))
+            with Mount(self.idx, mnt, options=options) as m:
+                bad = read_epoch(mnt, self.files, self.sha, seed=11)
+                log = m.stderr()
+            self.assertEqual(bad, [], case)
+            if case == "fills":
+                self.assertEqual(log.count("chunks are served but not kept"), 1, log[-3000:])
+            else:
+                self.assertEqual(log.count("caching chunks in memory instead"), 1, log[-3000:])
+                self.assertIn("free", log)
+
     # -- Migration from the network filesystem ------------------------------------
 
     def test_pack_and_pack_parts_of_a_loose_tree_on_the_network_fs(self):
