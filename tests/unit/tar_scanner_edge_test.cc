@@ -42,7 +42,12 @@ std::vector<ScannedMember> ScanAll(const std::string& path, Status* status, bool
   std::vector<ScannedMember> out;
   ShardInfo info;
   *status = ScanTar(
-      path, ScanOptions{.checksum = checksum, .walker = true, .restart = {}, .on_bytes = {}},
+      path,
+      ScanOptions{.checksum = checksum,
+                  .walker = true,
+                  .restart = {},
+                  .on_bytes = {},
+                  .on_directory_read = {}},
       [&](ScannedMember&& m) {
         out.push_back(std::move(m));
         return Status::Ok();

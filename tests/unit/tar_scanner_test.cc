@@ -327,7 +327,12 @@ TEST_P(OtherToolsArchiveTest, EveryMemberMatchesTheSourceTree) {
   // Without checksums: the same members at the same places, no hashes.
   size_t i = 0;
   s = ScanTar(
-      shard, ScanOptions{.checksum = false, .walker = true, .restart = {}, .on_bytes = {}},
+      shard,
+      ScanOptions{.checksum = false,
+                  .walker = true,
+                  .restart = {},
+                  .on_bytes = {},
+                  .on_directory_read = {}},
       [&](ScannedMember&& m) {
         if (i >= members.size()) return Status::Corruption("more members than before");
         EXPECT_EQ(m.path, members[i].path);
