@@ -65,7 +65,7 @@ TEST(PackPartTest, ListPartsHoldEveryPathOnceAndSamplesWhole) {
   EXPECT_FALSE(seen.count("e/sub/x.y"));
 }
 
-SourceEntry Entry(std::string path, SourceKind kind, uint64_t ino = 0, uint64_t nlink = 1) {
+SourceEntry PartEntry(std::string path, SourceKind kind, uint64_t ino = 0, uint64_t nlink = 1) {
   SourceEntry e;
   e.path = std::move(path);
   e.kind = kind;
@@ -76,15 +76,15 @@ SourceEntry Entry(std::string path, SourceKind kind, uint64_t ino = 0, uint64_t 
 
 TEST(PackPartTest, ScanPartsKeepAncestorsAndLinkedNames) {
   TreeScan whole;
-  whole.entries = {Entry("", SourceKind::kDir),
-                   Entry("a", SourceKind::kDir),
-                   Entry("a/s1.jpg", SourceKind::kFile, 10, 2),
-                   Entry("a/s2.jpg", SourceKind::kFile),
-                   Entry("b", SourceKind::kDir),
-                   Entry("b/empty", SourceKind::kDir),
-                   Entry("b/s3.jpg", SourceKind::kFile),
-                   Entry("z", SourceKind::kDir),
-                   Entry("z/link.jpg", SourceKind::kFile, 10, 2)};
+  whole.entries = {PartEntry("", SourceKind::kDir),
+                   PartEntry("a", SourceKind::kDir),
+                   PartEntry("a/s1.jpg", SourceKind::kFile, 10, 2),
+                   PartEntry("a/s2.jpg", SourceKind::kFile),
+                   PartEntry("b", SourceKind::kDir),
+                   PartEntry("b/empty", SourceKind::kDir),
+                   PartEntry("b/s3.jpg", SourceKind::kFile),
+                   PartEntry("z", SourceKind::kDir),
+                   PartEntry("z/link.jpg", SourceKind::kFile, 10, 2)};
   std::multiset<std::string> leaves;
   for (uint64_t k = 0; k < 3; ++k) {
     TreeScan scan = whole;
