@@ -624,19 +624,24 @@ class NetFs:
             if m.proc is not None:
                 self.tracker.note_tree(m.proc.pid)
 
+    def _stop_sshd_process(self):
+        """Stops the sshd this NetFs started (SIGTERM, then SIGKILL), by PID."""
+        if self.sshd is None:
+            return
+        self.sshd.terminate()
+        try:
+            self.sshd.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.sshd.kill()
+            self.sshd.wait(timeout=15)
+        self.sshd = None
+
     def stop_sshd(self):
         """The server goes away: sshd stops (SIGTERM, by PID) and every
         connection through the proxy is cut, so its session processes end
         too. New connections are refused until start_sshd()."""
         self.note_sessions()
-        if self.sshd is not None:
-            self.sshd.terminate()
-            try:
-                self.sshd.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.sshd.kill()
-                self.sshd.wait(timeout=15)
-            self.sshd = None
+        self._stop_sshd_process()
         if self.proxy is not None:
             self.proxy.cut()
 
@@ -665,14 +670,7 @@ class NetFs:
         self.note_sessions()
         if self.proxy is not None:
             self.proxy.close()
-        if self.sshd is not None:
-            self.sshd.terminate()
-            try:
-                self.sshd.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.sshd.kill()
-                self.sshd.wait(timeout=15)
-            self.sshd = None
+        self._stop_sshd_process()
         # Session processes end when their connection does; give them a
         # moment, then stop what is left by PID.
         time.sleep(0.2)
