@@ -479,9 +479,10 @@ class NetFs:
     Attributes: tmp (its temporary directory), export (the directory the
     server exports: write test data here, the server's local view), proxy."""
 
-    def __init__(self, rtt_ms=1.0, prefix="shardfs-netfs-"):
+    def __init__(self, rtt_ms=1.0, prefix="shardfs-netfs-", parent=None):
         self.rtt_s = rtt_ms / 1000.0
         self.prefix = prefix
+        self.parent = parent  # Where the temporary directory goes (None: tempfile's default).
         self.tmp = None
         self.sshd = None
         self.proxy = None
@@ -497,7 +498,7 @@ class NetFs:
     def __enter__(self):
         require_root()
         require_tools()
-        self.tmp = tempfile.mkdtemp(prefix=self.prefix)
+        self.tmp = tempfile.mkdtemp(prefix=self.prefix, dir=self.parent)
         try:
             self._setup()
         except BaseException:
@@ -581,6 +582,12 @@ class NetFs:
                 "",
             ]))
         os.chmod(self.ssh_client, 0o755)
+
+    def set_rtt(self, rtt_ms):
+        """Changes the proxy's round-trip delay from now on (for chunks read
+        from now; connections stay up), so one rig serves several delays."""
+        self.rtt_s = rtt_ms / 1000.0
+        self.proxy.one_way_s = self.rtt_s / 2.0
 
     def sshd_log(self):
         if self._sshd_log is None:

@@ -1,5 +1,6 @@
 """--plot FILE.png: every figure's ratio to the loose tree (loose = 1.0), the systems side by
-side in grouped bars; for the main run also the mount times (ms), which the loose tree has not.
+side in grouped bars; for the main run also the mount times (ms), which the loose tree has not;
+for --netfs each path against the loose tree on local disk, and the mount times.
 
 The driver stays on the standard library: it writes the report's JSON and runs this file under
 --plot-python (Debian's /usr/bin/python3 with python3-matplotlib), `bench_plot.py REPORT.json
@@ -15,7 +16,8 @@ import sys
 HERE = os.path.abspath(__file__)
 COLORS = {"loose": "#9e9e9e", "shardfs": "#1f77b4", "shardfs-kernel": "#d62728",
           "squashfuse": "#2ca02c", "kernel": "#9467bd", "archivemount": "#8c564b",
-          "mount": "#1f77b4", "mount_kernel": "#d62728"}
+          "mount": "#1f77b4", "mount_kernel": "#d62728",
+          "loose on sshfs": "#ff7f0e", "shardfs default": "#1f77b4", "loose local": "#9e9e9e"}
 ROW_TITLES = {"walk": "readdir walk", "lstat": "lstat walk", "read_tree1": "read tree order",
               "read_rand4": "read shuffled"}
 
@@ -110,6 +112,37 @@ def loader_rows(report):
     return title, rows, [label for _, label in paths], values, None
 
 
+def netfs_rows(report):
+    """--netfs: samples/s of each path over the loose tree on local disk's, per delay and
+    temperature; the second panel the shardfs mount's time (ms), cold and warm, per delay."""
+    paths = [("loose_netfs", "loose on sshfs"), ("shardfs", "shardfs default"),
+             ("loose_local", "loose local")]
+    rows, values = [], {}
+    for r in report["rows"]:
+        if r["status"] != "ok":
+            continue
+        row = f"{r['rtt_ms']:g} ms\n{r['temp']}"
+        rows.append(row)
+        lo = r["loose_local"]["samples_per_s"]
+        for k, label in paths:
+            if r[k]["samples_per_s"] and lo:
+                values[(row, label)] = r[k]["samples_per_s"] / lo
+    mrows, mvalues = [], {}
+    for r in report["per_rtt"]:
+        for temp in ("cold", "warm"):
+            v = r.get(f"mount_{temp}_ms")
+            if v:
+                row = f"{r['rtt_ms']:g} ms\n{temp}"
+                mrows.append(row)
+                mvalues[(row, "shardfs default")] = v
+    d, p = report["dataset"], report["params"]
+    per_run = f"{p['samples']:,} samples per run" if p["samples"] else "one epoch per run"
+    title = (f"shardfs bench --netfs: {d['samples']:,} JPEGs on sshfs, torch DataLoader, "
+             f"{per_run}\n(samples/s vs the loose tree on local disk)")
+    return (title, rows, [label for _, label in paths], values,
+            (mrows, ["shardfs default"], mvalues) if mrows else None)
+
+
 def bars(ax, rows, names, values, fmt, log_scale):
     import numpy as np
     x = np.arange(len(rows))
@@ -137,8 +170,10 @@ def draw(report, out):
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    loader = report.get("schema", "").startswith("shardfs-bench-loader")
-    title, rows, names, values, mounts = (loader_rows if loader else main_rows)(report)
+    schema = report.get("schema", "")
+    rows_of = (loader_rows if schema.startswith("shardfs-bench-loader") else
+               netfs_rows if schema.startswith("shardfs-bench-netfs") else main_rows)
+    title, rows, names, values, mounts = rows_of(report)
     panels = 2 if mounts and mounts[0] else 1
     fig, axes = plt.subplots(1, panels, figsize=(13 if panels == 2 else 10, 6),
                              gridspec_kw={"width_ratios": [3, 1]} if panels == 2 else None,

@@ -38,7 +38,8 @@ cleanup), bench_workloads (reader runs, their checks, figures), bench_systems (e
 then measured), bench_kernel (shardfs-kernel's image cache), bench_report (table and targets),
 bench_common (constants, log, errors); --views is bench_views, --remote (shards over HTTP, issue
 #14) is bench_remote, --loader (issue #15) bench_loader, --cluster (four rank mounts over one
-object store, issue #26) bench_cluster. bench_plot (--plot) runs under --plot-python, which has
+object store, issue #26) bench_cluster, --netfs (shards, index and loose files on sshfs with a
+round-trip delay, issue #39) bench_netfs. bench_plot (--plot) runs under --plot-python, which has
 matplotlib.
 """
 
@@ -55,6 +56,7 @@ from bench_images import build_single_tar, build_squashfs, pack_or_reuse
 from bench_kernel import KernelImageCache
 import bench_cluster
 import bench_loader
+import bench_netfs
 from bench_mounts import Mount, run_in_scratch
 import bench_plot
 from bench_remote import run_remote
@@ -149,12 +151,15 @@ def parse_args(argv):
                     "--archives --help)")
     bench_loader.add_args(ap)  # --loader and its options (issue #15)
     bench_cluster.add_args(ap)  # --cluster and its options (issue #26)
+    bench_netfs.add_args(ap)  # --netfs and its options (issue #39)
     ap.add_argument("--hold", type=float, default=0.0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.loader:
         bench_loader.finish_args(a, ap)
     if a.cluster:
         bench_cluster.finish_args(a, ap)
+    if a.netfs:
+        bench_netfs.finish_args(a, ap)
     if a.views and a.remote:
         ap.error("--views and --remote are separate runs")
     if a.files is None:
@@ -177,7 +182,7 @@ def parse_args(argv):
     parse_size(a.shard_size)
     if a.plot:
         if a.views or a.remote or a.cluster:
-            ap.error("--plot draws the main run and --loader only")
+            ap.error("--plot draws the main run, --loader and --netfs only")
         why = bench_plot.unavailable(a.plot_python)
         if why:
             ap.error(f"--plot: {why}")
@@ -209,6 +214,8 @@ def main(argv):
             return bench_loader.run_loader(a, scratch)
         if a.cluster:
             return bench_cluster.run_cluster(a, scratch)
+        if a.netfs:
+            return bench_netfs.run_netfs(a, scratch)
         return run(a, scratch)
 
     return run_in_scratch(a.workdir, "run-", body, keep=a.keep,

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Smoke test of `shardfs_bench.py --netfs` (issue #39: shards and index on a network
+filesystem).
+
+Runs the bench at a tiny size (240 real JPEGs in 3 classes, 2 shards, one 0.2 ms round trip,
+one whole epoch per run, batch 32) into a temporary work dir: sshd + sshfs + the delay proxy
+of netfs_testlib, loose tree, shards and index on sshfs; torchvision's ImageFolder under
+Debian's /usr/bin/python3 over the loose tree on sshfs, a default shardfs mount of the index on
+sshfs and the loose tree on local disk, cold and warm. Checks that the JSON has every row and
+figure (samples/s of the three paths, their ratios, index builds, mount times, the chunk
+cache's stats, the server's metadata calls of a counted epoch, pack against tar -cf and the
+pack's verify), that every path read the tree's samples (bytes, sum of CRC-32 and per-class
+counts computed here with zlib), that every target has a verdict, and that the run leaves no
+mount, no process (sshd, sshfs, the mount, the loader) and no scratch. Needs root: it fails,
+never skips, without it."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shardfs_testlib as tl  # noqa: E402
+from bench_testlib import READER, SCRIPT, BenchTestCase  # noqa: E402
+
+FILES, CLASSES, SHARDS, RTT = 240, 3, 2, 0.2
+PATHS = ["loose_netfs", "shardfs", "loose_local"]
+TARGETS = 8
+
+
+def tree_checksum(train):
+    """What one epoch over train/ reads: samples, bytes, sum of CRC-32s, per-class counts."""
+    total = crc = 0
+    per_class = []
+    for c in sorted(os.listdir(train)):
+        names = os.listdir(os.path.join(train, c))
+        per_class.append(len(names))
+        for n in names:
+            with open(os.path.join(train, c, n), "rb") as f:
+                data = f.read()
+            total += len(data)
+            crc += zlib.crc32(data)
+    return {"samples": sum(per_class), "bytes": total, "crc32_sum": crc % (1 << 64),
+            "per_class": per_class}
+
+
+class BenchNetfsTest(BenchTestCase):
+    PREFIX = "shardfs-bench-netfs-"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if os.geteuid() != 0:
+            raise RuntimeError("the netfs bench test needs root: sshd, sshfs, drop_caches")
+        cls.workdir = os.path.join(cls.tmp, "work")
+        cls.json_path = os.path.join(cls.tmp, "netfs.json")
+        argv = [sys.executable, SCRIPT, "--netfs", "--workdir", cls.workdir, "--shardfs",
+                tl.SHARDFS, "--bench-reader", READER, "--files", str(FILES), "--classes",
+                str(CLASSES), "--netfs-shards", str(SHARDS), "--netfs-rtts", str(RTT),
+                "--netfs-samples", "0", "--loader-batch", "32", "--json", cls.json_path]
+        start = time.monotonic()
+        cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  timeout=240, text=True)
+        sys.stderr.write("bench --netfs smoke run: %.1f s\n%s\n%s\n" % (
+            time.monotonic() - start, cls.proc.stdout, cls.proc.stderr[-3000:]))
+        cls.report = None
+        if os.path.exists(cls.json_path):
+            with open(cls.json_path) as f:
+                cls.report = json.load(f)
+
+    def test_completes_with_every_row(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
+        r = self.report
+        self.assertIsNotNone(r, "no JSON written")
+        self.assertEqual(r["schema"], "shardfs-bench-netfs/1")
+        self.assertEqual(r["dataset"]["samples"], FILES)
+        self.assertEqual(r["build"]["shards"], SHARDS)
+        self.assertEqual({(x["rtt_ms"], x["temp"]) for x in r["rows"]},
+                         {(RTT, "cold"), (RTT, "warm")})
+        for row in r["rows"]:
+            key = (row["rtt_ms"], row["temp"])
+            self.assertEqual(row["status"], "ok", key)
+            self.assertEqual(row["samples"], FILES, key)
+            for p in PATHS:
+                self.assertGreater(row[p]["samples_per_s"], 0, (key, p))
+            self.assertGreater(row["ratio_netfs"], 0, key)
+            self.assertGreater(row["ratio_local"], 0, key)
+        [per] = r["per_rtt"]
+        self.assertEqual(per["rtt_ms"], RTT)
+        for k in ("index_build_netfs_seconds", "index_build_local_seconds",
+                  "index_build_ratio", "mount_cold_ms", "mount_warm_ms"):
+            self.assertGreater(per[k], 0, k)
+        # The default mount read through the node-local chunk cache, in the run's scratch.
+        self.assertGreater(per["stats"]["bytes_fetched"], 0, per["stats"])
+        self.assertTrue(r["build"]["cache_dir"].startswith(self.workdir), r["build"])
+        md = r["metadata"]
+        self.assertEqual(md["samples"], FILES)
+        self.assertTrue(md["same_samples"])
+        self.assertGreater(md["loose_netfs"]["calls"], FILES)  # An open per file at least.
+        self.assertLess(md["shardfs"]["calls"], md["loose_netfs"]["calls"])
+        pk = r["pack"]
+        self.assertEqual(pk["rtt_ms"], RTT)
+        self.assertTrue(pk["verify_ok"], pk)
+        self.assertGreater(pk["pack_files_per_s"], 0)
+        self.assertGreater(pk["tar_files_per_s"], 0)
+        self.assertEqual(len(r["targets"]), TARGETS)
+        for t in r["targets"]:
+            self.assertIn(t["status"], ("met", "not met"), t)
+        for text in ("shardfs/loose-sshfs", "index build sshfs", "server metadata calls",
+                     "pack from sshfs", "targets (network storage, issue #39)"):
+            self.assertIn(text, self.proc.stdout)
+
+    def test_every_path_read_the_tree(self):
+        r = self.report
+        self.assertEqual(r["content"], "ok")
+        want = tree_checksum(os.path.join(r["dataset"]["path"], "train"))
+        self.assertEqual(want["samples"], FILES)
+        for row in r["rows"]:
+            self.assertTrue(row["same_samples"], row)
+        for p in ("loose_netfs", "shardfs"):
+            got = dict(r["metadata"][p]["checksum"])
+            got.pop("pixel_sum")
+            self.assertEqual(got, want, p)
+
+    def test_nothing_left(self):
+        self.assertNothingLeft()
+        # The rig's sshd, sshfs and their temporary folder lived in the run's scratch.
+        self.assertEqual(os.listdir(self.workdir), [d for d in os.listdir(self.workdir)
+                                                    if d.startswith("dataset-jpeg-")])
+
+
+if __name__ == "__main__":
+    tl.main()
