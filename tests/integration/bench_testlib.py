@@ -4,6 +4,7 @@ that must leave no mount, no process and no scratch behind."""
 import glob
 import os
 import subprocess
+import zlib
 
 import shardfs_testlib as tl
 
@@ -12,6 +13,23 @@ SOURCE_ROOT = os.environ.get("SHARDFS_SOURCE_ROOT", "")
 BUILD_ROOT = os.environ.get("SHARDFS_BUILD_ROOT", "")
 SCRIPT = os.path.join(SOURCE_ROOT, "tools", "bench", "shardfs_bench.py")
 READER = os.path.join(BUILD_ROOT, "tools", "bench", "bench_reader")
+
+
+def tree_checksum(train):
+    """What one epoch over train/ must read: samples, bytes, sum of CRC-32s, per-class counts
+    (classes in ImageFolder's sorted order)."""
+    total = crc = 0
+    per_class = []
+    for c in sorted(os.listdir(train)):
+        names = os.listdir(os.path.join(train, c))
+        per_class.append(len(names))
+        for n in names:
+            with open(os.path.join(train, c, n), "rb") as f:
+                data = f.read()
+            total += len(data)
+            crc += zlib.crc32(data)
+    return {"samples": sum(per_class), "bytes": total, "crc32_sum": crc % (1 << 64),
+            "per_class": per_class}
 
 
 def mounts_under(prefix):

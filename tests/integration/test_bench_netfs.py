@@ -19,31 +19,14 @@ import os
 import subprocess
 import sys
 import time
-import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from bench_testlib import READER, SCRIPT, BenchTestCase  # noqa: E402
+from bench_testlib import READER, SCRIPT, BenchTestCase, tree_checksum  # noqa: E402
 
 FILES, CLASSES, SHARDS, RTT = 240, 3, 2, 0.2
 PATHS = ["loose_netfs", "shardfs", "loose_local"]
 TARGETS = 8
-
-
-def tree_checksum(train):
-    """What one epoch over train/ reads: samples, bytes, sum of CRC-32s, per-class counts."""
-    total = crc = 0
-    per_class = []
-    for c in sorted(os.listdir(train)):
-        names = os.listdir(os.path.join(train, c))
-        per_class.append(len(names))
-        for n in names:
-            with open(os.path.join(train, c, n), "rb") as f:
-                data = f.read()
-            total += len(data)
-            crc += zlib.crc32(data)
-    return {"samples": sum(per_class), "bytes": total, "crc32_sum": crc % (1 << 64),
-            "per_class": per_class}
 
 
 class BenchNetfsTest(BenchTestCase):
