@@ -269,7 +269,10 @@ Status IndexCache::OpenRoot() {
           dir, shown, mount::kCacheMarker));
     }
   } else {
-    if (!ListDir(sub.get()).empty()) {
+    // Another process may have made the directory shardfs's between the two
+    // looks: it writes the marker before anything else.
+    if (!ListDir(sub.get()).empty() &&
+        ::fstatat(sub.get(), mount::kCacheMarker, &st, AT_SYMLINK_NOFOLLOW) != 0) {
       return Status::InvalidArgument(
           fmt::format("cache_dir {}: {} holds files but no {} marker: not made by shardfs, refused",
                       dir, shown, mount::kCacheMarker));

@@ -2,7 +2,7 @@
 // that a mount's lookups and its opening never wait on a round trip per
 // RocksDB block (src/volume/storage_plan.h says when it is made).
 //
-// The copy is kept in CACHE_ROOT/shardfs-index-v1/KEY-RECORD, KEY a hash of
+// The copy is kept in CACHE_ROOT/shardfs-index-copies-v1/KEY-RECORD, KEY a hash of
 // the index's real path and RECORD one of a record of what it was copied
 // from: each file's name, size, mtime, inode and ctime. A later mount lists
 // the index directory (one directory read and a stat per file, a handful of
@@ -32,7 +32,9 @@
 
 namespace shardfs::volume {
 
-inline constexpr char kIndexCopySubdir[] = "shardfs-index-v1";
+// Not the index cache's subdirectory (src/indexref/index_cache.h), which
+// may share the cache root.
+inline constexpr char kIndexCopySubdir[] = "shardfs-index-copies-v1";
 inline constexpr std::chrono::seconds kCopyLockWait{30};
 
 struct IndexCopy {

@@ -275,7 +275,7 @@ class NetFsTest(ScratchTestCase):
         self.assertTrue(kept, "a default mount of shards on sshfs kept no chunk cache under "
                         "$XDG_CACHE_HOME/shardfs (%s); mount log:\n%s" % (cache, log))
         # The index on sshfs is read from a node-local copy of it.
-        copies = os.path.join(cache, "shardfs-index-v1")
+        copies = os.path.join(cache, "shardfs-index-copies-v1")
         self.assertTrue(os.path.isdir(copies) and any(
             os.path.isfile(os.path.join(copies, c, "CURRENT")) for c in os.listdir(copies)),
             "no node-local copy of the index under %s; mount log:\n%s" % (copies, log))

@@ -156,7 +156,7 @@ TEST_F(IndexCopyTest, CopiedOnceReusedWhileUnchangedAndCopiedAgainAfterAChange) 
   EXPECT_EQ(Read(renamed->path + "/CURRENT"), "MANIFEST-000013\n");
   // Only the copy and its lock beside it: no temporary directory left.
   int entries = 0;
-  for (const auto& e : fs::directory_iterator(dir_ / "cache/shardfs-index-v1")) {
+  for (const auto& e : fs::directory_iterator(dir_ / "cache/shardfs-index-copies-v1")) {
     (void)e;
     ++entries;
   }
