@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Checks the layout rules of the tree (README.md, "Layout"); exits 1 on any
+breach, listing each, and 0 with a one-line summary otherwise.
+
+  - each library includes only itself and the libraries below it (FLOORS);
+  - libarchive only in archive/, <fuse_lowlevel.h> only in app/fuse_adapter.cc;
+  - no include loop between units (x.h and x.cc are one unit);
+  - no product file over MAX_FILE_LINES lines, no function over
+    MAX_FUNCTION_LINES (C++ and Python, the bench included);
+  - no issue-tracker number (a hash and digits) in shipped text.
+
+Usage: scripts/check_layout.py [--list-functions N]  (also prints every
+function longer than N lines, to see what is close to the limit).
+"""
+
+import ast
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_FILE_LINES = 650
+MAX_FUNCTION_LINES = 80
+
+# Each library and what it may include besides itself, bottom first. Only
+# the direct list is allowed: a library that needs one further down names it.
+FLOORS = {
+    "base": [],
+    "index": ["base"],
+    "remote": ["base"],
+    "codec": ["base", "index"],
+    "archive": ["base", "index", "codec"],
+    "reader": ["base", "index", "remote", "codec"],
+    "erofs": ["base", "index"],
+    "build": ["base", "index", "remote", "codec", "archive"],
+    "pack": ["base", "index", "remote", "codec", "archive", "build"],
+    "indexref": ["base", "index", "remote", "archive", "reader"],
+    "app": ["base", "index", "remote", "codec", "archive", "reader", "erofs", "build", "pack",
+            "indexref"],
+    "bench": ["base", "index", "remote", "codec", "archive", "reader", "build"],
+    "python": ["base", "index", "reader", "indexref"],
+}
+# Tests may use every library.
+FLOORS["tests"] = list(FLOORS)
+PRODUCT = [k for k in FLOORS if k != "tests"]
+# The read path's libraries: never the write side, never libarchive.
+READ_PATH = ["reader"]
+WRITE_SIDE = ["build", "pack", "archive"]
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^>"]+)[>"]', re.M)
+ISSUE_NUMBER = re.compile(r"(?<![\w&/#])#\d{1,3}\b")
+
+
+def files_under(folder, exts):
+    top = os.path.join(ROOT, folder)
+    for d, dirs, names in os.walk(top):
+        dirs[:] = [x for x in dirs if not x.startswith(".") and x != "__pycache__"]
+        for n in sorted(names):
+            if n.endswith(exts):
+                yield os.path.relpath(os.path.join(d, n), ROOT)
+
+
+def read(rel):
+    with open(os.path.join(ROOT, rel), encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def unit_of(rel):
+    return re.sub(r"\.(cc|h)$", "", rel)
+
+
+def check_includes(errors):
+    graph = {}
+    for lib in FLOORS:
+        for rel in files_under(lib, (".cc", ".h")):
+            text = read(rel)
+            unit = unit_of(rel)
+            graph.setdefault(unit, set())
+            for kind, target in INCLUDE.findall(text):
+                if kind == "<":
+                    if target.startswith("archive") and lib not in ("archive", "tests"):
+                        errors.append(f"{rel}: includes <{target}>: libarchive belongs to archive/")
+                    if target == "fuse_lowlevel.h" and rel != "app/fuse_adapter.cc" \
+                            and lib != "tests":
+                        errors.append(f"{rel}: includes <fuse_lowlevel.h>: only app/fuse_adapter.cc")
+                    continue
+                top = target.split("/")[0]
+                if top not in FLOORS or not os.path.exists(os.path.join(ROOT, target)):
+                    if not os.path.exists(os.path.join(os.path.dirname(os.path.join(ROOT, rel)),
+                                                       target)):
+                        errors.append(f"{rel}: includes \"{target}\", which is not in the tree")
+                    continue
+                if top != lib and top not in FLOORS[lib]:
+                    errors.append(f"{rel}: includes {target}: {lib}/ may not use {top}/")
+                if lib in READ_PATH and top in WRITE_SIDE:
+                    errors.append(f"{rel}: the read path includes {target} (write side)")
+                if unit_of(target) != unit:
+                    graph[unit].add(unit_of(target))
+    # Include loops: a cycle among units.
+    state, stack, loops = {}, [], []
+
+    def visit(u):
+        state[u] = 1
+        stack.append(u)
+        for v in sorted(graph.get(u, ())):
+            if state.get(v) == 1:
+                loops.append(stack[stack.index(v):] + [v])
+            elif v not in state:
+                visit(v)
+        stack.pop()
+        state[u] = 2
+
+    sys.setrecursionlimit(10000)
+    for u in sorted(graph):
+        if u not in state:
+            visit(u)
+    for loop in loops:
+        errors.append("include loop: " + " -> ".join(loop))
+
+
+def strip_cpp(text):
+    """Blanks comments, strings and character literals, keeping newlines."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif text.startswith('R"', i) and (i == 0 or not text[i - 1].isalnum()):
+            m = re.match(r'R"([^(]*)\(', text[i:])
+            end = text.find(")" + m.group(1) + '"', i) if m else -1
+            j = n if end < 0 else end + len(m.group(1)) + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(" " * (j + 1 - i))
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+NOT_FUNCTION = re.compile(r"^\s*(namespace|class|struct|union|enum|extern|if|for|while|switch|"
+                          r"do|else|try|catch|return)\b")
+
+
+def cpp_functions(rel):
+    """Yields (name, first line, lines) of each function body in a C++ file:
+    a '{' whose statement has a parameter list, met at namespace or class
+    scope (lambdas and blocks inside a body belong to that body)."""
+    text = strip_cpp(read(rel))
+    scopes = []  # for each open brace: True if it opens a function body
+    stmt_start = 0
+    for i, c in enumerate(text):
+        if c == "{":
+            in_body = any(s[0] for s in scopes)
+            head = text[stmt_start:i]
+            is_fn = (not in_body and "(" in head and not NOT_FUNCTION.match(head)
+                     and not re.search(r"=\s*$", head))
+            scopes.append((is_fn, i, head))
+            stmt_start = i + 1
+        elif c == "}":
+            if scopes:
+                is_fn, start, head = scopes.pop()
+                if is_fn:
+                    first = text.count("\n", 0, start) + 1
+                    last = text.count("\n", 0, i) + 1
+                    name = re.findall(r"([~\w:]+)\s*\(", head)
+                    yield (name[0] if name else "?", first, last - first + 1)
+            stmt_start = i + 1
+        elif c == ";":
+            stmt_start = i + 1
+
+
+def py_functions(rel):
+    tree = ast.parse(read(rel), rel)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node.name, node.lineno, node.end_lineno - node.lineno + 1
+
+
+def check_sizes(errors, list_over):
+    for lib in PRODUCT:
+        for rel in files_under(lib, (".cc", ".h", ".py")):
+            lines = read(rel).count("\n")
+            if lines > MAX_FILE_LINES:
+                errors.append(f"{rel}: {lines} lines (at most {MAX_FILE_LINES})")
+            fns = py_functions(rel) if rel.endswith(".py") else cpp_functions(rel)
+            for name, first, n in fns:
+                if n > MAX_FUNCTION_LINES:
+                    errors.append(f"{rel}:{first}: function {name} is {n} lines "
+                                  f"(at most {MAX_FUNCTION_LINES})")
+                elif list_over and n > list_over:
+                    print(f"note: {rel}:{first}: {name} {n} lines")
+
+
+def check_issue_numbers(errors):
+    shipped = [rel for lib in PRODUCT for rel in files_under(lib, (".cc", ".h", ".py", ".build"))]
+    shipped += ["README.md", "meson.build"] + list(files_under("man", (".1",)))
+    shipped += list(files_under("scripts", (".sh", ".py")))
+    for rel in shipped:
+        for no, line in enumerate(read(rel).splitlines(), 1):
+            if line.lstrip().startswith("#include") or line.lstrip().startswith("#!"):
+                continue
+            for m in ISSUE_NUMBER.finditer(line):
+                errors.append(f"{rel}:{no}: issue number {m.group(0)} in shipped text")
+
+
+def main():
+    list_over = 0
+    if len(sys.argv) == 3 and sys.argv[1] == "--list-functions":
+        list_over = int(sys.argv[2])
+    errors = []
+    missing = [lib for lib in FLOORS if not os.path.isdir(os.path.join(ROOT, lib))]
+    for lib in missing:
+        errors.append(f"{lib}/: a library the rules name is missing")
+    check_includes(errors)
+    check_sizes(errors, list_over)
+    check_issue_numbers(errors)
+    for e in errors:
+        print(e)
+    if errors:
+        print(f"check_layout: {len(errors)} breach(es)")
+        return 1
+    print(f"check_layout: {len(FLOORS)} folders, rules hold")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
