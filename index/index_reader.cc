@@ -285,7 +285,7 @@ Status IndexReader::CheckFileRange(const EntryRecord& rec) const {
                     inode, rec.shard.value, shards_.size()));
   }
   // A compressed tar shard's offsets are in its decoded stream, which its
-  // seek table bounds (src/mount/stream_reader.h checks reads against it).
+  // seek table bounds (reader/stream_reader.h checks reads against it).
   if (shards_[rec.shard.value].codec() != Codec::kNone) return Status::Ok();
   const uint64_t shard_size = shards_[rec.shard.value].size;
   if (rec.sparse()) {

@@ -1,4 +1,4 @@
-// The Python package's extension module: an open volume (src/volume/volume.h)
+// The Python package's extension module: an open volume (reader/volume.h)
 // as a small class the pure-Python layer (shardfs/__init__.py) wraps. Every
 // lookup and read runs without the GIL; errors become OSError with the errno
 // of ToErrno (base/status.h), which Python turns into FileNotFoundError,
@@ -36,8 +36,9 @@
 
 #include "base/status.h"
 #include "index/schema.h"
-#include "src/mount/filesystem.h"
-#include "src/volume/volume.h"
+#include "indexref/index_ref.h"
+#include "reader/filesystem.h"
+#include "reader/volume.h"
 
 namespace py = pybind11;
 
@@ -66,7 +67,7 @@ void Check(const Status& s, const std::string& filename) {
 using StatTuple =
     std::tuple<uint32_t, uint64_t, uint64_t, uint32_t, uint32_t, uint64_t, int64_t, uint64_t>;
 
-StatTuple ToTuple(const mount::Filesystem& fs, const EntryRecord& rec) {
+StatTuple ToTuple(const reader::Filesystem& fs, const EntryRecord& rec) {
   struct stat st;
   fs.ToStat(rec, &st);
   return {st.st_mode,   st.st_ino,
@@ -99,10 +100,10 @@ std::set<Handle*>* registry = new std::set<Handle*>();  // Guarded by registry_m
 
 class Handle {
  public:
-  Handle(const std::string& arg, volume::VolumeOptions options) : arg_(arg) {
-    Result<indexref::IndexRef> ref = volume::Volume::Resolve(arg, &options);
+  Handle(const std::string& arg, reader::VolumeOptions options) : arg_(arg) {
+    Result<indexref::IndexRef> ref = indexref::ResolveForVolume(arg, &options);
     if (!ref.ok()) Throw(ref.status(), arg);
-    auto v = volume::Volume::Open(ref.value(), options);
+    auto v = reader::Volume::Open(indexref::LocationOf(ref.value()), options);
     if (!v.ok()) Throw(v.status(), arg);
     ref_ = std::move(ref).value();
     options_ = std::move(options);
@@ -125,7 +126,7 @@ class Handle {
 
   // The volume of this process: opened again after a fork. ValueError after
   // close().
-  std::shared_ptr<volume::Volume> Get() {
+  std::shared_ptr<reader::Volume> Get() {
     std::unique_lock<std::mutex> l(mu_);
     if (closed_) throw py::value_error("I/O operation on a closed shardfs.Index (" + arg_ + ")");
     uint64_t generation = fork_generation.load(std::memory_order_relaxed);
@@ -134,12 +135,12 @@ class Handle {
     Leak(std::move(volume_));
     // The disk chunk cache stays the parent's (a cache_dir serves one
     // process): the child's chunks of remote shards are kept in memory.
-    volume::VolumeOptions o = options_;
+    reader::VolumeOptions o = options_;
     if (!o.cache_dir.empty()) {
       o.cache_dir.clear();
       o.cache_size = 0;
     }
-    auto v = volume::Volume::Open(ref_, std::move(o));
+    auto v = reader::Volume::Open(indexref::LocationOf(ref_), std::move(o));
     if (!v.ok()) Throw(v.status(), arg_);
     volume_ = std::move(v).value();
     generation_ = generation;
@@ -147,7 +148,7 @@ class Handle {
   }
 
   void Close() {
-    std::shared_ptr<volume::Volume> old;
+    std::shared_ptr<reader::Volume> old;
     {
       std::lock_guard<std::mutex> l(mu_);
       closed_ = true;
@@ -188,21 +189,21 @@ class Handle {
   }
 
  private:
-  static void Leak(std::shared_ptr<volume::Volume> v) {
-    if (v) new std::shared_ptr<volume::Volume>(std::move(v));
+  static void Leak(std::shared_ptr<reader::Volume> v) {
+    if (v) new std::shared_ptr<reader::Volume>(std::move(v));
   }
 
   const std::string arg_;
   indexref::IndexRef ref_;
-  volume::VolumeOptions options_;
+  reader::VolumeOptions options_;
   std::mutex mu_;
-  std::shared_ptr<volume::Volume> volume_;  // Guarded by mu_.
+  std::shared_ptr<reader::Volume> volume_;  // Guarded by mu_.
   uint64_t generation_ = 0;  // fork_generation when volume_ was opened. Guarded by mu_.
   bool closed_ = false;      // Guarded by mu_.
 };
 
 // The file at `path` (symbolic links followed); IsADirectory for a directory.
-void ResolveFile(const volume::Volume& v, const std::string& path, EntryRecord* rec,
+void ResolveFile(const reader::Volume& v, const std::string& path, EntryRecord* rec,
                  RecordHolder* holder) {
   Check(v.Resolve(path, /*follow=*/true, rec, holder), path);
   if (rec->type == EntryType::kDir) {
@@ -235,11 +236,11 @@ constexpr size_t kCopiedReadMax = 1 << 20;
 py::bytes Read(Handle& h, const py::object& path_arg, int64_t offset, int64_t size) {
   if (offset < 0) throw py::value_error(fmt::format("offset {}: negative", offset));
   const std::string path = PathArg(path_arg);
-  std::shared_ptr<volume::Volume> v = h.Get();
+  std::shared_ptr<reader::Volume> v = h.Get();
   thread_local std::string buffer;
   EntryRecord rec;
   RecordHolder holder;
-  mount::ReadRange range;
+  reader::ReadRange range;
   bool copied = false;
   {
     py::gil_scoped_release nogil;
@@ -271,7 +272,7 @@ py::bytes Read(Handle& h, const py::object& path_arg, int64_t offset, int64_t si
 // bytes read (0 at end of file).
 size_t ReadInto(Handle& h, uint64_t inode, uint64_t offset, const py::buffer& buf,
                 const std::string& name) {
-  std::shared_ptr<volume::Volume> v = h.Get();
+  std::shared_ptr<reader::Volume> v = h.Get();
   py::buffer_info info = buf.request(/*writable=*/true);
   size_t len = static_cast<size_t>(info.size * info.itemsize);
   size_t got = 0;
@@ -286,7 +287,7 @@ size_t ReadInto(Handle& h, uint64_t inode, uint64_t offset, const py::buffer& bu
 
 StatTuple Stat(Handle& h, const py::object& path_arg, bool follow) {
   const std::string path = PathArg(path_arg);
-  std::shared_ptr<volume::Volume> v = h.Get();
+  std::shared_ptr<reader::Volume> v = h.Get();
   py::gil_scoped_release nogil;
   EntryRecord rec;
   RecordHolder holder;
@@ -295,7 +296,7 @@ StatTuple Stat(Handle& h, const py::object& path_arg, bool follow) {
 }
 
 // Each child of directory `dir` in name order: (name, mode).
-std::vector<std::pair<std::string, uint32_t>> ListDir(const volume::Volume& v, InodeId dir,
+std::vector<std::pair<std::string, uint32_t>> ListDir(const reader::Volume& v, InodeId dir,
                                                       const std::string& path) {
   std::vector<std::pair<std::string, uint32_t>> out;
   Check(v.fs().ReadDir(dir, "",
@@ -309,7 +310,7 @@ std::vector<std::pair<std::string, uint32_t>> ListDir(const volume::Volume& v, I
 
 std::vector<std::pair<std::string, uint32_t>> ListDirPath(Handle& h, const py::object& path_arg) {
   const std::string path = PathArg(path_arg);
-  std::shared_ptr<volume::Volume> v = h.Get();
+  std::shared_ptr<reader::Volume> v = h.Get();
   py::gil_scoped_release nogil;
   EntryRecord rec;
   RecordHolder holder;
@@ -324,7 +325,7 @@ std::vector<std::pair<std::string, uint32_t>> ListDirPath(Handle& h, const py::o
 // Appends to `out` the path of every file under directory `dir` (named
 // `dir_path`, "" or ending in '/') whose name starts with `name_prefix`, in
 // tree order (a directory's children in name order, each subtree in turn).
-void CollectFiles(const volume::Volume& v, InodeId dir, const std::string& dir_path,
+void CollectFiles(const reader::Volume& v, InodeId dir, const std::string& dir_path,
                   std::string_view name_prefix, std::vector<std::string>* out) {
   std::vector<std::pair<std::string, InodeId>> subdirs;
   std::vector<std::pair<std::string, bool>> entries;  // (name, is_dir) in order.
@@ -350,7 +351,7 @@ void CollectFiles(const volume::Volume& v, InodeId dir, const std::string& dir_p
 
 std::vector<std::string> Files(Handle& h, const py::object& prefix_arg) {
   const std::string prefix = PathArg(prefix_arg);
-  std::shared_ptr<volume::Volume> v = h.Get();
+  std::shared_ptr<reader::Volume> v = h.Get();
   py::gil_scoped_release nogil;
   size_t slash = prefix.rfind('/');
   std::string dir_path = slash == std::string::npos ? "" : prefix.substr(0, slash + 1);
@@ -368,13 +369,13 @@ std::vector<std::string> Files(Handle& h, const py::object& prefix_arg) {
   return out;
 }
 
-volume::VolumeOptions MakeOptions(std::optional<std::string> view, std::optional<uint32_t> rank,
+reader::VolumeOptions MakeOptions(std::optional<std::string> view, std::optional<uint32_t> rank,
                                   std::optional<uint32_t> world, uint64_t seed, bool rank_keep_dirs,
                                   const std::string& verify, std::optional<std::string> cache_dir,
                                   uint64_t cache_size, const std::string& storage,
                                   std::optional<uint64_t> decode_cache,
                                   std::optional<uint64_t> max_open_shards) {
-  volume::VolumeOptions o;
+  reader::VolumeOptions o;
   if (!ParseStorageMode(storage, &o.storage)) {
     throw py::value_error("storage: expected auto, local or network, not " + storage);
   }
@@ -393,14 +394,14 @@ volume::VolumeOptions MakeOptions(std::optional<std::string> view, std::optional
     o.reader.rank_keep_dirs = rank_keep_dirs;
   }
   if (verify == "auto") {
-    o.fs.verify = mount::VerifyMode::kFirst;
+    o.fs.verify = reader::VerifyMode::kFirst;
     o.verify_where_possible = true;
   } else if (verify == "off") {
-    o.fs.verify = mount::VerifyMode::kOff;
+    o.fs.verify = reader::VerifyMode::kOff;
   } else if (verify == "first") {
-    o.fs.verify = mount::VerifyMode::kFirst;
+    o.fs.verify = reader::VerifyMode::kFirst;
   } else if (verify == "always") {
-    o.fs.verify = mount::VerifyMode::kAlways;
+    o.fs.verify = reader::VerifyMode::kAlways;
   } else {
     throw py::value_error("verify: expected auto, off, first or always, not " + verify);
   }
@@ -457,7 +458,7 @@ PYBIND11_MODULE(_shardfs, m) {
                        std::optional<std::string> cache_dir, uint64_t cache_size,
                        const std::string& storage, std::optional<uint64_t> decode_cache,
                        std::optional<uint64_t> max_open_shards) {
-             volume::VolumeOptions o =
+             reader::VolumeOptions o =
                  MakeOptions(view, rank, world, seed, rank_keep_dirs, verify, cache_dir, cache_size,
                              storage, decode_cache, max_open_shards);
              py::gil_scoped_release nogil;
@@ -473,7 +474,7 @@ PYBIND11_MODULE(_shardfs, m) {
       .def_property_readonly("closed", &Handle::closed)
       .def_property_readonly("shown",
                              [](Handle& h) {
-                               std::shared_ptr<volume::Volume> v = h.Get();
+                               std::shared_ptr<reader::Volume> v = h.Get();
                                return v->shown();
                              })
       .def("read", &Read, py::arg("relpath"), py::arg("offset") = 0, py::arg("size") = -1,
@@ -493,7 +494,7 @@ PYBIND11_MODULE(_shardfs, m) {
            "where its name falls).")
       .def("readlink", [](Handle& h, const py::object& path_arg) {
         const std::string path = PathArg(path_arg);
-        std::shared_ptr<volume::Volume> v = h.Get();
+        std::shared_ptr<reader::Volume> v = h.Get();
         py::gil_scoped_release nogil;
         EntryRecord rec;
         RecordHolder holder;

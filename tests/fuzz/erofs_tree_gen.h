@@ -1,6 +1,6 @@
-// Test support for the EROFS image writer (tools/erofs_image.h): a tree made
+// Test support for the EROFS image writer (erofs/image.h): a tree made
 // from arbitrary bytes (the fuzzer's input, or a seeded PRNG's), written,
-// read back with the independent checker (tools/erofs_check.h) and compared
+// read back with the independent checker (erofs/check.h) and compared
 // entry by entry. Header-only: the fuzz target and the unit tests include it.
 #ifndef SHARDFS_TESTS_FUZZ_EROFS_TREE_GEN_H_
 #define SHARDFS_TESTS_FUZZ_EROFS_TREE_GEN_H_
@@ -19,14 +19,14 @@
 
 #include "base/fd.h"
 #include "base/io.h"
-#include "tools/erofs_check.h"
-#include "tools/erofs_image.h"
+#include "erofs/check.h"
+#include "erofs/image.h"
 
 namespace shardfs::erofs_test {
 
+using erofs::ErofsNode;
+using erofs::ErofsTree;
 using index::EntryType;
-using tools::ErofsNode;
-using tools::ErofsTree;
 
 // Numbers from bytes; zeros once they run out.
 class ByteSource {
@@ -188,8 +188,8 @@ inline Result<std::string> WriteImage(const ErofsTree& tree) {
   UniqueFd fd(::memfd_create("erofs-test", MFD_CLOEXEC));
   if (!fd.valid()) return Status::FromErrno(errno, "memfd_create");
   std::array<uint8_t, 16> uuid{};
-  SHARDFS_ASSIGN_OR_RETURN(tools::ErofsImageInfo info,
-                           tools::WriteErofsImage(tree, fd.get(), uuid));
+  SHARDFS_ASSIGN_OR_RETURN(erofs::ErofsImageInfo info,
+                           erofs::WriteErofsImage(tree, fd.get(), uuid));
   std::string image(info.bytes, '\0');
   SHARDFS_RETURN_IF_ERROR(PreadExact(fd.get(), image.data(), image.size(), 0));
   struct stat st;
@@ -201,7 +201,7 @@ inline Result<std::string> WriteImage(const ErofsTree& tree) {
 
 // Whether `got` (the checker's reading of `image`) is `t`: "" if so, else
 // the first difference.
-inline std::string CompareTree(const ErofsTree& t, const std::vector<tools::ErofsEntry>& got,
+inline std::string CompareTree(const ErofsTree& t, const std::vector<erofs::ErofsEntry>& got,
                                std::string_view image) {
   std::vector<std::pair<std::string, uint32_t>> want;  // Depth first, by name.
   std::vector<std::pair<std::string, uint32_t>> stack{{"", 0}};
@@ -223,7 +223,7 @@ inline std::string CompareTree(const ErofsTree& t, const std::vector<tools::Erof
   std::set<uint64_t> nids;
   for (size_t i = 0; i < want.size(); ++i) {
     const ErofsNode& n = t.nodes[want[i].second];
-    const tools::ErofsEntry& g = got[i];
+    const erofs::ErofsEntry& g = got[i];
     const std::string at = "'" + want[i].first + "': ";
     if (g.path != want[i].first) return at + "read as '" + g.path + "'";
     if (g.type != n.type || g.mode != n.mode || g.uid != n.uid || g.gid != n.gid ||
@@ -239,7 +239,7 @@ inline std::string CompareTree(const ErofsTree& t, const std::vector<tools::Erof
       continue;
     }
     if (!n.sparse) {
-      std::vector<tools::ErofsPiece> one{{0, n.size, n.device, n.offset}};
+      std::vector<erofs::ErofsPiece> one{{0, n.size, n.device, n.offset}};
       if (g.pieces != one) return at + "data is elsewhere";
       continue;
     }
@@ -249,7 +249,7 @@ inline std::string CompareTree(const ErofsTree& t, const std::vector<tools::Erof
     for (uint64_t b = 0; b * 512 < n.size; ++b) {
       uint64_t lo = b * 512, len = std::min<uint64_t>(512, n.size - lo);
       while (p < g.pieces.size() && g.pieces[p].logical + g.pieces[p].length <= lo) ++p;
-      const tools::ErofsPiece* piece =
+      const erofs::ErofsPiece* piece =
           p < g.pieces.size() && g.pieces[p].logical <= lo ? &g.pieces[p] : nullptr;
       auto where = [&] { return at + "block " + std::to_string(b) + ": "; };
       if (k < n.copied.size() && n.copied[k].first == b) {

@@ -1,5 +1,5 @@
 // libFuzzer target: the seek-point decoder of compressed tar shards
-// (tools/ctar_codec.h) on hostile input. Input layout: u16le n, then n
+// (codec/ctar_codec.h) on hostile input. Input layout: u16le n, then n
 // bytes of a seek table value (index/schema.h), u16le w, then w bytes of a
 // window, one byte naming the point, and the rest: the compressed bytes
 // from that point on. Whatever the bytes, the table decoder and the
@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
+#include "codec/ctar_codec.h"
 #include "index/schema.h"
-#include "tools/ctar_codec.h"
 
 namespace {
 
@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)table.Find(static_cast<uint64_t>(size) * 977);
   constexpr uint64_t kMax = uint64_t{4} << 20;
   shardfs::Result<std::string> out =
-      shardfs::tools::DecodeInterval("fuzz.tar.gz", table, i, window, in, kMax);
+      shardfs::codec::DecodeInterval("fuzz.tar.gz", table, i, window, in, kMax);
   if (out.ok() && out->size() != table.End(i) - table.points[i].decoded) {
     std::fprintf(stderr, "interval decoded to %zu bytes, not %llu\n", out->size(),
                  static_cast<unsigned long long>(table.End(i) - table.points[i].decoded));
@@ -60,10 +60,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // A prefix, where the kind allows one, is the interval's first bytes.
   const uint64_t want = table.End(i) - table.points[i].decoded;
-  if (want > 0 && want <= kMax && shardfs::tools::CanDecodePrefix(table.points[i].kind)) {
+  if (want > 0 && want <= kMax && shardfs::codec::CanDecodePrefix(table.points[i].kind)) {
     const uint64_t prefix = (static_cast<uint64_t>(size) * 31) % want;
     shardfs::Result<std::string> part =
-        shardfs::tools::DecodeIntervalPrefix("fuzz.tar.gz", table, i, window, in, kMax, prefix);
+        shardfs::codec::DecodeIntervalPrefix("fuzz.tar.gz", table, i, window, in, kMax, prefix);
     if (part.ok() && part->size() != prefix) {
       std::fprintf(stderr, "prefix of %llu decoded to %zu bytes\n",
                    static_cast<unsigned long long>(prefix), part->size());

@@ -3,17 +3,17 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "tools/tar_scanner.h"
+#include "archive/tar_scanner.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace shardfs::tools;
+  using namespace shardfs;
   for (bool checksum : {false, true}) {
-    ShardInfo info;
-    ScanOptions options;
+    archive::ShardInfo info;
+    archive::ScanOptions options;
     options.checksum = checksum;
-    shardfs::Status s = ScanTarBytes(
+    shardfs::Status s = archive::ScanTarBytes(
         "fuzz.tar", reinterpret_cast<const char*>(data), size, options,
-        [&](ScannedMember&& m) -> shardfs::Status {
+        [&](archive::ScannedMember&& m) -> shardfs::Status {
           if (m.sparse) {
             // Every extent inside the shard and the logical size, in order.
             uint64_t end = 0;
@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
               }
               end = e.logical + e.length;
             }
-          } else if (m.kind == MemberKind::kFile && m.size > 0 &&
+          } else if (m.kind == archive::MemberKind::kFile && m.size > 0 &&
                      (m.data_offset > size || m.size > size - m.data_offset)) {
             std::abort();  // A range outside the shard would serve wrong bytes.
           }

@@ -8,12 +8,12 @@
 #include <cstdlib>
 #include <vector>
 
-#include "tools/tar_scanner.h"
-#include "tools/tar_walker.h"
+#include "archive/tar_scanner.h"
+#include "archive/tar_walker.h"
 
 namespace {
 
-using shardfs::tools::ScannedMember;
+using shardfs::archive::ScannedMember;
 
 bool Same(const ScannedMember& a, const ScannedMember& b) {
   return a.path == b.path && a.kind == b.kind && std::string_view(a.other_type) == b.other_type &&
@@ -31,19 +31,19 @@ void Differ(const char* what, size_t i) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace shardfs::tools;
+  using namespace shardfs;
   const char* bytes = reinterpret_cast<const char*>(data);
-  ScanOptions options;
+  archive::ScanOptions options;
   options.checksum = true;
-  std::vector<ScannedMember> walked;
-  if (!WalkTar(bytes, size, options, &walked)) return 0;
+  std::vector<archive::ScannedMember> walked;
+  if (!archive::WalkTar(bytes, size, options, &walked)) return 0;
 
   options.walker = false;
-  std::vector<ScannedMember> scanned;
-  ShardInfo info;
-  shardfs::Status s = ScanTarBytes(
+  std::vector<archive::ScannedMember> scanned;
+  archive::ShardInfo info;
+  shardfs::Status s = archive::ScanTarBytes(
       "fuzz.tar", bytes, size, options,
-      [&](ScannedMember&& m) {
+      [&](archive::ScannedMember&& m) {
         scanned.push_back(std::move(m));
         return shardfs::Status::Ok();
       },
@@ -65,10 +65,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // And through ScanTarBytes with the walker on: the same members again.
   options.walker = true;
   size_t i = 0;
-  ShardInfo info2;
-  s = ScanTarBytes(
+  archive::ShardInfo info2;
+  s = archive::ScanTarBytes(
       "fuzz.tar", bytes, size, options,
-      [&](ScannedMember&& m) {
+      [&](archive::ScannedMember&& m) {
         if (i >= scanned.size() || !Same(m, scanned[i])) Differ("ScanTarBytes with the walker", i);
         ++i;
         return shardfs::Status::Ok();

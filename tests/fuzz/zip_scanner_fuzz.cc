@@ -1,4 +1,4 @@
-// libFuzzer target: the zip central directory parser (tools/zip_scanner.h).
+// libFuzzer target: the zip central directory parser (archive/zip_scanner.h).
 // Input bytes are a whole archive. The scan must return (a Status, never a
 // crash or a read outside the input), and every member it accepts must be
 // one a mount can serve: a file's bytes (stored range or compressed range)
@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "index/encoded_member.h"
+#include "archive/zip_scanner.h"
+#include "codec/encoded_member.h"
 #include "index/member_path.h"
-#include "tools/zip_scanner.h"
 
 namespace {
 
@@ -29,24 +29,24 @@ void Fail(const char* what) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace shardfs;
   const char* bytes = reinterpret_cast<const char*>(data);
-  if (!tools::LooksLikeZip(bytes, size)) return 0;
+  if (!archive::LooksLikeZip(bytes, size)) return 0;
   for (bool checksum : {false, true}) {
-    tools::ScanOptions options;
+    archive::ScanOptions options;
     options.checksum = checksum;
-    tools::ShardInfo info;
-    Status s = tools::ScanZipBytes(
+    archive::ShardInfo info;
+    Status s = archive::ScanZipBytes(
         "fuzz.zip", bytes, size, options,
-        [&](tools::ScannedMember&& m) -> Status {
+        [&](archive::ScannedMember&& m) -> Status {
           if (!index::NormalizeMemberPath(m.path).ok()) Fail("accepted a bad name");
-          if (m.kind == tools::MemberKind::kSymlink && m.link_target.empty()) {
+          if (m.kind == archive::MemberKind::kSymlink && m.link_target.empty()) {
             Fail("empty symlink target");
           }
-          if (m.kind != tools::MemberKind::kFile || m.size == 0) return Status::Ok();
+          if (m.kind != archive::MemberKind::kFile || m.size == 0) return Status::Ok();
           const uint64_t at = m.encoded ? m.encoding.comp_offset : m.data_offset;
           const uint64_t len = m.encoded ? m.encoding.comp_size : m.size;
           if (at > size || len > size - at) Fail("member bytes outside the archive");
           if (m.encoded && checksum) {
-            Result<std::string> r = index::DecodeMember(
+            Result<std::string> r = codec::DecodeMember(
                 m.encoding, std::string_view(bytes + at, static_cast<size_t>(len)), m.size);
             if (!r.ok()) Fail("accepted member does not decode");
             if (XXH3_64bits(r->data(), r->size()) != m.xxh3) Fail("checksum differs");

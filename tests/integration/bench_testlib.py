@@ -1,4 +1,4 @@
-"""What the smoke tests of tools/bench/shardfs_bench.py share: a run in a temporary directory
+"""What the smoke tests of bench/shardfs_bench.py share: a run in a temporary directory
 that must leave no mount, no process and no scratch behind."""
 
 import glob

@@ -16,7 +16,7 @@ hostile local users and careless clients:
   and with a message.
 
 The refusal of a listener of another uid (SO_PEERCRED) is tested at unit level
-(tests/unit/control_socket_test.cc): nobody but the owner and root can create
+(tests/unit/reader/control_socket_test.cc): nobody but the owner and root can create
 a socket where the client looks, so it cannot be set up here."""
 
 import json

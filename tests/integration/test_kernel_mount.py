@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`shardfs mount --kernel` (issue 27): the view served by the kernel's EROFS
-driver from an image shardfs writes (tools/erofs_image.h), the shards as
+driver from an image shardfs writes (erofs/image.h), the shards as
 extra devices.
 
 The oracles: GNU tar's extraction (as root, owners kept) for generated trees

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The mount(8) helper src/mount.fuse.shardfs, run the way mount(8) runs it
+"""The mount(8) helper app/mount.fuse.shardfs, run the way mount(8) runs it
 for `mount -t fuse.shardfs INDEX MNT -o OPTIONS` and for fstab lines: it drops
 the options only mount(8) uses, mounts, and returns once mounted."""
 

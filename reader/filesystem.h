@@ -1,0 +1,236 @@
+// The filesystem an index describes, as plain C++ on InodeIds: lookup,
+// getattr, readdir, readlink, read. No FUSE types here, so unit tests call it
+// directly; app/fuse_adapter.cc translates FUSE requests into these calls.
+//
+// Metadata comes from the index alone; no shard is opened for lookup,
+// getattr, readdir or readlink. A read resolves to a byte range of a shard:
+// one index lookup for the inode, then pread (or splice) at offset + position.
+//
+// Thread safety: after construction every method may be called from any
+// number of threads. The index reader is immutable, ShardFiles guards
+// itself, the verified-inode bitmap is atomic words.
+//
+// What the mount does ahead of a reader (shard readahead, drop-behind,
+// pushes into the kernel's page cache) is reader/push_ahead.h.
+#ifndef SHARDFS_READER_FILESYSTEM_H_
+#define SHARDFS_READER_FILESYSTEM_H_
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "index/index_reader.h"
+#include "index/schema.h"
+#include "reader/decoded_cache.h"
+#include "reader/kernel_requests.h"
+#include "reader/shard_files.h"
+#include "reader/stream_reader.h"
+
+namespace shardfs::reader {
+
+using index::EntryRecord;
+using index::InodeId;
+
+enum class VerifyMode {
+  kOff,     // Trust the shard check (size + fingerprint) alone.
+  kFirst,   // Check a file's XXH3 against the index on its first read.
+  kAlways,  // Check the whole file's XXH3 on every read (for small files).
+};
+
+struct FilesystemOptions {
+  VerifyMode verify = VerifyMode::kOff;
+  size_t max_open_shards = 128;
+  // Ownership and permission overrides for every entry (-o uid=,gid=,umask=).
+  int64_t uid = -1;
+  int64_t gid = -1;
+  int64_t umask = -1;
+  // Reads remote shards, and local ones too with chunk_local (a cache_dir
+  // in front of them); see reader/chunked_reader.h. Not owned.
+  ChunkedReader* chunked = nullptr;
+  bool chunk_local = false;
+  // Decoded bytes of encoded data (inflated zip members, intervals of a
+  // compressed tar): reader/decoded_cache.h. Not owned; set by a mount.
+  DecodedCache* decoded = nullptr;
+};
+
+// A read resolved to a range of an open, checked shard: what ResolveRead
+// hands down, to ReadResolved or to a splice from shard->fd().
+struct ReadRange {
+  ShardHandle shard;
+  index::ShardId shard_id;
+  uint64_t position = 0;    // Byte offset in the shard.
+  size_t length = 0;        // 0 at or past end of file.
+  bool ends_file = false;   // The range ends where the file ends.
+  bool whole_file = false;  // The range is the whole file.
+  // A read of a sparse file that crosses a hole or several extents: it is no
+  // one range of the shard (position is where its first stored byte is) and
+  // only ReadResolved can serve it, assembling it in the caller's buffer from
+  // `offset` and `extents`. A read inside one extent is an ordinary range.
+  bool gather = false;
+  uint64_t offset = 0;       // Where in the file the read starts.
+  std::string_view extents;  // Gather: the file's extents (index/schema.h).
+  // A read of an encoded member (a deflated zip member): only ReadResolved
+  // serves it, from the member's inflated bytes (reader/zip_reader.h);
+  // position is the compressed bytes' offset. Never spliced.
+  bool decode_member = false;
+  index::EncodedMember encoding;  // decode_member: how the member is stored,
+  uint64_t file_size = 0;         // its uncompressed size,
+  InodeId inode;                  // and what verify checks it against.
+  uint64_t xxh3 = 0;
+  bool has_checksum = false;
+  // A file of a compressed tar shard: `position` is an offset in the
+  // decoded stream, which only ReadResolved serves (reader/stream_reader.h);
+  // never spliced, and push-ahead leaves it alone. file_size, xxh3 and
+  // has_checksum are set as for decode_member: the stream reader checks a
+  // file decoded on its own against them.
+  bool decode_stream = false;
+};
+
+// One bit per inode up to a maximum, set and tested from any thread.
+class InodeBits {
+ public:
+  InodeBits() = default;
+  explicit InodeBits(uint64_t max_inode);
+  bool Test(InodeId inode) const;
+  void Set(InodeId inode);  // Beyond the maximum: ignored.
+
+ private:
+  struct Free {
+    void operator()(uint64_t* p) const { std::free(p); }
+  };
+  // From calloc, accessed through std::atomic_ref: a large set comes as
+  // untouched zero pages, so a mount of 10M entries does not write (and
+  // fault in) megabytes per set before it serves.
+  std::unique_ptr<uint64_t[], Free> words_;
+  size_t size_ = 0;  // Words.
+};
+
+class Filesystem;
+
+// An open directory read by offsets, as readdir does: 0 is ".", 1 is "..",
+// 2 + i is the i-th child in name order. The children are streamed from the
+// index: a cursor holds only where the last call ended (the name to resume
+// after), so an open directory costs the same whatever its size. Reading on
+// from there is one seek into the index; any other offset (seekdir) is
+// reached by counting from the first child.
+//
+// Thread safety: one cursor must not be used by two threads at once.
+class DirCursor {
+ public:
+  // Called for each entry: `next_off` is the offset of the entry after it
+  // (what telldir gives after it). "." and ".." have rec.inode set and
+  // rec.mode = S_IFDIR only. Returns false if it did not take the entry.
+  using EntryFn =
+      std::function<bool(uint64_t next_off, std::string_view name, const EntryRecord& rec)>;
+
+  // Opens directory `dir`. NotFound if there is none, NotADirectory if it
+  // is not a directory.
+  static Result<DirCursor> Open(const Filesystem& fs, InodeId dir);
+
+  // Calls `fn` for each entry from offset `off` on, until `fn` returns
+  // false or the directory ends.
+  Status Read(const Filesystem& fs, uint64_t off, const EntryFn& fn);
+
+  InodeId inode() const { return self_.inode; }
+  InodeId parent() const { return self_.parent; }
+
+ private:
+  EntryRecord self_;          // self_.target is cleared.
+  uint64_t next_off_ = 0;     // Where the last Read stopped.
+  std::string resume_after_;  // The child before next_off_, if next_off_ > 2.
+  std::string scratch_;
+};
+
+class Filesystem {
+ public:
+  Filesystem(std::unique_ptr<index::IndexReader> reader, FilesystemOptions options);
+
+  // The child `name` of `parent`. NotFound if none, also when `parent` is
+  // not a directory (it has no children).
+  Status Lookup(InodeId parent, std::string_view name, EntryRecord* rec,
+                index::RecordHolder* holder) const;
+  Status GetAttr(InodeId inode, EntryRecord* rec, index::RecordHolder* holder) const;
+  // Fills `st` from a record, applying the ownership overrides.
+  void ToStat(const EntryRecord& rec, struct stat* st) const;
+  // Calls fn(name, record) for each child in name order after `start_after`.
+  Status ReadDir(InodeId dir, std::string_view start_after,
+                 const std::function<bool(std::string_view, const EntryRecord&)>& fn) const;
+  // The target of a symlink; InvalidArgument if `inode` is not one.
+  Status ReadLink(InodeId inode, std::string_view* target, index::RecordHolder* holder) const;
+
+  // Resolves a read of `size` bytes at `offset` of file `inode`, clamped to
+  // the file's size: one index lookup, one ShardFiles lookup. With
+  // verify=first/always the file's content is checked first. Returns IoError
+  // or Corruption (EIO) if the shard is bad or the content does not match;
+  // IsADirectory for a directory, InvalidArgument for a symlink.
+  // range->extents points into `holder`, which must outlive the range's read.
+  Status ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range,
+                     index::RecordHolder* holder);
+  // The same for the record of a file already looked up (Lookup or GetAttr
+  // of this filesystem), without reading it again: what a path walk that
+  // ends at the file hands down. The record's range is checked against the
+  // shard table (IndexReader::CheckFileRange) first. range->extents points
+  // into the record's holder.
+  Status ResolveRead(const EntryRecord& looked_up, uint64_t offset, size_t size, ReadRange* range);
+  // Reads a range ResolveRead gave into `buf` (of at least range.length
+  // bytes; a sparse file's holes read as zeros), without resolving again. A
+  // short read marks the shard bad and returns IoError. With `at`, a range
+  // of a shard read in chunks that lies whole in a checked chunk file on
+  // disk is not copied: *at says where it is, for a splice.
+  Status ReadResolved(const ReadRange& range, char* buf, FileRange* at = nullptr);
+  // ResolveRead, then ReadResolved; *n is the number of bytes read.
+  Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n);
+
+  // Checks `data`, the whole content of file `inode` (`size` bytes), against
+  // the file's indexed XXH3 `xxh3` when verify is first (once) or always.
+  // Returns Corruption on a mismatch (nothing is marked: a read of the file
+  // will report it), NotSupported if the index has no checksum for it.
+  Status VerifyBytes(InodeId inode, const char* data, size_t size, uint64_t xxh3,
+                     bool has_checksum);
+  // Whether bytes of `inode` must be checked before they are served now:
+  // verify=always, or verify=first and the file not checked yet.
+  bool WouldVerify(InodeId inode) const;
+
+  void StatFs(struct statvfs* st) const;
+  const index::IndexReader& reader() const { return *reader_; }
+  ShardFiles& shard_files() { return shards_; }
+  const FilesystemOptions& options() const { return options_; }
+  StreamStats stream_stats() const { return streams_.stats(); }
+  // What the kernel asked for, counted by the FUSE adapter.
+  KernelRequests& kernel_requests() const { return kernel_requests_; }
+
+ private:
+  Status VerifyFile(const EntryRecord& rec, const ShardHandle& shard);
+  // Reads gather range `range` into `buf`: a pread per extent, zeros for
+  // the holes.
+  static Status Gather(const ReadRange& range, char* buf);
+  // Reads decode_member range `range` into `buf` (reader/zip_reader.h).
+  Status ReadEncoded(const ReadRange& range, char* buf);
+
+  // ResolveRead of a checked record.
+  Status ResolveRecordRead(const EntryRecord& rec, uint64_t offset, size_t size, ReadRange* range);
+
+  // VerifyFile for a file of a compressed tar shard.
+  Status VerifyStreamFile(const EntryRecord& rec, const ShardHandle& shard);
+
+  const std::unique_ptr<index::IndexReader> reader_;
+  const FilesystemOptions options_;
+  ShardFiles shards_;
+  StreamReader streams_;
+  // One bit per inode: content checked (verify=first).
+  InodeBits verified_;
+  mutable KernelRequests kernel_requests_;
+};
+
+}  // namespace shardfs::reader
+
+#endif  // SHARDFS_READER_FILESYSTEM_H_

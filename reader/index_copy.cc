@@ -1,0 +1,267 @@
+#include "reader/index_copy.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "base/fd.h"
+#include "base/io.h"
+#include "base/open_file.h"
+
+namespace shardfs::reader {
+
+namespace {
+
+constexpr char kRecord[] = ".shardfs-source";
+
+struct SourceFile {
+  std::string name;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint64_t ino = 0;  // RocksDB replaces CURRENT by a rename: a new inode.
+  int64_t ctime_ns = 0;
+};
+
+int64_t Ns(const struct timespec& t) {
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+int64_t MtimeNs(const struct stat& st) { return Ns(st.st_mtim); }
+
+// RocksDB's files a reader needs: not its info logs nor its LOCK.
+bool Copied(std::string_view name) { return !name.starts_with("LOG") && name != "LOCK"; }
+
+// The index directory's files, sorted by name.
+Result<std::vector<SourceFile>> ListIndex(const std::string& index) {
+  DIR* d = ::opendir(index.c_str());
+  if (d == nullptr) return Status::FromErrno(errno, fmt::format("index {}", index));
+  std::vector<SourceFile> out;
+  Status status;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string_view name = e->d_name;
+    if (name == "." || name == ".." || !Copied(name)) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      status = Status::FromErrno(errno, fmt::format("index {}/{}", index, name));
+      break;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      status = Status::InvalidArgument(
+          fmt::format("index {}: {} is not a regular file; not copied", index, name));
+      break;
+    }
+    out.push_back({std::string(name), static_cast<uint64_t>(st.st_size), MtimeNs(st),
+                   static_cast<uint64_t>(st.st_ino), Ns(st.st_ctim)});
+  }
+  ::closedir(d);
+  if (!status.ok()) return status;
+  std::sort(out.begin(), out.end(),
+            [](const SourceFile& a, const SourceFile& b) { return a.name < b.name; });
+  return out;
+}
+
+// One file of a record: "SIZE MTIME INO CTIME NAME"; the name last, so that
+// RemoveCopy finds it after the fourth space.
+std::string Line(const SourceFile& f) {
+  return fmt::format("{} {} {} {} {}\n", f.size, f.mtime_ns, f.ino, f.ctime_ns, f.name);
+}
+
+std::string RecordText(const std::string& real, const std::vector<SourceFile>& files) {
+  std::string text = fmt::format("shardfs index copy v1\n{}\n", real);
+  for (const SourceFile& f : files) text += Line(f);
+  return text;
+}
+
+// The record of the copy in `dir`, "" if none can be read.
+std::string ReadRecord(const std::string& dir) {
+  UniqueFd fd(
+      ::open(fmt::format("{}/{}", dir, kRecord).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return {};
+  std::string text;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n <= 0 || text.size() > (16u << 20)) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  return text;
+}
+
+// Copies `from` (of the listed size and mtime) to new file `to`.
+Status CopyFile(const std::string& from, const SourceFile& want, const std::string& to) {
+  struct stat st {};
+  SHARDFS_ASSIGN_OR_RETURN(UniqueFd in, OpenRegularFile(from, &st));
+  UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!out.valid()) return Status::FromErrno(errno, to);
+  std::vector<char> buf(1 << 20);
+  uint64_t copied = 0;
+  for (;;) {
+    ssize_t n = ::read(in.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno(errno, from);
+    if (n == 0) break;
+    if (!WriteFully(out.get(), buf.data(), static_cast<size_t>(n))) {
+      return Status::FromErrno(errno, to);
+    }
+    copied += static_cast<uint64_t>(n);
+  }
+  if (::fstat(in.get(), &st) != 0) return Status::FromErrno(errno, from);
+  if (copied != want.size || static_cast<uint64_t>(st.st_size) != want.size ||
+      MtimeNs(st) != want.mtime_ns) {
+    return Status::IoError(fmt::format("{}: changed while it was copied", from));
+  }
+  return Status::Ok();
+}
+
+// Removes the copy in `dir`: the files its record names, the record, then
+// the directory (which fails, harmlessly, if anything else is in it).
+void RemoveCopy(const std::string& dir) {
+  std::string record = ReadRecord(dir);
+  size_t line_end = record.find('\n');
+  line_end = record.find('\n', line_end == std::string::npos ? record.size() : line_end + 1);
+  while (line_end != std::string::npos && line_end + 1 < record.size()) {
+    size_t next = record.find('\n', line_end + 1);
+    std::string_view line(record.data() + line_end + 1,
+                          (next == std::string::npos ? record.size() : next) - line_end - 1);
+    size_t sp = 0;
+    for (int i = 0; i < 4 && sp != std::string_view::npos; ++i) {
+      sp = line.find(' ', i == 0 ? 0 : sp + 1);
+    }
+    if (sp != std::string_view::npos) {
+      std::string name(line.substr(sp + 1));
+      if (name.find('/') == std::string::npos && name != "." && name != "..") {
+        ::unlink(fmt::format("{}/{}", dir, name).c_str());
+      }
+    }
+    line_end = next;
+  }
+  ::unlink(fmt::format("{}/{}", dir, kRecord).c_str());
+  ::rmdir(dir.c_str());
+}
+
+// Removes the copies of index `key` in `copies` other than `keep`: those of
+// the index as it was before (not temporary ones, which their makers remove).
+void RemoveOlderCopies(const std::string& copies, const std::string& key, const std::string& keep) {
+  DIR* d = ::opendir(copies.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> old;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string_view name = e->d_name;
+    if (!name.starts_with(key + "-") || name.find(".tmp-") != std::string_view::npos) continue;
+    std::string path = fmt::format("{}/{}", copies, name);
+    if (path != keep) old.push_back(std::move(path));
+  }
+  ::closedir(d);
+  for (const std::string& path : old) RemoveCopy(path);
+}
+
+// The cache root is this user's, no access for others, not a link.
+Status CheckRoot(const std::string& root) {
+  struct stat st {};
+  if (::lstat(root.c_str(), &st) != 0) return Status::FromErrno(errno, root);
+  if (!S_ISDIR(st.st_mode))
+    return Status::InvalidArgument(fmt::format("{}: not a directory", root));
+  if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+    return Status::InvalidArgument(
+        fmt::format("{}: owned by another user or open to others (mode {:o}); not used", root,
+                    st.st_mode & 07777));
+  }
+  return Status::Ok();
+}
+
+Result<UniqueFd> LockCopy(const std::string& lock_path) {
+  UniqueFd fd(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return Status::FromErrno(errno, lock_path);
+  const auto deadline = std::chrono::steady_clock::now() + kCopyLockWait;
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return Status::FromErrno(errno, lock_path);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::IoError(fmt::format("{}: another process holds it", lock_path));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return fd;
+}
+
+}  // namespace
+
+Result<IndexCopy> LocalIndexCopy(const std::string& index, const std::string& cache_root,
+                                 uint64_t max_bytes) {
+  char real[PATH_MAX];
+  if (::realpath(index.c_str(), real) == nullptr) {
+    return Status::FromErrno(errno, fmt::format("index {}", index));
+  }
+  SHARDFS_RETURN_IF_ERROR(CheckRoot(cache_root));
+  const std::string copies = fmt::format("{}/{}", cache_root, kIndexCopySubdir);
+  if (::mkdir(copies.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::FromErrno(errno, copies);
+  }
+  SHARDFS_RETURN_IF_ERROR(CheckRoot(copies));
+  const std::string key = fmt::format("{:016x}", XXH3_64bits(real, std::strlen(real)));
+  SHARDFS_ASSIGN_OR_RETURN(UniqueFd lock, LockCopy(fmt::format("{}/{}.lock", copies, key)));
+  SHARDFS_ASSIGN_OR_RETURN(std::vector<SourceFile> files, ListIndex(real));
+  IndexCopy out;
+  for (const SourceFile& f : files) out.bytes += f.size;
+  if (out.bytes > max_bytes) {
+    return Status::InvalidArgument(
+        fmt::format("index {}: {} bytes, more than the {} bytes a local copy may take", index,
+                    out.bytes, max_bytes));
+  }
+  // Named by what it holds: a copy is never overwritten, only made anew.
+  const std::string record = RecordText(real, files);
+  const std::string dir =
+      fmt::format("{}/{}-{:016x}", copies, key, XXH3_64bits(record.data(), record.size()));
+  out.path = dir;
+  if (ReadRecord(dir) == record) {
+    out.reused = true;
+    return out;
+  }
+  const std::string tmp = fmt::format("{}.tmp-{}", dir, ::getpid());
+  RemoveCopy(tmp);  // One left by a crash of a process with this pid.
+  if (::mkdir(tmp.c_str(), 0700) != 0) return Status::FromErrno(errno, tmp);
+  Status s;
+  std::string written = fmt::format("shardfs index copy v1\n{}\n", real);
+  for (const SourceFile& f : files) {
+    s = CopyFile(fmt::format("{}/{}", real, f.name), f, fmt::format("{}/{}", tmp, f.name));
+    if (!s.ok()) break;
+    written += Line(f);
+    // The record lists what is in the directory so far: a failure below
+    // removes exactly that.
+  }
+  auto write_record = [&](const std::string& text) {
+    const std::string path = fmt::format("{}/{}", tmp, kRecord);
+    ::unlink(path.c_str());
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd.valid() || !WriteFully(fd.get(), text.data(), text.size())) {
+      return Status::FromErrno(errno, path);
+    }
+    return Status::Ok();
+  };
+  Status ws = write_record(s.ok() ? record : written);
+  if (!s.ok() || !ws.ok()) {
+    RemoveCopy(tmp);
+    return s.ok() ? ws : s;
+  }
+  RemoveCopy(dir);  // A damaged one of the same name.
+  if (::rename(tmp.c_str(), dir.c_str()) != 0) {
+    Status rs = Status::FromErrno(errno, dir);
+    RemoveCopy(tmp);
+    return rs;
+  }
+  RemoveOlderCopies(copies, key, dir);
+  return out;
+}
+
+}  // namespace shardfs::reader

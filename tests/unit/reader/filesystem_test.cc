@@ -1,0 +1,571 @@
+// reader/filesystem.h called directly, no FUSE: the tree, attributes and bytes
+// it serves over an index of a real tar, compared with the source tree; and
+// what it does when a shard changes under it.
+#include "reader/filesystem.h"
+
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/io.h"
+#include "builder/index_build.h"
+#include "index/fingerprint.h"
+#include "index/index_reader.h"
+#include "tests/unit/reader_test_util.h"
+#include "tests/unit/test_util.h"
+
+namespace shardfs::reader {
+namespace {
+
+namespace fs = std::filesystem;
+using index::EntryType;
+using reader_testing::IndexShards;
+using reader_testing::InodeOf;
+using reader_testing::OpenFs;
+using shardfs::testing::CommandResult;
+using shardfs::testing::TempDir;
+using ::testing::HasSubstr;
+
+// Archives the top-level names of `src` into `shard` (GNU tar, posix
+// format: nanosecond mtimes) and indexes it at `idx`.
+void MakeIndexedShard(const std::string& src, const std::string& shard, const std::string& idx,
+                      bool checksum = true) {
+  std::vector<std::string> argv = {"tar", "--format=posix", "-C", src, "-cf", shard};
+  for (const std::string& n : testing::TopLevelNames(src)) argv.push_back(n);
+  CommandResult r = testing::Run(argv);
+  ASSERT_TRUE(r.ok()) << r.describe;
+  reader_testing::IndexShards({shard}, idx, checksum);
+}
+
+std::unique_ptr<Filesystem> Open(const std::string& idx, FilesystemOptions options = {}) {
+  return reader_testing::OpenFs(idx, options);
+}
+
+// Reads [offset, offset + size) through Filesystem::Read.
+Status ReadAt(Filesystem& fs, InodeId inode, uint64_t offset, size_t size, std::string* out) {
+  out->assign(size, '\0');
+  size_t n = 0;
+  Status s = fs.Read(inode, offset, size, out->data(), &n);
+  out->resize(s.ok() ? n : 0);
+  return s;
+}
+
+// The whole file, in chunks of `chunk` bytes.
+Status ReadAll(Filesystem& fs, InodeId inode, size_t chunk, std::string* out) {
+  out->clear();
+  for (;;) {
+    std::string part;
+    SHARDFS_RETURN_IF_ERROR(ReadAt(fs, inode, out->size(), chunk, &part));
+    if (part.empty()) return Status::Ok();
+    if (part.size() > chunk) return Status::Corruption("read more than asked");
+    out->append(part);
+  }
+}
+
+class FilesystemTreeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    src_ = *dir_ / "src";
+    testing::BuildSourceTree(src_, testing::TreeFlavor::kFull);
+    MakeIndexedShard(src_, *dir_ / "shard.tar", *dir_ / "idx");
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static TempDir* dir_;
+  static std::string src_;
+};
+TempDir* FilesystemTreeTest::dir_ = nullptr;
+std::string FilesystemTreeTest::src_;
+
+// Walks the mounted tree from the root and compares every entry with the
+// source: names, types, modes, sizes, mtimes, link counts, targets, bytes.
+TEST_F(FilesystemTreeTest, TreeMatchesTheSource) {
+  auto fs = Open(*dir_ / "idx");
+  ASSERT_TRUE(fs);
+  size_t entries = 0;
+  std::map<ino_t, InodeId> inode_of_source;  // Hard links: one inode both sides.
+  std::function<void(InodeId, const std::string&)> walk = [&](InodeId dir, const std::string& rel) {
+    std::vector<std::pair<std::string, EntryRecord>> kids;
+    Status s = fs->ReadDir(dir, "", [&](std::string_view name, const EntryRecord& rec) {
+      EntryRecord copy = rec;
+      copy.target = {};
+      kids.emplace_back(std::string(name), copy);
+      return true;
+    });
+    ASSERT_TRUE(s.ok()) << s.message();
+    std::vector<std::string> want;
+    for (const auto& e : fs::directory_iterator(rel.empty() ? src_ : src_ + "/" + rel)) {
+      want.push_back(e.path().filename().native());
+    }
+    std::sort(want.begin(), want.end());
+    std::vector<std::string> names;
+    for (const auto& k : kids) names.push_back(k.first);
+    ASSERT_EQ(names, want) << "in '" << rel << "'";
+    size_t subdirs = 0;
+    for (const auto& [name, listed] : kids) {
+      const std::string path = rel.empty() ? name : rel + "/" + name;
+      const std::string at = src_ + "/" + path;
+      SCOPED_TRACE("'" + path + "'");
+      ++entries;
+      struct stat want_st = testing::Lstat(at);
+      EntryRecord rec;
+      index::RecordHolder holder;
+      ASSERT_TRUE(fs->Lookup(dir, name, &rec, &holder).ok());
+      EXPECT_EQ(rec.inode, listed.inode);
+      EntryRecord attr;
+      index::RecordHolder attr_holder;
+      ASSERT_TRUE(fs->GetAttr(rec.inode, &attr, &attr_holder).ok());
+      EXPECT_EQ(attr.inode, rec.inode);
+      struct stat st;
+      fs->ToStat(attr, &st);
+      EXPECT_EQ(st.st_ino, rec.inode.value);
+      EXPECT_EQ(st.st_mode & S_IFMT, want_st.st_mode & S_IFMT);
+      if (!S_ISLNK(want_st.st_mode)) {
+        EXPECT_EQ(st.st_mode & 07777, want_st.st_mode & 07777);
+      }
+      EXPECT_EQ(st.st_uid, want_st.st_uid);
+      EXPECT_EQ(st.st_gid, want_st.st_gid);
+      EXPECT_EQ(st.st_mtim.tv_sec, want_st.st_mtim.tv_sec);
+      EXPECT_EQ(st.st_mtim.tv_nsec, want_st.st_mtim.tv_nsec);
+      EXPECT_EQ(static_cast<uint64_t>(st.st_blocks),
+                (static_cast<uint64_t>(st.st_size) + 511) / 512);
+      if (S_ISDIR(want_st.st_mode)) {
+        ++subdirs;
+        size_t own_subdirs = 0;
+        for (const auto& e : fs::directory_iterator(at)) {
+          own_subdirs += e.is_directory() && !e.is_symlink();
+        }
+        EXPECT_EQ(st.st_nlink, 2 + own_subdirs);
+        walk(rec.inode, path);
+      } else if (S_ISLNK(want_st.st_mode)) {
+        std::string target(4096, '\0');
+        ssize_t n = ::readlink(at.c_str(), target.data(), target.size());
+        ASSERT_GT(n, 0);
+        target.resize(static_cast<size_t>(n));
+        std::string_view got;
+        index::RecordHolder link_holder;
+        ASSERT_TRUE(fs->ReadLink(rec.inode, &got, &link_holder).ok());
+        EXPECT_EQ(got, target);
+        EXPECT_EQ(static_cast<uint64_t>(st.st_size), target.size());
+        EXPECT_EQ(st.st_nlink, 1u);
+      } else {
+        EXPECT_EQ(st.st_size, want_st.st_size);
+        EXPECT_EQ(st.st_nlink, want_st.st_nlink);
+        auto [it, fresh] = inode_of_source.emplace(want_st.st_ino, rec.inode);
+        EXPECT_EQ(it->second, rec.inode) << "hard links must share an inode";
+        std::string got;
+        ASSERT_TRUE(ReadAll(*fs, rec.inode, 65536, &got).ok());
+        EXPECT_TRUE(got == testing::ReadFile(at)) << "content differs";
+      }
+    }
+    (void)subdirs;
+  };
+  walk(index::kRootInode, "");
+  EXPECT_EQ(entries, testing::WalkTree(src_).size());
+}
+
+TEST_F(FilesystemTreeTest, ReadsInOddChunksAtRandomOffsetsAndPastTheEnd) {
+  auto fs = Open(*dir_ / "idx");
+  ASSERT_TRUE(fs);
+  const std::string want = testing::ReadFile(src_ + "/big.bin");
+  ASSERT_GT(want.size(), 300000u);
+  InodeId big = reader_testing::InodeOf(*fs, "big.bin");
+  for (size_t chunk : {1, 7, 511, 512, 513, 4097, 65537, 1 << 20}) {
+    if (chunk == 1) {
+      // Byte by byte over the first and the last few kilobytes only.
+      for (uint64_t off : {uint64_t{0}, uint64_t{want.size() - 3000}}) {
+        for (uint64_t i = off; i < off + 3000; ++i) {
+          std::string b;
+          ASSERT_TRUE(ReadAt(*fs, big, i, 1, &b).ok());
+          ASSERT_EQ(b, want.substr(i, 1)) << "byte " << i;
+        }
+      }
+      continue;
+    }
+    std::string got;
+    ASSERT_TRUE(ReadAll(*fs, big, chunk, &got).ok());
+    EXPECT_TRUE(got == want) << "chunk " << chunk;
+  }
+  std::mt19937_64 gen(77);
+  for (int i = 0; i < 500; ++i) {
+    uint64_t off = gen() % (want.size() + 100);
+    size_t len = gen() % 70000;
+    std::string got;
+    ASSERT_TRUE(ReadAt(*fs, big, off, len, &got).ok());
+    std::string expect = off < want.size() ? want.substr(off, len) : "";
+    ASSERT_TRUE(got == expect) << "offset " << off << " length " << len;
+  }
+  std::string got;
+  ASSERT_TRUE(ReadAt(*fs, big, want.size(), 4096, &got).ok());
+  EXPECT_EQ(got.size(), 0u);
+  ASSERT_TRUE(ReadAt(*fs, big, want.size() + 12345, 10, &got).ok());
+  EXPECT_EQ(got.size(), 0u);
+  ASSERT_TRUE(ReadAt(*fs, big, uint64_t{1} << 62, 10, &got).ok());
+  EXPECT_EQ(got.size(), 0u);
+  ASSERT_TRUE(ReadAt(*fs, big, want.size() - 1, 4096, &got).ok());
+  EXPECT_EQ(got, want.substr(want.size() - 1));
+  ASSERT_TRUE(ReadAt(*fs, big, 100, 0, &got).ok());
+  EXPECT_EQ(got.size(), 0u);
+
+  // Empty files read as empty.
+  InodeId empty = reader_testing::InodeOf(*fs, "empty.txt");
+  ASSERT_TRUE(ReadAt(*fs, empty, 0, 100, &got).ok());
+  EXPECT_EQ(got.size(), 0u);
+  // ResolveRead clamps to the file and points into the shard.
+  reader::ReadRange range;
+  index::RecordHolder holder;
+  ASSERT_TRUE(fs->ResolveRead(big, want.size() - 10, 4096, &range, &holder).ok());
+  EXPECT_EQ(range.length, 10u);
+  ASSERT_TRUE(range.shard);
+  std::string raw(10, '\0');
+  ASSERT_EQ(::pread(range.shard->fd(), raw.data(), 10, static_cast<off_t>(range.position)), 10);
+  EXPECT_EQ(raw, want.substr(want.size() - 10));
+}
+
+// A ChunkedReader over local shards' descriptors that counts its calls: a
+// shard read through it is one the FUSE edge cannot splice from (a remote
+// shard, or a local one behind -o cache_dir).
+class CountingReader : public ChunkedReader {
+ public:
+  Status ReadShard(const ShardHandle& shard, uint64_t pos, size_t len, char* buf) override {
+    ++reads;
+    return PreadExact(shard->fd(), buf, len, pos);
+  }
+  void NoteDelivered(index::ShardId, uint64_t, bool) override { ++delivered; }
+  Status Recheck(index::ShardId) override { return Status::Ok(); }
+  int reads = 0;
+  int delivered = 0;
+};
+
+// The READ of a shard that cannot be spliced walks down once: ResolveRead
+// looks the file up and checks it, ReadResolved reads the range it gave.
+TEST_F(FilesystemTreeTest, AReadThroughTheChunkedReaderResolvesAndChecksOnce) {
+  CountingReader chunked;
+  auto fs = Open(
+      *dir_ / "idx",
+      FilesystemOptions{.verify = VerifyMode::kAlways, .chunked = &chunked, .chunk_local = true});
+  ASSERT_TRUE(fs);
+  const InodeId hello = reader_testing::InodeOf(*fs, "hello.txt");
+  for (int i = 1; i <= 2; ++i) {
+    reader::ReadRange range;
+    index::RecordHolder holder;
+    ASSERT_TRUE(fs->ResolveRead(hello, 0, 4096, &range, &holder).ok());
+    ASSERT_EQ(range.length, 12u);
+    EXPECT_FALSE(range.shard->direct());
+    EXPECT_EQ(chunked.reads, 2 * i - 1);  // verify=always: the checksum pass.
+    std::string got(range.length, '\0');
+    ASSERT_TRUE(fs->ReadResolved(range, got.data()).ok());
+    EXPECT_EQ(got, "hello world\n");
+    EXPECT_EQ(chunked.reads, 2 * i);  // The range, neither resolved nor checked again.
+    EXPECT_EQ(chunked.delivered, i);
+  }
+}
+
+TEST_F(FilesystemTreeTest, OwnershipAndUmaskOverrides) {
+  FilesystemOptions o;
+  o.uid = 1234;
+  o.gid = 4321;
+  o.umask = 027;
+  auto fs = Open(*dir_ / "idx", o);
+  ASSERT_TRUE(fs);
+  for (const char* p : {"hello.txt", "exec.sh", "dir", "dir/setgid", "private.key", "link-rel"}) {
+    EntryRecord rec;
+    index::RecordHolder holder;
+    ASSERT_TRUE(fs->reader().LookupPath(p, &rec, &holder).ok()) << p;
+    struct stat st;
+    fs->ToStat(rec, &st);
+    struct stat want = testing::Lstat(src_ + "/" + p);
+    EXPECT_EQ(st.st_uid, 1234u) << p;
+    EXPECT_EQ(st.st_gid, 4321u) << p;
+    EXPECT_EQ(st.st_mode & S_IFMT, want.st_mode & S_IFMT) << p;
+    if (!S_ISLNK(want.st_mode)) {
+      EXPECT_EQ(st.st_mode & 07777, want.st_mode & 07777 & ~027u) << p;
+    }
+  }
+  // Without overrides, the archive's values.
+  auto plain = Open(*dir_ / "idx");
+  EntryRecord rec;
+  index::RecordHolder holder;
+  ASSERT_TRUE(plain->reader().LookupPath("exec.sh", &rec, &holder).ok());
+  struct stat st;
+  plain->ToStat(rec, &st);
+  EXPECT_EQ(st.st_mode, testing::Lstat(src_ + "/exec.sh").st_mode);
+}
+
+TEST_F(FilesystemTreeTest, WrongKindsAndMissingEntries) {
+  auto fs = Open(*dir_ / "idx");
+  ASSERT_TRUE(fs);
+  EntryRecord rec;
+  index::RecordHolder holder;
+  EXPECT_EQ(fs->Lookup(index::kRootInode, "no such name", &rec, &holder).code(),
+            Status::Code::kNotFound);
+  EXPECT_EQ(fs->Lookup(index::kRootInode, std::string(256, 'n'), &rec, &holder).code(),
+            Status::Code::kNotFound);
+  EXPECT_FALSE(fs->Lookup(reader_testing::InodeOf(*fs, "hello.txt"), "child", &rec, &holder).ok());
+  uint64_t max = fs->reader().MetaNumber(index::kMetaMaxInode);
+  ASSERT_GT(max, 10u);
+  EXPECT_TRUE(fs->GetAttr(InodeId{max}, &rec, &holder).ok());
+  EXPECT_EQ(fs->GetAttr(InodeId{max + 1}, &rec, &holder).code(), Status::Code::kNotFound);
+  std::string_view target;
+  EXPECT_EQ(fs->ReadLink(reader_testing::InodeOf(*fs, "hello.txt"), &target, &holder).code(),
+            Status::Code::kInvalidArgument);
+  std::string got;
+  EXPECT_EQ(ReadAt(*fs, reader_testing::InodeOf(*fs, "dir"), 0, 10, &got).code(),
+            Status::Code::kIsADirectory);
+  EXPECT_EQ(ReadAt(*fs, reader_testing::InodeOf(*fs, "link-rel"), 0, 10, &got).code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(ReadAt(*fs, InodeId{max + 1}, 0, 10, &got).code(), Status::Code::kNotFound);
+  // ReadDir resumes after a name.
+  std::vector<std::string> after;
+  ASSERT_TRUE(fs->ReadDir(reader_testing::InodeOf(*fs, "dir"), "link-up",
+                          [&](std::string_view n, const EntryRecord&) {
+                            after.emplace_back(n);
+                            return true;
+                          })
+                  .ok());
+  EXPECT_EQ(after, (std::vector<std::string>{"setgid", "sub"}));
+}
+
+// A fresh shard + index per test, for tests that damage the shard.
+class ShardDamageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    src_ = dir_ / "src";
+    ASSERT_EQ(::mkdir(src_.c_str(), 0755), 0);
+    // Three members, the middle one far from both ends of the shard.
+    testing::WriteFile(src_ + "/a-head.bin", testing::PseudoRandomBytes(100 * 1024, 31));
+    testing::WriteFile(src_ + "/b-middle.bin", testing::PseudoRandomBytes(200 * 1024 + 5, 32));
+    testing::WriteFile(src_ + "/c-tail.bin", testing::PseudoRandomBytes(100 * 1024, 33));
+    shard_ = dir_ / "shard.tar";
+    idx_ = dir_ / "idx";
+  }
+
+  std::string Want(const std::string& name) { return testing::ReadFile(src_ + "/" + name); }
+
+  TempDir dir_;
+  std::string src_, shard_, idx_;
+};
+
+TEST_F(ShardDamageTest, ReplacedWithOtherBytesOfTheSameSize) {
+  MakeIndexedShard(src_, shard_, idx_);
+  const uint64_t size = testing::Lstat(shard_).st_size;
+  // Replace by rename, as a re-created shard would be.
+  testing::WriteFile(shard_ + ".new", testing::PseudoRandomBytes(size, 34));
+  ASSERT_EQ(::rename((shard_ + ".new").c_str(), shard_.c_str()), 0);
+  auto fs = Open(idx_);
+  ASSERT_TRUE(fs);
+  std::string got;
+  for (const char* name : {"a-head.bin", "b-middle.bin", "c-tail.bin"}) {
+    Status s = ReadAt(*fs, reader_testing::InodeOf(*fs, name), 0, 4096, &got);
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << name << ": " << s.message();
+    EXPECT_THAT(s.message(), HasSubstr(shard_));
+    EXPECT_TRUE(got.empty());
+  }
+}
+
+TEST_F(ShardDamageTest, TruncatedShard) {
+  MakeIndexedShard(src_, shard_, idx_);
+  const uint64_t size = testing::Lstat(shard_).st_size;
+  auto fs = Open(idx_);
+  ASSERT_TRUE(fs);
+  InodeId head = reader_testing::InodeOf(*fs, "a-head.bin");
+  std::string got;
+  ASSERT_TRUE(ReadAt(*fs, head, 0, 100, &got).ok());
+  EXPECT_EQ(got, Want("a-head.bin").substr(0, 100));
+  // Truncated while open: the shard is already checked and cached.
+  ASSERT_EQ(::truncate(shard_.c_str(), static_cast<off_t>(size / 2)), 0);
+  Status s = ReadAt(*fs, head, 0, 100, &got);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(got.empty());
+  s = ReadAt(*fs, reader_testing::InodeOf(*fs, "c-tail.bin"), 0, 100, &got);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(got.empty());
+  // And a fresh open of the truncated shard.
+  auto fresh = Open(idx_);
+  ASSERT_TRUE(fresh);
+  s = ReadAt(*fresh, reader_testing::InodeOf(*fresh, "a-head.bin"), 0, 100, &got);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
+  EXPECT_THAT(s.message(), HasSubstr(shard_));
+  EXPECT_TRUE(got.empty());
+}
+
+TEST_F(ShardDamageTest, VerifyFirstCatchesBytesAlteredInTheMiddle) {
+  MakeIndexedShard(src_, shard_, idx_);
+  std::string bytes = testing::ReadFile(shard_);
+  ASSERT_GT(bytes.size(), 200u * 1024);
+  const std::string middle = Want("b-middle.bin");
+  const size_t data_at = bytes.find(middle.substr(0, 256));
+  ASSERT_NE(data_at, std::string::npos);
+  const size_t alter_at = data_at + 100000;
+  ASSERT_GT(alter_at, index::kFingerprintSpan);
+  ASSERT_LT(alter_at + 16, bytes.size() - index::kFingerprintSpan);
+  {
+    int fd = ::open(shard_.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    std::string junk(16, '\x5a');
+    ASSERT_EQ(::pwrite(fd, junk.data(), junk.size(), static_cast<off_t>(alter_at)), 16);
+    ::close(fd);
+  }
+
+  // Precondition: the head/tail fingerprint does not notice, so verify=off
+  // opens the shard and serves whatever bytes it has.
+  {
+    auto off = Open(idx_);
+    ASSERT_TRUE(off);
+    std::string got;
+    ASSERT_TRUE(ReadAt(*off, reader_testing::InodeOf(*off, "a-head.bin"), 0, 100, &got).ok());
+    EXPECT_EQ(got, Want("a-head.bin").substr(0, 100));
+    ASSERT_TRUE(ReadAt(*off, reader_testing::InodeOf(*off, "b-middle.bin"), 100000, 16, &got).ok());
+    EXPECT_NE(got, middle.substr(100000, 16)) << "the shard was not altered";
+  }
+  for (VerifyMode mode : {VerifyMode::kFirst, VerifyMode::kAlways}) {
+    FilesystemOptions o;
+    o.verify = mode;
+    auto fs = Open(idx_, o);
+    ASSERT_TRUE(fs);
+    InodeId b = reader_testing::InodeOf(*fs, "b-middle.bin");
+    // Any read of the altered file fails, even of bytes far from the change.
+    for (uint64_t off : {uint64_t{0}, uint64_t{100000}, uint64_t{middle.size() - 10}}) {
+      std::string got;
+      Status s = ReadAt(*fs, b, off, 16, &got);
+      EXPECT_EQ(s.code(), Status::Code::kCorruption) << off << ": " << s.message();
+      EXPECT_TRUE(got.empty());
+    }
+  }
+}
+
+TEST_F(ShardDamageTest, VerifyFirstPassesAnIntactShard) {
+  MakeIndexedShard(src_, shard_, idx_);
+  for (VerifyMode mode : {VerifyMode::kFirst, VerifyMode::kAlways}) {
+    FilesystemOptions o;
+    o.verify = mode;
+    auto fs = Open(idx_, o);
+    ASSERT_TRUE(fs);
+    for (const char* name : {"a-head.bin", "b-middle.bin", "c-tail.bin"}) {
+      for (int pass = 0; pass < 2; ++pass) {
+        std::string got;
+        ASSERT_TRUE(ReadAll(*fs, reader_testing::InodeOf(*fs, name), 40000, &got).ok()) << name;
+        EXPECT_TRUE(got == Want(name)) << name;
+      }
+    }
+  }
+}
+
+TEST_F(ShardDamageTest, VerifyNeedsChecksumsInTheIndex) {
+  MakeIndexedShard(src_, shard_, idx_, /*checksum=*/false);
+  FilesystemOptions o;
+  o.verify = VerifyMode::kFirst;
+  auto fs = Open(idx_, o);
+  ASSERT_TRUE(fs);
+  std::string got;
+  Status s = ReadAt(*fs, reader_testing::InodeOf(*fs, "a-head.bin"), 0, 10, &got);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(got.empty());
+}
+
+// readdir by offsets over a streamed directory: what `ls` (one pass in
+// small buffers), telldir/seekdir and rewinddir see.
+class DirCursorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string src = dir_ / "src";
+    fs::create_directories(src + "/d/sub");
+    for (int i = 0; i < 300; ++i) {
+      std::string n = fmt::format("e{:03}", (i * 7) % 300);  // Created out of order.
+      testing::WriteFile(src + "/d/" + n, n);
+      names_.push_back(fmt::format("e{:03}", i));
+    }
+    names_.push_back("sub");
+    MakeIndexedShard(src, dir_ / "s.tar", dir_ / "idx");
+    fs_ = Open(dir_ / "idx");
+    ASSERT_TRUE(fs_);
+  }
+
+  struct Got {
+    uint64_t next_off;
+    std::string name;
+    uint64_t inode;
+  };
+
+  // Reads from `off` taking at most `max` entries, as a readdir with a
+  // small buffer does.
+  std::vector<Got> ReadSome(DirCursor& c, uint64_t off, size_t max) {
+    std::vector<Got> out;
+    Status s = c.Read(*fs_, off, [&](uint64_t next, std::string_view name, const EntryRecord& r) {
+      if (out.size() == max) return false;
+      out.push_back({next, std::string(name), r.inode.value});
+      return true;
+    });
+    EXPECT_TRUE(s.ok()) << s.message();
+    return out;
+  }
+
+  TempDir dir_;
+  std::vector<std::string> names_;
+  std::unique_ptr<Filesystem> fs_;
+};
+
+TEST_F(DirCursorTest, ReadInSmallStepsGivesEveryEntryOnceInOrder) {
+  Result<DirCursor> c = DirCursor::Open(*fs_, reader_testing::InodeOf(*fs_, "d"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  std::vector<std::string> seen;
+  uint64_t off = 0;
+  for (;;) {
+    std::vector<Got> got = ReadSome(*c, off, 7);
+    if (got.empty()) break;
+    for (const Got& g : got) {
+      EXPECT_EQ(g.next_off, off + 1);
+      off = g.next_off;
+      seen.push_back(g.name);
+    }
+  }
+  ASSERT_EQ(seen.size(), names_.size() + 2);
+  EXPECT_EQ(seen[0], ".");
+  EXPECT_EQ(seen[1], "..");
+  EXPECT_EQ(std::vector<std::string>(seen.begin() + 2, seen.end()), names_);
+}
+
+TEST_F(DirCursorTest, AnyOffsetCanBeSoughtAndRereadAndDotsCarryInodes) {
+  Result<DirCursor> c = DirCursor::Open(*fs_, reader_testing::InodeOf(*fs_, "d"));
+  ASSERT_TRUE(c.ok());
+  std::vector<Got> dots = ReadSome(*c, 0, 2);
+  ASSERT_EQ(dots.size(), 2u);
+  EXPECT_EQ(dots[0].inode, reader_testing::InodeOf(*fs_, "d").value);
+  EXPECT_EQ(dots[1].inode, index::kRootInode.value);
+  for (uint64_t off : {uint64_t{250}, uint64_t{3}, uint64_t{301}, uint64_t{2}, uint64_t{1}}) {
+    std::vector<Got> got = ReadSome(*c, off, 3);  // seekdir(off), then readdir.
+    ASSERT_FALSE(got.empty()) << off;
+    std::string want = off == 1 ? ".." : names_[off - 2];
+    EXPECT_EQ(got[0].name, want) << off;
+    EXPECT_EQ(got[0].next_off, off + 1);
+  }
+  EXPECT_TRUE(ReadSome(*c, names_.size() + 2, 5).empty());   // At the end.
+  EXPECT_TRUE(ReadSome(*c, names_.size() + 40, 5).empty());  // Past it.
+  // Where the last call ended, reading on resumes after its name.
+  std::vector<Got> a = ReadSome(*c, 100, 4);
+  std::vector<Got> b = ReadSome(*c, a.back().next_off, 4);
+  EXPECT_EQ(b[0].name, names_[a.back().next_off - 2]);
+}
+
+TEST_F(DirCursorTest, OnlyDirectoriesOpen) {
+  EXPECT_EQ(DirCursor::Open(*fs_, reader_testing::InodeOf(*fs_, "d/e001")).status().code(),
+            Status::Code::kNotADirectory);
+  EXPECT_EQ(DirCursor::Open(*fs_, InodeId{99999}).status().code(), Status::Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace shardfs::reader
