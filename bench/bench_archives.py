@@ -515,8 +515,8 @@ def parse_archives_args(argv):
     a.kinds = {k.strip() for k in a.archives.split(",") if k.strip()}
     if not a.kinds <= {"zip", "gz", "packz"}:
         ap.error(f"--archives: zip, gz and/or packz, not {a.archives}")
-    a.shardfs = a.shardfs or os.path.join(a.build_dir, "src", "shardfs")
-    a.bench_reader = a.bench_reader or os.path.join(a.build_dir, "tools", "bench", "bench_reader")
+    a.shardfs = a.shardfs or os.path.join(a.build_dir, "app", "shardfs")
+    a.bench_reader = a.bench_reader or os.path.join(a.build_dir, "bench", "bench_reader")
     a.workdir = a.workdir or f"/var/tmp/shardfs-archives-{a.seed}"
     return a
 

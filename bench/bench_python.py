@@ -60,7 +60,7 @@ def parse_python_args(argv):
     ap.add_argument("--json", dest="json_out")
     a = ap.parse_args(argv)
     a.workdir = a.workdir or f"/var/tmp/shardfs-bench-python-{a.files}-{a.seed}"
-    a.shardfs = os.path.join(a.build_dir, "src", "shardfs")
+    a.shardfs = os.path.join(a.build_dir, "app", "shardfs")
     return a
 
 

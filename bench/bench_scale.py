@@ -945,8 +945,8 @@ def parse_scale_args(argv):
     if min(a.scale_classes, a.lookups, a.reads, a.procs, a.gen_procs) < 1 or \
             a.mount_reps_warm < 1 or a.mount_reps_cold < 0:
         ap.error("counts must be positive")
-    a.shardfs = a.shardfs or os.path.join(a.build_dir, "src", "shardfs")
-    a.bench_reader = a.bench_reader or os.path.join(a.build_dir, "tools", "bench", "bench_reader")
+    a.shardfs = a.shardfs or os.path.join(a.build_dir, "app", "shardfs")
+    a.bench_reader = a.bench_reader or os.path.join(a.build_dir, "bench", "bench_reader")
     return a
 
 

@@ -113,7 +113,7 @@ def parse_args(argv):
                     help="seconds per phase for the other systems (3600)")
     ap.add_argument("--build-dir", default=os.environ.get("SHARDFS_BUILD_ROOT",
                                                           os.path.join(source_root, "build")),
-                    help="meson build dir holding src/shardfs and bench/bench_reader")
+                    help="meson build dir holding app/shardfs and bench/bench_reader")
     ap.add_argument("--shardfs", default=os.environ.get("SHARDFS"), help="shardfs binary")
     ap.add_argument("--bench-reader", help="bench_reader binary")
     ap.add_argument("--json", dest="json_out", help="write the full results here")
@@ -166,9 +166,8 @@ def parse_args(argv):
         a.files = 1_000_000 if a.views else 100_000
     if a.median_kib is None:
         a.median_kib = 1.0 if a.views else 12.0
-    a.shardfs = a.shardfs or os.path.join(a.build_dir, "src", "shardfs")
-    a.bench_reader = a.bench_reader or os.path.join(a.build_dir, "tools", "bench",
-                                                    "bench_reader")
+    a.shardfs = a.shardfs or os.path.join(a.build_dir, "app", "shardfs")
+    a.bench_reader = a.bench_reader or os.path.join(a.build_dir, "bench", "bench_reader")
     a.systems = [x.strip() for x in a.systems.split(",") if x.strip()]
     if a.kernel and "shardfs-kernel" not in a.systems:
         a.systems.append("shardfs-kernel")

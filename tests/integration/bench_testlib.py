@@ -11,8 +11,8 @@ import shardfs_testlib as tl
 # The bench script and its reader, found through the variables meson test sets.
 SOURCE_ROOT = os.environ.get("SHARDFS_SOURCE_ROOT", "")
 BUILD_ROOT = os.environ.get("SHARDFS_BUILD_ROOT", "")
-SCRIPT = os.path.join(SOURCE_ROOT, "tools", "bench", "shardfs_bench.py")
-READER = os.path.join(BUILD_ROOT, "tools", "bench", "bench_reader")
+SCRIPT = os.path.join(SOURCE_ROOT, "bench", "shardfs_bench.py")
+READER = os.path.join(BUILD_ROOT, "bench", "bench_reader")
 
 
 def tree_checksum(train):
