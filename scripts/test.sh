@@ -32,8 +32,8 @@ fi
 bash scripts/install-test-servers.sh
 # The tree keeps its own .clang-format; a source that differs fails the run
 # here, before any test, so that the format cannot drift again.
-mapfile -t sources < <(find base index remote src tools tests python \( -name '*.cc' -o -name '*.h' \) \
-  -not -path '*/node_modules/*' | sort)
+mapfile -t sources < <(find . \( -path './build*' -o -path ./.git -o -name node_modules \) -prune \
+  -o \( -name '*.cc' -o -name '*.h' \) -print | sort)
 if ! clang-format --dry-run -Werror "${sources[@]}"; then
   echo "test: these sources differ from .clang-format: run clang-format -i on them" >&2
   exit 1
