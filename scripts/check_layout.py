@@ -10,7 +10,9 @@ breach, listing each, and 0 with a one-line summary otherwise.
   - no issue-tracker number (a hash and digits) in shipped text.
 
 Usage: scripts/check_layout.py [--list-functions N]  (also prints every
-function longer than N lines, to see what is close to the limit).
+function longer than N lines, to see what is close to the limit)
+       scripts/check_layout.py --untested  (only lists each library unit x.cc
+without a tests/unit/<library>/x_test.cc, for the notes on where it is covered)
 """
 
 import ast
@@ -217,7 +219,26 @@ def check_issue_numbers(errors):
                 errors.append(f"{rel}:{no}: issue number {m.group(0)} in shipped text")
 
 
+def untested():
+    tests = {rel: set(t for _, t in INCLUDE.findall(read(rel)))
+             for rel in files_under("tests/unit", ("_test.cc",))}
+    for lib in PRODUCT:
+        if lib in ("bench", "python"):
+            continue
+        for rel in files_under(lib, (".cc",)):
+            name = os.path.basename(rel)[:-3]
+            if os.path.exists(os.path.join(ROOT, "tests", "unit", lib, name + "_test.cc")):
+                continue
+            header = rel[:-3] + ".h"
+            users = sorted(os.path.relpath(t, "tests/unit") for t, inc in tests.items()
+                           if header in inc)
+            print(f"{rel}: " + (", ".join(users) if users else "integration tests only"))
+    return 0
+
+
 def main():
+    if sys.argv[1:] == ["--untested"]:
+        return untested()
     list_over = 0
     if len(sys.argv) == 3 and sys.argv[1] == "--list-functions":
         list_over = int(sys.argv[2])
