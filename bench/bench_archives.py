@@ -1,4 +1,4 @@
-"""--archives: the archives datasets ship as (issue #24), side by side in one run.
+"""--archives: the archives datasets ship as (zip, .tar.gz, compressed packs), side by side in one run.
 
 Zip (a COCO-shaped train2017.zip): --zip-files (100,000) JPEG-sized files (log-normal around
 --zip-median-kib, incompressible like JPEG) in `train/<class>/`, written loose once, then zipped

@@ -1,4 +1,4 @@
-"""`shardfs_bench.py --cluster` (issue #26): the cluster rehearsal on one machine at a large
+"""`shardfs_bench.py --cluster`: the cluster rehearsal on one machine at a large
 size. tests/integration/test_cluster_rehearsal.py runs the same rig (cluster_rig.py) at CI
 size with assertions; this mode measures and reports.
 
@@ -49,7 +49,7 @@ VIEW = "cluster"
 
 def add_args(ap):
     ap.add_argument("--cluster", action="store_true",
-                    help="the cluster rehearsal instead (issue #26; bench_cluster.py): --world "
+                    help="the cluster rehearsal instead (bench_cluster.py): --world "
                     "rank mounts of one view over one s3rver, one ImageFolder + DataLoader job "
                     "per rank, an outage on one rank")
     ap.add_argument("--world", type=int, default=4, help="--cluster: rank mounts (4)")
@@ -253,7 +253,7 @@ def cluster_checks(a, files, table, ready, done, summary, source, stats, alive, 
     out = []
 
     def check(name, ok, detail="", shown=True, soft=False):
-        # soft: what the issue asks to show but the rank partition does not promise.
+        # soft: what the targets ask to show but the rank partition does not promise.
         bad = "NOT met" if soft else "FAILED"
         out.append({"check": name, "status": "not shown" if not shown else
                     ("ok" if ok else bad), "detail": detail})

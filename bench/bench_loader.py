@@ -1,7 +1,7 @@
-"""`shardfs_bench.py --loader` (issue #15, "The real loader"): an unmodified torchvision
+"""`shardfs_bench.py --loader` ("The real loader"): an unmodified torchvision
 ImageFolder + torch DataLoader (N workers, shuffle=True, JPEG decode + resize to 224x224) over
 the loose tree and over a shardfs mount of the same tree, cold and warm, on real JPEGs. With
---kernel also over `shardfs mount --kernel` of the same index (path "kernel", issue #27).
+--kernel also over `shardfs mount --kernel` of the same index (path "kernel").
 
 The driver stays on the standard library; the torch side runs in loader_worker.py under
 --loader-python (Debian's /usr/bin/python3 has torch, torchvision and PIL): one `generate` to
@@ -54,7 +54,7 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loader_worker
 def add_args(ap):
     ap.add_argument("--loader", action="store_true",
                     help="measure a real torch DataLoader over torchvision ImageFolder instead "
-                    "(issue #15; bench_loader.py): real JPEGs, loose tree vs mount")
+                    "(bench_loader.py): real JPEGs, loose tree vs mount")
     ap.add_argument("--loader-workers", default="2",
                     help="--loader: DataLoader workers, or a list such as 1,2; --cluster: "
                     "one number, per rank (2)")
@@ -524,7 +524,7 @@ def print_loader_report(report, out=sys.stdout):
       "spent opening and reading files\n   / workers x wall time; the package reads a file "
       "before its loader runs, so its share is ~0)\n")
 
-    w("\ntargets (loader, issue #15)\n")
+    w("\ntargets (loader)\n")
     for t in report["targets"]:
         v = "-" if t["value"] is None else f"{t['value']:.2f}x"
         w(f"  {t['target']:<52} {v:>8}  {t['op']} {t['goal']:g}x  {t['status']}\n")

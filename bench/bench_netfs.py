@@ -1,4 +1,4 @@
-"""`shardfs_bench.py --netfs` (issue #39): shards and index on a real network filesystem.
+"""`shardfs_bench.py --netfs`: shards and index on a real network filesystem.
 
 The network filesystem is sshfs talking to an sshd of its own on 127.0.0.1 through a loopback
 proxy that adds a round-trip delay (the integration tests' rig, netfs_testlib.NetFs). The
@@ -52,13 +52,13 @@ PATHS = ["loose_netfs", "shardfs", "loose_local"]
 PATH_TITLES = {"loose_netfs": "loose on sshfs", "shardfs": "shardfs default",
                "loose_local": "loose local"}
 TEMPS = ["cold", "warm"]
-TARGET_RTT_MS = 1.0  # The issue's targets are stated at a 1 ms round trip.
+TARGET_RTT_MS = 1.0  # The targets are stated at a 1 ms round trip.
 
 
 def add_args(ap):
     ap.add_argument("--netfs", action="store_true",
                     help="shards, index and the loose tree on a network filesystem instead "
-                    "(issue #39; bench_netfs.py): sshfs over a loopback sshd with a delay proxy")
+                    "(bench_netfs.py): sshfs over a loopback sshd with a delay proxy")
     ap.add_argument("--netfs-rtts", default="0.2,1",
                     help="--netfs: round-trip delays in ms the proxy adds (0.2,1)")
     ap.add_argument("--netfs-samples", type=int, default=10000,
@@ -544,7 +544,7 @@ def print_netfs_report(report, out=sys.stdout):
           f"({pk['pack_files_per_s']:,.0f} files/s), tar -cf {pk['tar_seconds']:.1f} s "
           f"({pk['tar_files_per_s']:,.0f} files/s): {pk['ratio']:.2f}x; verify "
           + ("ok" if pk["verify_ok"] else f"FAILED (exit {pk['verify_exit']})") + "\n")
-    w("\ntargets (network storage, issue #39)\n")
+    w("\ntargets (network storage)\n")
     for t in report["targets"]:
         unit = t["unit"]
         v = "-" if t["value"] is None else (f"{t['value']:.2f}{unit}" if unit != "ms"

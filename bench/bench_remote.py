@@ -1,5 +1,5 @@
-"""--remote: the targets of issue #14 (tar shards read over HTTP in chunks through a bounded
-cache), one run, ratios against the same work on local shards and on loose files over HTTP.
+"""--remote: tar shards read over HTTP in chunks through a bounded cache, their targets
+measured in one run, against the same work on local shards and on loose files over HTTP.
 
 One nginx on loopback serves the dataset's shards (/shards/...) and its loose tree (/tree/...);
 a FaultProxy (tests/integration/remote_servers.py) in front of it adds --latency per request
@@ -526,7 +526,7 @@ def print_remote_report(report, systems, out=sys.stdout):
         w(f"  {title:<36} {hr:>9} {am:>18} {q['fetched_over_shard_bytes']:>14.2f}x "
           f"{q['requests']:>9}\n")
 
-    w("\ntargets (remote shards, issue #14)\n")
+    w("\ntargets (remote shards)\n")
     for t in report["targets"]:
         if t["value"] is None:
             v = "-"

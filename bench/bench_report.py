@@ -1,4 +1,4 @@
-"""The report: the table, ratios against the loose tree and the issue's targets."""
+"""The report: the table, ratios against the loose tree and the targets."""
 
 import statistics
 import sys
@@ -37,7 +37,7 @@ def target_row(name, value, op, goal, unit, note=""):
 
 
 def compute_targets(systems):
-    """Issue #15's targets: speed ratios to the loose tree in this run (a walk's ratio is the
+    """The main run's targets: speed ratios to the loose tree in this run (a walk's ratio is the
     loose tree's time over shardfs's, so above 1 is faster), and the cold tree-order read
     against the mount's own warm rate."""
     sh, lo = systems.get("shardfs"), systems.get("loose")
@@ -162,7 +162,7 @@ def print_report(report, systems, out=sys.stdout):
             first = False
     w("  (vs loose: files/s ratio for reads, time ratio for walks; loose measured in this run)\n")
 
-    w("\ntargets (shardfs, issue #15)\n")
+    w("\ntargets (shardfs)\n")
     for t in report["targets"]:
         v = "-" if t["value"] is None else (f"{t['value']:.2f}x" if t["unit"] == "x"
                                              else f"{t['value']:.1f} {t['unit']}")

@@ -1,4 +1,4 @@
-"""--scale: how the cost of an index and a mount grows from 100k to 1M to 10M entries (issue #15).
+"""--scale: how the cost of an index and a mount grows from 100k to 1M to 10M entries.
 
 For each size N of the list (`--scale 100000,1000000,10000000`), on N small files written
 straight into ~1 GiB GNU tar shards (`train/<class>/<class>_<n>.jpg`, sizes log-normal around
@@ -428,7 +428,7 @@ class ScaleRun:
         return {"seconds": secs, "cpu_seconds": cpu, "peak_rss_bytes": rss}
 
     def build_headers_warm(self):
-        """The build the issue's target names: headers only (--no-checksum), with the shards
+        """The build the target names: headers only (--no-checksum), with the shards
         read into the page cache first; into scratch, removed after."""
         a, n = self.a, self.n
         for shard in self.meta["shards"]:
@@ -851,7 +851,7 @@ def print_scale_report(report, out=sys.stdout):
     sizes = report["sizes"]
     w = out.write
     env = report["environment"]
-    w(f"\nshardfs scale (issue #15): {', '.join(f'{n:,}' for n in sizes)} files; "
+    w(f"\nshardfs scale: {', '.join(f'{n:,}' for n in sizes)} files; "
       f"{report['params']['classes']} class directories; cold = page cache, dentries and "
       f"inodes dropped: {'yes' if env['cold_runs'] else 'NO (not root)'}; "
       f"{env['cpus']} CPUs, load {env['loadavg_start'][0]:.1f} at the start\n")
@@ -887,7 +887,7 @@ def parse_scale_args(argv):
     ap = argparse.ArgumentParser(
         prog="shardfs_bench.py --scale",
         description="How index build, mount, lookups, walks, reads, daemon RSS and kernel slab "
-        "grow with the number of files (issue #15). See bench/README.md.")
+        "grow with the number of files. See bench/README.md.")
     ap.add_argument("--scale", required=True,
                     help="comma-separated file counts, e.g. 100000,1000000,10000000")
     ap.add_argument("--classes", dest="scale_classes", type=int, default=1000,

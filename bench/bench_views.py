@@ -1,4 +1,4 @@
-"""--views: the targets of issue #13 (named views and versions over one index), one run.
+"""--views: named views and versions over one index, their targets measured in one run.
 
 What it measures, on N small files written straight into ~256 MiB GNU tar shards (cached in the
 work dir with their index, so reruns start at once):
@@ -726,7 +726,7 @@ def print_views_report(report, systems, out=sys.stdout):
     w("  (lstat and reads: both over the view's files; walk: each its whole tree, compared "
       "per entry)\n")
 
-    w("\ntargets (views, issue #13)\n")
+    w("\ntargets (views)\n")
     for t in report["targets"]:
         v = "-" if t["value"] is None else (f"{t['value']:.2f}x" if t["unit"] == "x"
                                              else f"{t['value']:.3g} {t['unit']}")

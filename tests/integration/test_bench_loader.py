@@ -84,7 +84,7 @@ class BenchLoaderTest(BenchTestCase):
         self.assertEqual(len(r["targets"]), 2 * len(WORKERS) * len(TEMPS))  # mount, package
         for t in r["targets"]:
             self.assertIn(t["status"], ("met", "not met"), t)
-        self.assertIn("targets (loader, issue #15)", self.proc.stdout)
+        self.assertIn("targets (loader)", self.proc.stdout)
         self.assertIn("mount/loose", self.proc.stdout)
 
     def test_mount_and_loose_read_the_tree(self):

@@ -92,7 +92,7 @@ class BenchNetfsTest(BenchTestCase):
         for t in r["targets"]:
             self.assertIn(t["status"], ("met", "not met"), t)
         for text in ("shardfs/loose-sshfs", "index build sshfs", "server metadata calls",
-                     "pack from sshfs", "targets (network storage, issue #39)"):
+                     "pack from sshfs", "targets (network storage)"):
             self.assertIn(text, self.proc.stdout)
 
     def test_every_path_read_the_tree(self):
