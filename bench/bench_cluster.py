@@ -31,15 +31,14 @@ import sys
 import time
 import zlib
 
+from bench_args import use_test_rig
 from bench_common import BenchError, fmt_bytes, log, parse_size
 from bench_dataset import class_names, tree_file_list
 from bench_loader import jpeg_dataset
 from bench_mounts import run_tool
 from bench_workloads import can_drop_caches, drop_caches
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "integration"))
+use_test_rig()  # cluster_rig and remote_servers: the integration tests' rig, by path.
 import cluster_rig as rig  # noqa: E402
 import remote_servers  # noqa: E402
 

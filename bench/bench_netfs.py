@@ -34,10 +34,10 @@ import math
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import time
 
+from bench_args import TEST_RIG_DIR, use_test_rig
 from bench_common import MOUNT_TIMEOUT, BenchError, fmt_bytes, log, tree_bytes
 from bench_dataset import tree_file_list
 from bench_images import file_tail, pack_or_reuse
@@ -47,7 +47,6 @@ import bench_plot
 from bench_report import target_row
 from bench_workloads import can_drop_caches, drop_caches
 
-SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PATHS = ["loose_netfs", "shardfs", "loose_local"]
 PATH_TITLES = {"loose_netfs": "loose on sshfs", "shardfs": "shardfs default",
                "loose_local": "loose local"}
@@ -102,11 +101,10 @@ def load_rig():
     """The network filesystem of the integration tests, tests/integration/netfs_testlib.py,
     imported from the source tree by path (not copied): the bench measures on the same sshd,
     sshfs options, delay proxy and server-side syscall count as test_netfs.py checks."""
-    rig_dir = os.path.join(SOURCE_ROOT, "tests", "integration")
-    if not os.path.exists(os.path.join(rig_dir, "netfs_testlib.py")):
-        raise BenchError(f"{rig_dir}/netfs_testlib.py missing: --netfs runs from a source tree")
-    if rig_dir not in sys.path:
-        sys.path.insert(0, rig_dir)
+    if not os.path.exists(os.path.join(TEST_RIG_DIR, "netfs_testlib.py")):
+        raise BenchError(f"{TEST_RIG_DIR}/netfs_testlib.py missing: --netfs runs from a source "
+                         "tree")
+    use_test_rig()
     import netfs_testlib
     return netfs_testlib
 

@@ -31,16 +31,15 @@ import sys
 import time
 import urllib.parse
 
-from bench_common import BenchError, ContentMismatch, fmt_bytes, log, parse_size
+from bench_args import use_test_rig
+from bench_common import BenchError, ContentMismatch, Xxh3, fmt_bytes, log, parse_size
 from bench_dataset import dataset_key, generate_dataset, tree_file_list
 from bench_images import file_tail, find_shards, pack_or_reuse
 from bench_mounts import Mount, run_tool
 from bench_report import fmt_num, ratio, target_row
 from bench_workloads import SystemRun, Workloads, can_drop_caches, drop_caches
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "integration"))
+use_test_rig()  # remote_servers: the integration tests' nginx and proxy, by path.
 import remote_servers  # noqa: E402
 
 WALKS = [("find", "find -type f"), ("ls", "ls -lR"), ("lstat", "lstat of every file")]
@@ -56,7 +55,6 @@ def http_get_main(argv):
     (process i takes entries i, i+N, ...), one keep-alive connection each, opened before the
     clock starts. Prints one JSON object like bench_reader read's (checksum: sum of XXH3-64 of
     every body, mod 2^64)."""
-    from bench_views import Xxh3  # libxxhash, as the reference checksums
     base, list_path = argv[0], argv[1]
     procs = int(argv[argv.index("--procs") + 1]) if "--procs" in argv else 1
     with open(list_path) as f:
