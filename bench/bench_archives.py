@@ -1,4 +1,4 @@
-"""--archives: the archives datasets ship as (issue #24), side by side in one run.
+"""--archives: the archives datasets ship as (zip, .tar.gz, compressed packs), side by side in one run.
 
 Zip (a COCO-shaped train2017.zip): --zip-files (100,000) JPEG-sized files (log-normal around
 --zip-median-kib, incompressible like JPEG) in `train/<class>/`, written loose once, then zipped
@@ -45,6 +45,8 @@ import time
 import zipfile
 import zlib
 
+from bench_args import (add_binary_args, add_json_arg, add_phase_timeout_arg, add_seed_arg,
+                        add_workdir_arg, resolve_binaries)
 import bench_packz
 from bench_common import BenchError, fmt_bytes, log, parse_size, tree_bytes
 from bench_mounts import Mount, run_in_scratch, run_measured, run_tool
@@ -486,8 +488,6 @@ def print_report_packz(rep, out=sys.stdout):
 
 
 def parse_archives_args(argv):
-    here = os.path.dirname(os.path.abspath(__file__))
-    source_root = os.path.dirname(os.path.dirname(here))
     ap = argparse.ArgumentParser(prog="shardfs_bench.py --archives",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--archives", nargs="?", const="zip,gz", default="zip,gz",
@@ -502,21 +502,17 @@ def parse_archives_args(argv):
     ap.add_argument("--reads", type=int, default=20_000)
     ap.add_argument("--latency-reads", type=int, default=2_000)
     ap.add_argument("--procs", type=int, default=4)
-    ap.add_argument("--seed", type=int, default=1)
+    add_seed_arg(ap)
     ap.add_argument("--skip-archivemount", action="store_true")
-    ap.add_argument("--workdir")
-    ap.add_argument("--phase-timeout", type=float, default=3600.0)
-    ap.add_argument("--build-dir", default=os.environ.get("SHARDFS_BUILD_ROOT",
-                                                          os.path.join(source_root, "build")))
-    ap.add_argument("--shardfs", default=os.environ.get("SHARDFS"))
-    ap.add_argument("--bench-reader")
-    ap.add_argument("--json", dest="json_out")
+    add_workdir_arg(ap, "cache and scratch dir (default /var/tmp/shardfs-archives-<seed>)")
+    add_phase_timeout_arg(ap)
+    add_binary_args(ap)
+    add_json_arg(ap)
     a = ap.parse_args(argv)
     a.kinds = {k.strip() for k in a.archives.split(",") if k.strip()}
     if not a.kinds <= {"zip", "gz", "packz"}:
         ap.error(f"--archives: zip, gz and/or packz, not {a.archives}")
-    a.shardfs = a.shardfs or os.path.join(a.build_dir, "app", "shardfs")
-    a.bench_reader = a.bench_reader or os.path.join(a.build_dir, "bench", "bench_reader")
+    resolve_binaries(a)
     a.workdir = a.workdir or f"/var/tmp/shardfs-archives-{a.seed}"
     return a
 

@@ -1,4 +1,4 @@
-"""`shardfs_bench.py --cluster` (issue #26): the cluster rehearsal on one machine at a large
+"""`shardfs_bench.py --cluster`: the cluster rehearsal on one machine at a large
 size. tests/integration/test_cluster_rehearsal.py runs the same rig (cluster_rig.py) at CI
 size with assertions; this mode measures and reports.
 
@@ -31,15 +31,14 @@ import sys
 import time
 import zlib
 
+from bench_args import use_test_rig, write_report_json
 from bench_common import BenchError, fmt_bytes, log, parse_size
 from bench_dataset import class_names, tree_file_list
 from bench_loader import jpeg_dataset
 from bench_mounts import run_tool
 from bench_workloads import can_drop_caches, drop_caches
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "integration"))
+use_test_rig()  # cluster_rig and remote_servers: the integration tests' rig, by path.
 import cluster_rig as rig  # noqa: E402
 import remote_servers  # noqa: E402
 
@@ -49,7 +48,7 @@ VIEW = "cluster"
 
 def add_args(ap):
     ap.add_argument("--cluster", action="store_true",
-                    help="the cluster rehearsal instead (issue #26; bench_cluster.py): --world "
+                    help="the cluster rehearsal instead (bench_cluster.py): --world "
                     "rank mounts of one view over one s3rver, one ImageFolder + DataLoader job "
                     "per rank, an outage on one rank")
     ap.add_argument("--world", type=int, default=4, help="--cluster: rank mounts (4)")
@@ -151,7 +150,57 @@ def run_cluster(a, scratch):
         raise BenchError(str(e))
 
 
+def store_and_view(a, scratch, s3, shards, build, exclude):
+    """Uploads the shards to the store, builds the index over it and creates the view without
+    `exclude`; returns (index, the view's files, the shard table)."""
+    t = time.perf_counter()
+    rig.upload_shards(s3, shards, "train/")
+    build["upload_seconds"] = time.perf_counter() - t
+    log(f"store: {len(shards)} shards ({fmt_bytes(build['shard_bytes'])}) uploaded to "
+        f"s3rver in {build['upload_seconds']:.1f} s")
+    index = os.path.join(scratch, "cluster.idx")
+    t = time.perf_counter()
+    rig.build_s3_index(a.shardfs, s3, "train/", index, timeout=a.phase_timeout)
+    build["index_build_seconds"] = time.perf_counter() - t
+    rc, _, err, _ = run_tool([a.shardfs, "view", "create", index, VIEW, "--exclude",
+                              exclude, "-m", "bench --cluster"])
+    if rc != 0:
+        raise BenchError(f"view create exited {rc}: {err.decode(errors='replace')}")
+    files = rig.view_files(a.shardfs, index, VIEW)
+    table = rig.shard_table(a.shardfs, index)
+    log(f"view {VIEW}: {len(files):,} files without {exclude}; index built in "
+        f"{build['index_build_seconds']:.1f} s")
+    return index, files, table
+
+
+def run_loader_jobs(a, cl, work):
+    """One loader per rank mount, released together, with --outage seconds of one rank's path
+    to the store down after the first batch. Returns (ready, done, batches per rank, go time,
+    (outage start, end) or None)."""
+    outage = None
+    roots = [os.path.join(m, "train") for m in cl.mountpoints]
+    with rig.LoaderJobs(roots, work, python=a.loader_python, workers=a.loader_workers,
+                        batch=a.loader_batch, step=a.step_seconds, seed=a.seed) as jobs:
+        ready = jobs.wait_ready(a.phase_timeout)
+        log(f"{a.world} ranks mounted, {a.world} loaders ready; go")
+        jobs.go()
+        if a.outage > 0:
+            jobs.wait_for("batch", a.phase_timeout)
+            proxy = cl.proxies[a.outage_rank]
+            t0 = time.monotonic()
+            proxy.down()
+            log(f"outage: rank {a.outage_rank}'s path to the store down for {a.outage:g} s")
+            time.sleep(a.outage)
+            proxy.up()
+            outage = (t0, time.monotonic())
+        done = jobs.wait_done(a.phase_timeout)
+        batches = [jobs.batches(k) for k in range(a.world)]
+        return ready, done, batches, jobs.go_time, outage
+
+
 def run_store_and_ranks(a, scratch, ddir, meta, shards, pack_s, pack_cached):
+    """The store, the index and view over it, the rank mounts and their loaders; then every
+    sample checked against the loose tree and the report. 1 if a check FAILED."""
     tree = os.path.join(ddir, "tree")
     build = {"pack_seconds": pack_s, "pack_cached": pack_cached, "shards": len(shards),
              "shard_bytes": sum(os.path.getsize(s) for s in shards)}
@@ -161,49 +210,13 @@ def run_store_and_ranks(a, scratch, ddir, meta, shards, pack_s, pack_cached):
     work = os.path.join(scratch, "cluster")
     os.makedirs(work)
     opts = f"chunk_size={a.chunk_size}" + (f",{a.mount_options}" if a.mount_options else "")
-    outage = None
     with remote_servers.S3Server() as s3:
-        t = time.perf_counter()
-        rig.upload_shards(s3, shards, "train/")
-        build["upload_seconds"] = time.perf_counter() - t
-        log(f"store: {len(shards)} shards ({fmt_bytes(build['shard_bytes'])}) uploaded to "
-            f"s3rver in {build['upload_seconds']:.1f} s")
-        index = os.path.join(scratch, "cluster.idx")
-        t = time.perf_counter()
-        rig.build_s3_index(a.shardfs, s3, "train/", index, timeout=a.phase_timeout)
-        build["index_build_seconds"] = time.perf_counter() - t
-        rc, _, err, _ = run_tool([a.shardfs, "view", "create", index, VIEW, "--exclude",
-                                  exclude, "-m", "bench --cluster"])
-        if rc != 0:
-            raise BenchError(f"view create exited {rc}: {err.decode(errors='replace')}")
-        files = rig.view_files(a.shardfs, index, VIEW)
-        table = rig.shard_table(a.shardfs, index)
-        log(f"view {VIEW}: {len(files):,} files without {exclude}; index built in "
-            f"{build['index_build_seconds']:.1f} s")
+        index, files, table = store_and_view(a, scratch, s3, shards, build, exclude)
         if can_cold:
             drop_caches()
         with rig.Cluster(a.shardfs, index, s3, work, world=a.world, view=VIEW, seed=a.seed,
                          options=opts) as cl:
-            roots = [os.path.join(m, "train") for m in cl.mountpoints]
-            with rig.LoaderJobs(roots, work, python=a.loader_python, workers=a.loader_workers,
-                                batch=a.loader_batch, step=a.step_seconds,
-                                seed=a.seed) as jobs:
-                ready = jobs.wait_ready(a.phase_timeout)
-                log(f"{a.world} ranks mounted, {a.world} loaders ready; go")
-                jobs.go()
-                if a.outage > 0:
-                    jobs.wait_for("batch", a.phase_timeout)
-                    proxy = cl.proxies[a.outage_rank]
-                    t0 = time.monotonic()
-                    proxy.down()
-                    log(f"outage: rank {a.outage_rank}'s path to the store down for "
-                        f"{a.outage:g} s")
-                    time.sleep(a.outage)
-                    proxy.up()
-                    outage = (t0, time.monotonic())
-                done = jobs.wait_done(a.phase_timeout)
-                batches = [jobs.batches(k) for k in range(a.world)]
-                go_time = jobs.go_time
+            ready, done, batches, go_time, outage = run_loader_jobs(a, cl, work)
             stats = [cl.stats(k) for k in range(a.world)]
             alive = [m.proc is not None and m.proc.poll() is None for m in cl.mounts]
             summary = rig.summarize(files, table, done, stats, cl.proxies, go_time, "train")
@@ -237,10 +250,7 @@ def run_store_and_ranks(a, scratch, ddir, meta, shards, pack_s, pack_cached):
             "rate": a.required_rate, "aggregate": summary["samples_per_s"],
             "met": (summary["samples_per_s"] or 0) >= a.required_rate},
     }
-    if a.json_out:
-        with open(a.json_out, "w") as f:
-            json.dump(report, f, indent=1)
-        log(f"wrote {a.json_out}")
+    write_report_json(a.json_out, report)
     print_cluster_report(report)
     return 0 if all(c["status"] != "FAILED" for c in checks) else 1
 
@@ -253,7 +263,7 @@ def cluster_checks(a, files, table, ready, done, summary, source, stats, alive, 
     out = []
 
     def check(name, ok, detail="", shown=True, soft=False):
-        # soft: what the issue asks to show but the rank partition does not promise.
+        # soft: what the targets ask to show but the rank partition does not promise.
         bad = "NOT met" if soft else "FAILED"
         out.append({"check": name, "status": "not shown" if not shown else
                     ("ok" if ok else bad), "detail": detail})

@@ -1,7 +1,9 @@
 """What every part of the benchmark shares: the systems and phases measured, logging,
-its errors and size helpers.
+its errors, size helpers and the reference checksum (XXH3-64).
 """
 
+import ctypes
+import ctypes.util
 import os
 import sys
 import time
@@ -66,3 +68,19 @@ def tree_bytes(path):
             apparent += st.st_size
             allocated += st.st_blocks * 512
     return apparent, allocated
+
+
+class Xxh3:
+    """XXH3-64 through libxxhash, as bench_reader computes it, so a reference checksum does not
+    come from the code measured. `needed_for` says in the error who needs the library."""
+
+    def __init__(self, needed_for="the bench needs it for its reference checksums"):
+        name = ctypes.util.find_library("xxhash")
+        if not name:
+            raise BenchError(f"libxxhash not found: {needed_for}")
+        self.lib = ctypes.CDLL(name)
+        self.lib.XXH3_64bits.restype = ctypes.c_uint64
+        self.lib.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+    def __call__(self, data):
+        return self.lib.XXH3_64bits(data, len(data))

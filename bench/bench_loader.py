@@ -1,7 +1,7 @@
-"""`shardfs_bench.py --loader` (issue #15, "The real loader"): an unmodified torchvision
+"""`shardfs_bench.py --loader` ("The real loader"): an unmodified torchvision
 ImageFolder + torch DataLoader (N workers, shuffle=True, JPEG decode + resize to 224x224) over
 the loose tree and over a shardfs mount of the same tree, cold and warm, on real JPEGs. With
---kernel also over `shardfs mount --kernel` of the same index (path "kernel", issue #27).
+--kernel also over `shardfs mount --kernel` of the same index (path "kernel").
 
 The driver stays on the standard library; the torch side runs in loader_worker.py under
 --loader-python (Debian's /usr/bin/python3 has torch, torchvision and PIL): one `generate` to
@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 
+from bench_args import write_report_json
 from bench_common import MOUNT_TIMEOUT, BenchError, fmt_bytes, log, tree_bytes
 from bench_dataset import tree_file_list
 from bench_images import pack_or_reuse
@@ -54,7 +55,7 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loader_worker
 def add_args(ap):
     ap.add_argument("--loader", action="store_true",
                     help="measure a real torch DataLoader over torchvision ImageFolder instead "
-                    "(issue #15; bench_loader.py): real JPEGs, loose tree vs mount")
+                    "(bench_loader.py): real JPEGs, loose tree vs mount")
     ap.add_argument("--loader-workers", default="2",
                     help="--loader: DataLoader workers, or a list such as 1,2; --cluster: "
                     "one number, per rank (2)")
@@ -214,14 +215,8 @@ class LoaderServer:
 
 # -- the run ---------------------------------------------------------------------------------
 
-def run_loader(a, scratch):
-    can_cold, why = can_drop_caches()
-    skipped, notes = [], []
-    if not can_cold:
-        skipped.append(f"cold runs: {why}; the first run of each figure is discarded instead")
-    ddir, meta = jpeg_dataset(a, scratch)
-    tree = os.path.join(ddir, "tree")
-    files = tree_file_list(tree)
+def loader_pack(a, ddir, tree, files, scratch):
+    """The shards and index of the tree (packed or reused); returns (pack, build row)."""
     pdir, pack = pack_or_reuse(a, ddir, tree, files, scratch)
     idx_apparent, _ = tree_bytes(pack["index"])
     build = {"pack_method": pack["method"], "pack_seconds": pack["pack_seconds"],
@@ -229,99 +224,109 @@ def run_loader(a, scratch):
              "shard_bytes": sum(os.path.getsize(p) for p in pack["shards"]),
              "index_bytes": idx_apparent}
     log(f"pack: {pack['method']}: {pack['pack_seconds']:.2f} s, {build['shards']} shards")
+    return pack, build
 
-    mp = os.path.join(scratch, "mnt")
-    os.makedirs(mp)
-    opts = ["-o", a.mount_options] if a.mount_options else []
-    mounts = {"mount": ("shardfs", [a.shardfs, "mount", "-f"] + opts + [pack["index"], mp],
-                        "fuse3", os.path.join(scratch, "mount.log"))}
-    paths = list(PATHS)
-    image = None
-    if a.kernel:
-        if os.geteuid() != 0:
-            skipped.append("kernel (shardfs mount --kernel): needs root")
+
+class LoaderPaths:
+    """The paths the loader reads through: loose and the FUSE mount always, `mount --kernel`
+    with --kernel as root, the Python package when the build has it; what cannot run is said
+    in `skipped`. Each mount is made afresh by fresh_mount and unmounted by unmount_all."""
+
+    def __init__(self, a, scratch, index, skipped):
+        self.a = a
+        mp = os.path.join(scratch, "mnt")
+        os.makedirs(mp)
+        opts = ["-o", a.mount_options] if a.mount_options else []
+        self.mounts = {"mount": ("shardfs", [a.shardfs, "mount", "-f"] + opts + [index, mp],
+                                 "fuse3", os.path.join(scratch, "mount.log"))}
+        self.paths = list(PATHS)
+        self.image = None
+        if a.kernel:
+            if os.geteuid() != 0:
+                skipped.append("kernel (shardfs mount --kernel): needs root")
+            else:
+                kmp = os.path.join(scratch, "mnt-kernel")
+                os.makedirs(kmp)
+                klog = os.path.join(scratch, "mount-kernel.log")
+                self.image = KernelImageCache(os.path.join(scratch, "kernel-image-cache"), klog)
+                self.mounts["kernel"] = (
+                    "shardfs-kernel", self.image.mount_argv(a.shardfs, index, kmp,
+                                                            a.mount_options),
+                    "kernel", klog)
+                self.paths.append("kernel")
+        # The Python package (shardfs.torch.ImageFolder over the index, in-process, no mount),
+        # where the build has it.
+        self.package = os.path.join(a.build_dir, "python")
+        if os.path.isdir(os.path.join(self.package, "shardfs")):
+            self.paths.append("package")
         else:
-            kmp = os.path.join(scratch, "mnt-kernel")
-            os.makedirs(kmp)
-            klog = os.path.join(scratch, "mount-kernel.log")
-            image = KernelImageCache(os.path.join(scratch, "kernel-image-cache"), klog)
-            mounts["kernel"] = ("shardfs-kernel",
-                                image.mount_argv(a.shardfs, pack["index"], kmp, a.mount_options),
-                                "kernel", klog)
-            paths.append("kernel")
-    # The Python package (shardfs.torch.ImageFolder over the index, in-process, no mount),
-    # where the build has it.
-    package = os.path.join(a.build_dir, "python")
-    if os.path.isdir(os.path.join(package, "shardfs")):
-        paths.append("package")
-    else:
-        skipped.append(f"package (shardfs.torch): not built in {package}")
-    state = {p: None for p in mounts}
-    mountpoints = {p: argv[-1] for p, (_, argv, _, _) in mounts.items()}
+            skipped.append(f"package (shardfs.torch): not built in {self.package}")
+        self.state = {p: None for p in self.mounts}
+        self.mountpoints = {p: argv[-1] for p, (_, argv, _, _) in self.mounts.items()}
 
-    def fresh_mount(path):
-        if state[path] is not None:
-            state[path].unmount()
-        system, argv, kind, log_path = mounts[path]
-        m = Mount(system, mountpoints[path], argv, kind, log_path)
+    def fresh_mount(self, path):
+        if self.state[path] is not None:
+            self.state[path].unmount()
+        system, argv, kind, log_path = self.mounts[path]
+        m = Mount(system, self.mountpoints[path], argv, kind, log_path)
         try:
-            m.mount(min(a.phase_timeout, MOUNT_TIMEOUT))
+            m.mount(min(self.a.phase_timeout, MOUNT_TIMEOUT))
         except TimeoutError as e:
             raise BenchError(f"mount {path}: {e}")
-        state[path] = m
+        self.state[path] = m
 
-    server = LoaderServer(a.loader_python, scratch, os.path.join(scratch, "loader.log"),
-                          a.phase_timeout)
-    runs = []
-    try:
-        roots = {"loose": os.path.join(tree, "train")}
-        roots |= {p: os.path.join(m, "train") for p, m in mountpoints.items()}
-        for w in a.loader_workers:
-            for mode in MODES:
-                for path in paths:
-                    req = {"root": roots.get(path), "mode": mode, "workers": w,
-                           "batch": a.loader_batch, "samples": a.loader_samples,
-                           "seed": a.seed, "size": 224}
-                    if path == "package":
-                        req |= {"index": pack["index"], "index_root": "train",
-                                "pythonpath": package}
-                    for temp in TEMPS:
-                        if temp == "cold":
-                            if can_cold:
-                                drop_caches()
-                            if path in mounts:
-                                fresh_mount(path)
-                        mark = drops_so_far()
-                        r = server.run(req)
-                        # A warm run during which another process dropped the page cache
-                        # (a shared machine) is reported, not hidden: runs take minutes.
-                        foreign = (drops_so_far() - mark) if mark is not None else 0
-                        r.update({"path": path, "temp": temp, "foreign_drops": foreign,
-                                  "status": "ok" if temp == "warm" or can_cold else "skipped"})
-                        if foreign and temp == "warm":
-                            notes.append(f"{mode} {w} workers {path} warm: the page cache was "
-                                         f"dropped {foreign} time(s) by another process during "
-                                         "the run: partly cold")
-                        runs.append(r)
-                        log(f"{mode:<6} {w} workers {path:<6} {temp}: "
-                            f"{r['samples_per_s']:,.0f} samples/s, I/O share "
-                            f"{r['io_share']:.1%} ({r['samples']:,} samples, "
-                            f"{r['seconds']:.1f} s)")
-        server.close()
-    except BaseException:
-        server.close(kill=True)  # Do not wait for a running epoch on an error or Ctrl-C.
-        raise
-    finally:
-        for m in state.values():
+    def unmount_all(self):
+        for m in self.state.values():
             if m is not None:
                 m.unmount()
-    if image is not None:
-        image.record(build.setdefault("kernel_image", {}), meta["files"] + meta["dirs"])
 
+
+def loader_epoch(server, req, path, temp, can_cold, lp, notes):
+    """One epoch of the loader (cold: caches dropped and the mount made afresh first); returns
+    its result with the path, the temperature and the page-cache drops by other processes."""
+    if temp == "cold":
+        if can_cold:
+            drop_caches()
+        if path in lp.mounts:
+            lp.fresh_mount(path)
+    mark = drops_so_far()
+    r = server.run(req)
+    # A warm run during which another process dropped the page cache (a shared machine) is
+    # reported, not hidden: runs take minutes.
+    foreign = (drops_so_far() - mark) if mark is not None else 0
+    r.update({"path": path, "temp": temp, "foreign_drops": foreign,
+              "status": "ok" if temp == "warm" or can_cold else "skipped"})
+    if foreign and temp == "warm":
+        notes.append(f"{req['mode']} {req['workers']} workers {path} warm: the page cache was "
+                     f"dropped {foreign} time(s) by another process during the run: partly cold")
+    log(f"{req['mode']:<6} {req['workers']} workers {path:<6} {temp}: "
+        f"{r['samples_per_s']:,.0f} samples/s, I/O share {r['io_share']:.1%} "
+        f"({r['samples']:,} samples, {r['seconds']:.1f} s)")
+    return r
+
+
+def loader_epochs(a, server, lp, tree, index, can_cold, notes):
+    """Every (workers, mode, path, cold then warm) epoch, in that order."""
+    runs = []
+    roots = {"loose": os.path.join(tree, "train")}
+    roots |= {p: os.path.join(m, "train") for p, m in lp.mountpoints.items()}
+    for w in a.loader_workers:
+        for mode in MODES:
+            for path in lp.paths:
+                req = {"root": roots.get(path), "mode": mode, "workers": w,
+                       "batch": a.loader_batch, "samples": a.loader_samples,
+                       "seed": a.seed, "size": 224}
+                if path == "package":
+                    req |= {"index": index, "index_root": "train", "pythonpath": lp.package}
+                for temp in TEMPS:
+                    runs.append(loader_epoch(server, req, path, temp, can_cold, lp, notes))
+    return runs
+
+
+def loader_report(a, meta, tree, build, server, runs, paths, environment):
+    """The JSON report (schema shardfs-bench-loader/1), rows, targets and the required rate's
+    verdicts included."""
     rows, content_ok = make_rows(a, runs, paths)
-    if os.cpu_count() and os.cpu_count() <= 2:
-        notes.append(f"{os.cpu_count()} CPUs: decode is CPU-bound here; more workers than "
-                     "cores only add contention")
     report = {
         "schema": "shardfs-bench-loader/1",
         "params": {"files": a.files, "classes": a.classes, "seed": a.seed,
@@ -329,12 +334,9 @@ def run_loader(a, scratch):
                    "batch": a.loader_batch, "size": 224, "required_rate": a.required_rate,
                    "shard_size": a.shard_size, "mount_options": a.mount_options,
                    "paths": paths, "workdir": a.workdir},
-        "environment": {"root": os.geteuid() == 0, "cold_runs": can_cold,
-                        "cpus": os.cpu_count(), "kernel": platform.release(),
-                        "loader_python": a.loader_python,
-                        "torch": server.info.get("torch"),
-                        "torchvision": server.info.get("torchvision"),
-                        "pil": server.info.get("pil"), "skipped": skipped, "notes": notes},
+        "environment": environment | {"torch": server.info.get("torch"),
+                                      "torchvision": server.info.get("torchvision"),
+                                      "pil": server.info.get("pil")},
         "dataset": {k: meta[k] for k in ("samples", "files", "dirs", "bytes")}
         | {"cached": meta.get("cached", False), "path": tree,
            "pool_images": meta.get("pool_images")},
@@ -345,10 +347,39 @@ def run_loader(a, scratch):
     }
     report["targets"] = loader_targets(a, rows, content_ok)
     report["required"] = required_rate(a, rows) if a.required_rate else None
-    if a.json_out:
-        with open(a.json_out, "w") as f:
-            json.dump(report, f, indent=1)
-        log(f"wrote {a.json_out}")
+    return report
+
+
+def run_loader(a, scratch):
+    """The loader run: every path, mode and worker count, cold then warm, then the report."""
+    can_cold, why = can_drop_caches()
+    skipped, notes = [], []
+    if not can_cold:
+        skipped.append(f"cold runs: {why}; the first run of each figure is discarded instead")
+    ddir, meta = jpeg_dataset(a, scratch)
+    tree = os.path.join(ddir, "tree")
+    pack, build = loader_pack(a, ddir, tree, tree_file_list(tree), scratch)
+    lp = LoaderPaths(a, scratch, pack["index"], skipped)
+    server = LoaderServer(a.loader_python, scratch, os.path.join(scratch, "loader.log"),
+                          a.phase_timeout)
+    try:
+        runs = loader_epochs(a, server, lp, tree, pack["index"], can_cold, notes)
+        server.close()
+    except BaseException:
+        server.close(kill=True)  # Do not wait for a running epoch on an error or Ctrl-C.
+        raise
+    finally:
+        lp.unmount_all()
+    if lp.image is not None:
+        lp.image.record(build.setdefault("kernel_image", {}), meta["files"] + meta["dirs"])
+    if os.cpu_count() and os.cpu_count() <= 2:
+        notes.append(f"{os.cpu_count()} CPUs: decode is CPU-bound here; more workers than "
+                     "cores only add contention")
+    environment = {"root": os.geteuid() == 0, "cold_runs": can_cold, "cpus": os.cpu_count(),
+                   "kernel": platform.release(), "loader_python": a.loader_python,
+                   "skipped": skipped, "notes": notes}
+    report = loader_report(a, meta, tree, build, server, runs, lp.paths, environment)
+    write_report_json(a.json_out, report)
     print_loader_report(report)
     if a.plot:
         bench_plot.plot(a, report, scratch)
@@ -524,7 +555,7 @@ def print_loader_report(report, out=sys.stdout):
       "spent opening and reading files\n   / workers x wall time; the package reads a file "
       "before its loader runs, so its share is ~0)\n")
 
-    w("\ntargets (loader, issue #15)\n")
+    w("\ntargets (loader)\n")
     for t in report["targets"]:
         v = "-" if t["value"] is None else f"{t['value']:.2f}x"
         w(f"  {t['target']:<52} {v:>8}  {t['op']} {t['goal']:g}x  {t['status']}\n")

@@ -1,4 +1,4 @@
-"""`shardfs_bench.py --netfs` (issue #39): shards and index on a real network filesystem.
+"""`shardfs_bench.py --netfs`: shards and index on a real network filesystem.
 
 The network filesystem is sshfs talking to an sshd of its own on 127.0.0.1 through a loopback
 proxy that adds a round-trip delay (the integration tests' rig, netfs_testlib.NetFs). The
@@ -34,10 +34,10 @@ import math
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import time
 
+from bench_args import TEST_RIG_DIR, use_test_rig, write_report_json
 from bench_common import MOUNT_TIMEOUT, BenchError, fmt_bytes, log, tree_bytes
 from bench_dataset import tree_file_list
 from bench_images import file_tail, pack_or_reuse
@@ -47,18 +47,17 @@ import bench_plot
 from bench_report import target_row
 from bench_workloads import can_drop_caches, drop_caches
 
-SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PATHS = ["loose_netfs", "shardfs", "loose_local"]
 PATH_TITLES = {"loose_netfs": "loose on sshfs", "shardfs": "shardfs default",
                "loose_local": "loose local"}
 TEMPS = ["cold", "warm"]
-TARGET_RTT_MS = 1.0  # The issue's targets are stated at a 1 ms round trip.
+TARGET_RTT_MS = 1.0  # The targets are stated at a 1 ms round trip.
 
 
 def add_args(ap):
     ap.add_argument("--netfs", action="store_true",
                     help="shards, index and the loose tree on a network filesystem instead "
-                    "(issue #39; bench_netfs.py): sshfs over a loopback sshd with a delay proxy")
+                    "(bench_netfs.py): sshfs over a loopback sshd with a delay proxy")
     ap.add_argument("--netfs-rtts", default="0.2,1",
                     help="--netfs: round-trip delays in ms the proxy adds (0.2,1)")
     ap.add_argument("--netfs-samples", type=int, default=10000,
@@ -102,11 +101,10 @@ def load_rig():
     """The network filesystem of the integration tests, tests/integration/netfs_testlib.py,
     imported from the source tree by path (not copied): the bench measures on the same sshd,
     sshfs options, delay proxy and server-side syscall count as test_netfs.py checks."""
-    rig_dir = os.path.join(SOURCE_ROOT, "tests", "integration")
-    if not os.path.exists(os.path.join(rig_dir, "netfs_testlib.py")):
-        raise BenchError(f"{rig_dir}/netfs_testlib.py missing: --netfs runs from a source tree")
-    if rig_dir not in sys.path:
-        sys.path.insert(0, rig_dir)
+    if not os.path.exists(os.path.join(TEST_RIG_DIR, "netfs_testlib.py")):
+        raise BenchError(f"{TEST_RIG_DIR}/netfs_testlib.py missing: --netfs runs from a source "
+                         "tree")
+    use_test_rig()
     import netfs_testlib
     return netfs_testlib
 
@@ -199,7 +197,9 @@ class Rig:
         self.stop_sshfs()
 
 
-def run_netfs(a, scratch):
+def netfs_rig():
+    """The integration tests' network filesystem, after checking root, cold runs and its
+    tools; BenchError saying what is missing."""
     if os.geteuid() != 0:
         raise BenchError("--netfs needs root: it runs sshd, sshfs and strace, and drops caches")
     can_cold, why = can_drop_caches()
@@ -210,11 +210,12 @@ def run_netfs(a, scratch):
         nl.require_tools()
     except RuntimeError as e:
         raise BenchError(str(e))
-    loadavg_start = os.getloadavg()
-    notes = []
-    ddir, meta = jpeg_dataset(a, scratch)
-    tree = os.path.join(ddir, "tree")
-    files = tree_file_list(tree)
+    return nl
+
+
+def netfs_pack(a, ddir, tree, files, scratch):
+    """The shards (--netfs-shards of them unless --shard-size is given) and their index;
+    returns (pack, build row)."""
     if a.shard_size == "256MiB":  # Not given: --netfs-shards decides.
         a.shard_size = shard_size_for(tree, files, a.netfs_shards)
     pdir, pack = pack_or_reuse(a, ddir, tree, files, scratch)
@@ -224,7 +225,73 @@ def run_netfs(a, scratch):
              "shard_bytes": sum(os.path.getsize(p) for p in pack["shards"]),
              "index_bytes": tree_bytes(pack["index"])[0]}
     log(f"pack: {pack['method']}: {pack['pack_seconds']:.2f} s, {build['shards']} shards")
+    return pack, build
 
+
+def run_rtt(a, rig, server, scratch, tree, build, rtt):
+    """At one round-trip delay: the index build on sshfs against the local one, then one loader
+    epoch per path, cold then warm; returns (the per-rtt row, the runs by (path, temp))."""
+    log(f"rtt {rtt:g} ms")
+    r = {"rtt_ms": rtt}
+    r["index_build_netfs_seconds"] = netfs_index_build(a, rig, scratch)
+    r["index_build_local_seconds"] = build["index_build_local_seconds"]
+    r["index_build_ratio"] = r["index_build_netfs_seconds"] / build["index_build_local_seconds"]
+    roots = {"loose_netfs": os.path.join(rig.net, "loose", "train"),
+             "shardfs": os.path.join(rig.mnt, "train"),
+             "loose_local": os.path.join(tree, "train")}
+    runs = {}
+    for path in PATHS:
+        req = {"root": roots[path], "mode": "decode", "workers": a.loader_workers,
+               "batch": a.loader_batch, "samples": a.netfs_samples, "seed": a.seed, "size": 224}
+        for temp in TEMPS:
+            if temp == "cold":
+                ms = rig.cold(shardfs=path == "shardfs")
+                if ms is not None:
+                    r["mount_cold_ms"] = ms
+            runs[(path, temp)] = run = server.run(req)
+            log(f"rtt {rtt:g} ms {PATH_TITLES[path]:<16} {temp}: "
+                f"{run['samples_per_s']:,.0f} samples/s ({run['samples']:,} samples, "
+                f"{run['seconds']:.1f} s, scan {run['scan_seconds']:.2f} s)")
+        if path == "shardfs":
+            r["stats"] = rig.stats()
+            r["mount_warm_ms"] = rig.mount_shardfs()  # Cache holds the index.
+            rig.unmount_shardfs()
+    return r, runs
+
+
+def measure_netfs(a, nl, server, scratch, tree, pack, build, nfiles, xdg):
+    """Everything measured on the network filesystem: each --netfs-rtts delay, the pack
+    comparison at --netfs-pack-rtt, the counted epoch at the smallest delay. Returns (rows,
+    per-rtt rows, metadata counts, pack comparison or None)."""
+    rows, per_rtt, pack_cmp = [], [], None
+    with nl.NetFs(rtt_ms=a.netfs_rtts[0], prefix="netfs-", parent=scratch) as netfs:
+        rig = Rig(a, netfs, scratch, xdg)
+        try:
+            build |= place_on_server(netfs, tree, pack["shards"])
+            build["index_build_local_seconds"] = local_index_build(a, pack["shards"], scratch)
+            for rtt in a.netfs_rtts:
+                netfs.set_rtt(rtt)
+                r, runs = run_rtt(a, rig, server, scratch, tree, build, rtt)
+                rows += make_rows(rtt, runs)
+                if rtt == a.netfs_pack_rtt:
+                    pack_cmp = pack_vs_tar(a, rig, scratch, nfiles, rtt)
+                per_rtt.append(r)
+            netfs.set_rtt(min(a.netfs_rtts))
+            metadata = count_epoch(a, rig, server, min(a.netfs_rtts))
+        finally:
+            rig.close()
+    return rows, per_rtt, metadata, pack_cmp
+
+
+def run_netfs(a, scratch):
+    """The network-storage run; 1 if a path read other samples or the pack did not verify."""
+    nl = netfs_rig()
+    loadavg_start = os.getloadavg()
+    notes = []
+    ddir, meta = jpeg_dataset(a, scratch)
+    tree = os.path.join(ddir, "tree")
+    files = tree_file_list(tree)
+    pack, build = netfs_pack(a, ddir, tree, files, scratch)
     # The default chunk cache and index copy go under $XDG_CACHE_HOME/shardfs: the run's own,
     # inherited by every mount, never the user's home.
     xdg = os.path.join(scratch, "xdg-cache")
@@ -232,54 +299,11 @@ def run_netfs(a, scratch):
     os.environ["XDG_CACHE_HOME"] = xdg
     build["cache_dir"] = os.path.join(xdg, "shardfs")
 
-    rows, per_rtt, metadata, pack_cmp = [], [], None, None
     server = LoaderServer(a.loader_python, scratch, os.path.join(scratch, "loader.log"),
                           a.phase_timeout)
     try:
-        with nl.NetFs(rtt_ms=a.netfs_rtts[0], prefix="netfs-", parent=scratch) as netfs:
-            rig = Rig(a, netfs, scratch, xdg)
-            try:
-                build |= place_on_server(netfs, tree, pack["shards"])
-                build["index_build_local_seconds"] = local_index_build(a, pack["shards"],
-                                                                       scratch)
-                for rtt in a.netfs_rtts:
-                    netfs.set_rtt(rtt)
-                    log(f"rtt {rtt:g} ms")
-                    r = {"rtt_ms": rtt}
-                    r["index_build_netfs_seconds"] = netfs_index_build(a, rig, scratch)
-                    r["index_build_local_seconds"] = build["index_build_local_seconds"]
-                    r["index_build_ratio"] = (r["index_build_netfs_seconds"]
-                                              / build["index_build_local_seconds"])
-                    roots = {"loose_netfs": os.path.join(rig.net, "loose", "train"),
-                             "shardfs": os.path.join(rig.mnt, "train"),
-                             "loose_local": os.path.join(tree, "train")}
-                    runs = {}
-                    for path in PATHS:
-                        req = {"root": roots[path], "mode": "decode",
-                               "workers": a.loader_workers, "batch": a.loader_batch,
-                               "samples": a.netfs_samples, "seed": a.seed, "size": 224}
-                        for temp in TEMPS:
-                            if temp == "cold":
-                                ms = rig.cold(shardfs=path == "shardfs")
-                                if ms is not None:
-                                    r["mount_cold_ms"] = ms
-                            runs[(path, temp)] = run = server.run(req)
-                            log(f"rtt {rtt:g} ms {PATH_TITLES[path]:<16} {temp}: "
-                                f"{run['samples_per_s']:,.0f} samples/s ({run['samples']:,} "
-                                f"samples, {run['seconds']:.1f} s, scan "
-                                f"{run['scan_seconds']:.2f} s)")
-                        if path == "shardfs":
-                            r["stats"] = rig.stats()
-                            r["mount_warm_ms"] = rig.mount_shardfs()  # Cache holds the index.
-                            rig.unmount_shardfs()
-                    rows += make_rows(rtt, runs)
-                    if rtt == a.netfs_pack_rtt:
-                        pack_cmp = pack_vs_tar(a, rig, scratch, len(files), rtt)
-                    per_rtt.append(r)
-                netfs.set_rtt(min(a.netfs_rtts))
-                metadata = count_epoch(a, rig, server, min(a.netfs_rtts))
-            finally:
-                rig.close()
+        rows, per_rtt, metadata, pack_cmp = measure_netfs(a, nl, server, scratch, tree, pack,
+                                                          build, len(files), xdg)
         server.close()
     except BaseException:
         server.close(kill=True)  # Do not wait for a running epoch on an error or Ctrl-C.
@@ -315,10 +339,7 @@ def run_netfs(a, scratch):
         "pack": pack_cmp,
     }
     report["targets"] = netfs_targets(report)
-    if a.json_out:
-        with open(a.json_out, "w") as f:
-            json.dump(report, f, indent=1)
-        log(f"wrote {a.json_out}")
+    write_report_json(a.json_out, report)
     print_netfs_report(report)
     if a.plot:
         bench_plot.plot(a, report, scratch)
@@ -544,7 +565,7 @@ def print_netfs_report(report, out=sys.stdout):
           f"({pk['pack_files_per_s']:,.0f} files/s), tar -cf {pk['tar_seconds']:.1f} s "
           f"({pk['tar_files_per_s']:,.0f} files/s): {pk['ratio']:.2f}x; verify "
           + ("ok" if pk["verify_ok"] else f"FAILED (exit {pk['verify_exit']})") + "\n")
-    w("\ntargets (network storage, issue #39)\n")
+    w("\ntargets (network storage)\n")
     for t in report["targets"]:
         unit = t["unit"]
         v = "-" if t["value"] is None else (f"{t['value']:.2f}{unit}" if unit != "ms"

@@ -1,4 +1,4 @@
-"""--archives packz: `shardfs pack --compress zstd|gzip` on a JSON/text-heavy tree (issue #24).
+"""--archives packz: `shardfs pack --compress zstd|gzip` on a JSON/text-heavy tree.
 
 The tree: --packz-samples samples in `samples/dNNN/`, each a JSON sidecar (~1-3 KiB), a text
 file (~2-10 KiB) and a numpy-like array (.npy header + float32 values rounded to 2 decimals,

@@ -27,8 +27,6 @@ BUILD/python.
 
 import argparse
 import hashlib
-import io
-import json
 import os
 import random
 import statistics
@@ -36,6 +34,8 @@ import subprocess
 import sys
 import time
 
+from bench_args import (add_build_dir_arg, add_json_arg, add_seed_arg, add_workdir_arg,
+                        resolve_binaries, write_report_json)
 from bench_common import BenchError, log
 from bench_mounts import Mount, run_in_scratch
 
@@ -43,7 +43,6 @@ TARGET_READ_RATIO = 1.5  # The package's read loop against the loose tree's.
 
 
 def parse_python_args(argv):
-    here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(prog="shardfs_bench.py --python",
                                  description="The Python package against the loose tree and "
                                  "the mounts (warm, shuffled).")
@@ -51,16 +50,15 @@ def parse_python_args(argv):
     ap.add_argument("--files", type=int, default=20000, help="small JPEGs (default 20000)")
     ap.add_argument("--classes", type=int, default=20, help="class directories (default 20)")
     ap.add_argument("--reps", type=int, default=3, help="measured passes (default 3)")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--build-dir", default=os.environ.get("SHARDFS_BUILD_ROOT") or
-                    os.path.join(os.path.dirname(os.path.dirname(here)), "build"))
-    ap.add_argument("--workdir", help="default /var/tmp/shardfs-bench-python-<files>-<seed>")
+    add_seed_arg(ap)
+    add_build_dir_arg(ap)
+    add_workdir_arg(ap, "default /var/tmp/shardfs-bench-python-<files>-<seed>")
     ap.add_argument("--no-loader", action="store_true", help="leave out the ImageFolder rows")
     ap.add_argument("--no-kernel", action="store_true", help="leave out mount --kernel")
-    ap.add_argument("--json", dest="json_out")
+    add_json_arg(ap)
     a = ap.parse_args(argv)
     a.workdir = a.workdir or f"/var/tmp/shardfs-bench-python-{a.files}-{a.seed}"
-    a.shardfs = os.path.join(a.build_dir, "app", "shardfs")
+    resolve_binaries(a)  # shardfs from --build-dir: the package beside it is the one measured.
     return a
 
 
@@ -105,14 +103,97 @@ def timed_passes(a, fn):
     return {"median": statistics.median(rates), "min": min(rates), "max": max(rates)}
 
 
-def main_python(argv):
-    a = parse_python_args(argv)
+def import_package(a):
+    """The shardfs package built in --build-dir, for the interpreter running this; SystemExit
+    saying so when it is not there."""
     sys.path.insert(0, os.path.join(a.build_dir, "python"))
     try:
         import shardfs
     except ImportError as e:
         raise SystemExit(f"cannot import shardfs from {a.build_dir}/python ({e}); build first, "
                          f"with the interpreter that runs this ({sys.executable})")
+    return shardfs
+
+
+def mount_systems(a, scratch, idx_path, rep):
+    """The FUSE mount and (unless --no-kernel) `mount --kernel` of the index, as root; returns
+    ({system: mountpoint}, [Mount]). A mount that fails is a skipped row in rep["read"]."""
+    roots, mounts = {}, []
+    if os.geteuid() != 0:
+        log("not root: the mount rows are skipped")
+        return roots, mounts
+    for system, extra in (("fuse", []), ("kernel", ["--kernel"])):
+        if system == "kernel" and a.no_kernel:
+            continue
+        mnt = os.path.join(scratch, system)
+        os.makedirs(mnt)
+        argv = [a.shardfs, "mount", *extra, idx_path, mnt]
+        if system == "fuse":
+            argv.insert(2, "-f")
+        m = Mount(f"shardfs-{system}", mnt, argv, "kernel" if extra else "fuse3",
+                  os.path.join(scratch, f"{system}.log"))
+        try:
+            m.mount(120)
+        except (BenchError, TimeoutError, OSError) as e:
+            log(f"{system}: not mounted: {e}")
+            rep["read"][system] = {"skipped": str(e)}
+            continue
+        mounts.append(m)
+        roots[system] = mnt
+    return roots, mounts
+
+
+def time_read_loops(a, rep, index, roots, rels, order, want):
+    """rep["read"]: Index.read and open().read() on every root, in `order`, after checking
+    every file's digest against `want`."""
+    readers = {"shardfs.Index": index.read}
+    for system, root in roots.items():
+        def read_file(r, root=root):
+            with open(os.path.join(root, r), "rb") as f:
+                return f.read()
+        readers[system] = read_file
+    for name, read in readers.items():
+        bad = [r for r in rels if hashlib.blake2b(read(r), digest_size=16).digest() != want[r]]
+        if bad:
+            rep["read"][name] = {"failed": f"{len(bad)} files differ, e.g. {bad[0]}"}
+            continue
+
+        def loop(read=read):
+            for r in order:
+                read(r)
+            return len(order)
+        rep["read"][name] = timed_passes(a, loop)
+        log(f"read {name}: {rep['read'][name]['median']:.0f} files/s")
+
+
+def time_imagefolder(a, rep, index, roots):
+    """rep["imagefolder"]: shardfs.torch.ImageFolder against torchvision's on every root, in
+    one shuffled order; a dataset other than the loose tree's is failed, not timed."""
+    import shardfs.torch as st
+    import torchvision
+    datasets = {"shardfs.torch": st.ImageFolder(index, root="train")}
+    for system, root in roots.items():
+        datasets[system] = torchvision.datasets.ImageFolder(os.path.join(root, "train"))
+    ref = datasets["loose"]
+    n = len(ref)
+    pick = list(range(n))
+    random.Random(a.seed + 1).shuffle(pick)
+    for name, ds in datasets.items():
+        if len(ds) != n or ds.classes != ref.classes:
+            rep["imagefolder"][name] = {"failed": "another dataset than the loose tree's"}
+            continue
+
+        def loop(ds=ds):
+            for i in pick:
+                ds[i]
+            return n
+        rep["imagefolder"][name] = timed_passes(a, loop)
+        log(f"ImageFolder {name}: {rep['imagefolder'][name]['median']:.0f} samples/s")
+
+
+def main_python(argv):
+    a = parse_python_args(argv)
+    shardfs = import_package(a)
     os.makedirs(a.workdir, exist_ok=True)
     tree, idx_path, rels = make_dataset(a)
     order = list(rels)
@@ -123,81 +204,17 @@ def main_python(argv):
     def body(scratch):
         rep = {"schema": "shardfs-bench-python/1", "files": len(rels), "reps": a.reps,
                "python": sys.version.split()[0], "read": {}, "imagefolder": {}}
-        roots = {"loose": tree}
-        mounts = []
-        if os.geteuid() == 0:
-            for system, extra in (("fuse", []), ("kernel", ["--kernel"])):
-                if system == "kernel" and a.no_kernel:
-                    continue
-                mnt = os.path.join(scratch, system)
-                os.makedirs(mnt)
-                argv = [a.shardfs, "mount", *extra, idx_path, mnt]
-                if system == "fuse":
-                    argv.insert(2, "-f")
-                m = Mount(f"shardfs-{system}", mnt, argv, "kernel" if extra else "fuse3",
-                          os.path.join(scratch, f"{system}.log"))
-                try:
-                    m.mount(120)
-                except (BenchError, TimeoutError, OSError) as e:
-                    log(f"{system}: not mounted: {e}")
-                    rep["read"][system] = {"skipped": str(e)}
-                    continue
-                mounts.append(m)
-                roots[system] = mnt
-        else:
-            log("not root: the mount rows are skipped")
+        roots, mounts = mount_systems(a, scratch, idx_path, rep)
+        roots = {"loose": tree} | roots
         index = shardfs.Index(idx_path)
-
-        def check(read):
-            bad = [r for r in rels if hashlib.blake2b(read(r), digest_size=16).digest() != want[r]]
-            return bad
-
-        readers = {"shardfs.Index": index.read}
-        for system, root in roots.items():
-            def read_file(r, root=root):
-                with open(os.path.join(root, r), "rb") as f:
-                    return f.read()
-            readers[system] = read_file
-        for name, read in readers.items():
-            bad = check(read)
-            if bad:
-                rep["read"][name] = {"failed": f"{len(bad)} files differ, e.g. {bad[0]}"}
-                continue
-
-            def loop(read=read):
-                for r in order:
-                    read(r)
-                return len(order)
-            rep["read"][name] = timed_passes(a, loop)
-            log(f"read {name}: {rep['read'][name]['median']:.0f} files/s")
+        time_read_loops(a, rep, index, roots, rels, order, want)
         if not a.no_loader:
-            import shardfs.torch as st
-            import torchvision
-            datasets = {"shardfs.torch": st.ImageFolder(index, root="train")}
-            for system, root in roots.items():
-                datasets[system] = torchvision.datasets.ImageFolder(os.path.join(root, "train"))
-            ref = datasets["loose"]
-            n = len(ref)
-            pick = list(range(n))
-            random.Random(a.seed + 1).shuffle(pick)
-            for name, ds in datasets.items():
-                if len(ds) != n or ds.classes != ref.classes:
-                    rep["imagefolder"][name] = {"failed": "another dataset than the loose tree's"}
-                    continue
-
-                def loop(ds=ds):
-                    for i in pick:
-                        ds[i]
-                    return n
-                rep["imagefolder"][name] = timed_passes(a, loop)
-                log(f"ImageFolder {name}: {rep['imagefolder'][name]['median']:.0f} samples/s")
+            time_imagefolder(a, rep, index, roots)
         index.close()
         for m in mounts:
             m.unmount()
         print_python_report(rep)
-        if a.json_out:
-            with open(a.json_out, "w") as f:
-                json.dump(rep, f, indent=1)
+        write_report_json(a.json_out, rep)
         return 0
 
     return run_in_scratch(a.workdir, "run-", body)

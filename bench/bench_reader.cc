@@ -319,12 +319,14 @@ void PrintJsonString(const char* s) {
   std::putchar('"');
 }
 
-int Main(int argc, char** argv) {
+bool IsLatencyMode(const Args& a) { return a.mode == "lstat-latency" || a.mode == "read-latency"; }
+
+// Parses argv into *a. Returns kExitOk, or kExitUsage after saying why on stderr.
+int ParseArgs(int argc, char** argv, Args* a) {
   if (argc < 2) return Usage("missing mode");
-  Args a;
-  a.mode = argv[1];
-  const bool latency = a.mode == "lstat-latency" || a.mode == "read-latency";
-  if (a.mode != "walk" && a.mode != "lstat" && a.mode != "read" && !latency) {
+  a->mode = argv[1];
+  const bool latency = IsLatencyMode(*a);
+  if (a->mode != "walk" && a->mode != "lstat" && a->mode != "read" && !latency) {
     return Usage("unknown mode");
   }
   std::vector<std::string> positional;
@@ -338,95 +340,92 @@ int Main(int argc, char** argv) {
       return argv[++i];
     };
     if (arg == "--root") {
-      a.root = value("--root");
+      a->root = value("--root");
     } else if (arg == "--procs") {
-      a.procs = std::atoi(value("--procs"));
-      if (a.procs < 1 || a.procs > 256) return Usage("--procs must be 1..256");
+      a->procs = std::atoi(value("--procs"));
+      if (a->procs < 1 || a->procs > 256) return Usage("--procs must be 1..256");
     } else if (arg == "--buffer") {
       long long b = std::atoll(value("--buffer"));
       if (b < 512 || b > (64ll << 20)) return Usage("--buffer must be 512..64MiB");
-      a.buffer = static_cast<size_t>(b);
+      a->buffer = static_cast<size_t>(b);
     } else if (!arg.empty() && arg[0] == '-') {
       return Usage(("unknown option " + arg).c_str());
     } else {
       positional.push_back(arg);
     }
   }
-  if (a.mode == "walk") {
+  if (a->mode == "walk") {
     if (!positional.empty()) {
-      if (positional.size() > 1 || !a.root.empty()) return Usage("walk takes one root");
-      a.root = positional[0];
+      if (positional.size() > 1 || !a->root.empty()) return Usage("walk takes one root");
+      a->root = positional[0];
     }
-    if (a.procs != 1) return Usage("walk runs in one process");
+    if (a->procs != 1) return Usage("walk runs in one process");
   } else {
-    if (latency && a.procs != 1) {
-      return Usage((a.mode + " runs in one process").c_str());
+    if (latency && a->procs != 1) {
+      return Usage((a->mode + " runs in one process").c_str());
     }
     if (positional.size() != 1) return Usage("expected one FILELIST");
-    a.list = positional[0];
+    a->list = positional[0];
   }
+  return kExitOk;
+}
 
-  int dirfd = AT_FDCWD;
-  if (!a.root.empty() || a.mode == "walk") {
-    const char* root = a.root.empty() ? "." : a.root.c_str();
-    dirfd = ::open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd < 0) {
-      std::fprintf(stderr, "bench_reader: open %s: %s\n", root, std::strerror(errno));
-      return kExitFailure;
-    }
-  }
-  std::vector<std::string> paths;
-  if (!a.list.empty() && !LoadList(a.list, &paths)) {
-    std::fprintf(stderr, "bench_reader: cannot read %s: %s\n", a.list.c_str(),
-                 std::strerror(errno));
-    return kExitFailure;
-  }
-
+// What one run measured: the tally, the wall time, and the per-call latencies of the latency
+// modes. ok is false when a worker process failed.
+struct Measured {
   Tally total;
   double seconds = 0;
   bool ok = true;
-  const size_t step = static_cast<size_t>(a.procs);
   std::vector<uint64_t> nanos;
-  if (a.mode == "lstat-latency") {
-    auto start = std::chrono::steady_clock::now();
-    LstatLatency(dirfd, paths, &total, &nanos);
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  } else if (a.mode == "read-latency") {
-    auto start = std::chrono::steady_clock::now();
-    ReadLatency(dirfd, paths, a.buffer, &total, &nanos);
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  } else if (a.mode == "walk") {
-    auto start = std::chrono::steady_clock::now();
-    Walk(::dup(dirfd), "", &total);
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    --total.dirs;  // The root itself is not an entry of the tree.
-  } else if (a.procs == 1) {
-    auto start = std::chrono::steady_clock::now();
-    if (a.mode == "read") {
-      ReadFiles(dirfd, paths, 0, 1, a.buffer, &total);
-    } else {
-      LstatFiles(dirfd, paths, 0, 1, &total);
-    }
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  } else if (a.mode == "read") {
-    ok = RunForked(
-        a.procs, [&](int i, Tally* t) { ReadFiles(dirfd, paths, i, step, a.buffer, t); }, &total,
-        &seconds);
-  } else {
-    ok = RunForked(
-        a.procs, [&](int i, Tally* t) { LstatFiles(dirfd, paths, i, step, t); }, &total, &seconds);
-  }
-  if (!ok) {
-    std::fprintf(stderr, "bench_reader: a worker process failed\n");
-    return kExitFailure;
-  }
+};
 
+// Runs a.mode over paths (or the tree under dirfd for walk), timed.
+Measured Measure(const Args& a, int dirfd, const std::vector<std::string>& paths) {
+  Measured r;
+  const size_t step = static_cast<size_t>(a.procs);
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  if (a.mode == "lstat-latency") {
+    LstatLatency(dirfd, paths, &r.total, &r.nanos);
+    r.seconds = elapsed();
+  } else if (a.mode == "read-latency") {
+    ReadLatency(dirfd, paths, a.buffer, &r.total, &r.nanos);
+    r.seconds = elapsed();
+  } else if (a.mode == "walk") {
+    Walk(::dup(dirfd), "", &r.total);
+    r.seconds = elapsed();
+    --r.total.dirs;  // The root itself is not an entry of the tree.
+  } else if (a.procs == 1) {
+    if (a.mode == "read") {
+      ReadFiles(dirfd, paths, 0, 1, a.buffer, &r.total);
+    } else {
+      LstatFiles(dirfd, paths, 0, 1, &r.total);
+    }
+    r.seconds = elapsed();
+  } else if (a.mode == "read") {
+    r.ok = RunForked(
+        a.procs, [&](int i, Tally* t) { ReadFiles(dirfd, paths, i, step, a.buffer, t); }, &r.total,
+        &r.seconds);
+  } else {
+    r.ok = RunForked(
+        a.procs, [&](int i, Tally* t) { LstatFiles(dirfd, paths, i, step, t); }, &r.total,
+        &r.seconds);
+  }
+  return r;
+}
+
+// Prints the one-line JSON result on stdout.
+void PrintResult(const Args& a, Measured& r, size_t list_entries) {
+  const Tally& total = r.total;
   std::printf("{\"mode\":\"%s\",\"procs\":%d,\"files\":%" PRIu64 ",\"dirs\":%" PRIu64
               ",\"bytes\":%" PRIu64 ",\"seconds\":%.9f,\"checksum\":\"%016" PRIx64
               "\",\"errors\":%" PRIu64 ",\"stat_fallbacks\":%" PRIu64 ",\"list_entries\":%zu",
-              a.mode.c_str(), a.procs, total.files, total.dirs, total.bytes, seconds,
-              total.checksum, total.errors, total.stat_fallbacks, paths.size());
-  if (latency) {
+              a.mode.c_str(), a.procs, total.files, total.dirs, total.bytes, r.seconds,
+              total.checksum, total.errors, total.stat_fallbacks, list_entries);
+  if (IsLatencyMode(a)) {
+    std::vector<uint64_t>& nanos = r.nanos;
     double sum = 0;
     for (uint64_t n : nanos) sum += static_cast<double>(n);
     std::sort(nanos.begin(), nanos.end());
@@ -442,9 +441,35 @@ int Main(int argc, char** argv) {
     PrintJsonString(total.first_error);
   }
   std::printf("}\n");
-  if (total.errors) {
-    std::fprintf(stderr, "bench_reader: %" PRIu64 " error(s), first: %s\n", total.errors,
-                 total.first_error);
+}
+
+int Main(int argc, char** argv) {
+  Args a;
+  if (int rc = ParseArgs(argc, argv, &a); rc != kExitOk) return rc;
+  int dirfd = AT_FDCWD;
+  if (!a.root.empty() || a.mode == "walk") {
+    const char* root = a.root.empty() ? "." : a.root.c_str();
+    dirfd = ::open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0) {
+      std::fprintf(stderr, "bench_reader: open %s: %s\n", root, std::strerror(errno));
+      return kExitFailure;
+    }
+  }
+  std::vector<std::string> paths;
+  if (!a.list.empty() && !LoadList(a.list, &paths)) {
+    std::fprintf(stderr, "bench_reader: cannot read %s: %s\n", a.list.c_str(),
+                 std::strerror(errno));
+    return kExitFailure;
+  }
+  Measured r = Measure(a, dirfd, paths);
+  if (!r.ok) {
+    std::fprintf(stderr, "bench_reader: a worker process failed\n");
+    return kExitFailure;
+  }
+  PrintResult(a, r, paths.size());
+  if (r.total.errors) {
+    std::fprintf(stderr, "bench_reader: %" PRIu64 " error(s), first: %s\n", r.total.errors,
+                 r.total.first_error);
     return kExitFailure;
   }
   return kExitOk;

@@ -1,5 +1,5 @@
-"""--remote: the targets of issue #14 (tar shards read over HTTP in chunks through a bounded
-cache), one run, ratios against the same work on local shards and on loose files over HTTP.
+"""--remote: tar shards read over HTTP in chunks through a bounded cache, their targets
+measured in one run, against the same work on local shards and on loose files over HTTP.
 
 One nginx on loopback serves the dataset's shards (/shards/...) and its loose tree (/tree/...);
 a FaultProxy (tests/integration/remote_servers.py) in front of it adds --latency per request
@@ -24,23 +24,21 @@ client the bench runs as its own process (see http_get_main).
 import http.client
 import json
 import os
-import platform
 import shutil
 import statistics
 import sys
 import time
 import urllib.parse
 
-from bench_common import BenchError, ContentMismatch, fmt_bytes, log, parse_size
+from bench_args import host_facts, use_test_rig, write_report_json
+from bench_common import BenchError, ContentMismatch, Xxh3, fmt_bytes, log, parse_size
 from bench_dataset import dataset_key, generate_dataset, tree_file_list
 from bench_images import file_tail, find_shards, pack_or_reuse
 from bench_mounts import Mount, run_tool
 from bench_report import fmt_num, ratio, target_row
 from bench_workloads import SystemRun, Workloads, can_drop_caches, drop_caches
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "integration"))
+use_test_rig()  # remote_servers: the integration tests' nginx and proxy, by path.
 import remote_servers  # noqa: E402
 
 WALKS = [("find", "find -type f"), ("ls", "ls -lR"), ("lstat", "lstat of every file")]
@@ -56,7 +54,6 @@ def http_get_main(argv):
     (process i takes entries i, i+N, ...), one keep-alive connection each, opened before the
     clock starts. Prints one JSON object like bench_reader read's (checksum: sum of XXH3-64 of
     every body, mod 2^64)."""
-    from bench_views import Xxh3  # libxxhash, as the reference checksums
     base, list_path = argv[0], argv[1]
     procs = int(argv[argv.index("--procs") + 1]) if "--procs" in argv else 1
     with open(list_path) as f:
@@ -243,173 +240,174 @@ def hit_rate(st):
     return st["cache_hits"] / n if n else None
 
 
-def run_remote(a, scratch):
-    loadavg_start = os.getloadavg()
-    can_cold, why = can_drop_caches()
-    key, _ = dataset_key(a)
-    ddir = os.path.join(a.workdir, f"dataset-{key}")
-    meta = generate_dataset(a, ddir)
-    tree = os.path.join(ddir, "tree")
-    files = tree_file_list(tree)
-    pdir, pack = remote_pack(a, ddir, tree, files, scratch)
-    shards = find_shards(pdir)
-    shard_bytes = sum(os.path.getsize(p) for p in shards)
-    chunk = parse_size(a.chunk_size)
-    full_cache = shard_bytes + CACHE_SLACK_CHUNKS * chunk * len(shards)
-    quarter_cache = max(chunk, shard_bytes // 4)
-    base_opts = f"chunk_size={a.chunk_size}" + \
-        (f",fetch_threads={a.fetch_threads}" if a.fetch_threads else "")
-    notes = []
-    if not can_cold:
-        notes.append(f"page cache not dropped before cold runs ({why}): each cold run is only "
-                     "a fresh mount")
+class RemoteSetup:
+    """What the run reads, set up once: the dataset and its shards (packed or reused), the
+    cache sizes and mount options, and the root nginx serves (the shards and the loose tree, as
+    links)."""
 
-    # nginx's root: the shards and the loose tree, as links.
-    served = os.path.join(scratch, "served")
-    os.makedirs(served)
-    os.symlink(pdir, os.path.join(served, "shards"))
-    os.symlink(tree, os.path.join(served, "tree"))
-    shard_list = os.path.join(scratch, "shards.list")
-    with open(shard_list, "w") as f:
-        f.write("".join(os.path.relpath(p, pdir) + "\n" for p in shards))
+    def __init__(self, a, scratch):
+        key, _ = dataset_key(a)
+        self.ddir = os.path.join(a.workdir, f"dataset-{key}")
+        self.meta = generate_dataset(a, self.ddir)
+        self.tree = os.path.join(self.ddir, "tree")
+        self.files = tree_file_list(self.tree)
+        self.pdir, self.pack = remote_pack(a, self.ddir, self.tree, self.files, scratch)
+        self.shards = find_shards(self.pdir)
+        self.shard_bytes = sum(os.path.getsize(p) for p in self.shards)
+        chunk = parse_size(a.chunk_size)
+        self.full_cache = self.shard_bytes + CACHE_SLACK_CHUNKS * chunk * len(self.shards)
+        self.quarter_cache = max(chunk, self.shard_bytes // 4)
+        self.base_opts = f"chunk_size={a.chunk_size}" + \
+            (f",fetch_threads={a.fetch_threads}" if a.fetch_threads else "")
+        self.full_opts = f"{self.base_opts},cache_size={self.full_cache}"
+        self.served = os.path.join(scratch, "served")
+        os.makedirs(self.served)
+        os.symlink(self.pdir, os.path.join(self.served, "shards"))
+        os.symlink(self.tree, os.path.join(self.served, "tree"))
+        self.shard_list = os.path.join(scratch, "shards.list")
+        with open(self.shard_list, "w") as f:
+            f.write("".join(os.path.relpath(p, self.pdir) + "\n" for p in self.shards))
 
-    rows = {}
-    systems = {"local": SystemRun("local", "local shards"),
-               "http": SystemRun("http", "HTTP shards"),
-               "loose_http": SystemRun("loose_http", "loose files, GET per file")}
+
+def loose_reference(run, su):
+    """The loose tree's lstat and read results: the reference every mount is checked against."""
+    log("loose tree: reference lstat and read")
+    for phase, ref in (("lstat", "lstat"), ("read_tree1", "read")):
+        r = run.run_phase(phase, su.tree, run.a.phase_timeout)
+        if r.get("errors"):
+            raise BenchError(f"loose tree {phase}: {r.get('first_error')}")
+        run.reference[ref] = {k: r[k] for k in ("files", "dirs", "bytes", "checksum")}
+    if run.reference["read"]["files"] != su.meta["files"]:
+        raise BenchError(f"the cached tree {su.tree} does not match dataset.json; delete the "
+                         "work dir and rerun")
+
+
+def build_http_index(a, scratch, su, proxy):
+    """`shardfs index build --url-prefix` of the shards through the proxy; returns (index
+    path, its row: seconds, requests, bytes)."""
+    log(f"index build over HTTP: {len(su.shards)} shards through the proxy")
+    http_index = os.path.join(scratch, "http.idx")
+    proxy.reset_counters()
+    rc, _, _, secs = run_tool([a.shardfs, "index", "build", "--quiet", "--out", http_index,
+                               "--from-list", su.shard_list, "--url-prefix",
+                               proxy.url + "/shards"],
+                              timeout=a.phase_timeout,
+                              log_path=os.path.join(scratch, "index-build.log"))
+    if rc != 0:
+        raise BenchError(f"shardfs index build over HTTP exited {rc}: "
+                         f"{file_tail(os.path.join(scratch, 'index-build.log'))}")
+    return http_index, {"seconds": secs, "requests": proxy.requests, "bytes": proxy.bytes_sent}
+
+
+def metadata_walks(run, su, proxy, http_index):
+    """Step 1: find, ls -lR and an lstat walk of the HTTP mount, each checked, with the
+    requests each sent (there should be none)."""
+    a = run.a
+    log("1. metadata walks through the HTTP mount")
+    walks = {}
+    m = run.mount(http_index, su.full_opts)
+    try:
+        for name, title in WALKS:
+            before_proxy, before_stats = proxy.requests, run.stats(m)["requests"]
+            if name == "lstat":
+                r = run.reader("lstat", m.mountpoint, a.phase_timeout, "tree")
+                bad = run.check("lstat", r)
+                if bad:
+                    raise ContentMismatch(f"lstat walk of the HTTP mount: {bad}")
+                seen = r["files"]
+            else:
+                argv = ["find", m.mountpoint, "-type", "f"] if name == "find" else \
+                    ["ls", "-lR", m.mountpoint]
+                rc, so, se, secs = run_tool(argv, timeout=a.phase_timeout)
+                if rc != 0:
+                    raise BenchError(f"{title} of the HTTP mount exited {rc}: "
+                                     f"{se.decode(errors='replace')[-300:]}")
+                seen = len(so.splitlines()) if name == "find" else None
+                if name == "find" and seen != su.meta["files"]:
+                    raise ContentMismatch(f"find -type f listed {seen} files, the tree "
+                                          f"has {su.meta['files']}")
+            walks[name] = {"title": title, "files": seen,
+                           "proxy_requests": proxy.requests - before_proxy,
+                           "stats_requests": run.stats(m)["requests"] - before_stats}
+    finally:
+        m.unmount()
+    return walks
+
+
+def note_epoch(run, proxy, m, where, text_key):
+    """Appends the mount's stats and the proxy's counters to `where`; keeps the text stats."""
+    where.append({"stats": run.stats(m), "proxy_requests": proxy.requests,
+                  "proxy_bytes": proxy.bytes_sent})
+    run.stats_text[text_key] = run.stats(m, text=True)
+
+
+def http_epochs(run, su, proxy, http_index, systems, rows):
+    """The local-shard references (warm-up, warm and cold epochs on fresh mounts), then steps
+    2-6 over HTTP: cold tree-order epochs (memory cache as large as the shards), cold shuffled
+    epochs against loose files over HTTP, epochs from a full disk cache, and a memory cache of
+    a quarter of the shards."""
+    a, scratch = run.a, run.scratch
     local, http, loose = systems["local"], systems["http"], systems["loose_http"]
-    with remote_servers.Nginx(served) as web, remote_servers.FaultProxy(web.url) as proxy:
-        proxy.latency(a.latency)
-        run = RemoteRun(a, ddir, scratch, meta, files, can_cold, proxy)
-        log("loose tree: reference lstat and read")
-        for phase, ref in (("lstat", "lstat"), ("read_tree1", "read")):
-            r = run.run_phase(phase, tree, a.phase_timeout)
-            if r.get("errors"):
-                raise BenchError(f"loose tree {phase}: {r.get('first_error')}")
-            run.reference[ref] = {k: r[k] for k in ("files", "dirs", "bytes", "checksum")}
-        if run.reference["read"]["files"] != meta["files"]:
-            raise BenchError(f"the cached tree {tree} does not match dataset.json; delete the "
-                             "work dir and rerun")
+    log("local shards: warm and cold tree-order epochs")
+    index = su.pack["index"]
+    run.epoch(SystemRun("warmup", ""), "read_tree1", "warm", index, "", cold=False)
+    for rep in range(a.reps):
+        run.epoch(local, "read_tree1", "warm", index, "", cold=False)
+    for rep in range(a.reps):
+        run.epoch(local, "read_tree1", "cold", index, "", cold=True)
 
-        log(f"index build over HTTP: {len(shards)} shards through the proxy")
-        http_index = os.path.join(scratch, "http.idx")
-        proxy.reset_counters()
-        rc, _, _, secs = run_tool([a.shardfs, "index", "build", "--quiet", "--out", http_index,
-                                   "--from-list", shard_list, "--url-prefix",
-                                   proxy.url + "/shards"],
-                                  timeout=a.phase_timeout,
-                                  log_path=os.path.join(scratch, "index-build.log"))
-        if rc != 0:
-            raise BenchError(f"shardfs index build over HTTP exited {rc}: "
-                             f"{file_tail(os.path.join(scratch, 'index-build.log'))}")
-        rows["index_build"] = {"seconds": secs, "requests": proxy.requests,
-                               "bytes": proxy.bytes_sent}
+    log("2. cold tree-order epochs over HTTP")
+    epochs = []
+    for rep in range(a.reps):
+        run.epoch(http, "read_tree1", "cold", http_index, su.full_opts, cold=True,
+                  after=lambda m: note_epoch(run, proxy, m, epochs, "cold"))
+    rows["cold_epochs"] = epochs
 
-        # 1. Metadata walks make no request.
-        log("1. metadata walks through the HTTP mount")
-        walks = {}
-        m = run.mount(http_index, f"{base_opts},cache_size={full_cache}")
-        try:
-            for name, title in WALKS:
-                before_proxy, before_stats = proxy.requests, run.stats(m)["requests"]
-                if name == "lstat":
-                    r = run.reader("lstat", m.mountpoint, a.phase_timeout, "tree")
-                    bad = run.check("lstat", r)
-                    if bad:
-                        raise ContentMismatch(f"lstat walk of the HTTP mount: {bad}")
-                    seen = r["files"]
-                else:
-                    argv = ["find", m.mountpoint, "-type", "f"] if name == "find" else \
-                        ["ls", "-lR", m.mountpoint]
-                    rc, so, se, secs = run_tool(argv, timeout=a.phase_timeout)
-                    if rc != 0:
-                        raise BenchError(f"{title} of the HTTP mount exited {rc}: "
-                                         f"{se.decode(errors='replace')[-300:]}")
-                    seen = len(so.splitlines()) if name == "find" else None
-                    if name == "find" and seen != meta["files"]:
-                        raise ContentMismatch(f"find -type f listed {seen} files, the tree "
-                                              f"has {meta['files']}")
-                walks[name] = {"title": title, "files": seen,
-                               "proxy_requests": proxy.requests - before_proxy,
-                               "stats_requests": run.stats(m)["requests"] - before_stats}
-        finally:
-            m.unmount()
-        rows["walks"] = walks
+    log(f"3. shuffled epochs, {a.procs} readers, cold: HTTP mount, then loose files over "
+        "HTTP")
+    for rep in range(a.reps):
+        run.epoch(http, "read_rand4", "cold", http_index, su.full_opts, cold=True)
+    for rep in range(a.reps):
+        run.http_get(loose, "cold", proxy.url + "/tree", cold=True)
 
-        # The local-shard references: a warm-up read, then warm epochs each on a fresh mount
-        # (the kernel's cache of the mount gone, the shards in the page cache).
-        log("local shards: warm and cold tree-order epochs")
-        run.epoch(SystemRun("warmup", ""), "read_tree1", "warm", pack["index"], "", cold=False)
-        for rep in range(a.reps):
-            run.epoch(local, "read_tree1", "warm", pack["index"], "", cold=False)
-        for rep in range(a.reps):
-            run.epoch(local, "read_tree1", "cold", pack["index"], "", cold=True)
+    log("5. tree-order epochs from a full disk cache")
+    cache_dir = os.path.join(scratch, "cache")
+    disk_opts = f"{su.full_opts},cache_dir={cache_dir}"
+    fill, warm = [], []
+    run.epoch(SystemRun("fill", ""), "read_tree1", "cold", http_index, disk_opts, cold=True,
+              after=lambda m: note_epoch(run, proxy, m, fill, "fill"))
+    for rep in range(a.reps):
+        run.epoch(http, "read_tree1", "warm", http_index, disk_opts, cold=False,
+                  after=lambda m: note_epoch(run, proxy, m, warm, "warm"))
+    rows["disk_fill"], rows["warm_epochs"] = fill, warm
+    shutil.rmtree(cache_dir, ignore_errors=True)
 
-        # 2 and 4. Cold tree-order epochs over HTTP, memory cache as large as the shards.
-        log("2. cold tree-order epochs over HTTP")
-        epochs = []
+    log("6. a cache of a quarter of the shards: tree order, shuffled")
+    quarter = {}
+    for phase in ("read_tree1", "read_rand4"):
+        got = []
+        run.epoch(SystemRun("quarter", ""), phase, "cold", http_index,
+                  f"{su.base_opts},cache_size={su.quarter_cache}", cold=True,
+                  after=lambda m: note_epoch(run, proxy, m, got, "quarter"))
+        quarter[phase] = got[0]
+    rows["quarter"] = quarter
 
-        def note_epoch(m, where=epochs, text_key="cold"):
-            st = run.stats(m)
-            where.append({"stats": st, "proxy_requests": proxy.requests,
-                          "proxy_bytes": proxy.bytes_sent})
-            run.stats_text[text_key] = run.stats(m, text=True)
 
-        for rep in range(a.reps):
-            run.epoch(http, "read_tree1", "cold", http_index,
-                      f"{base_opts},cache_size={full_cache}", cold=True, after=note_epoch)
-        rows["cold_epochs"] = epochs
-
-        # 3. Shuffled, --procs readers, cold: the HTTP mount and loose files over HTTP.
-        log(f"3. shuffled epochs, {a.procs} readers, cold: HTTP mount, then loose files over "
-            "HTTP")
-        for rep in range(a.reps):
-            run.epoch(http, "read_rand4", "cold", http_index,
-                      f"{base_opts},cache_size={full_cache}", cold=True)
-        for rep in range(a.reps):
-            run.http_get(loose, "cold", proxy.url + "/tree", cold=True)
-
-        # 5. Disk cache as large as the shards: fill it, then epochs on fresh mounts.
-        log("5. tree-order epochs from a full disk cache")
-        cache_dir = os.path.join(scratch, "cache")
-        disk_opts = f"{base_opts},cache_size={full_cache},cache_dir={cache_dir}"
-        fill = []
-        run.epoch(SystemRun("fill", ""), "read_tree1", "cold", http_index, disk_opts, cold=True,
-                  after=lambda m: note_epoch(m, fill, "fill"))
-        warm = []
-        for rep in range(a.reps):
-            run.epoch(http, "read_tree1", "warm", http_index, disk_opts, cold=False,
-                      after=lambda m: note_epoch(m, warm, "warm"))
-        rows["disk_fill"], rows["warm_epochs"] = fill, warm
-        shutil.rmtree(cache_dir, ignore_errors=True)
-
-        # 6. A memory cache of a quarter of the shards.
-        log("6. a cache of a quarter of the shards: tree order, shuffled")
-        quarter = {}
-        for phase in ("read_tree1", "read_rand4"):
-            got = []
-            run.epoch(SystemRun("quarter", ""), phase, "cold", http_index,
-                      f"{base_opts},cache_size={quarter_cache}", cold=True,
-                      after=lambda m: note_epoch(m, got, "quarter"))
-            quarter[phase] = got[0]
-        rows["quarter"] = quarter
-
+def remote_report(a, su, run, rows, systems, environment):
+    """The JSON report (schema shardfs-bench-remote/1), targets and quarter-cache rows
+    included."""
     report = {
         "schema": "shardfs-bench-remote/1",
         "params": {"files": a.files, "classes": a.classes, "seed": a.seed,
                    "median_kib": a.median_kib, "sigma": a.sigma, "reps": a.reps,
                    "procs": a.procs, "shard_size": a.shard_size, "chunk_size": a.chunk_size,
                    "fetch_threads": a.fetch_threads, "latency_s": a.latency,
-                   "cache_full_bytes": full_cache, "cache_quarter_bytes": quarter_cache,
+                   "cache_full_bytes": su.full_cache, "cache_quarter_bytes": su.quarter_cache,
                    "workdir": a.workdir},
-        "environment": {"root": os.geteuid() == 0, "cold_runs": can_cold,
-                        "cold_skipped_because": why, "cpus": os.cpu_count(),
-                        "kernel": platform.release(), "python": platform.python_version(),
-                        "shardfs": a.shardfs, "loadavg_start": loadavg_start,
-                        "loadavg_end": os.getloadavg(), "notes": notes},
-        "dataset": {k: meta[k] for k in ("samples", "sidecars", "files", "dirs", "bytes")}
-        | {"cached": meta.get("cached", False), "path": tree, "shards": len(shards),
-           "shard_bytes": shard_bytes},
+        "environment": environment,
+        "dataset": {k: su.meta[k] for k in ("samples", "sidecars", "files", "dirs", "bytes")}
+        | {"cached": su.meta.get("cached", False), "path": su.tree, "shards": len(su.shards),
+           "shard_bytes": su.shard_bytes},
         "reference": run.reference,
         "rows": rows,
         "systems": {n: s.to_json() for n, s in systems.items()},
@@ -417,10 +415,35 @@ def run_remote(a, scratch):
     }
     report["targets"] = remote_targets(report, systems)
     report["quarter_cache"] = quarter_rows(report)
-    if a.json_out:
-        with open(a.json_out, "w") as f:
-            json.dump(report, f, indent=1)
-        log(f"wrote {a.json_out}")
+    return report
+
+
+def run_remote(a, scratch):
+    """The remote run: nginx on loopback behind a proxy adding --latency, the steps in order,
+    then the report."""
+    loadavg_start = os.getloadavg()
+    can_cold, why = can_drop_caches()
+    su = RemoteSetup(a, scratch)
+    notes = []
+    if not can_cold:
+        notes.append(f"page cache not dropped before cold runs ({why}): each cold run is only "
+                     "a fresh mount")
+    rows = {}
+    systems = {"local": SystemRun("local", "local shards"),
+               "http": SystemRun("http", "HTTP shards"),
+               "loose_http": SystemRun("loose_http", "loose files, GET per file")}
+    with remote_servers.Nginx(su.served) as web, remote_servers.FaultProxy(web.url) as proxy:
+        proxy.latency(a.latency)
+        run = RemoteRun(a, su.ddir, scratch, su.meta, su.files, can_cold, proxy)
+        loose_reference(run, su)
+        http_index, rows["index_build"] = build_http_index(a, scratch, su, proxy)
+        rows["walks"] = metadata_walks(run, su, proxy, http_index)
+        http_epochs(run, su, proxy, http_index, systems, rows)
+    environment = host_facts(a) | {"cold_runs": can_cold, "cold_skipped_because": why,
+                                   "loadavg_start": loadavg_start,
+                                   "loadavg_end": os.getloadavg(), "notes": notes}
+    report = remote_report(a, su, run, rows, systems, environment)
+    write_report_json(a.json_out, report)
     print_remote_report(report, systems)
     return 0
 
@@ -526,7 +549,7 @@ def print_remote_report(report, systems, out=sys.stdout):
         w(f"  {title:<36} {hr:>9} {am:>18} {q['fetched_over_shard_bytes']:>14.2f}x "
           f"{q['requests']:>9}\n")
 
-    w("\ntargets (remote shards, issue #14)\n")
+    w("\ntargets (remote shards)\n")
     for t in report["targets"]:
         if t["value"] is None:
             v = "-"

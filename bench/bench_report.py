@@ -1,4 +1,4 @@
-"""The report: the table, ratios against the loose tree and the issue's targets."""
+"""The report: the table, ratios against the loose tree and the targets."""
 
 import statistics
 import sys
@@ -37,7 +37,7 @@ def target_row(name, value, op, goal, unit, note=""):
 
 
 def compute_targets(systems):
-    """Issue #15's targets: speed ratios to the loose tree in this run (a walk's ratio is the
+    """The main run's targets: speed ratios to the loose tree in this run (a walk's ratio is the
     loose tree's time over shardfs's, so above 1 is faster), and the cold tree-order read
     against the mount's own warm rate."""
     sh, lo = systems.get("shardfs"), systems.get("loose")
@@ -74,12 +74,12 @@ def compute_targets(systems):
     return targets
 
 
-def print_report(report, systems, out=sys.stdout):
+def print_header(report, w):
+    """Dataset, machine, what was built (pack, squashfs, tar), skips and notes."""
     p = report["params"]
     d = report["dataset"]
     b = report["build"]
     env = report["environment"]
-    w = out.write
     w("\nshardfs bench\n")
     w(f"  dataset: {d['samples']:,} samples + {d['sidecars']:,} sidecars = {d['files']:,} files, "
       f"{fmt_bytes(d['bytes'])}, {p['classes']} classes, median {p['median_kib']} KiB, "
@@ -98,6 +98,15 @@ def print_report(report, systems, out=sys.stdout):
     if "tar_bytes" in b:
         w(f"  archivemount tar: {fmt_bytes(b['tar_bytes'])}; budget "
           f"{p['archivemount_budget']:.0f} s per phase\n")
+    print_kernel_image(report, w)
+    for sk in env["skipped"]:
+        w(f"  SKIPPED: {sk}\n")
+    for n in env.get("notes", []):
+        w(f"  note: {n}\n")
+
+
+def print_kernel_image(report, w):
+    """shardfs-kernel's image: size, build time, page-cache residency."""
     ki = report["systems"].get("shardfs-kernel", {}).get("info", {})
     if "image_bytes" in ki:
         inodes = f" ({ki['image_inodes']:,} inodes)" if "image_inodes" in ki else ""
@@ -113,11 +122,10 @@ def print_report(report, systems, out=sys.stdout):
           + ", ".join(f"{fmt_bytes(v)} after the {k} runs" if k == "warm"
                       else f"{fmt_bytes(v)} after a drop (most of any cold run)"
                       for k, v in cached) + "\n")
-    for sk in env["skipped"]:
-        w(f"  SKIPPED: {sk}\n")
-    for n in env.get("notes", []):
-        w(f"  note: {n}\n")
 
+
+def print_systems(systems, w):
+    """One line per system: status, checksum, reason, peak RSS."""
     w("\nsystems\n")
     for name, s in systems.items():
         line = f"  {s.label:<28} {s.status:<8}"
@@ -129,6 +137,9 @@ def print_report(report, systems, out=sys.stdout):
             line += f"  peak RSS {s.rss_bytes / MB:.1f} MB"
         w(line + "\n")
 
+
+def print_figures(systems, w):
+    """Every figure of every system: median [min..max], MB/s, ratio to the loose tree."""
     loose = systems.get("loose")
     rows = [("mount", "warm"), ("mount", "cold"), ("mount", "build")]
     rows += [(ph, t) for ph in PHASES for t in ("warm", "cold")]
@@ -162,7 +173,13 @@ def print_report(report, systems, out=sys.stdout):
             first = False
     w("  (vs loose: files/s ratio for reads, time ratio for walks; loose measured in this run)\n")
 
-    w("\ntargets (shardfs, issue #15)\n")
+
+def print_report(report, systems, out=sys.stdout):
+    w = out.write
+    print_header(report, w)
+    print_systems(systems, w)
+    print_figures(systems, w)
+    w("\ntargets (shardfs)\n")
     for t in report["targets"]:
         v = "-" if t["value"] is None else (f"{t['value']:.2f}x" if t["unit"] == "x"
                                              else f"{t['value']:.1f} {t['unit']}")

@@ -1,4 +1,4 @@
-"""--scale: how the cost of an index and a mount grows from 100k to 1M to 10M entries (issue #15).
+"""--scale: how the cost of an index and a mount grows from 100k to 1M to 10M entries.
 
 For each size N of the list (`--scale 100000,1000000,10000000`), on N small files written
 straight into ~1 GiB GNU tar shards (`train/<class>/<class>_<n>.jpg`, sizes log-normal around
@@ -23,233 +23,29 @@ The content of every file is a pure function of (seed, class, n), so the shards 
 """
 
 import argparse
-import ctypes
-import ctypes.util
 import json
-import math
-import multiprocessing
 import os
-import platform
 import random
 import shutil
 import statistics
 import subprocess
-import sys
 import threading
 import time
 
-from bench_common import BenchError, fmt_bytes, log, parse_size, tree_bytes
-from bench_dataset import class_names
+from bench_args import (add_binary_args, add_json_arg, add_phase_timeout_arg, add_seed_arg,
+                        binaries_missing, host_facts, resolve_binaries, write_report_json)
+from bench_common import BenchError, Xxh3, fmt_bytes, log, tree_bytes
 from bench_mounts import Mount, is_mounted, run_in_scratch, run_measured, run_tool
+from bench_scale_dataset import (MASK64, MAX_SIZE, MEDIAN_SIZE, MIN_SIZE, SIGMA, Layout,
+                                 file_content, file_params, file_path, generate, make_pool,
+                                 write_lists)
+from bench_scale_report import build_rows, print_scale_report
 from bench_workloads import can_drop_caches, drop_caches
 
-SCALE_GENERATOR_VERSION = 1
-MTIME = 1_700_000_000
-POOL_BYTES = 4 << 20
-MIN_SIZE, MAX_SIZE = 200, 4096
-MEDIAN_SIZE, SIGMA = 700, 0.6
 SLAB_CACHES = ("fuse_inode", "dentry", "inode_cache")
-MASK64 = (1 << 64) - 1
-
-# -- the dataset ------------------------------------------------------------------------------
-
-
-def mix64(x):
-    """splitmix64's finaliser: a cheap, well-mixed 64-bit hash."""
-    x = (x + 0x9E3779B97F4A7C15) & MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
-    return x ^ (x >> 31)
-
-
-def file_params(seed, c, n):
-    """(size, pool offset) of file n of class c: log-normal size from two hashed uniforms."""
-    h1 = mix64((seed << 40) ^ (c << 24) ^ n)
-    h2 = mix64(h1)
-    u1 = ((h1 >> 11) + 1) / 9007199254740993.0  # (0, 1]
-    u2 = (h2 >> 11) / 9007199254740992.0
-    z = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
-    size = int(MEDIAN_SIZE * math.exp(SIGMA * z))
-    size = MIN_SIZE if size < MIN_SIZE else MAX_SIZE if size > MAX_SIZE else size
-    return size, mix64(h2) % (POOL_BYTES - MAX_SIZE)
-
-
-def make_pool(seed):
-    return random.Random(seed).randbytes(POOL_BYTES)
-
-
-def file_content(pool, path_bytes, size, off):
-    if size == 0:
-        return b""  # --empty
-    head = path_bytes + b"\n"
-    return head + pool[off:off + size - len(head)]
-
-
-class Layout:
-    """Which files exist, in which class directory and which shard. Classes are contiguous in
-    shards, files in a class in bytewise name order, so the shards hold the tree in path order."""
-
-    def __init__(self, files, classes, seed, shard_bytes, empty=False):
-        self.files, self.seed, self.empty = files, seed, empty
-        self.classes = min(classes, files)
-        self.names = class_names(self.classes)
-        base, extra = divmod(files, self.classes)
-        self.count = [base + (1 if c < extra else 0) for c in range(self.classes)]
-        est = 512 if empty else 512 + 1024  # A typical member: header (+ two blocks).
-        per_shard = max(1, shard_bytes // max(1, base * est))
-        self.shards = [list(range(s, min(s + per_shard, self.classes)))
-                       for s in range(0, self.classes, per_shard)]
-
-    def class_files(self, c):
-        """Bytewise-sorted [(path bytes, n)] of class c."""
-        name = self.names[c]
-        out = [(f"train/{name}/{name}_{n}.jpg".encode(), n) for n in range(self.count[c])]
-        out.sort()
-        return out
-
-
-def _tar_header_parts():
-    """A GNU tar header split around its name, size and checksum fields."""
-    t = bytearray(512)
-    t[100:108] = b"0000644\0"
-    t[108:116] = b"0000000\0"
-    t[116:124] = b"0000000\0"
-    t[136:148] = b"%011o\0" % MTIME
-    t[148:156] = b" " * 8
-    t[156:157] = b"0"
-    t[257:265] = b"ustar  \0"
-    t[265:269] = b"root"
-    t[297:301] = b"root"
-    return bytes(t[100:124]), bytes(t[136:148]), bytes(t[156:512]), sum(t)
-
-
-HDR_MID, HDR_MTIME, HDR_TAIL, HDR_BASE_SUM = _tar_header_parts()
-ZEROS = bytes(512)
-
-
-def tar_header(name, size, typeflag=b"0", mode=b"0000644\0"):
-    if len(name) >= 100:
-        raise BenchError(f"tar member name too long for this writer: {name!r}")
-    size_field = b"%011o\0" % size
-    mid, tail = HDR_MID, HDR_TAIL
-    chk = HDR_BASE_SUM + sum(name) + sum(size_field)
-    if typeflag != b"0":
-        tail = typeflag + HDR_TAIL[1:]
-        mid = mode + HDR_MID[8:]
-        chk += typeflag[0] - ord("0") + sum(mode) - sum(b"0000644\0")
-    return b"".join((name, ZEROS[:100 - len(name)], mid, size_field, HDR_MTIME,
-                     b"%06o\0 " % chk, tail))
-
-
-def write_shard(job):
-    """Writes one shard (a list of classes) to path.partial then renames it. Returns
-    (path, files, content bytes, tar bytes)."""
-    path, files, classes, seed, class_list, empty = job
-    lay = Layout(files, classes, seed, 1, empty)
-    pool = make_pool(seed)
-    nbytes = 0
-    with open(path + ".partial", "wb", buffering=8 << 20) as f:
-        f.write(tar_header(b"train/", 0, b"5", b"0000755\0"))
-        for c in class_list:
-            chunks = [tar_header(f"train/{lay.names[c]}/".encode(), 0, b"5", b"0000755\0")]
-            for pb, n in lay.class_files(c):
-                size, off = (0, 0) if empty else file_params(seed, c, n)
-                chunks.append(tar_header(pb, size))
-                chunks.append(file_content(pool, pb, size, off))
-                pad = -size % 512
-                if pad:
-                    chunks.append(ZEROS[:pad])
-                nbytes += size
-            f.write(b"".join(chunks))
-        f.write(ZEROS + ZEROS)
-        total = f.tell()
-    os.rename(path + ".partial", path)
-    return path, sum(lay.count[c] for c in class_list), nbytes, total
-
-
-def scale_params(a, n):
-    return {"v": SCALE_GENERATOR_VERSION, "files": n, "classes": a.scale_classes,
-            "seed": a.seed, "median": MEDIAN_SIZE, "sigma": SIGMA, "min": MIN_SIZE,
-            "max": MAX_SIZE, "shard_bytes": parse_size(a.scale_shard_size),
-            **({"empty": True} if a.empty else {})}
-
-
-def generate(a, n, wdir):
-    """wdir/shards/shard-NNNNN.tar and wdir/dataset.json; reused when the parameters match."""
-    params = scale_params(a, n)
-    meta_path = os.path.join(wdir, "dataset.json")
-    if os.path.exists(meta_path):
-        with open(meta_path) as f:
-            meta = json.load(f)
-        if meta.get("params") == params and all(os.path.exists(p) for p in meta["shards"]):
-            log(f"scale {n:,}: reusing the shards in {wdir} ({fmt_bytes(meta['shard_bytes'])})")
-            meta["cached"] = True
-            return meta
-    sdir = os.path.join(wdir, "shards")
-    shutil.rmtree(sdir, ignore_errors=True)
-    os.makedirs(sdir)
-    lay = Layout(n, a.scale_classes, a.seed, params["shard_bytes"], a.empty)
-    jobs = [(os.path.join(sdir, f"shard-{i:05d}.tar"), n, a.scale_classes, a.seed, cl, a.empty)
-            for i, cl in enumerate(lay.shards)]
-    procs = max(1, min(a.gen_procs, len(jobs)))
-    log(f"scale {n:,}: writing {len(jobs)} shard(s) of ~{a.scale_shard_size} with {procs} "
-        "process(es)")
-    start = time.perf_counter()
-    if procs == 1:
-        results = [write_shard(j) for j in jobs]
-    else:
-        with multiprocessing.get_context("fork").Pool(procs) as pool:
-            results = pool.map(write_shard, jobs, chunksize=1)
-    meta = {"params": params, "files": n, "classes": lay.classes,
-            "content_bytes": sum(r[2] for r in results),
-            "shard_bytes": sum(r[3] for r in results),
-            "shards": [r[0] for r in results],
-            "generate_seconds": time.perf_counter() - start}
-    if sum(r[1] for r in results) != n:
-        raise BenchError(f"scale {n}: wrote {sum(r[1] for r in results)} files, expected {n}")
-    with open(meta_path + ".tmp", "w") as f:
-        json.dump(meta, f, indent=1)
-    os.rename(meta_path + ".tmp", meta_path)
-    log(f"scale {n:,}: {n:,} files, {fmt_bytes(meta['content_bytes'])} of content, "
-        f"{fmt_bytes(meta['shard_bytes'])} of tar in {meta['generate_seconds']:.1f} s")
-    meta["cached"] = False
-    return meta
-
-
-def file_path(lay, i):
-    """File i of the layout (i < files): class i mod classes, number i div classes."""
-    c, n = i % lay.classes, i // lay.classes
-    name = lay.names[c]
-    return c, n, f"train/{name}/{name}_{n}.jpg"
-
-
-def write_lists(lay, wdir):
-    """wdir/all.txt: every file in tree order (cached: it depends on the layout alone)."""
-    path = os.path.join(wdir, "all.txt")
-    if not os.path.exists(path):
-        with open(path + ".tmp", "wb", buffering=8 << 20) as f:
-            for c in range(lay.classes):
-                f.write(b"".join(pb + b"\n" for pb, _ in lay.class_files(c)))
-        os.rename(path + ".tmp", path)
-    return path
 
 
 # -- measuring -------------------------------------------------------------------------------
-
-
-class Xxh3:
-    """XXH3-64 through libxxhash, so the read check does not come from the code measured."""
-
-    def __init__(self):
-        name = ctypes.util.find_library("xxhash")
-        if not name:
-            raise BenchError("libxxhash not found: --scale needs it to check what it reads")
-        self.lib = ctypes.CDLL(name)
-        self.lib.XXH3_64bits.restype = ctypes.c_uint64
-        self.lib.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-
-    def __call__(self, data):
-        return self.lib.XXH3_64bits(data, len(data))
 
 
 def read_slab():
@@ -428,7 +224,7 @@ class ScaleRun:
         return {"seconds": secs, "cpu_seconds": cpu, "peak_rss_bytes": rss}
 
     def build_headers_warm(self):
-        """The build the issue's target names: headers only (--no-checksum), with the shards
+        """The build the target names: headers only (--no-checksum), with the shards
         read into the page cache first; into scratch, removed after."""
         a, n = self.a, self.n
         for shard in self.meta["shards"]:
@@ -596,7 +392,7 @@ class ScaleRun:
                             index=manifest)
 
     def shuffled_read(self, read_list, reads):
-        xxh = Xxh3()
+        xxh = Xxh3("--scale needs it to check what it reads")
         pool = make_pool(self.a.seed)
         want = 0
         for c, nn, p in reads:
@@ -676,223 +472,19 @@ def med_ms(samples):
     return f"{statistics.median(samples) * 1000:.1f}" if samples else "n/a"
 
 
-# -- the table -------------------------------------------------------------------------------
-
-# (key, title, unit, kind, getter). kind says what "linear" means for the row:
-#   total:     grows with N at best linearly: flagged when value/N rises more than the limit;
-#   rate:      per-entry cost 1/value: flagged when the rate falls more than the limit;
-#   per_entry: already a per-entry (or per-call) cost: flagged when it rises more than the limit;
-#   flat:      must not grow at all: flagged when it rises more than --flat-ratio;
-#   info:      never flagged.
-def _med(xs):
-    return statistics.median(xs) if xs else None
-
-
-def _slab(r, name):
-    s = r.get("slab")
-    if not s:
-        return None
-    per = r.get("walked", r["entries"])
-    return (s["total_bytes_delta"] if name == "total" else s[name]["bytes_delta"]) / per
-
-
-def _mem_build(label, field):
-    def get(r):
-        b = r["index_build_memory"][label]
-        return {"s": b["seconds"], "rate": r["entries"] / b["seconds"],
-                "cpu_rate": r["entries"] / b["cpu_seconds"],
-                "rss": b["peak_rss_bytes"] / 1e6}[field]
-    return get
-
-
-def _part_ratio(r):
-    return r["partitions"]["index_disk_bytes"] / r["index_build"]["index_disk_bytes"]
-
-
-ROWS = [
-    ("index_build_s", "index build", "s", "total", lambda r: r["index_build"]["seconds"]),
-    ("index_build_cpu_rate", "index build", "entries/CPU-s", "rate",
-     lambda r: r["entries"] / r["index_build"]["cpu_seconds"]),
-    ("index_build_rss_mb", "index build, peak RSS", "MB", "total",
-     lambda r: r["index_build"]["peak_rss_bytes"] / 1e6),
-    ("index_build_rate", "index build", "entries/s", "rate",
-     lambda r: r["entries"] / r["index_build"]["seconds"]),
-    ("index_headers_s", "index build, headers, shards cached", "s", "total",
-     lambda r: r["index_build_headers"]["seconds"]),
-    ("index_headers_rate", "index build, headers, shards cached", "entries/s", "rate",
-     lambda r: r["entries"] / r["index_build_headers"]["seconds"]),
-    ("inmem_s", "build in memory (--memory 1T)", "s", "total", _mem_build("inmem", "s")),
-    ("inmem_cpu_rate", "build in memory", "entries/CPU-s", "rate", _mem_build("inmem", "cpu_rate")),
-    ("inmem_rss_mb", "build in memory, peak RSS", "MB", "total", _mem_build("inmem", "rss")),
-    ("m256_s", "build --memory 256M", "s", "total", _mem_build("256M", "s")),
-    ("m256_cpu_rate", "build --memory 256M", "entries/CPU-s", "rate",
-     _mem_build("256M", "cpu_rate")),
-    ("m256_rss_mb", "build --memory 256M, peak RSS", "MB", "total", _mem_build("256M", "rss")),
-    ("index_bytes_per_entry", "index on disk (du) per entry", "B", "per_entry",
-     lambda r: r["index_build"]["index_disk_bytes"] / r["entries"]),
-    ("mount_cold_ms", "mount, cold (median)", "ms", "flat",
-     lambda r: _med(r["mount"]["cold_seconds"]) and _med(r["mount"]["cold_seconds"]) * 1e3),
-    ("mount_warm_ms", "mount, warm (median)", "ms", "flat",
-     lambda r: _med(r["mount"]["warm_seconds"]) * 1e3),
-    ("lookup_p50_us", "lookup, cold, prefill_dirs=0: p50", "us", "per_entry",
-     lambda r: r["lookup"]["latency_us"]["p50"]),
-    ("lookup_p99_us", "lookup, cold, prefill_dirs=0: p99", "us", "per_entry",
-     lambda r: r["lookup"]["latency_us"]["p99"]),
-    ("lookup_default_p50_us", "lookup, cold, default mount: p50", "us", "per_entry",
-     lambda r: r["lookup_default"]["latency_us"]["p50"]),
-    ("lookup_default_p99_us", "lookup, cold, default mount: p99", "us", "per_entry",
-     lambda r: r["lookup_default"]["latency_us"]["p99"]),
-    ("lookup_warm_p50_us", "lookup, index cached, prefill=0: p50", "us", "per_entry",
-     lambda r: r["lookup_warm"]["latency_us"]["p50"]),
-    ("lookup_warm_p99_us", "lookup, index cached, prefill=0: p99", "us", "per_entry",
-     lambda r: r["lookup_warm"]["latency_us"]["p99"]),
-    ("parts_s", "partitions: build wall (xargs)", "s", "total",
-     lambda r: r["partitions"]["seconds"]),
-    ("parts_bytes_ratio", "partitions: sum of index bytes / one", "", "info", _part_ratio),
-    ("manifest_mount_warm_ms", "manifest: mount, warm (median)", "ms", "flat",
-     lambda r: _med(r["mount_manifest"]["warm_seconds"]) * 1e3),
-    ("manifest_mount_cold_ms", "manifest: mount, cold (median)", "ms", "flat",
-     lambda r: _med(r["mount_manifest"]["cold_seconds"]) * 1e3),
-    ("manifest_lookup_p50_us", "manifest: lookup, cold, p50", "us", "per_entry",
-     lambda r: r["lookup_manifest"]["latency_us"]["p50"]),
-    ("manifest_lookup_p99_us", "manifest: lookup, cold, p99", "us", "per_entry",
-     lambda r: r["lookup_manifest"]["latency_us"]["p99"]),
-    ("walked", "files walked (rank 0's share with --walk-world)", "", "info",
-     lambda r: r["walk"]["files"]),
-    ("walk_world", "  of world", "", "info", lambda r: r["walk"].get("world", 1)),
-    ("walk_s", "lstat walk of every file", "s", "total", lambda r: r["walk"]["seconds"]),
-    ("walk_rate", "lstat walk of every file", "files/s", "rate",
-     lambda r: r["walk"]["files_per_s"]),
-    ("read_rate", "shuffled read, random files", "files/s", "rate",
-     lambda r: r["read"]["files_per_s"]),
-    ("rss_mb", "daemon VmRSS after the walk", "MB", "flat",
-     lambda r: r["daemon"]["rss_bytes"] / 1e6),
-    ("hwm_mb", "daemon VmHWM after the walk", "MB", "flat",
-     lambda r: r["daemon"]["hwm_bytes"] / 1e6),
-    ("slab_mb", "slab taken by the walk", "MB", "total",
-     lambda r: r["slab"] and r["slab"]["total_bytes_delta"] / 1e6),
-    ("slab_per_entry", "slab per entry (all)", "B", "per_entry", lambda r: _slab(r, "total")),
-    # About 1 when the kernel still held every inode the walk made; less when it reclaimed some
-    # (memory pressure, or a drop_caches elsewhere on the machine), and the slab rows read low.
-    ("slab_inodes_held", "  fuse_inodes added / entries", "", "info",
-     lambda r: r["slab"] and (r["slab"]["fuse_inode"]["objects_after"] -
-                              r["slab"]["fuse_inode"]["objects_before"]) /
-     r.get("walked", r["entries"])),
-    ("slab_peak_inodes_held", "  the same, at the peak of the walk", "", "info",
-     lambda r: r["slab"] and r["slab"].get("peak") and
-     r["slab"]["peak"]["fuse_inode_added"] / r.get("walked", r["entries"])),
-    # Robust to reclaim: bytes per inode the kernel held at the peak sample.
-    ("slab_per_inode_peak", "slab per fuse_inode held (peak)", "B", "per_entry",
-     lambda r: r["slab"] and r["slab"].get("peak") and r["slab"]["peak"]["bytes_delta"] /
-     r["slab"]["peak"]["fuse_inode_added"]),
-    ("slab_fuse_inode", "  fuse_inode per entry", "B", "per_entry",
-     lambda r: _slab(r, "fuse_inode")),
-    ("slab_dentry", "  dentry per entry", "B", "per_entry", lambda r: _slab(r, "dentry")),
-    ("slab_inode_cache", "  inode_cache per entry", "B", "per_entry",
-     lambda r: _slab(r, "inode_cache")),
-]
-
-
-def build_rows(sizes, results, flag_ratio, flat_ratio):
-    """One dict per row: values per size, growth of the value per step, and flags."""
-    rows, flags = [], []
-    for key, title, unit, kind, get in ROWS:
-        values = []
-        for n in sizes:
-            try:
-                v = get(results[n])
-            except (KeyError, TypeError, ZeroDivisionError):
-                v = None
-            values.append(v)
-        growth, row_flags = [], []
-        for i in range(1, len(sizes)):
-            v0, v1 = values[i - 1], values[i]
-            # Slab deltas can be zero or below (other activity freed more): no factor then.
-            g = v1 / v0 if v0 is not None and v1 is not None and v0 > 0 and v1 > 0 else None
-            growth.append(g)
-            if g is None or kind == "info":
-                continue
-            step_n = sizes[i] / sizes[i - 1]
-            per_entry = {"total": g / step_n, "rate": 1 / g if g else math.inf,
-                         "per_entry": g, "flat": g}[kind]
-            limit = flat_ratio if kind == "flat" else flag_ratio
-            if per_entry > limit:
-                what = "grows" if kind == "flat" else "faster than linear"
-                row_flags.append(f"{what} from {sizes[i - 1]:,} to {sizes[i]:,} "
-                                 f"(x{per_entry:.2f} per entry)" if kind != "flat" else
-                                 f"{what} from {sizes[i - 1]:,} to {sizes[i]:,} (x{g:.2f})")
-        for f in row_flags:
-            flags.append(f"{title} [{unit}]: {f}")
-        rows.append({"metric": key, "title": title, "unit": unit, "kind": kind,
-                     "values": values, "growth": growth, "flags": row_flags})
-    return rows, flags
-
-
-def fmt_value(v):
-    if v is None:
-        return "n/a"
-    if abs(v) >= 100_000:
-        return f"{v:,.0f}"
-    if abs(v) >= 100:
-        return f"{v:.0f}"
-    if abs(v) >= 10:
-        return f"{v:.1f}"
-    return f"{v:.2f}"
-
-
-def fmt_size(n):
-    for div, suffix in ((1_000_000, "M"), (1_000, "k")):
-        if n >= div and n % div == 0:
-            return f"{n // div}{suffix}"
-    return str(n)
-
-
-def print_scale_report(report, out=sys.stdout):
-    sizes = report["sizes"]
-    w = out.write
-    env = report["environment"]
-    w(f"\nshardfs scale (issue #15): {', '.join(f'{n:,}' for n in sizes)} files; "
-      f"{report['params']['classes']} class directories; cold = page cache, dentries and "
-      f"inodes dropped: {'yes' if env['cold_runs'] else 'NO (not root)'}; "
-      f"{env['cpus']} CPUs, load {env['loadavg_start'][0]:.1f} at the start\n")
-    heads = [fmt_size(n) for n in sizes]
-    steps = [f"{fmt_size(sizes[i])}/{fmt_size(sizes[i - 1])}" for i in range(1, len(sizes))]
-    w(f"{'metric':<38} {'unit':<9}" + "".join(f"{h:>11}" for h in heads) +
-      "".join(f"{s:>10}" for s in steps) + "  flag\n")
-    for row in report["rows"]:
-        w(f"{row['title']:<38} {row['unit']:<9}" +
-          "".join(f"{fmt_value(v):>11}" for v in row["values"]) +
-          "".join(f"{'x' + format(g, '.2f') if g is not None else 'n/a':>10}"
-                  for g in row["growth"]) +
-          ("  " + ("GROWS" if row["kind"] == "flat" else "SUPERLINEAR") if row["flags"] else "")
-          + "\n")
-    w(f"\nlookups: {report['params']['lookups']:,} random files per size, one cold lstat each "
-      f"(class directories looked up first, untimed); shuffled read: "
-      f"{report['params']['reads']:,} random files, {report['params']['procs']} readers, cold; "
-      f"mounts: {report['params']['mount_reps_cold']} cold + {report['params']['mount_reps_warm']} "
-      f"warm.\nflagged when a per-entry cost rises more than x{report['params']['flag_ratio']} per "
-      f"step, or mount time / RSS more than x{report['params']['flat_ratio']}\n")
-    if report["flags"]:
-        w("FLAGS:\n" + "".join(f"  {f}\n" for f in report["flags"]))
-    else:
-        w("no flags: nothing grew faster than linearly, mount time and RSS stayed flat\n")
-
-
 # -- the command -----------------------------------------------------------------------------
 
 
 def parse_scale_args(argv):
-    here = os.path.dirname(os.path.abspath(__file__))
-    source_root = os.path.dirname(os.path.dirname(here))
     ap = argparse.ArgumentParser(
         prog="shardfs_bench.py --scale",
         description="How index build, mount, lookups, walks, reads, daemon RSS and kernel slab "
-        "grow with the number of files (issue #15). See bench/README.md.")
+        "grow with the number of files. See bench/README.md.")
     ap.add_argument("--scale", required=True,
                     help="comma-separated file counts, e.g. 100000,1000000,10000000")
     ap.add_argument("--classes", dest="scale_classes", type=int, default=1000,
                     help="class directories at every size (1000)")
-    ap.add_argument("--seed", type=int, default=1, help="PRNG seed (1)")
+    add_seed_arg(ap)
     ap.add_argument("--shard-size", dest="scale_shard_size", default="1GiB",
                     help="target shard size (1GiB)")
     ap.add_argument("--gen-procs", type=int, default=os.cpu_count() or 1,
@@ -926,13 +518,9 @@ def parse_scale_args(argv):
                     help="comma-separated sizes that also get the partitioned build and manifest")
     ap.add_argument("--reuse-index", action="store_true",
                     help="reuse an index built by an earlier run (its recorded build time)")
-    ap.add_argument("--phase-timeout", type=float, default=3600.0,
-                    help="seconds per build or reader run (3600)")
-    ap.add_argument("--build-dir", default=os.environ.get("SHARDFS_BUILD_ROOT",
-                                                          os.path.join(source_root, "build")))
-    ap.add_argument("--shardfs", default=os.environ.get("SHARDFS"), help="shardfs binary")
-    ap.add_argument("--bench-reader", help="bench_reader binary")
-    ap.add_argument("--json", dest="json_out", help="write the full results here")
+    add_phase_timeout_arg(ap, "seconds per build or reader run (3600)")
+    add_binary_args(ap)
+    add_json_arg(ap)
     a = ap.parse_args(argv)
     try:
         a.sizes = [int(x.replace("_", "")) for x in a.scale.split(",") if x.strip()]
@@ -945,8 +533,7 @@ def parse_scale_args(argv):
     if min(a.scale_classes, a.lookups, a.reads, a.procs, a.gen_procs) < 1 or \
             a.mount_reps_warm < 1 or a.mount_reps_cold < 0:
         ap.error("counts must be positive")
-    a.shardfs = a.shardfs or os.path.join(a.build_dir, "app", "shardfs")
-    a.bench_reader = a.bench_reader or os.path.join(a.build_dir, "bench", "bench_reader")
+    resolve_binaries(a)
     return a
 
 
@@ -967,20 +554,15 @@ def run_scale(a, scratch):
                    "min_size": MIN_SIZE, "max_size": MAX_SIZE, "empty": a.empty,
                    "walk_world": a.walk_world, "build_memory": a.build_memory,
                    "partitions": a.partitions, "partition_jobs": a.partition_jobs},
-        "environment": {"root": os.geteuid() == 0, "cold_runs": can_cold,
-                        "cold_note": why, "cpus": os.cpu_count(),
-                        "kernel": platform.release(), "python": platform.python_version(),
-                        "shardfs": a.shardfs, "loadavg_start": loadavg_start,
-                        "loadavg_end": os.getloadavg()},
+        "environment": host_facts(a) | {"cold_runs": can_cold, "cold_note": why,
+                                        "loadavg_start": loadavg_start,
+                                        "loadavg_end": os.getloadavg()},
         "sizes": a.sizes,
         "results": {str(n): results[n] for n in a.sizes},
         "rows": rows,
         "flags": flags,
     }
-    if a.json_out:
-        with open(a.json_out, "w") as f:
-            json.dump(report, f, indent=1)
-        log(f"wrote {a.json_out}")
+    write_report_json(a.json_out, report)
     print_scale_report(report)
     return 0
 
@@ -989,10 +571,7 @@ def scale_main(argv):
     """`shardfs_bench.py --scale LIST ...`: parses its own options, runs, and always cleans up:
     every mount made is unmounted, also on failure, Ctrl-C or SIGTERM."""
     a = parse_scale_args(argv)
-    for exe in (a.shardfs, a.bench_reader):
-        if not os.access(exe, os.X_OK):
-            print(f"shardfs_bench --scale: {exe} is not an executable; build first or pass "
-                  "--build-dir/--shardfs/--bench-reader", file=sys.stderr)
-            return 2
-
+    missing = binaries_missing(a, "shardfs_bench --scale")
+    if missing:
+        return missing
     return run_in_scratch(a.cache_root, "shardfs-scale-run-", lambda scratch: run_scale(a, scratch))

@@ -70,116 +70,151 @@ class Bench(Workloads):
         ("mount_build") start with the image cache empty, so they build the image; every
         other mount reuses it. `backing`: files whose page-cache residency is recorded after
         the warm runs and after each drop (the kernel reads them itself: image and shards)."""
-        s = SystemRun(name, label)
-        log(f"{name}: mounting")
-        entries = self.meta["files"] + self.meta["dirs"]
+        return MountedRun(self, SystemRun(name, label), make_mount, budget, image,
+                          backing).run()
 
-        def resident(key):
-            paths = list(backing) + (image.images() if image else [])
-            got = page_cache_bytes(paths)
-            if got is not None:
-                s.info[key] = max(s.info.get(key, 0), got)
 
-        def mount(temp):
-            m = make_mount()
-            try:
-                secs = m.mount(min(budget, MOUNT_TIMEOUT))
-            except TimeoutError as e:
-                raise PhaseTimeout(f"mount: {e}")
-            if temp:
-                s.fig("mount", temp).samples.append(secs)
-            else:
-                s.info["first_mount_ms"] = secs * 1000
-            return m
+class MountedRun:
+    """One run of Bench.run_mounted: the system's figures in `s`, the mount of the moment in
+    `m` (unmounted whatever happens)."""
 
-        def note_rss(m):
-            rss = m.peak_rss_bytes()
-            if rss is not None:
-                s.rss_bytes = max(s.rss_bytes or 0, rss)
+    def __init__(self, bench, s, make_mount, budget, image, backing):
+        self.bench, self.a, self.s = bench, bench.a, s
+        self.make_mount, self.budget = make_mount, budget
+        self.image, self.backing = image, backing
+        self.entries = bench.meta["files"] + bench.meta["dirs"]
+        self.m = None
 
-        m = None
+    def resident(self, key):
+        """Records the most of the backing files (and images) found in the page cache."""
+        paths = list(self.backing) + (self.image.images() if self.image else [])
+        got = page_cache_bytes(paths)
+        if got is not None:
+            self.s.info[key] = max(self.s.info.get(key, 0), got)
+
+    def mount(self, temp):
+        """Mounts into self.m; the time is a `mount` sample of `temp`, or with temp None the
+        first mount's."""
+        self.m = self.make_mount()
         try:
-            # The first mount is not a warm sample: earlier cold runs may have dropped the
-            # binary and its libraries from the page cache. Warm samples come after it.
-            if image:
-                image.empty()
-            m = mount(None)
-            if image:
-                image.record(s.info, entries)
-            root = m.mountpoint
-            if self.a.hold:
-                log(f"{name}: holding the mount {self.a.hold} s (--hold)")
-                time.sleep(self.a.hold)
-            # Content check first: nothing is timed before the bytes are known right.
-            for phase in ("walk", "lstat", "read_tree1"):
-                try:
-                    r = self.run_phase(phase, root, budget)
-                except PhaseTimeout as e:
-                    for t in ("warm", "cold"):
-                        for p in ([phase] if phase != "read_tree1" else ["read_tree1",
-                                                                          "read_rand4"]):
-                            f = s.fig(p, t)
-                            f.status, f.note = "timeout", f"check run: {e}"
-                    continue
-                bad = self.check(phase, r)
-                if bad:
-                    s.status, s.reason = "FAILED", f"{phase}: {bad}"
-                    if phase == "read_tree1":
-                        s.checksum = r["checksum"]
-                    log(f"{name}: FAILED: {s.reason}")
-                    return s
+            secs = self.m.mount(min(self.budget, MOUNT_TIMEOUT))
+        except TimeoutError as e:
+            raise PhaseTimeout(f"mount: {e}")
+        if temp:
+            self.s.fig("mount", temp).samples.append(secs)
+        else:
+            self.s.info["first_mount_ms"] = secs * 1000
+        return self.m
+
+    def unmount(self, rss=True):
+        if rss:
+            self.note_rss()
+        self.m.unmount()
+        self.m = None
+
+    def note_rss(self):
+        rss = self.m.peak_rss_bytes()
+        if rss is not None:
+            self.s.rss_bytes = max(self.s.rss_bytes or 0, rss)
+
+    def check_content(self, root):
+        """Walk, lstat walk and tree-order read once, checked against the loose tree before
+        anything is timed; False (the system FAILED) on a difference. A check that times out
+        marks the figures it guards."""
+        s = self.s
+        for phase in ("walk", "lstat", "read_tree1"):
+            try:
+                r = self.bench.run_phase(phase, root, self.budget)
+            except PhaseTimeout as e:
+                for t in ("warm", "cold"):
+                    for p in ([phase] if phase != "read_tree1" else ["read_tree1",
+                                                                      "read_rand4"]):
+                        f = s.fig(p, t)
+                        f.status, f.note = "timeout", f"check run: {e}"
+                continue
+            bad = self.bench.check(phase, r)
+            if bad:
+                s.status, s.reason = "FAILED", f"{phase}: {bad}"
                 if phase == "read_tree1":
                     s.checksum = r["checksum"]
-            if s.checksum is None:
-                s.status = "timeout"
-                s.reason = ("content not checked: the check read took longer than "
-                            f"{budget:.0f} s; reads not timed")
-            for rep in range(self.a.reps):
-                for phase in PHASES:
-                    self.measure(s, phase, "warm", root, budget)
-            note_rss(m)
-            if backing:
-                resident("page_cache_after_warm_bytes")
-            m.unmount()
-            m = None
-            for rep in range(self.a.reps):  # Mount-time samples, caches warm.
-                m = mount("warm")
-                note_rss(m)
-                m.unmount()
-                m = None
-            if image:
-                for rep in range(self.a.reps):  # Image build + mount, other caches warm.
-                    image.empty()
-                    m = mount("build")
-                    m.unmount()
-                    m = None
-                image.record(s.info, entries)
-            if self.can_cold:
-                for rep in range(self.a.reps):
-                    for phase in PHASES:
-                        if s.fig(phase, "cold").status != "ok":
-                            continue
-                        drop_caches()
-                        if backing:  # What the cold run finds cached: should be nothing.
-                            resident("page_cache_after_drop_bytes")
-                        m = mount("cold")
-                        self.measure(s, phase, "cold", m.mountpoint, budget)
-                        note_rss(m)
-                        m.unmount()
-                        m = None
+                log(f"{s.name}: FAILED: {s.reason}")
+                return False
+            if phase == "read_tree1":
+                s.checksum = r["checksum"]
+        if s.checksum is None:
+            s.status = "timeout"
+            s.reason = ("content not checked: the check read took longer than "
+                        f"{self.budget:.0f} s; reads not timed")
+        return True
+
+    def first_mount(self):
+        """The first mount (with an empty image cache), which is not a warm sample: earlier
+        cold runs may have dropped the binary and its libraries from the page cache."""
+        if self.image:
+            self.image.empty()
+        self.mount(None)
+        if self.image:
+            self.image.record(self.s.info, self.entries)
+        if self.a.hold:
+            log(f"{self.s.name}: holding the mount {self.a.hold} s (--hold)")
+            time.sleep(self.a.hold)
+        return self.m.mountpoint
+
+    def warm_runs(self, root):
+        """--reps of every phase warm on the first mount, then --reps warm mounts, then (with an
+        image) --reps image builds + mounts."""
+        for rep in range(self.a.reps):
+            for phase in PHASES:
+                self.bench.measure(self.s, phase, "warm", root, self.budget)
+        self.note_rss()
+        if self.backing:
+            self.resident("page_cache_after_warm_bytes")
+        self.unmount(rss=False)
+        for rep in range(self.a.reps):  # Mount-time samples, caches warm.
+            self.mount("warm")
+            self.unmount()
+        if self.image:
+            for rep in range(self.a.reps):  # Image build + mount, other caches warm.
+                self.image.empty()
+                self.mount("build")
+                self.unmount(rss=False)
+            self.image.record(self.s.info, self.entries)
+
+    def cold_runs(self):
+        """--reps of every phase still ok, each after a drop of all caches on a fresh mount."""
+        for rep in range(self.a.reps):
+            for phase in PHASES:
+                if self.s.fig(phase, "cold").status != "ok":
+                    continue
+                drop_caches()
+                if self.backing:  # What the cold run finds cached: should be nothing.
+                    self.resident("page_cache_after_drop_bytes")
+                self.mount("cold")
+                self.bench.measure(self.s, phase, "cold", self.m.mountpoint, self.budget)
+                self.unmount()
+
+    def run(self):
+        s = self.s
+        log(f"{s.name}: mounting")
+        try:
+            root = self.first_mount()
+            if not self.check_content(root):
+                return s
+            self.warm_runs(root)
+            if self.bench.can_cold:
+                self.cold_runs()
         except PhaseTimeout as e:
             s.status, s.reason = "timeout", str(e)
-            log(f"{name}: timeout: {e}")
+            log(f"{s.name}: timeout: {e}")
         except ContentMismatch as e:
             s.status, s.reason = "FAILED", str(e)
-            log(f"{name}: FAILED: {e}")
+            log(f"{s.name}: FAILED: {e}")
         except BenchError as e:
             s.status, s.reason = "error", str(e)
-            log(f"{name}: error: {e}")
+            log(f"{s.name}: error: {e}")
         finally:
-            if m is not None:
-                note_rss(m)
-                m.unmount()
+            if self.m is not None:
+                self.unmount()
         for f in s.figures.values():
             if f.status == "ok" and not f.samples and s.status != "ok":
                 f.status = "not run"

@@ -1,4 +1,4 @@
-"""--views: the targets of issue #13 (named views and versions over one index), one run.
+"""--views: named views and versions over one index, their targets measured in one run.
 
 What it measures, on N small files written straight into ~256 MiB GNU tar shards (cached in the
 work dir with their index, so reruns start at once):
@@ -16,247 +16,27 @@ Every read is checked against checksums computed here (XXH3-64 through libxxhash
 shardfs. A command that is not built yet is reported as such; the rest of the run goes on.
 """
 
-import ctypes
-import ctypes.util
-import hashlib
-import io
 import json
-import math
 import os
-import platform
 import random
 import shutil
 import statistics
 import sys
-import tarfile
 import time
 
-from bench_common import MB, BenchError, fmt_bytes, log, parse_size, tree_bytes
+from bench_args import host_facts, write_report_json
+from bench_common import MB, BenchError, Xxh3, fmt_bytes, log, tree_bytes
 from bench_dataset import class_names
 from bench_mounts import Mount, run_tool
 from bench_report import fmt_num, target_row
 from bench_systems import Bench
+from bench_views_dataset import (base_index, dirs_of, generate_views_dataset, read_manifest,
+                                 reference, views_dataset_key)
 from bench_workloads import can_drop_caches
 
-VIEWS_GENERATOR_VERSION = 1
-MTIME = 1_700_000_000
-POOL_BYTES = 8 << 20
-MIN_SIZE, MAX_SIZE = 128, 16 << 10
+VIEW_SPEC = "clean@1"  # The exclude view, as mounted and measured.
 WALK_PHASES = ["walk", "lstat"]
 READ_PHASES = ["read_tree1", "read_rand4"]
-
-
-# -- checksums as bench_reader computes them -------------------------------------------------
-
-class Xxh3:
-    """XXH3-64 through libxxhash, so the reference does not come from the code measured."""
-
-    def __init__(self):
-        name = ctypes.util.find_library("xxhash")
-        if not name:
-            raise BenchError("libxxhash not found: the views mode needs it for its reference "
-                             "checksums")
-        self.lib = ctypes.CDLL(name)
-        self.lib.XXH3_64bits.restype = ctypes.c_uint64
-        self.lib.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-
-    def __call__(self, data):
-        return self.lib.XXH3_64bits(data, len(data))
-
-
-# -- the dataset: small files straight into tar shards ---------------------------------------
-
-def views_dataset_key(a):
-    params = {"v": VIEWS_GENERATOR_VERSION, "files": a.files, "classes": a.classes,
-              "seed": a.seed, "median": a.median_kib, "sigma": a.sigma,
-              "shard_size": parse_size(a.shard_size)}
-    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12], params
-
-
-def sample_members(rng, pool, names, mu, sigma):
-    """(path, size, pool offset) per name; content = path line + pool bytes (see content())."""
-    out = []
-    for name in names:
-        size = max(MIN_SIZE, min(MAX_SIZE, int(rng.lognormvariate(mu, sigma))))
-        out.append((name, size, rng.randrange(POOL_BYTES - MAX_SIZE)))
-    return out
-
-
-def content(pool, path, size, off):
-    head = path.encode() + b"\n"
-    return head + pool[off:off + size - len(head)]
-
-
-def write_shards(members, pool, out_dir, prefix, limit, xxh, manifest):
-    """Writes members (in their order) into out_dir/prefix-NNNNN.tar of about `limit` bytes each,
-    each directory as a member before the first file below it in that shard. Appends
-    `path<TAB>size<TAB>xxh3` lines to manifest. Returns the shard paths."""
-    os.makedirs(out_dir, exist_ok=True)
-    shards, tf, raw, used, seen = [], None, None, 0, set()
-
-    def close():
-        if tf is not None:
-            tf.close()
-            raw.close()
-
-    try:
-        for path, size, off in members:
-            member = 512 + (size + 511) // 512 * 512
-            if tf is None or used + member > limit:
-                close()
-                shard = os.path.join(out_dir, f"{prefix}-{len(shards):05d}.tar")
-                raw = open(shard, "wb")
-                tf = tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT)
-                shards.append(shard)
-                used, seen = 0, set()
-            parts = path.split("/")
-            for k in range(1, len(parts)):
-                d = "/".join(parts[:k])
-                if d not in seen:
-                    seen.add(d)
-                    ti = tarfile.TarInfo(d)
-                    ti.type, ti.mode, ti.mtime = tarfile.DIRTYPE, 0o755, MTIME
-                    tf.addfile(ti)
-                    used += 512
-            data = content(pool, path, size, off)
-            ti = tarfile.TarInfo(path)
-            ti.size, ti.mode, ti.mtime = size, 0o644, MTIME
-            tf.addfile(ti, io.BytesIO(data))
-            used += member
-            manifest.write(f"{path}\t{size}\t{xxh(data):016x}\n")
-    finally:
-        close()
-    return shards
-
-
-def generate_views_dataset(a, ddir, xxh):
-    """ddir/shards/*.tar (N files, tree order), ddir/extra/extra-00000.tar (one more shard of
-    new files), manifests and dataset.json. Deterministic; reused when its parameters match."""
-    key, params = views_dataset_key(a)
-    meta_path = os.path.join(ddir, "dataset.json")
-    if os.path.exists(meta_path):
-        with open(meta_path) as f:
-            meta = json.load(f)
-        if meta.get("params") == params and all(os.path.exists(p) for p in
-                                                meta["shards"] + meta["extra_shards"]):
-            log(f"views dataset: reusing {ddir} ({meta['files']:,} files, "
-                f"{fmt_bytes(meta['bytes'])})")
-            meta["cached"] = True
-            return meta
-    for sub in ("shards", "extra"):
-        shutil.rmtree(os.path.join(ddir, sub), ignore_errors=True)
-    os.makedirs(ddir, exist_ok=True)
-    start = time.perf_counter()
-    rng = random.Random(a.seed)
-    pool = rng.randbytes(POOL_BYTES)
-    classes = class_names(a.classes)
-    mu = math.log(a.median_kib * 1024)
-    names = [f"train/{classes[i % a.classes]}/{classes[i % a.classes]}_{i // a.classes}.jpg"
-             for i in range(a.files)]
-    members = sample_members(rng, pool, names, mu, a.sigma)
-    members.sort(key=lambda m: m[0].encode())
-    limit = parse_size(a.shard_size)
-    log(f"views dataset: writing {a.files:,} files into ~{a.shard_size} shards")
-    with open(os.path.join(ddir, "manifest.tsv"), "w") as man:
-        shards = write_shards(members, pool, os.path.join(ddir, "shards"), "shard", limit, xxh,
-                              man)
-    total = sum(m[1] for m in members)
-    # The new shard for `index add`: new files in the existing class directories, one shard full.
-    extra, used, i = [], 0, 0
-    while True:
-        c = classes[i % a.classes]
-        (m,) = sample_members(rng, pool, [f"train/{c}/{c}_new{i // a.classes}.jpg"], mu, a.sigma)
-        member = 512 + (m[1] + 511) // 512 * 512
-        if used + member + 512 * (1 + a.classes) > limit:
-            break
-        extra.append(m)
-        used += member
-        i += 1
-    extra.sort(key=lambda m: m[0].encode())
-    with open(os.path.join(ddir, "extra-manifest.tsv"), "w") as man:
-        extra_shards = write_shards(extra, pool, os.path.join(ddir, "extra"), "extra",
-                                    limit, xxh, man)
-    meta = {"params": params, "key": key, "files": a.files, "dirs": 1 + a.classes,
-            "bytes": total, "shards": shards, "extra_shards": extra_shards,
-            "extra_files": len(extra), "extra_bytes": sum(m[1] for m in extra),
-            "generate_seconds": time.perf_counter() - start}
-    with open(meta_path + ".tmp", "w") as f:
-        json.dump(meta, f, indent=1)
-    os.rename(meta_path + ".tmp", meta_path)
-    log(f"views dataset: {a.files:,} files, {fmt_bytes(total)}, {len(shards)} shards + "
-        f"{len(extra):,} files in the extra shard, in {meta['generate_seconds']:.1f} s")
-    meta["cached"] = False
-    return meta
-
-
-def read_manifest(ddir):
-    rows = []
-    with open(os.path.join(ddir, "manifest.tsv")) as f:
-        for line in f:
-            p, s, h = line.rstrip("\n").split("\t")
-            rows.append((p, int(s), int(h, 16)))
-    return rows
-
-
-def binary_stamp(path):
-    st = os.stat(path)
-    return f"{st.st_size}-{st.st_mtime_ns}"
-
-
-def base_index(a, ddir, shards, scratch):
-    """The pristine N-entry index, built once per shardfs binary (the format may change with
-    it) and copied for each run, since views write into it."""
-    idir = os.path.join(ddir, "index-base")
-    meta_path = idir + ".json"
-    stamp = binary_stamp(a.shardfs)
-    if os.path.exists(meta_path) and os.path.isdir(idir):
-        with open(meta_path) as f:
-            meta = json.load(f)
-        if meta.get("binary") == stamp:
-            meta["cached"] = True
-            return idir, meta
-    shutil.rmtree(idir, ignore_errors=True)
-    log(f"index build: {len(shards)} shards")
-    rc, _, se, secs = run_tool([a.shardfs, "index", "build", "--quiet", "--out", idir] + shards,
-                               log_path=os.path.join(scratch, "index-build.log"))
-    if rc != 0:
-        raise BenchError(f"shardfs index build exited {rc}; see {scratch}/index-build.log")
-    meta = {"binary": stamp, "seconds": secs, "bytes": tree_bytes(idir)[0]}
-    with open(meta_path, "w") as f:
-        json.dump(meta, f)
-    meta["cached"] = False
-    return idir, meta
-
-
-# -- the references: what bench_reader must see ----------------------------------------------
-
-def reference(xxh, file_rows, dir_paths):
-    """bench_reader's walk / lstat / read results over these files and directories."""
-    mask = (1 << 64) - 1
-    walk = lstat = read = 0
-    nbytes = 0
-    for p, size, h in file_rows:
-        ph = xxh(p.encode())
-        walk += ph
-        lstat += ph + size
-        read += h
-        nbytes += size
-    for d in dir_paths:
-        walk += xxh(d.encode())
-    hexs = lambda v: f"{v & mask:016x}"  # noqa: E731
-    n = len(file_rows)
-    return {"walk": {"files": n, "dirs": len(dir_paths), "bytes": 0, "checksum": hexs(walk)},
-            "lstat": {"files": n, "dirs": 0, "bytes": nbytes, "checksum": hexs(lstat)},
-            "read": {"files": n, "dirs": 0, "bytes": nbytes, "checksum": hexs(read)}}
-
-
-def dirs_of(paths):
-    out = set()
-    for p in paths:
-        parts = p.split("/")
-        for k in range(1, len(parts)):
-            out.add("/".join(parts[:k]))
-    return out
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -288,6 +68,7 @@ class ViewsRun:
         self.scratch = scratch
         self.steps = {}
         self.notes = []
+        self.xxh = None  # Xxh3 of the references, set by run_views.
 
     def step(self, name, title):
         self.steps[name] = Step(name, title)
@@ -338,83 +119,82 @@ class ViewsRun:
                 st.info["first_mount_seconds"] = secs
 
 
-def run_views(a, scratch):
-    xxh = Xxh3()
-    can_cold, why = can_drop_caches()
-    key, params = views_dataset_key(a)
-    ddir = os.path.join(a.workdir, f"views-{key}")
-    meta = generate_views_dataset(a, ddir, xxh)
-    pristine, imeta = base_index(a, ddir, meta["shards"], scratch)
-    run = ViewsRun(a, scratch)
-    rows = read_manifest(ddir)
-    paths = [r[0] for r in rows]
-    nlist = a.view_paths if a.view_paths else max(1, a.files // 10)
-    nlist = min(nlist, len(paths) // 3)
-    rng = random.Random(a.seed + 13)
-    picked = rng.sample(range(len(paths)), 2 * nlist)
-    excluded = sorted((paths[i] for i in picked[:nlist]), key=str.encode)
-    renamed_from = sorted((paths[i] for i in picked[nlist:]), key=str.encode)
-    classes = class_names(a.classes)
+class ViewLists:
+    """The exclude list and the rename map of the run: K = --view-paths (else files/10, at most
+    a third of the files) random paths each, disjoint, written under scratch/lists."""
 
-    cls_pos = {c: k for k, c in enumerate(classes)}
+    def __init__(self, a, scratch, paths):
+        nlist = a.view_paths if a.view_paths else max(1, a.files // 10)
+        self.nlist = min(nlist, len(paths) // 3)
+        rng = random.Random(a.seed + 13)
+        picked = rng.sample(range(len(paths)), 2 * self.nlist)
+        self.excluded = sorted((paths[i] for i in picked[:self.nlist]), key=str.encode)
+        renamed_from = sorted((paths[i] for i in picked[self.nlist:]), key=str.encode)
+        classes = class_names(a.classes)
+        cls_pos = {c: k for k, c in enumerate(classes)}
 
-    def moved(p):  # train/<c>/<c>_<n>.jpg -> the next class's directory, same name.
-        _, c, name = p.split("/")
-        return f"train/{classes[(cls_pos[c] + 1) % len(classes)]}/{name}"
+        def moved(p):  # train/<c>/<c>_<n>.jpg -> the next class's directory, same name.
+            _, c, name = p.split("/")
+            return f"train/{classes[(cls_pos[c] + 1) % len(classes)]}/{name}"
 
-    rename_map = {p: moved(p) for p in renamed_from}
-    lists = os.path.join(scratch, "lists")
-    os.makedirs(lists)
-    excl_file = os.path.join(lists, "exclude.list")
-    with open(excl_file, "w") as f:
-        f.write("\n".join(excluded) + "\n")
-    map_file = os.path.join(lists, "rename.map")
-    with open(map_file, "w") as f:
-        f.write("".join(f"{o}\t{n}\n" for o, n in rename_map.items()))
+        self.rename_map = {p: moved(p) for p in renamed_from}
+        self.dir = os.path.join(scratch, "lists")
+        os.makedirs(self.dir)
+        self.excl_file = os.path.join(self.dir, "exclude.list")
+        with open(self.excl_file, "w") as f:
+            f.write("\n".join(self.excluded) + "\n")
+        self.map_file = os.path.join(self.dir, "rename.map")
+        with open(self.map_file, "w") as f:
+            f.write("".join(f"{o}\t{n}\n" for o, n in self.rename_map.items()))
 
-    # Copies of the index beside links to the shards: the index names them relative to itself.
+
+def working_index(ddir, scratch, pristine):
+    """A copy of the pristine index in scratch beside links to the shards (the index names
+    them relative to itself): views write into it."""
     for sub in ("shards", "extra"):
         os.symlink(os.path.join(ddir, sub), os.path.join(scratch, sub))
     index = os.path.join(scratch, "index")
     shutil.copytree(pristine, index)
-    info = {"view_paths": nlist, "versions": a.versions}
+    return index
 
-    # 1. view create with an exclude list, then a rename map; view diff of the two.
+
+def time_view_create(run, st, index, args, disk_bytes=False):
+    """--reps runs of `shardfs view create INDEX ARGS...` into st, with the index bytes each
+    added (and the allocated bytes when disk_bytes)."""
+    for rep in range(run.a.reps):
+        before = tree_bytes(index)
+        r = run.shardfs(st, ["view", "create", index] + args)
+        if r is None:
+            break
+        after = tree_bytes(index)
+        st.samples.append(r[1])
+        st.info.setdefault("index_bytes_added", []).append(after[0] - before[0])
+        if disk_bytes:
+            st.info.setdefault("index_disk_bytes_added", []).append(after[1] - before[1])
+        st.info["output"] = r[0].decode(errors="replace").strip()
+
+
+def create_views(run, index, lists, info):
+    """Step 1: view create with the exclude list (clean), with the rename map (relabeled), and
+    view diff of the two, checked against the lists."""
     idx_before = tree_bytes(index)
-    st = run.step("create_exclude", f"view create, exclude list of {nlist:,} paths")
-    for rep in range(a.reps):
-        before = tree_bytes(index)
-        r = run.shardfs(st, ["view", "create", index, "clean", "--exclude-list", excl_file,
-                             "-m", f"drop {nlist} listed samples"])
-        if r is None:
-            break
-        after = tree_bytes(index)
-        st.samples.append(r[1])
-        st.info.setdefault("index_bytes_added", []).append(after[0] - before[0])
-        st.info.setdefault("index_disk_bytes_added", []).append(after[1] - before[1])
-        st.info["output"] = r[0].decode(errors="replace").strip()
-    st = run.step("create_rename", f"view create, rename map of {nlist:,} paths")
-    for rep in range(a.reps):
-        before = tree_bytes(index)
-        r = run.shardfs(st, ["view", "create", index, "relabeled", "--rename-map", map_file])
-        if r is None:
-            break
-        after = tree_bytes(index)
-        st.samples.append(r[1])
-        st.info.setdefault("index_bytes_added", []).append(after[0] - before[0])
-        st.info["output"] = r[0].decode(errors="replace").strip()
+    st = run.step("create_exclude", f"view create, exclude list of {lists.nlist:,} paths")
+    time_view_create(run, st, index, ["clean", "--exclude-list", lists.excl_file, "-m",
+                                      f"drop {lists.nlist} listed samples"], disk_bytes=True)
+    st = run.step("create_rename", f"view create, rename map of {lists.nlist:,} paths")
+    time_view_create(run, st, index, ["relabeled", "--rename-map", lists.map_file])
     st = run.step("diff", "view diff of the two (--json)")
     if run.steps["create_exclude"].status == "ok" and \
             run.steps["create_rename"].status == "ok":
-        diff_out = os.path.join(scratch, "diff.json")
-        for rep in range(a.reps):
+        diff_out = os.path.join(run.scratch, "diff.json")
+        for rep in range(run.a.reps):
             r = run.shardfs(st, ["view", "diff", index, "clean@1", "relabeled@1", "--json"],
                             out_path=diff_out)
             if r is None:
                 break
             st.samples.append(r[1])
         if st.status == "ok":
-            st.info["check"] = check_diff(diff_out, excluded, rename_map)
+            st.info["check"] = check_diff(diff_out, lists.excluded, lists.rename_map)
             if st.info["check"] != "ok":
                 run.notes.append(f"view diff contents: {st.info['check']}")
     else:
@@ -422,25 +202,16 @@ def run_views(a, scratch):
     info["index_bytes_before_views"] = idx_before[0]
     info["index_bytes_after_views"] = tree_bytes(index)[0]
 
-    # 2. Mount times: the base tree and the view, warm.
-    view_spec = "clean@1"
-    have_view = run.steps["create_exclude"].status == "ok"
-    run.mount_times(run.step("mount_base", "mount, base tree (warm)"), index, None, a.mount_reps)
-    st = run.step("mount_view", "mount, the exclude view (warm)")
-    if have_view:
-        run.mount_times(st, index, view_spec, a.mount_reps)
-    else:
-        st.status, st.note = "not run", "no view"
 
-    # 3. Walks and reads through the view against the base tree, same list (the view's files).
-    excl_set = set(excluded)
-    view_rows = [r for r in rows if r[0] not in excl_set]
+def measure_walks_and_reads(run, bench, index, rows, view_rows, have_view):
+    """Step 3: walks and reads through the view against the base tree, each checked against
+    its reference; the lstat and read lists are the view's files. Returns (systems, entries
+    each walk lists)."""
+    a, scratch = run.a, run.scratch
     view_paths = [r[0] for r in view_rows]
-    all_dirs = dirs_of(paths)
-    ref_list = reference(xxh, view_rows, [])
-    ref_base_walk = reference(xxh, rows, all_dirs)["walk"]
-    ref_view_walk = reference(xxh, view_rows, dirs_of(view_paths))["walk"]
-    bench = Bench(a, ddir, scratch, meta, view_paths, can_cold)
+    ref_list = reference(run.xxh, view_rows, [])
+    ref_base_walk = reference(run.xxh, rows, dirs_of([r[0] for r in rows]))["walk"]
+    ref_view_walk = reference(run.xxh, view_rows, dirs_of(view_paths))["walk"]
     systems = {}
     mnt_root = os.path.join(scratch, "mnt")
     os.makedirs(mnt_root, exist_ok=True)
@@ -458,54 +229,68 @@ def run_views(a, scratch):
     if have_view:
         bench.reference = {"walk": ref_view_walk, "lstat": ref_list["lstat"],
                            "read": ref_list["read"]}
-        systems["view"] = bench.run_mounted("view", f"view {view_spec}",
-                                            maker("view", ["-o", f"view={view_spec}"]),
+        systems["view"] = bench.run_mounted("view", f"view {VIEW_SPEC}",
+                                            maker("view", ["-o", f"view={VIEW_SPEC}"]),
                                             a.phase_timeout)
     walk_entries = {"base": ref_base_walk["files"] + ref_base_walk["dirs"],
                     "view": ref_view_walk["files"] + ref_view_walk["dirs"]}
+    return systems, walk_entries
 
-    # 4. Many versions: create them cheaply, then mount (and create) again.
+
+def add_many_versions(run, index, view_paths, have_view):
+    """Step 4, first half: --versions more versions of the view `many`, one excluded path each;
+    True when they were all made."""
+    a = run.a
     st = run.step("many_versions", f"{a.versions} more versions (view create loop, "
                   "1 excluded path each)")
-    if have_view:
-        one = os.path.join(lists, "one.list")
-        start = time.perf_counter()
-        for v in range(a.versions):
-            with open(one, "w") as f:
-                f.write(view_paths[(v * 7919) % len(view_paths)] + "\n")
-            r = run.shardfs(st, ["view", "create", index, "many", "--exclude-list", one])
-            if r is None:
-                break
-            st.info.setdefault("per_create", []).append(r[1])
-        if st.status == "ok":
-            st.samples.append(time.perf_counter() - start)
-            pc = st.info.pop("per_create")
-            st.info["per_create_median_seconds"] = statistics.median(pc)
-            st.info["per_create_max_seconds"] = max(pc)
-            st.info["index_bytes_after"] = tree_bytes(index)[0]
-    else:
+    if not have_view:
         st.status, st.note = "not run", "no view"
-    many_ok = have_view and st.status == "ok"
+        return False
+    one = os.path.join(run.scratch, "lists", "one.list")
+    start = time.perf_counter()
+    for v in range(a.versions):
+        with open(one, "w") as f:
+            f.write(view_paths[(v * 7919) % len(view_paths)] + "\n")
+        r = run.shardfs(st, ["view", "create", index, "many", "--exclude-list", one])
+        if r is None:
+            break
+        st.info.setdefault("per_create", []).append(r[1])
+    if st.status == "ok":
+        st.samples.append(time.perf_counter() - start)
+        pc = st.info.pop("per_create")
+        st.info["per_create_median_seconds"] = statistics.median(pc)
+        st.info["per_create_max_seconds"] = max(pc)
+        st.info["index_bytes_after"] = tree_bytes(index)[0]
+    return st.status == "ok"
+
+
+def measure_with_versions(run, index, lists, many_ok):
+    """Step 4, second half: mounts and view create again, with the versions in the index."""
     for name, title, spec in (("mount_view_many", "mount, the exclude view, with the versions",
-                               view_spec),
+                               VIEW_SPEC),
                               ("mount_latest_many", "mount, many (latest of the versions)",
                                "many"),
                               ("mount_base_many", "mount, base tree, with the versions", None)):
         st = run.step(name, title)
         if many_ok:
-            run.mount_times(st, index, spec, a.mount_reps)
+            run.mount_times(st, index, spec, run.a.mount_reps)
         else:
             st.status, st.note = "not run", "no versions"
-    st = run.step("create_exclude_many", f"view create, exclude list of {nlist:,} paths, "
+    st = run.step("create_exclude_many", f"view create, exclude list of {lists.nlist:,} paths, "
                   "with the versions")
     if many_ok:
-        r = run.shardfs(st, ["view", "create", index, "clean", "--exclude-list", excl_file])
+        r = run.shardfs(st, ["view", "create", index, "clean", "--exclude-list",
+                             lists.excl_file])
         if r is not None:
             st.samples.append(r[1])
     else:
         st.status, st.note = "not run", "no versions"
 
-    # 5. index add of one new shard against index build of that shard alone.
+
+def time_index_add(run, pristine, meta):
+    """Step 5: index add of the extra shard to a copy of the pristine index against index build
+    of that shard alone, both from a warm page cache."""
+    a, scratch = run.a, run.scratch
     extra = meta["extra_shards"][0]
     st_build = run.step("build_extra", "index build of the new shard alone")
     st_add = run.step("index_add", f"index add of the new shard to the {a.files:,}-entry index")
@@ -531,17 +316,20 @@ def run_views(a, scratch):
     st_add.info["shard_bytes"] = os.path.getsize(extra)
     st_add.info["shard_files"] = meta["extra_files"]
 
+
+def views_report(a, run, meta, ddir, imeta, info, systems, walk_entries, cold):
+    """The JSON report (schema shardfs-bench-views/1), targets included; cold is
+    (can_cold, why not)."""
     report = {
         "schema": "shardfs-bench-views/1",
         "params": {"files": a.files, "classes": a.classes, "seed": a.seed,
                    "median_kib": a.median_kib, "sigma": a.sigma, "reps": a.reps,
                    "mount_reps": a.mount_reps, "procs": a.procs, "shard_size": a.shard_size,
-                   "view_paths": nlist, "versions": a.versions, "workdir": a.workdir},
-        "environment": {"root": os.geteuid() == 0, "cold_runs": can_cold,
-                        "cold_skipped_because": why, "cpus": os.cpu_count(),
-                        "kernel": platform.release(), "python": platform.python_version(),
-                        "shardfs": a.shardfs, "loadavg_start": a.loadavg_start,
-                        "loadavg_end": os.getloadavg(), "notes": run.notes},
+                   "view_paths": info["view_paths"], "versions": a.versions,
+                   "workdir": a.workdir},
+        "environment": host_facts(a) | {"cold_runs": cold[0], "cold_skipped_because": cold[1],
+                                        "loadavg_start": a.loadavg_start,
+                                        "loadavg_end": os.getloadavg(), "notes": run.notes},
         "dataset": {k: meta[k] for k in ("files", "dirs", "bytes", "extra_files",
                                          "extra_bytes", "generate_seconds")}
         | {"cached": meta.get("cached", False), "shards": len(meta["shards"]),
@@ -553,10 +341,45 @@ def run_views(a, scratch):
         "walk_entries": walk_entries,
     }
     report["targets"] = views_targets(run.steps, systems, walk_entries, a)
-    if a.json_out:
-        with open(a.json_out, "w") as f:
-            json.dump(report, f, indent=1)
-        log(f"wrote {a.json_out}")
+    return report
+
+
+def run_views(a, scratch):
+    """The views run: steps 1-5 in order, each reported (a command not built yet is "not
+    built", the rest goes on); 1 if a system failed or a step erred."""
+    run = ViewsRun(a, scratch)
+    run.xxh = Xxh3("the views mode needs it for its reference checksums")
+    can_cold, why = can_drop_caches()
+    key, params = views_dataset_key(a)
+    ddir = os.path.join(a.workdir, f"views-{key}")
+    meta = generate_views_dataset(a, ddir, run.xxh)
+    pristine, imeta = base_index(a, ddir, meta["shards"], scratch)
+    rows = read_manifest(ddir)
+    lists = ViewLists(a, scratch, [r[0] for r in rows])
+    index = working_index(ddir, scratch, pristine)
+    info = {"view_paths": lists.nlist, "versions": a.versions}
+
+    create_views(run, index, lists, info)
+    # 2. Mount times: the base tree and the view, warm.
+    have_view = run.steps["create_exclude"].status == "ok"
+    run.mount_times(run.step("mount_base", "mount, base tree (warm)"), index, None, a.mount_reps)
+    st = run.step("mount_view", "mount, the exclude view (warm)")
+    if have_view:
+        run.mount_times(st, index, VIEW_SPEC, a.mount_reps)
+    else:
+        st.status, st.note = "not run", "no view"
+    excl_set = set(lists.excluded)
+    view_rows = [r for r in rows if r[0] not in excl_set]
+    bench = Bench(a, ddir, scratch, meta, [r[0] for r in view_rows], can_cold)
+    systems, walk_entries = measure_walks_and_reads(run, bench, index, rows, view_rows,
+                                                    have_view)
+    many_ok = add_many_versions(run, index, [r[0] for r in view_rows], have_view)
+    measure_with_versions(run, index, lists, many_ok)
+    time_index_add(run, pristine, meta)
+
+    report = views_report(a, run, meta, ddir, imeta, info, systems, walk_entries,
+                          (can_cold, why))
+    write_report_json(a.json_out, report)
     print_views_report(report, systems)
     bad = [n for n, s in systems.items() if s.status != "ok"]
     bad += [n for n, s in run.steps.items() if s.status == "error"]
@@ -643,9 +466,9 @@ def views_targets(steps, systems, walk_entries, a):
     return targets
 
 
-def print_views_report(report, systems, out=sys.stdout):
+def print_views_header(report, w):
+    """Dataset, index, machine, skips and notes."""
     p, d, b, env = report["params"], report["dataset"], report["build"], report["environment"]
-    w = out.write
     w("\nshardfs bench --views\n")
     w(f"  dataset: {d['files']:,} files, {fmt_bytes(d['bytes'])} in {d['shards']} shards "
       f"({fmt_bytes(d['shard_bytes'])}), {p['classes']} classes, median {p['median_kib']} KiB, "
@@ -663,6 +486,9 @@ def print_views_report(report, systems, out=sys.stdout):
     for n in env["notes"]:
         w(f"  note: {n}\n")
 
+
+def print_views_steps(report, w):
+    """One line per timed command (mounts in ms, the rest in s), with what each added."""
     w(f"\n  {'step':<62} {'status':<10} {'median':>10} {'min..max':>21}\n")
     for name, s in report["steps"].items():
         ms = name.startswith("mount")
@@ -692,6 +518,9 @@ def print_views_report(report, systems, out=sys.stdout):
         w(f"  {'  view mount minus base tree mount':<62} {'':<10} "
           f"{(mv['median_seconds'] - mb['median_seconds']) * 1000:>7.1f} ms\n")
 
+
+def print_views_figures(report, systems, w):
+    """The walks and reads of the base tree and the view, with the view's ratio to the base."""
     w(f"\n  {'figure':<36} {'system':<22} {'unit':>7} {'median':>12} {'min..max':>23} "
       f"{'vs base':>9}\n")
     base = systems.get("base")
@@ -726,7 +555,13 @@ def print_views_report(report, systems, out=sys.stdout):
     w("  (lstat and reads: both over the view's files; walk: each its whole tree, compared "
       "per entry)\n")
 
-    w("\ntargets (views, issue #13)\n")
+
+def print_views_report(report, systems, out=sys.stdout):
+    w = out.write
+    print_views_header(report, w)
+    print_views_steps(report, w)
+    print_views_figures(report, systems, w)
+    w("\ntargets (views)\n")
     for t in report["targets"]:
         v = "-" if t["value"] is None else (f"{t['value']:.2f}x" if t["unit"] == "x"
                                              else f"{t['value']:.3g} {t['unit']}")

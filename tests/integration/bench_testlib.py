@@ -2,8 +2,11 @@
 that must leave no mount, no process and no scratch behind."""
 
 import glob
+import json
 import os
 import subprocess
+import sys
+import time
 import zlib
 
 import shardfs_testlib as tl
@@ -30,6 +33,14 @@ def tree_checksum(train):
             crc += zlib.crc32(data)
     return {"samples": sum(per_class), "bytes": total, "crc32_sum": crc % (1 << 64),
             "per_class": per_class}
+
+
+def read_json(path):
+    """The JSON document at path, or None when there is no such file."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
 
 
 def mounts_under(prefix):
@@ -79,6 +90,36 @@ class BenchTestCase(tl.ScratchTestCase):
         for mp in mounts_under(cls.tmp):  # Only if a test already failed on this.
             subprocess.run(["umount", "-l", mp])
         super().remove_tmp()
+
+    @classmethod
+    def bench_argv(cls, args):
+        """The bench's command line: this interpreter, the script, args, this tree's shardfs
+        and bench_reader, and --workdir when the test set `workdir`."""
+        argv = [sys.executable, SCRIPT] + list(args) + ["--shardfs", tl.SHARDFS,
+                                                        "--bench-reader", READER]
+        workdir = getattr(cls, "workdir", None)
+        return argv + (["--workdir", workdir] if workdir else [])
+
+    @classmethod
+    def bench(cls, args, timeout=240):
+        """Runs the bench with args (see bench_argv); returns the CompletedProcess, output as
+        text."""
+        return subprocess.run(cls.bench_argv(args), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=timeout, text=True)
+
+    @classmethod
+    def run_bench_json(cls, name, args, timeout=240):
+        """What every smoke test's setUpClass does: runs the bench with args and
+        --json TMP/NAME.json, says how long it took and what it printed on stderr, and sets
+        cls.json_path, cls.proc, cls.seconds and cls.report (the JSON read back, None when
+        none was written; the tests then fail on the exit code)."""
+        cls.json_path = os.path.join(cls.tmp, name + ".json")
+        start = time.monotonic()
+        cls.proc = cls.bench(list(args) + ["--json", cls.json_path], timeout=timeout)
+        cls.seconds = time.monotonic() - start
+        sys.stderr.write("bench %s smoke run: %.1f s\n%s\n%s\n" % (
+            name, cls.seconds, cls.proc.stdout, cls.proc.stderr[-3000:]))
+        cls.report = read_json(cls.json_path)
 
     def assertNothingLeft(self):
         self.assertEqual(mounts_under(self.tmp), [])

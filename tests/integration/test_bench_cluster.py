@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Smoke test of `shardfs_bench.py --cluster` (issue #26: the cluster rehearsal at large size).
+"""Smoke test of `shardfs_bench.py --cluster` (the cluster rehearsal at large size).
 
 Runs the bench at a tiny size (200 real JPEGs in 4 classes, 256 KiB shards, 4 ranks, 1 worker
 each, a 1.5 s outage on rank 2) into a temporary work dir, and checks that it completes, that
@@ -11,15 +11,12 @@ torch.
 """
 
 import glob
-import json
 import os
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from bench_testlib import READER, SCRIPT, BenchTestCase  # noqa: E402
+from bench_testlib import BenchTestCase  # noqa: E402
 
 FILES, CLASSES, WORLD = 200, 4, 4
 
@@ -31,21 +28,11 @@ class BenchClusterTest(BenchTestCase):
     def setUpClass(cls):
         super().setUpClass()
         cls.workdir = os.path.join(cls.tmp, "work")
-        cls.json_path = os.path.join(cls.tmp, "cluster.json")
-        argv = [sys.executable, SCRIPT, "--cluster", "--workdir", cls.workdir, "--shardfs",
-                tl.SHARDFS, "--bench-reader", READER, "--files", str(FILES), "--classes",
-                str(CLASSES), "--shard-size", "256KiB", "--chunk-size", "32K", "--world",
-                str(WORLD), "--loader-workers", "1", "--loader-batch", "8", "--step-seconds",
-                "0.1", "--outage", "1.5", "--required-rate", "1", "--json", cls.json_path]
-        start = time.monotonic()
-        cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  timeout=240, text=True)
-        sys.stderr.write("bench --cluster smoke run: %.1f s\n%s\n%s\n" % (
-            time.monotonic() - start, cls.proc.stdout, cls.proc.stderr[-3000:]))
-        cls.report = None
-        if os.path.exists(cls.json_path):
-            with open(cls.json_path) as f:
-                cls.report = json.load(f)
+        cls.run_bench_json("cluster", [
+            "--cluster", "--files", str(FILES), "--classes", str(CLASSES), "--shard-size",
+            "256KiB", "--chunk-size", "32K", "--world", str(WORLD), "--loader-workers", "1",
+            "--loader-batch", "8", "--step-seconds", "0.1", "--outage", "1.5",
+            "--required-rate", "1"])
 
     def test_completes_with_a_row_per_rank(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Smoke test of `shardfs_bench.py --kernel --plot` (issue #27: the kernel mount's benchmark).
+"""Smoke test of `shardfs_bench.py --kernel --plot` (the kernel mount's benchmark).
 
 Runs the bench at a tiny size (300 samples in 10 classes, one rep, 1 MiB shards) with the
 systems loose and shardfs plus --kernel, which adds shardfs-kernel (`shardfs mount --kernel`:
@@ -12,16 +12,13 @@ the image nor the shards were in the page cache when a cold run started; that th
 and is a PNG; that nothing is left mounted or running. Without root the kernel mount cannot
 run: shardfs-kernel must then be reported skipped, with the reason."""
 
-import json
 import os
 import struct
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from bench_testlib import READER, SCRIPT, BenchTestCase  # noqa: E402
+from bench_testlib import BenchTestCase  # noqa: E402
 from test_bench_smoke import xxh3_sum  # noqa: E402
 
 FILES, CLASSES = 300, 10
@@ -44,22 +41,11 @@ class BenchKernelSmokeTest(BenchTestCase):
     def setUpClass(cls):
         super().setUpClass()
         cls.workdir = os.path.join(cls.tmp, "work")
-        cls.json_path = os.path.join(cls.tmp, "kernel.json")
         cls.png_path = os.path.join(cls.tmp, "kernel.png")
-        argv = [sys.executable, SCRIPT, "--workdir", cls.workdir, "--shardfs", tl.SHARDFS,
-                "--bench-reader", READER, "--files", str(FILES), "--classes", str(CLASSES),
-                "--reps", "1", "--shard-size", "1MiB", "--systems", "loose,shardfs", "--kernel",
-                "--json", cls.json_path, "--plot", cls.png_path]
-        start = time.monotonic()
-        cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  timeout=180, text=True)
-        cls.seconds = time.monotonic() - start
-        sys.stderr.write("bench --kernel smoke run: %.1f s\n%s\n%s\n" % (
-            cls.seconds, cls.proc.stdout, cls.proc.stderr[-3000:]))
-        cls.report = None
-        if os.path.exists(cls.json_path):
-            with open(cls.json_path) as f:
-                cls.report = json.load(f)
+        cls.run_bench_json("kernel", [
+            "--files", str(FILES), "--classes", str(CLASSES), "--reps", "1", "--shard-size",
+            "1MiB", "--systems", "loose,shardfs", "--kernel", "--plot", cls.png_path],
+            timeout=180)
 
     def test_completes_in_a_minute(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])

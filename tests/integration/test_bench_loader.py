@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Smoke test of `shardfs_bench.py --loader` (issue #15: the real loader).
+"""Smoke test of `shardfs_bench.py --loader` (the real loader).
 
 Runs the bench at a tiny size (160 real JPEGs in 2 classes, one whole epoch per run, batch 32,
 1 and 2 workers) into a temporary work dir: an unmodified torchvision ImageFolder + torch
@@ -14,13 +14,11 @@ left mounted or running. Cold runs need root: the test fails, never skips, witho
 import glob
 import json
 import os
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from bench_testlib import READER, SCRIPT, BenchTestCase, tree_checksum  # noqa: E402
+from bench_testlib import BenchTestCase, tree_checksum  # noqa: E402
 
 FILES, CLASSES, WORKERS = 160, 2, [1, 2]
 MODES, TEMPS = ["decode", "raw"], ["cold", "warm"]
@@ -35,25 +33,13 @@ class BenchLoaderTest(BenchTestCase):
         if os.geteuid() != 0:
             raise RuntimeError("the loader bench test needs root: its cold runs drop caches")
         cls.workdir = os.path.join(cls.tmp, "work")
-        cls.json_path = os.path.join(cls.tmp, "loader.json")
-        start = time.monotonic()
-        cls.proc = cls.bench(["--loader-workers", ",".join(map(str, WORKERS)),
-                              "--required-rate", "1", "--json", cls.json_path])
-        cls.seconds = time.monotonic() - start
-        sys.stderr.write("bench --loader smoke run: %.1f s\n%s\n%s\n" % (
-            cls.seconds, cls.proc.stdout, cls.proc.stderr[-3000:]))
-        cls.report = None
-        if os.path.exists(cls.json_path):
-            with open(cls.json_path) as f:
-                cls.report = json.load(f)
+        cls.run_bench_json("loader", ["--loader-workers", ",".join(map(str, WORKERS)),
+                                      "--required-rate", "1"])
 
     @classmethod
-    def bench(cls, args, timeout=240):
-        argv = [sys.executable, SCRIPT, "--loader", "--workdir", cls.workdir, "--shardfs",
-                tl.SHARDFS, "--bench-reader", READER, "--files", str(FILES), "--classes",
-                str(CLASSES), "--shard-size", "1MiB", "--loader-batch", "32"] + args
-        return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=timeout, text=True)
+    def bench_argv(cls, args):
+        return super().bench_argv(["--loader", "--files", str(FILES), "--classes", str(CLASSES),
+                                   "--shard-size", "1MiB", "--loader-batch", "32"] + args)
 
     def test_completes_with_every_row(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
@@ -84,7 +70,7 @@ class BenchLoaderTest(BenchTestCase):
         self.assertEqual(len(r["targets"]), 2 * len(WORKERS) * len(TEMPS))  # mount, package
         for t in r["targets"]:
             self.assertIn(t["status"], ("met", "not met"), t)
-        self.assertIn("targets (loader, issue #15)", self.proc.stdout)
+        self.assertIn("targets (loader)", self.proc.stdout)
         self.assertIn("mount/loose", self.proc.stdout)
 
     def test_mount_and_loose_read_the_tree(self):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Smoke test of `shardfs_bench.py --netfs` (issue #39: shards and index on a network
+"""Smoke test of `shardfs_bench.py --netfs` (shards and index on a network
 filesystem).
 
 Runs the bench at a tiny size (240 real JPEGs in 3 classes, 2 shards, one 0.2 ms round trip,
@@ -14,15 +14,12 @@ counts computed here with zlib), that every target has a verdict, and that the r
 mount, no process (sshd, sshfs, the mount, the loader) and no scratch. Needs root: it fails,
 never skips, without it."""
 
-import json
 import os
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from bench_testlib import READER, SCRIPT, BenchTestCase, tree_checksum  # noqa: E402
+from bench_testlib import BenchTestCase, tree_checksum  # noqa: E402
 
 FILES, CLASSES, SHARDS, RTT = 240, 3, 2, 0.2
 PATHS = ["loose_netfs", "shardfs", "loose_local"]
@@ -38,20 +35,10 @@ class BenchNetfsTest(BenchTestCase):
         if os.geteuid() != 0:
             raise RuntimeError("the netfs bench test needs root: sshd, sshfs, drop_caches")
         cls.workdir = os.path.join(cls.tmp, "work")
-        cls.json_path = os.path.join(cls.tmp, "netfs.json")
-        argv = [sys.executable, SCRIPT, "--netfs", "--workdir", cls.workdir, "--shardfs",
-                tl.SHARDFS, "--bench-reader", READER, "--files", str(FILES), "--classes",
-                str(CLASSES), "--netfs-shards", str(SHARDS), "--netfs-rtts", str(RTT),
-                "--netfs-samples", "0", "--loader-batch", "32", "--json", cls.json_path]
-        start = time.monotonic()
-        cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  timeout=240, text=True)
-        sys.stderr.write("bench --netfs smoke run: %.1f s\n%s\n%s\n" % (
-            time.monotonic() - start, cls.proc.stdout, cls.proc.stderr[-3000:]))
-        cls.report = None
-        if os.path.exists(cls.json_path):
-            with open(cls.json_path) as f:
-                cls.report = json.load(f)
+        cls.run_bench_json("netfs", [
+            "--netfs", "--files", str(FILES), "--classes", str(CLASSES), "--netfs-shards",
+            str(SHARDS), "--netfs-rtts", str(RTT), "--netfs-samples", "0", "--loader-batch",
+            "32"])
 
     def test_completes_with_every_row(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
@@ -92,7 +79,7 @@ class BenchNetfsTest(BenchTestCase):
         for t in r["targets"]:
             self.assertIn(t["status"], ("met", "not met"), t)
         for text in ("shardfs/loose-sshfs", "index build sshfs", "server metadata calls",
-                     "pack from sshfs", "targets (network storage, issue #39)"):
+                     "pack from sshfs", "targets (network storage)"):
             self.assertIn(text, self.proc.stdout)
 
     def test_every_path_read_the_tree(self):

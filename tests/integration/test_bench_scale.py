@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Smoke test of the growth table (`bench/shardfs_bench.py --scale`, issue #15).
+"""Smoke test of the growth table (`bench/shardfs_bench.py --scale`).
 
 Runs it at 2,000 and 20,000 files (20 class directories, 1 MiB shards, few lookups, reads and
 mounts) into a temporary cache root and checks that it completes, that the JSON has every row
@@ -9,14 +9,12 @@ running. As root (CI) the cold runs and the slab rows must be there too."""
 
 import json
 import os
-import subprocess
 import sys
 import tarfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import shardfs_testlib as tl  # noqa: E402
-from bench_testlib import READER, SCRIPT, BenchTestCase  # noqa: E402
+from bench_testlib import BenchTestCase  # noqa: E402
 
 SIZES = [2000, 20000]
 ROWS = ["index_build_s", "index_build_cpu_rate", "index_build_rss_mb", "index_build_rate",
@@ -37,21 +35,11 @@ class BenchScaleSmokeTest(BenchTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.json_path = os.path.join(cls.tmp, "scale.json")
-        argv = [sys.executable, SCRIPT, "--scale", ",".join(map(str, SIZES)),
-                "--cache-root", cls.tmp, "--classes", "20", "--shard-size", "1MiB",
-                "--lookups", "300", "--reads", "1000", "--mount-reps-cold", "1",
-                "--mount-reps-warm", "2", "--build-memory", "inmem,256M",
-                "--partition-at", ",".join(map(str, SIZES)), "--partitions", "2",
-                "--shardfs", tl.SHARDFS, "--bench-reader", READER,
-                "--json", cls.json_path]
-        cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  timeout=240, text=True)
-        sys.stderr.write(cls.proc.stdout)
-        cls.report = None
-        if os.path.exists(cls.json_path):
-            with open(cls.json_path) as f:
-                cls.report = json.load(f)
+        cls.run_bench_json("scale", [
+            "--scale", ",".join(map(str, SIZES)), "--cache-root", cls.tmp, "--classes", "20",
+            "--shard-size", "1MiB", "--lookups", "300", "--reads", "1000",
+            "--mount-reps-cold", "1", "--mount-reps-warm", "2", "--build-memory", "inmem,256M",
+            "--partition-at", ",".join(map(str, SIZES)), "--partitions", "2"])
 
     def test_completes_with_every_row(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])

@@ -9,8 +9,8 @@ with libxxhash through ctypes, not by bench_reader), that the JSON has the
 expected keys, and that no mount or daemon is left behind. Then, on the same
 cached dataset: a shard corrupted behind the index's back must make shardfs
 FAILED and untimed, and Ctrl-C in the middle of a run must leave nothing
-mounted. BenchViewsSmokeTest runs the --views mode (issue #13) at 2,000 files,
-BenchRemoteSmokeTest the --remote mode (issue #14) at 300 samples."""
+mounted. BenchViewsSmokeTest runs the --views mode at 2,000 files,
+BenchRemoteSmokeTest the --remote mode at 300 samples."""
 
 import ctypes
 import ctypes.util
@@ -21,11 +21,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from bench_testlib import READER, SCRIPT, BenchTestCase, mounts_under  # noqa: E402
+from bench_testlib import BenchTestCase, mounts_under  # noqa: E402
 
 ALL_SYSTEMS = ["loose", "squashfuse", "kernel", "archivemount", "raw", "shardfs"]
 READ_FIGURES = ["read_tree1_warm", "read_rand4_warm"]
@@ -61,13 +60,6 @@ def require_peers():
                            % ", ".join(missing))
 
 
-def prepare(cls, json_name):
-    """After BenchTestCase.setUpClass: the work folder and the JSON output
-    path in the test's temporary folder."""
-    cls.workdir = os.path.join(cls.tmp, "work")
-    cls.json_path = os.path.join(cls.tmp, json_name)
-
-
 class BenchSmokeTest(BenchTestCase):
     PREFIX = "shardfs-bench-smoke-"
 
@@ -75,26 +67,12 @@ class BenchSmokeTest(BenchTestCase):
     def setUpClass(cls):
         super().setUpClass()
         require_peers()
-        prepare(cls, "out.json")
-        start = time.monotonic()
-        cls.proc = cls.bench(SMALL + ["--archivemount-budget", "5", "--json", cls.json_path])
-        cls.seconds = time.monotonic() - start
-        sys.stderr.write("bench smoke run: %.1f s\n%s\n" % (cls.seconds, cls.proc.stdout))
-        cls.report = None
-        if os.path.exists(cls.json_path):
-            with open(cls.json_path) as f:
-                cls.report = json.load(f)
-
-    @classmethod
-    def bench(cls, args, timeout=240):
-        argv = [sys.executable, SCRIPT, "--workdir", cls.workdir, "--shardfs", tl.SHARDFS,
-                "--bench-reader", READER] + args
-        return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=timeout, text=True)
+        cls.workdir = os.path.join(cls.tmp, "work")
+        cls.run_bench_json("main", SMALL + ["--archivemount-budget", "5"])
 
     def test_completes_with_expected_json(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
-        self.assertIn("targets (shardfs, issue #15)", self.proc.stdout)
+        self.assertIn("targets (shardfs)", self.proc.stdout)
         r = self.report
         self.assertIsNotNone(r, "no JSON written")
         for k in ("schema", "params", "environment", "dataset", "build", "reference",
@@ -224,9 +202,7 @@ class BenchSmokeTest(BenchTestCase):
         self.assertNothingLeft()
 
     def test_interrupt_unmounts(self):
-        argv = [sys.executable, SCRIPT, "--workdir", self.workdir, "--shardfs", tl.SHARDFS,
-                "--bench-reader", READER, "--systems", "shardfs", "--reuse-pack",
-                "--hold", "60"] + SMALL
+        argv = self.bench_argv(["--systems", "shardfs", "--reuse-pack", "--hold", "60"] + SMALL)
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             mounted = tl.wait_until(lambda: mounts_under(self.tmp) or p.poll() is not None,
@@ -251,7 +227,7 @@ VIEW_PHASES = ["walk", "lstat", "read_tree1", "read_rand4"]
 
 
 class BenchViewsSmokeTest(BenchTestCase):
-    """`--views` (issue #13's targets) at a tiny size: every step runs, the view's walks and
+    """`--views` (the views targets) at a tiny size: every step runs, the view's walks and
     reads match the references the bench computes, the diff matches its lists, nothing is left
     mounted."""
 
@@ -260,22 +236,14 @@ class BenchViewsSmokeTest(BenchTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        prepare(cls, "views.json")
-        argv = [sys.executable, SCRIPT, "--views", "--workdir", cls.workdir, "--shardfs",
-                tl.SHARDFS, "--bench-reader", READER, "--files", "2000", "--classes", "20",
-                "--reps", "1", "--versions", "5", "--mount-reps", "2", "--shard-size", "1MiB",
-                "--json", cls.json_path]
-        cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  timeout=240, text=True)
-        sys.stderr.write("bench --views smoke run:\n%s\n" % cls.proc.stdout)
-        cls.report = None
-        if os.path.exists(cls.json_path):
-            with open(cls.json_path) as f:
-                cls.report = json.load(f)
+        cls.workdir = os.path.join(cls.tmp, "work")
+        cls.run_bench_json("views", [
+            "--views", "--files", "2000", "--classes", "20", "--reps", "1", "--versions", "5",
+            "--mount-reps", "2", "--shard-size", "1MiB"])
 
     def test_completes_with_every_step(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
-        self.assertIn("targets (views, issue #13)", self.proc.stdout)
+        self.assertIn("targets (views)", self.proc.stdout)
         r = self.report
         self.assertIsNotNone(r, "no JSON written")
         self.assertEqual(r["schema"], "shardfs-bench-views/1")
@@ -318,7 +286,7 @@ REMOTE_TARGETS = 8  # 3 metadata walks, cold ratio, shuffled ratio, bytes fetche
 
 
 class BenchRemoteSmokeTest(BenchTestCase):
-    """`--remote` (issue #14's targets) at a tiny size against nginx and the proxy it starts:
+    """`--remote` (the remote-shard targets) at a tiny size against nginx and the proxy it starts:
     every row is in the report and the JSON, metadata walks sent 0 requests, every read gave the
     loose tree's files, nothing is left mounted or running, within a minute."""
 
@@ -328,26 +296,15 @@ class BenchRemoteSmokeTest(BenchTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        prepare(cls, "remote.json")
-        argv = [sys.executable, SCRIPT, "--remote", "--workdir", cls.workdir, "--shardfs",
-                tl.SHARDFS, "--bench-reader", READER, "--files", str(cls.FILES), "--classes",
-                "10", "--reps", "1", "--shard-size", "1MiB", "--chunk-size", "64K",
-                "--json", cls.json_path]
-        start = time.monotonic()
-        cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  timeout=180, text=True)
-        cls.seconds = time.monotonic() - start
-        sys.stderr.write("bench --remote smoke run: %.1f s\n%s\n" % (cls.seconds,
-                                                                     cls.proc.stdout))
-        cls.report = None
-        if os.path.exists(cls.json_path):
-            with open(cls.json_path) as f:
-                cls.report = json.load(f)
+        cls.workdir = os.path.join(cls.tmp, "work")
+        cls.run_bench_json("remote", [
+            "--remote", "--files", str(cls.FILES), "--classes", "10", "--reps", "1",
+            "--shard-size", "1MiB", "--chunk-size", "64K"], timeout=180)
 
     def test_completes_with_every_row(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
         self.assertLess(self.seconds, 60, "the remote smoke run must stay under a minute")
-        self.assertIn("targets (remote shards, issue #14)", self.proc.stdout)
+        self.assertIn("targets (remote shards)", self.proc.stdout)
         r = self.report
         self.assertIsNotNone(r, "no JSON written")
         self.assertEqual(r["schema"], "shardfs-bench-remote/1")
@@ -400,7 +357,7 @@ class BenchRemoteSmokeTest(BenchTestCase):
 
 
 class BenchArchivesSmokeTest(BenchTestCase):
-    """`--archives zip,gz` (issue #24) at a tiny size: every system's row, the zip and gzip
+    """`--archives zip,gz` at a tiny size: every system's row, the zip and gzip
     ratios, every shuffled read gave the loose tree's bytes (the bench checks the checksum),
     and nothing is left mounted or running."""
 
@@ -409,18 +366,10 @@ class BenchArchivesSmokeTest(BenchTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        prepare(cls, "archives.json")
-        argv = [sys.executable, SCRIPT, "--archives", "zip,gz", "--workdir", cls.workdir,
-                "--shardfs", tl.SHARDFS, "--bench-reader", READER, "--zip-files", "300",
-                "--gz-bytes", "4M", "--gz-spacing", "1M", "--reads", "150",
-                "--latency-reads", "40", "--json", cls.json_path]
-        cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  timeout=240, text=True)
-        sys.stderr.write("bench --archives zip,gz smoke run:\n%s\n" % cls.proc.stdout)
-        cls.report = None
-        if os.path.exists(cls.json_path):
-            with open(cls.json_path) as f:
-                cls.report = json.load(f)
+        cls.workdir = os.path.join(cls.tmp, "work")
+        cls.run_bench_json("archives", [
+            "--archives", "zip,gz", "--zip-files", "300", "--gz-bytes", "4M", "--gz-spacing",
+            "1M", "--reads", "150", "--latency-reads", "40"])
 
     def test_completes_with_every_row(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
@@ -453,7 +402,7 @@ class BenchArchivesSmokeTest(BenchTestCase):
 
 
 class BenchPackzSmokeTest(BenchTestCase):
-    """`--archives packz` (pack --compress, issue #24) at 200 samples: the report has every
+    """`--archives packz` (pack --compress) at 200 samples: the report has every
     pack's row and the ratios, every shuffled read gave the loose tree's bytes (the bench checks
     the checksum), and nothing is left mounted or running."""
 
@@ -462,17 +411,9 @@ class BenchPackzSmokeTest(BenchTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        prepare(cls, "packz.json")
-        argv = [sys.executable, SCRIPT, "--archives", "packz", "--workdir", cls.workdir,
-                "--shardfs", tl.SHARDFS, "--bench-reader", READER, "--packz-samples", "200",
-                "--reads", "300", "--json", cls.json_path]
-        cls.proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  timeout=240, text=True)
-        sys.stderr.write("bench --archives packz smoke run:\n%s\n" % cls.proc.stdout)
-        cls.report = None
-        if os.path.exists(cls.json_path):
-            with open(cls.json_path) as f:
-                cls.report = json.load(f)
+        cls.workdir = os.path.join(cls.tmp, "work")
+        cls.run_bench_json("packz", ["--archives", "packz", "--packz-samples", "200",
+                                     "--reads", "300"])
 
     def test_completes_with_every_row(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])

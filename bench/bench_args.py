@@ -1,0 +1,96 @@
+"""What every entry point of the benchmark shares: where the source tree and the binaries are,
+the options every mode takes (--build-dir, --shardfs, --bench-reader, --json, --seed,
+--workdir, --phase-timeout), the check that the binaries are built, the integration tests' rig
+on the import path, and the report's JSON and host facts.
+
+shardfs_bench.py's main run and its --scale, --archives and --python modes each build their own
+parser from these pieces, so a shared option is spelled, defaulted and documented once.
+"""
+
+import json
+import os
+import platform
+import sys
+
+from bench_common import log
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+SOURCE_ROOT = os.path.dirname(BENCH_DIR)  # The bench lives in <source>/bench.
+TEST_RIG_DIR = os.path.join(SOURCE_ROOT, "tests", "integration")
+
+
+def default_build_dir():
+    """$SHARDFS_BUILD_ROOT (what meson test sets), else <source>/build."""
+    return os.environ.get("SHARDFS_BUILD_ROOT") or os.path.join(SOURCE_ROOT, "build")
+
+
+def add_build_dir_arg(ap):
+    ap.add_argument("--build-dir", default=default_build_dir(),
+                    help="meson build dir holding app/shardfs and bench/bench_reader "
+                    "($SHARDFS_BUILD_ROOT, else build/ in the source tree)")
+
+
+def add_binary_args(ap):
+    """--build-dir, --shardfs and --bench-reader; resolve_binaries fills in the defaults."""
+    add_build_dir_arg(ap)
+    ap.add_argument("--shardfs", default=os.environ.get("SHARDFS"),
+                    help="shardfs binary ($SHARDFS, else BUILD_DIR/app/shardfs)")
+    ap.add_argument("--bench-reader", help="bench_reader binary (BUILD_DIR/bench/bench_reader)")
+
+
+def add_json_arg(ap):
+    ap.add_argument("--json", dest="json_out", help="write the full results here")
+
+
+def add_seed_arg(ap, help="PRNG seed (1)"):
+    ap.add_argument("--seed", type=int, default=1, help=help)
+
+
+def add_workdir_arg(ap, help):
+    ap.add_argument("--workdir", help=help)
+
+
+def add_phase_timeout_arg(ap, help="seconds per phase (3600)"):
+    ap.add_argument("--phase-timeout", type=float, default=3600.0, help=help)
+
+
+def resolve_binaries(a):
+    """Fills a.shardfs and a.bench_reader (when the parser has them) from a.build_dir."""
+    if not getattr(a, "shardfs", None):
+        a.shardfs = os.path.join(a.build_dir, "app", "shardfs")
+    if hasattr(a, "bench_reader") and not a.bench_reader:
+        a.bench_reader = os.path.join(a.build_dir, "bench", "bench_reader")
+
+
+def binaries_missing(a, prog):
+    """2 (a usage error, said on stderr) if shardfs or bench_reader is not an executable, else
+    None."""
+    for exe in (a.shardfs, a.bench_reader):
+        if not os.access(exe, os.X_OK):
+            print(f"{prog}: {exe} is not an executable; build first or pass "
+                  "--build-dir/--shardfs/--bench-reader", file=sys.stderr)
+            return 2
+    return None
+
+
+def use_test_rig():
+    """Puts tests/integration (the servers and rigs the integration tests run) on the import
+    path: the modes that need them run from a source tree."""
+    if TEST_RIG_DIR not in sys.path:
+        sys.path.insert(0, TEST_RIG_DIR)
+    return TEST_RIG_DIR
+
+
+def host_facts(a):
+    """The part of a report's "environment" every mode records."""
+    return {"root": os.geteuid() == 0, "cpus": os.cpu_count(), "kernel": platform.release(),
+            "python": platform.python_version(), "shardfs": a.shardfs}
+
+
+def write_report_json(path, report):
+    """Writes the report to `path` (when given) and says so."""
+    if not path:
+        return
+    with open(path, "w") as f:
+        json.dump(report, f, indent=1)
+    log(f"wrote {path}")
