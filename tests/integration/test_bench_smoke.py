@@ -100,7 +100,6 @@ class BenchSmokeTest(BenchTestCase):
             self.assertEqual(len(sh[k]["samples_seconds"]), 1, k)
         self.assertIsNotNone(sh["read_tree1_warm"]["ratio_vs_loose"])
         self.assertGreater(r["systems"]["shardfs"]["peak_rss_bytes"], 0)
-        self.assertLess(self.seconds, 120, "the smoke run should stay well under a minute")
 
     def test_cold_runs_and_skips_are_reported(self):
         r = self.report
@@ -303,7 +302,6 @@ class BenchRemoteSmokeTest(BenchTestCase):
 
     def test_completes_with_every_row(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
-        self.assertLess(self.seconds, 60, "the remote smoke run must stay under a minute")
         self.assertIn("targets (remote shards)", self.proc.stdout)
         r = self.report
         self.assertIsNotNone(r, "no JSON written")
