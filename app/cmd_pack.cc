@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/progress.h"
+#include "builder/index_build.h"  // ParseShardPart
 #include "pack/pack.h"
 #include "pack/verify.h"
 

@@ -23,7 +23,7 @@
 #include "base/progress.h"
 #include "base/status.h"
 #include "index/index_writer.h"
-#include "pack/pack.h"
+#include "pack/pack_options.h"
 #include "pack/pack_plan.h"
 #include "pack/shard_compress.h"
 #include "pack/shard_name.h"
