@@ -3,7 +3,7 @@
 // The tree is scanned first (in parallel; nothing is read but directories and
 // inodes), sorted in tree order (index::TreeOrderLess) and cut into shards;
 // then a pool of reader threads opens and reads files ahead of one writer
-// thread, which writes the shards in order with tools/TarWriter and feeds
+// thread, which writes the shards in order with archive::TarWriter and feeds
 // each member's exact data offset and XXH3-64 to index::IndexWriter. The
 // index is published last, at OUT_DIR/index.
 //
@@ -70,10 +70,12 @@
 // codec and one seek point per group, with no window. --shard-size counts
 // the tar.
 //
-// The parts, in tools/: source_tree (the scan), pack_plan (order, samples,
-// shard cuts), source_prefetch (the reader threads), shard_writer (the
-// shards), shard_compress (groups and codecs), shard_name and output_dir
-// (names and leftovers of OUT_DIR).
+// The parts, in pack/: pack_options (the options and the report),
+// source_tree (the scan), pack_plan (order, samples, shard cuts),
+// source_prefetch (the reader threads), shard_writer (the shards),
+// shard_compress (groups and codecs), shard_name and output_dir (names and
+// leftovers of OUT_DIR), pack_part (--part) and pack_from_index
+// (--from-index); verify is `shardfs verify`, a pack against its source.
 //
 // Parts (--part K/N, K 0-based, as `index build --part`). One task of a job
 // array packs part K of the source (pack/pack_part.h: units of whole
