@@ -84,6 +84,55 @@ std::string CheckNestOptions(const archive::NestOptions& nest) {
   return "";
 }
 
+namespace {
+
+// What `index build` says after a build: warnings for what was replaced,
+// left out or dropped, then the summary (at Info).
+void LogBuildReport(const builder::IndexBuildOptions& o, const builder::IndexBuildReport& r) {
+  const auto& st = r.stats;
+  if (o.part.count > 0 && r.shards == 0) {
+    log::Warning("part {}/{} of {} shard(s) is empty: published an index with an empty tree",
+                 o.part.index, o.part.count, r.listed_shards);
+  }
+  if (st.replaced) {
+    log::Warning(
+        "{} member(s) replaced by a later member of the same path (the later shard "
+        "wins, as with tar extraction), e.g.: {}",
+        st.replaced, fmt::join(st.replaced_examples, ", "));
+  }
+  if (r.rejected) {
+    log::Warning("{} member(s) left out (unsafe names or unsupported types), e.g.:", r.rejected);
+    for (const auto& ex : r.rejected_examples) log::Warning("  {}", ex);
+  }
+  if (st.dropped) {
+    log::Warning("{} member(s) could not be placed in the tree, e.g.:", st.dropped);
+    for (const auto& ex : st.dropped_examples) log::Warning("  {}", ex);
+  }
+  if (o.nest.recursive) {
+    log::Info("--recursive: {} nested archive(s) shown as directories, holding {} member(s)",
+              r.nested_archives, r.nested_members);
+  }
+  double secs = std::max(r.seconds, 1e-9);
+  if (o.part.count > 0) {
+    const auto [first, last] = builder::ShardPartRange(r.listed_shards, o.part);
+    log::Info("part {}/{}: {} of the {} shards listed, from shard {} (0-based)", o.part.index,
+              o.part.count, last - first, r.listed_shards, first);
+  }
+  log::Info(
+      "indexed {} shards ({}): {} files, {} dirs ({} implied), {} symlinks, {} hard links, "
+      "{} of content; index {} at {}",
+      r.shards, HumanBytes(r.shard_bytes), st.files, st.dirs, st.synthesized_dirs, st.symlinks,
+      st.hardlinks, HumanBytes(st.bytes), HumanBytes(st.index_bytes), o.out);
+  log::Info("{:.2f}s: {:.0f} entries/s, {}/s", secs, r.members / secs,
+            HumanBytes(r.shard_bytes / secs));
+  if (r.bounded) {
+    log::Info("members spilled to disk, joined in {} chunks (--memory {})", r.chunks,
+              HumanBytes(o.memory ? o.memory : index::DefaultBuildMemory()));
+  }
+}
+
+}  // namespace
+
 int RunIndexBuild(int argc, char** argv) {
   builder::IndexBuildOptions o;
   CommandLine cl{
@@ -125,46 +174,7 @@ int RunIndexBuild(int argc, char** argv) {
     log::Error("index build: {}", r.status().message());
     return kExitFailure;
   }
-  const auto& st = r->stats;
-  if (o.part.count > 0 && r->shards == 0) {
-    log::Warning("part {}/{} of {} shard(s) is empty: published an index with an empty tree",
-                 o.part.index, o.part.count, r->listed_shards);
-  }
-  if (st.replaced) {
-    log::Warning(
-        "{} member(s) replaced by a later member of the same path (the later shard "
-        "wins, as with tar extraction), e.g.: {}",
-        st.replaced, fmt::join(st.replaced_examples, ", "));
-  }
-  if (r->rejected) {
-    log::Warning("{} member(s) left out (unsafe names or unsupported types), e.g.:", r->rejected);
-    for (const auto& ex : r->rejected_examples) log::Warning("  {}", ex);
-  }
-  if (st.dropped) {
-    log::Warning("{} member(s) could not be placed in the tree, e.g.:", st.dropped);
-    for (const auto& ex : st.dropped_examples) log::Warning("  {}", ex);
-  }
-  if (o.nest.recursive) {
-    log::Info("--recursive: {} nested archive(s) shown as directories, holding {} member(s)",
-              r->nested_archives, r->nested_members);
-  }
-  double secs = std::max(r->seconds, 1e-9);
-  if (o.part.count > 0) {
-    const auto [first, last] = builder::ShardPartRange(r->listed_shards, o.part);
-    log::Info("part {}/{}: {} of the {} shards listed, from shard {} (0-based)", o.part.index,
-              o.part.count, last - first, r->listed_shards, first);
-  }
-  log::Info(
-      "indexed {} shards ({}): {} files, {} dirs ({} implied), {} symlinks, {} hard links, "
-      "{} of content; index {} at {}",
-      r->shards, HumanBytes(r->shard_bytes), st.files, st.dirs, st.synthesized_dirs, st.symlinks,
-      st.hardlinks, HumanBytes(st.bytes), HumanBytes(st.index_bytes), o.out);
-  log::Info("{:.2f}s: {:.0f} entries/s, {}/s", secs, r->members / secs,
-            HumanBytes(r->shard_bytes / secs));
-  if (r->bounded) {
-    log::Info("members spilled to disk, joined in {} chunks (--memory {})", r->chunks,
-              HumanBytes(o.memory ? o.memory : index::DefaultBuildMemory()));
-  }
+  LogBuildReport(o, *r);
   return kExitOk;
 }
 
@@ -199,6 +209,145 @@ int RunIndexManifest(int argc, char** argv) {
   return kExitOk;
 }
 
+namespace {
+
+// The shards of an index's version, and their bytes: a slice shard (a
+// compressed tar inside a shard) is bytes of a file counted once, with its
+// shard or its other slices.
+struct ShardTotals {
+  size_t shards = 0;
+  uint64_t bytes = 0;
+  uint64_t slices = 0;
+};
+
+ShardTotals CountShards(const index::IndexReader& r) {
+  // The version's own shards and counts (the index's meta for default@1).
+  const index::VersionRecord& v = r.version().record;
+  ShardTotals t;
+  t.shards = std::min<size_t>(v.shard_count, r.shards().size());
+  std::set<std::string_view> files;
+  for (size_t i = 0; i < t.shards; ++i) {
+    const index::ShardMeta& m = r.shards()[i];
+    t.slices += m.slice();
+    if (files.insert(r.ShardPath(index::ShardId{static_cast<uint32_t>(i)})).second) {
+      t.bytes += m.size;
+    }
+  }
+  return t;
+}
+
+// `index info --json`: one line for the index, then one per shard.
+void PrintInfoJson(const index::IndexReader& r, const indexref::IndexRef& ref,
+                   const ShardTotals& totals) {
+  const index::VersionRecord& v = r.version().record;
+  JsonObject o;
+  o.Str("index", ref.cached ? ref.shown : r.path())
+      .Str("view", r.version().label())
+      .UNum("schema_version", r.MetaNumber(index::kMetaSchemaVersion))
+      .UNum("shards", totals.shards)
+      .UNum("slices", totals.slices)
+      .UNum("shard_bytes", totals.bytes)
+      .UNum("files", v.files)
+      .UNum("dirs", v.dirs)
+      .UNum("symlinks", v.symlinks)
+      .UNum("entries", v.files + v.dirs + v.symlinks)
+      .UNum("bytes", v.bytes)
+      .Str("checksums", r.Meta(index::kMetaChecksums))
+      .Str("build_options", r.Meta(index::kMetaBuildOptions))
+      .Str("created_by", r.Meta(index::kMetaCreatedBy));
+  if (!r.Meta(index::kMetaPartition).empty()) {
+    o.Str("partition", r.Meta(index::kMetaPartition))
+        .UNum("partition_shards", r.MetaNumber(index::kMetaPartitionShards));
+  }
+  o.UNum("index_bytes", r.DiskBytes());
+  if (r.manifest()) o.UNum("partitions", r.manifest()->partitions.size());
+  fmt::print("{}\n", o.Finish());
+  for (size_t i = 0; i < totals.shards; ++i) {
+    const auto& s = r.shards()[i];
+    JsonObject so;
+    so.UNum("shard_id", i)
+        .Str("shard", RedactLocation(r.ShardPath(index::ShardId{static_cast<uint32_t>(i)})))
+        .Str("stored_path", RedactLocation(s.path))
+        .UNum("size", s.size)
+        .Num("mtime_ns", s.mtime_ns)
+        .Str("fingerprint", fmt::format("{:016x}", s.fingerprint))
+        .Bool("remote", s.remote());
+    if (s.remote()) so.Str("etag", s.etag);
+    if (s.codec() != index::Codec::kNone) so.Str("codec", index::CodecName(s.codec()));
+    if (s.slice()) so.UNum("slice_base", s.base).UNum("slice_length", s.length);
+    fmt::print("{}\n", so.Finish());
+  }
+}
+
+// Compressed tar shards among the first `shards`: their seek points and the
+// windows stored (nothing if there are none).
+void PrintSeekPoints(const index::IndexReader& r, size_t shards) {
+  uint64_t compressed = 0, points = 0, windows = 0, window_bytes = 0;
+  for (uint32_t i = 0; i < shards; ++i) {
+    if (r.shards()[i].codec() == index::Codec::kNone) continue;
+    ++compressed;
+    std::string value;
+    index::SeekTable t;
+    if (!r.GetSeekValue(index::ShardId{i}, false, 0, &value).ok() ||
+        !index::DecodeSeekTable(value, &t).ok()) {
+      continue;
+    }
+    points += t.points.size();
+    for (const index::SeekPoint& p : t.points) {
+      windows += p.window > 0;
+      window_bytes += p.window;
+    }
+  }
+  if (compressed > 0) {
+    fmt::print("seek points:    {} in {} compressed shards, {} with a window ({})\n", points,
+               compressed, windows, HumanBytes(window_bytes));
+  }
+}
+
+// A manifest's partitions, one line each (nothing for an index).
+void PrintPartitions(const index::IndexReader& r) {
+  const index::Manifest* m = r.manifest();
+  if (!m) return;
+  const std::vector<const index::IndexReader*> parts = r.partitions();
+  fmt::print("partitions:     {} (union directories: {})\n", m->partitions.size(),
+             m->trees.front().union_dirs.size());
+  for (size_t p = 0; p < m->partitions.size(); ++p) {
+    const index::ManifestPartition& mp = m->partitions[p];
+    fmt::print("  {:>4}  {}  {} shards{}{}\n", p, mp.ref, mp.shard_count,
+               mp.part.empty() ? "" : fmt::format(", part {}", mp.part),
+               parts[p] ? fmt::format(", {}", HumanBytes(parts[p]->DiskBytes())) : "");
+  }
+}
+
+// `index info`: the index, its shards and version, as text.
+void PrintInfoText(const index::IndexReader& r, const indexref::IndexRef& ref,
+                   const ShardTotals& totals) {
+  const index::VersionRecord& v = r.version().record;
+  fmt::print("index:          {}\n", ref.cached ? ref.shown : r.path());
+  if (ref.cached) fmt::print("cached copy:    {}\n", r.path());
+  fmt::print("view:           {}\n", r.version().label());
+  fmt::print("schema version: {}\n", r.Meta(index::kMetaSchemaVersion));
+  fmt::print("shards:         {} ({}){}\n", totals.shards, HumanBytes(totals.bytes),
+             totals.slices
+                 ? fmt::format(", {} of them slices (compressed tars inside shards)", totals.slices)
+                 : "");
+  fmt::print("entries:        {} ({} files, {} dirs, {} symlinks)\n", v.files + v.dirs + v.symlinks,
+             v.files, v.dirs, v.symlinks);
+  fmt::print("content bytes:  {} ({})\n", v.bytes, HumanBytes(v.bytes));
+  fmt::print("checksums:      {}\n", r.Meta(index::kMetaChecksums));
+  fmt::print("build options:  {}\n", r.Meta(index::kMetaBuildOptions));
+  fmt::print("created by:     {}\n", r.Meta(index::kMetaCreatedBy));
+  if (!r.Meta(index::kMetaPartition).empty()) {
+    fmt::print("partition:      {} of {} shards\n", r.Meta(index::kMetaPartition),
+               r.MetaNumber(index::kMetaPartitionShards));
+  }
+  fmt::print("index size:     {}\n", HumanBytes(r.DiskBytes()));
+  PrintSeekPoints(r, totals.shards);
+  PrintPartitions(r);
+}
+
+}  // namespace
+
 int RunIndexInfo(int argc, char** argv) {
   bool json = false;
   index::ReaderOptions ro;
@@ -220,111 +369,11 @@ int RunIndexInfo(int argc, char** argv) {
     return kExitFailure;
   }
   const index::IndexReader& r = **reader;
-  // The version's own shards and counts (the index's meta for default@1).
-  const index::VersionRecord& v = r.version().record;
-  const size_t shards = std::min<size_t>(v.shard_count, r.shards().size());
-  // A slice shard (a compressed tar inside a shard) is bytes of a file
-  // counted once, with its shard or its other slices.
-  uint64_t shard_bytes = 0, slices = 0;
-  std::set<std::string_view> files;
-  for (size_t i = 0; i < shards; ++i) {
-    const index::ShardMeta& m = r.shards()[i];
-    slices += m.slice();
-    if (files.insert(r.ShardPath(index::ShardId{static_cast<uint32_t>(i)})).second) {
-      shard_bytes += m.size;
-    }
-  }
+  const ShardTotals totals = CountShards(r);
   if (json) {
-    JsonObject o;
-    o.Str("index", ref.cached ? ref.shown : r.path())
-        .Str("view", r.version().label())
-        .UNum("schema_version", r.MetaNumber(index::kMetaSchemaVersion))
-        .UNum("shards", shards)
-        .UNum("slices", slices)
-        .UNum("shard_bytes", shard_bytes)
-        .UNum("files", v.files)
-        .UNum("dirs", v.dirs)
-        .UNum("symlinks", v.symlinks)
-        .UNum("entries", v.files + v.dirs + v.symlinks)
-        .UNum("bytes", v.bytes)
-        .Str("checksums", r.Meta(index::kMetaChecksums))
-        .Str("build_options", r.Meta(index::kMetaBuildOptions))
-        .Str("created_by", r.Meta(index::kMetaCreatedBy));
-    if (!r.Meta(index::kMetaPartition).empty()) {
-      o.Str("partition", r.Meta(index::kMetaPartition))
-          .UNum("partition_shards", r.MetaNumber(index::kMetaPartitionShards));
-    }
-    o.UNum("index_bytes", r.DiskBytes());
-    if (r.manifest()) o.UNum("partitions", r.manifest()->partitions.size());
-    fmt::print("{}\n", o.Finish());
-    for (size_t i = 0; i < shards; ++i) {
-      const auto& s = r.shards()[i];
-      JsonObject so;
-      so.UNum("shard_id", i)
-          .Str("shard", RedactLocation(r.ShardPath(index::ShardId{static_cast<uint32_t>(i)})))
-          .Str("stored_path", RedactLocation(s.path))
-          .UNum("size", s.size)
-          .Num("mtime_ns", s.mtime_ns)
-          .Str("fingerprint", fmt::format("{:016x}", s.fingerprint))
-          .Bool("remote", s.remote());
-      if (s.remote()) so.Str("etag", s.etag);
-      if (s.codec() != index::Codec::kNone) so.Str("codec", index::CodecName(s.codec()));
-      if (s.slice()) so.UNum("slice_base", s.base).UNum("slice_length", s.length);
-      fmt::print("{}\n", so.Finish());
-    }
-    return kExitOk;
-  }
-  fmt::print("index:          {}\n", ref.cached ? ref.shown : r.path());
-  if (ref.cached) fmt::print("cached copy:    {}\n", r.path());
-  fmt::print("view:           {}\n", r.version().label());
-  fmt::print("schema version: {}\n", r.Meta(index::kMetaSchemaVersion));
-  fmt::print(
-      "shards:         {} ({}){}\n", shards, HumanBytes(shard_bytes),
-      slices ? fmt::format(", {} of them slices (compressed tars inside shards)", slices) : "");
-  fmt::print("entries:        {} ({} files, {} dirs, {} symlinks)\n", v.files + v.dirs + v.symlinks,
-             v.files, v.dirs, v.symlinks);
-  fmt::print("content bytes:  {} ({})\n", v.bytes, HumanBytes(v.bytes));
-  fmt::print("checksums:      {}\n", r.Meta(index::kMetaChecksums));
-  fmt::print("build options:  {}\n", r.Meta(index::kMetaBuildOptions));
-  fmt::print("created by:     {}\n", r.Meta(index::kMetaCreatedBy));
-  if (!r.Meta(index::kMetaPartition).empty()) {
-    fmt::print("partition:      {} of {} shards\n", r.Meta(index::kMetaPartition),
-               r.MetaNumber(index::kMetaPartitionShards));
-  }
-  fmt::print("index size:     {}\n", HumanBytes(r.DiskBytes()));
-  {
-    // Compressed tar shards: their seek points and the windows stored.
-    uint64_t compressed = 0, points = 0, windows = 0, window_bytes = 0;
-    for (uint32_t i = 0; i < shards; ++i) {
-      if (r.shards()[i].codec() == index::Codec::kNone) continue;
-      ++compressed;
-      std::string value;
-      index::SeekTable t;
-      if (!r.GetSeekValue(index::ShardId{i}, false, 0, &value).ok() ||
-          !index::DecodeSeekTable(value, &t).ok()) {
-        continue;
-      }
-      points += t.points.size();
-      for (const index::SeekPoint& p : t.points) {
-        windows += p.window > 0;
-        window_bytes += p.window;
-      }
-    }
-    if (compressed > 0) {
-      fmt::print("seek points:    {} in {} compressed shards, {} with a window ({})\n", points,
-                 compressed, windows, HumanBytes(window_bytes));
-    }
-  }
-  if (const index::Manifest* m = r.manifest()) {
-    const std::vector<const index::IndexReader*> parts = r.partitions();
-    fmt::print("partitions:     {} (union directories: {})\n", m->partitions.size(),
-               m->trees.front().union_dirs.size());
-    for (size_t p = 0; p < m->partitions.size(); ++p) {
-      const index::ManifestPartition& mp = m->partitions[p];
-      fmt::print("  {:>4}  {}  {} shards{}{}\n", p, mp.ref, mp.shard_count,
-                 mp.part.empty() ? "" : fmt::format(", part {}", mp.part),
-                 parts[p] ? fmt::format(", {}", HumanBytes(parts[p]->DiskBytes())) : "");
-    }
+    PrintInfoJson(r, ref, totals);
+  } else {
+    PrintInfoText(r, ref, totals);
   }
   return kExitOk;
 }

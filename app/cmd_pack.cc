@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/progress.h"
+#include "builder/index_build.h"  // ParseShardPart
 #include "pack/pack.h"
 #include "pack/verify.h"
 
@@ -17,6 +18,7 @@ namespace shardfs::app {
 
 using app::AppendString;
 using app::CommandLine;
+using app::Option;
 using app::SetFlag;
 using app::SetJobs;
 using app::SetNonZeroSize;
@@ -37,69 +39,66 @@ void PrintList(log::Level level, std::string_view what, const std::vector<std::s
   }
 }
 
-// Parses the command line into `o`. Returns -1 to go on, else the exit code.
-int ParsePackArgs(int argc, char** argv, pack::PackOptions* o, indexref::IndexCacheOptions* co) {
-  CommandLine cl{
-      "pack",
-      "SRC_DIR --out OUT_DIR [--part K/N [--from-list FILE]]\n"
-      "SRC_DIR --list-only FILE\n"
-      "--from-index INDEX [--view VIEW] --out OUT_DIR",
-      {{"out", 'o', "OUT_DIR", "where the shards and the index go (required)", SetString(&o->out)},
-       {"shard-size", 0, "SIZE", "largest shard, trailer included (default 1GiB)",
-        SetNonZeroSize(&o->shard_size, "--shard-size: bad size '{}'")},
-       {"max-files", 0, "N", "members per shard at most (default: no limit)",
-        SetNonZeroSize(&o->max_files, "--max-files: bad number '{}'")},
-       {"name", 0, "PATTERN", "shard file names, one printf integer conversion",
-        SetString(&o->name)},
-       {"jobs", 'j', "N", "threads reading files ahead (default: twice the cores)",
-        SetJobs(&o->jobs)},
-       {"from-list", 0, "FILE", "only the paths FILE lists, in its order",
-        SetString(&o->from_list)},
-       {"exclude", 0, "GLOB", "leave out what matches (repeatable)", AppendString(&o->excludes)},
-       {"skip-unreadable", 0, nullptr, "skip what cannot be read instead of failing",
-        SetFlag(&o->skip_unreadable)},
-       {"skip-special", 0, nullptr, "leave out sockets, FIFOs and devices",
-        SetFlag(&o->skip_special)},
-       {"follow-symlinks", 0, nullptr, "store what a symlink inside SRC_DIR names",
-        SetFlag(&o->follow_symlinks)},
-       {"quiet", 'q', nullptr, "no progress and no summary", SetFlag(&o->quiet)},
-       {"force", 0, nullptr, "replace an earlier pack at OUT_DIR", SetFlag(&o->force)},
-       {"from-index", 0, "INDEX", "pack a view of INDEX instead of a tree",
-        SetString(&o->from_index)},
-       {"view", 0, "VIEW", "the view to pack (with --from-index)", SetString(&o->view)},
-       {"compress", 0, "CODEC", "zstd or gzip shards, readable by random access (default: none)",
-        [o](const char* arg) {
-          const std::string_view a = arg;
-          if (a == "zstd") {
-            o->compress = index::Codec::kZstd;
-          } else if (a == "gzip") {
-            o->compress = index::Codec::kGzip;
-          } else if (a == "none") {
-            o->compress = index::Codec::kNone;
-          } else {
-            return Status::InvalidArgument(
-                fmt::format("--compress: '{}' is not zstd, gzip or none", a));
-          }
-          return Status::Ok();
-        }},
-       {"compress-level", 0, "N", "the codec's level (zstd default 3, gzip 6)",
-        [o](const char* arg) {
-          uint64_t n = 0;
-          if (!ParseCount(arg, 0, 99, &n)) {
-            return Status::InvalidArgument(fmt::format("--compress-level: bad level '{}'", arg));
-          }
-          o->compress_level = static_cast<int>(n);
-          return Status::Ok();
-        }},
-       {"group-bytes", 0, "SIZE", "uncompressed bytes per compressed group (default 1M)",
-        SetNonZeroSize(&o->group_bytes, "--group-bytes: bad size '{}'")},
-       {"part", 0, "K/N", "only part K (0-based) of N, into OUT_DIR/part-K, for a job array",
-        [o](const char* arg) { return builder::ParseShardPart(arg, &o->part); }},
-       {"list-only", 0, "FILE", "write the tree's paths to FILE for --from-list; pack nothing",
-        SetString(&o->list_only)}}};
-  std::ranges::move(IndexCacheOptions(co), std::back_inserter(cl.options));
-  std::vector<std::string> positional;
-  if (int rc = ParseArgs(cl, argc, argv, &positional); rc >= 0) return rc;
+// pack's options, set into `o`.
+std::vector<Option> PackOptionTable(pack::PackOptions* o) {
+  return {
+      {"out", 'o', "OUT_DIR", "where the shards and the index go (required)", SetString(&o->out)},
+      {"shard-size", 0, "SIZE", "largest shard, trailer included (default 1GiB)",
+       SetNonZeroSize(&o->shard_size, "--shard-size: bad size '{}'")},
+      {"max-files", 0, "N", "members per shard at most (default: no limit)",
+       SetNonZeroSize(&o->max_files, "--max-files: bad number '{}'")},
+      {"name", 0, "PATTERN", "shard file names, one printf integer conversion",
+       SetString(&o->name)},
+      {"jobs", 'j', "N", "threads reading files ahead (default: twice the cores)",
+       SetJobs(&o->jobs)},
+      {"from-list", 0, "FILE", "only the paths FILE lists, in its order", SetString(&o->from_list)},
+      {"exclude", 0, "GLOB", "leave out what matches (repeatable)", AppendString(&o->excludes)},
+      {"skip-unreadable", 0, nullptr, "skip what cannot be read instead of failing",
+       SetFlag(&o->skip_unreadable)},
+      {"skip-special", 0, nullptr, "leave out sockets, FIFOs and devices",
+       SetFlag(&o->skip_special)},
+      {"follow-symlinks", 0, nullptr, "store what a symlink inside SRC_DIR names",
+       SetFlag(&o->follow_symlinks)},
+      {"quiet", 'q', nullptr, "no progress and no summary", SetFlag(&o->quiet)},
+      {"force", 0, nullptr, "replace an earlier pack at OUT_DIR", SetFlag(&o->force)},
+      {"from-index", 0, "INDEX", "pack a view of INDEX instead of a tree",
+       SetString(&o->from_index)},
+      {"view", 0, "VIEW", "the view to pack (with --from-index)", SetString(&o->view)},
+      {"compress", 0, "CODEC", "zstd or gzip shards, readable by random access (default: none)",
+       [o](const char* arg) {
+         const std::string_view a = arg;
+         if (a == "zstd") {
+           o->compress = index::Codec::kZstd;
+         } else if (a == "gzip") {
+           o->compress = index::Codec::kGzip;
+         } else if (a == "none") {
+           o->compress = index::Codec::kNone;
+         } else {
+           return Status::InvalidArgument(
+               fmt::format("--compress: '{}' is not zstd, gzip or none", a));
+         }
+         return Status::Ok();
+       }},
+      {"compress-level", 0, "N", "the codec's level (zstd default 3, gzip 6)",
+       [o](const char* arg) {
+         uint64_t n = 0;
+         if (!ParseCount(arg, 0, 99, &n)) {
+           return Status::InvalidArgument(fmt::format("--compress-level: bad level '{}'", arg));
+         }
+         o->compress_level = static_cast<int>(n);
+         return Status::Ok();
+       }},
+      {"group-bytes", 0, "SIZE", "uncompressed bytes per compressed group (default 1M)",
+       SetNonZeroSize(&o->group_bytes, "--group-bytes: bad size '{}'")},
+      {"part", 0, "K/N", "only part K (0-based) of N, into OUT_DIR/part-K, for a job array",
+       [o](const char* arg) { return builder::ParseShardPart(arg, &o->part); }},
+      {"list-only", 0, "FILE", "write the tree's paths to FILE for --from-list; pack nothing",
+       SetString(&o->list_only)}};
+}
+
+// Checks the options and the operands (`positional`) together, setting
+// o->src. Returns -1 to go on, else the exit code (a usage error).
+int CheckPackArgs(const std::vector<std::string>& positional, pack::PackOptions* o) {
   if (!o->list_only.empty()) {
     if (!o->out.empty() || o->part.count > 0 || !o->from_index.empty() || !o->from_list.empty()) {
       return UsageError("pack", "--list-only takes no --out, --part, --from-index or --from-list");
@@ -134,6 +133,19 @@ int ParsePackArgs(int argc, char** argv, pack::PackOptions* o, indexref::IndexCa
     return UsageError("pack", "--compress-level and --group-bytes need --compress zstd|gzip");
   }
   return -1;
+}
+
+// Parses the command line into `o`. Returns -1 to go on, else the exit code.
+int ParsePackArgs(int argc, char** argv, pack::PackOptions* o, indexref::IndexCacheOptions* co) {
+  CommandLine cl{"pack",
+                 "SRC_DIR --out OUT_DIR [--part K/N [--from-list FILE]]\n"
+                 "SRC_DIR --list-only FILE\n"
+                 "--from-index INDEX [--view VIEW] --out OUT_DIR",
+                 PackOptionTable(o)};
+  std::ranges::move(IndexCacheOptions(co), std::back_inserter(cl.options));
+  std::vector<std::string> positional;
+  if (int rc = ParseArgs(cl, argc, argv, &positional); rc >= 0) return rc;
+  return CheckPackArgs(positional, o);
 }
 
 void LogPackSummary(const pack::PackReport& r) {

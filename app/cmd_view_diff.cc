@@ -1,5 +1,5 @@
 // `shardfs view diff` and `shardfs view export` (builder/view_diff.h,
-// builder/view_export.h): the logic lives in tools/, this file parses the
+// builder/view_export.h): the logic lives in builder/, this file parses the
 // command line and writes the text and JSON forms.
 #include <fmt/format.h>
 

@@ -1,9 +1,7 @@
 #include "builder/index_build.h"
 
-#include <fcntl.h>
 #include <glob.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,7 +15,6 @@
 #include <thread>
 
 #include "archive/ctar_scanner.h"
-#include "archive/tar_scanner.h"
 #include "base/file_kind.h"
 #include "base/log.h"
 #include "base/parse.h"
@@ -26,42 +23,14 @@
 #include "base/storage.h"
 #include "base/strings.h"
 #include "builder/remote_shards.h"
+#include "builder/shard_scan.h"
 #include "index/bounded_build.h"
 #include "index/index_files.h"
 #include "index/index_publish.h"  // AbsoluteIndexPath
-#include "index/member_path.h"
 
 namespace shardfs::builder {
 namespace fs = std::filesystem;
 namespace {
-
-constexpr size_t kExamples = 5;
-constexpr uint32_t kSliceMark = index::kSliceMember;
-constexpr uint64_t kProgressBatch = 256;
-
-struct ScannedShard {
-  Status status;
-  archive::ShardInfo info;
-  bool remote = false;
-  std::string etag;  // A remote shard's, when scanned.
-  HugeVector<index::MemberEntry> members;
-  // Extents of the sparse members, by index in `members`, in order.
-  std::vector<std::pair<size_t, std::vector<index::Extent>>> sparse;
-  // Zip archives' encoded (deflated) members, by index in `members`.
-  std::vector<std::pair<size_t, index::EncodedMember>> encoded;
-  uint64_t rejected = 0;
-  std::vector<std::string> rejected_examples;
-  // A bounded build: members go here as they are scanned, not to `members`.
-  index::MemberSpiller* spiller = nullptr;
-  index::ShardId id;
-  // A compressed tar: its codec and seek points.
-  archive::CompressedScan compressed;
-  // --recursive: the compressed tars inside it, each a slice shard; members
-  // of slice k carry the provisional shard id kSliceMark | (k - 1) until
-  // AddScans gives the slices their ids.
-  std::vector<archive::NestedScanner::Slice> slices;
-  uint64_t nested_archives = 0, nested_members = 0;  // --recursive
-};
 
 // A directory contributes its archives: *.tar, *.zip, and compressed tars by
 // their usual names (what each holds is then told by its magic).
@@ -113,221 +82,6 @@ Status ExpandOne(const std::string& input, const RemoteLimits& limits,
     return Status::InvalidArgument(fmt::format("{}: pattern matches no file", input));
   }
   return Status::FromErrno(errno, input);
-}
-
-index::EntryType TypeOf(archive::MemberKind kind) {
-  switch (kind) {
-    case archive::MemberKind::kDir:
-      return index::EntryType::kDir;
-    case archive::MemberKind::kSymlink:
-      return index::EntryType::kSymlink;
-    default:
-      return index::EntryType::kFile;
-  }
-}
-
-// Downloads a remote shard into a temporary file to scan, setting *object
-// from the response. A weak ETag proves no bytes, so a mount could never
-// accept a response against it: none is kept, and the mount holds the shard
-// to Last-Modified.
-Result<UniqueFd> DownloadForScan(const std::string& path, const std::string& shown,
-                                 uint64_t max_remote_size, remote::ObjectInfo* object) {
-  SHARDFS_ASSIGN_OR_RETURN(UniqueFd fd, DownloadShard(path, max_remote_size, object));
-  if (object->etag.starts_with("W/")) {
-    log::Warning("shard {}: the server's ETag {} is weak; indexed by its Last-Modified{}", shown,
-                 object->etag,
-                 object->mtime_ns != 0 ? "" : " (none either: a mount checks only its size)");
-    object->etag.clear();
-  }
-  return fd;
-}
-
-// A member takes at least one 512-byte header and, with data, a block of
-// it; reserving for 1 KiB per member saves the regrowth copies of small-file
-// shards and only reserves address space otherwise. Capped, so that a
-// shard of large files does not ask for more address space than the
-// kernel's overcommit check allows; past the cap the vector grows.
-void ReserveMembers(const std::string& path, HugeVector<index::MemberEntry>* members) {
-  constexpr size_t kMaxReserved = size_t{1} << 22;  // ~600 MB of MemberEntry.
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return;
-  try {
-    members->reserve(std::min<size_t>(static_cast<size_t>(st.st_size) / 1024, kMaxReserved));
-  } catch (const std::bad_alloc&) {
-    // Only a saving: the scan grows the vector as it goes.
-  }
-}
-
-// Adds scanned member `m` of shard `id` (named `shown` in messages) to
-// out->members, or counts it as rejected with an example.
-Status AddMember(archive::ScannedMember&& m, index::ShardId id, const std::string& shown,
-                 ScannedShard* out) {
-  auto reject = [&](std::string_view why) {
-    ++out->rejected;
-    if (out->rejected_examples.size() < kExamples) {
-      out->rejected_examples.push_back(
-          fmt::format("{}: member '{}' at byte {}: {}", shown, m.path, m.header_offset, why));
-    }
-    return Status::Ok();
-  };
-  if (m.kind == archive::MemberKind::kOther)
-    return reject(fmt::format("{} not supported", m.other_type));
-  Result<std::string> norm = index::NormalizeMemberPath(m.path);
-  if (!norm.ok()) return reject(norm.status().message());
-  index::MemberEntry e;
-  e.path = std::move(norm).value();
-  e.type = TypeOf(m.kind);
-  e.mode = m.mode;
-  e.uid = static_cast<uint32_t>(std::clamp<int64_t>(m.uid, 0, UINT32_MAX));
-  e.gid = static_cast<uint32_t>(std::clamp<int64_t>(m.gid, 0, UINT32_MAX));
-  e.mtime_ns = m.mtime_ns;
-  e.size = m.size;
-  e.shard = m.slice == 0 ? id : index::ShardId{kSliceMark | (m.slice - 1)};
-  e.offset = m.data_offset;
-  e.has_checksum = m.has_checksum;
-  e.xxh3 = m.xxh3;
-  e.header_offset = m.header_offset;
-  if (m.kind == archive::MemberKind::kHardlink) {
-    Result<std::string> target = index::NormalizeMemberPath(m.link_target);
-    if (!target.ok()) return reject("hard link target: " + target.status().message());
-    e.is_hardlink = true;
-    e.link_target = std::move(target).value();
-  } else {
-    e.link_target = std::move(m.link_target);
-  }
-  if (out->spiller) {
-    return out->spiller->Add(e, m.sparse ? &m.extents : nullptr,
-                             m.encoded ? index::EncodeEncodedTrailer(m.encoding) : std::string());
-  }
-  if (m.sparse) out->sparse.emplace_back(out->members.size(), std::move(m.extents));
-  if (m.encoded) out->encoded.emplace_back(out->members.size(), m.encoding);
-  out->members.push_back(std::move(e));
-  return Status::Ok();
-}
-
-void ScanOne(const std::string& path, index::ShardId id, bool checksum, uint64_t max_remote_size,
-             uint64_t seek_spacing, const archive::NestOptions& nest, Progress* progress,
-             ScannedShard* out) {
-  out->id = id;
-  // What messages name: a URL without its query (a presigned URL's
-  // signature) is what may be printed.
-  const std::string shown = RedactLocation(path);
-  archive::ScanOptions so;
-  so.checksum = checksum;
-  so.max_zip_ratio = nest.max_zip_ratio;
-  uint64_t last_end = 0;
-  // Progress counters are shared by the scanning threads: add in batches, so
-  // that they do not bounce a cache line between cores on every member.
-  uint64_t pending_entries = 0, pending_bytes = 0;
-  // What progress was given before a restart, and is not given again.
-  uint64_t added_entries = 0, added_bytes = 0, credit_entries = 0, credit_bytes = 0;
-  auto add_progress = [&] {
-    const uint64_t e = pending_entries - std::min(pending_entries, credit_entries);
-    const uint64_t b = pending_bytes - std::min(pending_bytes, credit_bytes);
-    credit_entries -= pending_entries - e;
-    credit_bytes -= pending_bytes - b;
-    progress->Add(e, b);
-    added_entries += e;
-    added_bytes += b;
-    pending_entries = pending_bytes = 0;
-  };
-  // The walker reads the shard once; in the rare case that it then hands
-  // the shard to libarchive, what it reported is dropped here.
-  if (out->spiller) out->spiller->BeginShard(id);
-  std::optional<archive::NestedScanner> nested;
-  if (nest.recursive) {
-    archive::NestOptions o = nest;
-    o.seek_spacing = seek_spacing;
-    nested.emplace(o, shown, checksum);
-    so.on_bytes = [&](const char* data, size_t size) { nested->SetShardBytes(data, size); };
-  }
-  so.restart = [&] {
-    if (out->spiller) out->spiller->RestartShard();
-    if (nested) nested->Restart();
-    out->members.clear();
-    out->sparse.clear();
-    out->encoded.clear();
-    out->rejected = 0;
-    out->rejected_examples.clear();
-    last_end = 0;
-    pending_entries = pending_bytes = 0;
-    credit_entries = added_entries;
-    credit_bytes = added_bytes;
-  };
-  // A remote shard is read once, as a stream, into a temporary file that
-  // the same scanner then maps: the offsets are exact by the same argument.
-  UniqueFd downloaded;
-  remote::ObjectInfo object;
-  if (IsRemoteInput(path)) {
-    out->remote = true;
-    Result<UniqueFd> fd = DownloadForScan(path, shown, max_remote_size, &object);
-    if (!fd.ok()) {
-      out->status = fd.status();
-      progress->UnitDone();
-      return;
-    }
-    downloaded = std::move(fd).value();
-    out->etag = object.etag;
-  }
-  if (!downloaded.valid() && !out->spiller) ReserveMembers(path, &out->members);
-  auto scan = [&](const std::string& p, const archive::ScanOptions& o,
-                  const std::function<Status(archive::ScannedMember &&)>& fn,
-                  archive::ShardInfo* info) {
-    // A compressed tar is told by its magic, not its name (ScanTar makes
-    // the checks of a file it cannot open or that is not regular).
-    UniqueFd local;
-    int fd = downloaded.get();
-    if (!downloaded.valid()) {
-      local.reset(::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
-      struct stat st;
-      if (!local.valid() || ::fstat(local.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-        return ScanTar(p, o, fn, info);
-      }
-      fd = local.get();
-    }
-    Result<index::Codec> codec = archive::DetectCodecFd(shown, fd);
-    if (!codec.ok()) return codec.status();
-    if (*codec != index::Codec::kNone) {
-      if (nested) nested->SetDecodedStream();
-      Status s =
-          ScanCompressedTarFd(shown, fd, *codec, seek_spacing, o, fn, info, &out->compressed);
-      if (downloaded.valid()) info->mtime_ns = object.mtime_ns;
-      return s;
-    }
-    if (!downloaded.valid()) return ScanTar(p, o, fn, info);
-    Status s = ScanTarFd(shown, downloaded.get(), o, fn, info);
-    // The server's Last-Modified, never the temporary copy's mtime: a mount
-    // holds responses to it when there is no ETag (0: nothing to hold to).
-    info->mtime_ns = object.mtime_ns;
-    return s;
-  };
-  const std::function<Status(archive::ScannedMember &&)> add =
-      [&](archive::ScannedMember&& m) -> Status {
-    uint64_t end =
-        m.sparse    ? (m.extents.empty() ? 0 : m.extents.back().physical + m.extents.back().length)
-        : m.encoded ? m.encoding.comp_offset + m.encoding.comp_size
-                    : m.data_offset + m.size;
-    // A slice's members are at offsets of its decoded stream, not the shard.
-    if (m.slice == 0) {
-      pending_bytes += end > last_end ? end - last_end : 0;
-      last_end = std::max(last_end, end);
-    }
-    if (++pending_entries == kProgressBatch) add_progress();
-    return AddMember(std::move(m), id, shown, out);
-  };
-  out->status = scan(
-      path, so,
-      [&](archive::ScannedMember&& m) -> Status {
-        return nested ? nested->Member(std::move(m), add) : add(std::move(m));
-      },
-      &out->info);
-  if (nested) {
-    out->nested_archives = nested->nested_archives();
-    out->nested_members = nested->nested_members();
-    out->slices = std::move(nested->slices());
-  }
-  add_progress();
-  progress->UnitDone();
 }
 
 }  // namespace
@@ -448,10 +202,10 @@ Status ScanShards(const std::vector<std::string>& shards, uint32_t first_id, int
       // An exception must not leave a thread (that would abort): it fails
       // this shard's scan like any other error.
       try {
-        ScanOne(shards[i], index::ShardId{first_id + static_cast<uint32_t>(i)}, options.checksum,
-                options.remote.max_shard_size,
-                options.seek_spacing ? options.seek_spacing : archive::kDefaultSeekSpacing,
-                options.nest, &progress, &scan);
+        ScanShard(shards[i], index::ShardId{first_id + static_cast<uint32_t>(i)}, options.checksum,
+                  options.remote.max_shard_size,
+                  options.seek_spacing ? options.seek_spacing : archive::kDefaultSeekSpacing,
+                  options.nest, &progress, &scan);
       } catch (const std::bad_alloc&) {
         scan.status = Status::IoError(
             fmt::format("shard {}: out of memory while scanning", RedactLocation(shards[i])));
@@ -518,7 +272,8 @@ void AddScans(const std::vector<std::string>& shards, std::vector<ScannedShard>*
     report->nested_members += scan.nested_members;
     report->rejected += scan.rejected;
     for (auto& ex : scan.rejected_examples) {
-      if (report->rejected_examples.size() < kExamples) report->rejected_examples.push_back(ex);
+      if (report->rejected_examples.size() < kRejectedExamples)
+        report->rejected_examples.push_back(ex);
     }
     if (!scan.slices.empty()) {
       if constexpr (requires { writer->SetSliceIds(scan.id, next_slice); }) {

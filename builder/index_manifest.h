@@ -4,11 +4,11 @@
 #ifndef SHARDFS_BUILDER_INDEX_MANIFEST_H_
 #define SHARDFS_BUILDER_INDEX_MANIFEST_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
-#include "builder/view_create.h"
 #include "index/manifest.h"
 
 namespace shardfs::builder {
@@ -35,16 +35,6 @@ struct ManifestReport {
 // order (index/manifest_builder.h). Partitions are recorded relative to the
 // manifest's directory, so the two move together. Nothing is written on failure.
 Result<ManifestReport> MakeManifest(const ManifestOptions& options);
-
-// `view create` on the manifest at options.index: the view's rules applied
-// in every partition (index/manifest.h, "Views"), then the union of those
-// versions added to the manifest as NAME@N. Listed paths are checked
-// against the union first (unless ignore_missing), so a partition that lacks
-// one is no error. A rename map is refused: a rename may move a path from one
-// partition's tree into another's, which per-partition versions cannot say.
-// A failure after some partitions have their version leaves the manifest as
-// it was (those versions are unused).
-Result<ViewCreateReport> CreateManifestView(const ViewCreateOptions& options);
 
 }  // namespace shardfs::builder
 

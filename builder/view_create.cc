@@ -3,12 +3,17 @@
 #include <fmt/format.h>
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "base/log.h"
-#include "builder/index_manifest.h"
+#include "builder/view_export.h"  // WriteFileAtomically
 #include "index/index_reader.h"
+#include "index/manifest.h"
+#include "index/manifest_builder.h"
 #include "index/member_path.h"
 
 namespace shardfs::builder {
@@ -185,6 +190,119 @@ Status ApplyRenames(VersionBuilder& tree, const std::string& file) {
     if (!s.ok()) return s.WithContext(fmt::format("{}:{}", file, number));
   }
   return Status::Ok();
+}
+
+// A manifest's view: refuses the default view's name and a rename map.
+Status CheckManifestViewOptions(const ViewCreateOptions& o) {
+  SHARDFS_RETURN_IF_ERROR(index::CheckViewName(o.name, "view"));
+  if (o.name == index::kDefaultViewName) {
+    return Status::InvalidArgument(
+        "view 'default' is the full tree; a manifest's comes from `shardfs index manifest`");
+  }
+  if (!o.rename_map.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "manifest {}: --rename-map is not supported on a manifest (a rename may move a path "
+        "between partitions); create the view on a single index",
+        o.index));
+  }
+  return Status::Ok();
+}
+
+// The versions a manifest view made in its partitions: their paths, the
+// manifest's references to them and the versions' labels, by partition.
+struct PartitionViews {
+  std::vector<std::string> paths, refs, labels;
+};
+
+// Creates the view `o` in every partition of the manifest `m` at o.index,
+// each from its version of the manifest tree `from`, adding up their
+// summaries in *report.
+Result<PartitionViews> CreatePartitionViews(const ViewCreateOptions& o, const index::Manifest& m,
+                                            const index::ManifestTree& from,
+                                            ViewCreateReport* report) {
+  PartitionViews views;
+  std::error_code ec;
+  const std::string base =
+      std::filesystem::absolute(o.index, ec).lexically_normal().parent_path().string() + "/";
+  for (size_t p = 0; p < m.partitions.size(); ++p) {
+    const std::string& ref = m.partitions[p].ref;
+    views.paths.push_back(ref.starts_with('/') ? ref : base + ref);
+    views.refs.push_back(ref);
+    ViewCreateOptions po = o;
+    po.index = views.paths.back();
+    po.from = from.part_views[p];
+    po.ignore_missing = true;
+    Result<ViewCreateReport> r = CreateView(po);
+    if (!r.ok()) {
+      return r.status().WithContext(fmt::format("manifest {}: partition {} ({})", o.index, p, ref));
+    }
+    views.labels.push_back(r->created.label());
+    report->summary.removed += r->summary.removed;
+    report->summary.added += r->summary.added;
+  }
+  return views;
+}
+
+// The union of the partitions' new versions as tree NAME@N of the manifest
+// `m` (N one past the view's latest).
+Result<index::ManifestTree> UnionTree(const ViewCreateOptions& o, const index::Manifest& m,
+                                      const PartitionViews& views) {
+  std::vector<std::unique_ptr<index::IndexReader>> readers;
+  std::vector<const index::IndexReader*> parts;
+  for (size_t p = 0; p < views.paths.size(); ++p) {
+    index::ReaderOptions po;
+    po.view = views.labels[p];
+    SHARDFS_ASSIGN_OR_RETURN(auto reader, index::IndexReader::Open(views.paths[p], po));
+    parts.push_back(reader.get());
+    readers.push_back(std::move(reader));
+  }
+  SHARDFS_ASSIGN_OR_RETURN(index::ManifestTree tree, index::BuildUnionTree(parts, views.refs));
+  tree.name = o.name;
+  tree.version = 1;
+  for (const index::ManifestTree& t : m.trees) {
+    if (t.name == o.name) tree.version = std::max(tree.version, t.version + 1);
+  }
+  tree.created_ns = NowNs();
+  tree.message = o.message;
+  return tree;
+}
+
+// `view create` on the manifest at o.index (see CreateView).
+Result<ViewCreateReport> CreateManifestView(const ViewCreateOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  SHARDFS_RETURN_IF_ERROR(CheckManifestViewOptions(o));
+  SHARDFS_ASSIGN_OR_RETURN(index::Manifest m, index::ReadManifest(o.index));
+  index::ReaderOptions ro;
+  ro.view = o.from;
+  SHARDFS_ASSIGN_OR_RETURN(auto source, index::IndexReader::Open(o.index, ro));
+  if (!o.ignore_missing) {
+    for (const std::string& list : {o.include_list, o.exclude_list}) {
+      if (!list.empty()) SHARDFS_RETURN_IF_ERROR(CheckListedPaths(*source, list));
+    }
+  }
+  const index::ManifestTree& from = m.trees[source->version().record.view.value];
+  ViewCreateReport report;
+  report.from = source->version().label();
+  const uint64_t disk_before = source->DiskBytes();
+  source.reset();
+
+  SHARDFS_ASSIGN_OR_RETURN(PartitionViews views, CreatePartitionViews(o, m, from, &report));
+  SHARDFS_ASSIGN_OR_RETURN(index::ManifestTree tree, UnionTree(o, m, views));
+  tree.from = report.from;
+  m.trees.push_back(tree);
+  SHARDFS_RETURN_IF_ERROR(WriteFileAtomically(o.index, index::EncodeManifest(m))
+                              .WithContext(fmt::format("manifest {}", o.index)));
+  report.created.name = tree.name;
+  report.created.version = tree.version;
+  report.summary.files = tree.files;
+  report.summary.dirs = tree.dirs;
+  report.summary.symlinks = tree.symlinks;
+  report.summary.bytes = tree.bytes;
+  SHARDFS_ASSIGN_OR_RETURN(auto after, index::IndexReader::Open(o.index));
+  const uint64_t disk_after = after->DiskBytes();
+  report.index_bytes_added = disk_after - std::min(disk_after, disk_before);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
 }
 
 }  // namespace

@@ -52,8 +52,14 @@ struct ViewCreateReport {
   double seconds = 0;
 };
 
-// On a manifest (index/manifest.h, "Views"): a version in every partition,
-// then their union added to the manifest (builder/index_manifest.h).
+// On a manifest (index/manifest.h, "Views"): the view's rules applied in
+// every partition, then the union of those versions added to the manifest
+// as NAME@N. Listed paths are checked against the union first (unless
+// ignore_missing), so a partition that lacks one is no error. A rename map
+// is refused there: a rename may move a path from one partition's tree into
+// another's, which per-partition versions cannot say. A failure after some
+// partitions have their version leaves the manifest as it was (those
+// versions are unused).
 Result<ViewCreateReport> CreateView(const ViewCreateOptions& options);
 
 // NotFound naming FILE:LINE for the first path `file` lists that `source`

@@ -377,13 +377,93 @@ Result<std::string> IndexCache::Obtain(const std::string& key, Source& source) {
   return Adopt(entry, fresh);
 }
 
+namespace {
+
+// Whether the fetched body at `fd` is a manifest (by its magic), not a
+// bundle; the file offset is left where it was.
+bool IsManifestBody(int fd) {
+  char head[64] = {};
+  const size_t magic = index::kManifestMagic.size();
+  return ::pread(fd, head, magic, 0) == static_cast<ssize_t>(magic) &&
+         std::string_view(head, magic) == index::kManifestMagic;
+}
+
+// Copies the manifest `body_fd` (from its offset on) into the new file
+// kManifestName of the directory `dir` (`dir_path` in messages), fsyncing
+// both.
+Status CopyManifest(int body_fd, int dir, const std::string& dir_path, const std::string& shown) {
+  UniqueFd out(
+      ::openat(dir, kManifestName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!out.valid()) return Status::FromErrno(errno, fmt::format("cache_dir {}", dir_path));
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(body_fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno(errno, fmt::format("index {}", shown));
+    if (n == 0) break;
+    if (!WriteFully(out.get(), buf.data(), static_cast<size_t>(n))) {
+      return Status::FromErrno(errno, fmt::format("cache_dir {}", dir_path));
+    }
+  }
+  if (::fsync(out.get()) != 0 || ::fsync(dir) != 0) {
+    return Status::FromErrno(errno, fmt::format("cache_dir {}: fsync", dir_path));
+  }
+  return Status::Ok();
+}
+
+// Unpacks the index bundle `body_fd` into the directory `dir` (at
+// `dir_path`), at most `max_bytes`. InvalidArgument if what it holds is not
+// a shardfs index, or is one with a shard stored relative to its own
+// directory: a copy sits in the cache, not beside the shards, so such a path
+// would name a file in the cache.
+Status UnpackIndexCopy(int body_fd, int dir, const std::string& dir_path, const std::string& shown,
+                       uint64_t max_bytes) {
+  archive::BundleLimits limits;
+  limits.max_bytes = max_bytes;
+  SHARDFS_RETURN_IF_ERROR(archive::UnpackIndexBundle(body_fd, dir, shown, limits));
+  if (!index::IsShardfsIndex(dir_path)) {
+    return Status::InvalidArgument(fmt::format(
+        "index {}: the bundle's files are not a shardfs index (no RocksDB database with a "
+        "schema version); refused",
+        shown));
+  }
+  index::ReaderOptions ro;
+  ro.block_cache_bytes = 1 << 20;
+  SHARDFS_ASSIGN_OR_RETURN(auto reader, index::IndexReader::Open(dir_path, ro));
+  for (size_t i = 0; i < reader->shards().size(); ++i) {
+    const index::ShardMeta& m = reader->shards()[i];
+    if ((m.flags & index::kShardPathRelative) && !m.remote()) {
+      return Status::InvalidArgument(fmt::format(
+          "index {}: shard {} ({}) is stored relative to the index's own directory, which a "
+          "fetched copy does not have; refused (index shards by URL or by absolute path to "
+          "fetch the index by URL)",
+          shown, i, m.path));
+    }
+  }
+  return Status::Ok();
+}
+
+// Replaces the file kStateFile of the directory `dir` (at `dir_path`) with
+// `text` in one rename, fsynced.
+Status WriteStateFile(int dir, const std::string& dir_path, const std::string& text) {
+  const std::string state_tmp = fmt::format("{}{}.state", kTmpPrefix, RandomHex());
+  UniqueFd sf(
+      ::openat(dir, state_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!sf.valid() || !WriteFully(sf.get(), text.data(), text.size()) || ::fsync(sf.get()) != 0 ||
+      ::renameat(dir, state_tmp.c_str(), dir, kStateFile) != 0 || ::fsync(dir) != 0) {
+    Status err = Status::FromErrno(errno, fmt::format("cache_dir {}/{}", dir_path, kStateFile));
+    ::unlinkat(dir, state_tmp.c_str(), 0);
+    return err;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::string> IndexCache::Install(Entry& entry, Source& source, int body_fd,
                                         const std::string& etag, uint64_t length, State* state) {
   const std::string& shown = source.shown();
-  char head[64] = {};
-  const size_t magic = index::kManifestMagic.size();
-  const bool manifest = ::pread(body_fd, head, magic, 0) == static_cast<ssize_t>(magic) &&
-                        std::string_view(head, magic) == index::kManifestMagic;
+  const bool manifest = IsManifestBody(body_fd);
   if (::lseek(body_fd, 0, SEEK_SET) != 0) {
     return Status::FromErrno(errno, fmt::format("index {}: rewinding the copy", shown));
   }
@@ -396,50 +476,8 @@ Result<std::string> IndexCache::Install(Entry& entry, Source& source, int body_f
     UniqueFd dir(
         ::openat(entry.dir.get(), tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!dir.valid()) return Status::FromErrno(errno, fmt::format("cache_dir {}", tmp_path));
-    if (manifest) {
-      UniqueFd out(::openat(dir.get(), kManifestName,
-                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-      if (!out.valid()) return Status::FromErrno(errno, fmt::format("cache_dir {}", tmp_path));
-      std::vector<char> buf(1 << 20);
-      for (;;) {
-        ssize_t n = ::read(body_fd, buf.data(), buf.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return Status::FromErrno(errno, fmt::format("index {}", shown));
-        if (n == 0) break;
-        if (!WriteFully(out.get(), buf.data(), static_cast<size_t>(n))) {
-          return Status::FromErrno(errno, fmt::format("cache_dir {}", tmp_path));
-        }
-      }
-      if (::fsync(out.get()) != 0 || ::fsync(dir.get()) != 0) {
-        return Status::FromErrno(errno, fmt::format("cache_dir {}: fsync", tmp_path));
-      }
-      return Status::Ok();
-    }
-    archive::BundleLimits limits;
-    limits.max_bytes = options_.max_index_size;
-    SHARDFS_RETURN_IF_ERROR(archive::UnpackIndexBundle(body_fd, dir.get(), shown, limits));
-    if (!index::IsShardfsIndex(tmp_path)) {
-      return Status::InvalidArgument(fmt::format(
-          "index {}: the bundle's files are not a shardfs index (no RocksDB database with a "
-          "schema version); refused",
-          shown));
-    }
-    // A copy sits in the cache, not beside the shards: a shard path stored
-    // relative to the index's directory would name a file in the cache.
-    index::ReaderOptions ro;
-    ro.block_cache_bytes = 1 << 20;
-    SHARDFS_ASSIGN_OR_RETURN(auto reader, index::IndexReader::Open(tmp_path, ro));
-    for (size_t i = 0; i < reader->shards().size(); ++i) {
-      const index::ShardMeta& m = reader->shards()[i];
-      if ((m.flags & index::kShardPathRelative) && !m.remote()) {
-        return Status::InvalidArgument(fmt::format(
-            "index {}: shard {} ({}) is stored relative to the index's own directory, which a "
-            "fetched copy does not have; refused (index shards by URL or by absolute path to "
-            "fetch the index by URL)",
-            shown, i, m.path));
-      }
-    }
-    return Status::Ok();
+    if (manifest) return CopyManifest(body_fd, dir.get(), tmp_path, shown);
+    return UnpackIndexCopy(body_fd, dir.get(), tmp_path, shown, options_.max_index_size);
   }();
   if (!s.ok()) {
     archive::RemoveUnpacked(entry.dir.get(), tmp);
@@ -461,16 +499,7 @@ Result<std::string> IndexCache::Install(Entry& entry, Source& source, int body_f
   const std::string text =
       fmt::format("{}\ncopy {}\nkind {}\netag {}\nlength {}\nurl {}\n", kStateMagic, fresh.copy,
                   manifest ? "manifest" : "index", etag, length, shown);
-  const std::string state_tmp = fmt::format("{}{}.state", kTmpPrefix, RandomHex());
-  UniqueFd sf(::openat(entry.dir.get(), state_tmp.c_str(),
-                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!sf.valid() || !WriteFully(sf.get(), text.data(), text.size()) || ::fsync(sf.get()) != 0 ||
-      ::renameat(entry.dir.get(), state_tmp.c_str(), entry.dir.get(), kStateFile) != 0 ||
-      ::fsync(entry.dir.get()) != 0) {
-    Status err = Status::FromErrno(errno, fmt::format("cache_dir {}/{}", entry.path, kStateFile));
-    ::unlinkat(entry.dir.get(), state_tmp.c_str(), 0);
-    return err;
-  }
+  SHARDFS_RETURN_IF_ERROR(WriteStateFile(entry.dir.get(), entry.path, text));
   log::Info("index {}: {}{} into {}/{} ({} bytes{})", shown,
             source.has_etag() ? "fetched" : "unpacked", manifest ? " (a manifest)" : "", entry.path,
             fresh.copy, length, source.has_etag() && !etag.empty() ? ", ETag " + etag : "");

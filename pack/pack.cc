@@ -25,6 +25,7 @@
 #include "index/index_files.h"
 #include "pack/output_dir.h"
 #include "pack/pack_from_index.h"
+#include "pack/pack_part.h"
 #include "pack/pack_plan.h"
 #include "pack/shard_name.h"
 #include "pack/shard_writer.h"

@@ -3,7 +3,7 @@
 // The tree is scanned first (in parallel; nothing is read but directories and
 // inodes), sorted in tree order (index::TreeOrderLess) and cut into shards;
 // then a pool of reader threads opens and reads files ahead of one writer
-// thread, which writes the shards in order with tools/TarWriter and feeds
+// thread, which writes the shards in order with archive::TarWriter and feeds
 // each member's exact data offset and XXH3-64 to index::IndexWriter. The
 // index is published last, at OUT_DIR/index.
 //
@@ -70,10 +70,12 @@
 // codec and one seek point per group, with no window. --shard-size counts
 // the tar.
 //
-// The parts, in tools/: source_tree (the scan), pack_plan (order, samples,
-// shard cuts), source_prefetch (the reader threads), shard_writer (the
-// shards), shard_compress (groups and codecs), shard_name and output_dir
-// (names and leftovers of OUT_DIR).
+// The parts, in pack/: pack_options (the options and the report),
+// source_tree (the scan), pack_plan (order, samples, shard cuts),
+// source_prefetch (the reader threads), shard_writer (the shards),
+// shard_compress (groups and codecs), shard_name and output_dir (names and
+// leftovers of OUT_DIR), pack_part (--part) and pack_from_index
+// (--from-index); verify is `shardfs verify`, a pack against its source.
 //
 // Parts (--part K/N, K 0-based, as `index build --part`). One task of a job
 // array packs part K of the source (pack/pack_part.h: units of whole
@@ -92,79 +94,11 @@
 #ifndef SHARDFS_PACK_PACK_H_
 #define SHARDFS_PACK_PACK_H_
 
-#include <cstdint>
-#include <string>
-#include <vector>
-
 #include "base/status.h"
-#include "index/index_writer.h"
-#include "index/manifest.h"
-#include "pack/pack_part.h"
-#include "pack/shard_compress.h"
+#include "pack/pack_options.h"
 #include "pack/shard_name.h"  // ParseShardName checks a --name early.
 
 namespace shardfs::pack {
-
-struct PackOptions {
-  std::string src;
-  // Instead of `src`, an index (the view `view` of it; "" = default latest):
-  // see pack/pack_from_index.h. from_list, excludes, skip_*, follow_symlinks
-  // do not apply.
-  std::string from_index;
-  std::string view;
-  // How a manifest's partitions are found (index/manifest.h); empty: local
-  // paths.
-  index::PartitionResolver resolve_partition;
-  std::string out;
-  uint64_t shard_size = 1ull << 30;
-  uint64_t max_files = 0;               // Members per shard; 0: no limit.
-  std::string name = "train-%06d.tar";  // See pack/shard_name.h.
-  int jobs = 0;                         // Reader threads; 0: twice the cores, at least 4.
-  std::string from_list;
-  std::vector<std::string> excludes;
-  bool skip_unreadable = false;
-  bool skip_special = false;
-  bool follow_symlinks = false;
-  bool quiet = false;
-  bool force = false;
-  // --compress: kNone (plain tar shards), kZstd or kGzip; --compress-level
-  // (-1: the codec's default) and --group-bytes. See pack/shard_compress.h.
-  // --shard-size counts the uncompressed tar.
-  index::Codec compress = index::Codec::kNone;
-  int compress_level = -1;
-  uint64_t group_bytes = kDefaultGroupBytes;
-  // --part K/N (count > 0): only part K of the source, into
-  // out/PartDirName(part) (see "Parts" above and pack/pack_part.h).
-  builder::ShardPart part;
-  // --list-only FILE: write the source's leaves to FILE (see ListSource)
-  // instead of packing.
-  std::string list_only;
-};
-
-struct PackReport {
-  uint64_t files = 0;  // Regular files stored with their data.
-  uint64_t dirs = 0;
-  uint64_t symlinks = 0;
-  uint64_t hardlinks = 0;  // Names stored as tar hard links.
-  // Names of a hard-linked file stored as a regular member again, because
-  // the file's first name is in an earlier shard.
-  uint64_t link_copies = 0;
-  uint64_t bytes = 0;  // File content bytes written (copies included).
-  uint64_t shards = 0;
-  uint64_t shard_bytes = 0;
-  uint64_t tar_bytes = 0;  // pack --compress: the shards' tar bytes before compression.
-  std::vector<std::string> shard_paths;
-  std::string index_path;
-  index::WriteStats index_stats;
-  // "PATH: reason" for entries left out (--skip-unreadable, --skip-special).
-  std::vector<std::string> skipped;
-  // "PATH: reason" for each problem that failed the pack.
-  std::vector<std::string> errors;
-  std::vector<std::string> warnings;
-  double seconds = 0;
-  PartCut part;         // --part: what the part took.
-  uint64_t listed = 0;  // --list-only: paths written.
-};
 
 // Packs options.src into shards and an index in options.out. On failure
 // returns a non-ok Status (report->errors then lists every unreadable or

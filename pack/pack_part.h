@@ -36,17 +36,10 @@
 
 #include "base/status.h"
 #include "builder/index_build.h"  // ShardPart, ParseShardPart, ShardPartRange
+#include "pack/pack_options.h"    // PartCut
 #include "pack/source_tree.h"
 
 namespace shardfs::pack {
-
-// What part K of N takes of the whole source.
-struct PartCut {
-  uint64_t units = 0;  // Units of the whole source.
-  uint64_t first = 0;  // The part's run of them: [first, last).
-  uint64_t last = 0;
-  uint64_t taken = 0;  // Units the part holds (hard links may move some).
-};
 
 // The name of part `part`'s output directory under pack's --out: "part-K",
 // K padded with zeros to the digits of N-1, so that the parts sort in order

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "archive/tar_writer.h"
-#include "pack/pack.h"
+#include "pack/pack_options.h"
 #include "pack/source_tree.h"
 
 namespace shardfs::pack {

@@ -93,6 +93,44 @@ std::string GzipHeader(int level) {
   return h;
 }
 
+// Reads the groups of `batch` from the tar and compresses them, each on its
+// own, batch->size() threads at a time; batch[k] is group first + k of n.
+// Sets each group's status, out and check (its data freed again).
+void CompressBatch(const std::string& name, int tar_fd, const GroupCompression& c, size_t first,
+                   size_t n, std::vector<Group>* batch) {
+  const bool zstd = c.codec == Codec::kZstd;
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < batch->size();) {
+      Group& g = (*batch)[k];
+      g.data.resize(static_cast<size_t>(g.to - g.from));
+      g.status = PreadExact(tar_fd, g.data.data(), g.data.size(), g.from);
+      if (!g.status.ok()) {
+        g.status = g.status.WithContext(fmt::format("read the tar of {}", name));
+        continue;
+      }
+      g.status = zstd ? CompressZstdGroup(name, c.level, &g)
+                      : CompressDeflateGroup(name, c.level, first + k + 1 == n, &g);
+      g.data = std::string();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < batch->size(); ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+}
+
+// The seekable format's seek table of `n` frames (`entries`, 12 bytes a
+// frame), a skippable frame, appended to *out.
+void AppendZstdSeekTable(const std::string& entries, size_t n, std::string* out) {
+  PutLe32(out, kSkippableSeekTableMagic);
+  PutLe32(out, static_cast<uint32_t>(entries.size() + 9));
+  *out += entries;
+  PutLe32(out, static_cast<uint32_t>(n));
+  out->push_back(static_cast<char>(kSeekTableChecksums));
+  PutLe32(out, kSeekableMagic);
+}
+
 }  // namespace
 
 int DefaultCompressLevel(Codec codec) {
@@ -171,25 +209,7 @@ Status CompressShard(const std::string& name, int tar_fd, uint64_t tar_size,
       batch[k].from = group_starts[first + k];
       batch[k].to = first + k + 1 < n ? group_starts[first + k + 1] : tar_size;
     }
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t k; (k = next.fetch_add(1)) < batch.size();) {
-        Group& g = batch[k];
-        g.data.resize(static_cast<size_t>(g.to - g.from));
-        g.status = PreadExact(tar_fd, g.data.data(), g.data.size(), g.from);
-        if (!g.status.ok()) {
-          g.status = g.status.WithContext(fmt::format("read the tar of {}", name));
-          continue;
-        }
-        g.status = zstd ? CompressZstdGroup(name, c.level, &g)
-                        : CompressDeflateGroup(name, c.level, first + k + 1 == n, &g);
-        g.data = std::string();
-      }
-    };
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < batch.size(); ++t) pool.emplace_back(work);
-    work();
-    for (std::thread& t : pool) t.join();
+    CompressBatch(name, tar_fd, c, first, n, &batch);
     for (size_t k = 0; k < batch.size(); ++k) {
       Group& g = batch[k];
       SHARDFS_RETURN_IF_ERROR(g.status);
@@ -214,13 +234,7 @@ Status CompressShard(const std::string& name, int tar_fd, uint64_t tar_size,
     }
   }
   if (zstd) {
-    // The seekable format's seek table, a skippable frame.
-    PutLe32(&out, kSkippableSeekTableMagic);
-    PutLe32(&out, static_cast<uint32_t>(seek_entries.size() + 9));
-    out += seek_entries;
-    PutLe32(&out, static_cast<uint32_t>(n));
-    out.push_back(static_cast<char>(kSeekTableChecksums));
-    PutLe32(&out, kSeekableMagic);
+    AppendZstdSeekTable(seek_entries, n, &out);
   } else {
     PutLe32(&out, static_cast<uint32_t>(crc));
     PutLe32(&out, static_cast<uint32_t>(tar_size & 0xffffffffu));

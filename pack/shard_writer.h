@@ -1,5 +1,5 @@
 // Writing the planned members into shards: one shard at a time as NAME.tmp
-// (tools/TarWriter), fsynced and renamed to NAME once complete, each
+// (archive::TarWriter), fsynced and renamed to NAME once complete, each
 // member's exact data offset and XXH3-64 fed to index::IndexWriter. File
 // content comes from a SourcePrefetch, in read order.
 //
@@ -23,7 +23,7 @@
 #include "base/progress.h"
 #include "base/status.h"
 #include "index/index_writer.h"
-#include "pack/pack.h"
+#include "pack/pack_options.h"
 #include "pack/pack_plan.h"
 #include "pack/shard_compress.h"
 #include "pack/shard_name.h"

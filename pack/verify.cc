@@ -259,6 +259,30 @@ class Verifier {
     }
   }
 
+  // Adds a difference for each of mode, owner, mtime, size and symlink
+  // target in which `s` and `p` (the entry at `path`, of one kind) differ.
+  void CompareAttributes(size_t order, const std::string& path, const SourceEntry& s,
+                         const PackedEntry& p) {
+    if ((s.mode & 07777) != p.mode) {
+      Add(order, "mode differs", fmt::format("{}: {:04o} vs {:04o}", path, s.mode & 07777, p.mode));
+    }
+    if (s.uid != p.uid || s.gid != p.gid) {
+      Add(order, "owner differs",
+          fmt::format("{}: {}:{} vs {}:{}", path, s.uid, s.gid, p.uid, p.gid));
+    }
+    if (s.mtime_ns != p.mtime_ns) {
+      Add(order, "mtime differs",
+          fmt::format("{}: {} vs {}", path, TimeText(s.mtime_ns), TimeText(p.mtime_ns)));
+    }
+    if ((s.kind == SourceKind::kFile || s.kind == SourceKind::kSymlink) && s.size != p.size) {
+      Add(order, "size differs", fmt::format("{}: {} vs {}", path, s.size, p.size));
+    }
+    if (s.kind == SourceKind::kSymlink && s.link_target != p.target) {
+      Add(order, "target differs",
+          fmt::format("{}: {} vs {}", path, EscapePath(s.link_target), EscapePath(p.target)));
+    }
+  }
+
   std::vector<Job> CompareListings() {
     // Hard link groups: leader = first name in tree order, and size.
     std::map<std::pair<uint64_t, uint64_t>, std::pair<std::string_view, uint64_t>> src_groups;
@@ -306,25 +330,7 @@ class Verifier {
                         KindName(p.kind, p.special)));
         continue;
       }
-      if ((s.mode & 07777) != p.mode) {
-        Add(order, "mode differs",
-            fmt::format("{}: {:04o} vs {:04o}", path, s.mode & 07777, p.mode));
-      }
-      if (s.uid != p.uid || s.gid != p.gid) {
-        Add(order, "owner differs",
-            fmt::format("{}: {}:{} vs {}:{}", path, s.uid, s.gid, p.uid, p.gid));
-      }
-      if (s.mtime_ns != p.mtime_ns) {
-        Add(order, "mtime differs",
-            fmt::format("{}: {} vs {}", path, TimeText(s.mtime_ns), TimeText(p.mtime_ns)));
-      }
-      if ((s.kind == SourceKind::kFile || s.kind == SourceKind::kSymlink) && s.size != p.size) {
-        Add(order, "size differs", fmt::format("{}: {} vs {}", path, s.size, p.size));
-      }
-      if (s.kind == SourceKind::kSymlink && s.link_target != p.target) {
-        Add(order, "target differs",
-            fmt::format("{}: {} vs {}", path, EscapePath(s.link_target), EscapePath(p.target)));
-      }
+      CompareAttributes(order, path, s, p);
       if (s.kind != SourceKind::kFile) continue;
       const auto& group = src_groups.at({s.dev, s.ino});
       if (group.second != p.nlink) {
@@ -388,67 +394,101 @@ class Verifier {
     const bool encoded =
         !mounted && reader_->shards()[p.shard].codec() != index::Codec::kNone && !decoded_[p.shard];
     if (!mounted && (!o_.full || encoded) && p.has_checksum) {
-      bool short_read = false;
-      Result<uint64_t> h = HashFile(src.get(), s.size, s.path, &short_read, progress);
-      if (!h.ok()) {
-        Add(job.order, "unreadable", fmt::format("{}: {}", path, h.status().message()));
-      } else if (short_read) {
-        Add(job.order, "unreadable", fmt::format("{}: shorter than {} bytes", path, s.size));
-      } else if (*h != p.xxh3) {
-        Add(job.order, "content differs",
-            fmt::format("{}: xxh3 {:016x} vs {:016x} (index)", path, *h, p.xxh3));
-      }
+      CompareChecksum(job, src.get(), path, progress);
       return;
     }
     // Byte for byte: source against the mount or the shard.
     UniqueFd mnt;
     int other = -1;
     uint64_t base = 0;
-    if (mounted) {
-      mnt.reset(OpenBeneath(mnt_fd_.get(), p.path, O_RDONLY));
-      if (!mnt.valid()) {
-        Add(job.order, "unreadable",
-            fmt::format("{} (mount): open: {}", path, std::strerror(errno)));
-        return;
-      }
-      other = mnt.get();
-    } else {
-      other = ShardFd(p.shard);
-      base = p.offset;
-      if (other < 0) {
-        Add(job.order, "unreadable",
-            fmt::format("{}: shard {} cannot be opened", path,
-                        RedactLocation(reader_->ShardPath(index::ShardId{p.shard}))));
-        return;
-      }
-    }
+    if (!OpenPacked(job, path, &mnt, &other, &base)) return;
     // An encoded member of the shard is inflated whole (DecodeMember checks
     // its size and CRC-32) and compared in place of the shard's bytes.
     std::string member;
     const bool inflated = !mounted && p.encoded;
-    if (inflated && s.size == p.size) {
-      std::string compressed(static_cast<size_t>(p.encoding.comp_size), '\0');
-      Status r = PreadExact(other, compressed.data(), compressed.size(), p.encoding.comp_offset);
-      Result<std::string> got =
-          r.ok() ? codec::DecodeMember(p.encoding, compressed, p.size) : Result<std::string>(r);
-      if (!got.ok()) {
-        Add(job.order, "unreadable",
-            fmt::format("{} (shard, member at byte {}): {}", path, p.encoding.comp_offset,
-                        got.status().message()));
-        return;
-      }
-      member = std::move(got).value();
+    if (inflated && s.size == p.size && !InflateMember(job, other, path, &member)) return;
+    CompareBytes(job, path, src.get(), other, base, inflated ? &member : nullptr, a, b, progress);
+  }
+
+  // Without --full: the source file's XXH3-64 against the index's.
+  void CompareChecksum(const Job& job, int src, const std::string& path, Progress* progress) {
+    const SourceEntry& s = *job.src;
+    const PackedEntry& p = *job.packed;
+    bool short_read = false;
+    Result<uint64_t> h = HashFile(src, s.size, s.path, &short_read, progress);
+    if (!h.ok()) {
+      Add(job.order, "unreadable", fmt::format("{}: {}", path, h.status().message()));
+    } else if (short_read) {
+      Add(job.order, "unreadable", fmt::format("{}: shorter than {} bytes", path, s.size));
+    } else if (*h != p.xxh3) {
+      Add(job.order, "content differs",
+          fmt::format("{}: xxh3 {:016x} vs {:016x} (index)", path, *h, p.xxh3));
     }
+  }
+
+  // Where the packed bytes of `job` are read: the file on the mount (opened
+  // into *mnt) or its shard at byte *base. Adds "unreadable" and returns
+  // false if that cannot be opened.
+  bool OpenPacked(const Job& job, const std::string& path, UniqueFd* mnt, int* other,
+                  uint64_t* base) {
+    const PackedEntry& p = *job.packed;
+    if (!o_.mounted.empty()) {
+      mnt->reset(OpenBeneath(mnt_fd_.get(), p.path, O_RDONLY));
+      if (!mnt->valid()) {
+        Add(job.order, "unreadable",
+            fmt::format("{} (mount): open: {}", path, std::strerror(errno)));
+        return false;
+      }
+      *other = mnt->get();
+      return true;
+    }
+    *other = ShardFd(p.shard);
+    *base = p.offset;
+    if (*other < 0) {
+      Add(job.order, "unreadable",
+          fmt::format("{}: shard {} cannot be opened", path,
+                      RedactLocation(reader_->ShardPath(index::ShardId{p.shard}))));
+      return false;
+    }
+    return true;
+  }
+
+  // The encoded member of `job` read from the shard `shard_fd` and inflated
+  // into *member. Adds "unreadable" and returns false on failure.
+  bool InflateMember(const Job& job, int shard_fd, const std::string& path, std::string* member) {
+    const PackedEntry& p = *job.packed;
+    std::string compressed(static_cast<size_t>(p.encoding.comp_size), '\0');
+    Status r = PreadExact(shard_fd, compressed.data(), compressed.size(), p.encoding.comp_offset);
+    Result<std::string> got =
+        r.ok() ? codec::DecodeMember(p.encoding, compressed, p.size) : Result<std::string>(r);
+    if (!got.ok()) {
+      Add(job.order, "unreadable",
+          fmt::format("{} (shard, member at byte {}): {}", path, p.encoding.comp_offset,
+                      got.status().message()));
+      return false;
+    }
+    *member = std::move(got).value();
+    return true;
+  }
+
+  // The source's bytes against those at `base` of `other` (or, if `member`
+  // is set, against it), in chunks of kIoChunk through the buffers `a` and
+  // `b`; then, from a shard, the bytes' XXH3-64 against the index's.
+  void CompareBytes(const Job& job, const std::string& path, int src, int other, uint64_t base,
+                    const std::string* member, char* a, char* b, Progress* progress) {
+    const SourceEntry& s = *job.src;
+    const PackedEntry& p = *job.packed;
+    const bool mounted = !o_.mounted.empty();
     std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> h(XXH3_createState(), &XXH3_freeState);
     XXH3_64bits_reset(h.get());
     for (uint64_t pos = 0; pos < s.size;) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(kIoChunk, s.size - pos));
-      if (Status r = PreadExact(src.get(), a, n, pos); !r.ok()) {
+      if (Status r = PreadExact(src, a, n, pos); !r.ok()) {
         Add(job.order, "unreadable", fmt::format("{}: {}", path, r.message()));
         return;
       }
-      if (inflated) {
-        std::memcpy(b, member.data() + pos, n);
+      if (member) {
+        std::memcpy(b, member->data() + pos, n);
       } else if (Status r = PreadExact(other, b, n, base + pos); !r.ok()) {
         Add(job.order, "unreadable",
             fmt::format("{} ({}): {}", path, mounted ? "mount" : "shard", r.message()));
