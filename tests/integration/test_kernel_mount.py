@@ -663,7 +663,7 @@ class KernelMountTest(tl.ScratchTestCase):
             self.assertEqual(js["path"], "fuse")
         self.assertEqual(len([n for n in os.listdir(cache) if n.endswith(".erofs")]), 2)
         # fstab / mount(8): -t fuse.shardfs -o kernel.
-        helper = os.path.join(os.environ.get("SHARDFS_SOURCE_ROOT", ""), "src",
+        helper = os.path.join(os.environ.get("SHARDFS_SOURCE_ROOT", ""), "app",
                               "mount.fuse.shardfs")
         env = dict(os.environ, SHARDFS=tl.SHARDFS)
         p = subprocess.run([helper, idx, mnt, "-o", "ro,noauto,kernel,cache_dir=" + images],

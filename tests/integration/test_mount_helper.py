@@ -13,7 +13,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
 
-HELPER = os.path.join(os.environ.get("SHARDFS_SOURCE_ROOT", ""), "src", "mount.fuse.shardfs")
+HELPER = os.path.join(os.environ.get("SHARDFS_SOURCE_ROOT", ""), "app", "mount.fuse.shardfs")
 
 
 class MountHelperTest(unittest.TestCase):
