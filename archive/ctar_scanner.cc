@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "archive/flush_points.h"
+#include "archive/format_sniff.h"
 #include "base/fd.h"
 #include "base/io.h"
 #include "base/log.h"
@@ -422,10 +423,10 @@ Status DecodeBzip2(const std::string& name, const char* data, size_t size, Decod
 }  // namespace
 
 Result<index::Codec> DetectCodecFd(const std::string& name, int fd) {
-  char head[codec::kCodecMagicBytes] = {};
+  char head[kCodecMagicBytes] = {};
   ssize_t n = ::pread(fd, head, sizeof(head), 0);
   if (n < 0) return Status::FromErrno(errno, fmt::format("shard {}", name));
-  return codec::DetectCodec(std::string_view(head, static_cast<size_t>(n)));
+  return DetectCodec(std::string_view(head, static_cast<size_t>(n)));
 }
 
 DecodedBytes::~DecodedBytes() {
