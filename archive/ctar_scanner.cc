@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "archive/flush_points.h"
+#include "archive/format_sniff.h"
 #include "base/fd.h"
 #include "base/io.h"
 #include "base/log.h"
@@ -269,8 +270,10 @@ Status DecodeZstd(const std::string& name, const char* data, size_t size, Decode
   return Status::Ok();
 }
 
-Status DecodeXz(const std::string& name, const char* data, size_t size, DecodedSink* sink) {
-  // The blocks, from the index at the end of each stream.
+// The xz blocks of `data`, from the index at the end of each stream: a seek
+// point per non-empty block. InvalidArgument naming `name` if the index is
+// corrupt or truncated.
+Result<std::vector<SeekPoint>> XzBlocks(const std::string& name, const char* data, size_t size) {
   lzma_stream info = LZMA_STREAM_INIT;
   lzma_index* idx = nullptr;
   // No memory limit here: the index takes memory in proportion to its
@@ -312,7 +315,12 @@ Status DecodeXz(const std::string& name, const char* data, size_t size, DecodedS
     blocks.push_back(p);
   }
   lzma_index_end(idx, nullptr);
+  return blocks;
+}
 
+Status DecodeXz(const std::string& name, const char* data, size_t size, DecodedSink* sink) {
+  SHARDFS_ASSIGN_OR_RETURN(std::vector<SeekPoint> blocks, XzBlocks(name, data, size));
+  lzma_ret r;
   // The decoded stream, in one pass.
   lzma_stream strm = LZMA_STREAM_INIT;
   if (lzma_stream_decoder(&strm, codec::kXzMemLimit, LZMA_CONCATENATED) != LZMA_OK) {
@@ -422,10 +430,10 @@ Status DecodeBzip2(const std::string& name, const char* data, size_t size, Decod
 }  // namespace
 
 Result<index::Codec> DetectCodecFd(const std::string& name, int fd) {
-  char head[codec::kCodecMagicBytes] = {};
+  char head[kCodecMagicBytes] = {};
   ssize_t n = ::pread(fd, head, sizeof(head), 0);
   if (n < 0) return Status::FromErrno(errno, fmt::format("shard {}", name));
-  return codec::DetectCodec(std::string_view(head, static_cast<size_t>(n)));
+  return DetectCodec(std::string_view(head, static_cast<size_t>(n)));
 }
 
 DecodedBytes::~DecodedBytes() {

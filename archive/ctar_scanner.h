@@ -86,7 +86,8 @@ Status DecodeCompressedTar(const std::string& name, const char* data, size_t siz
                            index::Codec codec, uint64_t spacing, CompressedScan* out,
                            DecodedBytes* decoded, uint64_t max_decoded = UINT64_MAX);
 
-// The codec of the file open at `fd`, from its first bytes.
+// The codec of the file open at `fd`, from its first bytes (DetectCodec,
+// archive/format_sniff.h).
 Result<index::Codec> DetectCodecFd(const std::string& name, int fd);
 
 // Decodes the compressed tar at `fd` (codec `codec`, not kNone) and scans

@@ -59,6 +59,88 @@ const char* TypeName(mode_t type) {
   }
 }
 
+Status BadBundle(std::string_view shown, std::string_view why) {
+  return Status::InvalidArgument(fmt::format("index bundle {}: {}", shown, why));
+}
+
+Status TooBig(std::string_view shown, const BundleLimits& limits) {
+  return Status::IoError(
+      fmt::format("index bundle {}: more than the {} ({} bytes) an index may have unpacked; "
+                  "--max-index-size SIZE (-o max_index_size for a mount) raises the limit",
+                  shown, HumanBytes(static_cast<double>(limits.max_bytes)), limits.max_bytes));
+}
+
+// InvalidArgument naming `shown` and `path` unless member `e` (`path` as
+// written, `name` its PlainName, `plain` PlainName's *ok) is a plain regular
+// file; sets *skip for the directory "." itself, which is passed over.
+Status CheckMemberKind(std::string_view shown, struct archive_entry* e, const std::string& path,
+                       std::string_view name, bool plain, bool* skip) {
+  *skip = false;
+  const mode_t type = archive_entry_filetype(e);
+  if (name.empty() && plain) {
+    if (type == AE_IFDIR) {
+      *skip = true;  // "./": the index directory itself.
+      return Status::Ok();
+    }
+    return BadBundle(shown, fmt::format("member '{}': an empty name", path));
+  }
+  if (type == AE_IFDIR) {
+    return BadBundle(
+        shown, fmt::format("member '{}': a directory; only regular files are accepted", path));
+  }
+  if (!plain) {
+    return BadBundle(
+        shown,
+        fmt::format(
+            "member '{}': not a plain file name (a bundle holds the index directory's files only: "
+            "no '/', no '..')",
+            path));
+  }
+  if (archive_entry_hardlink(e) != nullptr) {
+    return BadBundle(
+        shown, fmt::format("member '{}': a hard link; only regular files are accepted", path));
+  }
+  if (type != AE_IFREG) {
+    return BadBundle(shown, fmt::format("member '{}': {}; only regular files are accepted", path,
+                                        TypeName(type)));
+  }
+  if (archive_entry_sparse_count(e) > 0) {
+    return BadBundle(
+        shown, fmt::format("member '{}': a sparse file; only plain files are accepted", path));
+  }
+  return Status::Ok();
+}
+
+// Copies the current member's data from `a` into a new file `name` under
+// `dir_fd` (O_EXCL, 0600) and fsyncs it, adding its bytes to *total; IoError
+// past limits.max_bytes, Corruption if the archive is damaged.
+Status CopyMember(struct archive* a, int dir_fd, std::string_view shown, const std::string& path,
+                  const std::string& name, const BundleLimits& limits, uint64_t* total,
+                  std::vector<char>* buf) {
+  UniqueFd out(
+      ::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!out.valid()) {
+    return Status::FromErrno(errno, fmt::format("index bundle {}: member '{}'", shown, path));
+  }
+  for (;;) {
+    la_ssize_t n = archive_read_data(a, buf->data(), buf->size());
+    if (n == 0) break;
+    if (n < 0) {
+      return Status::Corruption(
+          fmt::format("index bundle {}: member '{}': {}", shown, path, archive_error_string(a)));
+    }
+    if (static_cast<uint64_t>(n) > limits.max_bytes - *total) return TooBig(shown, limits);
+    *total += static_cast<uint64_t>(n);
+    if (!WriteFully(out.get(), buf->data(), static_cast<size_t>(n))) {
+      return Status::FromErrno(errno, fmt::format("index bundle {}: writing '{}'", shown, name));
+    }
+  }
+  if (::fsync(out.get()) != 0) {
+    return Status::FromErrno(errno, fmt::format("index bundle {}: fsync '{}'", shown, name));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status UnpackIndexBundle(int tar_fd, int dir_fd, const std::string& shown,
@@ -69,11 +151,8 @@ Status UnpackIndexBundle(int tar_fd, int dir_fd, const std::string& shown,
   // gzip and zstd only: the libraries RocksDB links already.
   archive_read_support_filter_gzip(a.get());
   archive_read_support_filter_zstd(a.get());
-  auto bad = [&](std::string why) {
-    return Status::InvalidArgument(fmt::format("index bundle {}: {}", shown, why));
-  };
   if (archive_read_open_fd(a.get(), tar_fd, 1 << 20) != ARCHIVE_OK) {
-    return bad(fmt::format("not a tar ({})", archive_error_string(a.get())));
+    return BadBundle(shown, fmt::format("not a tar ({})", archive_error_string(a.get())));
   }
   std::set<std::string, std::less<>> seen;
   uint64_t total = 0;
@@ -85,77 +164,34 @@ Status UnpackIndexBundle(int tar_fd, int dir_fd, const std::string& shown,
     if (r == ARCHIVE_EOF) break;
     if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
       const char* why = archive_error_string(a.get());
-      if (members == 0) return bad(fmt::format("not a tar ({})", why ? why : "unreadable"));
+      if (members == 0) {
+        return BadBundle(shown, fmt::format("not a tar ({})", why ? why : "unreadable"));
+      }
       return Status::Corruption(fmt::format("index bundle {}: after member {}: {}", shown, members,
                                             why ? why : "unreadable"));
     }
     const char* raw = archive_entry_pathname(e);
     const std::string path = raw ? raw : "";
-    bool ok = true;
-    const std::string_view name = PlainName(path, &ok);
-    const mode_t type = archive_entry_filetype(e);
-    if (name.empty() && ok) {
-      if (type == AE_IFDIR) continue;  // "./": the index directory itself.
-      return bad(fmt::format("member '{}': an empty name", path));
-    }
-    if (type == AE_IFDIR) {
-      return bad(fmt::format("member '{}': a directory; only regular files are accepted", path));
-    }
-    if (!ok) {
-      return bad(fmt::format(
-          "member '{}': not a plain file name (a bundle holds the index directory's files only: "
-          "no '/', no '..')",
-          path));
-    }
-    if (archive_entry_hardlink(e) != nullptr) {
-      return bad(fmt::format("member '{}': a hard link; only regular files are accepted", path));
-    }
-    if (type != AE_IFREG) {
-      return bad(
-          fmt::format("member '{}': {}; only regular files are accepted", path, TypeName(type)));
-    }
-    if (archive_entry_sparse_count(e) > 0) {
-      return bad(fmt::format("member '{}': a sparse file; only plain files are accepted", path));
-    }
+    bool plain = true;
+    const std::string_view name = PlainName(path, &plain);
+    bool skip = false;
+    SHARDFS_RETURN_IF_ERROR(CheckMemberKind(shown, e, path, name, plain, &skip));
+    if (skip) continue;
     if (!seen.emplace(name).second) {
-      return bad(fmt::format("member '{}': the name '{}' appears twice", path, name));
+      return BadBundle(shown, fmt::format("member '{}': the name '{}' appears twice", path, name));
     }
     if (++members > limits.max_members) {
       return Status::IoError(
           fmt::format("index bundle {}: more than {} members", shown, limits.max_members));
     }
     const int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : -1;
-    auto too_big = [&] {
-      return Status::IoError(
-          fmt::format("index bundle {}: more than the {} ({} bytes) an index may have unpacked; "
-                      "--max-index-size SIZE (-o max_index_size for a mount) raises the limit",
-                      shown, HumanBytes(static_cast<double>(limits.max_bytes)), limits.max_bytes));
-    };
-    if (size > 0 && static_cast<uint64_t>(size) > limits.max_bytes - total) return too_big();
-    const std::string name_s(name);
-    UniqueFd out(::openat(dir_fd, name_s.c_str(),
-                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!out.valid()) {
-      return Status::FromErrno(errno, fmt::format("index bundle {}: member '{}'", shown, path));
+    if (size > 0 && static_cast<uint64_t>(size) > limits.max_bytes - total) {
+      return TooBig(shown, limits);
     }
-    for (;;) {
-      la_ssize_t n = archive_read_data(a.get(), buf.data(), buf.size());
-      if (n == 0) break;
-      if (n < 0) {
-        return Status::Corruption(fmt::format("index bundle {}: member '{}': {}", shown, path,
-                                              archive_error_string(a.get())));
-      }
-      if (static_cast<uint64_t>(n) > limits.max_bytes - total) return too_big();
-      total += static_cast<uint64_t>(n);
-      if (!WriteFully(out.get(), buf.data(), static_cast<size_t>(n))) {
-        return Status::FromErrno(errno, fmt::format("index bundle {}: writing '{}'", shown, name));
-      }
-    }
-    if (::fsync(out.get()) != 0) {
-      return Status::FromErrno(errno, fmt::format("index bundle {}: fsync '{}'", shown, name));
-    }
+    SHARDFS_RETURN_IF_ERROR(
+        CopyMember(a.get(), dir_fd, shown, path, std::string(name), limits, &total, &buf));
   }
-  if (members == 0) return bad("no files in it");
+  if (members == 0) return BadBundle(shown, "no files in it");
   if (::fsync(dir_fd) != 0) {
     return Status::FromErrno(errno, fmt::format("index bundle {}: fsync of the directory", shown));
   }

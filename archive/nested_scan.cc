@@ -8,11 +8,11 @@
 #include <memory>
 #include <utility>
 
+#include "archive/format_sniff.h"
 #include "archive/nested_zip.h"
 #include "archive/tar_headers.h"
 #include "archive/zip_scanner.h"
 #include "base/log.h"
-#include "codec/ctar_codec.h"
 #include "index/member_path.h"
 
 namespace shardfs::archive {
@@ -36,7 +36,7 @@ bool IsTarHeader(const char* h) {
       std::memcmp(h + kMagicField, "ustar  \0", 8) != 0) {
     return false;
   }
-  return codec::ValidTarChecksum(std::string_view(h, kTarBlock));
+  return ValidTarChecksum(std::string_view(h, kTarBlock));
 }
 
 bool StartsWith(const char* d, uint64_t size, std::string_view magic) {
@@ -330,8 +330,8 @@ Status NestedScanner::ExpandSlice(ScannedMember&& m, std::string dir, int depth,
       fmt::format("{}: member '{}' at byte {} (a compressed tar; offsets below from its start)",
                   shown_, m.path, m.header_offset);
   const char* data = data_ + m.data_offset;
-  const index::Codec codec = codec::DetectCodec(
-      std::string_view(data, std::min<uint64_t>(m.size, codec::kCodecMagicBytes)));
+  const index::Codec codec =
+      DetectCodec(std::string_view(data, std::min<uint64_t>(m.size, kCodecMagicBytes)));
   if (codec == index::Codec::kNone) {
     return Status::InvalidArgument(fmt::format("shard {}: no compressor magic", where));
   }

@@ -14,12 +14,12 @@
 #include <optional>
 #include <string_view>
 
+#include "archive/format_sniff.h"
 #include "archive/tar_headers.h"
 #include "archive/tar_walker.h"
 #include "archive/zip_scanner.h"
 #include "base/fd.h"
 #include "base/file_kind.h"
-#include "codec/ctar_codec.h"
 #include "index/fingerprint.h"
 
 namespace shardfs::archive {
@@ -506,7 +506,7 @@ Status ScanTarFd(const std::string& path, int fd, const ScanOptions& options,
   // after it, or cut short): said as a zip, not as a tar that is not one.
   if (map.size >= 4 && std::string_view(map.base, 2) == "PK" &&
       (map.base[2] == 3 || map.base[2] == 5) && map.base[3] == map.base[2] + 1 &&
-      !codec::ValidTarChecksum(std::string_view(map.base, std::min<size_t>(map.size, 512)))) {
+      !ValidTarChecksum(std::string_view(map.base, std::min<size_t>(map.size, 512)))) {
     return ScanZipBytes(path, map.base, map.size, options, releasing, info);
   }
   return ScanTarBytes(path, map.base, map.size, options, releasing, info);

@@ -282,6 +282,86 @@ bool ResolveLinkTarget(const char* h, const Extensions& ext, ScannedMember* mem)
   return true;
 }
 
+// The kind of a member of typeflag `type`; false (decline) for every type
+// the walker does not read.
+bool KindOf(char type, MemberKind* kind) {
+  switch (type) {
+    case '0':
+    case '\0':
+      *kind = MemberKind::kFile;
+      return true;
+    case '1':
+      *kind = MemberKind::kHardlink;
+      return true;
+    case '2':
+      *kind = MemberKind::kSymlink;
+      return true;
+    case '5':
+      *kind = MemberKind::kDir;
+      return true;
+    default:
+      return false;  // Sparse, devices, fifos, contiguous, vendor types.
+  }
+}
+
+// Reads the member's own header `h` (after extensions `ext`) into *mem:
+// kind, path, link target, mode, owner and mtime; *header_size is its size
+// field. Returns false to decline the shard.
+bool ReadHeader(const char* h, const Extensions& ext, ScannedMember* mem, int64_t* header_size) {
+  const Pax& pax = ext.pax;
+  // GNU ("ustar  \0") or POSIX ("ustar"), as libarchive tells them apart;
+  // old v7 headers decline.
+  const bool gnu = std::memcmp(h + kMagic, "ustar  \0", 8) == 0;
+  if (!gnu && std::memcmp(h + kMagic, "ustar", 5) != 0) return false;
+  if (!KindOf(h[kType], &mem->kind)) return false;
+  // An old GNU sparse map or real size: a sparse member.
+  if (gnu && (h[kGnuSparse] != 0 || h[kGnuRealSize] != 0)) return false;
+  int64_t mode = 0, uid = 0, gid = 0, mtime = 0;
+  if (!Octal(h, kMode, 8, &mode) || !Octal(h, kUid, 8, &uid) || !Octal(h, kGid, 8, &gid) ||
+      !Octal(h, kSize, 12, header_size) || !Octal(h, kMtime, 12, &mtime)) {
+    return false;
+  }
+  if (!ResolvePath(h, gnu, ext, mem) || !ResolveLinkTarget(h, ext, mem)) return false;
+
+  mem->mode = static_cast<uint32_t>(mode) & 07777;
+  mem->uid = pax.uid ? Decimal(*pax.uid) : uid;
+  mem->gid = pax.gid ? Decimal(*pax.gid) : gid;
+  if (mem->uid < 0 || mem->gid < 0) return false;
+  // Saturated as the libarchive path saturates: 12 octal digits of
+  // seconds overflow 64-bit nanoseconds.
+  constexpr int64_t kMaxSec = INT64_MAX / 1000000000 - 1;
+  mem->mtime_ns = std::min(mtime, kMaxSec) * 1000000000;
+  return !pax.mtime || ParsePaxTimeNs(*pax.mtime, &mem->mtime_ns);
+}
+
+// Places the data of *mem, whose header ends at `data_start`: its size (the
+// header's `header_size` or the pax size), data offset and hash; sets *next
+// to the block after its padding. Returns false to decline the shard.
+bool PlaceData(const char* data, size_t size, uint64_t data_start, int64_t header_size,
+               const Pax& pax, const ScanOptions& options, ScannedMember* mem, uint64_t* next) {
+  // Only regular members carry data here; libarchive ignores the size of
+  // the others (and of hard links in some formats only): those decline.
+  int64_t member_size = header_size;
+  if (pax.size) {
+    member_size = Decimal(*pax.size);
+    if (member_size < 0 || member_size == INT64_MAX) return false;
+  }
+  if (mem->kind != MemberKind::kFile && (header_size != 0 || pax.size)) return false;
+  *next = data_start;
+  if (mem->kind != MemberKind::kFile) return true;
+  mem->size = static_cast<uint64_t>(member_size);
+  if (mem->size > 0) {
+    // libarchive consumes the padding too: it must be there.
+    const uint64_t padded = (mem->size + kBlock - 1) / kBlock * kBlock;
+    if (mem->size > size - data_start || padded > size - data_start) return false;
+    mem->data_offset = data_start;
+    *next = data_start + padded;
+  }
+  mem->has_checksum = options.checksum;
+  if (options.checksum) mem->xxh3 = XXH3_64bits(data + data_start, mem->size);
+  return true;
+}
+
 // Walks the shard, handing each member to sink(ScannedMember&&), which
 // returns false to stop. Returns false if the shard is declined.
 template <typename Sink>
@@ -300,71 +380,13 @@ bool Walk(const char* data, size_t size, const ScanOptions& options, Sink&& sink
     ScannedMember mem;
     mem.header_offset = pos;
     Extensions ext;
-    const Pax& pax = ext.pax;
     const char* h = nullptr;
     if (!ReadExtensions(data, size, first, &pos, &ext, &h)) return false;
-
-    // The member's own header: GNU ("ustar  \0") or POSIX ("ustar"), as
-    // libarchive tells them apart; old v7 headers decline.
-    const bool gnu = std::memcmp(h + kMagic, "ustar  \0", 8) == 0;
-    if (!gnu && std::memcmp(h + kMagic, "ustar", 5) != 0) return false;
-    switch (h[kType]) {
-      case '0':
-      case '\0':
-        mem.kind = MemberKind::kFile;
-        break;
-      case '1':
-        mem.kind = MemberKind::kHardlink;
-        break;
-      case '2':
-        mem.kind = MemberKind::kSymlink;
-        break;
-      case '5':
-        mem.kind = MemberKind::kDir;
-        break;
-      default:
-        return false;  // Sparse, devices, fifos, contiguous, vendor types.
-    }
-    // An old GNU sparse map or real size: a sparse member.
-    if (gnu && (h[kGnuSparse] != 0 || h[kGnuRealSize] != 0)) return false;
-    int64_t mode = 0, uid = 0, gid = 0, header_size = 0, mtime = 0;
-    if (!Octal(h, kMode, 8, &mode) || !Octal(h, kUid, 8, &uid) || !Octal(h, kGid, 8, &gid) ||
-        !Octal(h, kSize, 12, &header_size) || !Octal(h, kMtime, 12, &mtime)) {
+    int64_t header_size = 0;
+    if (!ReadHeader(h, ext, &mem, &header_size)) return false;
+    uint64_t next = 0;
+    if (!PlaceData(data, size, pos + kBlock, header_size, ext.pax, options, &mem, &next)) {
       return false;
-    }
-    if (!ResolvePath(h, gnu, ext, &mem) || !ResolveLinkTarget(h, ext, &mem)) return false;
-
-    mem.mode = static_cast<uint32_t>(mode) & 07777;
-    mem.uid = pax.uid ? Decimal(*pax.uid) : uid;
-    mem.gid = pax.gid ? Decimal(*pax.gid) : gid;
-    if (mem.uid < 0 || mem.gid < 0) return false;
-    // Saturated as the libarchive path saturates: 12 octal digits of
-    // seconds overflow 64-bit nanoseconds.
-    constexpr int64_t kMaxSec = INT64_MAX / 1000000000 - 1;
-    mem.mtime_ns = std::min(mtime, kMaxSec) * 1000000000;
-    if (pax.mtime && !ParsePaxTimeNs(*pax.mtime, &mem.mtime_ns)) return false;
-
-    // Only regular members carry data here; libarchive ignores the size of
-    // the others (and of hard links in some formats only): those decline.
-    int64_t member_size = header_size;
-    if (pax.size) {
-      member_size = Decimal(*pax.size);
-      if (member_size < 0 || member_size == INT64_MAX) return false;
-    }
-    if (mem.kind != MemberKind::kFile && (header_size != 0 || pax.size)) return false;
-    const uint64_t data_start = pos + kBlock;
-    uint64_t next = data_start;
-    if (mem.kind == MemberKind::kFile) {
-      mem.size = static_cast<uint64_t>(member_size);
-      if (mem.size > 0) {
-        // libarchive consumes the padding too: it must be there.
-        const uint64_t padded = (mem.size + kBlock - 1) / kBlock * kBlock;
-        if (mem.size > size - data_start || padded > size - data_start) return false;
-        mem.data_offset = data_start;
-        next = data_start + padded;
-      }
-      mem.has_checksum = options.checksum;
-      if (options.checksum) mem.xxh3 = XXH3_64bits(data + data_start, mem.size);
     }
     if (!sink(std::move(mem))) return true;
     pos = next;

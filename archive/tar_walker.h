@@ -25,7 +25,7 @@
 #include <functional>
 #include <vector>
 
-#include "archive/tar_scanner.h"
+#include "archive/scanned_member.h"
 #include "base/status.h"
 
 namespace shardfs::archive {

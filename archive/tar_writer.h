@@ -10,7 +10,7 @@
 // with two zero blocks. Nothing depends on the time of writing or the user
 // running it (uname and gname are empty, the pax header's own fields are
 // fixed), so the same members always give the same bytes. GNU tar, bsdtar,
-// Python's tarfile and tools/tar_scanner read it.
+// Python's tarfile and archive/tar_scanner.h read it.
 //
 // The writer counts every byte it emits, so it knows each member's data
 // offset exactly as it writes it; the index is built from those offsets.

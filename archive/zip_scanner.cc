@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <ctime>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "archive/zip_fields.h"
 #include "base/coding.h"
 #include "codec/encoded_member.h"
 #include "index/member_path.h"
@@ -37,121 +37,10 @@ constexpr uint16_t kFlagStrongEncryption = 1 << 6;
 constexpr uint16_t kFlagUtf8 = 1 << 11;
 constexpr uint16_t kFlagMaskedHeaders = 1 << 13;
 
-constexpr uint16_t kExtraZip64 = 0x0001;
-constexpr uint16_t kExtraNtfs = 0x000a;
-constexpr uint16_t kExtraPkUnix = 0x000d;
-constexpr uint16_t kExtraTimestamp = 0x5455;
-constexpr uint16_t kExtraInfoZipUnix1 = 0x5855;
-constexpr uint16_t kExtraUnicodePath = 0x7075;
-
 constexpr uint16_t kMethodStored = 0;
 constexpr uint16_t kMethodDeflated = 8;
 constexpr uint8_t kHostUnix = 3;
 constexpr size_t kMaxSymlinkTarget = 4095;
-
-// CP437's upper half, as Unicode code points (the lower half is ASCII).
-constexpr uint16_t kCp437High[128] = {
-    0x00C7, 0x00FC, 0x00E9, 0x00E2, 0x00E4, 0x00E0, 0x00E5, 0x00E7, 0x00EA, 0x00EB, 0x00E8, 0x00EF,
-    0x00EE, 0x00EC, 0x00C4, 0x00C5, 0x00C9, 0x00E6, 0x00C6, 0x00F4, 0x00F6, 0x00F2, 0x00FB, 0x00F9,
-    0x00FF, 0x00D6, 0x00DC, 0x00A2, 0x00A3, 0x00A5, 0x20A7, 0x0192, 0x00E1, 0x00ED, 0x00F3, 0x00FA,
-    0x00F1, 0x00D1, 0x00AA, 0x00BA, 0x00BF, 0x2310, 0x00AC, 0x00BD, 0x00BC, 0x00A1, 0x00AB, 0x00BB,
-    0x2591, 0x2592, 0x2593, 0x2502, 0x2524, 0x2561, 0x2562, 0x2556, 0x2555, 0x2563, 0x2551, 0x2557,
-    0x255D, 0x255C, 0x255B, 0x2510, 0x2514, 0x2534, 0x252C, 0x251C, 0x2500, 0x253C, 0x255E, 0x255F,
-    0x255A, 0x2554, 0x2569, 0x2566, 0x2560, 0x2550, 0x256C, 0x2567, 0x2568, 0x2564, 0x2565, 0x2559,
-    0x2558, 0x2552, 0x2553, 0x256B, 0x256A, 0x2518, 0x250C, 0x2588, 0x2584, 0x258C, 0x2590, 0x2580,
-    0x03B1, 0x00DF, 0x0393, 0x03C0, 0x03A3, 0x03C3, 0x00B5, 0x03C4, 0x03A6, 0x0398, 0x03A9, 0x03B4,
-    0x221E, 0x03C6, 0x03B5, 0x2229, 0x2261, 0x00B1, 0x2265, 0x2264, 0x2320, 0x2321, 0x00F7, 0x2248,
-    0x00B0, 0x2219, 0x00B7, 0x221A, 0x207F, 0x00B2, 0x25A0, 0x00A0,
-};
-
-std::string Cp437ToUtf8(std::string_view raw) {
-  std::string out;
-  out.reserve(raw.size() * 2);
-  for (unsigned char c : raw) {
-    const uint32_t cp = c < 0x80 ? c : kCp437High[c - 0x80];
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
-  return out;
-}
-
-// The DOS date and time as local time (mktime), as unzip restores it.
-int64_t DosTimeNs(uint16_t time, uint16_t date) {
-  struct tm tm {};
-  tm.tm_year = 80 + (date >> 9);
-  tm.tm_mon = ((date >> 5) & 15) - 1;
-  tm.tm_mday = date & 31;
-  tm.tm_hour = time >> 11;
-  tm.tm_min = (time >> 5) & 63;
-  tm.tm_sec = (time & 31) * 2;
-  tm.tm_isdst = -1;
-  const time_t t = ::mktime(&tm);
-  return static_cast<int64_t>(t) * 1000000000;
-}
-
-// Calls fn(id, data) for each field of an extra block; false if the fields
-// do not tile it exactly.
-template <typename Fn>
-bool ForEachExtra(std::string_view extra, Fn fn) {
-  while (!extra.empty()) {
-    if (extra.size() < 4) return false;
-    const uint16_t id = DecodeFixed16(extra.data());
-    const uint16_t len = DecodeFixed16(extra.data() + 2);
-    if (extra.size() - 4 < len) return false;
-    fn(id, extra.substr(4, len));
-    extra.remove_prefix(4 + len);
-  }
-  return true;
-}
-
-// The mtime an extra block records, by unzip's preference; nullopt if none.
-std::optional<int64_t> ExtraMtime(std::string_view extra) {
-  std::optional<int64_t> ut, ntfs, ux;
-  ForEachExtra(extra, [&](uint16_t id, std::string_view d) {
-    if (id == kExtraTimestamp && d.size() >= 5 && (d[0] & 1)) {
-      ut = int64_t{static_cast<int32_t>(DecodeFixed32(d.data() + 1))} * 1000000000;
-    } else if (id == kExtraNtfs && d.size() >= 4 + 4 + 24) {
-      // Reserved u32, then tag 1 of 24 bytes: mtime, atime, ctime (FILETIME).
-      std::string_view t = d.substr(4);
-      while (t.size() >= 4) {
-        const uint16_t tag = DecodeFixed16(t.data()), len = DecodeFixed16(t.data() + 2);
-        if (t.size() - 4 < len) break;
-        if (tag == 1 && len >= 8) {
-          const int64_t ft = static_cast<int64_t>(DecodeFixed64(t.data() + 4));
-          ntfs = (ft / 10000000 - 11644473600) * 1000000000;
-        }
-        t.remove_prefix(4 + len);
-      }
-    } else if ((id == kExtraInfoZipUnix1 || id == kExtraPkUnix) && d.size() >= 8) {
-      ux = int64_t{DecodeFixed32(d.data() + 4)} * 1000000000;
-    }
-  });
-  if (ut) return ut;
-  if (ntfs) return ntfs;
-  return ux;
-}
-
-bool ValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : 9;
-    if (n == 9 || s.size() - i - 1 < n) return false;
-    for (size_t k = 1; k <= n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
 
 // What the first pass over the central directory collects, for the zip
 // bomb checks (archive/zip_scanner.h).
@@ -164,6 +53,60 @@ struct Census {
   std::vector<Span> spans;
   uint64_t declared = 0;  // Uncompressed bytes of the files, saturated.
 };
+
+// A central directory entry's fields, its zip64 values applied.
+struct CentralEntry {
+  uint64_t here = 0;  // Where the entry starts.
+  uint16_t made_by = 0, flags = 0, method = 0, dos_time = 0, dos_date = 0;
+  uint32_t crc = 0, external = 0;
+  uint64_t comp = 0, uncomp = 0, disk = 0, local = 0;
+  std::string_view raw_name, extra;
+  std::optional<std::string> unicode_name;  // From a valid Unicode path field.
+  uint8_t host() const { return static_cast<uint8_t>(made_by >> 8); }
+};
+
+// The kind and mode of a member as unzip restores them: from the Unix mode
+// where the entry was made on Unix and has one, else from the DOS
+// attributes and a trailing '/'.
+void SetKindAndMode(const CentralEntry& e, const std::string& path, ScannedMember* m) {
+  const uint32_t unix_mode = e.external >> 16;
+  const bool slash = path.back() == '/';
+  if (e.host() != kHostUnix || unix_mode == 0) {
+    const bool dir = slash || (e.external & 0x10);
+    m->kind = dir ? MemberKind::kDir : MemberKind::kFile;
+    m->mode = dir ? 0755 : (e.external & 1) ? 0444 : 0644;
+    return;
+  }
+  switch (unix_mode & S_IFMT) {
+    case S_IFLNK:
+      m->kind = MemberKind::kSymlink;
+      break;
+    case S_IFDIR:
+      m->kind = MemberKind::kDir;
+      break;
+    case 0:
+    case S_IFREG:
+      m->kind = slash ? MemberKind::kDir : MemberKind::kFile;
+      break;
+    case S_IFIFO:
+      m->kind = MemberKind::kOther;
+      m->other_type = "fifo";
+      break;
+    case S_IFCHR:
+      m->kind = MemberKind::kOther;
+      m->other_type = "character device";
+      break;
+    case S_IFBLK:
+      m->kind = MemberKind::kOther;
+      m->other_type = "block device";
+      break;
+    default:
+      m->kind = MemberKind::kOther;
+      m->other_type = "socket or unknown file type";
+      break;
+  }
+  m->mode = unix_mode & 0777;
+}
 
 class ZipScan {
  public:
@@ -186,10 +129,35 @@ class ZipScan {
   bool Fits(uint64_t at, uint64_t len) const { return at <= size_ && len <= size_ - at; }
   // Finds the central directory: sets cd_offset_, cd_size_, entries_.
   Status FindDirectory();
+  // FindDirectory's zip64 step, for an end record at `end` with a zip64
+  // locator before it: reads the zip64 end record the locator points at,
+  // whose values replace the end record's (entries_, cd_size_, cd_offset_,
+  // *disk_entries); *cd_end becomes the record's offset.
+  Status ReadZip64End(uint64_t end, uint64_t* disk_entries, uint64_t* cd_end);
   // Reads the central entry at *at and its local header. With `census`
   // (the first pass), records the member there and hands nothing on.
   Status Member(uint64_t* at, const std::function<Status(ScannedMember&&)>& on_member,
                 ShardInfo* info, Census* census);
+  // Member's steps, in order; each returns the Status Member documents.
+  // Reads the central entry at *at into *e and moves *at past it.
+  Status ReadCentral(uint64_t* at, CentralEntry* e) const;
+  // Refuses encryption, methods other than stored and deflate, other disks.
+  Status CheckSupported(const CentralEntry& e) const;
+  // The member's name, decoded (UTF-8, Unicode path field or CP437) and
+  // checked to be a path that can stand in a tree.
+  Result<std::string> MemberPath(const CentralEntry& e) const;
+  // Checks the local header against `e` and the data's place in the file;
+  // sets *data_at to where the data starts and *local_extra.
+  Status ReadLocal(const CentralEntry& e, uint64_t* data_at, std::string_view* local_extra) const;
+  // The member's content (its data, inflated if deflated), CRC-checked.
+  Result<std::string> Content(const CentralEntry& e, uint64_t data_at) const;
+  // InvalidArgument unless stored data at `data_at` has the entry's CRC-32.
+  Status CheckStoredCrc(const CentralEntry& e, uint64_t data_at) const;
+  // Sets the symlink target, or a file's size, data range and checksum.
+  Status FillData(const CentralEntry& e, uint64_t data_at, ScannedMember* m) const;
+  Status BadEntry(const CentralEntry& e, std::string_view what) const {
+    return BadMember(e.raw_name, e.here, what);
+  }
   // Refuses the zip bombs the census shows.
   Status CheckBomb(Census& census) const;
   // The raw name of the central entry at `central`, for messages.
@@ -205,6 +173,34 @@ class ZipScan {
   uint64_t cd_size_ = 0;
   uint64_t entries_ = 0;
 };
+
+Status ZipScan::ReadZip64End(uint64_t end, uint64_t* disk_entries, uint64_t* cd_end) {
+  const char* l = data_ + end - kEnd64LocatorSize;
+  const uint32_t l_disk = DecodeFixed32(l + 4), disks = DecodeFixed32(l + 16);
+  const uint64_t at = DecodeFixed64(l + 8);
+  if (l_disk != 0 || disks > 1) {
+    return Bad(fmt::format("split or spanned archive ({} disks): not supported", disks));
+  }
+  if (!Fits(at, kEnd64Size) || at + kEnd64Size > end - kEnd64LocatorSize ||
+      DecodeFixed32(data_ + at) != kEnd64Sig) {
+    return Bad(fmt::format("zip64 end record at byte {} is missing or cut short", at));
+  }
+  const char* z = data_ + at;
+  const uint64_t record = DecodeFixed64(z + 4);
+  if (record < kEnd64Size - 12 || at + 12 + record != end - kEnd64LocatorSize) {
+    return Bad(
+        fmt::format("zip64 end record at byte {}: size {} does not reach its locator", at, record));
+  }
+  if (DecodeFixed32(z + 16) != 0 || DecodeFixed32(z + 20) != 0) {
+    return Bad("split or spanned archive (zip64 disk numbers): not supported");
+  }
+  *disk_entries = DecodeFixed64(z + 24);
+  entries_ = DecodeFixed64(z + 32);
+  cd_size_ = DecodeFixed64(z + 40);
+  cd_offset_ = DecodeFixed64(z + 48);
+  *cd_end = at;
+  return Status::Ok();
+}
 
 Status ZipScan::FindDirectory() {
   if (size_ < kEndSize) return Bad("no end of central directory record");
@@ -238,30 +234,7 @@ Status ZipScan::FindDirectory() {
   // record, whose fields replace the ones above.
   if (*end >= kEnd64LocatorSize &&
       DecodeFixed32(data_ + *end - kEnd64LocatorSize) == kEnd64LocatorSig) {
-    const char* l = data_ + *end - kEnd64LocatorSize;
-    const uint32_t l_disk = DecodeFixed32(l + 4), disks = DecodeFixed32(l + 16);
-    const uint64_t at = DecodeFixed64(l + 8);
-    if (l_disk != 0 || disks > 1) {
-      return Bad(fmt::format("split or spanned archive ({} disks): not supported", disks));
-    }
-    if (!Fits(at, kEnd64Size) || at + kEnd64Size > *end - kEnd64LocatorSize ||
-        DecodeFixed32(data_ + at) != kEnd64Sig) {
-      return Bad(fmt::format("zip64 end record at byte {} is missing or cut short", at));
-    }
-    const char* z = data_ + at;
-    const uint64_t record = DecodeFixed64(z + 4);
-    if (record < kEnd64Size - 12 || at + 12 + record != *end - kEnd64LocatorSize) {
-      return Bad(fmt::format("zip64 end record at byte {}: size {} does not reach its locator", at,
-                             record));
-    }
-    if (DecodeFixed32(z + 16) != 0 || DecodeFixed32(z + 20) != 0) {
-      return Bad("split or spanned archive (zip64 disk numbers): not supported");
-    }
-    disk_entries = DecodeFixed64(z + 24);
-    entries_ = DecodeFixed64(z + 32);
-    cd_size_ = DecodeFixed64(z + 40);
-    cd_offset_ = DecodeFixed64(z + 48);
-    cd_end = at;
+    SHARDFS_RETURN_IF_ERROR(ReadZip64End(*end, &disk_entries, &cd_end));
   } else if (disk != 0 || cd_disk != 0) {
     return Bad(
         fmt::format("split or spanned archive (disk {} of the central directory {}): "
@@ -289,41 +262,40 @@ Status ZipScan::FindDirectory() {
   return Status::Ok();
 }
 
-Status ZipScan::Member(uint64_t* at, const std::function<Status(ScannedMember&&)>& on_member,
-                       ShardInfo* info, Census* census) {
+Status ZipScan::ReadCentral(uint64_t* at, CentralEntry* e) const {
   const uint64_t cd_end = cd_offset_ + cd_size_;
   const uint64_t here = *at;
   if (cd_end - here < kCentralSize || DecodeFixed32(data_ + here) != kCentralSig) {
     return Bad(fmt::format("central directory entry at byte {}: bad signature or cut short", here));
   }
   const char* c = data_ + here;
-  const uint16_t made_by = DecodeFixed16(c + 4);
-  const uint16_t flags = DecodeFixed16(c + 8);
-  const uint16_t method = DecodeFixed16(c + 10);
-  const uint16_t dos_time = DecodeFixed16(c + 12), dos_date = DecodeFixed16(c + 14);
-  const uint32_t crc = DecodeFixed32(c + 16);
-  uint64_t comp = DecodeFixed32(c + 20), uncomp = DecodeFixed32(c + 24);
+  e->here = here;
+  e->made_by = DecodeFixed16(c + 4);
+  e->flags = DecodeFixed16(c + 8);
+  e->method = DecodeFixed16(c + 10);
+  e->dos_time = DecodeFixed16(c + 12);
+  e->dos_date = DecodeFixed16(c + 14);
+  e->crc = DecodeFixed32(c + 16);
+  e->comp = DecodeFixed32(c + 20);
+  e->uncomp = DecodeFixed32(c + 24);
   const uint16_t name_len = DecodeFixed16(c + 28), extra_len = DecodeFixed16(c + 30),
                  comment_len = DecodeFixed16(c + 32);
-  uint64_t disk = DecodeFixed16(c + 34);
-  const uint32_t external = DecodeFixed32(c + 38);
-  uint64_t local = DecodeFixed32(c + 42);
+  e->disk = DecodeFixed16(c + 34);
+  e->external = DecodeFixed32(c + 38);
+  e->local = DecodeFixed32(c + 42);
   const uint64_t var = uint64_t{name_len} + extra_len + comment_len;
   if (cd_end - here - kCentralSize < var) {
     return Bad(fmt::format("central directory entry at byte {}: runs past the directory", here));
   }
   *at = here + kCentralSize + var;
-  const std::string_view raw_name = Bytes(here + kCentralSize, name_len);
-  const std::string_view extra = Bytes(here + kCentralSize + name_len, extra_len);
-  const std::string shown(raw_name);  // For messages: the raw bytes.
-  auto bad = [&](std::string_view what) { return BadMember(shown, here, what); };
+  e->raw_name = Bytes(here + kCentralSize, name_len);
+  e->extra = Bytes(here + kCentralSize + name_len, extra_len);
 
   // Zip64 values, in the order of the fields that overflowed.
   bool zip64_ok = true;
-  std::optional<std::string> unicode_name;
-  const bool tiled = ForEachExtra(extra, [&](uint16_t id, std::string_view d) {
+  const bool tiled = ForEachExtra(e->extra, [&](uint16_t id, std::string_view d) {
     if (id == kExtraZip64) {
-      for (uint64_t* v : {&uncomp, &comp, &local}) {
+      for (uint64_t* v : {&e->uncomp, &e->comp, &e->local}) {
         if (*v != kMax32) continue;
         if (d.size() < 8) {
           zip64_ok = false;
@@ -332,62 +304,76 @@ Status ZipScan::Member(uint64_t* at, const std::function<Status(ScannedMember&&)
         *v = DecodeFixed64(d.data());
         d.remove_prefix(8);
       }
-      if (disk == kMax16) {
+      if (e->disk == kMax16) {
         if (d.size() < 4) {
           zip64_ok = false;
           return;
         }
-        disk = DecodeFixed32(d.data());
+        e->disk = DecodeFixed32(d.data());
       }
     } else if (id == kExtraUnicodePath && d.size() >= 5 && d[0] == 1 &&
-               DecodeFixed32(d.data() + 1) == codec::Crc32(0, raw_name.data(), raw_name.size())) {
-      unicode_name.emplace(d.substr(5));
+               DecodeFixed32(d.data() + 1) ==
+                   codec::Crc32(0, e->raw_name.data(), e->raw_name.size())) {
+      e->unicode_name.emplace(d.substr(5));
     }
   });
-  if (!tiled) return bad("malformed extra field");
-  if (!zip64_ok) return bad("zip64 extra field too short for the values it must hold");
-  if (flags & (kFlagEncrypted | kFlagStrongEncryption | kFlagMaskedHeaders)) {
-    return bad("encrypted: not supported");
+  if (!tiled) return BadEntry(*e, "malformed extra field");
+  if (!zip64_ok) return BadEntry(*e, "zip64 extra field too short for the values it must hold");
+  return Status::Ok();
+}
+
+Status ZipScan::CheckSupported(const CentralEntry& e) const {
+  if (e.flags & (kFlagEncrypted | kFlagStrongEncryption | kFlagMaskedHeaders)) {
+    return BadEntry(e, "encrypted: not supported");
   }
+  const uint16_t method = e.method;
   if (method != kMethodStored && method != kMethodDeflated) {
-    return bad(
-        fmt::format("compression method {} ({}): only stored (0) and deflate (8) are "
-                    "supported",
-                    method,
-                    method == 12   ? "bzip2"
-                    : method == 14 ? "lzma"
-                    : method == 93 ? "zstd"
-                    : method == 95 ? "xz"
-                    : method == 9  ? "deflate64"
-                                   : "unknown"));
+    return BadEntry(e, fmt::format("compression method {} ({}): only stored (0) and deflate (8) "
+                                   "are supported",
+                                   method,
+                                   method == 12   ? "bzip2"
+                                   : method == 14 ? "lzma"
+                                   : method == 93 ? "zstd"
+                                   : method == 95 ? "xz"
+                                   : method == 9  ? "deflate64"
+                                                  : "unknown"));
   }
-  if (disk != 0)
-    return bad(fmt::format("on disk {}: split or spanned archives are not supported", disk));
+  if (e.disk != 0) {
+    return BadEntry(e,
+                    fmt::format("on disk {}: split or spanned archives are not supported", e.disk));
+  }
+  return Status::Ok();
+}
 
-  // The name.
-  const uint8_t host = static_cast<uint8_t>(made_by >> 8);
+Result<std::string> ZipScan::MemberPath(const CentralEntry& e) const {
+  const uint8_t host = e.host();
   std::string path;
-  if (flags & kFlagUtf8) {
-    path.assign(raw_name);
-  } else if (unicode_name) {
-    path = *unicode_name;
+  if (e.flags & kFlagUtf8) {
+    path.assign(e.raw_name);
+  } else if (e.unicode_name) {
+    path = *e.unicode_name;
   } else if (host == 0 || host == 6 || host == 11 || host == 14) {
-    path = Cp437ToUtf8(raw_name);
+    path = Cp437ToUtf8(e.raw_name);
   } else {
-    path.assign(raw_name);
+    path.assign(e.raw_name);
   }
-  if (path.empty()) return bad("empty name");
-  if (path.find('\0') != std::string::npos) return bad("name holds a NUL byte");
-  if ((flags & kFlagUtf8) && !ValidUtf8(path)) return bad("name flagged UTF-8 is not UTF-8");
-  {
-    Result<std::string> norm = index::NormalizeMemberPath(path);
-    if (!norm.ok())
-      return bad(fmt::format("name cannot be in a tree: {}", norm.status().message()));
+  if (path.empty()) return BadEntry(e, "empty name");
+  if (path.find('\0') != std::string::npos) return BadEntry(e, "name holds a NUL byte");
+  if ((e.flags & kFlagUtf8) && !ValidUtf8(path)) {
+    return BadEntry(e, "name flagged UTF-8 is not UTF-8");
   }
+  Result<std::string> norm = index::NormalizeMemberPath(path);
+  if (!norm.ok()) {
+    return BadEntry(e, fmt::format("name cannot be in a tree: {}", norm.status().message()));
+  }
+  return path;
+}
 
-  // The local header, which must agree.
+Status ZipScan::ReadLocal(const CentralEntry& e, uint64_t* data_at,
+                          std::string_view* local_extra) const {
+  const uint64_t local = e.local;
   if (!Fits(local, kLocalSize) || DecodeFixed32(data_ + local) != kLocalSig) {
-    return bad(fmt::format("no local header at byte {}", local));
+    return BadEntry(e, fmt::format("no local header at byte {}", local));
   }
   const char* l = data_ + local;
   const uint16_t l_flags = DecodeFixed16(l + 6), l_method = DecodeFixed16(l + 8);
@@ -395,21 +381,24 @@ Status ZipScan::Member(uint64_t* at, const std::function<Status(ScannedMember&&)
   uint64_t l_comp = DecodeFixed32(l + 18), l_uncomp = DecodeFixed32(l + 22);
   const uint16_t l_name_len = DecodeFixed16(l + 26), l_extra_len = DecodeFixed16(l + 28);
   if (!Fits(local + kLocalSize, uint64_t{l_name_len} + l_extra_len)) {
-    return bad(fmt::format("local header at byte {} runs past the archive", local));
+    return BadEntry(e, fmt::format("local header at byte {} runs past the archive", local));
   }
-  const std::string_view l_extra = Bytes(local + kLocalSize + l_name_len, l_extra_len);
-  const uint64_t data_at = local + kLocalSize + l_name_len + l_extra_len;
+  *local_extra = Bytes(local + kLocalSize + l_name_len, l_extra_len);
+  *data_at = local + kLocalSize + l_name_len + l_extra_len;
   auto disagree = [&](std::string_view what) {
-    return bad(fmt::format("the local header at byte {} disagrees with the central directory: {}",
-                           local, what));
+    return BadEntry(
+        e, fmt::format("the local header at byte {} disagrees with the central directory: {}",
+                       local, what));
   };
-  if (Bytes(local + kLocalSize, l_name_len) != raw_name) return disagree("name");
-  if (l_method != method) return disagree(fmt::format("method {} vs {}", l_method, method));
-  if (l_flags & (kFlagEncrypted | kFlagStrongEncryption)) return bad("encrypted: not supported");
+  if (Bytes(local + kLocalSize, l_name_len) != e.raw_name) return disagree("name");
+  if (l_method != e.method) return disagree(fmt::format("method {} vs {}", l_method, e.method));
+  if (l_flags & (kFlagEncrypted | kFlagStrongEncryption)) {
+    return BadEntry(e, "encrypted: not supported");
+  }
   if (!(l_flags & kFlagDescriptor)) {
     if (l_comp == kMax32 || l_uncomp == kMax32) {
       bool found = false;
-      ForEachExtra(l_extra, [&](uint16_t id, std::string_view d) {
+      ForEachExtra(*local_extra, [&](uint16_t id, std::string_view d) {
         if (id != kExtraZip64 || d.size() < 16) return;
         l_uncomp = DecodeFixed64(d.data());
         l_comp = DecodeFixed64(d.data() + 8);
@@ -417,124 +406,111 @@ Status ZipScan::Member(uint64_t* at, const std::function<Status(ScannedMember&&)
       });
       if (!found) return disagree("zip64 sizes without a zip64 extra field");
     }
-    if (l_crc != crc) return disagree(fmt::format("CRC-32 {:08x} vs {:08x}", l_crc, crc));
-    if (l_comp != comp || l_uncomp != uncomp) {
+    if (l_crc != e.crc) return disagree(fmt::format("CRC-32 {:08x} vs {:08x}", l_crc, e.crc));
+    if (l_comp != e.comp || l_uncomp != e.uncomp) {
       return disagree(fmt::format("sizes {}/{} vs {}/{} (compressed/uncompressed)", l_comp,
-                                  l_uncomp, comp, uncomp));
+                                  l_uncomp, e.comp, e.uncomp));
     }
   }
-  if (data_at > cd_offset_ || comp > cd_offset_ - data_at) {
-    return bad(
-        fmt::format("data ({} bytes at byte {}) runs into the central directory", comp, data_at));
+  if (*data_at > cd_offset_ || e.comp > cd_offset_ - *data_at) {
+    return BadEntry(e, fmt::format("data ({} bytes at byte {}) runs into the central directory",
+                                   e.comp, *data_at));
   }
-  if (method == kMethodStored && comp != uncomp) {
-    return bad(fmt::format("stored, yet {} compressed bytes for {}", comp, uncomp));
+  if (e.method == kMethodStored && e.comp != e.uncomp) {
+    return BadEntry(e, fmt::format("stored, yet {} compressed bytes for {}", e.comp, e.uncomp));
   }
+  return Status::Ok();
+}
 
-  ScannedMember m;
-  m.header_offset = local;
-  m.uid = m.gid = 0;
-  const uint32_t unix_mode = external >> 16;
-  const bool has_unix = host == kHostUnix && unix_mode != 0;
-  const bool slash = path.back() == '/';
-  if (has_unix) {
-    switch (unix_mode & S_IFMT) {
-      case S_IFLNK:
-        m.kind = MemberKind::kSymlink;
-        break;
-      case S_IFDIR:
-        m.kind = MemberKind::kDir;
-        break;
-      case 0:
-      case S_IFREG:
-        m.kind = slash ? MemberKind::kDir : MemberKind::kFile;
-        break;
-      case S_IFIFO:
-        m.kind = MemberKind::kOther;
-        m.other_type = "fifo";
-        break;
-      case S_IFCHR:
-        m.kind = MemberKind::kOther;
-        m.other_type = "character device";
-        break;
-      case S_IFBLK:
-        m.kind = MemberKind::kOther;
-        m.other_type = "block device";
-        break;
-      default:
-        m.kind = MemberKind::kOther;
-        m.other_type = "socket or unknown file type";
-        break;
+Result<std::string> ZipScan::Content(const CentralEntry& e, uint64_t data_at) const {
+  const std::string_view stored = Bytes(data_at, e.comp);
+  if (e.method == kMethodDeflated) {
+    const index::EncodedMember enc{index::kMethodDeflate, data_at, e.comp, e.crc};
+    Result<std::string> r = codec::DecodeMember(enc, stored, e.uncomp);
+    if (!r.ok()) {
+      return BadEntry(e, fmt::format("deflate data at byte {}: {}", data_at, r.status().message()));
     }
-    m.mode = unix_mode & 0777;
-  } else {
-    const bool dir = slash || (external & 0x10);
-    m.kind = dir ? MemberKind::kDir : MemberKind::kFile;
-    m.mode = dir ? 0755 : (external & 1) ? 0444 : 0644;
+    return r;
   }
-  if (m.kind == MemberKind::kSymlink && uncomp > kMaxSymlinkTarget) {
-    return bad(fmt::format("symlink target of {} bytes", uncomp));
+  SHARDFS_RETURN_IF_ERROR(CheckStoredCrc(e, data_at));
+  return std::string(stored);
+}
+
+Status ZipScan::CheckStoredCrc(const CentralEntry& e, uint64_t data_at) const {
+  const std::string_view stored = Bytes(data_at, e.comp);
+  if (codec::Crc32(0, stored.data(), stored.size()) != e.crc) {
+    return BadEntry(e, fmt::format("stored data at byte {}: CRC-32 mismatch", data_at));
   }
-  if (m.kind == MemberKind::kFile && method == kMethodDeflated && uncomp > kMaxDeflatedMember) {
-    return bad(
-        fmt::format("deflated member of {} bytes: larger than {} bytes, which a read "
-                    "inflates whole; store it (zip -0) instead",
-                    uncomp, kMaxDeflatedMember));
-  }
-  if (census) {
-    census->spans.push_back({local, data_at + comp, here});
-    if (m.kind == MemberKind::kFile) {
-      census->declared =
-          census->declared > UINT64_MAX - uncomp ? UINT64_MAX : census->declared + uncomp;
+  return Status::Ok();
+}
+
+Status ZipScan::FillData(const CentralEntry& e, uint64_t data_at, ScannedMember* m) const {
+  if (m->kind == MemberKind::kSymlink) {
+    SHARDFS_ASSIGN_OR_RETURN(m->link_target, Content(e, data_at));
+    if (m->link_target.empty() || m->link_target.find('\0') != std::string::npos) {
+      return BadEntry(e, "symlink target empty or holding a NUL byte");
     }
     return Status::Ok();
   }
-  std::optional<int64_t> mtime = ExtraMtime(l_extra);
-  if (!mtime) mtime = ExtraMtime(extra);
-  m.mtime_ns = mtime ? *mtime : DosTimeNs(dos_time, dos_date);
-  m.path = std::move(path);
-
-  const std::string_view stored = Bytes(data_at, comp);
-  index::EncodedMember enc{index::kMethodDeflate, data_at, comp, crc};
-  auto content = [&]() -> Result<std::string> {
-    if (method == kMethodDeflated) {
-      Result<std::string> r = codec::DecodeMember(enc, stored, uncomp);
-      if (!r.ok()) {
-        return bad(fmt::format("deflate data at byte {}: {}", data_at, r.status().message()));
-      }
-      return r;
-    }
-    if (codec::Crc32(0, stored.data(), stored.size()) != crc) {
-      return bad(fmt::format("stored data at byte {}: CRC-32 mismatch", data_at));
-    }
-    return std::string(stored);
-  };
-  if (m.kind == MemberKind::kSymlink) {
-    SHARDFS_ASSIGN_OR_RETURN(m.link_target, content());
-    if (m.link_target.empty() || m.link_target.find('\0') != std::string::npos) {
-      return bad("symlink target empty or holding a NUL byte");
-    }
-  } else if (m.kind == MemberKind::kFile) {
-    m.size = uncomp;
-    m.data_offset = uncomp == 0 ? 0 : data_at;
-    if (method == kMethodDeflated && uncomp > 0) {
-      m.encoded = true;
-      m.encoding = enc;
-    }
-    if (options_.checksum) {
-      if (method == kMethodDeflated) {
-        SHARDFS_ASSIGN_OR_RETURN(std::string bytes, content());
-        m.xxh3 = XXH3_64bits(bytes.data(), bytes.size());
-      } else {
-        if (codec::Crc32(0, stored.data(), stored.size()) != crc) {
-          return bad(fmt::format("stored data at byte {}: CRC-32 mismatch", data_at));
-        }
-        m.xxh3 = XXH3_64bits(stored.data(), stored.size());
-      }
-      m.has_checksum = true;
-    }
-    info->data_bytes += uncomp;
+  if (m->kind != MemberKind::kFile) return Status::Ok();
+  const bool deflated = e.method == kMethodDeflated;
+  m->size = e.uncomp;
+  m->data_offset = e.uncomp == 0 ? 0 : data_at;
+  if (deflated && e.uncomp > 0) {
+    m->encoded = true;
+    m->encoding = index::EncodedMember{index::kMethodDeflate, data_at, e.comp, e.crc};
   }
+  if (options_.checksum) {
+    if (deflated) {
+      SHARDFS_ASSIGN_OR_RETURN(std::string bytes, Content(e, data_at));
+      m->xxh3 = XXH3_64bits(bytes.data(), bytes.size());
+    } else {
+      // Hashed in place: a stored member's bytes are not copied.
+      SHARDFS_RETURN_IF_ERROR(CheckStoredCrc(e, data_at));
+      const std::string_view stored = Bytes(data_at, e.comp);
+      m->xxh3 = XXH3_64bits(stored.data(), stored.size());
+    }
+    m->has_checksum = true;
+  }
+  return Status::Ok();
+}
+
+Status ZipScan::Member(uint64_t* at, const std::function<Status(ScannedMember&&)>& on_member,
+                       ShardInfo* info, Census* census) {
+  CentralEntry e;
+  SHARDFS_RETURN_IF_ERROR(ReadCentral(at, &e));
+  SHARDFS_RETURN_IF_ERROR(CheckSupported(e));
+  SHARDFS_ASSIGN_OR_RETURN(std::string path, MemberPath(e));
+  uint64_t data_at = 0;
+  std::string_view local_extra;
+  SHARDFS_RETURN_IF_ERROR(ReadLocal(e, &data_at, &local_extra));
+
+  ScannedMember m;
+  m.header_offset = e.local;
+  m.uid = m.gid = 0;
+  SetKindAndMode(e, path, &m);
+  if (m.kind == MemberKind::kSymlink && e.uncomp > kMaxSymlinkTarget) {
+    return BadEntry(e, fmt::format("symlink target of {} bytes", e.uncomp));
+  }
+  if (m.kind == MemberKind::kFile && e.method == kMethodDeflated && e.uncomp > kMaxDeflatedMember) {
+    return BadEntry(e, fmt::format("deflated member of {} bytes: larger than {} bytes, which a "
+                                   "read inflates whole; store it (zip -0) instead",
+                                   e.uncomp, kMaxDeflatedMember));
+  }
+  if (census) {
+    census->spans.push_back({e.local, data_at + e.comp, e.here});
+    if (m.kind == MemberKind::kFile) {
+      census->declared =
+          census->declared > UINT64_MAX - e.uncomp ? UINT64_MAX : census->declared + e.uncomp;
+    }
+    return Status::Ok();
+  }
+  std::optional<int64_t> mtime = ExtraMtime(local_extra);
+  if (!mtime) mtime = ExtraMtime(e.extra);
+  m.mtime_ns = mtime ? *mtime : DosTimeNs(e.dos_time, e.dos_date);
+  m.path = std::move(path);
+  SHARDFS_RETURN_IF_ERROR(FillData(e, data_at, &m));
+  if (m.kind == MemberKind::kFile) info->data_bytes += e.uncomp;
   ++info->members;
   return on_member(std::move(m));
 }

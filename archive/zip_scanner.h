@@ -74,7 +74,7 @@
 #include <functional>
 #include <string_view>
 
-#include "archive/tar_scanner.h"
+#include "archive/scanned_member.h"
 #include "base/status.h"
 
 namespace shardfs::archive {

@@ -1,7 +1,8 @@
-// Compressed tar streams: telling the codec from a shard's first bytes, and
-// decoding one interval between seek points (index/schema.h, "Compressed
-// tar shards"). The builder (archive/ctar_scanner.h) records the points; the
-// mount (reader/stream_reader.h) decodes an interval per cache miss.
+// Compressed tar streams: decoding one interval between seek points
+// (index/schema.h, "Compressed tar shards"). The builder
+// (archive/ctar_scanner.h, which tells a shard's codec by
+// archive/format_sniff.h) records the points; the mount
+// (reader/stream_reader.h) decodes an interval per cache miss.
 //
 // Thread-safe: every call owns its decoder state.
 #ifndef SHARDFS_CODEC_CTAR_CODEC_H_
@@ -34,22 +35,6 @@ inline constexpr uint64_t kMaxIntervalInputBytes = kMaxIntervalBytes + (kMaxInte
 // follows the dictionary the stream declares: `xz -9` uses 64 MiB, and a
 // header declaring more than this (up to 4 GiB) is refused, naming the shard.
 inline constexpr uint64_t kXzMemLimit = uint64_t{256} << 20;
-
-// Bytes of a shard's head that DetectCodec looks at: one tar block.
-inline constexpr size_t kCodecMagicBytes = 512;
-
-// Whether `block` (at least 512 bytes) is a tar header by GNU tar's test:
-// its checksum field (octal, spaces before, a space or NUL after) equals the
-// unsigned or the signed sum of the block, the field counted as spaces.
-bool ValidTarChecksum(std::string_view block);
-
-// The codec whose magic `head` (the first bytes of a file, possibly fewer
-// than kCodecMagicBytes) starts with: gzip 1f 8b, zstd 28 b5 2f fd (or a
-// skippable frame, 5? 2a 4d 18), xz fd '7zXZ' 00, bzip2 'BZh'. kNone
-// otherwise (a plain tar, or anything else: the tar scanner judges it), and
-// kNone if `head` holds a whole block with a valid tar header checksum, as
-// GNU tar checks before any magic (a first member named "BZh9...").
-index::Codec DetectCodec(std::string_view head);
 
 // Where the compressed bytes of interval `i` of `table` start (a deflate
 // point with bits starts one byte early) and the offset past which they

@@ -1,7 +1,8 @@
-// A compressed tar shard's whole decoded stream, for the tools that read
-// files of such shards by their decoded offsets (verify --full, pack
-// --from-index): decoded once, seek point by seek point as the mount does
-// (codec/ctar_codec.h), into an unnamed temporary file.
+// A compressed tar shard's whole decoded stream, for the commands that read
+// files of such shards by their decoded offsets (verify --full:
+// pack/verify.h; pack --from-index: pack/pack_from_index.h): decoded once,
+// seek point by seek point as the mount does (codec/ctar_codec.h), into an
+// unnamed temporary file.
 //
 // Thread-safe: each call owns its buffers and file.
 #ifndef SHARDFS_CODEC_DECODED_SHARD_H_

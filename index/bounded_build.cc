@@ -14,6 +14,7 @@
 #include "index/index_publish.h"
 #include "index/member_path.h"
 #include "index/tree_emitter.h"
+#include "index/tree_joiner.h"
 #include "index/view_store.h"
 
 namespace shardfs::index {
@@ -125,11 +126,6 @@ bool KeyBelow(std::string_view key, std::string_view dir) {
   return key.size() > prefix.size() && key.starts_with(prefix) && key[prefix.size()] != '\0';
 }
 
-bool IsAncestorOrSelf(std::string_view dir, std::string_view path) {
-  return dir.empty() || path == dir ||
-         (path.size() > dir.size() && path.starts_with(dir) && path[dir.size()] == '/');
-}
-
 // What a member costs in a chunk: itself (twice while the chunk is put in
 // archive order), its strings, and the tree builder's names, objects, nodes
 // and tables for it (measured: about 350 bytes).
@@ -137,262 +133,49 @@ size_t ChunkCost(const MemberEntry& m) {
   return 2 * sizeof(MemberEntry) + m.path.capacity() + m.link_target.capacity() + 350;
 }
 
-// The first few examples by archive position.
-class Examples {
+// Where the members' stream, in tree order, may be cut into chunks (see the
+// header): between two paths, where no path open above the cut is not
+// plain and no hard link's span reaches across it.
+class ChunkCutter {
  public:
-  void Offer(uint64_t seq, std::string text) {
-    if (items_.size() == kReportExamples && seq >= items_.back().first) return;
-    items_.emplace_back(seq, std::move(text));
-    std::sort(items_.begin(), items_.end());
-    if (items_.size() > kReportExamples) items_.pop_back();
-  }
-  std::vector<std::string> Take() {
-    std::vector<std::string> out;
-    for (auto& [seq, text] : items_) out.push_back(std::move(text));
-    return out;
+  // `link_spans`: the hard links' spans, sorted; must outlive the cutter.
+  explicit ChunkCutter(const std::vector<std::pair<std::string, std::string>>& link_spans)
+      : link_spans_(link_spans) {}
+
+  // Takes the next member `m`, of path key `path_key`. Returns true if the
+  // chunk so far may, and `over_budget` says should, end before it.
+  bool Next(std::string_view path_key, const MemberEntry& m, bool over_budget) {
+    bool cut = false;
+    if (path_key != current_) {
+      // The members of `current_` are all in: may the chunk end here?
+      if (!current_.empty() && !current_plain_ && current_ != kRootKey) {
+        not_plain_.push_back(current_);
+      }
+      while (!not_plain_.empty() && !KeyBelow(path_key, not_plain_.back())) {
+        not_plain_.pop_back();
+      }
+      while (next_span_ < link_spans_.size() && link_spans_[next_span_].first <= current_) {
+        span_end_ = std::max(span_end_, link_spans_[next_span_].second);
+        ++next_span_;
+      }
+      cut = over_budget && not_plain_.empty() && span_end_ < path_key;
+      current_.assign(path_key);
+      current_plain_ = true;
+    }
+    if (m.type != EntryType::kDir || m.is_hardlink) current_plain_ = false;
+    return cut;
   }
 
  private:
-  std::vector<std::pair<uint64_t, std::string>> items_;
+  const std::vector<std::pair<std::string, std::string>>& link_spans_;
+  std::string current_;                 // The path key (no position) of the last member.
+  bool current_plain_ = true;           // Whether every member of it so far is a directory.
+  std::vector<std::string> not_plain_;  // Open paths that are not plain (path keys).
+  size_t next_span_ = 0;
+  std::string span_end_;  // The last path key a hard link met so far reaches.
 };
 
 }  // namespace
-
-// Joins the chunks' trees into the keys of one tree (see the header).
-class TreeJoiner {
- public:
-  // Directories' 'I' keys go to `dir_inodes`, the others' to `inodes` (in
-  // inode order: their runs need no sort).
-  TreeJoiner(const std::vector<ShardMeta>& shards, RunWriter* dirents, RunWriter* inodes,
-             RunWriter* dir_inodes)
-      : shards_(shards),
-        dirents_(dirents),
-        inodes_(inodes),
-        dir_inodes_(dir_inodes),
-        shard_bytes_(shards.size(), 0) {}
-
-  // Replays a chunk (members in tree order, `seqs` their archive positions)
-  // and adds its tree.
-  Status AddChunk(std::vector<MemberEntry>* members, std::vector<uint64_t>* seqs,
-                  SparseExtents* extents);
-  // Puts a chunk (members, their positions, extents by member) in archive
-  // order.
-  static void SortByArchiveOrder(std::vector<MemberEntry>* members, std::vector<uint64_t>* seqs,
-                                 SparseExtents* extents);
-  // Replays a chunk in archive order and adds its tree.
-  Status AddTree(const std::vector<MemberEntry>& members, const std::vector<uint64_t>& seqs,
-                 const SparseExtents& extents);
-  // Closes every open directory.
-  Status Finish() {
-    while (!stack_.empty()) SHARDFS_RETURN_IF_ERROR(Pop());
-    counts_.max_inode = next_inode_ - 1;
-    return Status::Ok();
-  }
-
-  WriteStats Stats() {
-    WriteStats stats;
-    stats.files = counts_.files;
-    stats.dirs = counts_.dirs;
-    stats.synthesized_dirs = counts_.implied_dirs;
-    stats.symlinks = counts_.symlinks;
-    stats.hardlinks = counts_.hardlinks;
-    stats.bytes = counts_.bytes;
-    stats.replaced = replaced_;
-    stats.replaced_examples = replaced_examples_.Take();
-    stats.dropped = dropped_;
-    stats.dropped_examples = dropped_examples_.Take();
-    return stats;
-  }
-  const TreeCounts& counts() const { return counts_; }
-  bool all_checksummed() const { return all_checksummed_; }
-  bool any_sparse() const { return any_sparse_; }
-  bool any_encoded() const { return any_encoded_; }
-  const std::vector<uint64_t>& shard_bytes() const { return shard_bytes_; }
-
- private:
-  // A directory whose subtree is still streaming by.
-  struct OpenDir {
-    std::string path;
-    uint64_t inode = 0;
-    uint64_t parent_inode = 0;
-    uint32_t nlink = 2;
-    bool implied = false;
-    int64_t mtime_ns = INT64_MIN;  // Implied: the newest child's so far.
-    EntryRecord rec;
-  };
-
-  Status Put(RunWriter* w, std::string_view key, const EntryRecord& rec) {
-    EncodeEntry(rec, &value_);
-    return w->Add(key, value_);
-  }
-  Status PutDirent(uint64_t parent, std::string_view path, const EntryRecord& rec) {
-    return Put(dirents_, EncodeDirentKey(kDefaultView, InodeId{parent}, BaseName(path), dkey_),
-               rec);
-  }
-  Status PutInode(const EntryRecord& rec) {
-    return Put(rec.type == EntryType::kDir ? dir_inodes_ : inodes_,
-               EncodeInodeKey(kDefaultView, rec.inode, ikey_), rec);
-  }
-  void ChildMtime(int64_t mtime_ns) {
-    OpenDir& parent = stack_.back();
-    if (parent.implied) parent.mtime_ns = std::max(parent.mtime_ns, mtime_ns);
-  }
-  // Closes the innermost open directory: its keys, now that its link
-  // count and mtime are known.
-  Status Pop() {
-    OpenDir d = std::move(stack_.back());
-    stack_.pop_back();
-    d.rec.nlink = d.nlink;
-    if (d.implied) d.rec.mtime_ns = d.mtime_ns == INT64_MIN ? 0 : d.mtime_ns;
-    SHARDFS_RETURN_IF_ERROR(PutInode(d.rec));
-    if (stack_.empty()) return Status::Ok();  // The root has no name.
-    SHARDFS_RETURN_IF_ERROR(PutDirent(d.parent_inode, d.path, d.rec));
-    ChildMtime(d.implied ? d.mtime_ns : d.rec.mtime_ns);
-    return Status::Ok();
-  }
-
-  const std::vector<ShardMeta>& shards_;
-  RunWriter* dirents_;
-  RunWriter* inodes_;
-  RunWriter* dir_inodes_;
-  std::vector<OpenDir> stack_;
-  uint64_t next_inode_ = kRootInode.value;
-  TreeCounts counts_;
-  bool all_checksummed_ = true;
-  bool any_sparse_ = false;
-  bool any_encoded_ = false;
-  std::vector<uint64_t> shard_bytes_;
-  uint64_t replaced_ = 0;
-  uint64_t dropped_ = 0;
-  Examples replaced_examples_, dropped_examples_;
-  std::string value_;
-  DirentKeyBuffer dkey_;
-  InodeKeyBuffer ikey_;
-};
-
-Status TreeJoiner::AddChunk(std::vector<MemberEntry>* members_ptr, std::vector<uint64_t>* seqs_ptr,
-                            SparseExtents* extents) {
-  std::vector<MemberEntry>& members = *members_ptr;
-  std::vector<uint64_t>& seqs = *seqs_ptr;
-  // The tree builder replays in the order it is given: archive order (a
-  // chunk of a shard written in tree order is in it already).
-  if (!std::is_sorted(seqs.begin(), seqs.end())) SortByArchiveOrder(&members, &seqs, extents);
-  return AddTree(members, seqs, *extents);
-}
-
-void TreeJoiner::SortByArchiveOrder(std::vector<MemberEntry>* members_ptr,
-                                    std::vector<uint64_t>* seqs_ptr, SparseExtents* extents) {
-  std::vector<MemberEntry>& members = *members_ptr;
-  std::vector<uint64_t>& seqs = *seqs_ptr;
-  std::vector<uint32_t> order(members.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return seqs[a] < seqs[b]; });
-  {
-    std::vector<MemberEntry> by_seq;
-    by_seq.reserve(members.size());
-    std::vector<uint64_t> seq_by_seq;
-    seq_by_seq.reserve(members.size());
-    SparseExtents ext_by_seq;
-    for (uint32_t k = 0; k < order.size(); ++k) {
-      by_seq.push_back(std::move(members[order[k]]));
-      seq_by_seq.push_back(seqs[order[k]]);
-      if (!extents->empty()) {
-        auto it = extents->find(order[k]);
-        if (it != extents->end()) ext_by_seq[k] = std::move(it->second);
-      }
-    }
-    members.swap(by_seq);
-    seqs.swap(seq_by_seq);
-    extents->swap(ext_by_seq);
-  }
-}
-
-Status TreeJoiner::AddTree(const std::vector<MemberEntry>& members,
-                           const std::vector<uint64_t>& seqs, const SparseExtents& extents_ref) {
-  const SparseExtents* extents = &extents_ref;
-  const Tree tree = BuildTree(members);
-
-  // The report: counts, and examples by archive position.
-  replaced_ += tree.report.replaced;
-  for (size_t k = 0; k < tree.report.replaced_examples.size(); ++k) {
-    replaced_examples_.Offer(seqs[tree.report.replaced_example_members[k]],
-                             tree.report.replaced_examples[k]);
-  }
-  dropped_ += tree.report.refusals.size();
-  for (const Refusal& refusal : tree.report.refusals) {
-    const MemberEntry& m = members[refusal.member];
-    const std::string shard =
-        m.shard.value < shards_.size() ? RedactLocation(shards_[m.shard.value].path) : "?";
-    dropped_examples_.Offer(seqs[refusal.member],
-                            fmt::format("shard {}: member '{}' at byte {}: {}", shard, m.path,
-                                        m.header_offset, refusal.reason));
-  }
-
-  const TreeEmitter emitter(tree, members, *extents);
-  const HugeVector<TreeNode>& nodes = tree.nodes;
-  std::vector<uint64_t> inode_of(nodes.size(), 0);  // Global inodes of this chunk's nodes.
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    const TreeNode& n = nodes[k];
-    if (!stack_.empty() && IsAncestorOrSelf(n.path, stack_.back().path)) {
-      // A directory an earlier chunk opened (this chunk implied it again).
-      auto open = std::find_if(stack_.rbegin(), stack_.rend(),
-                               [&](const OpenDir& d) { return d.path == n.path; });
-      if (open == stack_.rend()) {
-        return Status::Corruption(fmt::format("bounded build: '{}' is not open", n.path));
-      }
-      inode_of[k] = open->inode;
-      continue;
-    }
-    while (!stack_.empty() && !IsAncestorOrSelf(stack_.back().path, n.path)) {
-      SHARDFS_RETURN_IF_ERROR(Pop());
-    }
-    if (k > 0 && stack_.empty()) {
-      return Status::Corruption(fmt::format("bounded build: '{}' has no open parent", n.path));
-    }
-    const uint64_t parent_inode = stack_.empty() ? kRootInode.value : stack_.back().inode;
-    if (n.hardlink) {
-      EntryRecord rec = emitter.Record(n);
-      rec.inode = InodeId{inode_of[n.link_node]};
-      rec.parent = InodeId{inode_of[nodes[n.link_node].parent_node]};
-      SHARDFS_RETURN_IF_ERROR(PutDirent(parent_inode, n.path, rec));
-      ChildMtime(rec.mtime_ns);
-      ++counts_.hardlinks;
-      continue;
-    }
-    const uint64_t inode = next_inode_++;
-    inode_of[k] = inode;
-    EntryRecord rec = emitter.Record(n);
-    rec.inode = InodeId{inode};
-    rec.parent = InodeId{parent_inode};
-    if (n.type == EntryType::kDir) {
-      if (!stack_.empty()) ++stack_.back().nlink;
-      ++counts_.dirs;
-      if (n.member == kImplied) ++counts_.implied_dirs;
-      OpenDir d;
-      d.path.assign(n.path);
-      d.inode = inode;
-      d.parent_inode = parent_inode;
-      d.implied = n.member == kImplied;
-      d.mtime_ns = d.implied ? INT64_MIN : rec.mtime_ns;
-      d.rec = std::move(rec);
-      stack_.push_back(std::move(d));
-      continue;
-    }
-    if (n.type == EntryType::kSymlink) ++counts_.symlinks;
-    if (n.type == EntryType::kFile) {
-      ++counts_.files;
-      counts_.bytes += rec.size;
-      if (!members[n.member].has_checksum) all_checksummed_ = false;
-      if (rec.flags & kEntrySparse) any_sparse_ = true;
-      if (rec.flags & kEntryEncoded) any_encoded_ = true;
-      if (rec.shard.value < shard_bytes_.size()) shard_bytes_[rec.shard.value] += StoredBytes(rec);
-    }
-    SHARDFS_RETURN_IF_ERROR(PutInode(rec));
-    SHARDFS_RETURN_IF_ERROR(PutDirent(parent_inode, n.path, rec));
-    ChildMtime(rec.mtime_ns);
-  }
-  return Status::Ok();
-}
 
 void MemberSpiller::BeginShard(ShardId shard) {
   shard_ = shard;
@@ -470,14 +253,7 @@ void BoundedIndexWriter::NoteRestart(ShardId shard, uint32_t generation) {
   generations_[shard.value] = generation;
 }
 
-Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
-                                              const WriteOptions& options) {
-  SHARDFS_RETURN_IF_ERROR(CheckOutputPath(out_path, options.force));
-  const auto start = std::chrono::steady_clock::now();
-  auto phase = [&](const char* what) {
-    log::Debug("bounded build: {} at {:.3f}s", what,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  };
+Result<std::vector<std::string>> BoundedIndexWriter::FlushSpillers() {
   std::vector<std::string> member_runs;
   for (auto& s : spillers_) {
     SHARDFS_RETURN_IF_ERROR(s->runs_.Flush());
@@ -485,19 +261,40 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
   }
   // Runs sort equal keys by run order; keys are unique (archive positions),
   // so the order of the runs does not matter.
+  return member_runs;
+}
+
+Status BoundedIndexWriter::ReadSpilled(std::string_view key, std::string_view value, MemberEntry* m,
+                                       uint64_t* seq, std::string* sparse, bool* current) const {
+  uint32_t generation = 0;
+  uint64_t slice = 0;
+  if (!DecodeMember(key, value, m, &generation, seq, sparse, &slice)) {
+    return Status::IoError(fmt::format("{}: a spilled member is damaged", dir_));
+  }
+  *current = true;
+  if (!generations_.empty()) {
+    auto it = generations_.find(m->shard.value);
+    if (generation != (it == generations_.end() ? 0 : it->second)) {
+      *current = false;
+      return Status::Ok();
+    }
+  }
+  if (slice != 0) {
+    auto it = slice_ids_.find(m->shard.value);
+    if (it == slice_ids_.end()) {
+      return Status::IoError(fmt::format(
+          "{}: a spilled member of a slice of shard {} with no slice ids", dir_, m->shard.value));
+    }
+    m->shard = ShardId{static_cast<uint32_t>(it->second + slice - 1)};
+  }
+  return Status::Ok();
+}
+
+Status BoundedIndexWriter::JoinMembers(const std::vector<std::string>& member_runs,
+                                       size_t read_buffer, TreeJoiner* joiner) {
   std::sort(link_spans_.begin(), link_spans_.end());
-
-  // The rest of the budget: a quarter for a chunk, an eighth for the 'D'
-  // keys and as much for the 'I' keys, a sixteenth for the merges' read
-  // buffers.
+  // The rest of the budget (see Finish): a quarter for a chunk.
   const size_t chunk_budget = static_cast<size_t>(memory_ / 4);
-  const size_t read_buffer =
-      std::clamp<size_t>(static_cast<size_t>(memory_ / 16 / 64), 16 << 10, 1 << 20);
-  RunWriter dirents(dir_, "dirents", static_cast<size_t>(memory_ / 8), &run_counter_);
-  RunWriter inodes(dir_, "inodes", static_cast<size_t>(memory_ / 16), &run_counter_);
-  RunWriter dir_inodes(dir_, "dir-inodes", static_cast<size_t>(memory_ / 16), &run_counter_);
-  TreeJoiner joiner(shards_, &dirents, &inodes, &dir_inodes);
-
   std::vector<MemberEntry> chunk;
   std::vector<uint64_t> seqs;
   SparseExtents extents;
@@ -506,7 +303,7 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
     if (chunk.empty()) return Status::Ok();
     ++chunks_;
     largest_chunk_ = std::max(largest_chunk_, chunk.size());
-    SHARDFS_RETURN_IF_ERROR(joiner.AddChunk(&chunk, &seqs, &extents));
+    SHARDFS_RETURN_IF_ERROR(joiner->AddChunk(&chunk, &seqs, &extents));
     chunk.clear();
     seqs.clear();
     extents.clear();
@@ -514,54 +311,20 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
     return Status::Ok();
   };
 
-  std::string current;                 // The path key (no position) of the last member.
-  bool current_plain = true;           // Whether every member of it so far is a directory.
-  std::vector<std::string> not_plain;  // Open paths that are not plain (path keys).
-  size_t next_span = 0;
-  std::string span_end;  // The last path key a hard link met so far reaches.
+  ChunkCutter cutter(link_spans_);
   MemberEntry m;
   std::string sparse;
   Status merged = MergeRuns(
       member_runs,
       [&](std::string_view key, std::string_view value) -> Status {
-        uint32_t generation = 0;
-        uint64_t seq = 0, slice = 0;
-        if (!DecodeMember(key, value, &m, &generation, &seq, &sparse, &slice)) {
-          return Status::IoError(fmt::format("{}: a spilled member is damaged", dir_));
-        }
-        if (!generations_.empty()) {
-          auto it = generations_.find(m.shard.value);
-          if (generation != (it == generations_.end() ? 0 : it->second)) return Status::Ok();
-        }
-        if (slice != 0) {
-          auto it = slice_ids_.find(m.shard.value);
-          if (it == slice_ids_.end()) {
-            return Status::IoError(
-                fmt::format("{}: a spilled member of a slice of shard {} with no slice ids", dir_,
-                            m.shard.value));
-          }
-          m.shard = ShardId{static_cast<uint32_t>(it->second + slice - 1)};
-        }
+        uint64_t seq = 0;
+        bool current = false;
+        SHARDFS_RETURN_IF_ERROR(ReadSpilled(key, value, &m, &seq, &sparse, &current));
+        if (!current) return Status::Ok();  // A scan that started over since.
         const std::string_view path_key = key.substr(0, key.size() - kSeqSize);
-        if (path_key != current) {
-          // The members of `current` are all in: may the chunk end here?
-          if (!current.empty() && !current_plain && current != kRootKey) {
-            not_plain.push_back(current);
-          }
-          while (!not_plain.empty() && !KeyBelow(path_key, not_plain.back())) {
-            not_plain.pop_back();
-          }
-          while (next_span < link_spans_.size() && link_spans_[next_span].first <= current) {
-            span_end = std::max(span_end, link_spans_[next_span].second);
-            ++next_span;
-          }
-          if (chunk_cost >= chunk_budget && not_plain.empty() && span_end < path_key) {
-            SHARDFS_RETURN_IF_ERROR(flush_chunk());
-          }
-          current.assign(path_key);
-          current_plain = true;
+        if (cutter.Next(path_key, m, chunk_cost >= chunk_budget)) {
+          SHARDFS_RETURN_IF_ERROR(flush_chunk());
         }
-        if (m.type != EntryType::kDir || m.is_hardlink) current_plain = false;
         if (static_cast<uint8_t>(value[1]) & (kSparse | kEncoded)) {
           extents[static_cast<uint32_t>(chunk.size())] = sparse;
         }
@@ -573,17 +336,14 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
       },
       read_buffer, dir_, "members");
   SHARDFS_RETURN_IF_ERROR(merged);
-  SHARDFS_RETURN_IF_ERROR(flush_chunk());
-  SHARDFS_RETURN_IF_ERROR(joiner.Finish());
-  SHARDFS_RETURN_IF_ERROR(dirents.Flush());
-  SHARDFS_RETURN_IF_ERROR(inodes.Flush());
-  SHARDFS_RETURN_IF_ERROR(dir_inodes.Flush());
-  std::vector<std::string> inode_runs = inodes.runs();
-  inode_runs.insert(inode_runs.end(), dir_inodes.runs().begin(), dir_inodes.runs().end());
-  phase("tree joined");
-  for (const std::string& run : member_runs) ::unlink(run.c_str());
+  return flush_chunk();
+}
 
-  WriteStats stats = joiner.Stats();
+Result<uint64_t> BoundedIndexWriter::Publish(const std::string& out_path,
+                                             const WriteOptions& options, const TreeJoiner& joiner,
+                                             const std::vector<std::string>& dirent_runs,
+                                             const std::vector<std::string>& inode_runs,
+                                             size_t read_buffer) {
   SHARDFS_ASSIGN_OR_RETURN(const fs::path out_abs, AbsoluteIndexPath(out_path));
   SHARDFS_ASSIGN_OR_RETURN(KeyValues small_kvs, ShardKeys(shards_, out_abs.parent_path().string()));
   for (auto& kv : MetaKeysOf(joiner.counts(), joiner.all_checksummed(), joiner.any_sparse(),
@@ -599,13 +359,44 @@ Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
                         const KvSink& put) {
     return MergeRuns(runs, put, read_buffer, dir_, prefix);
   };
-  SHARDFS_ASSIGN_OR_RETURN(
-      stats.index_bytes,
-      PublishTree(
-          out_path, out_abs,
-          [&](const KvSink& put) { return merge_into(dirents.runs(), "dirents", put); },
-          [&](const KvSink& put) { return merge_into(inode_runs, "inodes", put); }, small_kvs,
-          joiner.shard_bytes(), seek_kvs_));
+  return PublishTree(
+      out_path, out_abs, [&](const KvSink& put) { return merge_into(dirent_runs, "dirents", put); },
+      [&](const KvSink& put) { return merge_into(inode_runs, "inodes", put); }, small_kvs,
+      joiner.shard_bytes(), seek_kvs_);
+}
+
+Result<WriteStats> BoundedIndexWriter::Finish(const std::string& out_path,
+                                              const WriteOptions& options) {
+  SHARDFS_RETURN_IF_ERROR(CheckOutputPath(out_path, options.force));
+  const auto start = std::chrono::steady_clock::now();
+  auto phase = [&](const char* what) {
+    log::Debug("bounded build: {} at {:.3f}s", what,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  };
+  SHARDFS_ASSIGN_OR_RETURN(const std::vector<std::string> member_runs, FlushSpillers());
+
+  // The rest of the budget: a quarter for a chunk (JoinMembers), an eighth
+  // for the 'D' keys and as much for the 'I' keys, a sixteenth for the
+  // merges' read buffers.
+  const size_t read_buffer =
+      std::clamp<size_t>(static_cast<size_t>(memory_ / 16 / 64), 16 << 10, 1 << 20);
+  RunWriter dirents(dir_, "dirents", static_cast<size_t>(memory_ / 8), &run_counter_);
+  RunWriter inodes(dir_, "inodes", static_cast<size_t>(memory_ / 16), &run_counter_);
+  RunWriter dir_inodes(dir_, "dir-inodes", static_cast<size_t>(memory_ / 16), &run_counter_);
+  TreeJoiner joiner(shards_, &dirents, &inodes, &dir_inodes);
+  SHARDFS_RETURN_IF_ERROR(JoinMembers(member_runs, read_buffer, &joiner));
+  SHARDFS_RETURN_IF_ERROR(joiner.Finish());
+  SHARDFS_RETURN_IF_ERROR(dirents.Flush());
+  SHARDFS_RETURN_IF_ERROR(inodes.Flush());
+  SHARDFS_RETURN_IF_ERROR(dir_inodes.Flush());
+  std::vector<std::string> inode_runs = inodes.runs();
+  inode_runs.insert(inode_runs.end(), dir_inodes.runs().begin(), dir_inodes.runs().end());
+  phase("tree joined");
+  for (const std::string& run : member_runs) ::unlink(run.c_str());
+
+  WriteStats stats = joiner.Stats();
+  SHARDFS_ASSIGN_OR_RETURN(stats.index_bytes, Publish(out_path, options, joiner, dirents.runs(),
+                                                      inode_runs, read_buffer));
   phase("published");
   log::Debug("bounded build: {} chunks, the largest {} members", chunks_, largest_chunk_);
   return stats;

@@ -21,9 +21,10 @@
 // the budget: the bound holds for archives whose non-plain subtrees and hard
 // link spans are small, which is what tar archives of datasets are.
 //
-// Joining: inodes are numbered in tree order as the chunks' nodes stream
-// by; a directory's keys wait on a stack until its subtree is done (its
-// link count and, if implied, its mtime need all of it). Keys go to more
+// Joining (index/tree_joiner.h): inodes are numbered in tree order as the
+// chunks' nodes stream by; a directory's keys wait on a stack until its
+// subtree is done (its link count and, if implied, its mtime need all of
+// it). Keys go to more
 // external sorts ('D' keys by parent inode; 'I' keys by inode, those of
 // files and symlinks already in order), merged into the table files that
 // index_publish.h publishes (SstFileWriter, then one ingest): every table
@@ -45,6 +46,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -57,6 +59,7 @@
 namespace shardfs::index {
 
 class BoundedIndexWriter;
+class TreeJoiner;
 
 // Spills the members of the shards one thread scans. Not thread-safe: one
 // per thread.
@@ -126,11 +129,28 @@ class BoundedIndexWriter {
 
  private:
   friend class MemberSpiller;
-  friend class TreeJoiner;
   BoundedIndexWriter(std::string dir, uint64_t memory) : dir_(std::move(dir)), memory_(memory) {}
 
   void NoteLink(std::string lo, std::string hi);
   void NoteRestart(ShardId shard, uint32_t generation);
+
+  // Finish's steps, in order; each returns the Status Finish documents.
+  // Flushes every spiller; returns the member runs.
+  Result<std::vector<std::string>> FlushSpillers();
+  // Merges the member runs into one stream in tree order, cuts it into
+  // chunks (about a quarter of the budget each) and hands them to `joiner`.
+  Status JoinMembers(const std::vector<std::string>& member_runs, size_t read_buffer,
+                     TreeJoiner* joiner);
+  // Decodes a spilled member (key and value of a member run). *current is
+  // false for a member of a scan that started over since (a later
+  // generation of its shard holds it); a slice member gets its slice's id.
+  Status ReadSpilled(std::string_view key, std::string_view value, MemberEntry* m, uint64_t* seq,
+                     std::string* sparse, bool* current) const;
+  // Writes and publishes the index from the joined tree's runs and the
+  // small keys; returns the index's bytes.
+  Result<uint64_t> Publish(const std::string& out_path, const WriteOptions& options,
+                           const TreeJoiner& joiner, const std::vector<std::string>& dirent_runs,
+                           const std::vector<std::string>& inode_runs, size_t read_buffer);
 
   std::string dir_;
   uint64_t memory_;

@@ -20,7 +20,6 @@
 #include "base/parse.h"
 #include "base/strings.h"
 #include "index/db_options.h"
-#include "index/index_reader_union.h"
 #include "index/member_path.h"
 #include "index/rank_partition.h"
 #include "index/rocks_util.h"

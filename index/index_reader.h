@@ -220,9 +220,13 @@ class IndexReader {
   // Whether directory `dir` holds something of this rank (memoised).
   bool DirInRank(InodeId dir) const;
 
-  // A manifest (index_reader_union.cc): the union of its partitions.
+  // A manifest (index_reader_union.cc): the union of its partitions. Only
+  // that file knows a Union whole, so it also deletes one.
   struct Union;
-  std::unique_ptr<Union> union_;
+  struct UnionDeleter {
+    void operator()(Union* u) const;
+  };
+  std::unique_ptr<Union, UnionDeleter> union_;
   static Result<std::unique_ptr<IndexReader>> OpenManifest(const std::string& path,
                                                            const ReaderOptions& options);
   Status UnionLookup(InodeId parent, std::string_view name, EntryRecord* rec,

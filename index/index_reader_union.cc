@@ -3,8 +3,6 @@
 // records, so no question costs a scan: a lookup in a union directory is a
 // lookup per copy (from the last partition back), a listing one merge of the
 // copies' listings, and everything else one partition's answer renumbered.
-#include "index/index_reader_union.h"
-
 #include <rocksdb/db.h>
 #include <sys/stat.h>
 #include <xxhash.h>
@@ -22,6 +20,96 @@
 
 namespace shardfs::index {
 namespace fs = std::filesystem;
+
+// Immutable after OpenManifest; shared by every thread without a lock.
+struct IndexReader::Union {
+  Manifest manifest;
+  size_t tree = 0;
+  bool ranked = false;
+  std::vector<std::unique_ptr<IndexReader>> parts;  // nullptr: not opened (another rank's).
+  std::vector<uint64_t> bases;                      // Inodes before partition p; [P] = all.
+  std::vector<uint32_t> shard_bases;                // Shards before partition p.
+  std::vector<InodeSet> hidden;
+  std::unordered_map<uint64_t, size_t> dirs;      // Global inode -> its union_dirs index.
+  std::unordered_map<uint64_t, uint64_t> copies;  // Key(p, local) -> global inode.
+  std::unordered_map<uint64_t, uint32_t> nlinks;  // Key(p, local) -> link count.
+
+  const ManifestTree& t() const { return manifest.trees[tree]; }
+
+  // The steps of OpenManifest, in order; each returns the Status Open
+  // documents. `path` is the manifest's, for messages.
+  // Fills bases and shard_bases from the tree's per-partition counts.
+  Status LayOut(const std::string& path);
+  // With a rank partition: which partitions to open (*open), each
+  // partition's shard ranks (*ranks, empty without one) and r->shard_ranks_.
+  Status ChooseParts(const ReaderOptions& options, IndexReader* r,
+                     std::vector<std::vector<uint32_t>>* ranks, std::vector<bool>* open);
+  // Opens the partitions marked in `open` (placeholders for the others),
+  // appending their shards to r's shard table, and decodes hidden.
+  Status OpenParts(const std::string& path, const ReaderOptions& options,
+                   const std::vector<std::vector<uint32_t>>& ranks, const std::vector<bool>& open,
+                   IndexReader* r);
+  // Fills dirs, copies and nlinks from the tree; Corruption if a union
+  // directory is not well formed or the root is missing.
+  Status IndexDirs(const std::string& path);
+  // The union's version, counts and meta values, as r answers them.
+  void Describe(IndexReader* r) const;
+
+  static uint64_t Key(uint32_t p, uint64_t local) { return uint64_t{p} << 48 | local; }
+  // REQUIRES: 1 <= global <= bases.back().
+  uint32_t PartitionOf(uint64_t global) const {
+    auto it = std::lower_bound(bases.begin() + 1, bases.end(), global);
+    return static_cast<uint32_t>(it - bases.begin() - 1);
+  }
+  const UnionDir* FindDir(uint64_t global) const {
+    auto it = dirs.find(global);
+    return it == dirs.end() ? nullptr : &t().union_dirs[it->second];
+  }
+  // Renumbers a partition's record into the union's numbers.
+  void Translate(uint32_t p, EntryRecord* rec) const {
+    if (rec->type == EntryType::kDir) {
+      if (auto it = copies.find(Key(p, rec->inode.value)); it != copies.end()) {
+        *rec = FindDir(it->second)->record;
+        return;
+      }
+    }
+    const uint64_t local = rec->inode.value;
+    rec->inode = InodeId{bases[p] + local};
+    auto parent = copies.find(Key(p, rec->parent.value));
+    rec->parent = InodeId{parent != copies.end() ? parent->second : bases[p] + rec->parent.value};
+    if (rec->type != EntryType::kDir) {
+      if (auto n = nlinks.find(Key(p, local)); n != nlinks.end()) rec->nlink = n->second;
+    }
+    if (rec->type == EntryType::kFile) rec->shard = ShardId{shard_bases[p] + rec->shard.value};
+  }
+  // A union directory is shown if a copy of it is (a rank shows a directory
+  // holding something of the rank).
+  bool Visible(const UnionDir& d) const {
+    if (!ranked || d.record.inode == kRootInode) return true;
+    for (const auto& [p, local] : d.copies) {
+      EntryRecord rec;
+      RecordHolder holder;
+      if (parts[p] && parts[p]->GetInode(InodeId{local}, &rec, &holder).ok()) return true;
+    }
+    return false;
+  }
+  // The entry a name of a union directory resolves to among candidates in
+  // partition order, from the last back: a union directory, or the first
+  // entry the union does not hide. False if none.
+  bool Pick(uint32_t p, EntryRecord* rec) const {
+    if (rec->type == EntryType::kDir && copies.contains(Key(p, rec->inode.value))) {
+      const UnionDir* d = FindDir(copies.at(Key(p, rec->inode.value)));
+      if (!Visible(*d)) return false;
+      *rec = d->record;
+      return true;
+    }
+    if (hidden[p].Contains(rec->inode.value)) return false;
+    Translate(p, rec);
+    return true;
+  }
+};
+
+void IndexReader::UnionDeleter::operator()(Union* u) const { delete u; }
 
 namespace {
 
@@ -57,63 +145,75 @@ Result<const ManifestTree*> FindTree(const Manifest& m, const std::string& path,
   return Status::NotFound(fmt::format("manifest {}: no view '{}'", path, name));
 }
 
+// InvalidArgument, prefixed by `where`, unless partition `pr` is still the
+// index the manifest recorded as `mp` (its identity, shards and inodes).
+Status CheckPartition(const std::string& where, const ManifestPartition& mp, uint64_t max_inode,
+                      const IndexReader& pr) {
+  if ((!mp.db_identity.empty() && pr.db_identity() != mp.db_identity) ||
+      pr.shards().size() != mp.shard_count || pr.max_inode() != max_inode) {
+    return Status::InvalidArgument(
+        fmt::format("{}: the index changed since the manifest was made (identity {}, {} shards, {} "
+                    "inodes; the manifest says {}, {}, {}); make the manifest again",
+                    where, pr.db_identity(), pr.shards().size(), pr.max_inode(), mp.db_identity,
+                    mp.shard_count, max_inode));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
-Result<std::unique_ptr<IndexReader>> IndexReader::OpenManifest(const std::string& path,
-                                                               const ReaderOptions& options) {
-  SHARDFS_ASSIGN_OR_RETURN(Manifest m, ReadManifest(path));
-  std::unique_ptr<IndexReader> r(new IndexReader());
-  r->path_ = path;
-  const std::string encoded = EncodeManifest(m);
-  r->db_identity_ = fmt::format("manifest-{:016x}", XXH3_64bits(encoded.data(), encoded.size()));
-  auto u = std::make_unique<Union>();
-  u->manifest = std::move(m);
-  const Manifest& man = u->manifest;
-  const size_t nparts = man.partitions.size();
-  SHARDFS_ASSIGN_OR_RETURN(const ManifestTree* tree, FindTree(man, path, options.view, &u->tree));
-  const ManifestTree& t = *tree;
-
-  u->bases.push_back(0);
-  u->shard_bases.push_back(0);
-  for (size_t p = 0; p < nparts; ++p) {
-    if (t.part_max_inode[p] == 0 || t.part_max_inode[p] >= (uint64_t{1} << 48) ||
-        u->bases.back() > (uint64_t{1} << 62)) {
+Status IndexReader::Union::LayOut(const std::string& path) {
+  const ManifestTree& tr = t();
+  bases.push_back(0);
+  shard_bases.push_back(0);
+  for (size_t p = 0; p < manifest.partitions.size(); ++p) {
+    if (tr.part_max_inode[p] == 0 || tr.part_max_inode[p] >= (uint64_t{1} << 48) ||
+        bases.back() > (uint64_t{1} << 62)) {
       return Status::Corruption(fmt::format("manifest {}: {}: partition {} has {} inodes", path,
-                                            t.label(), p, t.part_max_inode[p]));
+                                            tr.label(), p, tr.part_max_inode[p]));
     }
-    u->bases.push_back(u->bases.back() + t.part_max_inode[p]);
-    u->shard_bases.push_back(u->shard_bases.back() + man.partitions[p].shard_count);
+    bases.push_back(bases.back() + tr.part_max_inode[p]);
+    shard_bases.push_back(shard_bases.back() + manifest.partitions[p].shard_count);
   }
-  const uint64_t total = u->bases.back();
+  return Status::Ok();
+}
 
-  // Which partitions this reader needs: with a rank partition, only those
-  // holding shards of the rank (all when every directory is kept).
-  std::vector<std::vector<uint32_t>> ranks;
-  std::vector<bool> open(nparts, true);
-  if (options.world != 0) {
-    if (options.rank >= options.world) {
-      return Status::InvalidArgument(fmt::format("rank {} of world {}: expected a rank below {}",
-                                                 options.rank, options.world, options.world));
-    }
-    u->ranked = true;
-    std::vector<std::vector<uint64_t>> bytes = t.shard_bytes;
-    for (size_t p = 0; p < nparts; ++p) bytes[p].resize(man.partitions[p].shard_count, 0);
-    ranks = AssignPartitionShardsToRanks(bytes, options.world, options.seed);
-    for (size_t p = 0; p < nparts; ++p) {
-      open[p] = options.rank_keep_dirs ||
-                std::find(ranks[p].begin(), ranks[p].end(), options.rank) != ranks[p].end();
-      r->shard_ranks_.insert(r->shard_ranks_.end(), ranks[p].begin(), ranks[p].end());
-    }
+Status IndexReader::Union::ChooseParts(const ReaderOptions& options, IndexReader* r,
+                                       std::vector<std::vector<uint32_t>>* ranks,
+                                       std::vector<bool>* open) {
+  const size_t nparts = manifest.partitions.size();
+  open->assign(nparts, true);
+  if (options.world == 0) return Status::Ok();
+  if (options.rank >= options.world) {
+    return Status::InvalidArgument(fmt::format("rank {} of world {}: expected a rank below {}",
+                                               options.rank, options.world, options.world));
   }
+  ranked = true;
+  std::vector<std::vector<uint64_t>> bytes = t().shard_bytes;
+  for (size_t p = 0; p < nparts; ++p) bytes[p].resize(manifest.partitions[p].shard_count, 0);
+  *ranks = AssignPartitionShardsToRanks(bytes, options.world, options.seed);
+  for (size_t p = 0; p < nparts; ++p) {
+    const std::vector<uint32_t>& rp = (*ranks)[p];
+    (*open)[p] =
+        options.rank_keep_dirs || std::find(rp.begin(), rp.end(), options.rank) != rp.end();
+    r->shard_ranks_.insert(r->shard_ranks_.end(), rp.begin(), rp.end());
+  }
+  return Status::Ok();
+}
 
+Status IndexReader::Union::OpenParts(const std::string& path, const ReaderOptions& options,
+                                     const std::vector<std::vector<uint32_t>>& ranks,
+                                     const std::vector<bool>& open, IndexReader* r) {
+  const ManifestTree& tr = t();
+  const size_t nparts = manifest.partitions.size();
   std::error_code ec;
   fs::path abs = fs::absolute(path, ec).lexically_normal();
   if (ec) return Status::IoError(fmt::format("manifest {}: {}", path, ec.message()));
   const std::string base = abs.parent_path().string() + "/";
   size_t opened = std::count(open.begin(), open.end(), true);
-  u->parts.resize(nparts);
+  parts.resize(nparts);
   for (uint32_t p = 0; p < nparts; ++p) {
-    const ManifestPartition& mp = man.partitions[p];
+    const ManifestPartition& mp = manifest.partitions[p];
     const std::string where = fmt::format("manifest {}: partition {} ({})", path, p, mp.ref);
     if (open[p]) {
       Result<std::string> local = options.resolve_partition
@@ -122,7 +222,7 @@ Result<std::unique_ptr<IndexReader>> IndexReader::OpenManifest(const std::string
       if (!local.ok()) return local.status().WithContext(where);
       ReaderOptions po;
       po.block_cache_bytes = std::max<size_t>(options.block_cache_bytes / opened, 1 << 20);
-      po.view = t.part_views[p];
+      po.view = tr.part_views[p];
       po.preload = options.preload;
       if (options.world != 0) {
         po.rank = options.rank;
@@ -133,71 +233,93 @@ Result<std::unique_ptr<IndexReader>> IndexReader::OpenManifest(const std::string
       }
       Result<std::unique_ptr<IndexReader>> part = Open(*local, po);
       if (!part.ok()) return part.status().WithContext(where);
+      SHARDFS_RETURN_IF_ERROR(CheckPartition(where, mp, tr.part_max_inode[p], **part));
       const IndexReader& pr = **part;
-      if ((!mp.db_identity.empty() && pr.db_identity() != mp.db_identity) ||
-          pr.shards().size() != mp.shard_count || pr.max_inode() != t.part_max_inode[p]) {
-        return Status::InvalidArgument(fmt::format(
-            "{}: the index changed since the manifest was made (identity {}, {} shards, {} "
-            "inodes; the manifest says {}, {}, {}); make the manifest again",
-            where, pr.db_identity(), pr.shards().size(), pr.max_inode(), mp.db_identity,
-            mp.shard_count, t.part_max_inode[p]));
-      }
       for (uint32_t s = 0; s < pr.shards().size(); ++s) {
         r->shards_.push_back(pr.shards()[s]);
         r->shard_paths_.push_back(pr.ShardPath(ShardId{s}));
       }
-      u->parts[p] = std::move(*part);
+      parts[p] = std::move(*part);
     } else {
       // Another rank's: never read, so a placeholder that no record can use.
       r->shards_.resize(r->shards_.size() + mp.shard_count);
       r->shard_paths_.resize(r->shard_paths_.size() + mp.shard_count);
     }
-    SHARDFS_ASSIGN_OR_RETURN(InodeSet set, InodeSet::Decode(t.hidden[p]));
-    u->hidden.push_back(std::move(set));
+    SHARDFS_ASSIGN_OR_RETURN(InodeSet set, InodeSet::Decode(tr.hidden[p]));
+    hidden.push_back(std::move(set));
   }
+  return Status::Ok();
+}
 
-  for (size_t i = 0; i < t.union_dirs.size(); ++i) {
-    const UnionDir& d = t.union_dirs[i];
+Status IndexReader::Union::IndexDirs(const std::string& path) {
+  const ManifestTree& tr = t();
+  const uint64_t total = bases.back();
+  for (size_t i = 0; i < tr.union_dirs.size(); ++i) {
+    const UnionDir& d = tr.union_dirs[i];
     const uint64_t g = d.record.inode.value;
     bool bad = g == 0 || g > total || d.record.parent.value == 0 || d.record.parent.value > total ||
-               d.record.nlink < 2 || d.copies.empty() || !u->dirs.emplace(g, i).second;
+               d.record.nlink < 2 || d.copies.empty() || !dirs.emplace(g, i).second;
     for (const auto& [p, local] : d.copies) {
-      bad = bad || local == 0 || local > t.part_max_inode[p] ||
-            !u->copies.emplace(Union::Key(p, local), g).second;
+      bad = bad || local == 0 || local > tr.part_max_inode[p] ||
+            !copies.emplace(Key(p, local), g).second;
     }
-    if (!bad) bad = u->bases[d.copies.front().first] + d.copies.front().second != g;
+    if (!bad) bad = bases[d.copies.front().first] + d.copies.front().second != g;
     if (bad) {
       return Status::Corruption(fmt::format(
-          "manifest {}: {}: union directory {} is not well formed", path, t.label(), g));
+          "manifest {}: {}: union directory {} is not well formed", path, tr.label(), g));
     }
   }
-  if (!u->dirs.contains(kRootInode.value)) {
-    return Status::Corruption(fmt::format("manifest {}: {}: no root", path, t.label()));
+  if (!dirs.contains(kRootInode.value)) {
+    return Status::Corruption(fmt::format("manifest {}: {}: no root", path, tr.label()));
   }
-  for (const NlinkOverride& n : t.nlinks) {
-    u->nlinks[Union::Key(n.partition, n.inode)] = n.nlink;
-  }
+  for (const NlinkOverride& n : tr.nlinks) nlinks[Key(n.partition, n.inode)] = n.nlink;
+  return Status::Ok();
+}
 
+void IndexReader::Union::Describe(IndexReader* r) const {
+  const ManifestTree& tr = t();
+  const uint64_t total = bases.back();
   r->max_inode_ = total;
   VersionInfo& v = r->version_;
-  v.name = t.name;
-  v.version = t.version;
-  v.record = TreeRecord(t, static_cast<uint32_t>(u->tree));
+  v.name = tr.name;
+  v.version = tr.version;
+  v.record = TreeRecord(tr, static_cast<uint32_t>(tree));
   v.record.shard_count = static_cast<uint32_t>(r->shards_.size());
   r->meta_[std::string(kMetaSchemaVersion)] = std::to_string(kSchemaVersion);
-  r->meta_[std::string(kMetaFiles)] = std::to_string(t.files);
-  r->meta_[std::string(kMetaDirs)] = std::to_string(t.dirs);
-  r->meta_[std::string(kMetaSymlinks)] = std::to_string(t.symlinks);
-  r->meta_[std::string(kMetaBytes)] = std::to_string(t.bytes);
+  r->meta_[std::string(kMetaFiles)] = std::to_string(tr.files);
+  r->meta_[std::string(kMetaDirs)] = std::to_string(tr.dirs);
+  r->meta_[std::string(kMetaSymlinks)] = std::to_string(tr.symlinks);
+  r->meta_[std::string(kMetaBytes)] = std::to_string(tr.bytes);
   r->meta_[std::string(kMetaMaxInode)] = std::to_string(total);
-  r->meta_["partitions"] = std::to_string(nparts);
+  r->meta_["partitions"] = std::to_string(manifest.partitions.size());
   std::string checksums;
-  for (const auto& part : u->parts) {
+  for (const auto& part : parts) {
     if (!part) continue;
     std::string c = part->Meta(kMetaChecksums);
     checksums = checksums.empty() || checksums == c ? c : "mixed";
   }
   if (!checksums.empty()) r->meta_[std::string(kMetaChecksums)] = checksums;
+}
+
+Result<std::unique_ptr<IndexReader>> IndexReader::OpenManifest(const std::string& path,
+                                                               const ReaderOptions& options) {
+  SHARDFS_ASSIGN_OR_RETURN(Manifest m, ReadManifest(path));
+  std::unique_ptr<IndexReader> r(new IndexReader());
+  r->path_ = path;
+  const std::string encoded = EncodeManifest(m);
+  r->db_identity_ = fmt::format("manifest-{:016x}", XXH3_64bits(encoded.data(), encoded.size()));
+  std::unique_ptr<Union, UnionDeleter> u(new Union());
+  u->manifest = std::move(m);
+  SHARDFS_RETURN_IF_ERROR(FindTree(u->manifest, path, options.view, &u->tree).status());
+  SHARDFS_RETURN_IF_ERROR(u->LayOut(path));
+  // Which partitions this reader needs: with a rank partition, only those
+  // holding shards of the rank (all when every directory is kept).
+  std::vector<std::vector<uint32_t>> ranks;
+  std::vector<bool> open;
+  SHARDFS_RETURN_IF_ERROR(u->ChooseParts(options, r.get(), &ranks, &open));
+  SHARDFS_RETURN_IF_ERROR(u->OpenParts(path, options, ranks, open, r.get()));
+  SHARDFS_RETURN_IF_ERROR(u->IndexDirs(path));
+  u->Describe(r.get());
   r->union_ = std::move(u);
   r->catalog_ = std::make_unique<Catalog>(&r->union_->manifest, path);
   return r;

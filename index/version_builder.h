@@ -1,8 +1,8 @@
 // A new version of a view, edited in memory from a source version and
 // stored as its difference from default@1 (index/schema.h, "Views and
-// versions"). The tools decide what to remove and move (builder/view_create.h)
-// or add (builder/index_add.h); this unit keeps the tree consistent and works
-// out the keys.
+// versions"). The builder decides what to remove and move
+// (builder/view_create.h) or add (builder/index_add.h); this unit keeps the
+// tree consistent and works out the keys.
 //
 // The whole source tree is loaded, one node per name, children of a
 // directory contiguous and in name order. Edits mark nodes removed or moved

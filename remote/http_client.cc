@@ -371,7 +371,7 @@ class TextExchange final : public Exchange {
 HttpClient::HttpClient(FetchOptions options, AwsConfig config, RequestStats* stats)
     : options_(std::move(options)),
       config_(std::move(config)),
-      impl_(std::make_unique<Impl>(options_, config_, stats)) {}
+      impl_(std::make_unique<HttpTransfer>(options_, config_, stats)) {}
 
 HttpClient::~HttpClient() = default;
 

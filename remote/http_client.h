@@ -27,63 +27,22 @@
 #ifndef SHARDFS_REMOTE_HTTP_CLIENT_H_
 #define SHARDFS_REMOTE_HTTP_CLIENT_H_
 
-#include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "base/status.h"
 #include "remote/aws_config.h"
+#include "remote/fetch_options.h"
 #include "remote/request_stats.h"
 #include "remote/url.h"
 
 namespace shardfs::remote {
 
-struct FetchOptions {
-  // Total time one call may spend, retries and waits included. The last
-  // attempt is cut off at the budget's end.
-  std::chrono::milliseconds retry_budget{30'000};
-  std::chrono::milliseconds connect_timeout{5'000};
-  // An attempt that receives no byte for this long fails as a stall and is
-  // retried. Counted from the end of connect_timeout for the first byte.
-  std::chrono::milliseconds stall_timeout{10'000};
-  std::chrono::milliseconds initial_backoff{50};
-  std::chrono::milliseconds max_backoff{2'000};
-  // CA bundle for https. Empty: env CURL_CA_BUNDLE, else env SSL_CERT_FILE,
-  // else the system bundle.
-  std::string ca_file;
-  // When set and true, a call stops within about 20 ms (between attempts, in
-  // a backoff wait, or mid-transfer) and returns IoError "... cancelled".
-  // Must outlive the client.
-  const std::atomic<bool>* cancel = nullptr;
-  // Accept a response that has no ETag although the index holds one (or no
-  // Last-Modified, for an object indexed with only that) on its size and
-  // range alone: a replaced object of the same size is then served. A
-  // Last-Modified that differs still fails. -o trust_responses_without_etag.
-  bool trust_responses_without_etag = false;
-};
-
-// What the index recorded of a remote object. Every response with its bytes
-// must show it is still that object.
-struct ExpectedObject {
-  uint64_t size = 0;
-  std::string_view etag;  // Sent as If-Match; "" when the index has none.
-  int64_t mtime_ns = 0;   // Last-Modified when indexed; 0 when it had none.
-};
-
-struct ObjectInfo {
-  uint64_t size = 0;
-  std::string etag;      // As the server sent it, quotes included; may be empty.
-  int64_t mtime_ns = 0;  // From Last-Modified; 0 when absent.
-};
-
-// Receives a body in order; a non-ok Status stops the transfer and is
-// returned by the call.
-using Sink = std::function<Status(const char* data, size_t len)>;
+// The transfer machinery behind one client (remote/http_transfer.h).
+struct HttpTransfer;
 
 // One per thread: NOT thread-safe. It owns one libcurl handle, so
 // connections to a server are kept alive and reused between calls. Several
@@ -145,10 +104,9 @@ class HttpClient {
   const AwsConfig& aws_config() const { return config_; }
 
  private:
-  struct Impl;
   FetchOptions options_;
   AwsConfig config_;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<HttpTransfer> impl_;
 };
 
 }  // namespace shardfs::remote

@@ -130,16 +130,16 @@ std::string DescribeErrorBody(std::string_view body) {
 
 }  // namespace
 
-size_t HttpClient::Impl::OnHeader(char* data, size_t size, size_t n, void* self_ptr) {
-  auto* self = static_cast<Impl*>(self_ptr);
+size_t HttpTransfer::OnHeader(char* data, size_t size, size_t n, void* self_ptr) {
+  auto* self = static_cast<HttpTransfer*>(self_ptr);
   const size_t len = size * n;
   self->stall_deadline = Clock::now() + self->options.stall_timeout;
   ParseHeaderLine(std::string_view(data, len), &self->head);
   return len;
 }
 
-size_t HttpClient::Impl::OnWrite(char* data, size_t size, size_t n, void* self_ptr) {
-  auto* self = static_cast<Impl*>(self_ptr);
+size_t HttpTransfer::OnWrite(char* data, size_t size, size_t n, void* self_ptr) {
+  auto* self = static_cast<HttpTransfer*>(self_ptr);
   const size_t len = size * n;
   self->stall_deadline = Clock::now() + self->options.stall_timeout;
   if (!self->judged) {
@@ -209,9 +209,9 @@ Verdict FromCurlCode(CURLcode rc, const char* detail) {
 
 }  // namespace
 
-curl_slist* HttpClient::Impl::SetUpTransfer(const RemoteUrl& url, const std::string& request_url,
-                                            const Request& req, bool head_only,
-                                            Clock::time_point deadline) {
+curl_slist* HttpTransfer::SetUpTransfer(const RemoteUrl& url, const std::string& request_url,
+                                        const Request& req, bool head_only,
+                                        Clock::time_point deadline) {
   curl->easy_reset(easy);  // Keeps the live connections.
   curl->easy_setopt(easy, CURLOPT_URL, request_url.c_str());
   // Keys such as "a/../b" or "a//b" are object names, not paths to tidy.
@@ -224,9 +224,9 @@ curl_slist* HttpClient::Impl::SetUpTransfer(const RemoteUrl& url, const std::str
   const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
   curl->easy_setopt(easy, CURLOPT_TIMEOUT_MS,
                     static_cast<long>(std::max<int64_t>(1, left.count())));
-  curl->easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Impl::OnHeader);
+  curl->easy_setopt(easy, CURLOPT_HEADERFUNCTION, &HttpTransfer::OnHeader);
   curl->easy_setopt(easy, CURLOPT_HEADERDATA, this);
-  curl->easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Impl::OnWrite);
+  curl->easy_setopt(easy, CURLOPT_WRITEFUNCTION, &HttpTransfer::OnWrite);
   curl->easy_setopt(easy, CURLOPT_WRITEDATA, this);
   if (head_only) curl->easy_setopt(easy, CURLOPT_NOBODY, 1L);
   if (!req.range.empty()) curl->easy_setopt(easy, CURLOPT_RANGE, req.range.c_str());
@@ -268,7 +268,7 @@ curl_slist* HttpClient::Impl::SetUpTransfer(const RemoteUrl& url, const std::str
   return headers;
 }
 
-HttpClient::Impl::Cut HttpClient::Impl::Perform(std::optional<CURLcode>* rc) {
+HttpTransfer::Cut HttpTransfer::Perform(std::optional<CURLcode>* rc) {
   Cut cut = Cut::kNone;
   curl->multi_add_handle(multi, easy);
   for (;;) {
@@ -299,9 +299,9 @@ HttpClient::Impl::Cut HttpClient::Impl::Perform(std::optional<CURLcode>* rc) {
   return cut;
 }
 
-Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& request_url,
-                                  const Request& req, bool head_only, Exchange& ex,
-                                  Clock::time_point deadline) {
+Verdict HttpTransfer::Attempt(const RemoteUrl& url, const std::string& request_url,
+                              const Request& req, bool head_only, Exchange& ex,
+                              Clock::time_point deadline) {
   exchange = &ex;
   head = ResponseHead();
   judged = false;
@@ -332,8 +332,8 @@ Verdict HttpClient::Impl::Attempt(const RemoteUrl& url, const std::string& reque
   return Conclude(url, ex, cut, rc);
 }
 
-Verdict HttpClient::Impl::Conclude(const RemoteUrl& url, Exchange& ex, Cut cut,
-                                   std::optional<CURLcode> rc) {
+Verdict HttpTransfer::Conclude(const RemoteUrl& url, Exchange& ex, Cut cut,
+                               std::optional<CURLcode> rc) {
   Verdict v;
   if (cut == Cut::kCancel) {
     Verdict cancelled = Verdict::Fail(Status::IoError("cancelled"), ErrorKind::kOther);
@@ -389,8 +389,8 @@ Verdict HttpClient::Impl::Conclude(const RemoteUrl& url, Exchange& ex, Cut cut,
   return v;
 }
 
-Status HttpClient::Impl::Run(const RemoteUrl& url, std::string_view query, bool head_only,
-                             Exchange& ex) {
+Status HttpTransfer::Run(const RemoteUrl& url, std::string_view query, bool head_only,
+                         Exchange& ex) {
   const std::string what = url.Redacted();
   if (easy == nullptr || multi == nullptr) {
     return Status::IoError(fmt::format(

@@ -1,6 +1,6 @@
 // What one HttpClient call is made of, shared by its two halves:
 // http_client.cc asks and judges (the Exchange kinds: a range, a HEAD, a
-// stream, a small text), http_transfer.cc moves the bytes (HttpClient::Impl:
+// stream, a small text), http_transfer.cc moves the bytes (HttpTransfer:
 // one libcurl easy handle, attempts, retries in the budget, header parsing).
 // Internal to remote/: nothing outside this folder includes it.
 #ifndef SHARDFS_REMOTE_HTTP_TRANSFER_H_
@@ -14,9 +14,12 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "remote/aws_config.h"
 #include "remote/curl_api.h"
-#include "remote/http_client.h"
+#include "remote/fetch_options.h"
+#include "remote/request_stats.h"
 #include "remote/retry.h"
+#include "remote/url.h"
 
 namespace shardfs::remote {
 
@@ -82,8 +85,10 @@ class Exchange {
   virtual Verdict Finish(const ResponseHead& h) = 0;
 };
 
-struct HttpClient::Impl {
-  Impl(const FetchOptions& o, const AwsConfig& c, RequestStats* s)
+// The transfer machinery of one HttpClient (its impl_): NOT thread-safe,
+// like the client.
+struct HttpTransfer {
+  HttpTransfer(const FetchOptions& o, const AwsConfig& c, RequestStats* s)
       : options(o),
         config(c),
         stats(s),
@@ -94,7 +99,7 @@ struct HttpClient::Impl {
       multi = curl->multi_init();
     }
   }
-  ~Impl() {
+  ~HttpTransfer() {
     if (multi != nullptr) curl->multi_cleanup(multi);
     if (easy != nullptr) curl->easy_cleanup(easy);
   }

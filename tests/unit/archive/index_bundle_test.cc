@@ -1,5 +1,5 @@
 // Index bundles (archive/index_bundle.h) and the index cache's local side
-// (src/indexref): a bundle round-trips, every unsafe member is refused, and
+// (indexref/index_cache.h): a bundle round-trips, every unsafe member is refused, and
 // a refused bundle leaves nothing in the cache.
 #include "archive/index_bundle.h"
 

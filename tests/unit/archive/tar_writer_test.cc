@@ -1,5 +1,5 @@
-// tools/TarWriter: archives it writes, read back by libarchive and by
-// Python's tarfile (never by tools/tar_scanner), plus the byte accounting
+// archive/tar_writer.h: archives it writes, read back by libarchive and by
+// Python's tarfile (never by archive/tar_scanner.h), plus the byte accounting
 // the index relies on: data offsets, TarMemberBytes, padding, the trailer.
 #include "archive/tar_writer.h"
 
