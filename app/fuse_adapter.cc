@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "app/fuse_reply.h"
 #include "base/log.h"
 #include "reader/dir_prefill.h"
 #include "reader/push_ahead.h"
@@ -40,7 +41,7 @@ using reader::PushAhead;
 using reader::PushBytes;
 using reader::PushStats;
 using reader::ReadNote;
-using reader::ReadRange;
+using reader::ReadReply;
 using reader::SignalStop;
 
 namespace {
@@ -92,96 +93,19 @@ void FreeUnreleasedDirs(Context& c) noexcept {
   c.open_dirs.clear();
 }
 
-// A buffer per worker thread for replies built in user space; null if it
-// cannot be had (the request then gets ENOMEM).
-char* ThreadBuffer(size_t size) noexcept {
-  thread_local std::vector<char> buf;
-  try {
-    if (buf.size() < size) buf.resize(size);
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
-  return buf.data();
-}
-
-// A pipe per worker thread that a reply's bytes are spliced into first, so
-// that a short read of the file is seen here and not sent: libfuse, given a
-// file descriptor, sends whatever a short splice brought as the whole reply
-// (a network filesystem that stops answering mid-read, a shard cut short),
-// which a reader takes for the end of the file.
-class ReplyPipe {
- public:
-  ~ReplyPipe() { Close(); }
-
-  // Fills the pipe with exactly `length` bytes of `fd` from `pos`. False,
-  // with the pipe emptied, if the file gave fewer (an error, or its end) or
-  // the pipe cannot hold them.
-  bool Fill(int fd, uint64_t pos, size_t length) noexcept {
-    if (!Ready(length)) return false;
-    loff_t at = static_cast<loff_t>(pos);
-    size_t done = 0;
-    while (done < length) {
-      ssize_t n = ::splice(fd, &at, fds_[1], nullptr, length - done, SPLICE_F_MOVE);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        Close();  // Whatever is in it must never reach a reply.
-        return false;
-      }
-      done += static_cast<size_t>(n);
-    }
-    return true;
-  }
-
-  // Replies with the bytes Fill put in the pipe. Returns fuse_reply_data's
-  // result; the pipe is empty afterwards, or closed.
-  int Reply(fuse_req_t req, size_t length) noexcept {
-    fuse_bufvec buf{};
-    buf.count = 1;
-    buf.buf[0].size = length;
-    buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_RETRY);
-    buf.buf[0].fd = fds_[0];
-    int r = fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
-    int left = 0;
-    if (::ioctl(fds_[0], FIONREAD, &left) != 0 || left != 0) Close();
-    return r;
-  }
-
- private:
-  bool Ready(size_t length) noexcept {
-    if (fds_[0] < 0 && ::pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) {
-      fds_[0] = fds_[1] = -1;
-      return false;
-    }
-    if (capacity_ < length) {
-      int got = ::fcntl(fds_[1], F_SETPIPE_SZ, static_cast<int>(std::max<size_t>(length, 65536)));
-      if (got < 0 || static_cast<size_t>(got) < length) return false;
-      capacity_ = static_cast<size_t>(got);
-    }
-    return true;
-  }
-  void Close() noexcept {
-    for (int& fd : fds_) {
-      if (fd >= 0) ::close(fd);
-      fd = -1;
-    }
-    capacity_ = 0;
-  }
-
-  int fds_[2] = {-1, -1};
-  size_t capacity_ = 0;
-};
-
 // Replies with `length` bytes of `fd` at `pos`, spliced into the kernel
-// through the worker's ReplyPipe. Returns false, having sent nothing, if the
-// file did not give them all: the caller then reads the range the checked
-// way, which reports the error (and marks the shard) or has the bytes.
-ReplyPipe& WorkerPipe() noexcept {
-  thread_local ReplyPipe pipe;
-  return pipe;
-}
+// through the worker's ReplyPipe (app/fuse_reply.h). Returns false, having
+// sent nothing, if the file did not give them all.
 bool ReplyFromFd(fuse_req_t req, int fd, uint64_t pos, size_t length, int* replied) noexcept {
-  if (!WorkerPipe().Fill(fd, pos, length)) return false;
-  *replied = WorkerPipe().Reply(req, length);
+  ReplyPipe& pipe = WorkerPipe();
+  if (!pipe.Fill(fd, pos, length)) return false;
+  fuse_bufvec buf{};
+  buf.count = 1;
+  buf.buf[0].size = length;
+  buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_RETRY);
+  buf.buf[0].fd = pipe.read_fd();
+  *replied = fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+  pipe.AfterReply();
   return true;
 }
 
@@ -351,64 +275,44 @@ void OpOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
   fuse_reply_open(req, fi);
 }
 
+// Read, reply, tell push-ahead: Filesystem::Read decides how the bytes are
+// read; this only sends them (a splice, or the buffer).
 void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) noexcept {
   Context& c = Ctx(req);
   RaiseReadAheadOnce(c);
-  if (off < 0) {
-    fuse_reply_err(req, EINVAL);
-    return;
-  }
   const InodeId inode{ino};
-  index::RecordHolder holder;  // Holds a sparse file's extents for the read.
-  ReadRange range;
-  Status s = c.fs->ResolveRead(inode, static_cast<uint64_t>(off), size, &range, &holder);
-  if (!s.ok()) {
-    fuse_reply_err(req, ToErrno(s));
+  char* buf = ThreadBuffer(size);
+  if (off < 0 || !buf) {
+    fuse_reply_err(req, off < 0 ? EINVAL : ENOMEM);
     return;
   }
-  if (range.length == 0) {
+  const uint64_t offset = static_cast<uint64_t>(off);
+  Result<ReadReply> r = c.fs->Read(inode, offset, size, buf, c.splice);
+  if (!r.ok()) {
+    fuse_reply_err(req, ToErrno(r.status()));
+    return;
+  }
+  if (r->length == 0) {
     fuse_reply_buf(req, nullptr, 0);
     return;
   }
-  ReadNote note;
-  bool noted = false;
+  // Before the reply: the file counts as read before its reader can see it.
+  const ReadNote note = c.push->NoteRead(inode, r->push);
   int replied = 0;
-  // A shard read through the chunk fetcher has no descriptor of its own (its
-  // range may lie in a chunk file on disk, below); a sparse file's read across
-  // holes or extents is no one range of the shard. Both are read into a
-  // buffer, from the range resolved above.
-  if (c.splice && !range.gather && !range.decode_member && !range.decode_stream &&
-      range.shard->direct()) {
-    note = c.push->NoteRead(inode, range);
-    noted = true;
-    if (ReplyFromFd(req, range.shard->fd(), range.position, range.length, &replied)) {
-      c.push->AfterReply(inode, range, note, replied == 0);
-      return;
+  if (!r->spliced() || !ReplyFromFd(req, r->fd, r->pos, r->length, &replied)) {
+    if (r->spliced()) {
+      // The descriptor gave fewer bytes: read into buf, which reports the
+      // error (and marks the shard) or has them.
+      r = c.fs->Read(inode, offset, size, buf, false);
+      if (!r.ok()) {
+        fuse_reply_err(req, ToErrno(r.status()));
+        return;
+      }
     }
+    replied = fuse_reply_buf(req, buf, r->length);
   }
-  char* buf = ThreadBuffer(range.length);
-  if (!buf) {
-    fuse_reply_err(req, ENOMEM);
-    return;
-  }
-  // A range lying whole in a chunk file of the disk cache, checked, is not
-  // copied into buf: it is spliced from the chunk file (or, if that file
-  // gives fewer bytes, read again into buf).
-  reader::FileRange at;
-  s = c.fs->ReadResolved(range, buf, c.splice ? &at : nullptr);
-  if (s.ok() && at.file && !WorkerPipe().Fill(at.file->get(), at.pos, range.length)) {
-    s = c.fs->ReadResolved(range, buf, nullptr);
-    at = {};
-  }
-  if (!s.ok()) {
-    fuse_reply_err(req, ToErrno(s));
-    return;
-  }
-  if (!noted) note = c.push->NoteRead(inode, range);
-  replied =
-      at.file ? WorkerPipe().Reply(req, range.length) : fuse_reply_buf(req, buf, range.length);
   // Hands work to the pushers; never waits for them.
-  c.push->AfterReply(inode, range, note, replied == 0);
+  c.push->AfterReply(inode, r->push, note, replied == 0);
 }
 
 void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept {
