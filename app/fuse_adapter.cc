@@ -3,10 +3,8 @@
 #define FUSE_USE_VERSION 314
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
-#include <sys/ioctl.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdarg>
@@ -16,11 +14,11 @@
 #include <mutex>
 #include <new>
 #include <string>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "app/fuse_reply.h"
+#include "app/open_dirs.h"
 #include "base/log.h"
 #include "reader/dir_prefill.h"
 #include "reader/push_ahead.h"
@@ -39,59 +37,27 @@ using reader::Filesystem;
 using reader::InodeId;
 using reader::PushAhead;
 using reader::PushBytes;
-using reader::PushStats;
 using reader::ReadNote;
 using reader::ReadReply;
 using reader::SignalStop;
 
 namespace {
 
-struct DirHandle;
-
 struct Context {
   Filesystem* fs;
   MountOptions options;
-  // Directories open in the kernel. A handle the kernel never released (the
-  // daemon stopped while a program or the prefill lister had the directory
-  // open) is freed when the session loop has ended.
-  std::mutex open_dirs_mu{};
-  std::unordered_set<DirHandle*> open_dirs{};  // Guarded by open_dirs_mu.
-  bool kernel_open = false;                    // Set in init when the kernel can open alone.
+  OpenDirs dirs{};           // Directories open in the kernel.
+  bool kernel_open = false;  // Set in init when the kernel can open alone.
   bool splice = false;
   fuse_session* se = nullptr;
   PushAhead* push = nullptr;
   DirPrefill* prefill = nullptr;  // Null with -o prefill_dirs=0.
   AttrPolicy* attrs = nullptr;    // Which listings carry files' attributes.
-  // The mountpoint with its links resolved, as /proc/self/mountinfo shows it.
-  std::string mount_path{};
-  // Set by INIT: the first request after it raises the mount's readahead.
-  std::atomic<bool> raise_readahead{false};
-};
-
-// An open directory: a cursor streaming its entries from the index, so a
-// handle costs the same whatever the directory's size.
-struct DirHandle {
-  std::mutex mu;         // readdir calls on one handle may overlap.
-  DirCursor cursor;      // Guarded by mu.
-  bool prefill = false;  // Opened by DirPrefill's thread: always with attributes.
+  // Armed by INIT: the first request after it raises the mount's readahead.
+  reader::MountReadAheadOnce readahead{};
 };
 
 Context& Ctx(fuse_req_t req) { return *static_cast<Context*>(fuse_req_userdata(req)); }
-
-void ReleaseDir(Context& c, DirHandle* handle) noexcept {
-  {
-    std::lock_guard<std::mutex> lock(c.open_dirs_mu);
-    c.open_dirs.erase(handle);
-  }
-  delete handle;
-}
-
-// After the session loop: no request runs any more.
-void FreeUnreleasedDirs(Context& c) noexcept {
-  std::lock_guard<std::mutex> lock(c.open_dirs_mu);
-  for (DirHandle* handle : c.open_dirs) delete handle;
-  c.open_dirs.clear();
-}
 
 // Replies with `length` bytes of `fd` at `pos`, spliced into the kernel
 // through the worker's ReplyPipe (app/fuse_reply.h). Returns false, having
@@ -142,32 +108,10 @@ void OpInit(void* userdata, fuse_conn_info* conn) noexcept {
   conn->time_gran = 1;
   // max_readahead stays the kernel's offer: the kernel takes the smaller of
   // it and its own window, so INIT can only lower the window. It is raised
-  // once INIT is done (RaiseReadAheadOnce).
-  c->raise_readahead.store(true, std::memory_order_release);
+  // once INIT is done (reader::MountReadAheadOnce).
+  c->readahead.Arm();
   log::Debug("init: kernel_open={} splice={} max_readahead={} max_write={}", c->kernel_open,
              c->splice, conn->max_readahead, conn->max_write);
-}
-
-// On the first request after INIT: the mount's read_ahead_kb raised so
-// that the first read of a file up to kMountReadAheadKb asks for it in one
-// READ (reader/read_ahead.h). Root only; one line when it cannot be.
-void RaiseReadAheadOnce(Context& c) noexcept {
-  if (!c.raise_readahead.load(std::memory_order_relaxed) ||
-      !c.raise_readahead.exchange(false, std::memory_order_acq_rel)) {
-    return;
-  }
-  try {
-    Result<uint64_t> kb = reader::RaiseMountReadAhead(c.mount_path, reader::kMountReadAheadKb);
-    if (kb.ok()) {
-      log::Debug("read_ahead_kb of the mount: {}", *kb);
-    } else {
-      log::Info(
-          "{}: the mount's readahead stays at the kernel's default (raising it needs root): "
-          "a file over 128 KiB takes more than one READ",
-          kb.status().message());
-    }
-  } catch (const std::bad_alloc&) {
-  }
 }
 
 // A file of `dir` was looked up: a program wants files' attributes there.
@@ -189,7 +133,7 @@ void NoteFileLookup(Context& c, InodeId dir) noexcept {
 
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
   Context& c = Ctx(req);
-  RaiseReadAheadOnce(c);
+  c.readahead.RaiseIfArmed();
   size_t len = std::strlen(name);
   if (len > index::kMaxNameLength) {
     fuse_reply_err(req, ENAMETOOLONG);
@@ -227,7 +171,7 @@ void OpForgetMulti(fuse_req_t req, size_t, fuse_forget_data*) noexcept { fuse_re
 
 void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) noexcept {
   Context& c = Ctx(req);
-  RaiseReadAheadOnce(c);
+  c.readahead.RaiseIfArmed();
   EntryRecord rec;
   index::RecordHolder holder;
   Status s = c.fs->GetAttr(InodeId{ino}, &rec, &holder);
@@ -279,7 +223,7 @@ void OpOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
 // read; this only sends them (a splice, or the buffer).
 void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) noexcept {
   Context& c = Ctx(req);
-  RaiseReadAheadOnce(c);
+  c.readahead.RaiseIfArmed();
   const InodeId inode{ino};
   char* buf = ThreadBuffer(size);
   if (off < 0 || !buf) {
@@ -324,7 +268,7 @@ void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept { fuse_repl
 
 void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
   Context& c = Ctx(req);
-  RaiseReadAheadOnce(c);
+  c.readahead.RaiseIfArmed();
   Result<DirCursor> cursor = Status::IoError("out of memory");
   try {
     cursor = DirCursor::Open(*c.fs, InodeId{ino});
@@ -336,7 +280,7 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
     fuse_reply_err(req, ToErrno(cursor.status()));
     return;
   }
-  auto* handle = new (std::nothrow) DirHandle{{}, std::move(cursor).value()};
+  DirHandle* handle = c.dirs.Open(std::move(cursor).value());
   if (!handle) {
     fuse_reply_err(req, ENOMEM);
     return;
@@ -348,11 +292,7 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
   // the kernel's readdir cache (which holds names only).
   handle->prefill = c.prefill && c.prefill->IsListingThread(fuse_req_ctx(req)->pid);
   fi->cache_readdir = handle->prefill ? 0 : 1;
-  {
-    std::lock_guard<std::mutex> lock(c.open_dirs_mu);
-    c.open_dirs.insert(handle);
-  }
-  if (fuse_reply_open(req, fi) != 0) ReleaseDir(c, handle);  // The kernel will not release it.
+  if (fuse_reply_open(req, fi) != 0) c.dirs.Release(handle);  // The kernel will not release it.
 }
 
 void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool plus) noexcept {
@@ -423,7 +363,7 @@ void OpReaddirplus(fuse_req_t req, fuse_ino_t, size_t size, off_t off,
 }
 
 void OpReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
-  ReleaseDir(Ctx(req), reinterpret_cast<DirHandle*>(fi->fh));
+  Ctx(req).dirs.Release(reinterpret_cast<DirHandle*>(fi->fh));
   fuse_reply_err(req, 0);
 }
 
@@ -625,20 +565,6 @@ int RunLoop(fuse_session* se, const MountOptions& options, SignalStop& signals, 
   return rc;
 }
 
-// One line at unmount: what the pushes did over the mount's life.
-void LogPushStats(const PushStats& ps) {
-  if (ps.jobs_run == 0 && ps.jobs_queued == 0 && ps.jobs_dropped_busy == 0 &&
-      ps.jobs_dropped_full == 0) {
-    return;
-  }
-  log::Info(
-      "push: {} jobs run, {} dropped (busy {}, full {}, stale {}), {} files ({} bytes) "
-      "pushed, {} from the shard descriptor, {} skipped as read, {} store errors",
-      ps.jobs_run, ps.jobs_dropped_busy + ps.jobs_dropped_full + ps.jobs_dropped_stale,
-      ps.jobs_dropped_busy, ps.jobs_dropped_full, ps.jobs_dropped_stale, ps.files_pushed,
-      ps.bytes_pushed, ps.files_pushed_fd, ps.files_skipped_read, ps.store_errors);
-}
-
 }  // namespace
 
 Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string& mountpoint,
@@ -670,10 +596,10 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   std::unique_ptr<fuse_session, decltype(&fuse_session_destroy)> session(se, &fuse_session_destroy);
   SHARDFS_ASSIGN_OR_RETURN(SignalStop signals, SignalStop::Install());
   if (char* real = ::realpath(mountpoint.c_str(), nullptr)) {
-    ctx.mount_path = real;
+    ctx.readahead.set_mount_path(real);
     std::free(real);
   } else {
-    ctx.mount_path = mountpoint;
+    ctx.readahead.set_mount_path(mountpoint);
   }
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     return Status::IoError(fmt::format("cannot mount at {}", mountpoint));
@@ -692,10 +618,10 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
     return s;
   }
   int rc = RunLoop(se, options, signals, push);
-  FreeUnreleasedDirs(ctx);
+  ctx.dirs.FreeAll();  // No request runs any more.
   // Ended by an unmount: the connection is gone, so no store can be waiting.
   push.Stop();
-  LogPushStats(push.stats());
+  push.LogSummary();
   fuse_session_unmount(se);
   if (rc != 0 && rc != SIGINT && rc != SIGTERM && rc != SIGHUP) {
     return Status::IoError(fmt::format("FUSE session loop ended with {}", rc));

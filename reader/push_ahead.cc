@@ -347,4 +347,18 @@ PushStats PushAhead::stats() const {
           get(c.store_errors)};
 }
 
+void PushAhead::LogSummary() const {
+  const PushStats ps = stats();
+  if (ps.jobs_run == 0 && ps.jobs_queued == 0 && ps.jobs_dropped_busy == 0 &&
+      ps.jobs_dropped_full == 0) {
+    return;
+  }
+  log::Info(
+      "push: {} jobs run, {} dropped (busy {}, full {}, stale {}), {} files ({} bytes) "
+      "pushed, {} from the shard descriptor, {} skipped as read, {} store errors",
+      ps.jobs_run, ps.jobs_dropped_busy + ps.jobs_dropped_full + ps.jobs_dropped_stale,
+      ps.jobs_dropped_busy, ps.jobs_dropped_full, ps.jobs_dropped_stale, ps.files_pushed,
+      ps.bytes_pushed, ps.files_pushed_fd, ps.files_skipped_read, ps.store_errors);
+}
+
 }  // namespace shardfs::reader

@@ -194,6 +194,8 @@ class PushAhead {
   bool WasRead(InodeId inode) const { return read_.Test(inode); }
   bool WasPushed(InodeId inode) const { return pushed_.Test(inode); }
   PushStats stats() const;
+  // One line in the log (at unmount): what the pushes did, if anything.
+  void LogSummary() const;
   const PushOptions& options() const { return options_; }
   // The window of a push after a random whole-file read now: random_bytes,
   // or with random_follows_memory what PushBudget allows.
