@@ -3,8 +3,12 @@
 // directly; app/fuse_adapter.cc translates FUSE requests into these calls.
 //
 // Metadata comes from the index alone; no shard is opened for lookup,
-// getattr, readdir or readlink. A read resolves to a byte range of a shard:
-// one index lookup for the inode, then pread (or splice) at offset + position.
+// getattr, readdir or readlink. A read walks down once: Read looks the inode
+// up, opens and checks its shard, and decides, from the record alone, how
+// the bytes are had: a range of the shard (pread, or handed back to splice),
+// a sparse file's extents, an encoded member's decoded bytes
+// (reader/encoded_reader.h) or a compressed tar's decoded stream
+// (reader/stream_reader.h). The frontend only sends what Read gave.
 //
 // Thread safety: after construction every method may be called from any
 // number of threads. The index reader is immutable, ShardFiles guards

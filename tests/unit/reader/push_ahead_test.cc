@@ -610,7 +610,7 @@ TEST_F(PushAheadTest, TheRandomWindowFollowsTheAvailableMemory) {
   EXPECT_EQ(store.stored().count(reader_testing::InodeOf(*fs, "a/f4").value), 1u);
 }
 
-// The request path must never wait for a pusher (issue 10): with every
+// The request path must never wait for a pusher: with every
 // pusher stuck in a store, as one waiting for a page lock would be,
 // AfterReply still returns at once and the surplus is dropped.
 TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
@@ -661,7 +661,7 @@ TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
   push.Stop();  // Returns once the stuck store does.
 }
 
-// A full queue keeps the newest jobs (issue 27): a new job displaces the
+// A full queue keeps the newest jobs: a new job displaces the
 // oldest waiting one, and a pusher takes the newest first, so pushes go
 // where readers are now instead of a new read's neighbours going unpushed.
 TEST_F(PushAheadTest, AFullQueueDropsItsOldestJob) {
