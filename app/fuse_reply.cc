@@ -6,19 +6,22 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <memory>
 #include <new>
-#include <vector>
 
 namespace shardfs::app {
 
 char* ThreadBuffer(size_t size) noexcept {
-  thread_local std::vector<char> buf;
-  try {
-    if (buf.size() < size) buf.resize(size);
-  } catch (const std::bad_alloc&) {
-    return nullptr;
+  // Not zeroed: a worker whose READs are all spliced never touches its
+  // pages, so they cost no memory.
+  thread_local std::unique_ptr<char[]> buf;
+  thread_local size_t capacity = 0;
+  if (capacity < size || !buf) {
+    const size_t want = std::max<size_t>(size, 4096);
+    buf.reset(new (std::nothrow) char[want]);
+    capacity = buf ? want : 0;
   }
-  return buf.data();
+  return buf.get();
 }
 
 bool ReplyPipe::Fill(int fd, uint64_t pos, size_t length) noexcept {
