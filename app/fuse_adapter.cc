@@ -3,10 +3,8 @@
 #define FUSE_USE_VERSION 314
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
-#include <sys/ioctl.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdarg>
@@ -16,10 +14,11 @@
 #include <mutex>
 #include <new>
 #include <string>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "app/fuse_reply.h"
+#include "app/open_dirs.h"
 #include "base/log.h"
 #include "reader/dir_prefill.h"
 #include "reader/push_ahead.h"
@@ -38,150 +37,41 @@ using reader::Filesystem;
 using reader::InodeId;
 using reader::PushAhead;
 using reader::PushBytes;
-using reader::PushStats;
 using reader::ReadNote;
-using reader::ReadRange;
+using reader::ReadReply;
 using reader::SignalStop;
 
 namespace {
 
-struct DirHandle;
-
 struct Context {
   Filesystem* fs;
   MountOptions options;
-  // Directories open in the kernel. A handle the kernel never released (the
-  // daemon stopped while a program or the prefill lister had the directory
-  // open) is freed when the session loop has ended.
-  std::mutex open_dirs_mu{};
-  std::unordered_set<DirHandle*> open_dirs{};  // Guarded by open_dirs_mu.
-  bool kernel_open = false;                    // Set in init when the kernel can open alone.
+  OpenDirs dirs{};           // Directories open in the kernel.
+  bool kernel_open = false;  // Set in init when the kernel can open alone.
   bool splice = false;
   fuse_session* se = nullptr;
   PushAhead* push = nullptr;
   DirPrefill* prefill = nullptr;  // Null with -o prefill_dirs=0.
   AttrPolicy* attrs = nullptr;    // Which listings carry files' attributes.
-  // The mountpoint with its links resolved, as /proc/self/mountinfo shows it.
-  std::string mount_path{};
-  // Set by INIT: the first request after it raises the mount's readahead.
-  std::atomic<bool> raise_readahead{false};
-};
-
-// An open directory: a cursor streaming its entries from the index, so a
-// handle costs the same whatever the directory's size.
-struct DirHandle {
-  std::mutex mu;         // readdir calls on one handle may overlap.
-  DirCursor cursor;      // Guarded by mu.
-  bool prefill = false;  // Opened by DirPrefill's thread: always with attributes.
+  // Armed by INIT: the first request after it raises the mount's readahead.
+  reader::MountReadAheadOnce readahead{};
 };
 
 Context& Ctx(fuse_req_t req) { return *static_cast<Context*>(fuse_req_userdata(req)); }
 
-void ReleaseDir(Context& c, DirHandle* handle) noexcept {
-  {
-    std::lock_guard<std::mutex> lock(c.open_dirs_mu);
-    c.open_dirs.erase(handle);
-  }
-  delete handle;
-}
-
-// After the session loop: no request runs any more.
-void FreeUnreleasedDirs(Context& c) noexcept {
-  std::lock_guard<std::mutex> lock(c.open_dirs_mu);
-  for (DirHandle* handle : c.open_dirs) delete handle;
-  c.open_dirs.clear();
-}
-
-// A buffer per worker thread for replies built in user space; null if it
-// cannot be had (the request then gets ENOMEM).
-char* ThreadBuffer(size_t size) noexcept {
-  thread_local std::vector<char> buf;
-  try {
-    if (buf.size() < size) buf.resize(size);
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
-  return buf.data();
-}
-
-// A pipe per worker thread that a reply's bytes are spliced into first, so
-// that a short read of the file is seen here and not sent: libfuse, given a
-// file descriptor, sends whatever a short splice brought as the whole reply
-// (a network filesystem that stops answering mid-read, a shard cut short),
-// which a reader takes for the end of the file.
-class ReplyPipe {
- public:
-  ~ReplyPipe() { Close(); }
-
-  // Fills the pipe with exactly `length` bytes of `fd` from `pos`. False,
-  // with the pipe emptied, if the file gave fewer (an error, or its end) or
-  // the pipe cannot hold them.
-  bool Fill(int fd, uint64_t pos, size_t length) noexcept {
-    if (!Ready(length)) return false;
-    loff_t at = static_cast<loff_t>(pos);
-    size_t done = 0;
-    while (done < length) {
-      ssize_t n = ::splice(fd, &at, fds_[1], nullptr, length - done, SPLICE_F_MOVE);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        Close();  // Whatever is in it must never reach a reply.
-        return false;
-      }
-      done += static_cast<size_t>(n);
-    }
-    return true;
-  }
-
-  // Replies with the bytes Fill put in the pipe. Returns fuse_reply_data's
-  // result; the pipe is empty afterwards, or closed.
-  int Reply(fuse_req_t req, size_t length) noexcept {
-    fuse_bufvec buf{};
-    buf.count = 1;
-    buf.buf[0].size = length;
-    buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_RETRY);
-    buf.buf[0].fd = fds_[0];
-    int r = fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
-    int left = 0;
-    if (::ioctl(fds_[0], FIONREAD, &left) != 0 || left != 0) Close();
-    return r;
-  }
-
- private:
-  bool Ready(size_t length) noexcept {
-    if (fds_[0] < 0 && ::pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) {
-      fds_[0] = fds_[1] = -1;
-      return false;
-    }
-    if (capacity_ < length) {
-      int got = ::fcntl(fds_[1], F_SETPIPE_SZ, static_cast<int>(std::max<size_t>(length, 65536)));
-      if (got < 0 || static_cast<size_t>(got) < length) return false;
-      capacity_ = static_cast<size_t>(got);
-    }
-    return true;
-  }
-  void Close() noexcept {
-    for (int& fd : fds_) {
-      if (fd >= 0) ::close(fd);
-      fd = -1;
-    }
-    capacity_ = 0;
-  }
-
-  int fds_[2] = {-1, -1};
-  size_t capacity_ = 0;
-};
-
 // Replies with `length` bytes of `fd` at `pos`, spliced into the kernel
-// through the worker's ReplyPipe. Returns false, having sent nothing, if the
-// file did not give them all: the caller then reads the range the checked
-// way, which reports the error (and marks the shard) or has the bytes.
-ReplyPipe& WorkerPipe() noexcept {
-  thread_local ReplyPipe pipe;
-  return pipe;
-}
+// through the worker's ReplyPipe (app/fuse_reply.h). Returns false, having
+// sent nothing, if the file did not give them all.
 bool ReplyFromFd(fuse_req_t req, int fd, uint64_t pos, size_t length, int* replied) noexcept {
-  if (!WorkerPipe().Fill(fd, pos, length)) return false;
-  *replied = WorkerPipe().Reply(req, length);
+  ReplyPipe& pipe = WorkerPipe();
+  if (!pipe.Fill(fd, pos, length)) return false;
+  fuse_bufvec buf{};
+  buf.count = 1;
+  buf.buf[0].size = length;
+  buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_RETRY);
+  buf.buf[0].fd = pipe.read_fd();
+  *replied = fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+  pipe.AfterReply();
   return true;
 }
 
@@ -218,32 +108,10 @@ void OpInit(void* userdata, fuse_conn_info* conn) noexcept {
   conn->time_gran = 1;
   // max_readahead stays the kernel's offer: the kernel takes the smaller of
   // it and its own window, so INIT can only lower the window. It is raised
-  // once INIT is done (RaiseReadAheadOnce).
-  c->raise_readahead.store(true, std::memory_order_release);
+  // once INIT is done (reader::MountReadAheadOnce).
+  c->readahead.Arm();
   log::Debug("init: kernel_open={} splice={} max_readahead={} max_write={}", c->kernel_open,
              c->splice, conn->max_readahead, conn->max_write);
-}
-
-// On the first request after INIT: the mount's read_ahead_kb raised so
-// that the first read of a file up to kMountReadAheadKb asks for it in one
-// READ (reader/read_ahead.h). Root only; one line when it cannot be.
-void RaiseReadAheadOnce(Context& c) noexcept {
-  if (!c.raise_readahead.load(std::memory_order_relaxed) ||
-      !c.raise_readahead.exchange(false, std::memory_order_acq_rel)) {
-    return;
-  }
-  try {
-    Result<uint64_t> kb = reader::RaiseMountReadAhead(c.mount_path, reader::kMountReadAheadKb);
-    if (kb.ok()) {
-      log::Debug("read_ahead_kb of the mount: {}", *kb);
-    } else {
-      log::Info(
-          "{}: the mount's readahead stays at the kernel's default (raising it needs root): "
-          "a file over 128 KiB takes more than one READ",
-          kb.status().message());
-    }
-  } catch (const std::bad_alloc&) {
-  }
 }
 
 // A file of `dir` was looked up: a program wants files' attributes there.
@@ -265,7 +133,7 @@ void NoteFileLookup(Context& c, InodeId dir) noexcept {
 
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
   Context& c = Ctx(req);
-  RaiseReadAheadOnce(c);
+  c.readahead.RaiseIfArmed();
   size_t len = std::strlen(name);
   if (len > index::kMaxNameLength) {
     fuse_reply_err(req, ENAMETOOLONG);
@@ -303,7 +171,7 @@ void OpForgetMulti(fuse_req_t req, size_t, fuse_forget_data*) noexcept { fuse_re
 
 void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) noexcept {
   Context& c = Ctx(req);
-  RaiseReadAheadOnce(c);
+  c.readahead.RaiseIfArmed();
   EntryRecord rec;
   index::RecordHolder holder;
   Status s = c.fs->GetAttr(InodeId{ino}, &rec, &holder);
@@ -351,64 +219,44 @@ void OpOpen(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
   fuse_reply_open(req, fi);
 }
 
+// Read, reply, tell push-ahead: Filesystem::Read decides how the bytes are
+// read; this only sends them (a splice, or the buffer).
 void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) noexcept {
   Context& c = Ctx(req);
-  RaiseReadAheadOnce(c);
-  if (off < 0) {
-    fuse_reply_err(req, EINVAL);
-    return;
-  }
+  c.readahead.RaiseIfArmed();
   const InodeId inode{ino};
-  index::RecordHolder holder;  // Holds a sparse file's extents for the read.
-  ReadRange range;
-  Status s = c.fs->ResolveRead(inode, static_cast<uint64_t>(off), size, &range, &holder);
-  if (!s.ok()) {
-    fuse_reply_err(req, ToErrno(s));
+  char* buf = ThreadBuffer(size);
+  if (off < 0 || !buf) {
+    fuse_reply_err(req, off < 0 ? EINVAL : ENOMEM);
     return;
   }
-  if (range.length == 0) {
+  const uint64_t offset = static_cast<uint64_t>(off);
+  Result<ReadReply> r = c.fs->Read(inode, offset, size, buf, c.splice);
+  if (!r.ok()) {
+    fuse_reply_err(req, ToErrno(r.status()));
+    return;
+  }
+  if (r->length == 0) {
     fuse_reply_buf(req, nullptr, 0);
     return;
   }
-  ReadNote note;
-  bool noted = false;
+  // Before the reply: the file counts as read before its reader can see it.
+  const ReadNote note = c.push->NoteRead(inode, r->push);
   int replied = 0;
-  // A shard read through the chunk fetcher has no descriptor of its own (its
-  // range may lie in a chunk file on disk, below); a sparse file's read across
-  // holes or extents is no one range of the shard. Both are read into a
-  // buffer, from the range resolved above.
-  if (c.splice && !range.gather && !range.decode_member && !range.decode_stream &&
-      range.shard->direct()) {
-    note = c.push->NoteRead(inode, range);
-    noted = true;
-    if (ReplyFromFd(req, range.shard->fd(), range.position, range.length, &replied)) {
-      c.push->AfterReply(inode, range, note, replied == 0);
-      return;
+  if (!r->spliced() || !ReplyFromFd(req, r->fd, r->pos, r->length, &replied)) {
+    if (r->spliced()) {
+      // The descriptor gave fewer bytes: read into buf, which reports the
+      // error (and marks the shard) or has them.
+      r = c.fs->Read(inode, offset, size, buf, false);
+      if (!r.ok()) {
+        fuse_reply_err(req, ToErrno(r.status()));
+        return;
+      }
     }
+    replied = fuse_reply_buf(req, buf, r->length);
   }
-  char* buf = ThreadBuffer(range.length);
-  if (!buf) {
-    fuse_reply_err(req, ENOMEM);
-    return;
-  }
-  // A range lying whole in a chunk file of the disk cache, checked, is not
-  // copied into buf: it is spliced from the chunk file (or, if that file
-  // gives fewer bytes, read again into buf).
-  reader::FileRange at;
-  s = c.fs->ReadResolved(range, buf, c.splice ? &at : nullptr);
-  if (s.ok() && at.file && !WorkerPipe().Fill(at.file->get(), at.pos, range.length)) {
-    s = c.fs->ReadResolved(range, buf, nullptr);
-    at = {};
-  }
-  if (!s.ok()) {
-    fuse_reply_err(req, ToErrno(s));
-    return;
-  }
-  if (!noted) note = c.push->NoteRead(inode, range);
-  replied =
-      at.file ? WorkerPipe().Reply(req, range.length) : fuse_reply_buf(req, buf, range.length);
   // Hands work to the pushers; never waits for them.
-  c.push->AfterReply(inode, range, note, replied == 0);
+  c.push->AfterReply(inode, r->push, note, replied == 0);
 }
 
 void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept {
@@ -420,7 +268,7 @@ void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info*) noexcept { fuse_repl
 
 void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
   Context& c = Ctx(req);
-  RaiseReadAheadOnce(c);
+  c.readahead.RaiseIfArmed();
   Result<DirCursor> cursor = Status::IoError("out of memory");
   try {
     cursor = DirCursor::Open(*c.fs, InodeId{ino});
@@ -432,7 +280,7 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
     fuse_reply_err(req, ToErrno(cursor.status()));
     return;
   }
-  auto* handle = new (std::nothrow) DirHandle{{}, std::move(cursor).value()};
+  DirHandle* handle = c.dirs.Open(std::move(cursor).value());
   if (!handle) {
     fuse_reply_err(req, ENOMEM);
     return;
@@ -444,11 +292,7 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) noexcept {
   // the kernel's readdir cache (which holds names only).
   handle->prefill = c.prefill && c.prefill->IsListingThread(fuse_req_ctx(req)->pid);
   fi->cache_readdir = handle->prefill ? 0 : 1;
-  {
-    std::lock_guard<std::mutex> lock(c.open_dirs_mu);
-    c.open_dirs.insert(handle);
-  }
-  if (fuse_reply_open(req, fi) != 0) ReleaseDir(c, handle);  // The kernel will not release it.
+  if (fuse_reply_open(req, fi) != 0) c.dirs.Release(handle);  // The kernel will not release it.
 }
 
 void DoReaddir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool plus) noexcept {
@@ -519,7 +363,7 @@ void OpReaddirplus(fuse_req_t req, fuse_ino_t, size_t size, off_t off,
 }
 
 void OpReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) noexcept {
-  ReleaseDir(Ctx(req), reinterpret_cast<DirHandle*>(fi->fh));
+  Ctx(req).dirs.Release(reinterpret_cast<DirHandle*>(fi->fh));
   fuse_reply_err(req, 0);
 }
 
@@ -721,20 +565,6 @@ int RunLoop(fuse_session* se, const MountOptions& options, SignalStop& signals, 
   return rc;
 }
 
-// One line at unmount: what the pushes did over the mount's life.
-void LogPushStats(const PushStats& ps) {
-  if (ps.jobs_run == 0 && ps.jobs_queued == 0 && ps.jobs_dropped_busy == 0 &&
-      ps.jobs_dropped_full == 0) {
-    return;
-  }
-  log::Info(
-      "push: {} jobs run, {} dropped (busy {}, full {}, stale {}), {} files ({} bytes) "
-      "pushed, {} from the shard descriptor, {} skipped as read, {} store errors",
-      ps.jobs_run, ps.jobs_dropped_busy + ps.jobs_dropped_full + ps.jobs_dropped_stale,
-      ps.jobs_dropped_busy, ps.jobs_dropped_full, ps.jobs_dropped_stale, ps.files_pushed,
-      ps.bytes_pushed, ps.files_pushed_fd, ps.files_skipped_read, ps.store_errors);
-}
-
 }  // namespace
 
 Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string& mountpoint,
@@ -766,10 +596,10 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
   std::unique_ptr<fuse_session, decltype(&fuse_session_destroy)> session(se, &fuse_session_destroy);
   SHARDFS_ASSIGN_OR_RETURN(SignalStop signals, SignalStop::Install());
   if (char* real = ::realpath(mountpoint.c_str(), nullptr)) {
-    ctx.mount_path = real;
+    ctx.readahead.set_mount_path(real);
     std::free(real);
   } else {
-    ctx.mount_path = mountpoint;
+    ctx.readahead.set_mount_path(mountpoint);
   }
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     return Status::IoError(fmt::format("cannot mount at {}", mountpoint));
@@ -788,10 +618,10 @@ Status ServeFuse(Filesystem* fs, const MountOptions& options, const std::string&
     return s;
   }
   int rc = RunLoop(se, options, signals, push);
-  FreeUnreleasedDirs(ctx);
+  ctx.dirs.FreeAll();  // No request runs any more.
   // Ended by an unmount: the connection is gone, so no store can be waiting.
   push.Stop();
-  LogPushStats(push.stats());
+  push.LogSummary();
   fuse_session_unmount(se);
   if (rc != 0 && rc != SIGINT && rc != SIGTERM && rc != SIGHUP) {
     return Status::IoError(fmt::format("FUSE session loop ended with {}", rc));

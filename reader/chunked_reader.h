@@ -1,8 +1,8 @@
 // ChunkedReader: how an OpenShard (reader/shard_files.h) reads the bytes of a
 // shard that are not read straight from a local descriptor: a remote shard,
 // or a local one behind -o cache_dir. ShardFetcher (reader/shard_fetcher.h)
-// implements it, reading aligned chunks through the chunk cache; the shard
-// cache and Filesystem know only this interface, so their unit tests need no
+// implements it, reading aligned chunks through the chunk cache; ShardFiles
+// and Filesystem know only this interface, so their unit tests need no
 // fetcher.
 //
 // Thread safety: implementations are called from any number of threads.

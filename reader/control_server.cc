@@ -39,6 +39,164 @@ std::string Size(uint64_t bytes) {
   return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
 }
 
+// What a warm request fetches: the chunks of the files under its paths, by
+// shard, each chunk once.
+class WarmPlan {
+ public:
+  WarmPlan(const index::IndexReader& reader, uint64_t chunk_size)
+      : reader_(reader), cs_(chunk_size) {}
+
+  // Adds the file at `path`, or every file under the directory there.
+  // Returns the lookup's error naming the path.
+  Status AddPath(const Filesystem& fs, const std::string& path);
+  // Adds the chunks of file `rec`: its stored ranges, or for a compressed
+  // shard the compressed bytes of the seek intervals that hold it.
+  Status AddFile(const EntryRecord& rec);
+  // Fetches every chunk planned into the cache, runs of chunks at a time;
+  // *wanted: the chunks planned, *fetched: the bytes fetched.
+  Status Fetch(ShardFiles& shards, ShardFetcher& fetcher, uint64_t* wanted, uint64_t* fetched);
+
+  uint64_t files() const { return files_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  Status AddCompressed(const EntryRecord& rec, std::vector<uint64_t>* v);
+
+  const index::IndexReader& reader_;
+  const uint64_t cs_;
+  std::map<uint32_t, std::vector<uint64_t>> chunks_;  // By shard.
+  // Compressed shards and slices, by shard: a file's offset is in the
+  // decoded stream; what a read fetches is the compressed bytes of the seek
+  // intervals that hold it, in the file.
+  std::map<uint32_t, index::SeekTable> tables_;
+  uint64_t files_ = 0;
+  uint64_t bytes_ = 0;
+};
+
+Status WarmPlan::AddPath(const Filesystem& fs, const std::string& path) {
+  EntryRecord rec;
+  index::RecordHolder holder;
+  SHARDFS_RETURN_IF_ERROR(fs.GetAttr(index::kRootInode, &rec, &holder));
+  for (std::string_view name : index::PathComponents(path)) {
+    Status s = fs.Lookup(rec.inode, name, &rec, &holder);
+    if (!s.ok()) return s.WithContext(fmt::format("warm {}", path));
+  }
+  if (rec.type == index::EntryType::kFile) return AddFile(rec);
+  if (rec.type != index::EntryType::kDir) return Status::Ok();
+  std::vector<InodeId> dirs{rec.inode};
+  while (!dirs.empty()) {
+    InodeId dir = dirs.back();
+    dirs.pop_back();
+    Status inner;
+    SHARDFS_RETURN_IF_ERROR(fs.ReadDir(dir, "", [&](std::string_view, const EntryRecord& r) {
+      if (r.type == index::EntryType::kDir) {
+        dirs.push_back(r.inode);
+      } else if (r.type == index::EntryType::kFile) {
+        inner = AddFile(r);
+      }
+      return inner.ok();
+    }));
+    SHARDFS_RETURN_IF_ERROR(inner);
+  }
+  return Status::Ok();
+}
+
+Status WarmPlan::AddFile(const EntryRecord& rec) {
+  SHARDFS_RETURN_IF_ERROR(reader_.CheckFileRange(rec));
+  if (rec.size == 0) return Status::Ok();
+  ++files_;
+  bytes_ += rec.size;
+  std::vector<uint64_t>& v = chunks_[rec.shard.value];
+  if (reader_.shards()[rec.shard.value].codec() != index::Codec::kNone) {
+    return AddCompressed(rec, &v);
+  }
+  const size_t extents = rec.sparse() ? index::ExtentCount(rec) : 1;
+  for (size_t i = 0; i < extents; ++i) {
+    index::Extent e = rec.sparse() ? index::GetExtent(rec, i) : index::StoredRange(rec);
+    if (e.length == 0) continue;
+    for (uint64_t c = e.physical / cs_; c <= (e.physical + e.length - 1) / cs_; ++c) {
+      v.push_back(c);
+    }
+  }
+  return Status::Ok();
+}
+
+Status WarmPlan::AddCompressed(const EntryRecord& rec, std::vector<uint64_t>* v) {
+  const index::ShardMeta& meta = reader_.shards()[rec.shard.value];
+  auto [it, fresh] = tables_.try_emplace(rec.shard.value);
+  if (fresh) {
+    std::string value;
+    Status s = reader_.GetSeekValue(rec.shard, false, 0, &value);
+    if (s.ok()) s = index::DecodeSeekTable(value, &it->second);
+    if (!s.ok()) return s.WithContext(fmt::format("warm: shard {} seek table", rec.shard.value));
+  }
+  const index::SeekTable& t = it->second;
+  if (t.points.empty()) return Status::Ok();
+  const size_t first = t.Find(rec.offset), last = t.Find(rec.offset + rec.size - 1);
+  const uint64_t from = meta.data_base() + codec::IntervalInputStart(t, first);
+  const uint64_t to = meta.data_base() + codec::IntervalInputEnd(t, last, meta.data_size());
+  for (uint64_t c = from / cs_; to > from && c <= (to - 1) / cs_; ++c) v->push_back(c);
+  return Status::Ok();
+}
+
+Status WarmPlan::Fetch(ShardFiles& shards, ShardFetcher& fetcher, uint64_t* wanted,
+                       uint64_t* fetched) {
+  for (auto& [shard, v] : chunks_) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    *wanted += v.size();
+    SHARDFS_ASSIGN_OR_RETURN(ShardHandle h, shards.Get(index::ShardId{shard}));
+    for (size_t i = 0; i < v.size();) {
+      size_t j = i + 1;
+      while (j < v.size() && v[j] == v[j - 1] + 1) ++j;
+      SHARDFS_RETURN_IF_ERROR(fetcher.Warm(h, v[i] * cs_, (v[j - 1] - v[i] + 1) * cs_, fetched));
+      i = j;
+    }
+  }
+  return Status::Ok();
+}
+
+// The decoded cache's and the compressed tars' counters, into `o`.
+void AddDecodedJson(const DecodedCacheStats& d, const StreamStats& st, JsonObject& o) {
+  o.UNum("decoded_capacity", d.capacity)
+      .UNum("decoded_hits", d.hits)
+      .UNum("decoded_decodes", d.decodes)
+      .UNum("decoded_too_short", d.too_short)
+      .UNum("decoded_joined", d.joined)
+      .UNum("decoded_gave_up", d.gave_up)
+      .UNum("decoded_errors", d.errors)
+      .UNum("decoded_evictions", d.evictions)
+      .UNum("decoded_bytes", d.decoded_bytes)
+      .UNum("decoded_resident_bytes", d.resident_bytes)
+      .UNum("decoded_resident_blocks", d.resident_blocks)
+      .UNum("stream_intervals_whole", st.whole)
+      .UNum("stream_intervals_prefix", st.prefixes)
+      .UNum("stream_reads_file_checked", st.files_checked);
+}
+
+// The per-shard counters of `s`, as a JSON array.
+std::string ShardsJson(const FetcherStats& s, const index::IndexReader& reader) {
+  std::string arr = "[";
+  for (size_t i = 0; i < s.shards.size(); ++i) {
+    const ShardFetchStats& p = s.shards[i];
+    JsonObject so;
+    so.UNum("shard_id", i)
+        .Str("location", RedactLocation(reader.ShardPath(index::ShardId{static_cast<uint32_t>(i)})))
+        .UNum("bytes_delivered", p.bytes_delivered)
+        .UNum("bytes_pushed", p.bytes_pushed)
+        .UNum("bytes_fetched", p.bytes_fetched)
+        .UNum("cache_hits", p.chunk_hits)
+        .UNum("cache_misses", p.chunk_misses)
+        .UNum("chunks_fetched", p.fetches)
+        .UNum("errors", p.errors)
+        .UNum("resident_bytes",
+              i < s.cache.shard_resident_bytes.size() ? s.cache.shard_resident_bytes[i] : 0);
+    if (i > 0) arr += ",";
+    arr += so.Finish();
+  }
+  return arr + "]";
+}
+
 std::string Millis(uint64_t us) { return fmt::format("{:.1f} ms", static_cast<double>(us) / 1000); }
 
 }  // namespace
@@ -297,97 +455,14 @@ Status ControlServer::Handle(const std::vector<std::string>& words, std::string*
 
 Status ControlServer::Warm(const std::vector<std::string>& paths, std::string* body) {
   const auto start = std::chrono::steady_clock::now();
-  const index::IndexReader& reader = fs_->reader();
-  const uint64_t cs = fetcher_->options().chunk_size;
-  // Chunks to fetch, by shard, from the files under every path.
-  std::map<uint32_t, std::vector<uint64_t>> chunks;
-  uint64_t files = 0, bytes = 0;
-  // Compressed shards and slices, by shard: a file's offset is in the
-  // decoded stream; what a read fetches is the compressed bytes of the seek
-  // intervals that hold it, in the file.
-  std::map<uint32_t, index::SeekTable> tables;
-  auto add_compressed = [&](const EntryRecord& rec, std::vector<uint64_t>* v) -> Status {
-    const index::ShardMeta& meta = reader.shards()[rec.shard.value];
-    auto [it, fresh] = tables.try_emplace(rec.shard.value);
-    if (fresh) {
-      std::string value;
-      Status s = reader.GetSeekValue(rec.shard, false, 0, &value);
-      if (s.ok()) s = index::DecodeSeekTable(value, &it->second);
-      if (!s.ok()) return s.WithContext(fmt::format("warm: shard {} seek table", rec.shard.value));
-    }
-    const index::SeekTable& t = it->second;
-    if (t.points.empty()) return Status::Ok();
-    const size_t first = t.Find(rec.offset), last = t.Find(rec.offset + rec.size - 1);
-    const uint64_t from = meta.data_base() + codec::IntervalInputStart(t, first);
-    const uint64_t to = meta.data_base() + codec::IntervalInputEnd(t, last, meta.data_size());
-    for (uint64_t c = from / cs; to > from && c <= (to - 1) / cs; ++c) v->push_back(c);
-    return Status::Ok();
-  };
-  auto add_file = [&](const EntryRecord& rec) -> Status {
-    SHARDFS_RETURN_IF_ERROR(reader.CheckFileRange(rec));
-    if (rec.size == 0) return Status::Ok();
-    ++files;
-    bytes += rec.size;
-    std::vector<uint64_t>& v = chunks[rec.shard.value];
-    if (reader.shards()[rec.shard.value].codec() != index::Codec::kNone) {
-      return add_compressed(rec, &v);
-    }
-    const size_t extents = rec.sparse() ? index::ExtentCount(rec) : 1;
-    for (size_t i = 0; i < extents; ++i) {
-      index::Extent e = rec.sparse() ? index::GetExtent(rec, i) : index::StoredRange(rec);
-      if (e.length == 0) continue;
-      for (uint64_t c = e.physical / cs; c <= (e.physical + e.length - 1) / cs; ++c) {
-        v.push_back(c);
-      }
-    }
-    return Status::Ok();
-  };
-  for (const std::string& path : paths) {
-    EntryRecord rec;
-    index::RecordHolder holder;
-    SHARDFS_RETURN_IF_ERROR(fs_->GetAttr(index::kRootInode, &rec, &holder));
-    for (std::string_view name : index::PathComponents(path)) {
-      Status s = fs_->Lookup(rec.inode, name, &rec, &holder);
-      if (!s.ok()) return s.WithContext(fmt::format("warm {}", path));
-    }
-    if (rec.type == index::EntryType::kFile) {
-      SHARDFS_RETURN_IF_ERROR(add_file(rec));
-      continue;
-    }
-    if (rec.type != index::EntryType::kDir) continue;
-    std::vector<InodeId> dirs{rec.inode};
-    while (!dirs.empty()) {
-      InodeId dir = dirs.back();
-      dirs.pop_back();
-      Status inner;
-      SHARDFS_RETURN_IF_ERROR(fs_->ReadDir(dir, "", [&](std::string_view, const EntryRecord& r) {
-        if (r.type == index::EntryType::kDir) {
-          dirs.push_back(r.inode);
-        } else if (r.type == index::EntryType::kFile) {
-          inner = add_file(r);
-        }
-        return inner.ok();
-      }));
-      SHARDFS_RETURN_IF_ERROR(inner);
-    }
-  }
+  WarmPlan plan(fs_->reader(), fetcher_->options().chunk_size);
+  for (const std::string& path : paths) SHARDFS_RETURN_IF_ERROR(plan.AddPath(*fs_, path));
   uint64_t fetched = 0, wanted = 0;
-  for (auto& [shard, v] : chunks) {
-    std::sort(v.begin(), v.end());
-    v.erase(std::unique(v.begin(), v.end()), v.end());
-    wanted += v.size();
-    SHARDFS_ASSIGN_OR_RETURN(ShardHandle h, fs_->shard_files().Get(index::ShardId{shard}));
-    for (size_t i = 0; i < v.size();) {
-      size_t j = i + 1;
-      while (j < v.size() && v[j] == v[j - 1] + 1) ++j;
-      SHARDFS_RETURN_IF_ERROR(fetcher_->Warm(h, v[i] * cs, (v[j - 1] - v[i] + 1) * cs, &fetched));
-      i = j;
-    }
-  }
+  SHARDFS_RETURN_IF_ERROR(plan.Fetch(fs_->shard_files(), *fetcher_, &wanted, &fetched));
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  *body = fmt::format("warmed {} files ({}) in {} chunks: fetched {} in {:.2f} s\n", files,
-                      Size(bytes), wanted, Size(fetched), secs);
+  *body = fmt::format("warmed {} files ({}) in {} chunks: fetched {} in {:.2f} s\n", plan.files(),
+                      Size(plan.bytes()), wanted, Size(fetched), secs);
   return Status::Ok();
 }
 
@@ -517,46 +592,9 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
       .UNum("chunk_size", s.chunk_size)
       .UNum("fetch_threads", s.threads);
   if (const DecodedCache* cache = fs_->options().decoded; cache != nullptr) {
-    const DecodedCacheStats d = cache->stats();
-    const StreamStats st = fs_->stream_stats();
-    o.UNum("decoded_capacity", d.capacity)
-        .UNum("decoded_hits", d.hits)
-        .UNum("decoded_decodes", d.decodes)
-        .UNum("decoded_too_short", d.too_short)
-        .UNum("decoded_joined", d.joined)
-        .UNum("decoded_gave_up", d.gave_up)
-        .UNum("decoded_errors", d.errors)
-        .UNum("decoded_evictions", d.evictions)
-        .UNum("decoded_bytes", d.decoded_bytes)
-        .UNum("decoded_resident_bytes", d.resident_bytes)
-        .UNum("decoded_resident_blocks", d.resident_blocks)
-        .UNum("stream_intervals_whole", st.whole)
-        .UNum("stream_intervals_prefix", st.prefixes)
-        .UNum("stream_reads_file_checked", st.files_checked);
+    AddDecodedJson(cache->stats(), fs_->stream_stats(), o);
   }
-  if (shards) {
-    std::string arr = "[";
-    const auto& reader = fs_->reader();
-    for (size_t i = 0; i < s.shards.size(); ++i) {
-      const ShardFetchStats& p = s.shards[i];
-      JsonObject so;
-      so.UNum("shard_id", i)
-          .Str("location",
-               RedactLocation(reader.ShardPath(index::ShardId{static_cast<uint32_t>(i)})))
-          .UNum("bytes_delivered", p.bytes_delivered)
-          .UNum("bytes_pushed", p.bytes_pushed)
-          .UNum("bytes_fetched", p.bytes_fetched)
-          .UNum("cache_hits", p.chunk_hits)
-          .UNum("cache_misses", p.chunk_misses)
-          .UNum("chunks_fetched", p.fetches)
-          .UNum("errors", p.errors)
-          .UNum("resident_bytes",
-                i < c.shard_resident_bytes.size() ? c.shard_resident_bytes[i] : 0);
-      if (i > 0) arr += ",";
-      arr += so.Finish();
-    }
-    o.Raw("shards", arr + "]");
-  }
+  if (shards) o.Raw("shards", ShardsJson(s, fs_->reader()));
   return o.Finish() + "\n";
 }
 

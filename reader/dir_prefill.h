@@ -49,7 +49,7 @@
 
 namespace shardfs::reader {
 
-// Names-only listings (issue #15). In a READDIRPLUS reply an entry may carry
+// Names-only listings. In a READDIRPLUS reply an entry may carry
 // node id 0: the kernel then makes no inode and no dentry for it, and the
 // entry costs what a plain readdir's does. A walker that wants only names and
 // types (find -type f, os.scandir) is served fastest so; one that stats what

@@ -16,7 +16,7 @@
 #include "base/io.h"
 #include "base/log.h"
 #include "base/strings.h"
-#include "reader/zip_reader.h"
+#include "reader/encoded_reader.h"
 
 namespace shardfs::reader {
 namespace {
@@ -237,25 +237,127 @@ Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) 
   return Status::Ok();
 }
 
-Status Filesystem::ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range,
-                               index::RecordHolder* holder) {
+// How a read is served is decided once, here, from the file's record: the
+// kind says which one way its bytes are read.
+struct Filesystem::ReadRange {
+  enum class Kind {
+    kRange,   // Bytes [position, position + length) of the shard.
+    kGather,  // A sparse file's read across holes or extents: assembled from
+              // the record's extents (position: its first stored byte).
+    kMember,  // An encoded member (a deflated zip member): from its decoded
+              // bytes (reader/encoded_reader.h); position: the compressed
+              // bytes' offset.
+    kStream,  // A file of a compressed tar shard: position is an offset in
+              // the decoded stream (reader/stream_reader.h).
+  };
+  Kind kind = Kind::kRange;
+  ShardHandle shard;
+  index::ShardId shard_id;
+  uint64_t position = 0;
+  size_t length = 0;                 // 0 at or past the end of the file.
+  uint64_t offset = 0;               // Where in the file the read starts.
+  const EntryRecord* rec = nullptr;  // The file; outlives the read.
+};
+
+Result<ReadReply> Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf,
+                                   bool may_splice) {
   EntryRecord rec;
-  SHARDFS_RETURN_IF_ERROR(reader_->GetInode(inode, &rec, holder));
-  return ResolveRecordRead(rec, offset, size, range);
+  index::RecordHolder holder;  // Holds the record (a sparse file's extents) for the read.
+  SHARDFS_RETURN_IF_ERROR(reader_->GetInode(inode, &rec, &holder));
+  return ReadFile(rec, offset, size, buf, may_splice);
 }
 
-Status Filesystem::ResolveRead(const EntryRecord& looked_up, uint64_t offset, size_t size,
-                               ReadRange* range) {
+Result<ReadReply> Filesystem::Read(const EntryRecord& looked_up, uint64_t offset, size_t size,
+                                   char* buf, bool may_splice) {
   SHARDFS_RETURN_IF_ERROR(reader_->CheckFileRange(looked_up));
-  return ResolveRecordRead(looked_up, offset, size, range);
+  return ReadFile(looked_up, offset, size, buf, may_splice);
 }
 
-Status Filesystem::ResolveRecordRead(const EntryRecord& rec, uint64_t offset, size_t size,
-                                     ReadRange* range) {
+Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n) {
+  *n = 0;
+  SHARDFS_ASSIGN_OR_RETURN(ReadReply reply, Read(inode, offset, size, buf, false));
+  *n = reply.length;
+  return Status::Ok();
+}
+
+Result<ReadReply> Filesystem::ReadFile(const EntryRecord& rec, uint64_t offset, size_t size,
+                                       char* buf, bool may_splice) {
+  using Kind = ReadRange::Kind;
+  ReadRange range;
+  SHARDFS_RETURN_IF_ERROR(Resolve(rec, offset, size, &range));
+  ReadReply reply;
+  reply.length = range.length;
+  if (range.length == 0) return reply;
+  // Push-ahead acts on ranges of the shard; only a plain range ends a file
+  // for it (a gather is no one range, decoded bytes none at all).
+  if (range.kind == Kind::kRange || range.kind == Kind::kGather) {
+    const bool ends = range.kind == Kind::kRange && offset + range.length == rec.size;
+    reply.push = {true,         range.shard, range.shard_id,     range.position,
+                  range.length, ends,        ends && offset == 0};
+  }
+  if (range.kind == Kind::kRange && may_splice && range.shard->direct()) {
+    reply.fd = range.shard->fd();
+    reply.pos = range.shard->base() + range.position;
+    reply.keep = range.shard;
+    return reply;
+  }
+  FileRange at;
+  Status s;
+  switch (range.kind) {
+    case Kind::kRange:
+      s = range.shard->ReadOrLocate(buf, range.length, range.position, may_splice ? &at : nullptr);
+      break;
+    case Kind::kGather:
+      s = Gather(range, buf);
+      break;
+    case Kind::kStream: {
+      const FileSpan file{rec.offset, rec.size, rec.xxh3, rec.has_checksum()};
+      s = streams_.Read(range.shard_id, range.shard, range.position, range.length, buf, &file);
+      // The message names the shard and the compressed offset already;
+      // data that does not decode marks the shard bad (one log line).
+      if (s.code() == Status::Code::kCorruption) shards_.MarkBad(range.shard_id, s);
+      break;
+    }
+    case Kind::kMember: {
+      MemberCheck check;
+      if (WouldVerify(rec.inode)) {
+        check = [&](const std::string& content) {
+          return VerifyBytes(rec.inode, content.data(), content.size(), rec.xxh3,
+                             rec.has_checksum());
+        };
+      }
+      const std::string archive = RedactLocation(reader_->ShardPath(range.shard_id));
+      const EncodedRead read{range.shard_id, &range.shard, rec.encoding, rec.size,
+                             offset,         range.length, archive};
+      // Logged and named by ReadEncodedMember; the shard is not marked.
+      SHARDFS_RETURN_IF_ERROR(ReadEncodedMember(read, options_.decoded, check, buf));
+      break;
+    }
+  }
+  if (!s.ok()) {
+    if (range.kind != Kind::kStream) {
+      s = s.WithContext(fmt::format("shard {}", RedactLocation(reader_->ShardPath(rec.shard))));
+      shards_.ReadFailed(range.shard_id, s);
+    } else if (s.code() != Status::Code::kCorruption) {
+      shards_.ReadFailed(range.shard_id, s);
+    }
+    return s;
+  }
+  range.shard->NoteDelivered(range.length, false);
+  if (at.file) {
+    reply.fd = at.file->get();
+    reply.pos = at.pos;
+    reply.keep = std::move(at.file);
+  }
+  return reply;
+}
+
+Status Filesystem::Resolve(const EntryRecord& rec, uint64_t offset, size_t size, ReadRange* range) {
   const InodeId inode = rec.inode;
   if (rec.type == index::EntryType::kDir) return Status::IsADirectory("a directory");
   if (rec.type != index::EntryType::kFile) return Status::InvalidArgument("not a file");
   *range = ReadRange{};
+  range->rec = &rec;
   if (offset >= rec.size || size == 0) return Status::Ok();
   SHARDFS_ASSIGN_OR_RETURN(ShardHandle shard, shards_.Get(rec.shard));
   // A shard truncated or replaced while mounted must not serve bytes: the
@@ -279,60 +381,38 @@ Status Filesystem::ResolveRecordRead(const EntryRecord& rec, uint64_t offset, si
   range->shard_id = rec.shard;
   range->position = rec.offset + offset;
   range->length = static_cast<size_t>(std::min<uint64_t>(size, rec.size - offset));
-  range->ends_file = offset + range->length == rec.size;
-  range->whole_file = offset == 0 && range->ends_file;
   range->offset = offset;
   if (rec.encoded()) {
-    range->decode_member = true;
+    range->kind = ReadRange::Kind::kMember;
     range->position = rec.encoding.comp_offset;
-    range->encoding = rec.encoding;
-    range->file_size = rec.size;
-    range->inode = rec.inode;
-    range->xxh3 = rec.xxh3;
-    range->has_checksum = rec.has_checksum();
-    range->ends_file = false;  // Push-ahead leaves it alone: no range of the shard.
-    range->whole_file = false;
-    return Status::Ok();
-  }
-  if (meta.codec() != index::Codec::kNone) {
+  } else if (meta.codec() != index::Codec::kNone) {
     if (rec.sparse()) {  // Its extents are not read from a decoded stream.
       return Status::NotSupported(
           fmt::format("shard {}: inode {}: a sparse file in a compressed shard",
                       RedactLocation(reader_->ShardPath(rec.shard)), rec.inode.value));
     }
-    range->decode_stream = true;
-    range->file_size = rec.size;
-    range->xxh3 = rec.xxh3;
-    range->has_checksum = rec.has_checksum();
-    range->ends_file = false;
-    range->whole_file = false;
-    return Status::Ok();
-  }
-  if (rec.sparse()) {
-    // Inside one extent: an ordinary range. Otherwise ReadResolved assembles it;
-    // push-ahead leaves such ranges alone (they end no file for it).
-    const size_t i = index::FindExtent(rec, offset);
-    if (i < index::ExtentCount(rec)) {
-      index::Extent e = index::GetExtent(rec, i);
-      range->position = e.physical + (offset > e.logical ? offset - e.logical : 0);
-      if (e.logical <= offset && offset + range->length <= e.logical + e.length) {
-        return Status::Ok();
-      }
-    } else {
-      range->position = rec.offset;
-    }
-    range->gather = true;
-    range->extents = rec.extents;
-    range->ends_file = false;
-    range->whole_file = false;
+    range->kind = ReadRange::Kind::kStream;
+  } else if (rec.sparse()) {
+    ResolveSparse(rec, offset, range);
   }
   return Status::Ok();
 }
 
+void Filesystem::ResolveSparse(const EntryRecord& rec, uint64_t offset, ReadRange* range) {
+  // Inside one extent: an ordinary range. Otherwise a gather.
+  const size_t i = index::FindExtent(rec, offset);
+  if (i < index::ExtentCount(rec)) {
+    index::Extent e = index::GetExtent(rec, i);
+    range->position = e.physical + (offset > e.logical ? offset - e.logical : 0);
+    if (e.logical <= offset && offset + range->length <= e.logical + e.length) return;
+  } else {
+    range->position = rec.offset;
+  }
+  range->kind = ReadRange::Kind::kGather;
+}
+
 Status Filesystem::Gather(const ReadRange& range, char* buf) {
-  // The index's extent helpers read a record's extent list alone.
-  EntryRecord rec;
-  rec.extents = range.extents;
+  const EntryRecord& rec = *range.rec;
   const uint64_t offset = range.offset;
   const uint64_t end = offset + range.length;
   const size_t count = index::ExtentCount(rec);
@@ -367,63 +447,6 @@ Status Filesystem::VerifyBytes(InodeId inode, const char* data, size_t size, uin
     return Status::Corruption(fmt::format("inode {}: content checksum differs", inode.value));
   }
   verified_.Set(inode);
-  return Status::Ok();
-}
-
-Status Filesystem::ReadResolved(const ReadRange& range, char* buf, FileRange* at) {
-  if (range.length == 0) return Status::Ok();
-  if (range.decode_member) return ReadEncoded(range, buf);
-  if (range.decode_stream) {
-    // The message names the shard and the compressed offset already;
-    // data that does not decode marks the shard bad (one log line).
-    const FileSpan file{range.position - range.offset, range.file_size, range.xxh3,
-                        range.has_checksum};
-    Status s = streams_.Read(range.shard_id, range.shard, range.position, range.length, buf, &file);
-    if (!s.ok()) {
-      if (s.code() == Status::Code::kCorruption) {
-        shards_.MarkBad(range.shard_id, s);
-      } else {
-        shards_.ReadFailed(range.shard_id, s);
-      }
-      return s;
-    }
-    range.shard->NoteDelivered(range.length, false);
-    return Status::Ok();
-  }
-  Status s = range.gather ? Gather(range, buf)
-                          : range.shard->ReadOrLocate(buf, range.length, range.position, at);
-  if (!s.ok()) {
-    s = s.WithContext(fmt::format("shard {}", RedactLocation(reader_->ShardPath(range.shard_id))));
-    shards_.ReadFailed(range.shard_id, s);
-    return s;
-  }
-  range.shard->NoteDelivered(range.length, false);
-  return Status::Ok();
-}
-
-Status Filesystem::ReadEncoded(const ReadRange& range, char* buf) {
-  const std::string archive = RedactLocation(reader_->ShardPath(range.shard_id));
-  MemberCheck check;
-  if (WouldVerify(range.inode)) {
-    check = [&](const std::string& content) {
-      return VerifyBytes(range.inode, content.data(), content.size(), range.xxh3,
-                         range.has_checksum);
-    };
-  }
-  EncodedRead read{range.shard_id, &range.shard, range.encoding, range.file_size,
-                   range.offset,   range.length, archive};
-  Status s = ReadEncodedMember(read, options_.decoded, check, buf);
-  if (s.ok()) range.shard->NoteDelivered(range.length, false);
-  return s;
-}
-
-Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n) {
-  *n = 0;
-  ReadRange range;
-  index::RecordHolder holder;
-  SHARDFS_RETURN_IF_ERROR(ResolveRead(inode, offset, size, &range, &holder));
-  SHARDFS_RETURN_IF_ERROR(ReadResolved(range, buf));
-  *n = range.length;
   return Status::Ok();
 }
 

@@ -3,8 +3,12 @@
 // directly; app/fuse_adapter.cc translates FUSE requests into these calls.
 //
 // Metadata comes from the index alone; no shard is opened for lookup,
-// getattr, readdir or readlink. A read resolves to a byte range of a shard:
-// one index lookup for the inode, then pread (or splice) at offset + position.
+// getattr, readdir or readlink. A read walks down once: Read looks the inode
+// up, opens and checks its shard, and decides, from the record alone, how
+// the bytes are had: a range of the shard (pread, or handed back to splice),
+// a sparse file's extents, an encoded member's decoded bytes
+// (reader/encoded_reader.h) or a compressed tar's decoded stream
+// (reader/stream_reader.h). The frontend only sends what Read gave.
 //
 // Thread safety: after construction every method may be called from any
 // number of threads. The index reader is immutable, ShardFiles guards
@@ -62,37 +66,34 @@ struct FilesystemOptions {
   DecodedCache* decoded = nullptr;
 };
 
-// A read resolved to a range of an open, checked shard: what ResolveRead
-// hands down, to ReadResolved or to a splice from shard->fd().
-struct ReadRange {
-  ShardHandle shard;
+// What push-ahead (reader/push_ahead.h) needs of a READ, and nothing else:
+// where in which shard the bytes lay, and what the read was for the file.
+// Filled by Filesystem::Read; push-ahead reads no other field of a read.
+struct PushHint {
+  // Push-ahead may act on this read at all: false for an empty read and for
+  // decoded bytes (a zip member, a compressed tar's file), which are no
+  // range of the shard.
+  bool active = false;
+  ShardHandle shard;  // Keeps the shard open for the pushes after the read.
   index::ShardId shard_id;
-  uint64_t position = 0;    // Byte offset in the shard.
-  size_t length = 0;        // 0 at or past end of file.
-  bool ends_file = false;   // The range ends where the file ends.
-  bool whole_file = false;  // The range is the whole file.
-  // A read of a sparse file that crosses a hole or several extents: it is no
-  // one range of the shard (position is where its first stored byte is) and
-  // only ReadResolved can serve it, assembling it in the caller's buffer from
-  // `offset` and `extents`. A read inside one extent is an ordinary range.
-  bool gather = false;
-  uint64_t offset = 0;       // Where in the file the read starts.
-  std::string_view extents;  // Gather: the file's extents (index/schema.h).
-  // A read of an encoded member (a deflated zip member): only ReadResolved
-  // serves it, from the member's inflated bytes (reader/zip_reader.h);
-  // position is the compressed bytes' offset. Never spliced.
-  bool decode_member = false;
-  index::EncodedMember encoding;  // decode_member: how the member is stored,
-  uint64_t file_size = 0;         // its uncompressed size,
-  InodeId inode;                  // and what verify checks it against.
-  uint64_t xxh3 = 0;
-  bool has_checksum = false;
-  // A file of a compressed tar shard: `position` is an offset in the
-  // decoded stream, which only ReadResolved serves (reader/stream_reader.h);
-  // never spliced, and push-ahead leaves it alone. file_size, xxh3 and
-  // has_checksum are set as for decode_member: the stream reader checks a
-  // file decoded on its own against them.
-  bool decode_stream = false;
+  uint64_t position = 0;    // Byte offset in the shard of the first byte read.
+  size_t length = 0;        // Bytes read.
+  bool ends_file = false;   // The read ends where the file ends.
+  bool whole_file = false;  // The read is the whole file.
+};
+
+// The answer to Filesystem::Read: `length` bytes, either in the caller's
+// buffer (fd < 0) or, for a splice, bytes [pos, pos + length) of descriptor
+// `fd`: a local shard's, or a checked chunk file's of the chunk cache.
+// `keep` keeps that descriptor open while the reply is held, even if the
+// shard or the chunk is evicted meanwhile.
+struct ReadReply {
+  size_t length = 0;  // 0 at or past the end of the file.
+  int fd = -1;
+  uint64_t pos = 0;
+  std::shared_ptr<const void> keep;
+  PushHint push;
+  bool spliced() const { return fd >= 0; }
 };
 
 // One bit per inode up to a maximum, set and tested from any thread.
@@ -167,27 +168,28 @@ class Filesystem {
   // The target of a symlink; InvalidArgument if `inode` is not one.
   Status ReadLink(InodeId inode, std::string_view* target, index::RecordHolder* holder) const;
 
-  // Resolves a read of `size` bytes at `offset` of file `inode`, clamped to
-  // the file's size: one index lookup, one ShardFiles lookup. With
-  // verify=first/always the file's content is checked first. Returns IoError
-  // or Corruption (EIO) if the shard is bad or the content does not match;
-  // IsADirectory for a directory, InvalidArgument for a symlink.
-  // range->extents points into `holder`, which must outlive the range's read.
-  Status ResolveRead(InodeId inode, uint64_t offset, size_t size, ReadRange* range,
-                     index::RecordHolder* holder);
+  // Reads `size` bytes at `offset` of file `inode`, clamped to the file's
+  // size: one index lookup, one ShardFiles lookup, then one read decided
+  // here. With `may_splice`, a range that lies whole in a local shard read
+  // with pread, or in a checked chunk file on disk, is not read: the reply
+  // names the descriptor to splice from (ReadReply::fd). Every other read
+  // (decoded bytes, a sparse file across holes, a shard read in chunks and
+  // not on disk whole, or any read without `may_splice`) lands in `buf`,
+  // which must hold `size` bytes; a sparse file's holes read as zeros.
+  // With verify=first|always the file's content is checked before any byte
+  // is served. Returns IoError or Corruption (EIO) if the shard is bad, the
+  // content does not match, or a read comes up short (the shard is then
+  // marked); IsADirectory for a directory, InvalidArgument for a symlink.
+  // A splice that then comes up short is the caller's to notice: it reads
+  // again without `may_splice`, which reports the error or has the bytes.
+  Result<ReadReply> Read(InodeId inode, uint64_t offset, size_t size, char* buf, bool may_splice);
   // The same for the record of a file already looked up (Lookup or GetAttr
   // of this filesystem), without reading it again: what a path walk that
   // ends at the file hands down. The record's range is checked against the
-  // shard table (IndexReader::CheckFileRange) first. range->extents points
-  // into the record's holder.
-  Status ResolveRead(const EntryRecord& looked_up, uint64_t offset, size_t size, ReadRange* range);
-  // Reads a range ResolveRead gave into `buf` (of at least range.length
-  // bytes; a sparse file's holes read as zeros), without resolving again. A
-  // short read marks the shard bad and returns IoError. With `at`, a range
-  // of a shard read in chunks that lies whole in a checked chunk file on
-  // disk is not copied: *at says where it is, for a splice.
-  Status ReadResolved(const ReadRange& range, char* buf, FileRange* at = nullptr);
-  // ResolveRead, then ReadResolved; *n is the number of bytes read.
+  // shard table (IndexReader::CheckFileRange) first.
+  Result<ReadReply> Read(const EntryRecord& looked_up, uint64_t offset, size_t size, char* buf,
+                         bool may_splice);
+  // Read into `buf` always (no splice); *n is the number of bytes read.
   Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n);
 
   // Checks `data`, the whole content of file `inode` (`size` bytes), against
@@ -209,16 +211,22 @@ class Filesystem {
   KernelRequests& kernel_requests() const { return kernel_requests_; }
 
  private:
-  Status VerifyFile(const EntryRecord& rec, const ShardHandle& shard);
-  // Reads gather range `range` into `buf`: a pread per extent, zeros for
-  // the holes.
+  // A read resolved to bytes of an open, checked shard (filesystem.cc).
+  struct ReadRange;
+
+  // Read of a checked record: resolves it (Resolve), then reads it the one
+  // way its kind is read.
+  Result<ReadReply> ReadFile(const EntryRecord& rec, uint64_t offset, size_t size, char* buf,
+                             bool may_splice);
+  // Resolves a read of `rec`: the shard, opened and checked (size; with
+  // verify, content), and where the bytes are.
+  Status Resolve(const EntryRecord& rec, uint64_t offset, size_t size, ReadRange* range);
+  // Resolve for a sparse file: the range inside one extent, or a gather.
+  static void ResolveSparse(const EntryRecord& rec, uint64_t offset, ReadRange* range);
+  // Reads a gather range into `buf`: a pread per extent, zeros for the holes.
   static Status Gather(const ReadRange& range, char* buf);
-  // Reads decode_member range `range` into `buf` (reader/zip_reader.h).
-  Status ReadEncoded(const ReadRange& range, char* buf);
 
-  // ResolveRead of a checked record.
-  Status ResolveRecordRead(const EntryRecord& rec, uint64_t offset, size_t size, ReadRange* range);
-
+  Status VerifyFile(const EntryRecord& rec, const ShardHandle& shard);
   // VerifyFile for a file of a compressed tar shard.
   Status VerifyStreamFile(const EntryRecord& rec, const ShardHandle& shard);
 

@@ -121,37 +121,37 @@ void PushAhead::DropRead(int fd, uint64_t pos, size_t len) {
   ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from), POSIX_FADV_DONTNEED);
 }
 
-ReadNote PushAhead::NoteRead(InodeId inode, const ReadRange& range) {
-  if (range.length == 0 || range.shard_id.value >= shard_count_ || range.decode_stream) return {};
+ReadNote PushAhead::NoteRead(InodeId inode, const PushHint& hint) {
+  if (!hint.active || hint.shard_id.value >= shard_count_) return {};
   read_.Set(inode);
-  ShardState& s = shards_[range.shard_id.value];
-  if (!Sequential(s, range.position, range.length)) return {};
+  ShardState& s = shards_[hint.shard_id.value];
+  if (!Sequential(s, hint.position, hint.length)) return {};
   // A shard read through the chunk fetcher has its own readahead.
-  if (range.shard->direct()) {
-    ShardReadahead(s, fs_->reader().shards()[range.shard_id.value].size, range.shard->fd(),
-                   range.position, range.length);
+  if (hint.shard->direct()) {
+    ShardReadahead(s, fs_->reader().shards()[hint.shard_id.value].size, hint.shard->fd(),
+                   hint.position, hint.length);
   }
-  return {.sequential_to_eof = range.ends_file};
+  return {.sequential_to_eof = hint.ends_file};
 }
 
-void PushAhead::AfterReply(InodeId inode, const ReadRange& range, ReadNote note, bool delivered) {
-  if (range.length == 0 || range.shard_id.value >= shard_count_ || range.decode_stream) return;
-  ShardState& s = shards_[range.shard_id.value];
-  if (delivered && note.sequential_to_eof && range.shard->direct()) {
-    DropBehind(s, range.shard->fd(), range.position + range.length);
+void PushAhead::AfterReply(InodeId inode, const PushHint& hint, ReadNote note, bool delivered) {
+  if (!hint.active || hint.shard_id.value >= shard_count_) return;
+  ShardState& s = shards_[hint.shard_id.value];
+  const int fd = hint.shard->direct() ? hint.shard->fd() : -1;
+  if (delivered && note.sequential_to_eof && fd >= 0) {
+    DropBehind(s, fd, hint.position + hint.length);
     // A push ahead moves the drop line past files it did not push; their
     // READs cache shard pages behind the line again, which no later drop
     // would reach.
     uint64_t line = s.dropped.load(std::memory_order_relaxed);
-    if (range.position < line) {
-      DropBehindLine(range.shard->fd(), range.position,
-                     std::min<uint64_t>(range.position + range.length, line));
+    if (hint.position < line) {
+      DropBehindLine(fd, hint.position, std::min<uint64_t>(hint.position + hint.length, line));
     }
-  } else if (delivered && range.whole_file && range.shard->direct()) {
-    DropRead(range.shard->fd(), range.position, range.length);
+  } else if (delivered && hint.whole_file && fd >= 0) {
+    DropRead(fd, hint.position, hint.length);
   }
   bool sequential = note.sequential_to_eof;
-  uint64_t window = sequential ? options_.sequential_bytes : range.whole_file ? RandomWindow() : 0;
+  uint64_t window = sequential ? options_.sequential_bytes : hint.whole_file ? RandomWindow() : 0;
   if (!delivered || window == 0 || threads_.empty()) return;
   // One sequential push per shard at a time: a reader that overtakes it
   // would otherwise start another over the same files.
@@ -159,7 +159,7 @@ void PushAhead::AfterReply(InodeId inode, const ReadRange& range, ReadNote note,
     counters_->jobs_dropped_busy.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  Offer({inode, range.shard, range.shard_id, sequential, std::chrono::steady_clock::now()});
+  Offer({inode, hint.shard, hint.shard_id, sequential, std::chrono::steady_clock::now()});
 }
 
 void PushAhead::Offer(Job job) {
@@ -345,6 +345,20 @@ PushStats PushAhead::stats() const {
           get(c.jobs_dropped_stale), get(c.jobs_run),          get(c.files_pushed),
           get(c.files_pushed_fd),    get(c.bytes_pushed),      get(c.files_skipped_read),
           get(c.store_errors)};
+}
+
+void PushAhead::LogSummary() const {
+  const PushStats ps = stats();
+  if (ps.jobs_run == 0 && ps.jobs_queued == 0 && ps.jobs_dropped_busy == 0 &&
+      ps.jobs_dropped_full == 0) {
+    return;
+  }
+  log::Info(
+      "push: {} jobs run, {} dropped (busy {}, full {}, stale {}), {} files ({} bytes) "
+      "pushed, {} from the shard descriptor, {} skipped as read, {} store errors",
+      ps.jobs_run, ps.jobs_dropped_busy + ps.jobs_dropped_full + ps.jobs_dropped_stale,
+      ps.jobs_dropped_busy, ps.jobs_dropped_full, ps.jobs_dropped_stale, ps.files_pushed,
+      ps.bytes_pushed, ps.files_pushed_fd, ps.files_skipped_read, ps.store_errors);
 }
 
 }  // namespace shardfs::reader

@@ -1,8 +1,9 @@
 // Push-ahead: what the mount does for a reader of the files of a shard
 // beyond answering its READs. Everything here is policy on plain C++ types;
 // the FUSE edge gives it a Store callback (FUSE_NOTIFY_STORE) and calls
-// NoteRead/AfterReply around each READ, so unit tests drive it without a
-// mount.
+// NoteRead/AfterReply around each READ with the PushHint that
+// Filesystem::Read gave (reader/filesystem.h), so unit tests drive it
+// without a mount.
 //
 // Per shard it keeps where the last read ended, and from that:
 //  - shard readahead: a reader whose reads run sequentially through a shard
@@ -160,14 +161,15 @@ class PushAhead {
   // dropped. REQUIRES: READs are still answered while it runs.
   void Stop();
 
-  // Request path, on a worker, before the reply to a READ that resolved to
-  // `range` (length > 0): notes the read and starts shard readahead for a
+  // Request path, on a worker, before the reply to a READ of file `inode`
+  // (`hint`: what Filesystem::Read said of it; nothing is done unless
+  // hint.active): notes the read and starts shard readahead for a
   // sequential reader. Never blocks.
-  ReadNote NoteRead(InodeId inode, const ReadRange& range);
+  ReadNote NoteRead(InodeId inode, const PushHint& hint);
   // Request path, after the reply (`delivered`: the reply reached the
   // kernel), with what NoteRead made of it: drop-behind, then offers a push
   // job. Never blocks.
-  void AfterReply(InodeId inode, const ReadRange& range, ReadNote note, bool delivered);
+  void AfterReply(InodeId inode, const PushHint& hint, ReadNote note, bool delivered);
 
   // The regular files that follow `inode` in inode order and lie back to
   // back after it in the same shard (at most a small gap of tar headers),
@@ -192,6 +194,8 @@ class PushAhead {
   bool WasRead(InodeId inode) const { return read_.Test(inode); }
   bool WasPushed(InodeId inode) const { return pushed_.Test(inode); }
   PushStats stats() const;
+  // One line in the log (at unmount): what the pushes did, if anything.
+  void LogSummary() const;
   const PushOptions& options() const { return options_; }
   // The window of a push after a random whole-file read now: random_bytes,
   // or with random_follows_memory what PushBudget allows.

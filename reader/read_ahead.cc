@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <new>
 #include <optional>
 #include <vector>
 
 #include "base/fd.h"
 #include "base/io.h"
+#include "base/log.h"
 #include "base/parse.h"
 
 namespace shardfs::reader {
@@ -98,6 +100,25 @@ Result<uint64_t> RaiseMountReadAhead(const std::string& mountpoint, uint64_t kb,
   const std::string value = fmt::format("{}\n", kb);
   if (!WriteFully(fd.get(), value.data(), value.size())) return Status::FromErrno(errno, path);
   return kb;
+}
+
+void MountReadAheadOnce::RaiseIfArmed() noexcept {
+  if (!armed_.load(std::memory_order_relaxed) ||
+      !armed_.exchange(false, std::memory_order_acq_rel)) {
+    return;
+  }
+  try {
+    Result<uint64_t> kb = RaiseMountReadAhead(mount_path_, kMountReadAheadKb);
+    if (kb.ok()) {
+      log::Debug("read_ahead_kb of the mount: {}", *kb);
+    } else {
+      log::Info(
+          "{}: the mount's readahead stays at the kernel's default (raising it needs root): "
+          "a file over 128 KiB takes more than one READ",
+          kb.status().message());
+    }
+  } catch (const std::bad_alloc&) {
+  }
 }
 
 }  // namespace shardfs::reader

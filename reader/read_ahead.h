@@ -14,9 +14,11 @@
 #ifndef SHARDFS_READER_READ_AHEAD_H_
 #define SHARDFS_READER_READ_AHEAD_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "base/status.h"
 
@@ -37,6 +39,26 @@ Result<std::string> FindFuseMountDevice(std::string_view mountinfo, std::string_
 Result<uint64_t> RaiseMountReadAhead(const std::string& mountpoint, uint64_t kb,
                                      const std::string& mountinfo_path = "/proc/self/mountinfo",
                                      const std::string& bdi_dir = "/sys/class/bdi");
+
+// The mount's window raised once, on the first request after INIT (INIT
+// itself must be answered first: the mount is not in mountinfo before).
+// Thread safety: Arm and RaiseIfArmed may be called from any thread;
+// set_mount_path before the session starts.
+class MountReadAheadOnce {
+ public:
+  // The mountpoint with its links resolved, as /proc/self/mountinfo shows it.
+  void set_mount_path(std::string path) { mount_path_ = std::move(path); }
+  // At INIT: the next RaiseIfArmed raises the window.
+  void Arm() { armed_.store(true, std::memory_order_release); }
+  // On each request: after Arm, the first call raises read_ahead_kb to
+  // kMountReadAheadKb (root only; one line in the log when it cannot be);
+  // every other call returns at once.
+  void RaiseIfArmed() noexcept;
+
+ private:
+  std::string mount_path_;
+  std::atomic<bool> armed_{false};
+};
 
 }  // namespace shardfs::reader
 

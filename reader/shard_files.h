@@ -27,7 +27,7 @@
 //
 // Thread safety: all methods may be called from any thread. The LRU and the
 // fd table are guarded by mu_; a ShardHandle keeps its fd open while held,
-// even if the cache evicts it meanwhile, so a read never uses a closed or
+// even if the LRU evicts it meanwhile, so a read never uses a closed or
 // reused descriptor.
 #ifndef SHARDFS_READER_SHARD_FILES_H_
 #define SHARDFS_READER_SHARD_FILES_H_
@@ -102,7 +102,7 @@ class OpenShard : public std::enable_shared_from_this<OpenShard> {
 struct ShardFilesOptions {
   size_t max_open = 128;  // Open shard files at most (plus those held).
   // Reads remote shards (and local ones with chunk_local). Not owned; must
-  // outlive the cache. Null: a remote shard fails to open.
+  // outlive the ShardFiles. Null: a remote shard fails to open.
   ChunkedReader* chunked = nullptr;
   bool chunk_local = false;
 };

@@ -251,6 +251,10 @@ Result<std::unique_ptr<Volume>> Volume::Open(IndexLocation ref, VolumeOptions op
   options.fs.decoded = v->decoded_.get();
   v->fs_ = std::make_unique<reader::Filesystem>(std::move(reader).value(), options.fs);
   v->where_ = std::move(ref);
+  // What a child after fork() opens its own volume with: nothing of ours.
+  options.fs.chunked = nullptr;
+  options.fs.chunk_local = false;
+  options.fs.decoded = nullptr;
   v->options_ = std::move(options);
   return v;
 }
@@ -336,6 +340,65 @@ Status Volume::Resolve(std::string_view relpath, bool follow, EntryRecord* rec,
     return fs_->GetAttr(index::kRootInode, rec, holder);
   }
   return Status::Ok();
+}
+
+Status Volume::ResolveFile(std::string_view relpath, EntryRecord* rec,
+                           index::RecordHolder* holder) const {
+  SHARDFS_RETURN_IF_ERROR(Resolve(relpath, /*follow=*/true, rec, holder));
+  if (rec->type == EntryType::kDir) {
+    return Status::IsADirectory(
+        fmt::format("{}: is a directory in index {}", relpath, where_.shown));
+  }
+  return Status::Ok();
+}
+
+Status Volume::Stat(std::string_view relpath, bool follow, struct stat* st) const {
+  EntryRecord rec;
+  index::RecordHolder holder;
+  SHARDFS_RETURN_IF_ERROR(Resolve(relpath, follow, &rec, &holder));
+  fs_->ToStat(rec, st);
+  return Status::Ok();
+}
+
+Status Volume::ListDir(std::string_view relpath, const ListFn& fn) const {
+  EntryRecord rec;
+  index::RecordHolder holder;
+  SHARDFS_RETURN_IF_ERROR(Resolve(relpath, /*follow=*/true, &rec, &holder));
+  if (rec.type != EntryType::kDir) {
+    return Status::NotADirectory(
+        fmt::format("{}: not a directory in index {}", relpath, where_.shown));
+  }
+  return ListDir(rec.inode, fn);
+}
+
+Status Volume::ListDir(InodeId dir, const ListFn& fn) const { return fs_->ReadDir(dir, "", fn); }
+
+Result<std::string> Volume::ReadLink(std::string_view relpath) const {
+  EntryRecord rec;
+  index::RecordHolder holder;
+  SHARDFS_RETURN_IF_ERROR(Resolve(relpath, /*follow=*/false, &rec, &holder));
+  if (rec.type != EntryType::kSymlink) {
+    return Status::InvalidArgument(
+        fmt::format("{}: not a symbolic link in index {}", relpath, where_.shown));
+  }
+  return std::string(rec.target);
+}
+
+Result<size_t> Volume::Read(std::string_view relpath, uint64_t offset, size_t size, char* buf) {
+  EntryRecord rec;
+  index::RecordHolder holder;
+  SHARDFS_RETURN_IF_ERROR(ResolveFile(relpath, &rec, &holder));
+  return Read(rec, offset, size, buf);
+}
+
+Result<size_t> Volume::Read(const EntryRecord& rec, uint64_t offset, size_t size, char* buf) {
+  SHARDFS_ASSIGN_OR_RETURN(ReadReply reply, fs_->Read(rec, offset, size, buf, false));
+  return reply.length;
+}
+
+Result<size_t> Volume::Read(InodeId inode, uint64_t offset, size_t size, char* buf) {
+  SHARDFS_ASSIGN_OR_RETURN(ReadReply reply, fs_->Read(inode, offset, size, buf, false));
+  return reply.length;
 }
 
 }  // namespace shardfs::reader

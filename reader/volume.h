@@ -12,12 +12,20 @@
 // copy) and open after (RocksDB and the fetcher's threads do not survive a
 // fork): indexref::ResolveForVolume, then Open(location, options).
 //
-// Thread safety: after Open, fs() and Resolve may be used from any number of
+// What a frontend needs is here, with no FUSE type and no global state:
+// Resolve (a path to its entry), Stat, ListDir, ReadLink and Read (a range
+// of a file, by path, looked-up record or inode). fs() is the filesystem on
+// inode ids underneath, for a frontend that speaks inodes (the FUSE mount).
+//
+// Thread safety: after Open, every method may be used from any number of
 // threads (see reader::Filesystem). Nothing in a Volume survives fork(): a
-// child process opens its own from ref() and options() and leaves the
-// parent's alone (its locks may be held by threads the child does not have).
+// child process opens its own, Open(location(), options()), and leaves the
+// parent's alone (its locks may be held by threads the child does not have;
+// options() holds nothing of the parent's objects).
 #ifndef SHARDFS_READER_VOLUME_H_
 #define SHARDFS_READER_VOLUME_H_
+
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <functional>
@@ -118,6 +126,42 @@ class Volume {
   // file in a directory seen before is one Lookup.
   Status Resolve(std::string_view relpath, bool follow, index::EntryRecord* rec,
                  index::RecordHolder* holder) const;
+  // Resolve, following links, for an entry to read: IsADirectory naming
+  // `relpath` if it is a directory.
+  Status ResolveFile(std::string_view relpath, index::EntryRecord* rec,
+                     index::RecordHolder* holder) const;
+
+  // The stat of the entry at `relpath` (Resolve with `follow`), with the
+  // ownership overrides of the options applied; st_ino is the index's inode.
+  Status Stat(std::string_view relpath, bool follow, struct stat* st) const;
+
+  // Called for each child of a directory, in name order; returns false to
+  // stop. `rec` is valid during the call only.
+  using ListFn = std::function<bool(std::string_view name, const index::EntryRecord& rec)>;
+  // Calls `fn` for each child of the directory at `relpath` (links
+  // followed). Resolve's errors; NotADirectory naming `relpath` if it is not
+  // a directory.
+  Status ListDir(std::string_view relpath, const ListFn& fn) const;
+  // The same for directory inode `dir` (one a Resolve or ListDir gave).
+  // NotFound if there is no such inode.
+  Status ListDir(index::InodeId dir, const ListFn& fn) const;
+
+  // The target of the symbolic link at `relpath` (not followed);
+  // InvalidArgument naming `relpath` if it is not a link.
+  Result<std::string> ReadLink(std::string_view relpath) const;
+
+  // Reads up to `size` bytes at `offset` of a file into `buf` (which holds
+  // `size` bytes) and returns how many: fewer only at the end of the file,
+  // 0 at or past it. Checked as the mount checks them (verify); Filesystem::Read's
+  // errors (EIO for bytes that cannot be served as indexed, never wrong
+  // bytes). Costs an index lookup (by inode), or Resolve (by path), then one
+  // pread of the shard or a decode.
+  Result<size_t> Read(std::string_view relpath, uint64_t offset, size_t size, char* buf);
+  // The same for a file that Resolve or ResolveFile of this volume gave
+  // (no second lookup); `rec` as they left it.
+  Result<size_t> Read(const index::EntryRecord& rec, uint64_t offset, size_t size, char* buf);
+  // The same for file inode `inode`.
+  Result<size_t> Read(index::InodeId inode, uint64_t offset, size_t size, char* buf);
 
  private:
   Volume() = default;

@@ -37,7 +37,6 @@
 #include "base/status.h"
 #include "index/schema.h"
 #include "indexref/index_ref.h"
-#include "reader/filesystem.h"
 #include "reader/volume.h"
 
 namespace py = pybind11;
@@ -63,17 +62,22 @@ void Check(const Status& s, const std::string& filename) {
   if (!s.ok()) Throw(s, filename);
 }
 
+template <typename T>
+T Check(Result<T> r, const std::string& filename) {
+  if (!r.ok()) Throw(r.status(), filename);
+  return std::move(r).value();
+}
+
 // (mode, ino, nlink, uid, gid, size, mtime_ns, blocks) of an entry.
 using StatTuple =
     std::tuple<uint32_t, uint64_t, uint64_t, uint32_t, uint32_t, uint64_t, int64_t, uint64_t>;
 
-StatTuple ToTuple(const reader::Filesystem& fs, const EntryRecord& rec) {
-  struct stat st;
-  fs.ToStat(rec, &st);
-  return {st.st_mode,   st.st_ino,
-          st.st_nlink,  st.st_uid,
-          st.st_gid,    static_cast<uint64_t>(st.st_size),
-          rec.mtime_ns, static_cast<uint64_t>(st.st_blocks)};
+StatTuple ToTuple(const struct stat& st) {
+  const int64_t mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+  return {st.st_mode,  st.st_ino,
+          st.st_nlink, st.st_uid,
+          st.st_gid,   static_cast<uint64_t>(st.st_size),
+          mtime_ns,    static_cast<uint64_t>(st.st_blocks)};
 }
 
 class Handle;
@@ -202,16 +206,6 @@ class Handle {
   bool closed_ = false;      // Guarded by mu_.
 };
 
-// The file at `path` (symbolic links followed); IsADirectory for a directory.
-void ResolveFile(const reader::Volume& v, const std::string& path, EntryRecord* rec,
-                 RecordHolder* holder) {
-  Check(v.Resolve(path, /*follow=*/true, rec, holder), path);
-  if (rec->type == EntryType::kDir) {
-    Throw(Status::IsADirectory(fmt::format("{}: is a directory in index {}", path, v.shown())),
-          path);
-  }
-}
-
 // A path argument: str (UTF-8, or the file system encoding for surrogate
 // escapes), bytes or os.PathLike, as os functions take it.
 std::string PathArg(py::handle p) {
@@ -236,35 +230,32 @@ constexpr size_t kCopiedReadMax = 1 << 20;
 py::bytes Read(Handle& h, const py::object& path_arg, int64_t offset, int64_t size) {
   if (offset < 0) throw py::value_error(fmt::format("offset {}: negative", offset));
   const std::string path = PathArg(path_arg);
+  const uint64_t off = static_cast<uint64_t>(offset);
   std::shared_ptr<reader::Volume> v = h.Get();
   thread_local std::string buffer;
   EntryRecord rec;
   RecordHolder holder;
-  reader::ReadRange range;
-  bool copied = false;
+  size_t n = 0;
   {
     py::gil_scoped_release nogil;
-    ResolveFile(*v, path, &rec, &holder);
-    uint64_t off = static_cast<uint64_t>(offset);
-    uint64_t avail = off < rec.size ? rec.size - off : 0;
-    size_t n = static_cast<size_t>(size < 0 ? avail : std::min<uint64_t>(avail, size));
-    Check(v->fs().ResolveRead(rec, off, n, &range), path);
-    if (range.length <= kCopiedReadMax) {
-      buffer.resize(range.length);
-      Check(v->fs().ReadResolved(range, buffer.data()), path);
-      copied = true;
+    Check(v->ResolveFile(path, &rec, &holder), path);
+    const uint64_t avail = off < rec.size ? rec.size - off : 0;
+    n = static_cast<size_t>(size < 0 ? avail : std::min<uint64_t>(avail, size));
+    if (n <= kCopiedReadMax) {
+      buffer.resize(n);
+      n = Check(v->Read(rec, off, n, buffer.data()), path);
     }
   }
-  if (copied) return py::bytes(buffer.data(), range.length);
-  PyObject* obj = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(range.length));
+  if (n <= kCopiedReadMax) return py::bytes(buffer.data(), n);
+  PyObject* obj = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(n));
   if (!obj) throw py::error_already_set();
   py::bytes out = py::reinterpret_steal<py::bytes>(obj);
-  Status s;
+  Result<size_t> got = Status::IoError("not read");
   {
     py::gil_scoped_release nogil;
-    s = v->fs().ReadResolved(range, PyBytes_AS_STRING(obj));
+    got = v->Read(rec, off, n, PyBytes_AS_STRING(obj));
   }
-  Check(s, path);
+  if (Check(std::move(got), path) != n) return py::bytes(PyBytes_AS_STRING(obj), *got);
   return out;
 }
 
@@ -275,51 +266,35 @@ size_t ReadInto(Handle& h, uint64_t inode, uint64_t offset, const py::buffer& bu
   std::shared_ptr<reader::Volume> v = h.Get();
   py::buffer_info info = buf.request(/*writable=*/true);
   size_t len = static_cast<size_t>(info.size * info.itemsize);
-  size_t got = 0;
-  Status s;
+  Result<size_t> got = Status::IoError("not read");
   {
     py::gil_scoped_release nogil;
-    s = v->fs().Read(InodeId{inode}, offset, len, static_cast<char*>(info.ptr), &got);
+    got = v->Read(InodeId{inode}, offset, len, static_cast<char*>(info.ptr));
   }
-  Check(s, name);
-  return got;
+  return Check(std::move(got), name);
 }
 
 StatTuple Stat(Handle& h, const py::object& path_arg, bool follow) {
   const std::string path = PathArg(path_arg);
   std::shared_ptr<reader::Volume> v = h.Get();
   py::gil_scoped_release nogil;
-  EntryRecord rec;
-  RecordHolder holder;
-  Check(v->Resolve(path, follow, &rec, &holder), path);
-  return ToTuple(v->fs(), rec);
-}
-
-// Each child of directory `dir` in name order: (name, mode).
-std::vector<std::pair<std::string, uint32_t>> ListDir(const reader::Volume& v, InodeId dir,
-                                                      const std::string& path) {
-  std::vector<std::pair<std::string, uint32_t>> out;
-  Check(v.fs().ReadDir(dir, "",
-                       [&](std::string_view name, const EntryRecord& rec) {
-                         out.emplace_back(std::string(name), rec.mode);
-                         return true;
-                       }),
-        path);
-  return out;
+  struct stat st;
+  Check(v->Stat(path, follow, &st), path);
+  return ToTuple(st);
 }
 
 std::vector<std::pair<std::string, uint32_t>> ListDirPath(Handle& h, const py::object& path_arg) {
   const std::string path = PathArg(path_arg);
   std::shared_ptr<reader::Volume> v = h.Get();
   py::gil_scoped_release nogil;
-  EntryRecord rec;
-  RecordHolder holder;
-  Check(v->Resolve(path, /*follow=*/true, &rec, &holder), path);
-  if (rec.type != EntryType::kDir) {
-    Throw(Status::NotADirectory(fmt::format("{}: not a directory in index {}", path, v->shown())),
-          path);
-  }
-  return ListDir(*v, rec.inode, path);
+  std::vector<std::pair<std::string, uint32_t>> out;
+  Check(v->ListDir(path,
+                   [&](std::string_view name, const EntryRecord& rec) {
+                     out.emplace_back(std::string(name), rec.mode);
+                     return true;
+                   }),
+        path);
+  return out;
 }
 
 // Appends to `out` the path of every file under directory `dir` (named
@@ -329,14 +304,14 @@ void CollectFiles(const reader::Volume& v, InodeId dir, const std::string& dir_p
                   std::string_view name_prefix, std::vector<std::string>* out) {
   std::vector<std::pair<std::string, InodeId>> subdirs;
   std::vector<std::pair<std::string, bool>> entries;  // (name, is_dir) in order.
-  Check(v.fs().ReadDir(dir, "",
-                       [&](std::string_view name, const EntryRecord& rec) {
-                         if (!name.starts_with(name_prefix)) return true;
-                         bool is_dir = rec.type == EntryType::kDir;
-                         entries.emplace_back(std::string(name), is_dir);
-                         if (is_dir) subdirs.emplace_back(std::string(name), rec.inode);
-                         return true;
-                       }),
+  Check(v.ListDir(dir,
+                  [&](std::string_view name, const EntryRecord& rec) {
+                    if (!name.starts_with(name_prefix)) return true;
+                    bool is_dir = rec.type == EntryType::kDir;
+                    entries.emplace_back(std::string(name), is_dir);
+                    if (is_dir) subdirs.emplace_back(std::string(name), rec.inode);
+                    return true;
+                  }),
         dir_path);
   size_t next_dir = 0;
   for (const auto& [name, is_dir] : entries) {
@@ -496,14 +471,6 @@ PYBIND11_MODULE(_shardfs, m) {
         const std::string path = PathArg(path_arg);
         std::shared_ptr<reader::Volume> v = h.Get();
         py::gil_scoped_release nogil;
-        EntryRecord rec;
-        RecordHolder holder;
-        Check(v->Resolve(path, /*follow=*/false, &rec, &holder), path);
-        if (rec.type != EntryType::kSymlink) {
-          Throw(Status::InvalidArgument(
-                    fmt::format("{}: not a symbolic link in index {}", path, v->shown())),
-                path);
-        }
-        return std::string(rec.target);
+        return Check(v->ReadLink(path), path);
       });
 }

@@ -477,7 +477,7 @@ TEST(ChunkCacheTest, ChangedIdentityOrChunkSizeDoesNotMatch) {
   }
 }
 
-// Locate (the splice path, issue 27): only a disk chunk whose payload has
+// Locate (the splice path): only a disk chunk whose payload has
 // been checked in this process, and the range it gives holds the chunk's
 // bytes, still readable after the chunk is dropped.
 TEST(ChunkCacheTest, LocateGivesACheckedChunkFilesRange) {

@@ -225,15 +225,28 @@ TEST_F(FilesystemTreeTest, ReadsInOddChunksAtRandomOffsetsAndPastTheEnd) {
   InodeId empty = reader_testing::InodeOf(*fs, "empty.txt");
   ASSERT_TRUE(ReadAt(*fs, empty, 0, 100, &got).ok());
   EXPECT_EQ(got.size(), 0u);
-  // ResolveRead clamps to the file and points into the shard.
-  reader::ReadRange range;
-  index::RecordHolder holder;
-  ASSERT_TRUE(fs->ResolveRead(big, want.size() - 10, 4096, &range, &holder).ok());
-  EXPECT_EQ(range.length, 10u);
-  ASSERT_TRUE(range.shard);
+  // A read that may splice clamps to the file and names the shard's
+  // descriptor and where the bytes are in it, reading nothing.
+  std::string untouched(4096, 'x');
+  Result<reader::ReadReply> r = fs->Read(big, want.size() - 10, 4096, untouched.data(), true);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->length, 10u);
+  ASSERT_TRUE(r->spliced());
+  EXPECT_EQ(untouched, std::string(4096, 'x'));
   std::string raw(10, '\0');
-  ASSERT_EQ(::pread(range.shard->fd(), raw.data(), 10, static_cast<off_t>(range.position)), 10);
+  ASSERT_EQ(::pread(r->fd, raw.data(), 10, static_cast<off_t>(r->pos)), 10);
   EXPECT_EQ(raw, want.substr(want.size() - 10));
+  // Push-ahead is told where the bytes lay: the end of the file, not all of it.
+  EXPECT_TRUE(r->push.active);
+  EXPECT_EQ(r->push.position, r->pos);
+  EXPECT_EQ(r->push.length, 10u);
+  EXPECT_TRUE(r->push.ends_file);
+  EXPECT_FALSE(r->push.whole_file);
+  // Without may_splice the same read lands in the buffer.
+  r = fs->Read(big, want.size() - 10, 4096, untouched.data(), false);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->spliced());
+  EXPECT_EQ(untouched.substr(0, 10), want.substr(want.size() - 10));
 }
 
 // A ChunkedReader over local shards' descriptors that counts its calls: a
@@ -251,8 +264,8 @@ class CountingReader : public ChunkedReader {
   int delivered = 0;
 };
 
-// The READ of a shard that cannot be spliced walks down once: ResolveRead
-// looks the file up and checks it, ReadResolved reads the range it gave.
+// The READ of a shard that cannot be spliced walks down once: Read looks
+// the file up, checks it and reads it, each once.
 TEST_F(FilesystemTreeTest, AReadThroughTheChunkedReaderResolvesAndChecksOnce) {
   CountingReader chunked;
   auto fs = Open(
@@ -261,16 +274,14 @@ TEST_F(FilesystemTreeTest, AReadThroughTheChunkedReaderResolvesAndChecksOnce) {
   ASSERT_TRUE(fs);
   const InodeId hello = reader_testing::InodeOf(*fs, "hello.txt");
   for (int i = 1; i <= 2; ++i) {
-    reader::ReadRange range;
-    index::RecordHolder holder;
-    ASSERT_TRUE(fs->ResolveRead(hello, 0, 4096, &range, &holder).ok());
-    ASSERT_EQ(range.length, 12u);
-    EXPECT_FALSE(range.shard->direct());
-    EXPECT_EQ(chunked.reads, 2 * i - 1);  // verify=always: the checksum pass.
-    std::string got(range.length, '\0');
-    ASSERT_TRUE(fs->ReadResolved(range, got.data()).ok());
-    EXPECT_EQ(got, "hello world\n");
-    EXPECT_EQ(chunked.reads, 2 * i);  // The range, neither resolved nor checked again.
+    std::string got(4096, '\0');
+    Result<reader::ReadReply> r = fs->Read(hello, 0, 4096, got.data(), true);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ASSERT_EQ(r->length, 12u);
+    EXPECT_FALSE(r->spliced());  // No chunk file on disk: the bytes.
+    EXPECT_FALSE(r->push.shard->direct());
+    EXPECT_EQ(got.substr(0, r->length), "hello world\n");
+    EXPECT_EQ(chunked.reads, 2 * i);  // verify=always: the checksum pass, then the range.
     EXPECT_EQ(chunked.delivered, i);
   }
 }

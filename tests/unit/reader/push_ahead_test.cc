@@ -145,33 +145,38 @@ class PushAheadTest : public ::testing::Test {
     return Names(fs, files);
   }
 
-  // A READ's range and what push-ahead noted of it.
+  // What Filesystem::Read told push-ahead of a READ, and what it noted.
   struct Noted {
-    ReadRange range;
+    PushHint range;
     ReadNote note;
   };
 
-  // A read of the whole file `path`, resolved and noted as the FUSE edge
-  // does before its reply.
+  // What Filesystem::Read tells push-ahead of a read of `size` bytes at
+  // `off` of `path` that may splice (a local shard's range: nothing read).
+  static PushHint Hint(Filesystem& fs, std::string_view path, uint64_t off = 0,
+                       size_t size = 1 << 20) {
+    thread_local std::string buf;
+    buf.resize(size);
+    Result<ReadReply> r = fs.Read(reader_testing::InodeOf(fs, path), off, size, buf.data(), true);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? r->push : PushHint{};
+  }
+
+  // A read of the whole file `path`, noted as the FUSE edge does before its
+  // reply.
   Noted ReadWhole(Filesystem& fs, PushAhead& push, std::string_view path) {
     Noted r;
-    index::RecordHolder holder;
-    Status s = fs.ResolveRead(reader_testing::InodeOf(fs, path), 0, 1 << 20, &r.range, &holder);
-    EXPECT_TRUE(s.ok()) << s.message();
+    r.range = Hint(fs, path);
     r.note = push.NoteRead(reader_testing::InodeOf(fs, path), r.range);
     return r;
   }
 
-  // Reads the whole file `path` into `buf` from the range it resolves to,
-  // as the FUSE edge does for a reply from a buffer.
-  ReadRange ReadInto(Filesystem& fs, std::string_view path, char* buf) {
-    ReadRange r;
-    index::RecordHolder holder;
-    Status s = fs.ResolveRead(reader_testing::InodeOf(fs, path), 0, 1 << 20, &r, &holder);
-    EXPECT_TRUE(s.ok()) << s.message();
-    s = fs.ReadResolved(r, buf);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return r;
+  // Reads the whole file `path` into `buf`, as the FUSE edge does for a
+  // reply from a buffer; what Read told push-ahead of it.
+  PushHint ReadInto(Filesystem& fs, std::string_view path, char* buf) {
+    Result<ReadReply> r = fs.Read(reader_testing::InodeOf(fs, path), 0, 1 << 20, buf, false);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? r->push : PushHint{};
   }
 
   std::string Content(std::string_view path) {
@@ -512,11 +517,8 @@ TEST_F(PushAheadTest, SequentialToEofOnlyForAReaderWalkingTheShardInOrder) {
   auto fs = OpenTree();
   ASSERT_TRUE(fs);
   auto seq = [&](PushAhead& push, std::string_view path, uint64_t off, size_t size) {
-    ReadRange r;
-    index::RecordHolder holder;
-    Status s = fs->ResolveRead(reader_testing::InodeOf(*fs, path), off, size, &r, &holder);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return push.NoteRead(reader_testing::InodeOf(*fs, path), r).sequential_to_eof;
+    return push.NoteRead(reader_testing::InodeOf(*fs, path), Hint(*fs, path, off, size))
+        .sequential_to_eof;
   };
   {
     RecordingStore store;
@@ -549,9 +551,7 @@ TEST_F(PushAheadTest, OnlyWholeOrSequentialReadsOfferJobsAndOnlyWithAWindow) {
   PushAhead push(fs.get(), Patient({.sequential_bytes = 0, .random_bytes = 1 << 20}), store.fn());
   push.Start();
   // A partial read in the middle of a file: no job.
-  ReadRange part;
-  index::RecordHolder holder;
-  ASSERT_TRUE(fs->ResolveRead(reader_testing::InodeOf(*fs, "b/f1"), 10, 100, &part, &holder).ok());
+  PushHint part = Hint(*fs, "b/f1", 10, 100);
   ReadNote part_note = push.NoteRead(reader_testing::InodeOf(*fs, "b/f1"), part);
   push.AfterReply(reader_testing::InodeOf(*fs, "b/f1"), part, part_note, true);
   // A reply that did not reach the kernel: no job.
@@ -610,7 +610,7 @@ TEST_F(PushAheadTest, TheRandomWindowFollowsTheAvailableMemory) {
   EXPECT_EQ(store.stored().count(reader_testing::InodeOf(*fs, "a/f4").value), 1u);
 }
 
-// The request path must never wait for a pusher (issue 10): with every
+// The request path must never wait for a pusher: with every
 // pusher stuck in a store, as one waiting for a page lock would be,
 // AfterReply still returns at once and the surplus is dropped.
 TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
@@ -661,7 +661,7 @@ TEST_F(PushAheadTest, RequestPathNeverWaitsForAStuckPusher) {
   push.Stop();  // Returns once the stuck store does.
 }
 
-// A full queue keeps the newest jobs (issue 27): a new job displaces the
+// A full queue keeps the newest jobs: a new job displaces the
 // oldest waiting one, and a pusher takes the newest first, so pushes go
 // where readers are now instead of a new read's neighbours going unpushed.
 TEST_F(PushAheadTest, AFullQueueDropsItsOldestJob) {
@@ -809,7 +809,7 @@ TEST_F(PushAheadTest, DropBehindASequentialReaderFreesTheShardPagesBehindIt) {
     uint64_t end = 0;
     for (int i = 0; i < 40; ++i) {
       std::string p = fmt::format("big/f{:02}", i);
-      ReadRange r = ReadInto(*fs, p, buf.data());
+      PushHint r = ReadInto(*fs, p, buf.data());
       ReadNote note = push.NoteRead(reader_testing::InodeOf(*fs, p), r);
       push.AfterReply(reader_testing::InodeOf(*fs, p), r, note, true);
       end = r.position + r.length;
@@ -839,20 +839,20 @@ TEST_F(PushAheadTest, DropBehindAShuffledReaderFreesOnlyThePagesOfTheFilesItRead
             {.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0, .drop_behind = drop}),
         store.fn());
     std::string buf(1 << 20, '\0');
-    auto interior = [&](const ReadRange& r) {
+    auto interior = [&](const PushHint& r) {
       uint64_t from = (r.position + page - 1) / page * page;
       uint64_t to = (r.position + r.length) / page * page;
       return ResidentPages(shard, from, to);
     };
     // The odd files are read first, without the push policy: they stand for
     // neighbours that are cached (read ahead) but not yet read.
-    std::vector<ReadRange> neighbours;
+    std::vector<PushHint> neighbours;
     for (int i = 1; i < 16; i += 2) {
       neighbours.push_back(ReadInto(*fs, fmt::format("mid/f{:02}", i), buf.data()));
     }
     for (int i : {14, 2, 8, 0, 12, 6, 10, 4}) {
       std::string p = fmt::format("mid/f{:02}", i);
-      ReadRange r = ReadInto(*fs, p, buf.data());
+      PushHint r = ReadInto(*fs, p, buf.data());
       ASSERT_TRUE(r.whole_file);
       ReadNote note = push.NoteRead(reader_testing::InodeOf(*fs, p), r);
       ASSERT_FALSE(note.sequential_to_eof) << p;
@@ -867,11 +867,48 @@ TEST_F(PushAheadTest, DropBehindAShuffledReaderFreesOnlyThePagesOfTheFilesItRead
         EXPECT_EQ(in, total) << p;  // The control: they were cached.
       }
     }
-    for (const ReadRange& n : neighbours) {
+    for (const PushHint& n : neighbours) {
       auto [in, total] = interior(n);
       EXPECT_EQ(in, total) << "a neighbour lost its pages, at " << n.position;
     }
   }
+}
+
+// Decoded bytes (a deflated zip member, a file of a compressed tar) are no
+// range of a shard: Read gives them in the buffer, never to splice, and its
+// hint keeps push-ahead off them (no read noted, no job).
+TEST(PushHintTest, DecodedReadsAreBytesAndPushAheadLeavesThemAlone) {
+  TempDir dir;
+  const std::string src = dir / "src";
+  fs::create_directories(src);
+  const std::string text = std::string(50000, 'z') + "the end\n";
+  shardfs::testing::WriteFile(src + "/a.txt", text);
+  shardfs::testing::WriteFile(src + "/b.txt", text);
+  const std::string zip = dir / "z.zip";
+  const std::string tar = dir / "t.tar";
+  ASSERT_TRUE(shardfs::testing::Run({"zip", "-q", "-j", zip, src + "/a.txt"}).ok());
+  reader_testing::Tar(src, tar, {"b.txt"});
+  ASSERT_TRUE(shardfs::testing::Run({"gzip", tar}).ok());
+  IndexShards({zip, tar + ".gz"}, dir / "idx");
+  auto fsys = reader_testing::OpenFs(dir / "idx");
+  ASSERT_TRUE(fsys);
+  RecordingStore store;
+  PushAhead push(fsys.get(), Patient({.sequential_bytes = 1 << 20, .random_bytes = 1 << 20}),
+                 store.fn());
+  push.Start();
+  for (const char* path : {"a.txt", "b.txt"}) {
+    const InodeId inode = InodeOf(*fsys, path);
+    std::string buf(1 << 20, '\0');
+    Result<ReadReply> r = fsys->Read(inode, 0, buf.size(), buf.data(), /*may_splice=*/true);
+    ASSERT_TRUE(r.ok()) << path << ": " << r.status().message();
+    EXPECT_FALSE(r->spliced()) << path;
+    EXPECT_EQ(buf.substr(0, r->length), text) << path;
+    EXPECT_FALSE(r->push.active) << path;
+    ReadNote note = push.NoteRead(inode, r->push);
+    push.AfterReply(inode, r->push, note, true);
+    EXPECT_FALSE(push.WasRead(inode)) << path;
+  }
+  EXPECT_EQ(push.stats().jobs_queued, 0u);
 }
 
 }  // namespace

@@ -1,20 +1,21 @@
-// Reads of encoded members (index/schema.h: a zip archive's deflated
-// members). Such a member is never a byte range of its shard: its compressed
-// bytes are read the way any shard bytes are (pread, or the chunk fetcher
-// for a remote shard or a cache_dir, so the chunk cache holds compressed
-// bytes), inflated whole by codec::DecodeMember (which checks the size and
-// the CRC-32), and kept in the mount's DecodedCache under (shard, compressed
+// Reads of encoded members (index/schema.h, EncodedMember: today a zip
+// archive's deflated members; the method is codec::DecodeMember's to know).
+// Such a member is never a byte range of its shard: its compressed bytes are
+// read the way any shard bytes are (pread, or the chunk fetcher for a remote
+// shard or a cache_dir, so the chunk cache holds compressed bytes), decoded
+// whole by codec::DecodeMember (which checks the size and the CRC-32), and
+// kept in the mount's DecodedCache under (shard, compressed
 // offset), so that the many READs of one file inflate it once, and
 // concurrent first READs of one member inflate it once too.
 //
-// Wrong bytes are never served: a short read, bad deflate data or a CRC-32
+// Wrong bytes are never served: a short read, bad compressed data or a CRC-32
 // (or, with verify, XXH3) mismatch is an error (EIO at the FUSE edge) with
 // one log line naming the archive and the member's compressed offset. A
 // failed decode is not cached; the next READ tries again.
 //
 // Thread-safe: the cache guards itself; the rest is per call.
-#ifndef SHARDFS_READER_ZIP_READER_H_
-#define SHARDFS_READER_ZIP_READER_H_
+#ifndef SHARDFS_READER_ENCODED_READER_H_
+#define SHARDFS_READER_ENCODED_READER_H_
 
 #include <chrono>
 #include <functional>
@@ -59,4 +60,4 @@ Status ReadEncodedMember(const EncodedRead& read, DecodedCache* cache, const Mem
 
 }  // namespace shardfs::reader
 
-#endif  // SHARDFS_READER_ZIP_READER_H_
+#endif  // SHARDFS_READER_ENCODED_READER_H_

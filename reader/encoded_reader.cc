@@ -1,4 +1,4 @@
-#include "reader/zip_reader.h"
+#include "reader/encoded_reader.h"
 
 #include <cstring>
 
