@@ -36,11 +36,6 @@ Status PreadUpToEof(int fd, char* buf, uint64_t len, uint64_t* got) {
   return Status::Ok();
 }
 
-// Whether the open file (`st`) is not the file `e` the scan saw.
-bool Replaced(const SourceEntry& e, const struct stat& st) {
-  return !S_ISREG(st.st_mode) || st.st_dev != e.dev || st.st_ino != e.ino;
-}
-
 }  // namespace
 
 SourcePrefetch::SourcePrefetch(const std::vector<SourceEntry>& entries, std::vector<uint32_t> order,
@@ -231,7 +226,7 @@ void SourcePrefetch::Load(const SourceEntry& e, Slot* s) const {
     if (::fstat(fd.get(), &st) != 0) {
       return fail(ReadResult::kUnreadable, fmt::format("stat: {}", std::strerror(errno)));
     }
-    if (Replaced(e, st)) {
+    if (ReplacedSince(e, st, fd.get())) {
       return fail(ReadResult::kChanged, "replaced by another file while being packed");
     }
     if (static_cast<uint64_t>(st.st_size) != e.size || MtimeNs(st) != e.mtime_ns) {
@@ -252,7 +247,7 @@ void SourcePrefetch::Load(const SourceEntry& e, Slot* s) const {
   if (::fstat(fd.get(), &st) != 0) {
     return fail(ReadResult::kUnreadable, fmt::format("stat: {}", std::strerror(errno)));
   }
-  if (Replaced(e, st)) {
+  if (ReplacedSince(e, st, fd.get())) {
     return fail(ReadResult::kChanged, "replaced by another file while being packed");
   }
   if (got != e.size || static_cast<uint64_t>(st.st_size) != e.size || MtimeNs(st) != e.mtime_ns) {

@@ -6,6 +6,7 @@
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,6 +44,7 @@ void FillFromStat(const struct stat& st, SourceEntry* e) {
   e->uid = st.st_uid;
   e->gid = st.st_gid;
   e->mtime_ns = MtimeNs(st);
+  e->ctime_ns = CtimeNs(st);
   e->size = static_cast<uint64_t>(st.st_size);
   e->dev = st.st_dev;
   e->ino = st.st_ino;
@@ -333,6 +335,18 @@ class TreeScanner {
 
 int64_t MtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * kNanosPerSecond + st.st_mtim.tv_nsec;
+}
+
+int64_t CtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_ctim.tv_sec) * kNanosPerSecond + st.st_ctim.tv_nsec;
+}
+
+bool ReplacedSince(const SourceEntry& e, const struct stat& st, int fd) {
+  if (!S_ISREG(st.st_mode) || st.st_dev != e.dev) return true;
+  if (st.st_ino == e.ino) return false;
+  constexpr decltype(statfs::f_type) kFuseMagic = 0x65735546;
+  struct statfs fs;
+  return ::fstatfs(fd, &fs) != 0 || fs.f_type != kFuseMagic || CtimeNs(st) != e.ctime_ns;
 }
 
 std::string ShownPath(std::string_view path) { return path.empty() ? "." : std::string(path); }

@@ -59,6 +59,7 @@ struct SourceEntry {
   uint32_t uid = 0;
   uint32_t gid = 0;
   int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;  // What tells a file apart where inode numbers are not kept.
   uint64_t size = 0;
   uint64_t dev = 0;
   uint64_t ino = 0;
@@ -142,6 +143,15 @@ void HashZeros(XXH3_state_t* state, uint64_t n);
 
 // st_mtim in nanoseconds, as SourceEntry::mtime_ns holds it.
 int64_t MtimeNs(const struct stat& st);
+int64_t CtimeNs(const struct stat& st);
+
+// Whether `st`, of the file open at `fd`, is not the file the scan saw as
+// `e`: not a regular file, another device, or another inode number. A FUSE
+// filesystem may number a file anew once the kernel has forgotten it (sshfs
+// without -o use_ino numbers files per lookup), so there a new number with
+// the scan's ctime is the same file: a file put in its place has a ctime of
+// its own.
+bool ReplacedSince(const SourceEntry& e, const struct stat& st, int fd);
 
 // How a path is shown in pack's messages: as is, the root as ".".
 std::string ShownPath(std::string_view path);
