@@ -19,6 +19,7 @@
 #include "base/io.h"
 #include "base/json_writer.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/strings.h"
 #include "codec/ctar_codec.h"
 #include "index/member_path.h"
@@ -28,16 +29,7 @@ namespace shardfs::reader {
 
 namespace {
 
-std::string Size(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
-}
+std::string Size(uint64_t bytes) { return HumanBytes(static_cast<double>(bytes)); }
 
 // What a warm request fetches: the chunks of the files under its paths, by
 // shard, each chunk once.

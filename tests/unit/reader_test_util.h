@@ -1,4 +1,4 @@
-// Helpers for the unit tests of src/ (Filesystem, PushAhead, ShardFiles):
+// Helpers for the unit tests of reader/ (Filesystem, PushAhead, ShardFiles):
 // index real tar shards and open them as a Filesystem, no FUSE.
 #ifndef SHARDFS_TESTS_UNIT_READER_TEST_UTIL_H_
 #define SHARDFS_TESTS_UNIT_READER_TEST_UTIL_H_
