@@ -14,7 +14,6 @@
 namespace shardfs::archive {
 namespace {
 
-constexpr uint64_t kBlock = kTarBlock;
 // libarchive refuses extension bodies over 1 MiB; the writers we meet put a
 // few hundred bytes there. Larger ones go to libarchive.
 constexpr uint64_t kMaxExtensionBody = 64 * 1024;
@@ -38,8 +37,8 @@ std::string_view Field(const char* h, size_t off, size_t len) {
 }
 
 bool IsZeroBlock(const char* h) {
-  static constexpr char kZeros[kBlock] = {};
-  return std::memcmp(h, kZeros, kBlock) == 0;
+  static constexpr char kZeros[kTarBlock] = {};
+  return std::memcmp(h, kZeros, kTarBlock) == 0;
 }
 
 // libarchive's octal parse (tar_atol8) for the fields it parses, restricted
@@ -105,7 +104,7 @@ enum class Block { kZero, kHeader, kBad };
 // most of the walk's cost.
 Block Classify(const char* h) {
   uint32_t sum = 0, any = 0;
-  for (size_t i = 0; i < kBlock; ++i) {
+  for (size_t i = 0; i < kTarBlock; ++i) {
     sum += Byte(h, i);
     any |= Byte(h, i);
   }
@@ -192,7 +191,7 @@ struct Extensions {
 bool ReadExtensions(const char* data, size_t size, Block first, uint64_t* pos, Extensions* ext,
                     const char** header) {
   for (int n = 0;; ++n) {
-    if (size - *pos < kBlock) return false;
+    if (size - *pos < kTarBlock) return false;
     const char* h = data + *pos;
     // An end mark among a member's headers is a damaged archive.
     if (n > 0) first = Classify(h);
@@ -207,8 +206,8 @@ bool ReadExtensions(const char* data, size_t size, Block first, uint64_t* pos, E
     if (!Octal(h, kSize, 12, &len) || static_cast<uint64_t>(len) > kMaxExtensionBody) {
       return false;
     }
-    const uint64_t body = *pos + kBlock;
-    const uint64_t padded = (static_cast<uint64_t>(len) + kBlock - 1) / kBlock * kBlock;
+    const uint64_t body = *pos + kTarBlock;
+    const uint64_t padded = (static_cast<uint64_t>(len) + kTarBlock - 1) / kTarBlock * kTarBlock;
     if (padded > size - body) return false;
     std::string_view text(data + body, static_cast<size_t>(len));
     // A second header of a kind: libarchive and GNU tar differ on which
@@ -352,7 +351,7 @@ bool PlaceData(const char* data, size_t size, uint64_t data_start, int64_t heade
   mem->size = static_cast<uint64_t>(member_size);
   if (mem->size > 0) {
     // libarchive consumes the padding too: it must be there.
-    const uint64_t padded = (mem->size + kBlock - 1) / kBlock * kBlock;
+    const uint64_t padded = (mem->size + kTarBlock - 1) / kTarBlock * kTarBlock;
     if (mem->size > size - data_start || padded > size - data_start) return false;
     mem->data_offset = data_start;
     *next = data_start + padded;
@@ -368,11 +367,11 @@ template <typename Sink>
 bool Walk(const char* data, size_t size, const ScanOptions& options, Sink&& sink) {
   // libarchive's open reads a first block, which must be an end mark or a
   // header whose numeric fields pass its bid.
-  if (size < kBlock) return false;
+  if (size < kTarBlock) return false;
   if (!IsZeroBlock(data) && !FirstHeaderBids(data)) return false;
   for (uint64_t pos = 0;;) {
     if (pos == size) return true;  // The end without end-of-archive blocks.
-    if (size - pos < kBlock) return false;
+    if (size - pos < kTarBlock) return false;
     // One zero block ends the archive for libarchive; what follows is not read.
     Block first = Classify(data + pos);
     if (first == Block::kZero) return true;
@@ -385,7 +384,7 @@ bool Walk(const char* data, size_t size, const ScanOptions& options, Sink&& sink
     int64_t header_size = 0;
     if (!ReadHeader(h, ext, &mem, &header_size)) return false;
     uint64_t next = 0;
-    if (!PlaceData(data, size, pos + kBlock, header_size, ext.pax, options, &mem, &next)) {
+    if (!PlaceData(data, size, pos + kTarBlock, header_size, ext.pax, options, &mem, &next)) {
       return false;
     }
     if (!sink(std::move(mem))) return true;

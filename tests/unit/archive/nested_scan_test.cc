@@ -88,7 +88,7 @@ struct Scanned {
   uint64_t nested = 0;
 };
 
-Scanned Scan(const std::string& shard, const NestOptions& options) {
+Scanned ScanNested(const std::string& shard, const NestOptions& options) {
   Scanned out;
   NestedScanner nested(options, "outer.tar", /*checksum=*/true);
   ScanOptions so;
@@ -151,7 +151,7 @@ TEST(NestedScanTest, InnerMembersAreRangesOfTheOuterShard) {
   NestOptions options;
   options.recursive = true;
   options.strip_extension = true;
-  Scanned s = Scan(outer, options);
+  Scanned s = ScanNested(outer, options);
   ASSERT_TRUE(s.status.ok()) << s.status.message();
   std::vector<std::string> paths;
   for (const ScannedMember& m : s.members) paths.push_back(m.path);
@@ -184,17 +184,17 @@ TEST(NestedScanTest, DepthAndEntryBounds) {
   NestOptions options;
   options.recursive = true;
   options.max_depth = 1;
-  Scanned s = Scan(outer, options);
+  Scanned s = ScanNested(outer, options);
   ASSERT_TRUE(s.status.ok()) << s.status.message();
   ASSERT_EQ(s.members.size(), 2u);
   EXPECT_EQ(s.members[1].path, "b.tar/c.tar");
   EXPECT_EQ(s.members[1].kind, MemberKind::kFile);
   options.max_depth = 4;
-  s = Scan(outer, options);
+  s = ScanNested(outer, options);
   ASSERT_TRUE(s.status.ok()) << s.status.message();
   EXPECT_EQ(s.members.back().path, "b.tar/c.tar/deep");
   options.max_entries = 1;
-  s = Scan(outer, options);
+  s = ScanNested(outer, options);
   EXPECT_FALSE(s.status.ok());
   EXPECT_NE(s.status.message().find("shard outer.tar: member 'b.tar/c.tar'"), std::string::npos)
       << s.status.message();
@@ -213,7 +213,7 @@ TEST(NestedScanTest, ZipMembersAreRangesOfTheOuterShard) {
   NestOptions options;
   options.recursive = true;
   options.strip_zip_extension = true;
-  Scanned s = Scan(outer, options);
+  Scanned s = ScanNested(outer, options);
   ASSERT_TRUE(s.status.ok()) << s.status.message();
   std::vector<std::string> paths;
   for (const ScannedMember& m : s.members) paths.push_back(m.path);
@@ -227,7 +227,7 @@ TEST(NestedScanTest, ZipMembersAreRangesOfTheOuterShard) {
   outer.clear();
   AddFile(&outer, "bomb.zip", StoredZip({{"x", "xxxx"}, {"x", "xxxx"}}, /*same_header=*/true));
   outer = End(outer);
-  s = Scan(outer, options);
+  s = ScanNested(outer, options);
   ASSERT_FALSE(s.status.ok());
   EXPECT_NE(s.status.message().find("outer.tar, member 'bomb.zip'"), std::string::npos)
       << s.status.message();

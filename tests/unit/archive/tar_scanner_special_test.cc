@@ -40,7 +40,7 @@ std::optional<Status> WithDeadline(Fn fn) {
   return done.get();
 }
 
-Status Scan(const std::string& path) {
+Status ScanSpecial(const std::string& path) {
   ShardInfo info;
   return ScanTar(
       path, ScanOptions{}, [](ScannedMember&&) { return Status::Ok(); }, &info);
@@ -50,7 +50,7 @@ TEST(TarScannerSpecialTest, AFifoIsRefusedWithoutBlocking) {
   TempDir dir;
   const std::string fifo = dir / "pipe.tar";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
-  std::optional<Status> s = WithDeadline([fifo] { return Scan(fifo); });
+  std::optional<Status> s = WithDeadline([fifo] { return ScanSpecial(fifo); });
   ASSERT_TRUE(s.has_value()) << "ScanTar blocked on a FIFO";
   EXPECT_EQ(s->code(), Status::Code::kInvalidArgument) << s->message();
   EXPECT_THAT(s->message(), AllOf(HasSubstr(fifo), HasSubstr("is a FIFO")));
@@ -58,10 +58,10 @@ TEST(TarScannerSpecialTest, AFifoIsRefusedWithoutBlocking) {
 
 TEST(TarScannerSpecialTest, DevicesAndDirectoriesAreRefusedByName) {
   TempDir dir;
-  Status s = Scan("/dev/null");
+  Status s = ScanSpecial("/dev/null");
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.message();
   EXPECT_THAT(s.message(), AllOf(HasSubstr("/dev/null"), HasSubstr("is a character device")));
-  s = Scan(dir.path());
+  s = ScanSpecial(dir.path());
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.message();
   EXPECT_THAT(s.message(), AllOf(HasSubstr(dir.path()), HasSubstr("is a directory")));
 }

@@ -27,13 +27,13 @@ namespace {
 
 using testing::TempDir;
 
-struct Scan {
+struct LibScan {
   Status status;
   std::vector<ScannedMember> members;
 };
 
-Scan Libarchive(std::string_view bytes) {
-  Scan out;
+LibScan Libarchive(std::string_view bytes) {
+  LibScan out;
   ScanOptions options;
   options.walker = false;
   ShardInfo info;
@@ -61,7 +61,7 @@ bool ExpectSameOrDeclined(std::string_view bytes, const std::string& what) {
   ScanOptions options;
   std::vector<ScannedMember> walked;
   if (!WalkTar(bytes.data(), bytes.size(), options, &walked)) return false;
-  Scan lib = Libarchive(bytes);
+  LibScan lib = Libarchive(bytes);
   EXPECT_TRUE(lib.status.ok()) << what << ": walker accepted, libarchive: " << lib.status.message();
   EXPECT_EQ(walked.size(), lib.members.size()) << what;
   for (size_t i = 0; i < std::min(walked.size(), lib.members.size()); ++i) {
@@ -431,7 +431,7 @@ TEST(TarWalkerTest, OnePassScanRestartsWhenTheWalkerDeclinesLate) {
         &info);
     ASSERT_TRUE(s.ok()) << s.message();
     EXPECT_EQ(restarts, t == &late ? 1 : 0);
-    Scan lib = Libarchive(*t);
+    LibScan lib = Libarchive(*t);
     ASSERT_TRUE(lib.status.ok()) << lib.status.message();
     ASSERT_EQ(got.size(), lib.members.size());
     EXPECT_EQ(info.members, lib.members.size());
