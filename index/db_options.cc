@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "index/file_reads.h"
+
 namespace shardfs::index {
 namespace {
 
@@ -71,6 +73,7 @@ rocksdb::Options ReaderDbOptions(size_t block_cache_bytes) {
   t.cache_index_and_filter_blocks = false;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
   o.info_log = std::make_shared<NullLogger>();
+  o.env = CountingEnv();  // Reads counted for stats (file_reads.h).
   o.create_if_missing = false;
   o.max_open_files = -1;
   o.max_file_opening_threads = 1;

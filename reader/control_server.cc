@@ -22,6 +22,7 @@
 #include "base/progress.h"
 #include "base/strings.h"
 #include "codec/ctar_codec.h"
+#include "index/file_reads.h"
 #include "index/member_path.h"
 #include "reader/control_socket.h"
 
@@ -515,7 +516,10 @@ std::string ControlServer::KernelRequestsText() const {
     line += fmt::format("{}{} {}", line.empty() ? "" : ", ", KernelOpName(static_cast<KernelOp>(i)),
                         counts[i]);
   }
-  return fmt::format("kernel     requests: {}\n", line.empty() ? "none" : line);
+  return fmt::format(
+      "kernel     requests: {}\n"
+      "           {} worker threads have served requests; {} reads of the index's files\n",
+      line.empty() ? "none" : line, fs_->kernel_requests().workers(), index::IndexFileReads());
 }
 
 std::string ControlServer::DecodedText() const {
@@ -549,6 +553,8 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
   JsonObject o;
   o.Str("path", "fuse")
       .Raw("kernel_requests", kernel.Finish())
+      .UNum("worker_threads", fs_->kernel_requests().workers())
+      .UNum("index_reads", index::IndexFileReads())
       .Bool("chunked", fetcher_ != nullptr)
       .UNum("bytes_delivered", s.total.bytes_delivered)
       .UNum("bytes_pushed", s.total.bytes_pushed)
