@@ -162,12 +162,19 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) noexcept {
   if (c.prefill) c.prefill->NoteMiss(InodeId{parent});
 }
 
-void OpForget(fuse_req_t req, fuse_ino_t, uint64_t) noexcept {
-  // Inodes are assigned, not allocated: nothing to free.
+// Inodes are assigned, not allocated: nothing to free. The kernel sends
+// FORGET when it evicts an inode, and the inode's pages go with it: push-ahead
+// may store the file again (a later epoch after the dentries were dropped).
+void OpForget(fuse_req_t req, fuse_ino_t ino, uint64_t) noexcept {
+  Ctx(req).push->Forgotten(InodeId{ino});
   fuse_reply_none(req);
 }
 
-void OpForgetMulti(fuse_req_t req, size_t, fuse_forget_data*) noexcept { fuse_reply_none(req); }
+void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) noexcept {
+  PushAhead* push = Ctx(req).push;
+  for (size_t i = 0; i < count; ++i) push->Forgotten(InodeId{forgets[i].ino});
+  fuse_reply_none(req);
+}
 
 void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) noexcept {
   Context& c = Ctx(req);

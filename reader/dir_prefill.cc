@@ -14,7 +14,8 @@ bool PrefillPolicy::NoteMiss(uint64_t dir) {
   DirState& d = dirs_[dir];
   if (d.queued) return false;
   const uint64_t first = past_limit_ ? kMissesPastLimit : kMissesBeforeListing;
-  uint64_t threshold = first << (2 * std::min(d.listings, 15u));
+  const uint64_t threshold = d.entries != 0 ? std::max(first, d.entries / kEntriesPerMiss)
+                                            : first << (2 * std::min(d.listings, 15u));
   if (++d.misses < threshold) return false;
   return Queue({dir, "", false, past_limit_});
 }
@@ -36,7 +37,11 @@ bool PrefillPolicy::Next(Job* job) {
   return true;
 }
 
-void PrefillPolicy::Done(uint64_t dir) { dirs_[dir].queued = false; }
+void PrefillPolicy::Done(uint64_t dir, uint64_t entries) {
+  DirState& d = dirs_[dir];
+  d.queued = false;
+  if (entries != 0) d.entries = entries;
+}
 
 bool PrefillPolicy::Busy(uint64_t dir) const {
   auto it = dirs_.find(dir);
@@ -136,16 +141,17 @@ void DirPrefill::Run() {
     lock.unlock();
     // Past the limit only a directory a program goes through has its
     // siblings listed ahead: a walk or an epoch goes on to them.
-    if (List(job) && !job.sibling && (listed_entries_ < max_entries_ || job.past_limit)) {
+    uint64_t entries = 0;
+    if (List(job, &entries) && !job.sibling && (listed_entries_ < max_entries_ || job.past_limit)) {
       QueueSiblings(job);
     }
     lock.lock();
-    policy_.Done(job.dir);
+    policy_.Done(job.dir, entries);
     done_cv_.notify_all();
   }
 }
 
-bool DirPrefill::List(Job& job) {
+bool DirPrefill::List(Job& job, uint64_t* listed) {
   index::InodeId dir{job.dir};
   if (listed_entries_ >= max_entries_ && !job.past_limit) return false;  // Said once, below.
   if (job.path.empty() && dir != index::kRootInode) {
@@ -164,6 +170,7 @@ bool DirPrefill::List(Job& job) {
   }
   const bool was_below = listed_entries_ < max_entries_;
   listed_entries_ += entries;
+  *listed = entries;
   if (was_below && listed_entries_ >= max_entries_) {
     log::Info(
         "prefill: {} entries listed, the limit (-o prefill_entries={}); from now on only "

@@ -14,9 +14,13 @@
 // follow are listed after it: kFirstSiblings at first, twice as many each time
 // another child of the same parent needs a listing on misses (the program
 // outran the listing), up to kMaxSiblings. When the kernel has dropped a listed
-// directory's entries (memory pressure), misses come back and it is listed
-// again, after 4x as many misses each time, so a directory too big for the
-// kernel's cache is not listed over and over.
+// directory's entries (memory pressure, or `drop_caches` between epochs),
+// misses come back and it is listed again once the misses reach one eighth of
+// the entries its last listing gave (at least kMissesBeforeListing): a new
+// epoch over a tree whose dentries were dropped is served by listings again,
+// and a directory too big for the kernel's cache, listed over and over, costs
+// at most 8 listed entries per lookup that missed. (A listing whose entry
+// count is unknown is followed after 4x as many misses each time.)
 //
 // The listings run in a child process (reader/prefill_lister.h says why). Only
 // directories on the mount's own device (st_dev of its root, taken by that
@@ -109,6 +113,8 @@ class PrefillPolicy {
   // Past the entry limit, the misses in one directory that show a program
   // going through its files (a walk, an epoch), not sampling the dataset.
   static constexpr uint32_t kMissesPastLimit = 256;
+  // A directory listed before is listed again after entries / this misses.
+  static constexpr uint32_t kEntriesPerMiss = 8;
 
   struct Job {
     uint64_t dir = 0;
@@ -121,9 +127,10 @@ class PrefillPolicy {
   };
 
   // A lookup in `dir` missed the kernel's cache. Queues `dir` on the
-  // kMissesBeforeListing-th miss (kMissesPastLimit-th once past the limit),
-  // after 4x as many misses for each listing before. Returns true if it
-  // queued it.
+  // kMissesBeforeListing-th miss (kMissesPastLimit-th once past the limit);
+  // once listed, after as many misses as its last listing's entries /
+  // kEntriesPerMiss, if more (entries unknown: 4x as many misses for each
+  // listing before). Returns true if it queued it.
   bool NoteMiss(uint64_t dir);
   // Queues `dir` now, whatever its misses (see DirPrefill::ListNow); not
   // once past the limit.
@@ -140,8 +147,9 @@ class PrefillPolicy {
   bool Queue(Job job);
   // Takes the next job, oldest first; false if none.
   bool Next(Job* job);
-  // The listing of `dir` taken by Next ended: it may be queued again.
-  void Done(uint64_t dir);
+  // The listing of `dir` taken by Next ended, with `entries` listed (0: it
+  // failed or was not made): it may be queued again.
+  void Done(uint64_t dir, uint64_t entries = 0);
   // How many of the directories after a listed child of `parent` to list:
   // kFirstSiblings, then twice as many each call, up to kMaxSiblings.
   uint32_t TakeSiblingCount(uint64_t parent);
@@ -152,6 +160,7 @@ class PrefillPolicy {
   struct DirState {
     uint32_t misses = 0;                 // Since the last listing.
     uint32_t listings = 0;               // Queued so far.
+    uint64_t entries = 0;                // Listed by the last listing that ran.
     bool queued = false;                 // Queued or being listed.
     uint32_t siblings = kFirstSiblings;  // Children to list ahead, as a parent.
   };
@@ -201,7 +210,7 @@ class DirPrefill {
   using Job = PrefillPolicy::Job;
   void Run();
   // Lists `job.dir`, filling in `job.path` if empty; false if it failed.
-  bool List(Job& job);
+  bool List(Job& job, uint64_t* listed);
   // Queues the directories that follow `job.dir` among its siblings.
   void QueueSiblings(const Job& job);
 

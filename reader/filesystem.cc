@@ -171,6 +171,13 @@ void InodeBits::Set(InodeId inode) {
   }
 }
 
+void InodeBits::Clear(InodeId inode) {
+  if (!Test(inode)) return;  // An untouched page of the set stays untouched.
+  uint64_t i = inode.value;
+  std::atomic_ref<uint64_t>(words_[i / 64])
+      .fetch_and(~(uint64_t{1} << (i % 64)), std::memory_order_release);
+}
+
 Status Filesystem::VerifyStreamFile(const EntryRecord& rec, const ShardHandle& shard) {
   char* buf = VerifyBuffer();
   XXH3_state_t state;

@@ -102,7 +102,8 @@ class InodeBits {
   InodeBits() = default;
   explicit InodeBits(uint64_t max_inode);
   bool Test(InodeId inode) const;
-  void Set(InodeId inode);  // Beyond the maximum: ignored.
+  void Set(InodeId inode);    // Beyond the maximum: ignored.
+  void Clear(InodeId inode);  // Writes nothing when the bit is clear.
 
  private:
   struct Free {

@@ -34,7 +34,9 @@
 //     workers, which never wait for pushers, answer: the wait ends with it.
 //  3. A file that has had a READ is never stored (its pages are in the
 //     kernel, or being filled), nor one already pushed; the check is made
-//     again right before each store. A job that waited longer than
+//     again right before each store. Until the kernel forgets the inode
+//     (FORGET, Forgotten): its pages went with it, and a later epoch's
+//     reader gets the file pushed again instead of a READ. A job that waited longer than
 //     PushOptions::max_job_age is dropped: its reader has moved on.
 //  4. Stop() ends the pushers while the workers still serve, so shutdown
 //     cannot leave a pusher waiting on a READ nobody will answer (see
@@ -190,6 +192,13 @@ class PushAhead {
   // located there (*at) instead of copied.
   Status ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard, char* buf,
                          FileRange* at = nullptr);
+
+  // The kernel forgot `inode` (FUSE FORGET: it evicted the inode, and its
+  // pages with it): the file may be pushed again. Never blocks.
+  void Forgotten(InodeId inode) {
+    read_.Clear(inode);
+    pushed_.Clear(inode);
+  }
 
   bool WasRead(InodeId inode) const { return read_.Test(inode); }
   bool WasPushed(InodeId inode) const { return pushed_.Test(inode); }

@@ -68,9 +68,18 @@ def traced(pid):
         return False
 
 
-def kernel_requests(mnt):
+def daemon_stats(mnt):
     p = tl.run_shardfs("stats", "--json", mnt, check=0)
-    return json.loads(p.stdout)["kernel_requests"]
+    return json.loads(p.stdout)
+
+
+def kernel_requests(mnt, also=None):
+    """The daemon's request counts by kind; with `also`, its other counters
+    (index_reads, worker_threads) filled into that dict."""
+    st = daemon_stats(mnt)
+    if also is not None:
+        also.update({k: st[k] for k in ("index_reads", "worker_threads")})
+    return st["kernel_requests"]
 
 
 def spent(before, after):
@@ -136,14 +145,25 @@ class MountRequestsTest(tl.ScratchTestCase):
                 if page_cache_drops() == drops:
                     break
                 c2 = c3
+            x3, x4, x5 = {}, {}, {}
+            c3 = kernel_requests(mnt, x3)
             with open("/proc/sys/vm/drop_caches", "w") as f:
                 f.write("2\n")
             read_all()
-            c4 = kernel_requests(mnt)
-        listing, cold, warm, dropped = (spent(c0, c1), spent(c1, c2), spent(c2, c3),
-                                        spent(c3, c4))
-        print("per %d files: listing %s\ncold %s\nwarm %s\ndentries dropped %s"
-              % (n, listing, cold, warm, dropped))
+            c4 = kernel_requests(mnt, x4)
+            # Another epoch after the dentries were dropped again: the
+            # daemon lists the directories again and pushes the files again
+            # (the kernel's FORGETs told it their pages were gone).
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("2\n")
+            read_all()
+            c5 = kernel_requests(mnt, x5)
+        listing, cold, warm, dropped, again = (spent(c0, c1), spent(c1, c2), spent(c2, c3),
+                                               spent(c3, c4), spent(c4, c5))
+        print("per %d files: listing %s\ncold %s\nwarm %s\ndentries dropped %s\nagain %s\n"
+              "index reads %d, %d" % (n, listing, cold, warm, dropped, again,
+                                      x4["index_reads"] - x3["index_reads"],
+                                      x5["index_reads"] - x4["index_reads"]))
         self.assertLessEqual(listing.get("lookup", 0), n // 10, listing)
         self.assertEqual(listing.get("getattr", 0), 0, listing)
         # Cold, after the listing: a READ at most, and Python's IOCTL.
@@ -166,6 +186,14 @@ class MountRequestsTest(tl.ScratchTestCase):
         self.assertLessEqual(dropped.get("lookup", 0), n // 10, dropped)
         self.assertEqual(dropped.get("getattr", 0), 0, dropped)
         self.assertLessEqual(dropped.get("read", 0), n, dropped)
+        # The second such epoch costs no more LOOKUPs, and the files are
+        # pushed again: most need no READ.
+        self.assertLessEqual(again.get("lookup", 0), n // 5, again)
+        self.assertLessEqual(again.get("read", 0), n // 2, again)
+        # Lookups answered from the daemon's memory: index reads per file
+        # at most 0.2 in each dentries-dropped epoch.
+        for a, b in ((x3, x4), (x4, x5)):
+            self.assertLessEqual(b["index_reads"] - a["index_reads"], n // 5, (a, b))
 
 
     def test_three_cold_epochs_start_no_more_threads_than_workers(self):
@@ -192,6 +220,7 @@ class MountRequestsTest(tl.ScratchTestCase):
                     for r in readers:
                         _, err = r.communicate(timeout=240)
                         self.assertEqual(r.returncode, 0, err.decode(errors="replace"))
+                served = daemon_stats(mnt)
             finally:
                 strace.send_signal(signal.SIGINT)
                 try:
@@ -204,7 +233,10 @@ class MountRequestsTest(tl.ScratchTestCase):
         # "PID clone3(...) = TID", or its "<... clone3 resumed> ...) = TID".
         created = [line for line in lines
                    if re.search(r"\bclone3?\b", line) and re.search(r"= [1-9]\d*$", line)]
-        print("threads started over %d epochs: %d" % (EPOCHS, len(created)))
+        print("threads started over %d epochs: %d; %d served requests" % (
+            EPOCHS, len(created), served["worker_threads"]))
+        # The daemon's own count of threads that served a request agrees.
+        self.assertLessEqual(served["worker_threads"], THREADS, served)
         self.assertLessEqual(len(created), THREADS + SLACK,
                              "threads started over %d epochs:\n%s" % (EPOCHS,
                                                                        "\n".join(created[:40])))

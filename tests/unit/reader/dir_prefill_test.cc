@@ -69,8 +69,8 @@ TEST(PrefillPolicyTest, MissesWhileQueuedOrListedDoNotQueueAgain) {
   EXPECT_EQ(MissesUntilQueued(p, 5), 8);
 }
 
-// A directory whose entries the kernel keeps dropping (too big for its
-// cache) is listed again after 4x as many misses each time.
+// A directory whose entries the kernel keeps dropping, listed with no entry
+// count known, is listed again after 4x as many misses each time.
 TEST(PrefillPolicyTest, EachListingNeedsFourTimesTheMisses) {
   PrefillPolicy p;
   std::vector<int> needed;
@@ -79,6 +79,31 @@ TEST(PrefillPolicyTest, EachListingNeedsFourTimesTheMisses) {
     EXPECT_EQ(Drain(p), std::vector<uint64_t>{9});
   }
   EXPECT_EQ(needed, (std::vector<int>{2, 8, 32, 128, 512}));
+}
+
+// A directory whose listing gave N entries is listed again after N / 8
+// misses (a new epoch after the kernel dropped its dentries), however often
+// that happens; never before the second miss.
+TEST(PrefillPolicyTest, AListedDirectoryIsListedAgainAfterAnEighthOfItsEntriesMissed) {
+  PrefillPolicy p;
+  EXPECT_EQ(MissesUntilQueued(p, 9), 2);
+  Job job;
+  ASSERT_TRUE(p.Next(&job));
+  p.Done(9, 800);
+  std::vector<int> needed;
+  for (int i = 0; i < 4; ++i) {
+    needed.push_back(MissesUntilQueued(p, 9));
+    ASSERT_TRUE(p.Next(&job));
+    p.Done(9, 800);
+  }
+  EXPECT_EQ(needed, (std::vector<int>{100, 100, 100, 100}));
+  EXPECT_EQ(MissesUntilQueued(p, 9), 100);
+  ASSERT_TRUE(p.Next(&job));
+  p.Done(9, 5);  // A small directory: the second miss, as at first.
+  EXPECT_EQ(MissesUntilQueued(p, 9), 2);
+  ASSERT_TRUE(p.Next(&job));
+  p.Done(9);  // A listing that failed keeps the last count.
+  EXPECT_EQ(MissesUntilQueued(p, 9), 2);
 }
 
 TEST(PrefillPolicyTest, SiblingsAreListedAheadOnce) {
