@@ -65,6 +65,7 @@ from bench_remote import run_remote
 from bench_report import compute_targets, print_report
 from bench_archives import archives_main
 from bench_python import main_python
+from bench_fuse import main_fuse
 from bench_scale import scale_main
 from bench_systems import Bench
 from bench_views import run_views
@@ -142,6 +143,10 @@ def add_mode_args(ap):
                     help="the Python package (Index.read, shardfs.torch.ImageFolder) against the "
                     "loose tree and the mounts instead (bench_python.py, its own options: "
                     "--python --help)")
+    ap.add_argument("--fuse", action="store_true",
+                    help="what a file costs through the FUSE mount (Python open() warm, dentries "
+                    "cold, requests per file, threads, index reads) beside the loose tree and "
+                    "mount --kernel instead (bench_fuse.py, its own options: --fuse --help)")
     ap.add_argument("--archives", metavar="KINDS", nargs="?", const="zip,gz",
                     help="measure zip and .tar.gz archives against fuse-zip, archivemount and "
                     "indexed_gzip instead (bench_archives.py, its own options: "
@@ -211,6 +216,8 @@ def main(argv):
         return archives_main(argv)  # Its own options and cleanup (bench_archives.py).
     if "--python" in argv:
         return main_python(argv)  # Its own options and cleanup (bench_python.py).
+    if "--fuse" in argv:
+        return main_fuse(argv)  # Its own options and cleanup (bench_fuse.py).
     a = parse_args(argv)
     missing = binaries_missing(a, "shardfs_bench")
     if missing:
