@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 
-from bench_args import (add_build_dir_arg, add_json_arg, add_seed_arg, add_workdir_arg,
+from bench_args import (add_binary_args, add_json_arg, add_seed_arg, add_workdir_arg,
                         host_facts, resolve_binaries, write_report_json)
 from bench_common import MOUNT_TIMEOUT, BenchError, log
 from bench_mounts import REG, Mount, kill_group, run_in_scratch
@@ -70,8 +70,7 @@ def parse_dirops_args(argv):
     ap.add_argument("--reps", type=int, default=5, help="samples per layout and build (5)")
     ap.add_argument("--layouts", default=",".join(LAYOUTS), help="tree,flat (both)")
     add_seed_arg(ap)
-    add_build_dir_arg(ap)  # A: builds its shardfs and packs the indexes.
-    ap.add_argument("--shardfs", help="A's shardfs binary (BUILD_DIR/app/shardfs)")
+    add_binary_args(ap)  # A's --build-dir and --shardfs (its shardfs packs); no bench_reader.
     ap.add_argument("--build-dir-b", required=True, help="B's meson build dir")
     ap.add_argument("--shardfs-b", help="B's shardfs binary (BUILD_DIR_B/app/shardfs)")
     ap.add_argument("--mount-options", default="", help="-o options for both mounts")
