@@ -103,11 +103,6 @@ void OpInit(void* userdata, fuse_conn_info* conn) noexcept {
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
-  // Lookups and listings of one directory at once (the kernel then holds the
-  // directory's lock shared; the read path is thread-safe). libfuse sends the
-  // flag only when it is wanted, and only from 3.17.1 on (meson.build's
-  // -Dlibfuse): earlier versions leave lookups in one directory serialized.
-  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   // The content never changes: no need to drop cached pages on mtime checks.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
   conn->time_gran = 1;

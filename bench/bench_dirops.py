@@ -88,7 +88,8 @@ def parse_dirops_args(argv):
     a.shardfs_b = a.shardfs_b or os.path.join(a.build_dir_b, "app", "shardfs")
     for exe in (a.shardfs, a.shardfs_b):
         if not os.access(exe, os.X_OK):
-            ap.error(f"{exe} is not an executable; build first or pass --build-dir(-b)/--shardfs(-b)")
+            ap.error(f"{exe} is not an executable; build first or pass "
+                     "--build-dir(-b)/--shardfs(-b)")
     a.workdir = a.workdir or f"/var/tmp/shardfs-bench-dirops-{a.files}-{a.dirs}-{a.seed}"
     return a
 

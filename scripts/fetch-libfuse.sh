@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Fetches the source of libfuse >= 3.17.1 (Debian 13's `fuse3` source
-# package) into subprojects/libfuse/, for `meson setup -Dlibfuse=subproject`
-# (README.md, "libfuse 3.17"). libfuse 3.17.1 is the first release that passes
-# FUSE_PARALLEL_DIROPS to the kernel; Debian 12 ships 3.14.
+# package) into subprojects/libfuse/. libfuse 3.17.1 is the first release that
+# can pass FUSE_PARALLEL_DIROPS to the kernel (Debian 12 ships 3.14, which never
+# does). shardfs builds against the system's libfuse; this source is for
+# measuring a build against 3.17 with `shardfs_bench.py --dirops`
+# (bench/README.md, "Parallel lookups in one directory").
 #
 #   fetch-libfuse.sh [--force]
 #
@@ -11,7 +13,7 @@
 # /etc/apt/sources.list.d/ and the one-line /etc/apt/sources.list) at run
 # time, and `apt-get update` / `apt-get source` run with a private apt
 # configuration in a temporary directory (its own source list naming only
-# `deb-src MIRROR trixie main`, its own lists, cache and state). The
+# `deb-src MIRROR trixie main`, its own package lists and cache). The
 # system's sources, lists and caches are left as they are; the script checks
 # that /etc/apt is unchanged when it is done.
 #
