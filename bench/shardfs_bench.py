@@ -40,7 +40,8 @@ bench_common (constants, log, errors), bench_args (the options every mode shares
 the report's JSON); --views is bench_views, --remote (shards over HTTP) bench_remote, --loader
 (the real loader) bench_loader, --cluster (four rank mounts over one object store)
 bench_cluster, --netfs (shards, index and loose files on sshfs with a round-trip delay)
-bench_netfs, --scale bench_scale, --archives bench_archives, --python bench_python. bench_plot
+bench_netfs, --scale bench_scale, --archives bench_archives, --python bench_python, --dirops
+(cold lookups through two builds, e.g. libfuse 3.14 against 3.17) bench_dirops. bench_plot
 (--plot) runs under --plot-python, which has matplotlib.
 """
 
@@ -64,6 +65,7 @@ import bench_plot
 from bench_remote import run_remote
 from bench_report import compute_targets, print_report
 from bench_archives import archives_main
+from bench_dirops import dirops_main
 from bench_python import main_python
 from bench_fuse import main_fuse
 from bench_scale import scale_main
@@ -218,6 +220,8 @@ def main(argv):
         return main_python(argv)  # Its own options and cleanup (bench_python.py).
     if "--fuse" in argv:
         return main_fuse(argv)  # Its own options and cleanup (bench_fuse.py).
+    if "--dirops" in argv:
+        return dirops_main(argv)  # Its own options and cleanup (bench_dirops.py).
     a = parse_args(argv)
     missing = binaries_missing(a, "shardfs_bench")
     if missing:
