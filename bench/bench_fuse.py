@@ -38,7 +38,7 @@ import subprocess
 import sys
 import time
 
-from bench_args import (add_build_dir_arg, add_json_arg, add_seed_arg, add_workdir_arg,
+from bench_args import (add_binary_args, add_json_arg, add_seed_arg, add_workdir_arg,
                         host_facts, resolve_binaries, write_report_json)
 from bench_common import BenchError, log
 from bench_mounts import Mount, run_in_scratch
@@ -87,7 +87,7 @@ def parse_fuse_args(argv):
     ap.add_argument("--mount-options", default="", help="-o options for `shardfs mount`")
     ap.add_argument("--no-kernel", action="store_true", help="leave out mount --kernel")
     add_seed_arg(ap)
-    add_build_dir_arg(ap)
+    add_binary_args(ap)  # The mount's shardfs; no bench_reader (the readers are Python).
     add_workdir_arg(ap, "default /var/tmp/shardfs-bench-fuse-<files>-<seed>")
     add_json_arg(ap)
     a = ap.parse_args(argv)
@@ -202,9 +202,10 @@ def measure_system(a, scratch, system, root, order, daemon):
         rates = [p["files"] / (p["end"] - p["start"]) for p in passes]
         row[mode] = {"median": statistics.median(rates), "min": min(rates), "max": max(rates)}
         log(f"{system}: open() {mode} warm {row[mode]['median']:.0f} files/s")
-    if daemon:
-        s3 = daemon.stats()
-        row["requests_warm"] = per_file(s2, s3, len(order) * (a.reps + 1) * 2)
+        if daemon:
+            s3 = daemon.stats()
+            row[f"requests_warm_{mode}"] = per_file(s2, s3, len(order) * (a.reps + 1))
+            s2 = s3
     share = [order[i::a.procs] for i in range(a.procs)]
     lists = [write_list(os.path.join(scratch, f"share-{i}"), s) for i, s in enumerate(share)]
     times, reads = [], []
@@ -335,8 +336,8 @@ def print_fuse_report(rep):
     if "default" not in fuse:
         return
     print("\nthe FUSE daemon (kernel requests per file, by kind):")
-    for key in ("requests_listing", "requests_cold", "requests_warm",
-                "requests_dentries_dropped"):
+    for key in ("requests_listing", "requests_cold", "requests_warm_default",
+                "requests_warm_unbuffered", "requests_dentries_dropped"):
         print(f"  {key[9:]:17} {fuse.get(key)}")
     print(f"  worker threads that served requests after {rep['reps']} dentries-cold epochs: "
           f"{fuse['worker_threads']} (threads now {fuse['threads_now']})")

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Smoke test of the bench's --fuse mode (bench/bench_fuse.py) at 300 files and one rep:
+it completes with the JSON it documents for the loose tree, the FUSE mount and
+`mount --kernel`; the daemon's figures are there and say what a warm file costs (with
+buffering=0 no request at all; with Python's default open() the isatty() IOCTL alone, before
+Python 3.14); and no mount, process or scratch dir is left behind. A speed is never asserted."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shardfs_testlib as tl  # noqa: E402
+from bench_testlib import BenchTestCase  # noqa: E402
+
+SMALL = ["--fuse", "--files", "300", "--dirs", "3", "--reps", "1"]
+
+
+class BenchFuseSmokeTest(BenchTestCase):
+    PREFIX = "shardfs-bench-fuse-"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.workdir = os.path.join(cls.tmp, "work")
+        cls.run_bench_json("fuse", SMALL)
+
+    def test_completes_with_every_row(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
+        self.assertIn("targets (FUSE against the loose tree)", self.proc.stdout)
+        r = self.report
+        self.assertEqual(r["schema"], "shardfs-bench-fuse/1")
+        self.assertEqual(r["files"], 300)
+        self.assertEqual(sorted(r["systems"]), ["fuse", "kernel", "loose"])
+        for name, row in r["systems"].items():
+            for key in ("default", "unbuffered", "dentries_cold"):
+                self.assertGreater(row[key]["median"], 0, (name, key))
+
+    def test_the_daemons_figures(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
+        fuse = self.report["systems"]["fuse"]
+        self.assertEqual(fuse["requests_warm_unbuffered"], {})
+        ioctl = {"ioctl": 1.0} if sys.version_info < (3, 14) else {}
+        self.assertEqual(fuse["requests_warm_default"], ioctl)
+        self.assertGreaterEqual(fuse["worker_threads"], 1)
+        self.assertLessEqual(fuse["worker_threads"], 16)  # -o threads' default.
+        self.assertLessEqual(fuse["index_reads_per_file"], 0.2)
+        self.assertIn("read", fuse["requests_dentries_dropped"])
+        self.assertNotIn("requests_cold", self.report["systems"]["loose"])
+
+    def test_nothing_left(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
+        self.assertNothingLeft()
+
+
+if __name__ == "__main__":
+    tl.main()
