@@ -163,8 +163,10 @@ std::string IndexToOpen(const IndexLocation& ref, VolumeOptions* options) {
   if (root.empty()) {
     Result<std::string> picked = PickCacheRoot(DefaultCacheRoots());
     if (!picked.ok()) {
-      log::Warning("index {} on network storage, read there: {}", ref.shown,
-                   picked.status().message());
+      if (options->announce) {
+        log::Warning("index {} on network storage, read there: {}", ref.shown,
+                     picked.status().message());
+      }
       return ref.path;
     }
     root = *picked;
@@ -172,8 +174,10 @@ std::string IndexToOpen(const IndexLocation& ref, VolumeOptions* options) {
   Result<IndexCopy> copy =
       LocalIndexCopy(ref.path, root, AutoCacheSize(root, VolumeOptions::kDefaultDiskCache));
   if (!copy.ok()) {
-    log::Warning("index {} on network storage, read there: no local copy: {}", ref.shown,
-                 copy.status().message());
+    if (options->announce) {
+      log::Warning("index {} on network storage, read there: no local copy: {}", ref.shown,
+                   copy.status().message());
+    }
     return ref.path;
   }
   std::error_code ec;
@@ -239,7 +243,7 @@ Result<std::unique_ptr<Volume>> Volume::Open(IndexLocation ref, VolumeOptions op
     options.fs.chunk_local = !options.cache_dir.empty() || v->storage_.network;
     v->fetcher_->Start();
   }
-  if (v->storage_.network && options.cache_dir.empty()) {
+  if (v->storage_.network && options.cache_dir.empty() && options.announce) {
     log::Info(
         "{}: network storage ({}): shards read in {}-byte chunks through a node-local "
         "cache {} ({}); -o storage=local turns this off",

@@ -72,6 +72,10 @@ struct VolumeOptions {
   uint64_t max_index_size = uint64_t{64} << 30;
   // Chunk size, fetch threads, retries, timeouts, CA file.
   reader::FetcherOptions fetch;
+  // Log how the storage is read (network storage, the chunk cache, the
+  // index copy). A process that opens again what its parent opened before
+  // fork() sets it false: the parent said it already.
+  bool announce = true;
 };
 
 // The index a Volume opens, as the caller found it.

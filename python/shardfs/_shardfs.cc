@@ -140,6 +140,7 @@ class Handle {
     // The disk chunk cache stays the parent's (a cache_dir serves one
     // process): the child's chunks of remote shards are kept in memory.
     reader::VolumeOptions o = options_;
+    o.announce = false;  // The parent logged how the storage is read.
     if (!o.cache_dir.empty()) {
       o.cache_dir.clear();
       o.cache_size = 0;

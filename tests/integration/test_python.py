@@ -490,6 +490,32 @@ class PythonPackageTest(tl.ScratchTestCase):
                 self.assertEqual(self.wait_child(pid, timeout=30), 0)
             self.assertEqual(idx.read(names[-1]), self.want[names[-1]])
 
+    def test_forked_children_do_not_repeat_the_storage_line(self):
+        """On network storage (storage="network") the opening process says
+        once how shards are read; DataLoader workers that open the index
+        again after fork() do not say it again."""
+        script = r"""
+import os, sys
+import shardfs
+idx = shardfs.Index(sys.argv[1], storage="network")
+names = idx.files()
+idx.read(names[0])
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        idx.read(names[-1])
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+idx.close()
+"""
+        env = dict(os.environ, XDG_CACHE_HOME=self.scratch("xdg-cache"))  # Not the user's.
+        p = subprocess.run([sys.executable, "-c", script, self.indexes["tar"]], env=env,
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = [l for l in p.stderr.splitlines() if "network storage" in l]
+        self.assertEqual(len(lines), 1, p.stderr)
+
     def test_dataloader_two_workers(self):
         import torch.utils.data
         import shardfs.torch as st
