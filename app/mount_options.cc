@@ -133,7 +133,8 @@ Parsed ParseAheadOption(std::string_view name, std::string_view value, MountOpti
 Parsed ParseFilesOption(std::string_view name, std::string_view value, MountOptions& o) {
   uint64_t n = 0;
   if (name == "block_cache") {
-    if (!ParseSize(value, &n)) return Bad("a size such as 16M");
+    if (value == "auto") value = "0";
+    if (!ParseSize(value, &n)) return Bad("a size such as 16M, or auto");
     o.reader.block_cache_bytes = static_cast<size_t>(n);
   } else if (name == "max_open_shards") {
     if (!ParseCount(value, 1, 1u << 20, &n)) return Bad("a count 1..1048576");

@@ -58,7 +58,8 @@ struct MountOptions {
   // Splice read replies from the shard descriptor into the kernel.
   bool splice = true;
   // The index reader's options (index/index_reader.h), whole:
-  //  -o block_cache: block_cache_bytes, the RocksDB block cache;
+  //  -o block_cache: block_cache_bytes, the RocksDB block cache (0 or
+  //     auto: sized to the index);
   //  -o preload_index: preload (on for a mount): start reading the index
   //     into the page cache at mount, not waited for;
   //  -o view=SPEC: the view and version to show ("" = the full tree);

@@ -5,8 +5,10 @@
 #include <rocksdb/env.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 
 #include "index/file_reads.h"
@@ -82,6 +84,27 @@ rocksdb::Options ReaderDbOptions(size_t block_cache_bytes) {
   // kernel read ahead in the table files instead of one block per miss.
   o.advise_random_on_open = false;
   return o;
+}
+
+size_t AutoBlockCacheBytes(const std::string& dir, size_t cap) {
+  uint64_t tables = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".sst") continue;
+    std::error_code size_ec;
+    const uintmax_t size = e.file_size(size_ec);
+    if (!size_ec) tables += size;
+  }
+  const uint64_t want = std::max<uint64_t>(tables * kAutoCacheExpansion, kMinAutoBlockCache);
+  return static_cast<size_t>(std::min<uint64_t>(want, std::max(cap, kMinAutoBlockCache)));
+}
+
+size_t AutoBlockCacheCap() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return kMinAutoBlockCache;
+  const uint64_t memory = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+  return static_cast<size_t>(std::max<uint64_t>(memory / 16, kMinAutoBlockCache));
 }
 
 }  // namespace shardfs::index

@@ -5,6 +5,7 @@
 #include <rocksdb/options.h>
 
 #include <cstddef>
+#include <string>
 
 namespace shardfs::index {
 
@@ -20,6 +21,19 @@ rocksdb::Options WriterDbOptions(bool filter = true);
 // million entries), the same filter policy, no info log written into the
 // index directory.
 rocksdb::Options ReaderDbOptions(size_t block_cache_bytes);
+
+// The block cache a reader of the index in directory `dir` gets by default
+// (ReaderOptions::block_cache_bytes 0): room for every block of its tables
+// uncompressed (kAutoCacheExpansion x their bytes on disk), so that a lookup
+// of a tree's working set reads nothing from the index's files once each
+// block was read; at least kMinAutoBlockCache, at most `cap`. The cache
+// takes memory only for the blocks read.
+inline constexpr size_t kMinAutoBlockCache = size_t{16} << 20;
+inline constexpr size_t kAutoCacheExpansion = 3;
+size_t AutoBlockCacheBytes(const std::string& dir, size_t cap);
+// What the block caches of one index may take at most by default: a
+// sixteenth of the machine's memory (at least kMinAutoBlockCache).
+size_t AutoBlockCacheCap();
 
 }  // namespace shardfs::index
 

@@ -93,8 +93,11 @@ Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
   // manifest at this moment (the old one is gone between reading CURRENT
   // and opening it): a few tries, then the error.
   rocksdb::Status s;
+  const size_t block_cache = options.block_cache_bytes != 0
+                                 ? options.block_cache_bytes
+                                 : AutoBlockCacheBytes(path, AutoBlockCacheCap());
   for (int attempt = 0;; ++attempt) {
-    s = rocksdb::DB::OpenForReadOnly(ReaderDbOptions(options.block_cache_bytes), path, &raw);
+    s = rocksdb::DB::OpenForReadOnly(ReaderDbOptions(block_cache), path, &raw);
     if (s.ok() || attempt == 20) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }

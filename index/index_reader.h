@@ -45,8 +45,10 @@ class DB;
 namespace shardfs::index {
 
 struct ReaderOptions {
-  // RocksDB block cache, which also holds index and filter blocks.
-  size_t block_cache_bytes = 16 << 20;
+  // RocksDB block cache for data blocks and the partitions of the index and
+  // filter blocks; 0: sized to the index (index/db_options.h,
+  // AutoBlockCacheBytes).
+  size_t block_cache_bytes = 0;
   // The view to answer for: "NAME", "NAME@N" or "NAME@TAG"; "" is the full
   // tree (the latest version of "default"). See "Views" in index/schema.h.
   std::string view;

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "index/child_cursor.h"
+#include "index/db_options.h"
 #include "index/index_reader.h"
 #include "index/inode_set.h"
 #include "index/manifest.h"
@@ -221,7 +222,10 @@ Status IndexReader::Union::OpenParts(const std::string& path, const ReaderOption
                                       : LocalPartition(base, mp.ref);
       if (!local.ok()) return local.status().WithContext(where);
       ReaderOptions po;
-      po.block_cache_bytes = std::max<size_t>(options.block_cache_bytes / opened, 1 << 20);
+      // The auto size's cap is shared by the partitions opened.
+      po.block_cache_bytes = options.block_cache_bytes != 0
+                                 ? std::max<size_t>(options.block_cache_bytes / opened, 1 << 20)
+                                 : AutoBlockCacheBytes(*local, AutoBlockCacheCap() / opened);
       po.view = tr.part_views[p];
       po.preload = options.preload;
       if (options.world != 0) {

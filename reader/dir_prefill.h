@@ -15,11 +15,12 @@
 // another child of the same parent needs a listing on misses (the program
 // outran the listing), up to kMaxSiblings. When the kernel has dropped a listed
 // directory's entries (memory pressure, or `drop_caches` between epochs),
-// misses come back and it is listed again once the misses reach one eighth of
-// the entries its last listing gave (at least kMissesBeforeListing): a new
+// misses come back and it is listed again once the misses reach a sixteenth
+// of the entries its last listing gave (at least kMissesBeforeListing): a new
 // epoch over a tree whose dentries were dropped is served by listings again,
 // and a directory too big for the kernel's cache, listed over and over, costs
-// at most 8 listed entries per lookup that missed. (A listing whose entry
+// at most 16 listed entries per lookup that missed (an entry of a listing
+// costs the daemon and the kernel a small part of a lookup's round trip). (A listing whose entry
 // count is unknown is followed after 4x as many misses each time.)
 //
 // The listings run in a child process (reader/prefill_lister.h says why). Only
@@ -114,7 +115,7 @@ class PrefillPolicy {
   // going through its files (a walk, an epoch), not sampling the dataset.
   static constexpr uint32_t kMissesPastLimit = 256;
   // A directory listed before is listed again after entries / this misses.
-  static constexpr uint32_t kEntriesPerMiss = 8;
+  static constexpr uint32_t kEntriesPerMiss = 16;
 
   struct Job {
     uint64_t dir = 0;

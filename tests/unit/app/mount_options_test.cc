@@ -62,6 +62,7 @@ TEST(MountOptionsTest, EveryOption) {
   EXPECT_FALSE(o.kernel_open);
   EXPECT_FALSE(o.splice);
   EXPECT_EQ(o.reader.block_cache_bytes, size_t{32} << 20);
+  EXPECT_EQ(Parse({"block_cache=auto"}).reader.block_cache_bytes, 0u);  // Sized at open.
   EXPECT_FALSE(o.reader.preload);
   EXPECT_FALSE(o.prefill_dirs);
   EXPECT_EQ(o.prefill_entries, 5000u);
@@ -169,7 +170,7 @@ TEST(MountOptionsTest, BadValuesAreRefusedWithWhatWasExpected) {
             "-o push_random=sometimes: expected a size such as 1M, 0, "
             "or auto"},
            {"push_threads=65", "-o push_threads=65: expected a thread count 1..64"},
-           {"block_cache=16Q", "-o block_cache=16Q: expected a size such as 16M"},
+           {"block_cache=16Q", "-o block_cache=16Q: expected a size such as 16M, or auto"},
            {"shard_readahead=-4M", "-o shard_readahead=-4M: expected a size such as 8M, or 0"},
            {"max_open_shards=0", "-o max_open_shards=0: expected a count 1..1048576"},
            {"verify=sometimes", "-o verify=sometimes: expected off, first or always"},

@@ -81,10 +81,10 @@ TEST(PrefillPolicyTest, EachListingNeedsFourTimesTheMisses) {
   EXPECT_EQ(needed, (std::vector<int>{2, 8, 32, 128, 512}));
 }
 
-// A directory whose listing gave N entries is listed again after N / 8
+// A directory whose listing gave N entries is listed again after N / 16
 // misses (a new epoch after the kernel dropped its dentries), however often
 // that happens; never before the second miss.
-TEST(PrefillPolicyTest, AListedDirectoryIsListedAgainAfterAnEighthOfItsEntriesMissed) {
+TEST(PrefillPolicyTest, AListedDirectoryIsListedAgainAfterASixteenthOfItsEntriesMissed) {
   PrefillPolicy p;
   EXPECT_EQ(MissesUntilQueued(p, 9), 2);
   Job job;
@@ -96,8 +96,8 @@ TEST(PrefillPolicyTest, AListedDirectoryIsListedAgainAfterAnEighthOfItsEntriesMi
     ASSERT_TRUE(p.Next(&job));
     p.Done(9, 800);
   }
-  EXPECT_EQ(needed, (std::vector<int>{100, 100, 100, 100}));
-  EXPECT_EQ(MissesUntilQueued(p, 9), 100);
+  EXPECT_EQ(needed, (std::vector<int>{50, 50, 50, 50}));
+  EXPECT_EQ(MissesUntilQueued(p, 9), 50);
   ASSERT_TRUE(p.Next(&job));
   p.Done(9, 5);  // A small directory: the second miss, as at first.
   EXPECT_EQ(MissesUntilQueued(p, 9), 2);
