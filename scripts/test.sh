@@ -32,7 +32,7 @@ fi
 bash scripts/install-test-servers.sh
 # The tree keeps its own .clang-format; a source that differs fails the run
 # here, before any test, so that the format cannot drift again.
-mapfile -t sources < <(find . \( -path './build*' -o -path ./.git -o -name node_modules \) -prune \
+mapfile -t sources < <(find . \( -path './build*' -o -path ./.git -o -path ./subprojects -o -name node_modules \) -prune \
   -o \( -name '*.cc' -o -name '*.h' \) -print | sort)
 if ! clang-format --dry-run -Werror "${sources[@]}"; then
   echo "test: these sources differ from .clang-format: run clang-format -i on them" >&2
