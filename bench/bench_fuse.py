@@ -21,7 +21,7 @@ worker threads that ever served a request after --reps dentries-dropped epochs (
 included: no thread churn means at most the configured workers); the reads of the index's
 files per file in a dentries-dropped epoch.
 
-Every file's bytes are checked against the loose tree (XXH-free: blake2b) before anything is
+Every file's bytes are checked against the loose tree (blake2b digests) before anything is
 timed. Needs root (drop_caches, the kernel mount).
 
 Usage (after `ninja -C build`):
@@ -99,7 +99,8 @@ def parse_fuse_args(argv):
 def make_dataset(a):
     """d<NNN>/f<NNNNNNN>.bin of 4-16 KiB, --shards tars of it in name order, and their index;
     cached. Returns (tree, index, sorted relative names)."""
-    base = os.path.join(a.workdir, "data")
+    # Cached per shape: the work dir is per file count and seed already.
+    base = os.path.join(a.workdir, f"data-{a.files}-d{a.dirs}-s{a.shards}")
     tree, idx = os.path.join(base, "tree"), os.path.join(base, "idx")
     names = [f"d{i % a.dirs:03d}/f{i:07d}.bin" for i in range(a.files)]
     names.sort()
@@ -167,10 +168,11 @@ class Daemon:
             raise BenchError(f"shardfs stats {self.mnt}: {p.stderr.strip()}")
         return json.loads(p.stdout)
 
-    def threads(self):
+    def status(self, field):
+        """A number of /proc/PID/status (VmHWM is in kB)."""
         with open(f"/proc/{self.pid}/status") as f:
             for line in f:
-                if line.startswith("Threads:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
         return None
 
@@ -226,7 +228,8 @@ def measure_system(a, scratch, system, root, order, daemon):
         end = daemon.stats()
         row["index_reads_per_file"] = max(reads)
         row["worker_threads"] = end["worker_threads"]
-        row["threads_now"] = daemon.threads()
+        row["threads_now"] = daemon.status("Threads")
+        row["peak_rss_bytes"] = daemon.status("VmHWM") * 1024
     return row
 
 
@@ -341,6 +344,7 @@ def print_fuse_report(rep):
         print(f"  {key[9:]:17} {fuse.get(key)}")
     print(f"  worker threads that served requests after {rep['reps']} dentries-cold epochs: "
           f"{fuse['worker_threads']} (threads now {fuse['threads_now']})")
+    print(f"  the daemon's peak RSS: {fuse['peak_rss_bytes'] / 2**20:.0f} MiB")
     print(f"  index reads per file, dentries-cold epoch: {fuse['index_reads_per_file']:.3f}")
     print("\ntargets (FUSE against the loose tree):")
     for key, label in (("default", "open().read() warm"), ("unbuffered", "buffering=0 warm"),

@@ -44,6 +44,7 @@ class BenchFuseSmokeTest(BenchTestCase):
         self.assertGreaterEqual(fuse["worker_threads"], 1)
         self.assertLessEqual(fuse["worker_threads"], 16)  # -o threads' default.
         self.assertLessEqual(fuse["index_reads_per_file"], 0.2)
+        self.assertGreater(fuse["peak_rss_bytes"], 0)
         self.assertIn("read", fuse["requests_dentries_dropped"])
         self.assertNotIn("requests_cold", self.report["systems"]["loose"])
 
