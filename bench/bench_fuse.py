@@ -144,6 +144,17 @@ def run_readers(root, lists, mode, passes, start=0.0):
     return out
 
 
+def cache_drops():
+    """How many times anyone dropped the page cache or the dentries and inodes since boot (a
+    warm pass during which that happened was not warm: its request counts say so)."""
+    n = 0
+    with open("/proc/vmstat") as f:
+        for line in f:
+            if line.startswith(("drop_pagecache ", "drop_slab ")):
+                n += int(line.split()[1])
+    return n
+
+
 def drop_dentries():
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("2\n")
@@ -200,6 +211,7 @@ def measure_system(a, scratch, system, root, order, daemon):
         s2 = daemon.stats()
         row["requests_cold"] = per_file(s1, s2, len(order))
     for mode in ("default", "unbuffered"):
+        drops = cache_drops()
         passes = run_readers(root, [everything], mode, a.reps + 1)[0][1:]
         rates = [p["files"] / (p["end"] - p["start"]) for p in passes]
         row[mode] = {"median": statistics.median(rates), "min": min(rates), "max": max(rates)}
@@ -207,6 +219,8 @@ def measure_system(a, scratch, system, root, order, daemon):
         if daemon:
             s3 = daemon.stats()
             row[f"requests_warm_{mode}"] = per_file(s2, s3, len(order) * (a.reps + 1))
+            # Caches dropped by someone else meanwhile (another test, an admin).
+            row[f"drops_during_warm_{mode}"] = cache_drops() - drops
             s2 = s3
     share = [order[i::a.procs] for i in range(a.procs)]
     lists = [write_list(os.path.join(scratch, f"share-{i}"), s) for i, s in enumerate(share)]

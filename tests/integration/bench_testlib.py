@@ -35,6 +35,13 @@ def tree_checksum(train):
             "per_class": per_class}
 
 
+def as_text(out):
+    """A child's output captured in text or bytes mode (None: nothing) as text."""
+    if isinstance(out, bytes):
+        return out.decode(errors="replace")
+    return out or ""
+
+
 def read_json(path):
     """The JSON document at path, or None when there is no such file."""
     if not os.path.exists(path):
@@ -115,7 +122,14 @@ class BenchTestCase(tl.ScratchTestCase):
         none was written; the tests then fail on the exit code)."""
         cls.json_path = os.path.join(cls.tmp, name + ".json")
         start = time.monotonic()
-        cls.proc = cls.bench(list(args) + ["--json", cls.json_path], timeout=timeout)
+        try:
+            cls.proc = cls.bench(list(args) + ["--json", cls.json_path], timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            # What the bench said up to then: which phase it was in.
+            sys.stderr.write("bench %s smoke run timed out after %.0f s; its output so far:\n"
+                             "%s\n%s\n" % (name, time.monotonic() - start, as_text(e.stdout),
+                                           as_text(e.stderr)[-6000:]))
+            raise
         cls.seconds = time.monotonic() - start
         sys.stderr.write("bench %s smoke run: %.1f s\n%s\n%s\n" % (
             name, cls.seconds, cls.proc.stdout, cls.proc.stderr[-3000:]))

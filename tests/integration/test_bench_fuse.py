@@ -38,9 +38,16 @@ class BenchFuseSmokeTest(BenchTestCase):
     def test_the_daemons_figures(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
         fuse = self.report["systems"]["fuse"]
-        self.assertEqual(fuse["requests_warm_unbuffered"], {})
-        ioctl = {"ioctl": 1.0} if sys.version_info < (3, 14) else {}
-        self.assertEqual(fuse["requests_warm_default"], ioctl)
+        # Every open() of Python < 3.14 asks isatty(): exactly one IOCTL, and
+        # none without buffering, whatever else happens.
+        ioctls = 1.0 if sys.version_info < (3, 14) else 0
+        self.assertEqual(fuse["requests_warm_default"].get("ioctl", 0), ioctls)
+        self.assertNotIn("ioctl", fuse["requests_warm_unbuffered"])
+        # Nothing else when the warm passes stayed warm (tests run two at a
+        # time, and some drop the caches: the bench counts those drops).
+        for mode, want in (("default", {"ioctl": 1.0} if ioctls else {}), ("unbuffered", {})):
+            if fuse["drops_during_warm_" + mode] == 0:
+                self.assertEqual(fuse["requests_warm_" + mode], want, mode)
         self.assertGreaterEqual(fuse["worker_threads"], 1)
         self.assertLessEqual(fuse["worker_threads"], 16)  # -o threads' default.
         self.assertLessEqual(fuse["index_reads_per_file"], 0.2)

@@ -39,7 +39,9 @@ class BenchScaleSmokeTest(BenchTestCase):
             "--scale", ",".join(map(str, SIZES)), "--cache-root", cls.tmp, "--classes", "20",
             "--shard-size", "1MiB", "--lookups", "300", "--reads", "1000",
             "--mount-reps-cold", "1", "--mount-reps-warm", "2", "--build-memory", "inmem,256M",
-            "--partition-at", ",".join(map(str, SIZES)), "--partitions", "2"])
+            "--partition-at", ",".join(map(str, SIZES)), "--partitions", "2",
+            # A phase that hangs fails the run naming itself, within the test's time.
+            "--phase-timeout", "90"])
 
     def test_completes_with_every_row(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
