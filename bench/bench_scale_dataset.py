@@ -168,7 +168,11 @@ def generate(a, n, wdir):
     if procs == 1:
         results = [write_shard(j) for j in jobs]
     else:
-        with multiprocessing.get_context("fork").Pool(procs) as pool:
+        # Not "fork": the bench has threads (the slab sampler, the pool's own
+        # handlers), and a child forked while one of them held a lock waits on
+        # it for ever (an orphan worker on a futex was found after a smoke run
+        # that timed out in pool.map).
+        with multiprocessing.get_context("spawn").Pool(procs) as pool:
             results = pool.map(write_shard, jobs, chunksize=1)
     meta = {"params": params, "files": n, "classes": lay.classes,
             "content_bytes": sum(r[2] for r in results),
