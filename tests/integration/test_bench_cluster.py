@@ -62,7 +62,14 @@ class BenchClusterTest(BenchTestCase):
     def test_every_check_passed_and_the_rate_is_judged(self):
         self.assertIsNotNone(self.report, "no JSON written")
         for c in self.report["checks"]:
-            self.assertIn(c["status"], ("ok", "NOT met"), c)
+            allowed = ("ok", "NOT met")
+            if c["check"] == "the other ranks read batches during the outage":
+                # At this size (5 batches a rank) a rank may be through its epoch
+                # before the outage begins: the bench says `not shown` then,
+                # never ok, and a rank that read nothing while it was still
+                # reading is FAILED all the same.
+                allowed += ("not shown",)
+            self.assertIn(c["status"], allowed, c)
         names = " ".join(c["check"] for c in self.report["checks"])
         for what in ("union", "two ranks", "source file", "own shards", "outage"):
             self.assertIn(what, names)
