@@ -441,6 +441,17 @@ Status Filesystem::Gather(const ReadRange& range, char* buf) {
   return Status::Ok();
 }
 
+void Filesystem::WillNeed(const EntryRecord& rec) {
+  if (rec.type != index::EntryType::kFile || rec.size == 0 || rec.encoded() || rec.sparse() ||
+      reader_->shards()[rec.shard.value].codec() != index::Codec::kNone) {
+    return;
+  }
+  Result<ShardHandle> shard = shards_.Get(rec.shard);
+  if (!shard.ok() || !(*shard)->direct() || (*shard)->fd() < 0) return;
+  ::posix_fadvise((*shard)->fd(), static_cast<off_t>((*shard)->base() + rec.offset),
+                  static_cast<off_t>(rec.size), POSIX_FADV_WILLNEED);
+}
+
 bool Filesystem::WouldVerify(InodeId inode) const {
   return options_.verify == VerifyMode::kAlways ||
          (options_.verify == VerifyMode::kFirst && !verified_.Test(inode));

@@ -202,6 +202,13 @@ class Filesystem {
   // Whether bytes of `inode` must be checked before they are served now:
   // verify=always, or verify=first and the file not checked yet.
   bool WouldVerify(InodeId inode) const;
+  // Says that `rec`'s bytes will be read soon, so that a batch's reads
+  // from a local disk are in flight together instead of one after another:
+  // posix_fadvise(WILLNEED) over the file's range, for a file stored as is
+  // in a shard read by pread (a plain tar member, a zip member stored).
+  // Nothing for the others (compressed, sparse, read in chunks: their reads
+  // have their own readahead) nor on an error (the read reports it).
+  void WillNeed(const EntryRecord& rec);
 
   void StatFs(struct statvfs* st) const;
   const index::IndexReader& reader() const { return *reader_; }

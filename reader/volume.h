@@ -166,6 +166,9 @@ class Volume {
   Result<size_t> Read(const index::EntryRecord& rec, uint64_t offset, size_t size, char* buf);
   // The same for file inode `inode`.
   Result<size_t> Read(index::InodeId inode, uint64_t offset, size_t size, char* buf);
+  // Says that a file that Resolve or ResolveFile gave will be read soon
+  // (Filesystem::WillNeed): before a batch of reads, each of its files.
+  void WillNeed(const index::EntryRecord& rec) { fs_->WillNeed(rec); }
 
  private:
   Volume() = default;

@@ -127,7 +127,18 @@ class ImageFolder(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         path, target = self.samples[i]
-        sample = self.loader(io.BytesIO(self.index.read(path)))
+        return self._item(self.index.read(path), target)
+
+    def __getitems__(self, indices):
+        """Items ``indices``, as ``[self[i] for i in indices]``: what a
+        ``DataLoader`` asks of a batch. Their files are read together
+        (``Index.read_many``: the reads from a local disk overlap), then each
+        is loaded and transformed."""
+        datas = self.index.read_many([self.samples[i][0] for i in indices])
+        return [self._item(data, self.samples[i][1]) for data, i in zip(datas, indices)]
+
+    def _item(self, data, target):
+        sample = self.loader(io.BytesIO(data))
         if self.transform is not None:
             sample = self.transform(sample)
         if self.target_transform is not None:
@@ -177,11 +188,22 @@ class SampleDataset(torch.utils.data.Dataset):
         return len(self.samples)
 
     def __getitem__(self, i):
-        key, members = self.samples[i]
-        item = {"__key__": key}
-        for ext, path in members:
-            item[ext] = self.index.read(path)
-        return item
+        return self.__getitems__([i])[0]
+
+    def __getitems__(self, indices):
+        """Items ``indices``, as ``[self[i] for i in indices]``: what a
+        ``DataLoader`` asks of a batch, every member file read together
+        (``Index.read_many``)."""
+        datas = iter(self.index.read_many(
+            [path for i in indices for _, path in self.samples[i][1]]))
+        items = []
+        for i in indices:
+            key, members = self.samples[i]
+            item = {"__key__": key}
+            for ext, _ in members:
+                item[ext] = next(datas)
+            items.append(item)
+        return items
 
 
 class EpochSampler(torch.utils.data.Sampler):

@@ -224,6 +224,13 @@ class PythonPackageTest(tl.ScratchTestCase):
                     self.assertEqual(raw.readinto(buf), len(data))
                     self.assertEqual(bytes(buf[:len(data)]), data)
                     raw.close()
+                # A batch, in any order: the same bytes as one read each.
+                names = sorted(self.want)
+                rnd.shuffle(names)
+                self.assertEqual(idx.read_many(names), [self.want[n] for n in names], kind)
+                self.assertEqual(idx.read_many(["/" + names[0], names[0]]),
+                                 [self.want[names[0]]] * 2, kind)
+                self.assertEqual(idx.read_many([]), [])
 
     def test_files_in_tree_order_and_by_prefix(self):
         with self.open() as idx:
@@ -351,11 +358,19 @@ class PythonPackageTest(tl.ScratchTestCase):
             idx.read("empty/below")
         with self.assertRaises(ValueError):
             idx.open("empty", "w")
+        # A batch fails as its first bad path would, naming it.
+        with self.assertRaises(FileNotFoundError) as cm:
+            idx.read_many(["empty", "data/missing.json", "data"])
+        self.assertEqual(cm.exception.filename, "data/missing.json")
+        with self.assertRaises(IsADirectoryError) as cm:
+            idx.read_many(["empty", "data"])
+        self.assertEqual(cm.exception.filename, "data")
         f = idx.open("large.bin")
         idx.close()
         idx.close()  # Idempotent.
         self.assertTrue(idx.closed)
-        for call in (lambda: idx.read("empty"), lambda: idx.stat("empty"),
+        for call in (lambda: idx.read("empty"), lambda: idx.read_many(["empty"]),
+                     lambda: idx.stat("empty"),
                      lambda: idx.listdir(), lambda: idx.files(), lambda: f.read()):
             with self.assertRaises(ValueError):
                 call()
@@ -398,7 +413,7 @@ class PythonPackageTest(tl.ScratchTestCase):
         self.assertEqual(os.path.getsize(shard), len(blob))
         with shardfs.Index(idx_path) as idx:
             for call in (lambda: idx.read(rel), lambda: idx.read(rel, 299_000, 4096),
-                         lambda: idx.open(rel).read()):
+                         lambda: idx.open(rel).read(), lambda: idx.read_many(["empty", rel])):
                 with self.assertRaises(OSError) as cm:
                     call()
                 self.assertEqual(cm.exception.errno, errno.EIO)
@@ -572,6 +587,24 @@ idx.close()
         for i, (a, t) in enumerate(loader):
             self.assertTrue(torch.equal(a, want[i][0]))
             self.assertEqual(t, want[i][1])
+        # In batches: DataLoader asks __getitems__ for each (its files read
+        # with one read_many), which gives what item by item gives.
+        order = list(range(len(want)))
+        random.Random(8).shuffle(order)
+        batch = got.__getitems__(order)
+        self.assertEqual([t for _, t in batch], [want[i][1] for i in order])
+        for (a, _), i in zip(batch, order):
+            self.assertTrue(torch.equal(a, want[i][0]), got.samples[i][0])
+        loader = torch.utils.data.DataLoader(got, batch_size=3, num_workers=2,
+                                             multiprocessing_context="fork", timeout=120,
+                                             collate_fn=lambda b: b)
+        seen = 0
+        for items in loader:
+            for a, t in items:
+                self.assertTrue(torch.equal(a, want[seen][0]))
+                self.assertEqual(t, want[seen][1])
+                seen += 1
+        self.assertEqual(seen, len(want))
 
     def test_sample_dataset_equals_webdataset_grouping(self):
         import shardfs.torch as st
@@ -598,6 +631,8 @@ idx.close()
         self.assertEqual([got[i] for i in range(len(got))], want)
         for i in random.Random(4).sample(range(len(want)), 20):  # Random access.
             self.assertEqual(got[i], want[i])
+        some = random.Random(5).sample(range(len(want)), 30)  # A DataLoader's batch.
+        self.assertEqual(got.__getitems__(some), [want[i] for i in some])
         # Rank splitting: the ranks' samples are disjoint and cover the view.
         seen = []
         for rank in range(2):
