@@ -84,7 +84,44 @@ def use_test_rig():
 def host_facts(a):
     """The part of a report's "environment" every mode records."""
     return {"root": os.geteuid() == 0, "cpus": os.cpu_count(), "kernel": platform.release(),
-            "python": platform.python_version(), "shardfs": a.shardfs}
+            "python": platform.python_version(), "shardfs": a.shardfs,
+            "page_reclaim": page_reclaim()}
+
+
+def page_reclaim(root="/sys/kernel/mm/damon/admin/kdamonds"):
+    """What reclaims idle pages on this host besides memory pressure, or None: a running
+    DAMON pageout scheme (some virtual machines' hosts set one up) pages out whatever was not
+    touched for its minimum age, so a "warm" pass that re-reads pages older than that reads
+    part of them from the disk again. E.g. "DAMON pageout: pages idle >= 60 s, up to 128
+    MiB/s"."""
+    def read(*parts):
+        try:
+            with open(os.path.join(root, *parts)) as f:
+                return f.read().strip()
+        except OSError:
+            return None
+    found = []
+    for k in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        if read(k, "state") != "on":
+            continue
+        for c in sorted(os.listdir(os.path.join(root, k, "contexts"))):
+            if not c.isdigit():
+                continue
+            ctx = (k, "contexts", c)
+            aggr = read(*ctx, "monitoring_attrs", "intervals", "aggr_us")
+            for sc in sorted(os.listdir(os.path.join(root, *ctx, "schemes"))):
+                if not sc.isdigit() or read(*ctx, "schemes", sc, "action") != "pageout":
+                    continue
+                age = read(*ctx, "schemes", sc, "access_pattern", "age", "min")
+                quota = read(*ctx, "schemes", sc, "quotas", "bytes")
+                try:
+                    idle = int(age) * int(aggr) / 1e6
+                    found.append(f"DAMON pageout: pages idle >= {idle:.0f} s"
+                                 + (f", up to {int(quota) >> 20} MiB/s" if quota and quota != "0"
+                                    else ""))
+                except (TypeError, ValueError):
+                    found.append("DAMON pageout")
+    return "; ".join(found) or None
 
 
 def write_report_json(path, report):

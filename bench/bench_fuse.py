@@ -22,11 +22,13 @@ included: no thread churn means at most the configured workers); the reads of th
 files per file in a dentries-dropped epoch.
 
 Every file's bytes are checked against the loose tree (blake2b digests) before anything is
-timed. Needs root (drop_caches, the kernel mount).
+timed. Needs root (drop_caches, the kernel mount). With --perf DIR, each of the FUSE mount's
+rows runs once more, untimed, under `perf record -a -g` (bench_perf.py): the top symbols go
+into the report and the JSON ("profiles"), the whole reports into DIR.
 
 Usage (after `ninja -C build`):
     python3 bench/shardfs_bench.py --fuse [--files 20000] [--reps 3] [--build-dir build]
-        [--json out.json] [--mount-options O]
+        [--json out.json] [--mount-options O] [--perf DIR]
 """
 
 import argparse
@@ -42,6 +44,7 @@ from bench_args import (add_binary_args, add_json_arg, add_seed_arg, add_workdir
                         host_facts, resolve_binaries, write_report_json)
 from bench_common import BenchError, log
 from bench_mounts import Mount, run_in_scratch
+from bench_perf import Profile, print_profiles
 
 # The issue's targets, against the loose tree on the same set.
 TARGETS = {"default": 0.5, "unbuffered": 0.95, "dentries_cold": 0.5}
@@ -86,6 +89,9 @@ def parse_fuse_args(argv):
     ap.add_argument("--procs", type=int, default=4, help="readers of the dentries-cold row (4)")
     ap.add_argument("--mount-options", default="", help="-o options for `shardfs mount`")
     ap.add_argument("--no-kernel", action="store_true", help="leave out mount --kernel")
+    ap.add_argument("--perf", metavar="DIR", default="",
+                    help="profile the FUSE mount's rows: one extra, untimed pass of each under "
+                    "`perf record -a -g`, the profiles and their reports in DIR")
     add_seed_arg(ap)
     add_binary_args(ap)  # The mount's shardfs; no bench_reader (the readers are Python).
     add_workdir_arg(ap, "default /var/tmp/shardfs-bench-fuse-<files>-<seed>")
@@ -221,6 +227,11 @@ def measure_system(a, scratch, system, root, order, daemon):
             row[f"requests_warm_{mode}"] = per_file(s2, s3, len(order) * (a.reps + 1))
             # Caches dropped by someone else meanwhile (another test, an admin).
             row[f"drops_during_warm_{mode}"] = cache_drops() - drops
+            if a.perf:
+                with Profile(a.perf, f"{system}-warm-{mode}") as prof:
+                    run_readers(root, [everything], mode, 1)
+                row.setdefault("profiles", {})[f"warm {mode}"] = prof.summary
+                s3 = daemon.stats()
             s2 = s3
     share = [order[i::a.procs] for i in range(a.procs)]
     lists = [write_list(os.path.join(scratch, f"share-{i}"), s) for i, s in enumerate(share)]
@@ -244,6 +255,11 @@ def measure_system(a, scratch, system, root, order, daemon):
         row["worker_threads"] = end["worker_threads"]
         row["threads_now"] = daemon.status("Threads")
         row["peak_rss_bytes"] = daemon.status("VmHWM") * 1024
+        if a.perf:
+            drop_dentries()
+            with Profile(a.perf, f"{system}-dentries-cold") as prof:
+                run_readers(root, lists, "default", 1)
+            row.setdefault("profiles", {})["dentries cold"] = prof.summary
     return row
 
 
@@ -335,6 +351,9 @@ def print_fuse_report(rep):
     print(f"\nshardfs bench --fuse: {rep['files']} files, median of {rep['reps']} "
           f"(kernel {rep['environment']['kernel']}, Python {rep['environment']['python']}, "
           f"{rep['environment']['cpus']} CPUs)")
+    if rep["environment"].get("page_reclaim"):
+        print(f"(this host: {rep['environment']['page_reclaim']}; a warm pass longer than that "
+              "re-reads part of its pages from the disk)")
     print(f"{'row':34} " + " ".join(f"{s:>22}" for s in systems))
     rows = (("open().read() warm, files/s", "default", True),
             ("open(buffering=0) warm, files/s", "unbuffered", True),
@@ -374,3 +393,6 @@ def print_fuse_report(rep):
     r = fuse["index_reads_per_file"]
     print(f"  {'index reads per file':28} <= {TARGET_INDEX_READS}: {r:.3f} "
           f"{'met' if r <= TARGET_INDEX_READS else 'NOT met'}")
+    if fuse.get("profiles"):
+        print_profiles({f"FUSE, {k}, an extra pass": v for k, v in fuse["profiles"].items()},
+                       sys.stdout)

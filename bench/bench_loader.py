@@ -27,7 +27,8 @@ import subprocess
 import sys
 import time
 
-from bench_args import write_report_json
+from bench_args import page_reclaim, write_report_json
+from bench_perf import Profile, print_profiles
 from bench_common import MOUNT_TIMEOUT, BenchError, fmt_bytes, log, tree_bytes
 from bench_dataset import tree_file_list
 from bench_images import pack_or_reuse
@@ -66,6 +67,13 @@ def add_args(ap):
                     help="--loader, --cluster: samples/s the training step consumes; prints "
                     "whether this machine's data path keeps pace (--loader: with how many "
                     "workers; --cluster: the ranks' aggregate)")
+    ap.add_argument("--loader-image-scale", type=float, default=1.0,
+                    help="--loader: the JPEGs' sides times this (1.0: 256..500 x 256..375, "
+                    "median ~35 KiB; 0.5: a quarter of the pixels and bytes, for a tree of "
+                    "millions on a small disk)")
+    ap.add_argument("--loader-perf", dest="perf", metavar="DIR", default="",
+                    help="--loader: each decode run once more, untimed, under `perf record "
+                    "-a -g`; the profiles and their reports in DIR")
     ap.add_argument("--loader-python", default="/usr/bin/python3",
                     help="--loader: the interpreter with torch and torchvision (/usr/bin/python3)")
 
@@ -93,6 +101,8 @@ def jpeg_dataset(a, scratch):
     reused by every later run with the same parameters. Returns (ddir, meta)."""
     params = {"v": JPEG_GENERATOR_VERSION, "kind": "jpeg", "files": a.files,
               "classes": a.classes, "seed": a.seed}
+    if a.loader_image_scale != 1.0:  # Keyed only when set: the cached full-size sets stay.
+        params["scale"] = a.loader_image_scale
     key = f"{hash_params(params)}"
     ddir = os.path.join(a.workdir, f"dataset-jpeg-{key}")
     tree = os.path.join(ddir, "tree")
@@ -110,7 +120,8 @@ def jpeg_dataset(a, scratch):
     shutil.rmtree(tree, ignore_errors=True)
     log(f"dataset: encoding {a.files:,} JPEGs with PIL (cached after the first run)")
     argv = [a.loader_python, WORKER, "generate", "--out", partial, "--files", str(a.files),
-            "--classes", str(a.classes), "--seed", str(a.seed)]
+            "--classes", str(a.classes), "--seed", str(a.seed),
+            "--scale", str(a.loader_image_scale)]
     log_path = os.path.join(scratch, "generate.log")
     with open(log_path, "ab") as logf:
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=logf, start_new_session=True)
@@ -305,8 +316,10 @@ def loader_epoch(server, req, path, temp, can_cold, lp, notes):
     return r
 
 
-def loader_epochs(a, server, lp, tree, index, can_cold, notes):
-    """Every (workers, mode, path, cold then warm) epoch, in that order."""
+def loader_epochs(a, server, lp, tree, index, can_cold, notes, profiles):
+    """Every (workers, mode, path, cold then warm) epoch, in that order. With --perf, each
+    decode epoch runs once more under `perf record` (bench_perf.py); the top symbols go into
+    `profiles` by run name."""
     runs = []
     roots = {"loose": os.path.join(tree, "train")}
     roots |= {p: os.path.join(m, "train") for p, m in lp.mountpoints.items()}
@@ -320,6 +333,12 @@ def loader_epochs(a, server, lp, tree, index, can_cold, notes):
                     req |= {"index": index, "index_root": "train", "pythonpath": lp.package}
                 for temp in TEMPS:
                     runs.append(loader_epoch(server, req, path, temp, can_cold, lp, notes))
+                    if a.perf and mode == "decode":
+                        # Once more, untimed, under perf (the same temperature).
+                        name = f"loader-{mode}-{w}w-{path}-{temp}"
+                        with Profile(a.perf, name) as prof:
+                            loader_epoch(server, req, path, temp, can_cold, lp, [])
+                        profiles[name] = prof.summary
     return runs
 
 
@@ -333,7 +352,7 @@ def loader_report(a, meta, tree, build, server, runs, paths, environment):
                    "workers": a.loader_workers, "samples": a.loader_samples,
                    "batch": a.loader_batch, "size": 224, "required_rate": a.required_rate,
                    "shard_size": a.shard_size, "mount_options": a.mount_options,
-                   "paths": paths, "workdir": a.workdir},
+                   "paths": paths, "workdir": a.workdir, "image_scale": a.loader_image_scale},
         "environment": environment | {"torch": server.info.get("torch"),
                                       "torchvision": server.info.get("torchvision"),
                                       "pil": server.info.get("pil")},
@@ -363,7 +382,8 @@ def run_loader(a, scratch):
     server = LoaderServer(a.loader_python, scratch, os.path.join(scratch, "loader.log"),
                           a.phase_timeout)
     try:
-        runs = loader_epochs(a, server, lp, tree, pack["index"], can_cold, notes)
+        profiles = {}
+        runs = loader_epochs(a, server, lp, tree, pack["index"], can_cold, notes, profiles)
         server.close()
     except BaseException:
         server.close(kill=True)  # Do not wait for a running epoch on an error or Ctrl-C.
@@ -375,12 +395,20 @@ def run_loader(a, scratch):
     if os.cpu_count() and os.cpu_count() <= 2:
         notes.append(f"{os.cpu_count()} CPUs: decode is CPU-bound here; more workers than "
                      "cores only add contention")
+    reclaim = page_reclaim()
+    if reclaim:
+        notes.append(f"{reclaim}: a warm run re-reads its cold run's pages; runs longer than "
+                     "that age are partly cold (--loader-samples shortens them)")
     environment = {"root": os.geteuid() == 0, "cold_runs": can_cold, "cpus": os.cpu_count(),
                    "kernel": platform.release(), "loader_python": a.loader_python,
-                   "skipped": skipped, "notes": notes}
+                   "skipped": skipped, "notes": notes, "page_reclaim": reclaim}
     report = loader_report(a, meta, tree, build, server, runs, lp.paths, environment)
+    if profiles:
+        report["profiles"] = profiles
     write_report_json(a.json_out, report)
     print_loader_report(report)
+    if profiles:
+        print_profiles({f"{k}, an extra run": v for k, v in profiles.items()}, sys.stdout)
     if a.plot:
         bench_plot.plot(a, report, scratch)
     return 0
@@ -507,7 +535,8 @@ def print_loader_report(report, out=sys.stdout):
     w = out.write
     w("\nshardfs bench --loader (torch DataLoader over torchvision ImageFolder)\n")
     w(f"  dataset: {d['samples']:,} JPEGs, {fmt_bytes(d['bytes'])}, {p['classes']} classes, "
-      f"seed {p['seed']}{' (cached)' if d.get('cached') else ''}\n")
+      f"seed {p['seed']}{' (cached)' if d.get('cached') else ''}"
+      f"{', image sides x%g' % p['image_scale'] if p.get('image_scale', 1.0) != 1.0 else ''}\n")
     per_run = f"{p['samples']:,} samples" if p["samples"] else "one epoch"
     w(f"  loader:  torch {env['torch']}, torchvision {env['torchvision']}, PIL {env['pil']}; "
       f"shuffle=True, batch {p['batch']}, resize {p['size']}, {per_run} per run, workers "

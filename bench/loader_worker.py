@@ -4,7 +4,7 @@
 Runs under the interpreter that has torch, torchvision and PIL (Debian's /usr/bin/python3), so
 the driver itself can stay on the standard library. Two commands:
 
-  loader_worker.py generate --out TREE --files N --classes C --seed S
+  loader_worker.py generate --out TREE --files N --classes C --seed S [--scale F]
       Writes TREE/train/<class>/<n>.jpg: real JPEGs made with PIL, deterministic by seed.
       Encoding 100,000 images one by one would take a quarter of an hour on two cores, so a
       pool of distinct images (varied sizes 256..500 x 256..375, smooth colour fields plus
@@ -40,11 +40,12 @@ from bench_dataset import class_names
 POOL_MAX = 1024  # Distinct encoded images; files beyond that reuse them with their own comment.
 
 
-def make_image(seed, k):
-    """Pool image k: (JPEG bytes). Deterministic for a given seed and PIL/libjpeg."""
+def make_image(seed, k, scale=1.0):
+    """Pool image k: (JPEG bytes). Deterministic for a given seed, scale and PIL/libjpeg."""
     from PIL import Image
     r = random.Random(seed * 1_000_003 + k)
     w, h = r.randrange(256, 501), r.randrange(256, 376)
+    w, h = max(16, round(w * scale)), max(16, round(h * scale))
     sw, sh = max(8, w // r.randrange(6, 14)), max(8, h // r.randrange(6, 14))
     chans = []
     for _ in range(3):
@@ -93,7 +94,8 @@ def generate(args):
     n_pool = min(args.files, POOL_MAX)
     procs = max(1, os.cpu_count() or 1)
     with multiprocessing.Pool(procs) as p:
-        pool = p.starmap(make_image, [(args.seed, k) for k in range(n_pool)], chunksize=16)
+        pool = p.starmap(make_image, [(args.seed, k, args.scale) for k in range(n_pool)],
+                         chunksize=16)
     step = max(1, math.ceil(args.files / (procs * 8)))
     jobs = [(args.out, args.seed, classes, a, min(a + step, args.files))
             for a in range(0, args.files, step)]
@@ -252,6 +254,7 @@ def main(argv):
     g.add_argument("--files", type=int, required=True)
     g.add_argument("--classes", type=int, required=True)
     g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--scale", type=float, default=1.0, help="the images' sides times this")
     s = sub.add_parser("serve")
     s.add_argument("--run-dir", help="the bench run's scratch dir (names the process only)")
     a = ap.parse_args(argv)

@@ -45,6 +45,8 @@ test_packages=(
   fuse-zip python3-indexed-gzip
   # benchmark: the real loader (torch DataLoader over torchvision ImageFolder)
   python3-torchvision python3-pil
+  # benchmark: --perf profiles the rows whose targets are not met (perf record)
+  linux-perf
   # benchmark: --plot draws the ratios to the loose tree (matplotlib, Agg backend)
   python3-matplotlib
   # remote-shard tests: HTTP(S) server, its certificate, signed S3 uploads
