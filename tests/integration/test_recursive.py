@@ -253,14 +253,28 @@ def indexed(idx):
     return out
 
 
+# One interpreter lists every root given (importing torch takes seconds).
 IMAGEFOLDER = r"""
 import json, sys
 from torchvision.datasets import ImageFolder
-ds = ImageFolder(sys.argv[1], loader=lambda p: p)
-root = sys.argv[1].rstrip("/") + "/"
-print(json.dumps({"classes": ds.classes,
-                  "samples": [[p[len(root):], c] for p, c in ds.samples]}))
+out = []
+for arg in sys.argv[1:]:
+    ds = ImageFolder(arg, loader=lambda p: p)
+    root = arg.rstrip("/") + "/"
+    out.append({"classes": ds.classes,
+                "samples": [[p[len(root):], c] for p, c in ds.samples]})
+print(json.dumps(out))
 """
+
+
+def image_folder_lists(*roots):
+    """[{classes, samples}] per root, as torchvision's ImageFolder lists them
+    (Debian's /usr/bin/python3, in one process)."""
+    r = subprocess.run(["/usr/bin/python3", "-c", IMAGEFOLDER, *roots],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    if r.returncode != 0:
+        raise AssertionError("ImageFolder: " + r.stderr.decode(errors="replace"))
+    return json.loads(r.stdout)
 
 
 class RecursiveTest(tl.ScratchTestCase):
@@ -367,12 +381,7 @@ class RecursiveTest(tl.ScratchTestCase):
                 finally:
                     os.close(fd)
             # torchvision's ImageFolder, unchanged, lists the same samples.
-            lists = []
-            for root in (x, mnt):
-                r = subprocess.run(["/usr/bin/python3", "-c", IMAGEFOLDER, root],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
-                self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
-                lists.append(json.loads(r.stdout))
+            lists = image_folder_lists(x, mnt)
             self.assertEqual(lists[0], lists[1])
             self.assertEqual(len(lists[1]["classes"]), 6)
             self.assertEqual(len(lists[1]["samples"]), 42)
@@ -729,12 +738,7 @@ class RecursiveZipTest(tl.ScratchTestCase):
             files = [os.fsdecode(k) for k in deflated + stored if entries[k]["size"] > 0]
             self.read_concurrently(mnt, x, files)
             # torchvision's ImageFolder, unchanged, lists the same samples.
-            lists = []
-            for root in (x, mnt):
-                r = subprocess.run(["/usr/bin/python3", "-c", IMAGEFOLDER, root],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
-                self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
-                lists.append(json.loads(r.stdout))
+            lists = image_folder_lists(x, mnt)
             self.assertEqual(lists[0], lists[1])
             self.assertEqual(len(lists[1]["classes"]), 6)
             self.assertEqual(len(lists[1]["samples"]), 42)
