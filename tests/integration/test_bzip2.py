@@ -98,7 +98,8 @@ class Bzip2TarTest(tl.ScratchTestCase):
         for name, cmd in CODECS:
             with self.subTest(writer=name):
                 d = self.scratch(name)
-                shard = self.compress(d, cmd)
+                # `bzip2 -1` made the class's level-1 shard already: a copy.
+                shard = self.level1_copy(d) if name == "bzip2-1" else self.compress(d, cmd)
                 want = self.extract(d, shard)
                 idx = os.path.join(d, "idx")
                 build = tl.build_index([shard], idx)

@@ -43,6 +43,7 @@ Needs root and /dev/fuse, like every mount test; fails (never skips) without."""
 
 import hashlib
 import multiprocessing
+import multiprocessing.connection
 import os
 import random
 import shutil
@@ -224,8 +225,13 @@ class MountHangTest(tl.ScratchTestCase):
                     p.start()
                     procs.append(p)
                 last, last_change = -1, time.monotonic()
-                while any(p.is_alive() for p in procs):
-                    time.sleep(0.1)
+                while True:
+                    alive = [p.sentinel for p in procs if p.is_alive()]
+                    if not alive:
+                        break
+                    # Wakes when a reader ends, else every 0.1 s for the
+                    # stall and run bounds: a run ends as its last reader does.
+                    multiprocessing.connection.wait(alive, timeout=0.1)
                     now = time.monotonic()
                     done = sum(progress)
                     if done != last:
