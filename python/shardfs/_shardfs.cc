@@ -260,6 +260,22 @@ py::bytes Read(Handle& h, const py::object& path_arg, int64_t offset, int64_t si
   return out;
 }
 
+// Asks the kernel for the bytes of each file of `paths` now (Volume::WillNeed),
+// without waiting for them: reads that follow find them on their way or in
+// the page cache. Paths that do not name a file are passed over (the read
+// reports them).
+void Prefetch(Handle& h, const py::iterable& paths_arg) {
+  std::vector<std::string> paths;
+  for (py::handle p : paths_arg) paths.push_back(PathArg(p));
+  std::shared_ptr<reader::Volume> v = h.Get();
+  py::gil_scoped_release nogil;
+  for (const std::string& path : paths) {
+    EntryRecord rec;
+    RecordHolder holder;
+    if (v->ResolveFile(path, &rec, &holder).ok()) v->WillNeed(rec);
+  }
+}
+
 // The whole bytes of each file of `paths`, in order. All are resolved first
 // and the kernel is told of each one's bytes (Volume::WillNeed), so that the
 // reads of a batch from a local disk are in flight together; then each is
@@ -499,13 +515,21 @@ PYBIND11_MODULE(_shardfs, m) {
            "end), checked as the mount checks them. Raises FileNotFoundError,\n"
            "IsADirectoryError, NotADirectoryError, or OSError(EIO) if the bytes cannot be\n"
            "served as indexed (a changed or corrupt shard); ValueError after close().")
+      .def("prefetch", &Prefetch, py::arg("relpaths"),
+           "prefetch(relpaths)\n\n"
+           "Asks the kernel for the bytes of each file of `relpaths` at once, without\n"
+           "waiting: the reads that follow, one by one, find them on their way or cached,\n"
+           "so that a batch's reads from a local disk overlap each other and the work\n"
+           "between them. Paths that name no file are passed over (their read raises).\n"
+           "ValueError after close().")
       .def("read_many", &ReadMany, py::arg("relpaths"),
            "read_many(relpaths) -> list of bytes\n\n"
            "The whole bytes of each file of `relpaths`, in order: what [read(p) for p in\n"
            "relpaths] returns, with the same checks and errors (raised for the first path\n"
            "that fails, before any is read). Faster for a batch: every file is looked up\n"
            "first and the kernel asked for all their bytes at once, so that reads from a\n"
-           "local disk overlap (a DataLoader batch: shardfs.torch's datasets use it).")
+           "local disk overlap. It holds the whole batch in memory at once; prefetch(),\n"
+           "then read() file by file, holds one file's bytes at a time.")
       .def("_readinto", &ReadInto, py::arg("inode"), py::arg("offset"), py::arg("buffer"),
            py::arg("name"))
       .def("_stat", &Stat, py::arg("relpath"), py::arg("follow") = true)

@@ -127,23 +127,21 @@ class ImageFolder(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         path, target = self.samples[i]
-        return self._item(self.index.read(path), target)
-
-    def __getitems__(self, indices):
-        """Items ``indices``, as ``[self[i] for i in indices]``: what a
-        ``DataLoader`` asks of a batch. Their files are read together
-        (``Index.read_many``: the reads from a local disk overlap), then each
-        is loaded and transformed."""
-        datas = self.index.read_many([self.samples[i][0] for i in indices])
-        return [self._item(data, self.samples[i][1]) for data, i in zip(datas, indices)]
-
-    def _item(self, data, target):
-        sample = self.loader(io.BytesIO(data))
+        sample = self.loader(io.BytesIO(self.index.read(path)))
         if self.transform is not None:
             sample = self.transform(sample)
         if self.target_transform is not None:
             target = self.target_transform(target)
         return sample, target
+
+    def __getitems__(self, indices):
+        """Items ``indices``, as ``[self[i] for i in indices]``: what a
+        ``DataLoader`` asks of a batch. The kernel is asked for all their
+        files first (``Index.prefetch``: reads from a local disk overlap each
+        other and the decoding), then each is read, loaded and transformed
+        in turn (one file's bytes in memory at a time, as item by item)."""
+        self.index.prefetch([self.samples[i][0] for i in indices])
+        return [self[i] for i in indices]
 
 
 class SampleDataset(torch.utils.data.Dataset):
@@ -188,22 +186,18 @@ class SampleDataset(torch.utils.data.Dataset):
         return len(self.samples)
 
     def __getitem__(self, i):
-        return self.__getitems__([i])[0]
+        key, members = self.samples[i]
+        item = {"__key__": key}
+        for ext, path in members:
+            item[ext] = self.index.read(path)
+        return item
 
     def __getitems__(self, indices):
         """Items ``indices``, as ``[self[i] for i in indices]``: what a
-        ``DataLoader`` asks of a batch, every member file read together
-        (``Index.read_many``)."""
-        datas = iter(self.index.read_many(
-            [path for i in indices for _, path in self.samples[i][1]]))
-        items = []
-        for i in indices:
-            key, members = self.samples[i]
-            item = {"__key__": key}
-            for ext, _ in members:
-                item[ext] = next(datas)
-            items.append(item)
-        return items
+        ``DataLoader`` asks of a batch, the kernel asked for every member
+        file first (``Index.prefetch``)."""
+        self.index.prefetch([path for i in indices for _, path in self.samples[i][1]])
+        return [self[i] for i in indices]
 
 
 class EpochSampler(torch.utils.data.Sampler):

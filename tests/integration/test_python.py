@@ -231,6 +231,9 @@ class PythonPackageTest(tl.ScratchTestCase):
                 self.assertEqual(idx.read_many(["/" + names[0], names[0]]),
                                  [self.want[names[0]]] * 2, kind)
                 self.assertEqual(idx.read_many([]), [])
+                # Prefetch asks, reads nothing, passes over what is no file.
+                self.assertIsNone(idx.prefetch(names + ["no/such/file", "", "data"]))
+                self.assertEqual([idx.read(n) for n in names], [self.want[n] for n in names])
 
     def test_files_in_tree_order_and_by_prefix(self):
         with self.open() as idx:
@@ -370,6 +373,7 @@ class PythonPackageTest(tl.ScratchTestCase):
         idx.close()  # Idempotent.
         self.assertTrue(idx.closed)
         for call in (lambda: idx.read("empty"), lambda: idx.read_many(["empty"]),
+                     lambda: idx.prefetch(["empty"]),
                      lambda: idx.stat("empty"),
                      lambda: idx.listdir(), lambda: idx.files(), lambda: f.read()):
             with self.assertRaises(ValueError):
@@ -587,8 +591,8 @@ idx.close()
         for i, (a, t) in enumerate(loader):
             self.assertTrue(torch.equal(a, want[i][0]))
             self.assertEqual(t, want[i][1])
-        # In batches: DataLoader asks __getitems__ for each (its files read
-        # with one read_many), which gives what item by item gives.
+        # In batches: DataLoader asks __getitems__ for each (its files
+        # prefetched first), which gives what item by item gives.
         order = list(range(len(want)))
         random.Random(8).shuffle(order)
         batch = got.__getitems__(order)
