@@ -67,6 +67,9 @@ def add_args(ap):
                     help="--loader, --cluster: samples/s the training step consumes; prints "
                     "whether this machine's data path keeps pace (--loader: with how many "
                     "workers; --cluster: the ranks' aggregate)")
+    ap.add_argument("--loader-reps", type=int, default=1,
+                    help="--loader: runs of every figure, the paths interleaved (loose, "
+                    "mount, ... then again); each figure is the median run's (1)")
     ap.add_argument("--loader-image-scale", type=float, default=1.0,
                     help="--loader: the JPEGs' sides times this (1.0: 256..500 x 256..375, "
                     "median ~35 KiB; 0.5: a quarter of the pixels and bytes, for a tree of "
@@ -317,28 +320,30 @@ def loader_epoch(server, req, path, temp, can_cold, lp, notes):
 
 
 def loader_epochs(a, server, lp, tree, index, can_cold, notes, profiles):
-    """Every (workers, mode, path, cold then warm) epoch, in that order. With --perf, each
-    decode epoch runs once more under `perf record` (bench_perf.py); the top symbols go into
-    `profiles` by run name."""
+    """Every (workers, mode, path, cold then warm) epoch, in that order, --loader-reps times
+    over (each rep all paths, so that a slow spell of the machine hits them alike). With
+    --loader-perf, each decode epoch of the first rep runs once more under `perf record`
+    (bench_perf.py); the top symbols go into `profiles` by run name."""
     runs = []
     roots = {"loose": os.path.join(tree, "train")}
     roots |= {p: os.path.join(m, "train") for p, m in lp.mountpoints.items()}
-    for w in a.loader_workers:
-        for mode in MODES:
-            for path in lp.paths:
-                req = {"root": roots.get(path), "mode": mode, "workers": w,
-                       "batch": a.loader_batch, "samples": a.loader_samples,
-                       "seed": a.seed, "size": 224}
-                if path == "package":
-                    req |= {"index": index, "index_root": "train", "pythonpath": lp.package}
-                for temp in TEMPS:
-                    runs.append(loader_epoch(server, req, path, temp, can_cold, lp, notes))
-                    if a.perf and mode == "decode":
-                        # Once more, untimed, under perf (the same temperature).
-                        name = f"loader-{mode}-{w}w-{path}-{temp}"
-                        with Profile(a.perf, name) as prof:
-                            loader_epoch(server, req, path, temp, can_cold, lp, [])
-                        profiles[name] = prof.summary
+    for rep, w, mode in ((r, w, m) for r in range(a.loader_reps) for w in a.loader_workers
+                         for m in MODES):
+        for path in lp.paths:
+            req = {"root": roots.get(path), "mode": mode, "workers": w,
+                   "batch": a.loader_batch, "samples": a.loader_samples,
+                   "seed": a.seed, "size": 224}
+            if path == "package":
+                req |= {"index": index, "index_root": "train", "pythonpath": lp.package}
+            for temp in TEMPS:
+                runs.append(loader_epoch(server, req, path, temp, can_cold, lp, notes)
+                            | {"rep": rep})
+                if a.perf and mode == "decode" and rep == 0:
+                    # Once more, untimed, under perf (the same temperature).
+                    name = f"loader-{mode}-{w}w-{path}-{temp}"
+                    with Profile(a.perf, name) as prof:
+                        loader_epoch(server, req, path, temp, can_cold, lp, [])
+                    profiles[name] = prof.summary
     return runs
 
 
@@ -350,6 +355,7 @@ def loader_report(a, meta, tree, build, server, runs, paths, environment):
         "schema": "shardfs-bench-loader/1",
         "params": {"files": a.files, "classes": a.classes, "seed": a.seed,
                    "workers": a.loader_workers, "samples": a.loader_samples,
+                   "reps": a.loader_reps,
                    "batch": a.loader_batch, "size": 224, "required_rate": a.required_rate,
                    "shard_size": a.shard_size, "mount_options": a.mount_options,
                    "paths": paths, "workdir": a.workdir, "image_scale": a.loader_image_scale},
@@ -418,8 +424,15 @@ def make_rows(a, runs, paths=PATHS):
     """One row per (mode, workers, temp): loose vs mount (and kernel: its figures and
     ratio_kernel). Every run of a mode read the same samples, so every checksum of that mode
     must be equal; returns (rows, all equal)."""
-    by = {(r["mode"], r["workers"], r["path"], r["temp"]): r for r in runs}
+    every = {}
+    for r in runs:
+        every.setdefault((r["mode"], r["workers"], r["path"], r["temp"]), []).append(r)
+    # With --loader-reps, each figure is its median run's (the lower middle of an even count);
+    # every run must have read the same samples.
+    by = {k: median_run(v) for k, v in every.items()}
     rows, content_ok = [], True
+    for v in every.values():
+        content_ok &= all(r["checksum"] == v[0]["checksum"] for r in v)
     for mode in MODES:
         ref = next(r["checksum"] for r in runs if r["mode"] == mode)
         for w in a.loader_workers:
@@ -451,9 +464,16 @@ def make_rows(a, runs, paths=PATHS):
     return rows, content_ok
 
 
+def median_run(runs):
+    """The run of median samples/s, with every run's samples/s in "reps"."""
+    ranked = sorted(runs, key=lambda r: r["samples_per_s"] or 0.0)
+    return ranked[(len(ranked) - 1) // 2] | {"reps": [r["samples_per_s"] for r in runs]}
+
+
 def pick(r):
     return {k: r[k] for k in ("samples_per_s", "seconds", "io_share", "decode_share",
-                              "scan_seconds", "first_batch_seconds", "bytes", "status")}
+                              "scan_seconds", "first_batch_seconds", "bytes", "status",
+                              "reps")}
 
 
 def loader_targets(a, rows, content_ok):
@@ -540,7 +560,8 @@ def print_loader_report(report, out=sys.stdout):
     per_run = f"{p['samples']:,} samples" if p["samples"] else "one epoch"
     w(f"  loader:  torch {env['torch']}, torchvision {env['torchvision']}, PIL {env['pil']}; "
       f"shuffle=True, batch {p['batch']}, resize {p['size']}, {per_run} per run, workers "
-      f"{','.join(map(str, p['workers']))}\n")
+      f"{','.join(map(str, p['workers']))}"
+      f"{'; the median of %d runs, interleaved' % p['reps'] if p.get('reps', 1) > 1 else ''}\n")
     w(f"  machine: {env['cpus']} CPUs, kernel {env['kernel']}, "
       f"{'root' if env['root'] else 'NOT root'}\n")
     w(f"  pack:    {b['pack_method']}: {b['pack_seconds']:.2f} s, {b['shards']} shards, "
