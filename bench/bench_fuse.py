@@ -89,6 +89,9 @@ def parse_fuse_args(argv):
     ap.add_argument("--procs", type=int, default=4, help="readers of the dentries-cold row (4)")
     ap.add_argument("--mount-options", default="", help="-o options for `shardfs mount`")
     ap.add_argument("--no-kernel", action="store_true", help="leave out mount --kernel")
+    ap.add_argument("--subset", type=int, default=0,
+                    help="time the passes over this many of the files (a shuffled part); the "
+                    "tree, its index and the listing stay whole (0: every file)")
     ap.add_argument("--perf", metavar="DIR", default="",
                     help="profile the FUSE mount's rows: one extra, untimed pass of each under "
                     "`perf record -a -g`, the profiles and their reports in DIR")
@@ -210,7 +213,7 @@ def measure_system(a, scratch, system, root, order, daemon):
             for f in files:
                 os.stat(os.path.join(dirpath, f))
         s1 = daemon.stats()
-        row["requests_listing"] = per_file(s0, s1, len(order))
+        row["requests_listing"] = per_file(s0, s1, a.files)  # The whole tree's.
     cold = run_readers(root, [everything], "default", 1)[0][0]
     row["cold_first_pass"] = cold["files"] / (cold["end"] - cold["start"])
     if daemon:
@@ -318,9 +321,15 @@ def main_fuse(argv):
     tree, idx, names = make_dataset(a)
     order = list(names)
     random.Random(a.seed).shuffle(order)
+    if a.subset:
+        # Passes over a shuffled part of a big tree: the index, the listing and the
+        # kernel's view stay whole; the bytes checked are the part's.
+        order = order[:a.subset]
+        names = sorted(order)
 
     def body(scratch):
         rep = {"schema": "shardfs-bench-fuse/1", "files": len(names), "reps": a.reps,
+               "tree_files": a.files,
                "procs": a.procs, "environment": host_facts(a), "systems": {}}
         rep["systems"]["loose"] = measure_system(a, scratch, "loose", tree, order, None)
         for system in ("fuse", "kernel"):
@@ -348,7 +357,9 @@ def ratio_cell(row, ref, key, higher_better=True):
 def print_fuse_report(rep):
     systems = rep["systems"]
     loose = systems["loose"]
-    print(f"\nshardfs bench --fuse: {rep['files']} files, median of {rep['reps']} "
+    part = (f" of a tree of {rep['tree_files']}" if rep.get("tree_files", rep["files"])
+            != rep["files"] else "")
+    print(f"\nshardfs bench --fuse: {rep['files']} files{part}, median of {rep['reps']} "
           f"(kernel {rep['environment']['kernel']}, Python {rep['environment']['python']}, "
           f"{rep['environment']['cpus']} CPUs)")
     if rep["environment"].get("page_reclaim"):
