@@ -3,11 +3,17 @@
 #ifndef SHARDFS_TESTS_UNIT_READER_TEST_UTIL_H_
 #define SHARDFS_TESTS_UNIT_READER_TEST_UTIL_H_
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstdint>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "builder/index_build.h"
@@ -45,6 +51,38 @@ inline void Tar(const std::string& src, const std::string& shard,
   argv.insert(argv.end(), names.begin(), names.end());
   shardfs::testing::CommandResult r = shardfs::testing::Run(argv);
   ASSERT_TRUE(r.ok()) << r.describe;
+}
+
+// Pages of [from, to) of `path` in the page cache with their bytes read, out
+// of its pages. `from` must be a multiple of the page size.
+inline std::pair<size_t, size_t> ResidentPages(const std::string& path, uint64_t from,
+                                               uint64_t to) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0);
+  long page = ::sysconf(_SC_PAGESIZE);
+  size_t len = static_cast<size_t>(to - from);
+  void* m = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(from));
+  EXPECT_NE(m, MAP_FAILED);
+  std::vector<unsigned char> vec((len + page - 1) / page);
+  EXPECT_EQ(::mincore(m, len, vec.data()), 0);
+  ::munmap(m, len);
+  ::close(fd);
+  size_t in = 0;
+  for (unsigned char v : vec) in += v & 1;
+  return {in, vec.size()};
+}
+
+// How many times any process dropped the page cache since boot
+// (/proc/vmstat): a test that counts cached pages repeats a case during
+// which another process (a test running beside it) dropped them.
+inline uint64_t CacheDrops() {
+  std::ifstream in("/proc/vmstat");
+  std::string key;
+  uint64_t value = 0, n = 0;
+  while (in >> key >> value) {
+    if (key == "drop_pagecache") n += value;
+  }
+  return n;
 }
 
 inline std::unique_ptr<Filesystem> OpenFs(const std::string& idx, FilesystemOptions options = {}) {
