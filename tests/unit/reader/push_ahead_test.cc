@@ -38,6 +38,13 @@ PushOptions Patient(PushOptions o) {
   o.max_job_age = std::chrono::minutes(10);
   return o;
 }
+
+// Patient options with drop_behind alone (or nothing at all): no pushes, no
+// shard readahead.
+PushOptions DropBehindOnly(bool drop) {
+  return Patient(
+      {.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0, .drop_behind = drop});
+}
 using reader_testing::IndexShards;
 using reader_testing::InodeOf;
 using reader_testing::OpenFs;
@@ -788,12 +795,7 @@ TEST_F(PushAheadTest, DropBehindASequentialReaderFreesTheShardPagesBehindIt) {
       auto fs = reader_testing::OpenFs(idx_);
       ASSERT_TRUE(fs);
       RecordingStore store;
-      PushAhead push(fs.get(),
-                     Patient({.sequential_bytes = 0,
-                              .random_bytes = 0,
-                              .shard_readahead = 0,
-                              .drop_behind = drop}),
-                     store.fn());
+      PushAhead push(fs.get(), DropBehindOnly(drop), store.fn());
       std::string buf(1 << 20, '\0');
       uint64_t end = 0;
       for (int i = 0; i < 40; ++i) {
@@ -832,12 +834,7 @@ TEST_F(PushAheadTest, DropBehindAShuffledReaderFreesOnlyThePagesOfTheFilesItRead
       auto fs = reader_testing::OpenFs(idx_);
       ASSERT_TRUE(fs);
       RecordingStore store;
-      PushAhead push(fs.get(),
-                     Patient({.sequential_bytes = 0,
-                              .random_bytes = 0,
-                              .shard_readahead = 0,
-                              .drop_behind = drop}),
-                     store.fn());
+      PushAhead push(fs.get(), DropBehindOnly(drop), store.fn());
       std::string buf(1 << 20, '\0');
       auto interior = [&](const PushHint& r) {
         uint64_t from = (r.position + page - 1) / page * page;
