@@ -51,28 +51,6 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
   }
 }
 
-// The fields of one mountinfo line (proc(5)): ID PARENT MAJOR:MINOR ROOT
-// MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS.
-bool ParseMountinfoLine(std::string_view line, unsigned* major, unsigned* minor,
-                        std::string_view* fstype, std::string_view* source) {
-  std::vector<std::string_view> f = Split(line, ' ');
-  if (f.size() < 10) return false;
-  std::string_view dev = f[2];
-  size_t colon = dev.find(':');
-  if (colon == std::string_view::npos) return false;
-  std::optional<uint64_t> ma = ParseDecimal(dev.substr(0, colon));
-  std::optional<uint64_t> mi = ParseDecimal(dev.substr(colon + 1));
-  if (!ma || !mi) return false;
-  size_t dash = 6;
-  while (dash < f.size() && f[dash] != "-") ++dash;
-  if (dash + 2 >= f.size()) return false;
-  *major = static_cast<unsigned>(*ma);
-  *minor = static_cast<unsigned>(*mi);
-  *fstype = f[dash + 1];
-  *source = f[dash + 2];
-  return true;
-}
-
 }  // namespace
 
 bool ParseStorageMode(std::string_view text, StorageMode* out) {
@@ -114,18 +92,55 @@ bool IsNetworkFuseSubtype(std::string_view subtype) {
   return false;
 }
 
+bool ParseMountinfoLine(std::string_view line, MountinfoLine* out) {
+  std::vector<std::string_view> f = Split(line, ' ');
+  if (f.size() < 10) return false;
+  std::string_view dev = f[2];
+  size_t colon = dev.find(':');
+  if (colon == std::string_view::npos) return false;
+  std::optional<uint64_t> ma = ParseDecimal(dev.substr(0, colon));
+  std::optional<uint64_t> mi = ParseDecimal(dev.substr(colon + 1));
+  if (!ma || !mi) return false;
+  size_t dash = 6;
+  while (dash < f.size() && f[dash] != "-") ++dash;
+  if (dash + 2 >= f.size()) return false;
+  out->major = static_cast<unsigned>(*ma);
+  out->minor = static_cast<unsigned>(*mi);
+  out->root = f[3];
+  out->mountpoint = f[4];
+  out->fstype = f[dash + 1];
+  out->source = f[dash + 2];
+  out->super_options = dash + 3 < f.size() ? f[dash + 3] : std::string_view();
+  return true;
+}
+
+std::string UnescapeMountinfo(std::string_view field) {
+  std::string out;
+  out.reserve(field.size());
+  for (size_t i = 0; i < field.size(); ++i) {
+    auto octal = [&](size_t k) { return field[k] >= '0' && field[k] <= '7'; };
+    if (field[i] == '\\' && i + 3 < field.size() && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
+      out.push_back(static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
+                                      (field[i + 3] - '0')));
+      i += 3;
+    } else {
+      out.push_back(field[i]);
+    }
+  }
+  return out;
+}
+
 std::string MountinfoFstype(std::string_view mountinfo, unsigned major, unsigned minor,
                             std::string* source) {
   // The last line for the device wins: a later mount over the same
   // filesystem shows the same device, and they agree on the type.
   std::string found;
   for (std::string_view line : Split(mountinfo, '\n')) {
-    unsigned ma = 0, mi = 0;
-    std::string_view fstype, src;
-    if (!ParseMountinfoLine(line, &ma, &mi, &fstype, &src)) continue;
-    if (ma != major || mi != minor) continue;
-    found = std::string(fstype);
-    if (source != nullptr) *source = std::string(src);
+    MountinfoLine m;
+    if (!ParseMountinfoLine(line, &m)) continue;
+    if (m.major != major || m.minor != minor) continue;
+    found = std::string(m.fstype);
+    if (source != nullptr) *source = std::string(m.source);
   }
   return found;
 }

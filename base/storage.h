@@ -47,6 +47,26 @@ std::string_view FilesystemName(int64_t f_type, bool* network);
 // client of remote storage.
 bool IsNetworkFuseSubtype(std::string_view subtype);
 
+// One line of /proc/self/mountinfo (proc(5)): ID PARENT MAJOR:MINOR ROOT
+// MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS. The views
+// point into the line; `root` and `mountpoint` keep the kernel's octal
+// escapes (UnescapeMountinfo).
+struct MountinfoLine {
+  unsigned major = 0;
+  unsigned minor = 0;
+  std::string_view root;
+  std::string_view mountpoint;
+  std::string_view fstype;
+  std::string_view source;
+  std::string_view super_options;
+};
+
+// False if `line` is not a mountinfo line.
+bool ParseMountinfoLine(std::string_view line, MountinfoLine* out);
+
+// A mountinfo path field with its escapes ("\040" for a space) undone.
+std::string UnescapeMountinfo(std::string_view field);
+
 // The fstype field ("fuse.sshfs") of the line of `mountinfo` (the text of
 // /proc/self/mountinfo) for device `major`:`minor`, and its source in
 // `source` if not null; "" if there is no such line.

@@ -29,7 +29,7 @@ uint64_t MaxInode(const Filesystem& fs) { return fs.reader().max_inode(); }
 struct PushAhead::Counters {
   std::atomic<uint64_t> jobs_queued{0}, jobs_dropped_busy{0}, jobs_dropped_full{0},
       jobs_dropped_stale{0}, jobs_run{0}, files_pushed{0}, files_pushed_fd{0}, bytes_pushed{0},
-      files_skipped_read{0}, store_errors{0};
+      files_skipped_read{0}, store_errors{0}, files_wasted{0};
 };
 
 PushAhead::PushAhead(Filesystem* fs, PushOptions options, Store store)
@@ -124,6 +124,13 @@ void PushAhead::DropRead(int fd, uint64_t pos, size_t len) {
 ReadNote PushAhead::NoteRead(InodeId inode, const PushHint& hint) {
   if (!hint.active || hint.shard_id.value >= shard_count_) return {};
   read_.Set(inode);
+  // A pushed file that still has a READ lost its pages before its reader
+  // came: the push was wasted. Counted once (the mark goes).
+  if (pushed_.Test(inode)) {
+    pushed_.Clear(inode);
+    counters_->files_wasted.fetch_add(1, std::memory_order_relaxed);
+    if (budget_) budget_->NoteWasted(1);
+  }
   ShardState& s = shards_[hint.shard_id.value];
   if (!Sequential(s, hint.position, hint.length)) return {};
   // A shard read through the chunk fetcher has its own readahead.
@@ -318,6 +325,7 @@ void PushAhead::RunJob(const Job& job, char* buf) {
     if (bytes.data == nullptr) counters_->files_pushed_fd.fetch_add(1, std::memory_order_relaxed);
     counters_->bytes_pushed.fetch_add(f.size, std::memory_order_relaxed);
   }
+  if (budget_ && pushed > 0) budget_->NotePushed(pushed);
   if (!st.ok()) log::Debug("push-ahead after inode {}: {}", job.inode.value, st.message());
   log::Debug("push-ahead after inode {}: {} of {} files", job.inode.value, pushed, files.size());
   if (job.sequential) {
@@ -344,7 +352,7 @@ PushStats PushAhead::stats() const {
   return {get(c.jobs_queued),        get(c.jobs_dropped_busy), get(c.jobs_dropped_full),
           get(c.jobs_dropped_stale), get(c.jobs_run),          get(c.files_pushed),
           get(c.files_pushed_fd),    get(c.bytes_pushed),      get(c.files_skipped_read),
-          get(c.store_errors)};
+          get(c.store_errors),       get(c.files_wasted)};
 }
 
 void PushAhead::LogSummary() const {
@@ -355,10 +363,11 @@ void PushAhead::LogSummary() const {
   }
   log::Info(
       "push: {} jobs run, {} dropped (busy {}, full {}, stale {}), {} files ({} bytes) "
-      "pushed, {} from the shard descriptor, {} skipped as read, {} store errors",
+      "pushed, {} from the shard descriptor, {} skipped as read, {} store errors, {} pushed "
+      "files read again (their pages were gone)",
       ps.jobs_run, ps.jobs_dropped_busy + ps.jobs_dropped_full + ps.jobs_dropped_stale,
       ps.jobs_dropped_busy, ps.jobs_dropped_full, ps.jobs_dropped_stale, ps.files_pushed,
-      ps.bytes_pushed, ps.files_pushed_fd, ps.files_skipped_read, ps.store_errors);
+      ps.bytes_pushed, ps.files_pushed_fd, ps.files_skipped_read, ps.store_errors, ps.files_wasted);
 }
 
 }  // namespace shardfs::reader

@@ -127,6 +127,9 @@ struct PushStats {
   uint64_t bytes_pushed = 0;
   uint64_t files_skipped_read = 0;  // A READ had reached them.
   uint64_t store_errors = 0;
+  // Pushed files that had a READ after all: their pages went before their
+  // reader came.
+  uint64_t files_wasted = 0;
 };
 
 class PushAhead {
@@ -207,8 +210,11 @@ class PushAhead {
   void LogSummary() const;
   const PushOptions& options() const { return options_; }
   // The window of a push after a random whole-file read now: random_bytes,
-  // or with random_follows_memory what PushBudget allows.
+  // or with random_follows_memory what PushBudget allows (the memory, and
+  // how many pushed files came back as READs).
   uint64_t RandomWindow();
+  // With random_follows_memory: the budget (null otherwise).
+  PushBudget* budget() const { return budget_.get(); }
 
  private:
   struct ShardState {

@@ -16,7 +16,20 @@
 // Available memory is read again at most every `recheck`, so a program
 // that grows (or a cache that another program fills) shrinks the window
 // while the mount runs, and a window that was 0 comes back once memory is
-// available again.
+// available again. Available memory is the machine's or, inside a memory
+// cgroup with a limit (a container, a cluster job), what the limit leaves:
+// the smaller (ReadMemAvailable).
+//
+// What the memory figure cannot see, the pushes themselves show: a pushed
+// file whose reader still had to READ it lost its pages before the reader
+// came (the tree is bigger than what the kernel keeps, or the host pages
+// out idle memory on its own, as a DAMON pageout scheme does). At each
+// recheck with at least kMinOutcomes files pushed or wasted since the last
+// decision, the window is halved while wasted files number at least half
+// of the files pushed, and doubled back (up to what the memory allows)
+// while they number at most an eighth. It never falls below kMinWindow by
+// this alone: the few files that follow a read on its own pages cost
+// little, and their fate keeps telling when pushing pays again.
 //
 // Thread safety: Window() may be called from any thread; the last reading
 // and its time are atomics, and at most one caller reads /proc/meminfo at a
@@ -28,6 +41,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace shardfs::reader {
 
@@ -41,6 +55,9 @@ class PushBudget {
   static constexpr uint64_t kMinWindow = 64 << 10;
   // Below this much available memory nothing is pushed at all.
   static constexpr uint64_t kMinAvailable = 256ull << 20;
+  // The feedback decides after this many outcomes (pushed + wasted files).
+  static constexpr uint64_t kMinOutcomes = 64;
+  static constexpr int kMaxHalvings = 16;
 
   // `dataset_bytes`: the shards' size together. `mem_available` null: the
   // machine's (ReadMemAvailable).
@@ -50,12 +67,37 @@ class PushBudget {
   // The push window after a random read now, 0..max_window.
   uint64_t Window();
 
+  // Feedback, from any thread: `files` were pushed; `files` that had been
+  // pushed came back as READs (their pages were gone).
+  void NotePushed(uint64_t files) { pushed_.fetch_add(files, std::memory_order_relaxed); }
+  void NoteWasted(uint64_t files) { wasted_.fetch_add(files, std::memory_order_relaxed); }
+  // How many times the feedback has halved the window now (0: not at all).
+  int halvings() const { return halvings_.load(std::memory_order_relaxed); }
+
+  // The next number of halvings after `pushed` files were pushed and
+  // `wasted` came back as READs, from `halvings` now (pure; at most
+  // kMaxHalvings).
+  static int NextHalvings(int halvings, uint64_t pushed, uint64_t wasted);
+
   // The window for `available` bytes of available memory (pure).
   static uint64_t WindowFor(uint64_t max_window, uint64_t dataset_bytes, uint64_t available);
 
   // MemAvailable from /proc/meminfo, in bytes; from sysinfo (free and
-  // buffer memory) if that cannot be read; 0 if neither can.
+  // buffer memory) if that cannot be read; 0 if neither can. Then at most
+  // CgroupAvailable's figure for this process.
   static uint64_t ReadMemAvailable();
+
+  // What the memory cgroups of this process leave under their limits, in
+  // bytes: for the process's cgroup and each of its ancestors that has a
+  // limit, the limit minus the memory charged that is not file cache (the
+  // kernel reclaims cache to stay under the limit), the smallest; cgroup v2
+  // (memory.max, memory.current, memory.stat) or v1 (memory.limit_in_bytes,
+  // memory.usage_in_bytes, memory.stat total_*). UINT64_MAX with no limit
+  // or no cgroup to read. `proc_self` is the /proc/self directory and
+  // `root` is prefixed to the mount points in its mountinfo (tests point
+  // both into a fake tree).
+  static uint64_t CgroupAvailable(const std::string& proc_self = "/proc/self",
+                                  const std::string& root = "");
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -66,8 +108,10 @@ class PushBudget {
   const MemAvailable mem_available_;
   const int64_t recheck_ns_;
   std::atomic<uint64_t> window_{0};
-  std::atomic<int64_t> checked_ns_{0};  // When window_ was last computed.
-  std::atomic<bool> checking_{false};   // A caller is reading memory.
+  std::atomic<int64_t> checked_ns_{0};           // When window_ was last computed.
+  std::atomic<bool> checking_{false};            // A caller is reading memory.
+  std::atomic<uint64_t> pushed_{0}, wasted_{0};  // Since the last decision.
+  std::atomic<int> halvings_{0};
 };
 
 }  // namespace shardfs::reader

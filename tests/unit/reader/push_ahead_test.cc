@@ -408,6 +408,36 @@ TEST_F(PushAheadTest, FilesReadOrPushedAreNeverStoredAgain) {
   EXPECT_TRUE(Plan(*fs, push, "a/f2", 7000).empty());
 }
 
+// A pushed file that still gets a READ lost its pages before its reader
+// came: counted once as wasted, and with push_random=auto told to the
+// budget, whose window it shrinks (reader/push_budget.h).
+TEST_F(PushAheadTest, APushedFileReadAfterAllCountsAsWasted) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  PushOptions o =
+      Patient({.random_bytes = 3800, .random_follows_memory = true, .mem_available = [] {
+                 return uint64_t{8} << 30;
+               }});
+  PushAhead push(fs.get(), o, store.fn());
+  ASSERT_NE(push.budget(), nullptr);
+  std::string buf(PushAhead::kMaxFile, '\0');
+  Noted r3 = ReadWhole(*fs, push, "a/f3");
+  push.RunJob({reader_testing::InodeOf(*fs, "a/f3"), r3.range.shard, r3.range.shard_id, false, {}},
+              buf.data());
+  const InodeId f4 = reader_testing::InodeOf(*fs, "a/f4");
+  ASSERT_TRUE(push.WasPushed(f4));
+  EXPECT_EQ(push.stats().files_wasted, 0u);
+  ReadWhole(*fs, push, "a/f4");
+  ReadWhole(*fs, push, "a/f4");  // A second READ is no second waste.
+  EXPECT_EQ(push.stats().files_wasted, 1u);
+  EXPECT_FALSE(push.WasPushed(f4));
+  EXPECT_TRUE(push.WasRead(f4));
+  // A file read that was never pushed is no waste.
+  ReadWhole(*fs, push, "b/f0");
+  EXPECT_EQ(push.stats().files_wasted, 1u);
+}
+
 TEST_F(PushAheadTest, AFileReadWhileTheJobRunsIsSkipped) {
   auto fs = OpenTree();
   ASSERT_TRUE(fs);

@@ -43,6 +43,22 @@ TEST(StorageTest, MountinfoNamesTheFilesystemOfADevice) {
   EXPECT_EQ(MountinfoFstype("garbage\n\n1 2 3\n", 0, 52), "");
 }
 
+TEST(StorageTest, MountinfoLinesAndTheirEscapes) {
+  MountinfoLine m;
+  ASSERT_TRUE(ParseMountinfoLine(
+      "25 1 0:22 /pod /sys/fs/cgroup/my\\040mem rw shared:9 - cgroup cgroup rw,memory", &m));
+  EXPECT_EQ(m.major, 0u);
+  EXPECT_EQ(m.minor, 22u);
+  EXPECT_EQ(m.root, "/pod");
+  EXPECT_EQ(UnescapeMountinfo(m.mountpoint), "/sys/fs/cgroup/my mem");
+  EXPECT_EQ(m.fstype, "cgroup");
+  EXPECT_EQ(m.super_options, "rw,memory");
+  EXPECT_FALSE(ParseMountinfoLine("1 2 3", &m));
+  // A backslash not followed by three octal digits stays.
+  EXPECT_EQ(UnescapeMountinfo("a\\09b\\"), "a\\09b\\");
+  EXPECT_EQ(UnescapeMountinfo("tab\\011nl\\012bs\\134"), "tab\tnl\nbs\\");
+}
+
 TEST(StorageTest, NetworkFilesystemsByMagicAndFuseSubtype) {
   bool network = false;
   EXPECT_EQ(FilesystemName(0x6969, &network), "nfs");
