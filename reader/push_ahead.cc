@@ -121,6 +121,17 @@ void PushAhead::DropRead(int fd, uint64_t pos, size_t len) {
   ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from), POSIX_FADV_DONTNEED);
 }
 
+void PushAhead::Forgotten(InodeId inode) {
+  if (pushed_.Test(inode) && !read_.Test(inode)) NoteWasted();
+  read_.Clear(inode);
+  pushed_.Clear(inode);
+}
+
+void PushAhead::NoteWasted() {
+  counters_->files_wasted.fetch_add(1, std::memory_order_relaxed);
+  if (budget_) budget_->NoteWasted(1);
+}
+
 ReadNote PushAhead::NoteRead(InodeId inode, const PushHint& hint) {
   if (!hint.active || hint.shard_id.value >= shard_count_) return {};
   read_.Set(inode);
@@ -128,8 +139,7 @@ ReadNote PushAhead::NoteRead(InodeId inode, const PushHint& hint) {
   // came: the push was wasted. Counted once (the mark goes).
   if (pushed_.Test(inode)) {
     pushed_.Clear(inode);
-    counters_->files_wasted.fetch_add(1, std::memory_order_relaxed);
-    if (budget_) budget_->NoteWasted(1);
+    NoteWasted();
   }
   ShardState& s = shards_[hint.shard_id.value];
   if (!Sequential(s, hint.position, hint.length)) return {};
@@ -159,6 +169,7 @@ void PushAhead::AfterReply(InodeId inode, const PushHint& hint, ReadNote note, b
   }
   bool sequential = note.sequential_to_eof;
   uint64_t window = sequential ? options_.sequential_bytes : hint.whole_file ? RandomWindow() : 0;
+  if (!sequential && window != 0 && budget_ && !budget_->ForRead()) window = 0;
   if (!delivered || window == 0 || threads_.empty()) return;
   // One sequential push per shard at a time: a reader that overtakes it
   // would otherwise start another over the same files.

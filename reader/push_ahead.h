@@ -127,8 +127,8 @@ struct PushStats {
   uint64_t bytes_pushed = 0;
   uint64_t files_skipped_read = 0;  // A READ had reached them.
   uint64_t store_errors = 0;
-  // Pushed files that had a READ after all: their pages went before their
-  // reader came.
+  // Pushed files that had a READ after all, or that the kernel forgot
+  // before any READ: their pages went (most likely) before their reader came.
   uint64_t files_wasted = 0;
 };
 
@@ -197,11 +197,11 @@ class PushAhead {
                          FileRange* at = nullptr);
 
   // The kernel forgot `inode` (FUSE FORGET: it evicted the inode, and its
-  // pages with it): the file may be pushed again. Never blocks.
-  void Forgotten(InodeId inode) {
-    read_.Clear(inode);
-    pushed_.Clear(inode);
-  }
+  // pages with it): the file may be pushed again. A pushed file that had no
+  // READ counts as wasted: its pages went with the inode, unless its reader
+  // came and found them first, which the daemon cannot see (so under inode
+  // pressure the count errs towards fewer pushes). Never blocks.
+  void Forgotten(InodeId inode);
 
   bool WasRead(InodeId inode) const { return read_.Test(inode); }
   bool WasPushed(InodeId inode) const { return pushed_.Test(inode); }
@@ -241,6 +241,8 @@ class PushAhead {
   void DropRead(int fd, uint64_t pos, size_t len);
   void Offer(Job job);
   void Run();
+  // A pushed file lost its pages before its reader came.
+  void NoteWasted();
 
   Filesystem* const fs_;
   const PushOptions options_;

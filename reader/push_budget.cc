@@ -96,13 +96,7 @@ PushBudget::PushBudget(uint64_t max_window, uint64_t dataset_bytes, MemAvailable
 
 uint64_t PushBudget::WindowFor(uint64_t max_window, uint64_t dataset_bytes, uint64_t available) {
   if (available < kMinAvailable) return 0;
-  const uint64_t usable = available / 2;
-  if (dataset_bytes <= usable) return max_window;
-  // max_window * usable / dataset_bytes, without overflow: usable <
-  // dataset_bytes, so the fraction is below 1.
-  const double part = static_cast<double>(usable) / static_cast<double>(dataset_bytes);
-  const uint64_t window = static_cast<uint64_t>(static_cast<double>(max_window) * part);
-  return window < kMinWindow ? 0 : window / kMinWindow * kMinWindow;
+  return dataset_bytes <= available / 2 ? max_window : 0;
 }
 
 uint64_t PushBudget::Window() {
@@ -113,6 +107,13 @@ uint64_t PushBudget::Window() {
     checking_.store(false, std::memory_order_release);
   }
   return window_.load(std::memory_order_relaxed);
+}
+
+bool PushBudget::ForRead() {
+  const int thinning = thinning_.load(std::memory_order_relaxed);
+  if (thinning == 0) return true;
+  const uint64_t n = random_reads_.fetch_add(1, std::memory_order_relaxed);
+  return (n & ((uint64_t{1} << thinning) - 1)) == 0;
 }
 
 int PushBudget::NextHalvings(int halvings, uint64_t pushed, uint64_t wasted) {
@@ -133,20 +134,33 @@ void PushBudget::Recheck(int64_t now_ns, bool first) {
     pushed_.fetch_sub(pushed, std::memory_order_relaxed);
     wasted_.fetch_sub(wasted, std::memory_order_relaxed);
     halvings = NextHalvings(halvings, pushed, wasted);
-    halvings_.store(halvings, std::memory_order_relaxed);
   }
+  // Halvings shrink the window down to kMinWindow, then thin out the reads
+  // that get a push. Halvings beyond the last that has an effect are not
+  // kept: the first doubling back then has one.
   uint64_t window = memory_window;
-  if (window != 0 && halvings > 0) {
-    window = std::max(window >> halvings, kMinWindow) / kMinWindow * kMinWindow;
+  int thinning = 0;
+  int effective = 0;
+  for (; effective < halvings && window != 0; ++effective) {
+    if (window / 2 >= kMinWindow) {
+      window = window / 2 / kMinWindow * kMinWindow;
+    } else if (thinning < kMaxThinning) {
+      ++thinning;
+    } else {
+      break;
+    }
   }
+  if (memory_window != 0) halvings = effective;
+  halvings_.store(halvings, std::memory_order_relaxed);
+  const int thinning_before = thinning_.exchange(thinning, std::memory_order_relaxed);
   const uint64_t before = window_.exchange(window, std::memory_order_relaxed);
   checked_ns_.store(now_ns, std::memory_order_relaxed);
   // Said at mount and when it changes, not at every check.
-  if (first || window != before) {
+  if (first || window != before || thinning != thinning_before) {
     log::Debug(
         "push_random=auto: shards {} bytes, {} bytes available, {} of {} pushed files came back "
-        "as READs: push_random={}",
-        dataset_bytes_, available, wasted, pushed, window);
+        "as READs: push_random={}, after one random read in {}",
+        dataset_bytes_, available, wasted, pushed, window, uint64_t{1} << thinning);
   }
 }
 

@@ -2,17 +2,22 @@
 // may store, from the memory the machine has available now.
 //
 // A shuffled reader's pushes pay off only if the pushed files stay in the
-// page cache until the reader gets to them, some time later in the epoch.
-// While the reader goes through the dataset, the page cache holds up to the
-// whole of it twice: the pushed files in the mount's cache and the shard
-// pages they were read from. So the window follows how much of the dataset
-// half of the available memory (MemAvailable in /proc/meminfo: free memory
-// plus what the kernel can reclaim without swapping) can hold:
-//  - the whole dataset fits: the full window (`max_window`);
-//  - a part of it fits: that part of the window (a dataset twice as large
-//    as that half gets half the window), so fewer pushed files are evicted
-//    unread, and the pushes still give each read its closest neighbours;
-//  - less than kMinWindow, or less than kMinAvailable available: 0, no push.
+// page cache until the reader gets to them, some time later in the epoch:
+// each file's turn comes at a random time, and the pushes run far ahead of
+// the reader (a push after each read, up to the first file already pushed,
+// covers the whole dataset within the first seconds of an epoch). So either
+// the whole dataset stays cached, or most of what is pushed is evicted
+// unread, and a smaller window does not change that, only how fast it
+// happens: measured over whole epochs of 40,000 JPEGs (1.5 GB), pushing
+// halved the epoch's time when the dataset fit in memory, and lengthened it
+// by 10-25% when the process's memory limit held about half of it. While the
+// reader goes through the dataset, the page cache may hold it twice: the
+// pushed files in the mount's cache and the shard pages they were read
+// from. So:
+//  - the shards together fit in half of the available memory (MemAvailable
+//    in /proc/meminfo: free memory plus what the kernel can reclaim without
+//    swapping): the full window (`max_window`);
+//  - they do not, or less than kMinAvailable is available: 0, no push.
 // Available memory is read again at most every `recheck`, so a program
 // that grows (or a cache that another program fills) shrinks the window
 // while the mount runs, and a window that was 0 comes back once memory is
@@ -22,14 +27,15 @@
 //
 // What the memory figure cannot see, the pushes themselves show: a pushed
 // file whose reader still had to READ it lost its pages before the reader
-// came (the tree is bigger than what the kernel keeps, or the host pages
-// out idle memory on its own, as a DAMON pageout scheme does). At each
-// recheck with at least kMinOutcomes files pushed or wasted since the last
-// decision, the window is halved while wasted files number at least half
-// of the files pushed, and doubled back (up to what the memory allows)
-// while they number at most an eighth. It never falls below kMinWindow by
-// this alone: the few files that follow a read on its own pages cost
-// little, and their fate keeps telling when pushing pays again.
+// came (the tree is bigger than what the kernel keeps for this process, or
+// the host pages out idle memory on its own, as a DAMON pageout scheme
+// does). At each recheck with at least kMinOutcomes files pushed or wasted
+// since the last decision, the feedback halves once more while wasted files
+// number at least half of the files pushed, and doubles back (up to what
+// the memory allows) while they number at most an eighth. Halving shrinks
+// the window down to kMinWindow; past that, only one random read in 2, 4,
+// ... up to 1024 gets a push (ForRead). Those few pushes keep telling
+// whether pushing pays again, so the window comes back when it does.
 //
 // Thread safety: Window() may be called from any thread; the last reading
 // and its time are atomics, and at most one caller reads /proc/meminfo at a
@@ -51,21 +57,28 @@ class PushBudget {
   using MemAvailable = std::function<uint64_t()>;
 
   static constexpr std::chrono::milliseconds kRecheck{1000};
-  // Below this the window is 0: too little to push a useful run of files.
+  // The feedback's smallest window: a few small files.
   static constexpr uint64_t kMinWindow = 64 << 10;
   // Below this much available memory nothing is pushed at all.
   static constexpr uint64_t kMinAvailable = 256ull << 20;
   // The feedback decides after this many outcomes (pushed + wasted files).
   static constexpr uint64_t kMinOutcomes = 64;
-  static constexpr int kMaxHalvings = 16;
+  // Halvings past the one that reached kMinWindow thin out the reads that
+  // get a push, down to one in 2^kMaxThinning.
+  static constexpr int kMaxThinning = 10;
+  static constexpr int kMaxHalvings = 32;
 
   // `dataset_bytes`: the shards' size together. `mem_available` null: the
   // machine's (ReadMemAvailable).
   PushBudget(uint64_t max_window, uint64_t dataset_bytes, MemAvailable mem_available = nullptr,
              std::chrono::milliseconds recheck = kRecheck);
 
-  // The push window after a random read now, 0..max_window.
+  // The push window now, 0..max_window: what a push planned now may store.
   uint64_t Window();
+  // Whether the random read just answered gets a push at all: always,
+  // unless the feedback has halved the window to kMinWindow and on (then one
+  // read in 2^n).
+  bool ForRead();
 
   // Feedback, from any thread: `files` were pushed; `files` that had been
   // pushed came back as READs (their pages were gone).
@@ -112,6 +125,8 @@ class PushBudget {
   std::atomic<bool> checking_{false};            // A caller is reading memory.
   std::atomic<uint64_t> pushed_{0}, wasted_{0};  // Since the last decision.
   std::atomic<int> halvings_{0};
+  std::atomic<int> thinning_{0};           // Reads get a push one in 2^thinning_.
+  std::atomic<uint64_t> random_reads_{0};  // ForRead's calls.
 };
 
 }  // namespace shardfs::reader

@@ -26,21 +26,12 @@ TEST(PushBudgetTest, TheWholeWindowWhileTheDatasetFitsInHalfOfWhatIsAvailable) {
   EXPECT_EQ(PushBudget::WindowFor(4 * kMiB, 1 * kGiB, 8 * kGiB), 4 * kMiB);
 }
 
-TEST(PushBudgetTest, APartOfTheWindowForTheFractionOfTheDatasetThatFits) {
-  // Half of 4 GiB holds half of a 4 GiB dataset: half the window.
-  EXPECT_EQ(PushBudget::WindowFor(4 * kMiB, 4 * kGiB, 4 * kGiB), 2 * kMiB);
-  // A quarter.
-  EXPECT_EQ(PushBudget::WindowFor(4 * kMiB, 8 * kGiB, 4 * kGiB), 1 * kMiB);
-  // Rounded down to whole kMinWindow steps.
-  uint64_t w = PushBudget::WindowFor(4 * kMiB, 3 * kGiB, 4 * kGiB);
-  EXPECT_EQ(w % PushBudget::kMinWindow, 0u);
-  EXPECT_LT(w, 4 * kMiB);
-  EXPECT_GT(w, 2 * kMiB);
-}
-
-TEST(PushBudgetTest, NothingWhenTooLittleFitsOrTooLittleIsAvailable) {
-  // 1/1000 of the window is below kMinWindow.
-  EXPECT_EQ(PushBudget::WindowFor(4 * kMiB, 1000 * kGiB, 2 * kGiB), 0u);
+TEST(PushBudgetTest, NothingWhenTheDatasetDoesNotFitOrTooLittleIsAvailable) {
+  // Half of 4 GiB holds half of a 4 GiB dataset: pushes would evict each
+  // other, whatever the window.
+  EXPECT_EQ(PushBudget::WindowFor(4 * kMiB, 4 * kGiB, 4 * kGiB), 0u);
+  EXPECT_EQ(PushBudget::WindowFor(4 * kMiB, 2 * kGiB + 1, 4 * kGiB), 0u);
+  EXPECT_EQ(PushBudget::WindowFor(4 * kMiB, 2 * kGiB, 4 * kGiB), 4 * kMiB);
   // A tiny dataset, but memory is short.
   EXPECT_EQ(PushBudget::WindowFor(4 * kMiB, kMiB, PushBudget::kMinAvailable - 1), 0u);
   EXPECT_EQ(PushBudget::WindowFor(4 * kMiB, kMiB, 0), 0u);  // Unknown.
@@ -64,8 +55,10 @@ TEST(PushBudgetTest, FollowsTheAvailableMemoryWhileRunning) {
   auto reads = std::make_shared<std::atomic<int>>(0);
   PushBudget budget = Counted(available, reads, std::chrono::milliseconds(0));
   EXPECT_EQ(budget.Window(), 4 * kMiB);
-  available->store(4 * kGiB);  // Another program took memory.
-  EXPECT_EQ(budget.Window(), 2 * kMiB);
+  available->store(8 * kGiB);  // Another program took memory: still fits.
+  EXPECT_EQ(budget.Window(), 4 * kMiB);
+  available->store(6 * kGiB);  // No longer.
+  EXPECT_EQ(budget.Window(), 0u);
   available->store(100 * kMiB);
   EXPECT_EQ(budget.Window(), 0u);
   available->store(16 * kGiB);  // And gave it back.
@@ -111,21 +104,39 @@ TEST(PushBudgetTest, TheWindowFollowsTheFateOfThePushedFiles) {
   EXPECT_EQ(budget.halvings(), 1);
   // Counted outcomes are used once: no new ones, no new decision.
   EXPECT_EQ(budget.Window(), 2 * kMiB);
-  // Down to kMinWindow, never to 0 by the feedback alone.
-  for (int i = 0; i < 20; ++i) {
+  // Down to kMinWindow (6 halvings from 4 MiB), then fewer reads get a
+  // push: one in 2, 4, ... 1024, never none.
+  for (int i = 0; i < 5; ++i) {
     budget.NoteWasted(PushBudget::kMinOutcomes);
     budget.Window();
   }
   EXPECT_EQ(budget.Window(), PushBudget::kMinWindow);
-  EXPECT_EQ(budget.halvings(), PushBudget::kMaxHalvings);
+  EXPECT_EQ(budget.halvings(), 6);
+  auto pushes_per = [&](int reads) {
+    int n = 0;
+    for (int i = 0; i < reads; ++i) n += budget.ForRead();
+    return n;
+  };
+  EXPECT_EQ(pushes_per(1000), 1000);
+  budget.NoteWasted(PushBudget::kMinOutcomes);
+  budget.Window();
+  EXPECT_EQ(pushes_per(1000), 500);
+  for (int i = 0; i < 40; ++i) {
+    budget.NoteWasted(PushBudget::kMinOutcomes);
+    budget.Window();
+  }
+  EXPECT_EQ(budget.Window(), PushBudget::kMinWindow);
+  EXPECT_EQ(budget.halvings(), 6 + PushBudget::kMaxThinning);
+  EXPECT_EQ(pushes_per(1024 * 8), 8);
   // Pushed files stay until read again: the window grows back to what the
   // memory allows.
-  for (int i = 0; i < 2 * PushBudget::kMaxHalvings; ++i) {
+  for (int i = 0; i < 6 + PushBudget::kMaxThinning; ++i) {
     budget.NotePushed(PushBudget::kMinOutcomes);
     budget.Window();
   }
   EXPECT_EQ(budget.Window(), 4 * kMiB);
   EXPECT_EQ(budget.halvings(), 0);
+  EXPECT_EQ(pushes_per(100), 100);
   // Memory short: 0 whatever the feedback says.
   available->store(100 * kMiB);
   EXPECT_EQ(budget.Window(), 0u);
