@@ -124,6 +124,77 @@ def page_reclaim(root="/sys/kernel/mm/damon/admin/kdamonds"):
     return "; ".join(found) or None
 
 
+class MemoryCgroup:
+    """A memory cgroup with a limit that this process enters, so that every process it starts
+    afterwards (the mount's daemon, the loader and its workers) runs under the limit, as a job
+    in a container or a cluster's cgroup does: `with MemoryCgroup(2 << 30): ...`. cgroup v2 when
+    its root offers the memory controller, else the v1 memory hierarchy; BenchError if neither
+    can be used (not root, no memory controller). On exit the process goes back to the cgroup
+    it was in and the new one is removed (its processes must have ended)."""
+
+    def __init__(self, limit, root="/sys/fs/cgroup"):
+        self.limit = limit
+        name = f"shardfs-bench-{os.getpid()}"
+        try:
+            with open(os.path.join(root, "cgroup.controllers")) as f:
+                v2 = "memory" in f.read().split()
+        except OSError:
+            v2 = False
+        if v2:
+            self.dir, self.limit_file = os.path.join(root, name), "memory.max"
+            self.back = os.path.join(root, _own_cgroup("0", "").lstrip("/"))
+        else:
+            v1 = os.path.join(root, "memory")
+            self.dir, self.limit_file = os.path.join(v1, name), "memory.limit_in_bytes"
+            self.back = os.path.join(v1, _own_cgroup(None, "memory").lstrip("/"))
+
+    def __enter__(self):
+        from bench_common import BenchError
+        try:
+            os.mkdir(self.dir)
+            with open(os.path.join(self.dir, self.limit_file), "w") as f:
+                f.write(str(self.limit))
+            with open(os.path.join(self.dir, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+            with open("/proc/self/cgroup") as f:
+                if not any(line.rstrip("\n").endswith("/" + os.path.basename(self.dir))
+                           for line in f):
+                    raise OSError("this process is not in it after joining")
+        except OSError as e:
+            self._remove()
+            raise BenchError(f"--memory-limit: cannot make the memory cgroup {self.dir}: {e}")
+        log(f"memory cgroup {self.dir}: limit {self.limit:,} bytes")
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            with open(os.path.join(self.back, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError as e:
+            log(f"memory cgroup: cannot move back to {self.back}: {e}")
+        self._remove()
+
+    def _remove(self):
+        try:
+            os.rmdir(self.dir)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            log(f"memory cgroup: cannot remove {self.dir}: {e}")
+
+
+def _own_cgroup(hierarchy, controller):
+    """This process's cgroup path on the v2 hierarchy (`hierarchy` "0") or on the v1 hierarchy
+    with `controller`."""
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            hid, ctrls, path = line.rstrip("\n").split(":", 2)
+            if (hierarchy is not None and hid == hierarchy and not ctrls) or \
+                    (controller and controller in ctrls.split(",")):
+                return path
+    return "/"
+
+
 def write_report_json(path, report):
     """Writes the report to `path` (when given) and says so."""
     if not path:

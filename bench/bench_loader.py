@@ -16,6 +16,7 @@ else the mount is FAILED. Mode "raw" is the same DataLoader whose loader stops a
 the bytes: with --required-rate it tells whether storage or decode is the bottleneck.
 """
 
+import contextlib
 import hashlib
 import json
 import math
@@ -27,9 +28,9 @@ import subprocess
 import sys
 import time
 
-from bench_args import page_reclaim, write_report_json
+from bench_args import MemoryCgroup, page_reclaim, write_report_json
 from bench_perf import Profile, print_profiles
-from bench_common import MOUNT_TIMEOUT, BenchError, fmt_bytes, log, tree_bytes
+from bench_common import MOUNT_TIMEOUT, BenchError, fmt_bytes, log, parse_size, tree_bytes
 from bench_dataset import tree_file_list
 from bench_images import pack_or_reuse
 from bench_kernel import KernelImageCache
@@ -77,6 +78,13 @@ def add_args(ap):
     ap.add_argument("--loader-perf", dest="perf", metavar="DIR", default="",
                     help="--loader: each decode run once more, untimed, under `perf record "
                     "-a -g`; the profiles and their reports in DIR")
+    ap.add_argument("--loader-modes", default="decode,raw",
+                    help="--loader: which loaders run: decode (PIL decode + resize), raw (the "
+                    "bytes only), or both (decode,raw)")
+    ap.add_argument("--memory-limit", default="",
+                    help="--loader: run the mounts and the loaders in a memory cgroup with this "
+                    "limit (e.g. 2G; root): a tree bigger than the memory a job may use, as in "
+                    "a container or a cluster job")
     ap.add_argument("--loader-python", default="/usr/bin/python3",
                     help="--loader: the interpreter with torch and torchvision (/usr/bin/python3)")
 
@@ -93,6 +101,14 @@ def finish_args(a, ap):
         ap.error("--loader-workers must be positive")
     if a.loader_samples < 0 or a.loader_batch < 1 or a.required_rate < 0:
         ap.error("--loader-samples, --loader-batch and --required-rate must not be negative")
+    a.loader_modes = [m for m in MODES if m in a.loader_modes.split(",")]
+    if not a.loader_modes:
+        ap.error(f"--loader-modes: one or both of {','.join(MODES)}")
+    if a.memory_limit:
+        try:
+            a.memory_limit = parse_size(a.memory_limit)
+        except ValueError as e:
+            ap.error(f"--memory-limit: {e}")
     a.files = a.files or 100_000
     a.workdir = a.workdir or f"/var/tmp/shardfs-bench-loader-{a.files}-{a.seed}"
 
@@ -328,7 +344,7 @@ def loader_epochs(a, server, lp, tree, index, can_cold, notes, profiles):
     roots = {"loose": os.path.join(tree, "train")}
     roots |= {p: os.path.join(m, "train") for p, m in lp.mountpoints.items()}
     for rep, w, mode in ((r, w, m) for r in range(a.loader_reps) for w in a.loader_workers
-                         for m in MODES):
+                         for m in a.loader_modes):
         for path in lp.paths:
             req = {"root": roots.get(path), "mode": mode, "workers": w,
                    "batch": a.loader_batch, "samples": a.loader_samples,
@@ -358,7 +374,8 @@ def loader_report(a, meta, tree, build, server, runs, paths, environment):
                    "reps": a.loader_reps,
                    "batch": a.loader_batch, "size": 224, "required_rate": a.required_rate,
                    "shard_size": a.shard_size, "mount_options": a.mount_options,
-                   "paths": paths, "workdir": a.workdir, "image_scale": a.loader_image_scale},
+                   "paths": paths, "workdir": a.workdir, "image_scale": a.loader_image_scale,
+                   "modes": a.loader_modes, "memory_limit": a.memory_limit or None},
         "environment": environment | {"torch": server.info.get("torch"),
                                       "torchvision": server.info.get("torchvision"),
                                       "pil": server.info.get("pil")},
@@ -384,18 +401,23 @@ def run_loader(a, scratch):
     ddir, meta = jpeg_dataset(a, scratch)
     tree = os.path.join(ddir, "tree")
     pack, build = loader_pack(a, ddir, tree, tree_file_list(tree), scratch)
-    lp = LoaderPaths(a, scratch, pack["index"], skipped)
-    server = LoaderServer(a.loader_python, scratch, os.path.join(scratch, "loader.log"),
-                          a.phase_timeout)
-    try:
-        profiles = {}
-        runs = loader_epochs(a, server, lp, tree, pack["index"], can_cold, notes, profiles)
-        server.close()
-    except BaseException:
-        server.close(kill=True)  # Do not wait for a running epoch on an error or Ctrl-C.
-        raise
-    finally:
-        lp.unmount_all()
+    # The mounts and the loader start inside the cgroup; the dataset was made outside it.
+    with MemoryCgroup(a.memory_limit) if a.memory_limit else contextlib.nullcontext():
+        lp = LoaderPaths(a, scratch, pack["index"], skipped)
+        server = LoaderServer(a.loader_python, scratch, os.path.join(scratch, "loader.log"),
+                              a.phase_timeout)
+        try:
+            profiles = {}
+            runs = loader_epochs(a, server, lp, tree, pack["index"], can_cold, notes, profiles)
+            server.close()
+        except BaseException:
+            server.close(kill=True)  # Do not wait for a running epoch on an error or Ctrl-C.
+            raise
+        finally:
+            lp.unmount_all()
+    if a.memory_limit:
+        notes.append(f"the mounts and loaders ran in a memory cgroup limited to "
+                     f"{fmt_bytes(a.memory_limit)} (--memory-limit)")
     if lp.image is not None:
         lp.image.record(build.setdefault("kernel_image", {}), meta["files"] + meta["dirs"])
     if os.cpu_count() and os.cpu_count() <= 2:
@@ -433,7 +455,7 @@ def make_rows(a, runs, paths=PATHS):
     rows, content_ok = [], True
     for v in every.values():
         content_ok &= all(r["checksum"] == v[0]["checksum"] for r in v)
-    for mode in MODES:
+    for mode in (m for m in MODES if any(r["mode"] == m for r in runs)):
         ref = next(r["checksum"] for r in runs if r["mode"] == mode)
         for w in a.loader_workers:
             for temp in TEMPS:
@@ -527,6 +549,7 @@ def required_rate(a, rows):
                          f"core{'s' * (cpus > 1)}")
         out["modes"][mode] = m
     dec, raw = out["modes"]["decode"]["keeps_pace"], out["modes"]["raw"]["keeps_pace"]
+    # A mode that did not run (--loader-modes) has no figures: keeps_pace None, "unknown".
     if dec is None or raw is None:
         out["bottleneck"] = "unknown (no cold/warm figures)"
     elif not raw:

@@ -118,6 +118,28 @@ class BenchLoaderTest(BenchTestCase):
             self.assertGreater(req["modes"][mode]["workers"], 1)
         self.assertNothingLeft()
 
+    def test_raw_loader_alone_in_a_memory_cgroup(self):
+        # --loader-modes raw: only the raw loader runs; --memory-limit: the mounts and the
+        # loaders in a memory cgroup of their own, removed afterwards.
+        out = os.path.join(self.tmp, "cgroup.json")
+        p = self.bench(["--loader-workers", "1", "--loader-modes", "raw", "--memory-limit", "2G",
+                        "--reuse-pack", "--json", out])
+        self.assertEqual(p.returncode, 0, p.stderr[-4000:])
+        with open(out) as f:
+            r = json.load(f)
+        self.assertEqual(r["content"], "ok")
+        self.assertEqual(r["params"]["modes"], ["raw"])
+        self.assertEqual(r["params"]["memory_limit"], 2 << 30)
+        self.assertEqual({x["mode"] for x in r["runs"]}, {"raw"})
+        self.assertEqual([(x["mode"], x["temp"]) for x in r["rows"]],
+                         [("raw", "cold"), ("raw", "warm")])
+        self.assertIn("memory cgroup limited to", p.stdout)
+        self.assertIn("limit 2,147,483,648 bytes", p.stderr)
+        left = glob.glob("/sys/fs/cgroup/shardfs-bench-*") + \
+            glob.glob("/sys/fs/cgroup/memory/shardfs-bench-*")
+        self.assertEqual(left, [])
+        self.assertNothingLeft()
+
     def test_no_mount_or_daemon_left(self):
         self.assertNothingLeft()
         self.assertEqual(len(glob.glob(os.path.join(self.workdir, "dataset-jpeg-*", "tree"))), 1)
