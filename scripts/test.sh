@@ -12,32 +12,43 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One `apt-get update` for both groups of packages. The test-only group (the
-# largest: torch for the loader benchmark, clang, the peers, the servers)
-# installs while the regular build compiles.
+# largest: torch for the loader benchmark, clang, the peers, the servers),
+# then the S3 test server (npm; node may come with the test group, ~13 s in a
+# fresh clone), then the format check (clang-format too) run while the
+# regular build compiles, each step only if the one before it succeeded.
 stamp="$(mktemp -u -t shardfs-apt-updated.XXXXXX)"
-trap 'rm -f "$stamp"' EXIT
+format_log="$(mktemp -t shardfs-format.XXXXXX)"
+trap 'rm -f "$stamp" "$format_log"' EXIT
 export APT_UPDATED_STAMP="$stamp"
 bash scripts/install-deps.sh build
-bash scripts/install-deps.sh test &
+# The tree keeps its own .clang-format; a source that differs fails the run
+# (exit 3 of the background steps), before any test, so that the format
+# cannot drift again.
+mapfile -t sources < <(find . \( -path './build*' -o -path ./.git -o -path ./subprojects -o -name node_modules \) -prune \
+  -o \( -name '*.cc' -o -name '*.h' \) -print | sort)
+(
+  bash scripts/install-deps.sh test || exit 1
+  bash scripts/install-test-servers.sh || exit 2
+  clang-format --dry-run -Werror "${sources[@]}" >"$format_log" 2>&1 || exit 3
+) &
 deps_pid=$!
 build_status=0
 bash scripts/build.sh || build_status=$?
 deps_status=0
 wait "$deps_pid" || deps_status=$?
 if ((build_status != 0)); then echo "test: the build failed" >&2; exit "$build_status"; fi
-if ((deps_status != 0)); then
-  echo "test: installing the test packages failed (scripts/install-deps.sh test)" >&2
-  exit "$deps_status"
-fi
-bash scripts/install-test-servers.sh
-# The tree keeps its own .clang-format; a source that differs fails the run
-# here, before any test, so that the format cannot drift again.
-mapfile -t sources < <(find . \( -path './build*' -o -path ./.git -o -path ./subprojects -o -name node_modules \) -prune \
-  -o \( -name '*.cc' -o -name '*.h' \) -print | sort)
-if ! clang-format --dry-run -Werror "${sources[@]}"; then
-  echo "test: these sources differ from .clang-format: run clang-format -i on them" >&2
-  exit 1
-fi
+case "$deps_status" in
+  0) ;;
+  1) echo "test: installing the test packages failed (scripts/install-deps.sh test)" >&2
+     exit 1 ;;
+  2) echo "test: installing the test servers failed (scripts/install-test-servers.sh)" >&2
+     exit 1 ;;
+  3) cat "$format_log" >&2
+     echo "test: these sources differ from .clang-format: run clang-format -i on them" >&2
+     exit 1 ;;
+  *) echo "test: installing the test packages failed (status $deps_status)" >&2
+     exit "$deps_status" ;;
+esac
 echo "test: packages and regular build took ${SECONDS} s" >&2
 [[ -e /dev/fuse ]] || { echo "test: /dev/fuse is missing: FUSE tests cannot run" >&2; exit 1; }
 
@@ -50,7 +61,7 @@ builds=(build)
 # leave idle. Its output goes to a log, shown if it fails.
 asan_pid=""
 asan_log="$(mktemp -t shardfs-asan-build.XXXXXX)"
-trap 'rm -f "$stamp" "$asan_log"; [[ -n "$asan_pid" ]] && kill "$asan_pid" 2>/dev/null || true' EXIT
+trap 'rm -f "$stamp" "$format_log" "$asan_log"; [[ -n "$asan_pid" ]] && kill "$asan_pid" 2>/dev/null || true' EXIT
 if [[ "${SKIP_SANITIZE:-0}" != 1 ]]; then
   # Line tables only (-gline-tables-only after meson's -g, as OSS-Fuzz builds
   # do): sanitizer reports keep function, file and line, and this tree, one

@@ -341,8 +341,11 @@ def _type_of(st):
 
 
 def sha256_file(path):
+    # Unbuffered (as read_file): Python's default open() asks isatty(), which
+    # a FUSE mount answers as one more request per file (FUSE_IOCTL, never
+    # cached by the kernel); an explicit buffering skips it. The same bytes.
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open(path, "rb", buffering=0) as f:
         while True:
             b = f.read(1 << 20)
             if not b:
@@ -780,7 +783,7 @@ def write_file(path, data):
 
 
 def read_file(path):
-    with open(path, "rb") as f:
+    with open(path, "rb", buffering=0) as f:  # No isatty() IOCTL (sha256_file).
         return f.read()
 
 

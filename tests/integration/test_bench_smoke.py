@@ -2,7 +2,7 @@
 """Smoke test of the benchmark (bench/shardfs_bench.py + bench_reader).
 
 Runs the bench at a tiny size (2,000 samples, one rep, every system that exists
-here, a 5 s archivemount budget) into a temporary work dir and checks that it
+here, a 2 s archivemount budget) into a temporary work dir and checks that it
 completes, that each system's checksum equals the loose tree's (or that its
 status says why not), that the loose tree's checksum is right (computed here
 with libxxhash through ctypes, not by bench_reader), that the JSON has the
@@ -68,7 +68,7 @@ class BenchSmokeTest(BenchTestCase):
         super().setUpClass()
         require_peers()
         cls.workdir = os.path.join(cls.tmp, "work")
-        cls.run_bench_json("main", SMALL + ["--archivemount-budget", "5"])
+        cls.run_bench_json("main", SMALL + ["--archivemount-budget", "2"])
 
     def test_completes_with_expected_json(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])

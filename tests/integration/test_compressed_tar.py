@@ -72,10 +72,19 @@ class CompressedTarTest(tl.ScratchTestCase):
         make_tree(cls.src, 5)
         cls.tar = os.path.join(cls.tmp, "plain.tar")
         subprocess.run(["tar", "--format=gnu", "-cf", cls.tar, "-C", cls.src, "."], check=True)
+        cls.compressed = {}  # {command: its output, made once}
 
     def compress(self, d, name, cmd):
+        """d/shard.tar.NAME: the class's tar compressed by `cmd`, a copy of
+        that command's first output (the same bytes; many tests run gzip, and
+        each may damage its copy)."""
         out = os.path.join(d, "shard.tar." + name)
-        subprocess.run(cmd.format(tar=self.tar, out=out), shell=True, check=True)
+        first = self.compressed.get(cmd)
+        if first is None:
+            first = os.path.join(self.tmp, "compressed-%d" % len(self.compressed))
+            subprocess.run(cmd.format(tar=self.tar, out=first), shell=True, check=True)
+            self.compressed[cmd] = first
+        shutil.copyfile(first, out)
         return out
 
     def extract(self, d, shard, flag):

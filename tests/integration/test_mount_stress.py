@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Stress: 16 workers (8 threads, 8 processes) doing mixed readdir, lstat,
 open/read at random ranges and mmap over random files of one mount for
-~25 s; every byte is checked against the source, the daemon's descriptors
+~10 s; every byte is checked against the source, the daemon's descriptors
 are the same afterwards and its memory stays bounded.
 
 Also: a daemon killed with SIGKILL leaves a mountpoint that fusermount3 -u
@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
 from shardfs_testlib import mmap_worker, settled_fds, source_files  # noqa: E402
 
-SECONDS = 25.0
+SECONDS = 10.0
 THREADS = 8
 PROCESSES = 8
 # AddressSanitizer's quarantine and shadow memory inflate RSS by design; the

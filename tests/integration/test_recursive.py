@@ -673,7 +673,7 @@ class RecursiveZipTest(tl.ScratchTestCase):
             os.unlink(z)
         return self.write(base, "train.tar", gnu_tar_of(members, T0 + 99))
 
-    def read_concurrently(self, mnt, x, files, readers=16, reads=500):
+    def read_concurrently(self, mnt, x, files, readers=16, reads=150):
         """`readers` threads each read `reads` random ranges of `files`
         (relative paths) through the mount; every byte is checked against x."""
         want = {p: tl.read_file(os.path.join(x, p)) for p in files}

@@ -136,6 +136,10 @@ class ViewConcurrencyTest(tl.ScratchTestCase):
                     if h != want[p][2]:
                         errors.append("%s: %r changed under its reader" % (mnt, p))
                     reads[0] += 1
+                    # Reads all through the writes, a few hundred a second:
+                    # enough to meet every new version, without taking the
+                    # cores the writers run on.
+                    stop.wait(0.002)
                     if rnd.random() < 0.01:
                         for name in names[:50]:
                             if os.path.lexists(os.path.join(mnt, name)) and want is want_v1:
