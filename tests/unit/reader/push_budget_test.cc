@@ -146,7 +146,7 @@ TEST(PushBudgetTest, TheWindowFollowsTheFateOfThePushedFiles) {
 class FakeCgroups {
  public:
   FakeCgroups()
-      : dir_(testing::TempDir() + "/cgroups-" + std::to_string(::getpid()) + "-" +
+      : dir_(::testing::TempDir() + "/cgroups-" + std::to_string(::getpid()) + "-" +
              std::to_string(counter_++)) {
     std::filesystem::create_directories(dir_ + "/proc");
   }
