@@ -4,10 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <system_error>
 
+#include "base/paths.h"
+#include "builder/view_export.h"  // WriteFileAtomically
 #include "index/index_files.h"
 #include "index/index_reader.h"
 
@@ -50,7 +54,57 @@ index::DirKind IndexDirKind(const std::string& name) {
   return name == "index" ? index::DirKind::kIndex : index::DirKind::kBuild;
 }
 
+std::string RecordPath(const std::string& dir) { return dir + "/" + std::string(kPackRecordName); }
+
+// The files an interrupted pack's record at `path` lists, with their
+// NAME.tmp names, into `written`.
+void ReadPackRecord(const std::string& path, std::set<std::string>* written) {
+  std::ifstream in(path);
+  for (std::string name; std::getline(in, name);) {
+    if (name.empty()) continue;
+    written->insert(name + ".tmp");
+    written->insert(std::move(name));
+  }
+}
+
+// Why the shardfs index at `index_path` is no record of a pack's shards, or
+// "" if it is one: then `written` gets the shards it lists in `out_dir`.
+std::string ReadPackIndex(const std::string& index_path, const std::string& out_dir,
+                          std::set<std::string>* written) {
+  Result<std::unique_ptr<index::IndexReader>> r = index::IndexReader::Open(index_path);
+  if (!r.ok()) return fmt::format("cannot be read to tell who made it ({})", r.status().message());
+  const std::string maker = (*r)->Meta(index::kMetaCreatedBy);
+  if (maker.empty()) return "records no maker";
+  if (maker != kPackCreatedBy) return fmt::format("was made by {}, not by shardfs pack", maker);
+  // `index add` appends shards a pack did not write, as default@2 and on
+  // (a default version cannot be removed).
+  if ((*r)->version().version != 1) {
+    return fmt::format("was made by shardfs pack, then changed by shardfs index add ({})",
+                       (*r)->version().label());
+  }
+  for (size_t i = 0; i < (*r)->shards().size(); ++i) {
+    const fs::path p = (*r)->ShardPath(index::ShardId{static_cast<uint32_t>(i)});
+    if (p.parent_path().lexically_normal() == fs::path(out_dir)) {
+      written->insert(p.filename().string());
+    }
+  }
+  return "";
+}
+
 }  // namespace
+
+Status WritePackRecord(const std::string& dir, const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += name + "\n";
+  SHARDFS_RETURN_IF_ERROR(builder::WriteFileAtomically(RecordPath(dir), text));
+  return SyncPath(dir);
+}
+
+Status RemovePackRecord(const std::string& dir) {
+  const std::string path = RecordPath(dir);
+  if (::unlink(path.c_str()) == 0 || errno == ENOENT) return Status::Ok();
+  return Status::FromErrno(errno, fmt::format("remove {}", path));
+}
 
 Status RefuseLeftovers(const std::string& out_dir, const ShardNamePattern& pattern,
                        const std::string& out_shown, std::vector<std::string>* warnings) {
@@ -63,6 +117,13 @@ Status RefuseLeftovers(const std::string& out_dir, const ShardNamePattern& patte
         "{}{}: already exists and was not written by this pack{}; pack replaces a file named "
         "like a shard only with --force (or choose another --out or --name)",
         out_shown, taken.front().filename().string(), more));
+  }
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(RecordPath(out_dir), ec))) {
+    return Status::AlreadyExists(
+        fmt::format("{}{}: left by an interrupted pack; pack replaces its output only with "
+                    "--force (or choose another --out)",
+                    out_shown, kPackRecordName));
   }
   if (warnings) {
     for (const fs::path& p : index_tmps) {
@@ -78,7 +139,6 @@ Status RefuseLeftovers(const std::string& out_dir, const ShardNamePattern& patte
 }
 
 Result<std::vector<std::string>> ListEarlierOutput(const std::string& out_dir,
-                                                   const ShardNamePattern& pattern,
                                                    const std::string& out_shown) {
   std::vector<std::string> names;
   std::error_code ec;
@@ -88,21 +148,16 @@ Result<std::vector<std::string>> ListEarlierOutput(const std::string& out_dir,
     return Status::InvalidArgument(fmt::format(
         "{}: not a directory; pack --force replaces only an earlier pack output", out_shown));
   }
-  // The shards the earlier index names in this directory, whatever their
-  // --name was.
-  std::set<std::string> listed;
+  // The files a pack's own records say it wrote here (whatever their
+  // --name was); a name alone proves nothing.
+  std::set<std::string> written;
+  const std::string record_path = RecordPath(out_dir);
+  const bool has_record = fs::is_regular_file(fs::symlink_status(record_path, ec));
+  if (has_record) ReadPackRecord(record_path, &written);
   const std::string index_path = out_dir + "/index";
   const bool has_index = index::IsShardfsIndex(index_path);
-  if (has_index) {
-    if (auto r = index::IndexReader::Open(index_path); r.ok()) {
-      for (size_t i = 0; i < (*r)->shards().size(); ++i) {
-        const fs::path p = (*r)->ShardPath(index::ShardId{static_cast<uint32_t>(i)});
-        if (p.parent_path().lexically_normal() == fs::path(out_dir)) {
-          listed.insert(p.filename().string());
-        }
-      }
-    }
-  }
+  const std::string not_pack_index =
+      has_index ? ReadPackIndex(index_path, out_dir, &written) : std::string();
   std::vector<std::string> others;
   for (fs::directory_iterator de(out_dir, ec); !ec && de != fs::directory_iterator();
        de.increment(ec)) {
@@ -110,6 +165,7 @@ Result<std::vector<std::string>> ListEarlierOutput(const std::string& out_dir,
     std::error_code type_ec;
     const bool dir = de->is_directory(type_ec) && !de->is_symlink(type_ec);
     const bool file = de->is_regular_file(type_ec) && !de->is_symlink(type_ec);
+    if (name == "index" && has_index && !not_pack_index.empty()) continue;  // Named below.
     bool ours;
     if ((name == "index" && has_index) || (dir && IsIndexTempName(name))) {
       // Ours only if it holds nothing but what an index build writes: a
@@ -120,21 +176,26 @@ Result<std::vector<std::string>> ListEarlierOutput(const std::string& out_dir,
       ours = foreign.empty();
       if (!ours) continue;
     } else {
-      ours = file && (listed.contains(name) || pattern.Matches(name, true));
+      ours = file && (written.contains(name) || (has_record && name == kPackRecordName));
     }
     (ours ? names : others).push_back(dir && !ours ? name + "/" : name);
   }
   if (ec) return Status::IoError(fmt::format("{}: {}", out_dir, ec.message()));
-  if (!others.empty()) {
+  if (!others.empty() || !not_pack_index.empty()) {
+    constexpr std::string_view kRefusal =
+        "pack --force replaces only an earlier pack output and leaves this directory alone "
+        "(remove the old output by hand, or choose another --out)";
+    const std::string index_why =
+        not_pack_index.empty() ? "" : fmt::format("{}index {}", out_shown, not_pack_index);
+    if (others.empty()) return Status::InvalidArgument(fmt::format("{}; {}", index_why, kRefusal));
     std::sort(others.begin(), others.end());
     std::string more =
         others.size() > 1
             ? fmt::format(" (nor {})", index::ListNames({others.begin() + 1, others.end()}))
             : "";
-    return Status::InvalidArgument(fmt::format(
-        "{}{}: not written by shardfs pack{}; pack --force replaces only an earlier pack output "
-        "and leaves this directory alone (choose another --out)",
-        out_shown, others.front(), more));
+    return Status::InvalidArgument(
+        fmt::format("{}{}: not written by shardfs pack{}{}; {}", out_shown, others.front(), more,
+                    index_why.empty() ? "" : ", and " + index_why, kRefusal));
   }
   std::sort(names.begin(), names.end());
   return names;

@@ -109,7 +109,7 @@ Status RefuseExisting(const PackOptions& options, const PackPaths& paths,
                       const ShardNamePattern& pattern, PackReport* report,
                       std::vector<std::string>* earlier) {
   if (options.force) {
-    SHARDFS_ASSIGN_OR_RETURN(*earlier, ListEarlierOutput(paths.out_real, pattern, paths.out_shown));
+    SHARDFS_ASSIGN_OR_RETURN(*earlier, ListEarlierOutput(paths.out_real, paths.out_shown));
     if (earlier->empty()) return Status::Ok();
     // The new output is written beside the old one and exchanged with it:
     // both must be on one filesystem.
@@ -150,6 +150,7 @@ std::string PartTempBase(const std::string& part_out) {
 class OutputDir {
  public:
   ~OutputDir() {
+    (void)DropRecord();  // Left only if the pack failed (and removed its shards).
     std::error_code ec;
     if (!fresh_.empty()) fs::remove_all(fresh_, ec);  // Only what this run created.
     if (registered_) ForgetTempDir(fresh_);
@@ -183,12 +184,26 @@ class OutputDir {
   // Where shards and the index go.
   const std::string& dir() const { return dir_; }
 
-  // --force over an earlier output: puts the complete new output in its
-  // place in one step (ReplaceDirectory), then removes the old one, which
-  // held only what a pack writes (checked again now). Shard paths in
-  // `report` name the new place.
-  Status ReplaceOutput(const PackPaths& paths, const ShardNamePattern& pattern,
-                       PackReport* report) {
+  // Records the names of the `shards` shards this run is about to write in
+  // dir() (kPackRecordName, pack/output_dir.h) until the index is published:
+  // a pack killed before then leaves the record with its shards, so that a
+  // --force re-run knows them for its own.
+  Status RecordShards(const ShardNamePattern& pattern, uint32_t shards) {
+    std::vector<std::string> names;
+    names.reserve(shards);
+    for (uint32_t i = 0; i < shards; ++i) names.push_back(pattern.Format(i));
+    SHARDFS_RETURN_IF_ERROR(WritePackRecord(dir_, names));
+    recorded_ = true;
+    return Status::Ok();
+  }
+
+  // The index is published: removes this run's record; then, --force over
+  // an earlier output, puts the complete new output in its place in one
+  // step (ReplaceDirectory) and removes the old one, which held only what a
+  // pack writes (checked again now). Shard paths in `report` name the new
+  // place.
+  Status ReplaceOutput(const PackPaths& paths, PackReport* report) {
+    if (Status s = DropRecord(); !s.ok()) report->warnings.push_back(s.message());
     if (fresh_.empty()) return Status::Ok();
     if (registered_) {
       ForgetTempDir(fresh_);  // Before it is renamed into place.
@@ -196,7 +211,7 @@ class OutputDir {
     }
     if (part_ && !replace_) return PublishPart(paths, report);
     SHARDFS_ASSIGN_OR_RETURN(const std::vector<std::string> earlier,
-                             ListEarlierOutput(paths.out_real, pattern, paths.out_shown));
+                             ListEarlierOutput(paths.out_real, paths.out_shown));
     SHARDFS_ASSIGN_OR_RETURN(const Replaced r, ReplaceDirectory(fresh_, paths.out_real));
     const std::string parent = fs::path(paths.out_real).parent_path().string();
     fresh_.clear();
@@ -211,6 +226,13 @@ class OutputDir {
   }
 
  private:
+  // Removes this run's record, if any.
+  Status DropRecord() {
+    if (!recorded_) return Status::Ok();
+    recorded_ = false;
+    return RemovePackRecord(dir_);
+  }
+
   // --part: always a fresh hidden directory (base/temp_dirs.h names,
   // removed if a signal ends the pack), made beside OUT_DIR/part-K inside
   // OUT_DIR, so that no glob of the parts (part-*) takes an unfinished one.
@@ -255,6 +277,7 @@ class OutputDir {
   std::string dir_;
   std::string fresh_;
   bool registered_ = false;  // fresh_ is registered for removal on a signal.
+  bool recorded_ = false;    // dir_ holds this run's kPackRecordName.
   bool part_ = false;
   bool replace_ = false;  // --part --force over an earlier part.
 };
@@ -285,8 +308,7 @@ Result<TreeScan> Scan(const PackOptions& options, const std::string& src_real, i
 // --part: what a killed task of the same part left (its hidden temporary
 // directory, made on this host by a process that is gone) is removed, if it
 // holds only what a pack writes; others are named in a warning.
-void RemoveStalePartDirs(const PackPaths& paths, const ShardNamePattern& pattern,
-                         PackReport* report) {
+void RemoveStalePartDirs(const PackPaths& paths, PackReport* report) {
   const fs::path base(PartTempBase(paths.out_real));
   const std::string base_name = base.filename().string();
   std::error_code ec;
@@ -304,7 +326,7 @@ void RemoveStalePartDirs(const PackPaths& paths, const ShardNamePattern& pattern
           maker->pid, maker->host));
       continue;
     }
-    Result<std::vector<std::string>> names = ListEarlierOutput(dir, pattern, dir + "/");
+    Result<std::vector<std::string>> names = ListEarlierOutput(dir, dir + "/");
     Status s = names.ok() ? RemoveEarlierOutput(dir, *names) : names.status();
     report->warnings.push_back(
         s.ok()
@@ -332,7 +354,7 @@ Status PublishIndex(const PackOptions& options, const std::string& index_path,
                     index::IndexWriter* index, PackReport* report) {
   index::WriteOptions wo;
   wo.force = options.force;
-  wo.created_by = "shardfs pack";
+  wo.created_by = kPackCreatedBy;
   const std::string compress = options.compress == index::Codec::kNone
                                    ? ""
                                    : fmt::format(" compress={} compress_level={} group_bytes={}",
@@ -403,20 +425,23 @@ Status PackChecked(const PackOptions& options, PackReport* report) {
   }
   SHARDFS_ASSIGN_OR_RETURN(const PackPaths paths, ResolvePaths(options));
   report->index_path = paths.out_shown + "index";
-  std::vector<std::string> earlier;  // With --force: an earlier output to replace.
-  SHARDFS_RETURN_IF_ERROR(RefuseExisting(options, paths, pattern, report, &earlier));
-  const int jobs = PackJobs(options.jobs, paths.src_real);
-
-  // 1. Scan (or list the index); 2. members in pack order, what is left
-  // out, hard links.
+  // 1. List the index source (before the output is judged: that the output
+  // would overwrite the source says more than who made what it holds) or,
+  // below, scan the tree; 2. members in pack order, what is left out, hard
+  // links.
   std::unique_ptr<IndexSource> from;
-  TreeScan loose;
   if (!options.from_index.empty()) {
     SHARDFS_ASSIGN_OR_RETURN(
         from, OpenIndexSource(options.from_index, options.view, options.resolve_partition));
     SHARDFS_RETURN_IF_ERROR(RefuseOverwritingSource(*from, paths, pattern, options.force));
-  } else {
-    if (options.part.count > 0) RemoveStalePartDirs(paths, pattern, report);
+  }
+  std::vector<std::string> earlier;  // With --force: an earlier output to replace.
+  SHARDFS_RETURN_IF_ERROR(RefuseExisting(options, paths, pattern, report, &earlier));
+  const int jobs = PackJobs(options.jobs, paths.src_real);
+
+  TreeScan loose;
+  if (!from) {
+    if (options.part.count > 0) RemoveStalePartDirs(paths, report);
     SHARDFS_ASSIGN_OR_RETURN(loose, Scan(options, paths.src_real, jobs, report));
   }
   const TreeScan& scan = from ? from->scan : loose;
@@ -446,6 +471,7 @@ Status PackChecked(const PackOptions& options, PackReport* report) {
   ReadPlan reads = PlanReads(scan, &members);
   OutputDir out;
   SHARDFS_RETURN_IF_ERROR(out.Prepare(options, paths, pattern, !earlier.empty()));
+  SHARDFS_RETURN_IF_ERROR(out.RecordShards(pattern, shard_total));
   plan.out_dir = out.dir();
   const std::string index_path = out.dir() + "/index";
   auto prefetch =
@@ -460,7 +486,7 @@ Status PackChecked(const PackOptions& options, PackReport* report) {
   SHARDFS_RETURN_IF_ERROR(s);
   SHARDFS_RETURN_IF_ERROR(PublishIndex(options, index_path, &index, report));
   if (from) SHARDFS_RETURN_IF_ERROR(CheckAgainstSource(*from, index_path, jobs, report));
-  SHARDFS_RETURN_IF_ERROR(out.ReplaceOutput(paths, pattern, report));
+  SHARDFS_RETURN_IF_ERROR(out.ReplaceOutput(paths, report));
   report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }

@@ -46,15 +46,22 @@
 // the same run unless force is set. Without force it refuses to start, before
 // anything is written, when OUT_DIR/index exists or when OUT_DIR holds a
 // file its name pattern could produce (a shard or NAME.tmp, whoever wrote
-// it: an interrupted pack's leftovers too); index.tmp-* directories left by
+// it: an interrupted pack's leftovers too) or an interrupted pack's record
+// (below); index.tmp-* directories left by
 // an interrupted publish are left alone (with a warning). With force it
 // replaces an earlier output whole, and only that: OUT_DIR may hold nothing
-// but a shardfs index named "index", the shards that index lists, files
-// named like a shard or NAME.tmp, and index.tmp-*/index.old-* directories,
+// but what a pack's own records say a pack wrote, never judged by a name:
+// an index a pack made (meta created_by "shardfs pack", no `index add`
+// since) and the shards it lists there; an interrupted pack's
+// .shardfs-pack-in-progress (the shards it was writing, listed before the
+// first was made, removed once the index is published) and the files it
+// lists, as NAME or NAME.tmp; and index.tmp-*/index.old-* directories,
 // those directories holding only an index's or a build's own files (see
-// ListEarlierOutput); anything else, a user's file inside "index" too, stops
-// the pack before anything is written. The new output is written into a
-// fresh OUT_DIR.tmp-HOST-PID-* beside
+// ListEarlierOutput). Anything else stops the pack before anything is
+// written: an index `index build` made over a user's shards beside it
+// (and so those shards), a user's file named like a shard, a user's file
+// inside "index". The new output is written into a fresh
+// OUT_DIR.tmp-HOST-PID-* beside
 // OUT_DIR and exchanged with it in one step once complete (ReplaceDirectory
 // in base/paths.h), then the old one is removed: a failed or interrupted
 // forced pack leaves the earlier output as it was (and at most an

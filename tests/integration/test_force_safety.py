@@ -8,7 +8,10 @@ index holding files shardfs did not write (a user's notes, a subdirectory)
 is refused, the files named and left as they were, by `index build --force`
 and `view export --format index --force` alike; `index manifest --force`
 replaces a manifest only.
-`pack --force` replaces only an earlier pack output and keeps it whole until
+`pack --force` replaces only an earlier pack output, known by a pack's own
+records (its index's maker, an interrupted pack's record), never by a name:
+shards a user keeps beside their `index build` index, or a file named like a
+shard, are refused and kept. It keeps the old output whole until
 the new one is complete: a pack failing half-way (the test-only
 SHARDFS_TEST_FAIL_AFTER_SHARDS hook, as a full disk) leaves the old output
 as it was, and verify still passes on it. A user's file inside its index
@@ -307,6 +310,70 @@ class ForceSafetyTest(tl.ScratchTestCase):
         self.assertEqual(sorted(os.listdir(out)), sorted(["index"] + new))
         self.assertTrue(old and not set(old) & set(new))
         self.verify(out, src)
+
+    def test_pack_force_keeps_shards_an_index_build_indexed(self):
+        """Shards a user keeps with their `index build` index beside them:
+        no pack wrote them, whatever they are named, so --force removes
+        nothing (it once took the index's shards for its own)."""
+        src = self.make_src("beside")
+        parent = self.scratch("beside-out")
+        out = os.path.join(parent, "out")
+        os.makedirs(out)
+        # Named as pack names its own, so that no name tells them apart.
+        tars = [tl.tar_create(os.path.join(out, "train-%06d.tar" % i), src, ["d%d" % i])
+                for i in range(3)]
+        tl.build_index(tars, os.path.join(out, "index"))
+        before = snapshot(out)
+        for extra in ((), ("--name", "other-%d.tar")):
+            p = tl.pack(src, out, "--force", *extra, check=1)
+            self.assert_refused(p, "train-000000.tar: not written by shardfs pack",
+                                "index was made by shardfs index build, not by shardfs pack",
+                                "remove the old output by hand, or choose another --out")
+            self.assertEqual(snapshot(out), before, "the user's shards or index changed")
+            self.assertEqual(os.listdir(parent), ["out"], "nothing left beside the output")
+        # The index alone is refused too, naming it.
+        for t in tars:
+            os.rename(t, os.path.join(parent, os.path.basename(t)))
+        before = snapshot(out)
+        p = tl.pack(src, out, "--force", check=1)
+        self.assert_refused(p, "out/index was made by shardfs index build")
+        self.assertEqual(snapshot(out), before)
+
+    def test_pack_force_keeps_a_users_file_named_like_a_shard(self):
+        """Beside a pack's own output, a file no pack's record lists is not
+        a pack's, though named like a shard; without it, --force replaces
+        the earlier output whole, as ever."""
+        src = self.make_src("named")
+        parent = self.scratch("named-out")
+        out = os.path.join(parent, "out")
+        tl.pack(src, out, "--shard-size", "64K")
+        old = tl.shards_of(out)
+        mine = ["train-%06d.tar" % len(old), "train-000999.tar.tmp"]
+        for n in mine:
+            tl._write(os.path.join(out, n), b"the user's, named like a shard: " + n.encode())
+        before = snapshot(out)
+        p = tl.pack(src, out, "--force", "--shard-size", "16K", check=1)
+        self.assert_refused(p, "out/%s: not written by shardfs pack (nor %s)" % tuple(mine))
+        self.assertEqual(snapshot(out), before)
+        self.assertEqual(os.listdir(parent), ["out"])
+        self.verify(out, src)
+        # Moved away, the earlier pack's own output is replaced.
+        for n in mine:
+            os.rename(os.path.join(out, n), os.path.join(parent, n))
+        tl.pack(src, out, "--force", "--shard-size", "16K")
+        new = tl.shards_of(out)
+        self.assertGreater(len(new), len(old))
+        self.assertEqual(sorted(os.listdir(out)), sorted(["index"] + new))
+        self.assertEqual(sorted(os.listdir(parent)), sorted(["out"] + mine))
+        self.verify(out, src)
+        # A shard `index add` put into a pack's index is no pack's either.
+        added = tl.tar_create(os.path.join(out, "added.tar"), src, ["d0"])
+        tl.run_shardfs("index", "add", "--quiet", os.path.join(out, "index"), added, check=0)
+        before = snapshot(out)
+        p = tl.pack(src, out, "--force", check=1)
+        self.assert_refused(p, "out/added.tar: not written by shardfs pack",
+                            "index was made by shardfs pack, then changed by shardfs index add")
+        self.assertEqual(snapshot(out), before)
 
     def test_pack_force_keeps_a_users_files_inside_the_index(self):
         src = self.make_src("inside")

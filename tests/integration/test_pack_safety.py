@@ -30,6 +30,10 @@ def without_dac_caps():
     return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all"]
 
 
+# What a pack writes beside its shards until its index is published.
+RECORD = ".shardfs-pack-in-progress"
+
+
 class PackSafetyTest(tl.ScratchTestCase):
     PREFIX = "shardfs-pack-safety-"
 
@@ -72,9 +76,12 @@ class PackSafetyTest(tl.ScratchTestCase):
         for n in left:  # Finished shards are complete: renamed only when whole.
             self.assertEqual(subprocess.run(["cmp", os.path.join(out, n),
                                              os.path.join(clean, n)]).returncode, 0, n)
-        names = set(os.listdir(out))
+        names = set(os.listdir(out)) - {RECORD}
         self.assertTrue(all(n.endswith(".tar") or n.endswith(".tar.tmp") for n in names), names)
         self.assertLessEqual(len([n for n in names if n.endswith(".tmp")]), 1)
+        # The pack's record of what it was writing, made before its first shard.
+        with open(os.path.join(out, RECORD)) as f:
+            self.assertEqual(f.read().splitlines(), clean_shards)
         # Partial output cannot be mistaken for a dataset.
         self.assertEqual(tl.run_shardfs("verify", os.path.join(out, "index"), src).returncode, 1)
 
@@ -85,6 +92,13 @@ class PackSafetyTest(tl.ScratchTestCase):
         self.assertIn(b"train-000000.tar: already exists and was not written by this pack",
                       p.stderr)
         self.assertEqual(sorted(os.listdir(out)), before)
+        # ... nor with --force a file named like a shard that the record does
+        # not list (the user's) ...
+        tl._write(os.path.join(out, "train-900000.tar"), b"mine")
+        p = tl.pack(src, out, "--shard-size", "32K", "--force", check=1)
+        self.assertIn(b"train-900000.tar: not written by shardfs pack", p.stderr)
+        self.assertEqual(sorted(os.listdir(out)), sorted(before + ["train-900000.tar"]))
+        os.unlink(os.path.join(out, "train-900000.tar"))
         # ... and with --force starts clean and produces the clean pack.
         tl.pack(src, out, "--shard-size", "32K", "--force")
         self.assertEqual(sorted(os.listdir(out)), sorted(["index"] + clean_shards))
