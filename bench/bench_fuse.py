@@ -19,7 +19,10 @@ daemon): the requests the kernel sent per file, by kind, for a first pass after 
 (cold, as a loader that lists its tree first), a warm pass and a dentries-dropped pass; the
 worker threads that ever served a request after --reps dentries-dropped epochs (the cold pass
 included: no thread churn means at most the configured workers); the reads of the index's
-files per file in a dentries-dropped epoch.
+files per file in a dentries-dropped epoch. A warm measurement during which the page cache lost
+pages (/proc/vmstat: a drop_caches, pages reclaimed and read again, as a DAMON pageout scheme
+does) is taken again, up to WARM_TRIES times in all; what the one kept lost is in the JSON
+(pages_lost_during_warm_MODE, {} for a warm one).
 
 Every file's bytes are checked against the loose tree (blake2b digests) before anything is
 timed. Needs root (drop_caches, the kernel mount). With --perf DIR, each of the FUSE mount's
@@ -153,15 +156,23 @@ def run_readers(root, lists, mode, passes, start=0.0):
     return out
 
 
-def cache_drops():
-    """How many times anyone dropped the page cache or the dentries and inodes since boot (a
-    warm pass during which that happened was not warm: its request counts say so)."""
-    n = 0
+# /proc/vmstat counters that say the page cache lost pages: drop_caches writes, pages freed with
+# reclaimed inodes or shadow entries, and reclaimed file pages read again (workingset_refault_file,
+# which a DAMON pageout scheme moves and no pgsteal_* does; tests/integration/shardfs_testlib.py
+# says why each). A warm pass during which one moved was not all warm: its request counts say so.
+PAGE_LOSS_COUNTERS = ("drop_pagecache", "drop_slab", "pginodesteal", "kswapd_inodesteal",
+                      "workingset_nodereclaim", "workingset_refault_file")
+WARM_TRIES = 3  # A warm measurement that lost pages is taken again, up to this many times in all.
+
+
+def pages_lost(before=None):
+    """The counters above now ({name: count}); with `before` (such a reading), those that moved
+    since, by how much."""
     with open("/proc/vmstat") as f:
-        for line in f:
-            if line.startswith(("drop_pagecache ", "drop_slab ")):
-                n += int(line.split()[1])
-    return n
+        now = {k: int(v) for k, _, v in (l.partition(" ") for l in f) if k in PAGE_LOSS_COUNTERS}
+    if before is None:
+        return now
+    return {k: now[k] - v for k, v in before.items() if now.get(k, v) != v}
 
 
 def drop_dentries():
@@ -220,16 +231,25 @@ def measure_system(a, scratch, system, root, order, daemon):
         s2 = daemon.stats()
         row["requests_cold"] = per_file(s1, s2, len(order))
     for mode in ("default", "unbuffered"):
-        drops = cache_drops()
-        passes = run_readers(root, [everything], mode, a.reps + 1)[0][1:]
+        for attempt in range(WARM_TRIES):
+            if daemon and attempt:
+                s2 = s3  # Each try counted from its own start.
+            before = pages_lost()
+            passes = run_readers(root, [everything], mode, a.reps + 1)[0][1:]
+            lost = pages_lost(before)
+            if daemon:
+                s3 = daemon.stats()
+            if not lost:
+                break
+            if attempt + 1 < WARM_TRIES:
+                log(f"{system}: open() {mode} warm: the page cache lost pages ({lost}); "
+                    "taken again")
         rates = [p["files"] / (p["end"] - p["start"]) for p in passes]
         row[mode] = {"median": statistics.median(rates), "min": min(rates), "max": max(rates)}
+        row[f"pages_lost_during_warm_{mode}"] = lost
         log(f"{system}: open() {mode} warm {row[mode]['median']:.0f} files/s")
         if daemon:
-            s3 = daemon.stats()
             row[f"requests_warm_{mode}"] = per_file(s2, s3, len(order) * (a.reps + 1))
-            # Caches dropped by someone else meanwhile (another test, an admin).
-            row[f"drops_during_warm_{mode}"] = cache_drops() - drops
             if a.perf:
                 with Profile(a.perf, f"{system}-warm-{mode}") as prof:
                     run_readers(root, [everything], mode, 1)

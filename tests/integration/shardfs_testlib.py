@@ -13,6 +13,8 @@ with os.lstat/os.readlink, never the code's own output.
 - source_files, mmap_worker, settled_fds: concurrent readers and the
   daemon's descriptors (mount concurrency and stress tests).
 - abort_connection(conn): aborts a hung FUSE connection through fusectl.
+- warm_pass(take): a pass that counts requests, taken again while the page
+  cache lost pages during it (/proc/vmstat), and what it lost.
 - apply_view and friends: the view contract's reference model (view tests).
 
 Test files import helpers from here only, never from each other.
@@ -682,6 +684,103 @@ def wait_until(pred, timeout=10.0, interval=0.02):
             return True
         time.sleep(interval)
     return pred()
+
+
+# -- Warm passes: passes over files the page cache should hold ---------------
+#
+# A test that counts the requests of a warm pass (none but what the kernel
+# never caches) must tell a pass during which pages of its files went from
+# one that sent requests of its own accord. Tests run side by side, some drop
+# caches, and a host may page out idle memory (a DAMON pageout scheme). These
+# /proc/vmstat counters (since boot, machine-wide) say that pages were lost:
+#   drop_pagecache, drop_slab   writes to /proc/sys/vm/drop_caches;
+#   workingset_refault_file     file pages that reclaim evicted, read again:
+#                               counted at the read, for every kind of
+#                               reclaim. A DAMON pageout (the kernel's
+#                               reclaim_pages(), as MADV_PAGEOUT) counts no
+#                               pgsteal_* or pgscan_*: paging out a FUSE
+#                               file's pages that way moved this counter alone,
+#                               when the pages were read again;
+#   pginodesteal, kswapd_inodesteal, workingset_nodereclaim
+#                               pages lost with no refault to count (freed
+#                               with a reclaimed inode, or their shadow
+#                               entries reclaimed).
+# pgpgout counts writes to disk, not pages lost.
+REFAULT_COUNTER = "workingset_refault_file"
+DROP_COUNTERS = ("drop_pagecache", "drop_slab", "pginodesteal", "kswapd_inodesteal",
+                 "workingset_nodereclaim")
+WARM_TRIES = 5
+
+
+def page_losses():
+    """The counters above, as {name: count} (those this kernel has)."""
+    want = DROP_COUNTERS + (REFAULT_COUNTER,)
+    found = {}
+    with open("/proc/vmstat") as f:
+        for line in f:
+            name, _, value = line.partition(" ")
+            if name in want:
+                found[name] = int(value)
+    return found
+
+
+class PageLossWatch:
+    """`with watch:` around a pass; then watch.lost is {counter: increase} of
+    the counters above that moved during it ({} if none did)."""
+
+    def __init__(self):
+        self.before = None
+        self.lost = None
+
+    def __enter__(self):
+        self.before = page_losses()
+        return self
+
+    def __exit__(self, *exc):
+        now = page_losses()
+        self.lost = {k: now[k] - v for k, v in self.before.items() if now.get(k, v) != v}
+        return False
+
+
+def warm_pass(take, tries=WARM_TRIES, prepare=None):
+    """Runs `take(watch)` until a try during which no page was lost, at most
+    `tries` times. `take` runs the pass inside `with watch:` (only the reads:
+    a program it runs to count requests has pages of its own to lose) and
+    returns what it counted; `prepare()`, if given, runs before each try.
+    Returns (what the last try returned, what it lost: {} for a warm one)."""
+    for _ in range(tries):
+        if prepare:
+            prepare()
+        watch = PageLossWatch()
+        got = take(watch)
+        if watch.lost is None:
+            raise AssertionError("warm_pass: take() did not enter the watch")
+        if not watch.lost:
+            break
+    return got, watch.lost
+
+
+def reads_lost_pages_allow(lost, files):
+    """The most READs that `lost` (PageLossWatch.lost of a pass over `files`
+    files, each under the readahead window) accounts for: none when nothing
+    was lost; a READ per refaulted page (each READ fills at least one missing
+    page) when reclaim alone took pages; a READ per file after a drop."""
+    if any(k in lost for k in DROP_COUNTERS):
+        return files
+    return min(files, lost.get(REFAULT_COUNTER, 0))
+
+
+def assert_warm_requests(tc, spent, lost, files, expected=None):
+    """Asserts that a warm pass over `files` files (each under the readahead
+    window), which lost `lost` (warm_pass), sent the requests `expected`
+    ({kind: count}) and no other but the READs `lost` accounts for. After a
+    drop (which may take dentries and inodes too), only those two."""
+    expected = expected or {}
+    for kind, n in expected.items():
+        tc.assertEqual(spent.get(kind, 0), n, (kind, spent, lost))
+    tc.assertLessEqual(spent.get("read", 0), reads_lost_pages_allow(lost, files), (spent, lost))
+    if not any(k in lost for k in DROP_COUNTERS):
+        tc.assertEqual(set(spent) - set(expected) - {"read"}, set(), (spent, lost))
 
 
 def pid_alive(pid):

@@ -3,7 +3,8 @@
 it completes with the JSON it documents for the loose tree, the FUSE mount and
 `mount --kernel`; the daemon's figures are there and say what a warm file costs (with
 buffering=0 no request at all; with Python's default open() the isatty() IOCTL alone, before
-Python 3.14); and no mount, process or scratch dir is left behind. A speed is never asserted."""
+Python 3.14; READs only of pages the page cache lost, which the bench reports); and no mount,
+process or scratch dir is left behind. A speed is never asserted."""
 
 import os
 import sys
@@ -43,11 +44,16 @@ class BenchFuseSmokeTest(BenchTestCase):
         ioctls = 1.0 if sys.version_info < (3, 14) else 0
         self.assertEqual(fuse["requests_warm_default"].get("ioctl", 0), ioctls)
         self.assertNotIn("ioctl", fuse["requests_warm_unbuffered"])
-        # Nothing else when the warm passes stayed warm (tests run two at a
-        # time, and some drop the caches: the bench counts those drops).
-        for mode, want in (("default", {"ioctl": 1.0} if ioctls else {}), ("unbuffered", {})):
-            if fuse["drops_during_warm_" + mode] == 0:
-                self.assertEqual(fuse["requests_warm_" + mode], want, mode)
+        # Nothing else, but the READs of pages the page cache lost (tests run
+        # two at a time and some drop caches; the host may page out idle
+        # memory): the bench takes such a pass again and says what the one
+        # it kept lost. Per file, rounded to 0.001: counts again here.
+        reads = self.report["files"] * (self.report["reps"] + 1)  # Files read, all passes.
+        for mode in ("default", "unbuffered"):
+            counts = {k: round(v * reads) for k, v in fuse["requests_warm_" + mode].items()}
+            want = {"ioctl": reads} if mode == "default" and ioctls else {}
+            tl.assert_warm_requests(self, counts, fuse["pages_lost_during_warm_" + mode], reads,
+                                    want)
         self.assertGreaterEqual(fuse["worker_threads"], 1)
         self.assertLessEqual(fuse["worker_threads"], 16)  # -o threads' default.
         self.assertLessEqual(fuse["index_reads_per_file"], 0.2)

@@ -10,6 +10,7 @@ directory send none; after a push, reading the pushed files sends no READ. The
 same runs with the feature off show the requests, so the checks can fail. The
 bytes read are compared with the source in every case."""
 
+import contextlib
 import ctypes
 import glob
 import hashlib
@@ -146,34 +147,45 @@ class MountPrefetchTest(tl.ScratchTestCase):
             self.assertGreaterEqual(self.requests(log, "LOOKUP"), len(names))
             self.assertNotIn("prefill: listed directory", log)
 
-    def read_in_order(self, options):
+    def read_in_order(self, options, watch=None):
         """Lists cls1, reads its first two files; returns (mount log after the
         push, files pushed, READ requests while reading the pushed files).
         The random-read push is off: cls1 starts far into the shard, so the
         first read is not part of a sequential walk. The daemon's whole log,
-        its unmount line included, is left in self.final_log."""
+        its unmount line included, is left in self.final_log. `watch` (a
+        tl.PageLossWatch) watches the page cache from the first read to the
+        last pushed file's."""
         m = self.mount("push_random=0" + ("," + options if options else ""))
         with m:
             names = self.names("cls1")
             os.listdir(os.path.join(self.mnt, "cls1"))  # The kernel knows the inodes.
-            for rel in names[:2]:
-                self.check_bytes(rel)
-            pushed = 0
-            if options != "push_ahead=0":
-                pat = re.compile(r"push-ahead after inode \d+: (\d+) of \d+ files")
-                self.assertTrue(tl.wait_until(lambda: pat.search(m.stderr())),
-                                "no push-ahead:\n" + m.stderr()[-3000:])
-                pushed = max(int(x) for x in pat.findall(m.stderr()))
-                self.assertGreaterEqual(pushed, 100, self.push_lines(m.stderr()))
-            before = len(m.stderr())
-            upto = max(pushed, 50)
-            for rel in names[2:2 + upto]:
-                self.check_bytes(rel)
+            with watch or contextlib.nullcontext():
+                for rel in names[:2]:
+                    self.check_bytes(rel)
+                pushed = 0
+                if options != "push_ahead=0":
+                    pat = re.compile(r"push-ahead after inode \d+: (\d+) of \d+ files")
+                    self.assertTrue(tl.wait_until(lambda: pat.search(m.stderr())),
+                                    "no push-ahead:\n" + m.stderr()[-3000:])
+                    pushed = max(int(x) for x in pat.findall(m.stderr()))
+                    self.assertGreaterEqual(pushed, 100, self.push_lines(m.stderr()))
+                before = len(m.stderr())
+                upto = max(pushed, 50)
+                for rel in names[2:2 + upto]:
+                    self.check_bytes(rel)
             log = m.stderr()[before:]
             for rel in names:
                 self.check_bytes(rel)
         self.final_log = m.final_log()
         return log, pushed, self.requests(log, "READ")
+
+    def pushed_reads(self, options=None):
+        """read_in_order(options), taken again while the page cache lost
+        pages (tl.warm_pass): (log, files pushed, READs, the READs the pages
+        lost account for)."""
+        (log, pushed, reads), lost = tl.warm_pass(lambda w: self.read_in_order(options, w),
+                                                  tries=3)
+        return log, pushed, reads, tl.reads_lost_pages_allow(lost, pushed)
 
     def pushed_from_fd(self):
         """(files pushed, of them from the shard descriptor), from the line
@@ -185,13 +197,13 @@ class MountPrefetchTest(tl.ScratchTestCase):
         return int(found.group(2)), int(found.group(3))
 
     def test_push_ahead_serves_the_following_files_without_reads(self):
-        log, pushed, reads = self.read_in_order(None)
+        log, pushed, reads, lost = self.pushed_reads()
         # 4 MiB holds all of the directory's ~2 MB.
         self.assertGreaterEqual(pushed, 100, log[-3000:])
         # Almost none: one CI run saw 3 READs for ~196 pushed files (cause
         # not found; the kernel may drop a stored page). Without push-ahead
         # every file is a READ (test_without_push_ahead_every_file_is_a_read).
-        self.assertLessEqual(reads, pushed // 20, log[-3000:])
+        self.assertLessEqual(reads, pushed // 20 + lost, log[-3000:])
 
     def test_pushes_are_spliced_from_the_shard_descriptor(self):
         """Issue 27: a push hands libfuse the shard's descriptor and offset
@@ -219,9 +231,9 @@ class MountPrefetchTest(tl.ScratchTestCase):
         self.assertNotIn("push-ahead", log)
 
     def test_verify_first_pushes_checked_bytes(self):
-        log, pushed, reads = self.read_in_order("verify=first")
+        log, pushed, reads, lost = self.pushed_reads("verify=first")
         self.assertGreaterEqual(pushed, 100, log[-3000:])
-        self.assertLessEqual(reads, pushed // 20, log[-3000:])
+        self.assertLessEqual(reads, pushed // 20 + lost, log[-3000:])
 
     def test_random_reads_push_the_files_after_them_once(self):
         pat = re.compile(r"push-ahead after inode (\d+): (\d+) of (\d+) files")
@@ -229,22 +241,33 @@ class MountPrefetchTest(tl.ScratchTestCase):
         def pushes(log, ino):
             return [(int(n), int(t)) for i, n, t in pat.findall(log) if int(i) == ino]
 
-        with self.mount("push_ahead=0") as m:
-            self.assertIn("push_random=auto: shards", m.stderr())
-            self.assertIn("push_random=4194304", m.stderr())  # Tiny shards.
-            names = self.names("cls0")
-            os.listdir(os.path.join(self.mnt, "cls0"))
-            ino = {rel: os.stat(os.path.join(self.mnt, rel)).st_ino for rel in names}
-            # A read in the middle of the shard: not sequential, whole file.
-            self.check_bytes(names[100])
-            self.assertTrue(tl.wait_until(lambda: pushes(m.stderr(), ino[names[100]])),
-                            m.stderr()[-3000:])
-            n, _ = pushes(m.stderr(), ino[names[100]])[0]
+        names = self.names("cls0")
+        with contextlib.ExitStack() as mounts:
+
+            def push_and_read(watch):
+                """On a mount of its own: (the mount, inodes by name, files
+                pushed after a read in the middle of the shard, READs of them)."""
+                mounts.close()  # The try before's.
+                m = mounts.enter_context(self.mount("push_ahead=0"))
+                self.assertIn("push_random=auto: shards", m.stderr())
+                self.assertIn("push_random=4194304", m.stderr())  # Tiny shards.
+                os.listdir(os.path.join(self.mnt, "cls0"))
+                ino = {rel: os.stat(os.path.join(self.mnt, rel)).st_ino for rel in names}
+                with watch:
+                    # A read in the middle of the shard: not sequential, whole file.
+                    self.check_bytes(names[100])
+                    self.assertTrue(tl.wait_until(lambda: pushes(m.stderr(), ino[names[100]])),
+                                    m.stderr()[-3000:])
+                    n, _ = pushes(m.stderr(), ino[names[100]])[0]
+                    before = len(m.stderr())
+                    for rel in names[101:101 + n]:
+                        self.check_bytes(rel)
+                return m, ino, n, self.requests(m.stderr()[before:], "READ")
+
+            # Taken again while the page cache lost pages (tl.warm_pass).
+            (m, ino, n, reads), lost = tl.warm_pass(push_and_read, tries=3)
             self.assertGreaterEqual(n, 50)  # The rest of cls0 (cls1 is not listed).
-            before = len(m.stderr())
-            for rel in names[101:101 + n]:
-                self.check_bytes(rel)
-            self.assertLessEqual(self.requests(m.stderr()[before:], "READ"), n // 20)
+            self.assertLessEqual(reads, n // 20 + tl.reads_lost_pages_allow(lost, n), lost)
             # Earlier in the shard: the push ends where the pushed run starts,
             # and leaves out names[100]: it was read, so its pages are the
             # kernel's already (a push into them could wait on a reader).
