@@ -76,11 +76,13 @@
 
 #include "archive/scanned_member.h"
 #include "base/status.h"
+#include "codec/encoded_member.h"
 
 namespace shardfs::archive {
 
-// Deflated members above this many uncompressed bytes are refused.
-inline constexpr uint64_t kMaxDeflatedMember = uint64_t{1} << 30;
+// Deflated members above this many uncompressed bytes are refused: the
+// decoder's bound, which the read path holds an index to as well.
+using codec::kMaxDeflatedMember;
 
 // Declared sizes up to this sum are accepted whatever the ratio (a small zip
 // of one large, highly compressible file).

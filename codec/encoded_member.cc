@@ -23,11 +23,26 @@ uint32_t Crc32(uint32_t crc, const void* data, size_t len) {
   return libdeflate_crc32(crc, data, len);
 }
 
+Status CheckMemberSizes(const index::EncodedMember& encoding, uint64_t size) {
+  if (size > kMaxDeflatedMember) {
+    return Status::Corruption(
+        fmt::format("recorded as inflating to {} bytes, more than the {} a member may", size,
+                    kMaxDeflatedMember));
+  }
+  if (encoding.comp_size > kMaxDeflatedInput) {
+    return Status::Corruption(
+        fmt::format("recorded with {} compressed bytes, more than the {} a member may have",
+                    encoding.comp_size, kMaxDeflatedInput));
+  }
+  return Status::Ok();
+}
+
 Result<std::string> DecodeMember(const index::EncodedMember& encoding, std::string_view compressed,
                                  uint64_t size) {
   if (encoding.method != index::kMethodDeflate) {
     return Status::NotSupported(fmt::format("compression method {}", encoding.method));
   }
+  SHARDFS_RETURN_IF_ERROR(CheckMemberSizes(encoding, size));
   if (compressed.size() != encoding.comp_size) {
     return Status::Corruption(
         fmt::format("{} compressed bytes, expected {}", compressed.size(), encoding.comp_size));

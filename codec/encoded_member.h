@@ -24,11 +24,26 @@
 
 namespace shardfs::codec {
 
+// The most bytes a deflated member may inflate to: a read inflates a member
+// whole, so `index build` refuses a larger one (archive/zip_scanner.h) and a
+// decode refuses an index that records one.
+inline constexpr uint64_t kMaxDeflatedMember = uint64_t{1} << 30;
+// The most compressed bytes such a member may have: deflate's worst case
+// (stored blocks) adds 5 bytes per 65,535; 1/1024 more covers every writer.
+inline constexpr uint64_t kMaxDeflatedInput = kMaxDeflatedMember + (kMaxDeflatedMember >> 10);
+
+// Corruption unless an index's sizes of an encoded member (`size`
+// uncompressed, encoding.comp_size compressed) are within the bounds above:
+// what a reader checks before it allocates either (a record may be damaged
+// or crafted). Allocates nothing when Ok.
+Status CheckMemberSizes(const index::EncodedMember& encoding, uint64_t size);
+
 // The member's `size` uncompressed bytes from its `compressed` bytes
 // (encoding.comp_size of them). Returns Corruption saying what is wrong
-// (bad deflate data, output longer or shorter than `size`, CRC mismatch);
-// the caller names the archive and the offset. NotSupported for a method
-// other than kMethodDeflate.
+// (sizes past CheckMemberSizes' bounds, checked before anything is
+// allocated; bad deflate data, output longer or shorter than `size`, CRC
+// mismatch); the caller names the archive and the offset. NotSupported for a
+// method other than kMethodDeflate.
 Result<std::string> DecodeMember(const index::EncodedMember& encoding, std::string_view compressed,
                                  uint64_t size);
 

@@ -11,6 +11,9 @@ Status ReadEncodedMember(const EncodedRead& read, DecodedCache* cache, const Mem
                          char* buf) {
   const index::EncodedMember& enc = read.encoding;
   auto decode = [&]() -> Result<std::string> {
+    // The index's sizes are bounded before either buffer is allocated: a
+    // std::bad_alloc here would end the mount.
+    SHARDFS_RETURN_IF_ERROR(codec::CheckMemberSizes(enc, read.size));
     std::string compressed(static_cast<size_t>(enc.comp_size), '\0');
     Status s = (*read.shard)->ReadAt(compressed.data(), compressed.size(), enc.comp_offset);
     if (!s.ok()) return s;

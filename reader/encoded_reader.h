@@ -53,8 +53,10 @@ using MemberCheck = std::function<Status(const std::string& content)>;
 // Copies bytes [read.offset, read.offset + read.length) of the member into
 // `buf`, decoding it through `cache` (not owned; nullptr: decode for this
 // read alone). `check`, if set, runs on the decoded content before any
-// byte of it is served. Returns IoError (raw read) or Corruption (decode,
-// check) naming the archive and the member's compressed offset, logged once.
+// byte of it is served. Returns IoError (raw read) or Corruption (sizes
+// past codec::CheckMemberSizes' bounds, refused before anything is
+// allocated; decode, check) naming the archive and the member's compressed
+// offset, logged once.
 Status ReadEncodedMember(const EncodedRead& read, DecodedCache* cache, const MemberCheck& check,
                          char* buf);
 
