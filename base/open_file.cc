@@ -74,4 +74,30 @@ Result<UniqueFd> OpenRegularFile(const std::string& path, struct stat* st,
   return file;
 }
 
+FileStamp FileStamp::Of(const struct stat& st) {
+  auto ns = [](const struct timespec& t) { return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec; };
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+          static_cast<uint64_t>(st.st_size), ns(st.st_mtim), ns(st.st_ctim)};
+}
+
+Status CheckStamp(int fd, const FileStamp& was, int64_t* ctime_ns) {
+  *ctime_ns = 0;
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "fstat");
+  const FileStamp now = FileStamp::Of(st);
+  if (now == was) return Status::Ok();
+  std::string what;
+  if (now.dev != was.dev || now.ino != was.ino) {
+    what = "another file";
+  } else if (now.size != was.size) {
+    what = fmt::format("size {} bytes, {} when checked", now.size, was.size);
+  } else if (now.mtime_ns != was.mtime_ns) {
+    what = fmt::format("modified at {} ns, {} when checked", now.mtime_ns, was.mtime_ns);
+  } else {
+    *ctime_ns = now.ctime_ns;
+    return Status::Ok();
+  }
+  return Status::Corruption(fmt::format("changed since it was checked: {}", what));
+}
+
 }  // namespace shardfs

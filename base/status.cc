@@ -30,6 +30,8 @@ int ToErrno(const Status& s) {
       return ENOTDIR;
     case Status::Code::kIsADirectory:
       return EISDIR;
+    case Status::Code::kTooManyLinks:
+      return ELOOP;
     case Status::Code::kAlreadyExists:
       return EEXIST;
     // Bytes that cannot be served as indexed, for whatever reason (a bad or

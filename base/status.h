@@ -31,6 +31,7 @@ class [[nodiscard]] Status {
     kAlreadyExists,
     kNotADirectory,  // A directory operation on something else.
     kIsADirectory,   // A file operation on a directory.
+    kTooManyLinks,   // A path walk met too many symbolic links (a loop).
   };
 
   Status() = default;
@@ -47,6 +48,7 @@ class [[nodiscard]] Status {
   static Status AlreadyExists(std::string msg) { return {Code::kAlreadyExists, std::move(msg)}; }
   static Status NotADirectory(std::string msg) { return {Code::kNotADirectory, std::move(msg)}; }
   static Status IsADirectory(std::string msg) { return {Code::kIsADirectory, std::move(msg)}; }
+  static Status TooManyLinks(std::string msg) { return {Code::kTooManyLinks, std::move(msg)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

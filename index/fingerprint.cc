@@ -64,7 +64,7 @@ Status CheckShardFile(int fd, const struct stat& st, const std::string& path, co
 }
 
 Result<UniqueFd> OpenCheckedShard(const std::string& path, const ShardMeta& meta,
-                                  const ShardCheck& check) {
+                                  const ShardCheck& check, FileStamp* stamp) {
   struct stat st;
   OpenFileOptions how;
   how.noatime = true;
@@ -83,6 +83,7 @@ Result<UniqueFd> OpenCheckedShard(const std::string& path, const ShardMeta& meta
     }
     return s.WithContext("shard");
   }
+  if (stamp != nullptr) *stamp = FileStamp::Of(st);
   SHARDFS_RETURN_IF_ERROR(CheckShardFile(fd->get(), st, path, meta, check));
   return fd;
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "base/fd.h"
+#include "base/open_file.h"
 #include "base/status.h"
 
 namespace shardfs::index {
@@ -61,9 +62,12 @@ Status CheckShardFile(int fd, const struct stat& st, const std::string& path, co
 // check.mtime of the indexed mtime, and of the indexed fingerprint. A
 // slice's file is checked whole. With check.beneath, `path` must be
 // beneath/meta.path. Corruption naming the path and what differs; the
-// errno's Status if the file cannot be opened (sys_errno set).
+// errno's Status if the file cannot be opened (sys_errno set). With `stamp`,
+// the descriptor's stamp as it was before the fingerprint was read
+// (base/open_file.h): a reader that compares it before each use serves
+// nothing written after the check.
 Result<UniqueFd> OpenCheckedShard(const std::string& path, const ShardMeta& meta,
-                                  const ShardCheck& check = {});
+                                  const ShardCheck& check = {}, FileStamp* stamp = nullptr);
 
 }  // namespace shardfs::index
 

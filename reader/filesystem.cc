@@ -16,6 +16,7 @@
 #include "base/io.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "index/fingerprint.h"
 #include "reader/encoded_reader.h"
 
 namespace shardfs::reader {
@@ -44,10 +45,72 @@ Filesystem::Filesystem(std::unique_ptr<index::IndexReader> reader, FilesystemOpt
       options_(options),
       shards_(ShardsOf(*reader_),
               ShardFilesOptions{options.max_open_shards, options.chunked, options.chunk_local}),
-      streams_(*reader_, options.decoded) {
+      streams_(*reader_, options.decoded),
+      changes_(std::make_unique<std::atomic<uint32_t>[]>(reader_->shards().size())) {
   if (options_.verify != VerifyMode::kOff) {
     verified_ = InodeBits(reader_->max_inode());
+    mismatch_logged_ = InodeBits(reader_->max_inode());
   }
+}
+
+std::string Filesystem::ShardName(index::ShardId id) const {
+  return RedactLocation(reader_->ShardPath(id));
+}
+
+bool Filesystem::Verified(InodeId inode, index::ShardId shard) const {
+  const uint32_t generation = Generation(shard);
+  if (generation == 0) return verified_.Test(inode);
+  std::lock_guard<std::mutex> l(reverified_mu_);
+  auto it = reverified_.find(inode.value);
+  return it != reverified_.end() && it->second == generation;
+}
+
+void Filesystem::SetVerified(InodeId inode, index::ShardId shard, uint32_t generation) {
+  if (generation == 0) {
+    verified_.Set(inode);
+    return;
+  }
+  if (Generation(shard) != generation) return;  // Changed again meanwhile.
+  std::lock_guard<std::mutex> l(reverified_mu_);
+  reverified_[inode.value] = generation;
+}
+
+Status Filesystem::CheckAgain(index::ShardId id, const OpenShard& shard, int64_t ctime_ns) {
+  const index::ShardMeta& meta = reader_->shards()[id.value];
+  Result<uint64_t> fp = index::ShardFingerprint(shard.fd(), meta.size);
+  if (!fp.ok()) return fp.status();
+  SHARDFS_RETURN_IF_ERROR(index::CheckShardFingerprint(ShardName(id), meta, *fp));
+  // Its files are verified again (verify=first) before the new ctime lets
+  // any read through.
+  changes_[id.value].fetch_add(1, std::memory_order_acq_rel);
+  shard.AcceptCtime(ctime_ns);
+  log::Info(
+      "shard {}: its ctime moved (its owner, mode or links changed, or it was written and its "
+      "mtime set back): checked again{}",
+      ShardName(id),
+      options_.verify == VerifyMode::kFirst ? "; each file is verified again on its next read"
+                                            : "");
+  return Status::Ok();
+}
+
+void Filesystem::ShardChanged(index::ShardId id, const Status& why) {
+  changes_[id.value].fetch_add(1, std::memory_order_acq_rel);
+  shards_.MarkBad(id, why);
+}
+
+Status Filesystem::ContentMismatch(const EntryRecord& rec, uint64_t got) {
+  std::string path;
+  if (!reader_->PathOf(rec.inode, &path).ok()) path = fmt::format("inode {}", rec.inode.value);
+  const bool decoded = reader_->shards()[rec.shard.value].codec() != index::Codec::kNone;
+  Status bad = Status::Corruption(
+      fmt::format("{}: content checksum {:016x}, indexed {:016x} (shard {}, {}byte {})", path, got,
+                  rec.xxh3, ShardName(rec.shard), decoded ? "decoded " : "", rec.offset));
+  if (!mismatch_logged_.Test(rec.inode)) {
+    mismatch_logged_.Set(rec.inode);
+    log::Error("{}; reads of this file fail with EIO, the shard's other files are served",
+               bad.message());
+  }
+  return bad;
 }
 
 Status Filesystem::Lookup(InodeId parent, std::string_view name, EntryRecord* rec,
@@ -193,13 +256,7 @@ Status Filesystem::VerifyStreamFile(const EntryRecord& rec, const ShardHandle& s
     done += len;
   }
   const uint64_t got = XXH3_64bits_digest(&state);
-  if (got != rec.xxh3) {
-    Status bad = Status::Corruption(fmt::format(
-        "shard {}: inode {} at decoded byte {}: content checksum {:016x}, indexed {:016x}",
-        RedactLocation(reader_->ShardPath(rec.shard)), rec.inode.value, rec.offset, got, rec.xxh3));
-    shards_.MarkBad(rec.shard, bad);
-    return bad;
-  }
+  if (got != rec.xxh3) return ContentMismatch(rec, got);
   return Status::Ok();
 }
 
@@ -234,13 +291,7 @@ Status Filesystem::VerifyFile(const EntryRecord& rec, const ShardHandle& shard) 
     }
   }
   uint64_t got = XXH3_64bits_digest(&state);
-  if (got != rec.xxh3) {
-    Status bad = Status::Corruption(fmt::format(
-        "shard {}: inode {} at byte {}: content checksum {:016x}, indexed {:016x}",
-        RedactLocation(reader_->ShardPath(rec.shard)), rec.inode.value, rec.offset, got, rec.xxh3));
-    shards_.MarkBad(rec.shard, bad);
-    return bad;
-  }
+  if (got != rec.xxh3) return ContentMismatch(rec, got);
   return Status::Ok();
 }
 
@@ -327,9 +378,9 @@ Result<ReadReply> Filesystem::ReadFile(const EntryRecord& rec, uint64_t offset, 
     }
     case Kind::kMember: {
       MemberCheck check;
-      if (WouldVerify(rec.inode)) {
+      if (WouldVerify(rec.inode, rec.shard)) {
         check = [&](const std::string& content) {
-          return VerifyBytes(rec.inode, content.data(), content.size(), rec.xxh3,
+          return VerifyBytes(rec.inode, rec.shard, content.data(), content.size(), rec.xxh3,
                              rec.has_checksum());
         };
       }
@@ -366,23 +417,23 @@ Status Filesystem::Resolve(const EntryRecord& rec, uint64_t offset, size_t size,
   *range = ReadRange{};
   range->rec = &rec;
   if (offset >= rec.size || size == 0) return Status::Ok();
+  const uint32_t generation = Generation(rec.shard);
   SHARDFS_ASSIGN_OR_RETURN(ShardHandle shard, shards_.Get(rec.shard));
-  // A shard truncated or replaced while mounted must not serve bytes: the
-  // size check is one fstat; content is covered by verify=first|always.
-  // (A remote shard is held to its ETag by every request instead.)
-  struct stat st;
-  const index::ShardMeta& meta = reader_->shards()[rec.shard.value];
-  if (shard->fd() >= 0 &&
-      (::fstat(shard->fd(), &st) != 0 || static_cast<uint64_t>(st.st_size) != meta.size)) {
-    Status bad = Status::Corruption(
-        fmt::format("shard {}: size changed while mounted ({} bytes, indexed as {})",
-                    RedactLocation(reader_->ShardPath(rec.shard)), st.st_size, meta.size));
-    shards_.MarkBad(rec.shard, bad);
-    return bad;
+  // A shard written, truncated or replaced since its check must not serve
+  // bytes, whatever the verify mode: its stamp, on the descriptor read (one
+  // fstat). A remote shard is held to its ETag by every request instead.
+  int64_t ctime_ns = 0;
+  Status changed = shard->CheckUnchanged(&ctime_ns);
+  if (changed.ok() && ctime_ns != 0) changed = CheckAgain(rec.shard, *shard, ctime_ns);
+  if (!changed.ok()) {
+    changed = changed.WithContext(fmt::format("shard {}", ShardName(rec.shard)));
+    ShardChanged(rec.shard, changed);
+    return changed;
   }
-  if (WouldVerify(inode) && !rec.encoded()) {  // Encoded: checked once decoded.
+  const index::ShardMeta& meta = reader_->shards()[rec.shard.value];
+  if (WouldVerify(inode, rec.shard) && !rec.encoded()) {  // Encoded: checked once decoded.
     SHARDFS_RETURN_IF_ERROR(VerifyFile(rec, shard));
-    verified_.Set(inode);
+    SetVerified(inode, rec.shard, generation);
   }
   range->shard = std::move(shard);
   range->shard_id = rec.shard;
@@ -452,19 +503,23 @@ void Filesystem::WillNeed(const EntryRecord& rec) {
                   static_cast<off_t>(rec.size), POSIX_FADV_WILLNEED);
 }
 
-bool Filesystem::WouldVerify(InodeId inode) const {
+bool Filesystem::WouldVerify(InodeId inode, index::ShardId shard) const {
   return options_.verify == VerifyMode::kAlways ||
-         (options_.verify == VerifyMode::kFirst && !verified_.Test(inode));
+         (options_.verify == VerifyMode::kFirst && !Verified(inode, shard));
 }
 
-Status Filesystem::VerifyBytes(InodeId inode, const char* data, size_t size, uint64_t xxh3,
-                               bool has_checksum) {
-  if (!WouldVerify(inode)) return Status::Ok();
+Status Filesystem::VerifyBytes(InodeId inode, index::ShardId shard, const char* data, size_t size,
+                               uint64_t xxh3, bool has_checksum) {
+  const uint32_t generation = Generation(shard);
+  if (!WouldVerify(inode, shard)) return Status::Ok();
   if (!has_checksum) return Status::NotSupported("the index has no checksum for this file");
   if (XXH3_64bits(data, size) != xxh3) {
-    return Status::Corruption(fmt::format("inode {}: content checksum differs", inode.value));
+    std::string path;
+    if (!reader_->PathOf(inode, &path).ok()) path = fmt::format("inode {}", inode.value);
+    return Status::Corruption(
+        fmt::format("{}: content checksum differs (shard {})", path, ShardName(shard)));
   }
-  verified_.Set(inode);
+  SetVerified(inode, shard, generation);
   return Status::Ok();
 }
 

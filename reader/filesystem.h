@@ -27,8 +27,10 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -44,10 +46,19 @@ namespace shardfs::reader {
 using index::EntryRecord;
 using index::InodeId;
 
+// What is checked before bytes are served. In every mode a local shard is
+// checked when opened (a regular file, its size, its fingerprint) and its
+// stamp (inode, size, mtime, ctime: base/open_file.h) is compared on the
+// descriptor read before every read: a shard whose size or mtime changed
+// since its check serves nothing (EIO) until checked again; one whose ctime
+// alone moved (a chmod, a link or unlink, or a write with the mtime set
+// back) has its fingerprint checked again on that descriptor, and its files
+// are verified again (kFirst) before they serve.
 enum class VerifyMode {
-  kOff,     // Trust the shard check (size + fingerprint) alone.
-  kFirst,   // Check a file's XXH3 against the index on its first read.
-  kAlways,  // Check the whole file's XXH3 on every read (for small files).
+  kOff,     // Those shard checks alone.
+  kFirst,   // And a file's XXH3 against the index on its first read (again
+            // after its shard's ctime moved).
+  kAlways,  // And the whole file's XXH3 on every read (for small files).
 };
 
 struct FilesystemOptions {
@@ -178,9 +189,12 @@ class Filesystem {
   // not on disk whole, or any read without `may_splice`) lands in `buf`,
   // which must hold `size` bytes; a sparse file's holes read as zeros.
   // With verify=first|always the file's content is checked before any byte
-  // is served. Returns IoError or Corruption (EIO) if the shard is bad, the
-  // content does not match, or a read comes up short (the shard is then
-  // marked); IsADirectory for a directory, InvalidArgument for a symlink.
+  // is served. Returns IoError or Corruption (EIO) if the shard is bad or
+  // changed since its check, or a read comes up short (the shard is then
+  // marked bad: no file of it serves until it is checked again), or if the
+  // file's content does not match its checksum (that file only: the other
+  // files of an unchanged shard go on serving, each checked by its own
+  // checksum); IsADirectory for a directory, InvalidArgument for a symlink.
   // A splice that then comes up short is the caller's to notice: it reads
   // again without `may_splice`, which reports the error or has the bytes.
   Result<ReadReply> Read(InodeId inode, uint64_t offset, size_t size, char* buf, bool may_splice);
@@ -193,15 +207,17 @@ class Filesystem {
   // Read into `buf` always (no splice); *n is the number of bytes read.
   Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n);
 
-  // Checks `data`, the whole content of file `inode` (`size` bytes), against
-  // the file's indexed XXH3 `xxh3` when verify is first (once) or always.
-  // Returns Corruption on a mismatch (nothing is marked: a read of the file
-  // will report it), NotSupported if the index has no checksum for it.
-  Status VerifyBytes(InodeId inode, const char* data, size_t size, uint64_t xxh3,
-                     bool has_checksum);
-  // Whether bytes of `inode` must be checked before they are served now:
-  // verify=always, or verify=first and the file not checked yet.
-  bool WouldVerify(InodeId inode) const;
+  // Checks `data`, the whole content of file `inode` of shard `shard`
+  // (`size` bytes), against the file's indexed XXH3 `xxh3` when verify is
+  // first (once) or always. Returns Corruption on a mismatch (nothing is
+  // marked: a read of the file will report it), NotSupported if the index
+  // has no checksum for it.
+  Status VerifyBytes(InodeId inode, index::ShardId shard, const char* data, size_t size,
+                     uint64_t xxh3, bool has_checksum);
+  // Whether bytes of `inode` (of shard `shard`) must be checked before they
+  // are served now: verify=always, or verify=first and the file not checked
+  // since its shard was last checked.
+  bool WouldVerify(InodeId inode, index::ShardId shard) const;
   // Says that `rec`'s bytes will be read soon, so that a batch's reads
   // from a local disk are in flight together instead of one after another:
   // posix_fadvise(WILLNEED) over the file's range, for a file stored as is
@@ -237,6 +253,32 @@ class Filesystem {
   Status VerifyFile(const EntryRecord& rec, const ShardHandle& shard);
   // VerifyFile for a file of a compressed tar shard.
   Status VerifyStreamFile(const EntryRecord& rec, const ShardHandle& shard);
+  // Corruption for file `rec` whose bytes hashed to `got`: names the file's
+  // path and its shard, and logs that once per file.
+  Status ContentMismatch(const EntryRecord& rec, uint64_t got);
+  // What messages call shard `id`: its path, a URL redacted.
+  std::string ShardName(index::ShardId id) const;
+
+  // Verified files (verify=first). A shard's files are trusted as verified
+  // by their bit in verified_ until the shard is first seen changed; from
+  // then on only by an entry of reverified_ made since its latest change.
+  // The generation of shard `id`: how often it was seen changed.
+  uint32_t Generation(index::ShardId id) const {
+    return changes_[id.value].load(std::memory_order_acquire);
+  }
+  bool Verified(InodeId inode, index::ShardId shard) const;
+  // Records `inode` verified, as of its shard's `generation` (read before
+  // the check began: a change seen meanwhile makes the record stale).
+  void SetVerified(InodeId inode, index::ShardId shard, uint32_t generation);
+  // Shard `id`'s stamp check failed with `why`: marks it bad and forgets
+  // its files' checks.
+  void ShardChanged(index::ShardId id, const Status& why);
+  // Only the ctime of open shard `id` moved (to `ctime_ns`): its
+  // fingerprint is checked again on the same descriptor (a shard deleted or
+  // renamed over while open still holds its checked bytes), its files'
+  // checks are forgotten, and the new ctime accepted. Corruption if the
+  // fingerprint differs.
+  Status CheckAgain(index::ShardId id, const OpenShard& shard, int64_t ctime_ns);
 
   const std::unique_ptr<index::IndexReader> reader_;
   const FilesystemOptions options_;
@@ -244,6 +286,14 @@ class Filesystem {
   StreamReader streams_;
   // One bit per inode: content checked (verify=first).
   InodeBits verified_;
+  // One bit per inode: a content mismatch was logged.
+  InodeBits mismatch_logged_;
+  // Per shard: how often its stamp check failed (Generation).
+  std::unique_ptr<std::atomic<uint32_t>[]> changes_;
+  mutable std::mutex reverified_mu_;
+  // Inode -> its shard's generation when it was verified, for files of
+  // shards seen changed. Guarded by reverified_mu_.
+  std::unordered_map<uint64_t, uint32_t> reverified_;
   mutable KernelRequests kernel_requests_;
 };
 

@@ -276,7 +276,13 @@ void PushAhead::RunJob(const Job& job, char* buf) {
   const int fd = job.shard->direct() ? job.shard->fd() : -1;
   uint64_t window = job.sequential ? options_.sequential_bytes : RandomWindow();
   thread_local std::vector<PlannedFile> files;
-  Status st = Plan(job.inode, window, !job.sequential, &files);
+  // Nothing from a shard changed since its check, not even in its ctime
+  // alone: the next READ of it checks it again or marks it bad
+  // (Filesystem::Read).
+  int64_t ctime_ns = 0;
+  Status st = job.shard->CheckUnchanged(&ctime_ns);
+  if (st.ok() && ctime_ns != 0) st = Status::Corruption("the shard's ctime moved");
+  if (st.ok()) st = Plan(job.inode, window, !job.sequential, &files);
   if (st.ok() && !job.sequential && !files.empty() && fd >= 0) {
     // One disk request for the run instead of readahead ramping up per file.
     uint64_t from = files.front().position;
@@ -298,7 +304,8 @@ void PushAhead::RunJob(const Job& job, char* buf) {
     // The job's first store goes from memory: it is the one likely to find
     // the inode unknown to the kernel (-ENOENT ends the job), and libfuse
     // prints an error for every failed store it spliced.
-    const bool from_fd = options_.store_from_fd && pushed > 0 && !fs_->WouldVerify(f.inode);
+    const bool from_fd =
+        options_.store_from_fd && pushed > 0 && !fs_->WouldVerify(f.inode, job.shard_id);
     if (fd < 0 || !from_fd) {
       st = ReadPlannedFile(f, job.shard, buf, from_fd ? &at : nullptr);
       if (!st.ok()) break;
@@ -352,7 +359,7 @@ Status PushAhead::ReadPlannedFile(const PlannedFile& f, const ShardHandle& shard
                                   FileRange* at) {
   SHARDFS_RETURN_IF_ERROR(shard->ReadOrLocate(buf, f.size, f.position, at));
   if (at != nullptr && at->file) return Status::Ok();  // Only asked for when no check is due.
-  return fs_->VerifyBytes(f.inode, buf, f.size, f.xxh3, f.has_checksum);
+  return fs_->VerifyBytes(f.inode, shard->id(), buf, f.size, f.xxh3, f.has_checksum);
 }
 
 uint64_t PushAhead::RandomWindow() { return budget_ ? budget_->Window() : options_.random_bytes; }

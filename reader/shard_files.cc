@@ -95,12 +95,14 @@ Result<ShardHandle> ShardFiles::Open(uint32_t id, bool recheck) {
   // Opened as base/open_file.h does (a FIFO or a device is never opened)
   // and checked on that descriptor: size and fingerprint. A slice's file is
   // checked whole; its reads are of its range.
-  SHARDFS_ASSIGN_OR_RETURN(UniqueFd fd, index::OpenCheckedShard(s.path, s.meta));
+  FileStamp stamp;
+  SHARDFS_ASSIGN_OR_RETURN(UniqueFd fd, index::OpenCheckedShard(s.path, s.meta, {}, &stamp));
   ChunkedReader* const chunked = options_.chunk_local ? options_.chunked : nullptr;
   const int raw = fd.release();
-  auto handle = s.meta.slice() ? std::make_shared<OpenShard>(index::ShardId{id}, raw, chunked,
-                                                             s.meta.base, s.meta.length)
-                               : std::make_shared<OpenShard>(index::ShardId{id}, raw, chunked);
+  auto handle = s.meta.slice()
+                    ? std::make_shared<OpenShard>(index::ShardId{id}, raw, chunked, s.meta.base,
+                                                  s.meta.length, stamp)
+                    : std::make_shared<OpenShard>(index::ShardId{id}, raw, chunked, stamp);
   return handle;
 }
 

@@ -32,6 +32,7 @@
 #ifndef SHARDFS_READER_SHARD_FILES_H_
 #define SHARDFS_READER_SHARD_FILES_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -41,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "base/open_file.h"
 #include "base/status.h"
 #include "index/schema.h"
 #include "reader/chunked_reader.h"
@@ -66,6 +68,19 @@ class OpenShard : public std::enable_shared_from_this<OpenShard> {
   // A slice: bytes [base, base + length) of the file.
   OpenShard(index::ShardId id, int fd, ChunkedReader* chunked, uint64_t base, uint64_t length)
       : id_(id), fd_(fd), chunked_(chunked), slice_(true), base_(base), length_(length) {}
+  // A local shard checked when its stamp was `stamp` (OpenCheckedShard).
+  OpenShard(index::ShardId id, int fd, ChunkedReader* chunked, const FileStamp& stamp)
+      : id_(id), fd_(fd), chunked_(chunked), stamped_(true), stamp_(stamp) {}
+  OpenShard(index::ShardId id, int fd, ChunkedReader* chunked, uint64_t base, uint64_t length,
+            const FileStamp& stamp)
+      : id_(id),
+        fd_(fd),
+        chunked_(chunked),
+        slice_(true),
+        base_(base),
+        length_(length),
+        stamped_(true),
+        stamp_(stamp) {}
   ~OpenShard();
   OpenShard(const OpenShard&) = delete;
   OpenShard& operator=(const OpenShard&) = delete;
@@ -82,6 +97,23 @@ class OpenShard : public std::enable_shared_from_this<OpenShard> {
   // ReadAt, or for a shard read in chunks, where the bytes lie whole in a
   // checked chunk file on disk: *at (see ChunkedReader::ReadShardOrLocate).
   Status ReadOrLocate(char* buf, size_t len, uint64_t pos, FileRange* at) const;
+  // Compares the local file with the stamp taken when it was checked
+  // (base/open_file.h: one fstat on the descriptor read): Ok if nothing
+  // moved, Corruption saying what changed if it was written or truncated
+  // (the caller names the shard), and Ok with *ctime_ns set if only its
+  // ctime moved: then the caller checks the shard again on this descriptor
+  // and, if it passes, accepts that ctime (AcceptCtime). Ok for a remote
+  // shard (every request is held to the ETag) and one opened without a
+  // stamp.
+  Status CheckUnchanged(int64_t* ctime_ns) const {
+    *ctime_ns = 0;
+    if (!stamped_ || fd_ < 0) return Status::Ok();
+    FileStamp was = stamp_;
+    was.ctime_ns = ctime_ns_.load(std::memory_order_acquire);
+    return CheckStamp(fd_, was, ctime_ns);
+  }
+  // The shard passed its check again with ctime `ctime_ns`.
+  void AcceptCtime(int64_t ctime_ns) const { ctime_ns_.store(ctime_ns, std::memory_order_release); }
   // See ChunkedReader::NoteDelivered; nothing for a direct shard.
   void NoteDelivered(uint64_t bytes, bool pushed) const {
     if (chunked_ != nullptr) chunked_->NoteDelivered(id_, bytes, pushed);
@@ -97,6 +129,10 @@ class OpenShard : public std::enable_shared_from_this<OpenShard> {
   const bool slice_ = false;
   const uint64_t base_ = 0;
   const uint64_t length_ = 0;
+  const bool stamped_ = false;
+  const FileStamp stamp_;  // Its ctime_ns is ctime_ns_'s first value.
+  // The ctime the shard last passed its check with.
+  mutable std::atomic<int64_t> ctime_ns_{stamp_.ctime_ns};
 };
 
 struct ShardFilesOptions {

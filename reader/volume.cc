@@ -329,7 +329,7 @@ Status Volume::Resolve(std::string_view relpath, bool follow, EntryRecord* rec,
     }
     if (rec->type != EntryType::kSymlink || (last && !follow)) continue;
     if (++links > kMaxLinks) {
-      return Status::InvalidArgument(
+      return Status::TooManyLinks(
           fmt::format("{}: too many levels of symbolic links in index {}", relpath, where_.shown));
     }
     if (rec->target.starts_with('/')) return not_found();  // Out of the index.

@@ -124,7 +124,7 @@ class Volume {
   // last component's if `follow`. Returns NotFound naming `relpath` if
   // nothing is there (or a link points out of the index: an absolute
   // target), NotADirectory if a component before the last is a file, and
-  // InvalidArgument after 40 links (a loop). `rec` is valid while `holder`
+  // TooManyLinks (ELOOP) after 40 links (a loop). `rec` is valid while `holder`
   // is alive and not reused. The directories of plain paths (no ".", "..",
   // empty components or links) are remembered, so that a later walk to a
   // file in a directory seen before is one Lookup.

@@ -10,8 +10,15 @@ round trip, no ``/dev/fuse`` and no root::
 
 Every kind of shard the mount serves is read: tar, zip, compressed tars with
 seek points, nested slices, remote shards (with the chunk cache). Each read is
-checked against the member's checksum as the mount checks it with
-``-o verify=first`` (``verify="auto"``: where the index has checksums).
+checked as the mount checks it with ``-o verify=first`` (``verify="auto"``:
+where the index has checksums): a file's content against its checksum on its
+first read, and before every read its shard's stamp (inode, size, mtime,
+ctime) against the one taken when the shard was checked: a shard written in
+place after a file's first read gives EIO (with its mtime set back, its files
+are verified again, and those whose bytes changed give EIO).
+One file whose bytes do not match its checksum fails alone (naming it and its
+shard); the shard's other files go on serving. ``man shardfs``, ``verify=``,
+says what each mode catches and what it does not.
 
 An ``Index`` may be used from many threads at once (lookups and reads release
 the GIL) and survives ``fork()``: a child process (a PyTorch ``DataLoader``
@@ -181,9 +188,11 @@ class Index(_shardfs.Volume):
         With ``topdown``, ``dirnames`` may be edited in place to prune.
         Symbolic links are listed as files unless they point at a directory
         (then in ``dirnames``, walked only with ``followlinks``), as
-        ``os.walk`` lists them.
+        ``os.walk`` lists them. ``top`` is made plain first (``_plain``: "."
+        and ".." taken out, never above the root), so every ``dirpath`` is a
+        path from the root.
         """
-        top = _rel(top).strip("/")
+        top = _plain(_rel(top))
         try:
             entries = self._listdir(top)
         except (FileNotFoundError, NotADirectoryError):
@@ -212,6 +221,21 @@ def _rel(relpath):
     if isinstance(relpath, bytes):
         relpath = os.fsdecode(relpath)
     return relpath
+
+
+def _plain(relpath):
+    """``relpath`` as a plain path from the root, as ``os.path.normpath``
+    makes it: "." and empty components dropped, ".." taking away the one
+    before it (none above the root); "" for the root. Paths built on it lie
+    inside the tree."""
+    parts = []
+    for comp in relpath.split("/"):
+        if comp == "..":
+            if parts:
+                parts.pop()
+        elif comp and comp != ".":
+            parts.append(comp)
+    return "/".join(parts)
 
 
 class _RawFile(io.RawIOBase):

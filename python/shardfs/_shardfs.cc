@@ -208,19 +208,57 @@ class Handle {
 };
 
 // A path argument: str (UTF-8, or the file system encoding for surrogate
-// escapes), bytes or os.PathLike, as os functions take it.
+// escapes), bytes or os.PathLike, as os functions take it; ValueError for an
+// embedded NUL, as open() and os.stat() raise (a C string would end there,
+// and another file would be named).
 std::string PathArg(py::handle p) {
+  std::string out;
   if (PyUnicode_Check(p.ptr())) {
     Py_ssize_t n = 0;
     if (const char* s = PyUnicode_AsUTF8AndSize(p.ptr(), &n)) {
-      return std::string(s, static_cast<size_t>(n));
+      out.assign(s, static_cast<size_t>(n));
+    } else {
+      PyErr_Clear();
     }
-    PyErr_Clear();
   }
-  PyObject* b = nullptr;
-  if (!PyUnicode_FSConverter(p.ptr(), &b)) throw py::error_already_set();
-  py::object owned = py::reinterpret_steal<py::object>(b);
-  return std::string(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
+  if (out.empty()) {
+    PyObject* b = nullptr;
+    if (!PyUnicode_FSConverter(p.ptr(), &b)) throw py::error_already_set();
+    py::object owned = py::reinterpret_steal<py::object>(b);
+    out.assign(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
+  }
+  if (out.find('\0') != std::string::npos) throw py::value_error("embedded null byte");
+  return out;
+}
+
+// A relative path's prefix made plain, as os.path.normpath makes a path:
+// "." and empty components dropped, ".." taking away the component before
+// it (none above the root), and a final "." or ".." naming a directory
+// ("a/." is "a/"). Every path built on it lies inside the tree.
+std::string PlainPrefix(std::string_view prefix) {
+  std::vector<std::string_view> parts;
+  bool dir = prefix.empty() || prefix.ends_with('/');
+  size_t at = 0;
+  while (at <= prefix.size()) {
+    size_t end = prefix.find('/', at);
+    if (end == std::string_view::npos) end = prefix.size();
+    std::string_view comp = prefix.substr(at, end - at);
+    const bool last = end == prefix.size();
+    if (comp == "." || comp == "..") {
+      if (comp == ".." && !parts.empty()) parts.pop_back();
+      if (last) dir = true;
+    } else if (!comp.empty()) {
+      parts.push_back(comp);
+    }
+    at = end + 1;
+  }
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) out.push_back('/');
+    out.append(parts[i]);
+  }
+  if (dir && !out.empty()) out.push_back('/');
+  return out;
 }
 
 // Reads of at most this many bytes go into a buffer of the thread while the
@@ -316,17 +354,39 @@ py::list ReadMany(Handle& h, const py::iterable& paths_arg) {
   return list;
 }
 
+// A writable, C-contiguous buffer of bytes: what io.FileIO.readinto takes.
+// TypeError for anything else (read-only, strided, reversed), since the
+// bytes are written in one run from its start.
+class WritableBuffer {
+ public:
+  explicit WritableBuffer(py::handle obj) {
+    if (PyObject_GetBuffer(obj.ptr(), &view_, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0) {
+      PyErr_Clear();
+      throw py::type_error(fmt::format(
+          "readinto() argument must be a writable, C-contiguous bytes-like object, not {}",
+          Py_TYPE(obj.ptr())->tp_name));
+    }
+  }
+  ~WritableBuffer() { PyBuffer_Release(&view_); }
+  WritableBuffer(const WritableBuffer&) = delete;
+  WritableBuffer& operator=(const WritableBuffer&) = delete;
+  char* data() const { return static_cast<char*>(view_.buf); }
+  size_t size() const { return static_cast<size_t>(view_.len); }
+
+ private:
+  Py_buffer view_{};
+};
+
 // Reads into writable buffer `buf` from `offset` of file `inode`; returns the
 // bytes read (0 at end of file).
-size_t ReadInto(Handle& h, uint64_t inode, uint64_t offset, const py::buffer& buf,
+size_t ReadInto(Handle& h, uint64_t inode, uint64_t offset, const py::object& buf,
                 const std::string& name) {
   std::shared_ptr<reader::Volume> v = h.Get();
-  py::buffer_info info = buf.request(/*writable=*/true);
-  size_t len = static_cast<size_t>(info.size * info.itemsize);
+  const WritableBuffer into(buf);
   Result<size_t> got = Status::IoError("not read");
   {
     py::gil_scoped_release nogil;
-    got = v->Read(InodeId{inode}, offset, len, static_cast<char*>(info.ptr));
+    got = v->Read(InodeId{inode}, offset, into.size(), into.data());
   }
   return Check(std::move(got), name);
 }
@@ -382,7 +442,7 @@ void CollectFiles(const reader::Volume& v, InodeId dir, const std::string& dir_p
 }
 
 std::vector<std::string> Files(Handle& h, const py::object& prefix_arg) {
-  const std::string prefix = PathArg(prefix_arg);
+  const std::string prefix = PlainPrefix(PathArg(prefix_arg));
   std::shared_ptr<reader::Volume> v = h.Get();
   py::gil_scoped_release nogil;
   size_t slash = prefix.rfind('/');
@@ -395,15 +455,13 @@ std::vector<std::string> Files(Handle& h, const py::object& prefix_arg) {
   if (s.code() == Status::Code::kNotFound || s.code() == Status::Code::kNotADirectory) return out;
   Check(s, prefix);
   if (rec.type != EntryType::kDir) return out;
-  std::string shown_dir = dir_path;
-  while (shown_dir.starts_with('/')) shown_dir.erase(0, 1);
-  CollectFiles(*v, rec.inode, shown_dir, name_prefix, &out);
+  CollectFiles(*v, rec.inode, dir_path, name_prefix, &out);
   return out;
 }
 
 reader::VolumeOptions MakeOptions(std::optional<std::string> view, std::optional<uint32_t> rank,
                                   std::optional<uint32_t> world, uint64_t seed, bool rank_keep_dirs,
-                                  const std::string& verify, std::optional<std::string> cache_dir,
+                                  const std::string& verify, const py::object& cache_dir,
                                   uint64_t cache_size, const std::string& storage,
                                   std::optional<uint64_t> decode_cache,
                                   std::optional<uint64_t> max_open_shards) {
@@ -437,7 +495,7 @@ reader::VolumeOptions MakeOptions(std::optional<std::string> view, std::optional
   } else {
     throw py::value_error("verify: expected auto, off, first or always, not " + verify);
   }
-  if (cache_dir) o.cache_dir = *cache_dir;
+  if (!cache_dir.is_none()) o.cache_dir = PathArg(cache_dir);
   o.cache_size = cache_size;
   if (decode_cache) o.decode_cache = *decode_cache;
   if (max_open_shards) o.fs.max_open_shards = std::max<uint64_t>(1, *max_open_shards);
@@ -484,12 +542,13 @@ PYBIND11_MODULE(_shardfs, m) {
   });
 
   py::class_<Handle>(m, "Volume")
-      .def(py::init([](const std::string& path, std::optional<std::string> view,
+      .def(py::init([](const py::object& path_arg, std::optional<std::string> view,
                        std::optional<uint32_t> rank, std::optional<uint32_t> world, uint64_t seed,
-                       bool rank_keep_dirs, const std::string& verify,
-                       std::optional<std::string> cache_dir, uint64_t cache_size,
-                       const std::string& storage, std::optional<uint64_t> decode_cache,
+                       bool rank_keep_dirs, const std::string& verify, const py::object& cache_dir,
+                       uint64_t cache_size, const std::string& storage,
+                       std::optional<uint64_t> decode_cache,
                        std::optional<uint64_t> max_open_shards) {
+             const std::string path = PathArg(path_arg);
              reader::VolumeOptions o =
                  MakeOptions(view, rank, world, seed, rank_keep_dirs, verify, cache_dir, cache_size,
                              storage, decode_cache, max_open_shards);
@@ -538,7 +597,9 @@ PYBIND11_MODULE(_shardfs, m) {
            "files(prefix='') -> list of str\n\n"
            "The paths of every file and symbolic link whose path starts with `prefix`, in\n"
            "tree order (a directory's entries in name order, each subdirectory's files\n"
-           "where its name falls).")
+           "where its name falls). The prefix is made plain first, as os.path.normpath\n"
+           "makes a path ('.' and '..' taken out, never above the root), so every path\n"
+           "returned is a path from the root.")
       .def("readlink", [](Handle& h, const py::object& path_arg) {
         const std::string path = PathArg(path_arg);
         std::shared_ptr<reader::Volume> v = h.Get();

@@ -100,6 +100,15 @@ inline InodeId InodeOf(const Filesystem& fs, std::string_view path) {
   return rec.inode;
 }
 
+// Whether file `path` of `fs` would be checked before its bytes are served.
+inline bool WouldVerify(const Filesystem& fs, std::string_view path) {
+  EntryRecord rec;
+  index::RecordHolder holder;
+  Status s = fs.reader().LookupPath(path, &rec, &holder);
+  EXPECT_TRUE(s.ok()) << path << ": " << s.message();
+  return fs.WouldVerify(rec.inode, rec.shard);
+}
+
 }  // namespace shardfs::reader_testing
 
 #endif  // SHARDFS_TESTS_UNIT_READER_TEST_UTIL_H_

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -518,12 +519,99 @@ TEST_F(ShardDamageTest, VerifyFirstCatchesBytesAlteredInTheMiddle) {
     auto fs = Open(idx_, o);
     ASSERT_TRUE(fs);
     InodeId b = reader_testing::InodeOf(*fs, "b-middle.bin");
-    // Any read of the altered file fails, even of bytes far from the change.
+    // Any read of the altered file fails, even of bytes far from the change,
+    // naming that file and its shard; the shard's other files are served.
     for (uint64_t off : {uint64_t{0}, uint64_t{100000}, uint64_t{middle.size() - 10}}) {
       std::string got;
       Status s = ReadAt(*fs, b, off, 16, &got);
       EXPECT_EQ(s.code(), Status::Code::kCorruption) << off << ": " << s.message();
+      EXPECT_THAT(s.message(), HasSubstr("b-middle.bin"));
+      EXPECT_THAT(s.message(), HasSubstr(shard_));
       EXPECT_TRUE(got.empty());
+      for (const char* name : {"a-head.bin", "c-tail.bin"}) {
+        ASSERT_TRUE(ReadAll(*fs, reader_testing::InodeOf(*fs, name), 40000, &got).ok()) << name;
+        EXPECT_TRUE(got == Want(name)) << name;
+      }
+    }
+  }
+}
+
+// verify=first: a file verified on its first read, then its shard rewritten
+// in place with the mtime set back (same size, same fingerprint, same
+// mtime): the ctime moved, so the shard is checked again and the file,
+// verified before the change, is verified again: EIO, never "EVIL". The
+// shard's other files, verified again too, serve. Written without setting
+// the mtime back, the shard serves nothing until it is checked again.
+TEST_F(ShardDamageTest, VerifyFirstRefusesAShardRewrittenAfterTheCheck) {
+  MakeIndexedShard(src_, shard_, idx_);
+  const std::string bytes = testing::ReadFile(shard_);
+  const std::string middle = Want("b-middle.bin");
+  const size_t data_at = bytes.find(middle.substr(0, 256));
+  ASSERT_NE(data_at, std::string::npos);
+  FilesystemOptions o;
+  o.verify = VerifyMode::kFirst;
+  auto fs = Open(idx_, o);
+  ASSERT_TRUE(fs);
+  InodeId a = reader_testing::InodeOf(*fs, "a-head.bin");
+  InodeId b = reader_testing::InodeOf(*fs, "b-middle.bin");
+  std::string got;
+  ASSERT_TRUE(ReadAll(*fs, b, 40000, &got).ok());
+  ASSERT_TRUE(got == middle);
+  ASSERT_TRUE(ReadAll(*fs, a, 40000, &got).ok());
+  auto write = [&](const char* what, bool keep_mtime) {
+    struct stat before = testing::Lstat(shard_);
+    int fd = ::open(shard_.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, what, 4, static_cast<off_t>(data_at + 100000)), 4);
+    if (keep_mtime) {
+      const struct timespec times[2] = {before.st_atim, before.st_mtim};
+      ASSERT_EQ(::futimens(fd, times), 0);
+    }
+    ::close(fd);
+  };
+  write("EVIL", /*keep_mtime=*/true);
+  for (int pass = 0; pass < 2; ++pass) {
+    Status s = ReadAt(*fs, b, 100000, 16, &got);
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
+    EXPECT_THAT(s.message(), HasSubstr("b-middle.bin"));
+    EXPECT_THAT(s.message(), HasSubstr(shard_));
+    EXPECT_TRUE(got.empty());
+    ASSERT_TRUE(ReadAll(*fs, a, 40000, &got).ok());
+    EXPECT_TRUE(got == Want("a-head.bin"));
+  }
+  // Written again, the mtime left as the write set it: EIO for every file.
+  write(middle.data() + 100000, /*keep_mtime=*/false);
+  for (InodeId inode : {a, b}) {
+    Status s = ReadAt(*fs, inode, 0, 16, &got);
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
+    EXPECT_THAT(s.message(), HasSubstr("changed since it was checked"));
+    EXPECT_THAT(s.message(), HasSubstr(shard_));
+    EXPECT_TRUE(got.empty());
+  }
+  // After the back-off the shard, as indexed again, is opened, checked and
+  // its files verified: all serve.
+  ::usleep(static_cast<useconds_t>(std::chrono::microseconds(ShardFiles::kFirstRecheck).count() +
+                                   100000));
+  ASSERT_TRUE(ReadAll(*fs, b, 40000, &got).ok());
+  EXPECT_TRUE(got == middle);
+}
+
+// A shard deleted while open (its ctime moves, its bytes stay on the open
+// descriptor) goes on serving the indexed bytes, checked again.
+TEST_F(ShardDamageTest, AShardDeletedWhileOpenServesItsCheckedBytes) {
+  for (VerifyMode mode : {VerifyMode::kOff, VerifyMode::kFirst}) {
+    const std::string idx = fmt::format("{}-{}", idx_, static_cast<int>(mode));
+    MakeIndexedShard(src_, shard_, idx);
+    FilesystemOptions o;
+    o.verify = mode;
+    auto fs = Open(idx, o);
+    ASSERT_TRUE(fs);
+    std::string got;
+    ASSERT_TRUE(ReadAll(*fs, reader_testing::InodeOf(*fs, "a-head.bin"), 40000, &got).ok());
+    ASSERT_EQ(::unlink(shard_.c_str()), 0);
+    for (const char* name : {"a-head.bin", "b-middle.bin", "c-tail.bin"}) {
+      ASSERT_TRUE(ReadAll(*fs, reader_testing::InodeOf(*fs, name), 40000, &got).ok()) << name;
+      EXPECT_TRUE(got == Want(name)) << name;
     }
   }
 }

@@ -135,6 +135,37 @@ class PushAheadTest : public ::testing::Test {
     return reader_testing::OpenFs(idx_, o);
   }
 
+  // Indexes the tree as OpenTree does, after a file of 80 KB that keeps a/
+  // out of the shard's fingerprinted head (index/fingerprint.h), and returns
+  // the files a push after a/f0 plans with a 1 MiB window. The index stays
+  // for OpenFs(idx_).
+  std::vector<PlannedFile> PlanFromF0() {
+    shardfs::testing::WriteFile(src_ + "/0-pad", shardfs::testing::PseudoRandomBytes(80000, 62));
+    std::vector<std::string> names = TreeOrder();
+    names.insert(names.begin(), "0-pad");
+    Tar(dir_ / "s.tar", names);
+    reader_testing::IndexShards({dir_ / "s.tar"}, idx_);
+    auto fs = reader_testing::OpenFs(idx_);
+    EXPECT_TRUE(fs);
+    std::vector<PlannedFile> files;
+    if (!fs) return files;
+    RecordingStore unused;
+    PushAhead push(fs.get(), {}, unused.fn());
+    Status s = push.Plan(reader_testing::InodeOf(*fs, "a/f0"), 1 << 20, false, &files);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return files;
+  }
+
+  // Writes one byte in place at `pos` of the shard: same size, same
+  // fingerprint where `pos` is in the middle.
+  void AlterByte(uint64_t pos) {
+    int fd = ::open((dir_ / "s.tar").c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    char x = 'X';
+    ASSERT_EQ(::pwrite(fd, &x, 1, static_cast<off_t>(pos)), 1);
+    ::close(fd);
+  }
+
   std::vector<std::string> Names(const Filesystem& fs, const std::vector<PlannedFile>& files) {
     std::vector<std::string> names;
     for (const PlannedFile& f : files) {
@@ -344,8 +375,8 @@ TEST_F(PushAheadTest, StoreFromFdOnlyForFilesNoCheckNeedsToSee) {
   RecordingStore unused;
   PushAhead other(fs.get(), {}, unused.fn());
   ReadWhole(*fs, other, "a/f3");
-  EXPECT_FALSE(fs->WouldVerify(reader_testing::InodeOf(*fs, "a/f3")));
-  EXPECT_TRUE(fs->WouldVerify(reader_testing::InodeOf(*fs, "a/f2")));
+  EXPECT_FALSE(reader_testing::WouldVerify(*fs, "a/f3"));
+  EXPECT_TRUE(reader_testing::WouldVerify(*fs, "a/f2"));
   Noted r = ReadWhole(*fs, push, "a/f1");
   push.RunJob({reader_testing::InodeOf(*fs, "a/f1"), r.range.shard, r.range.shard_id, false, {}},
               buf.data());
@@ -358,25 +389,19 @@ TEST_F(PushAheadTest, StoreFromFdOnlyForFilesNoCheckNeedsToSee) {
 }
 
 // verify=always: every file is read and checked, none goes from the
-// descriptor; a file altered in the shard stops the job before its store.
+// descriptor; a file altered in the shard (before the shard was opened:
+// same size, same fingerprint, same stamp since) stops the job before its
+// store.
 TEST_F(PushAheadTest, VerifyAlwaysNeverStoresFromFd) {
-  auto always = OpenTree(FilesystemOptions{.verify = VerifyMode::kAlways});
+  const std::vector<PlannedFile> files = PlanFromF0();
+  ASSERT_GE(files.size(), 2u);
+  AlterByte(files[1].position + 10);
+  auto always = reader_testing::OpenFs(idx_, FilesystemOptions{.verify = VerifyMode::kAlways});
   ASSERT_TRUE(always);
   RecordingStore store2;
   PushAhead push2(always.get(), Patient({.random_bytes = 1 << 20, .store_from_fd = true}),
                   store2.fn());
-  std::vector<PlannedFile> files;
-  ASSERT_TRUE(push2.Plan(reader_testing::InodeOf(*always, "a/f0"), 1 << 20, false, &files).ok());
-  ASSERT_GE(files.size(), 2u);
-  // The shard is opened (and fingerprinted) before the alteration.
   Noted r2 = ReadWhole(*always, push2, "a/f0");
-  {
-    int fd = ::open((dir_ / "s.tar").c_str(), O_WRONLY);
-    ASSERT_GE(fd, 0);
-    char x = 'X';
-    ASSERT_EQ(::pwrite(fd, &x, 1, static_cast<off_t>(files[1].position + 10)), 1);
-    ::close(fd);
-  }
   std::string buf(PushAhead::kMaxFile, '\0');
   push2.RunJob(
       {reader_testing::InodeOf(*always, "a/f0"), r2.range.shard, r2.range.shard_id, false, {}},
@@ -384,6 +409,31 @@ TEST_F(PushAheadTest, VerifyAlwaysNeverStoresFromFd) {
   EXPECT_EQ(store2.stored().size(), 1u);
   EXPECT_EQ(store2.stored().count(files[1].inode.value), 0u);
   EXPECT_EQ(push2.stats().files_pushed_fd, 0u);
+}
+
+// A shard written after it was opened and checked pushes nothing, whatever
+// the verify mode: its stamp (base/open_file.h) differs.
+TEST_F(PushAheadTest, AShardWrittenSinceItsCheckPushesNothing) {
+  const std::vector<PlannedFile> files = PlanFromF0();
+  ASSERT_GE(files.size(), 2u);
+  auto fs = reader_testing::OpenFs(idx_);
+  ASSERT_TRUE(fs);
+  RecordingStore store;
+  PushAhead push(fs.get(), Patient({.random_bytes = 1 << 20, .store_from_fd = true}), store.fn());
+  Noted r = ReadWhole(*fs, push, "a/f0");
+  AlterByte(files[1].position + 10);
+  std::string buf(PushAhead::kMaxFile, '\0');
+  push.RunJob({reader_testing::InodeOf(*fs, "a/f0"), r.range.shard, r.range.shard_id, false, {}},
+              buf.data());
+  EXPECT_EQ(store.stored().size(), 0u);
+  // And the next read of any of its files fails (EIO), naming the change.
+  std::string out(64, '\0');
+  Result<ReadReply> again =
+      fs->Read(reader_testing::InodeOf(*fs, "a/f0"), 0, out.size(), out.data(), false);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(again.status().message().find("changed since it was checked"), std::string::npos)
+      << again.status().message();
 }
 
 TEST_F(PushAheadTest, FilesReadOrPushedAreNeverStoredAgain) {
@@ -527,25 +577,19 @@ TEST_F(PushAheadTest, AStoreErrorEndsTheJob) {
 }
 
 TEST_F(PushAheadTest, VerifiedBeforeItIsPushed) {
-  auto fs = OpenTree(FilesystemOptions{.verify = VerifyMode::kFirst});
+  // One byte of the second planned file altered before the shard is
+  // opened: same size, same fingerprint (it is in the middle), different
+  // content.
+  const std::vector<PlannedFile> files = PlanFromF0();
+  ASSERT_GE(files.size(), 2u);
+  const PlannedFile victim = files[1];
+  AlterByte(victim.position + 10);
+  auto fs = reader_testing::OpenFs(idx_, FilesystemOptions{.verify = VerifyMode::kFirst});
   ASSERT_TRUE(fs);
   RecordingStore store;
   PushAhead push(fs.get(), Patient({.random_bytes = 1 << 20}), store.fn());
-  std::vector<PlannedFile> files;
-  ASSERT_TRUE(push.Plan(reader_testing::InodeOf(*fs, "a/f0"), 1 << 20, false, &files).ok());
-  ASSERT_GE(files.size(), 2u);
-  // Alter one byte of the second planned file in place: same size, same
-  // fingerprint (it is in the middle), different content.
-  const PlannedFile victim = files[1];
   Result<ShardHandle> shard = fs->shard_files().Get(index::ShardId{0});
   ASSERT_TRUE(shard.ok()) << shard.status().message();
-  {
-    int fd = ::open((dir_ / "s.tar").c_str(), O_WRONLY);
-    ASSERT_GE(fd, 0);
-    char x = 'X';
-    ASSERT_EQ(::pwrite(fd, &x, 1, static_cast<off_t>(victim.position + 10)), 1);
-    ::close(fd);
-  }
   std::string buf(PushAhead::kMaxFile, '\0');
   EXPECT_TRUE(push.ReadPlannedFile(files[0], *shard, buf.data()).ok());
   Status s = push.ReadPlannedFile(victim, *shard, buf.data());
