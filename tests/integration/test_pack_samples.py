@@ -310,8 +310,20 @@ class PackSamplesTest(unittest.TestCase):
         p = pack(src, out, "--force", check=1)
         self.assertIn("notes.txt: not written by shardfs pack", p.stderr.decode())
         self.assertEqual(sorted(os.listdir(out)), before)
-        # ... and replaces files named like shards once they are all there is.
+        # ... and a file named like a shard is not pack's either, with
+        # nothing else beside it: refused, named, kept.
         os.unlink(os.path.join(out, "notes.txt"))
+        before = sorted(os.listdir(out))
+        p = pack(src, out, "--force", check=1)
+        err = p.stderr.decode()
+        self.assertIn("not written by shardfs pack", err)
+        self.assertIn("train-000042.tar", err)
+        self.assertEqual(sorted(os.listdir(out)), before)
+        with open(os.path.join(out, "train-000042.tar"), "rb") as f:
+            self.assertEqual(f.read(), b"someone else's shard")
+        # Once the user has moved them away, the pack goes ahead.
+        for name in before:
+            os.unlink(os.path.join(out, name))
         pack(src, out, "--force")
         self.assertEqual(sorted(os.listdir(out)), ["index", "train-000000.tar"])
         self.verify(out, src)
