@@ -10,12 +10,16 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <filesystem>
 #include <thread>
+#include <vector>
 
 #include "base/io.h"
 #include "base/log.h"
 
 namespace shardfs::reader {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -36,14 +40,14 @@ std::string UserName(uid_t uid) {
   return fmt::format("uid {}", uid);
 }
 
-}  // namespace
-
-Result<UniqueFd> OpenPrivateDir(int at, const char* name, const std::string& shown) {
+// OpenPrivateDir, with `label` beginning each error: "cache_dir DIR" for a
+// cache_dir, the root's path for a default root.
+Result<UniqueFd> OpenPrivate(int at, const char* name, const std::string& label) {
   constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
   UniqueFd fd(::openat(at, name, kFlags));
   if (!fd.valid() && errno == ENOENT) {
     if (::mkdirat(at, name, 0700) != 0 && errno != EEXIST) {
-      return Status::FromErrno(errno, fmt::format("cache_dir {}: cannot create it", shown));
+      return Status::FromErrno(errno, fmt::format("{}: cannot create it", label));
     }
     fd.reset(::openat(at, name, kFlags));
   }
@@ -52,34 +56,61 @@ Result<UniqueFd> OpenPrivateDir(int at, const char* name, const std::string& sho
     struct stat lst;
     if ((err == ELOOP || err == ENOTDIR) && ::fstatat(at, name, &lst, AT_SYMLINK_NOFOLLOW) == 0) {
       if (S_ISLNK(lst.st_mode)) {
-        return Status::InvalidArgument(fmt::format(
-            "cache_dir {}: a symbolic link, refused: name the directory itself (whoever "
-            "can change the link could point the cache elsewhere)",
-            shown));
+        return Status::InvalidArgument(
+            fmt::format("{}: a symbolic link, refused: name the directory itself (whoever "
+                        "can change the link could point the cache elsewhere)",
+                        label));
       }
       if (!S_ISDIR(lst.st_mode)) {
-        return Status::NotADirectory(fmt::format("cache_dir {}: not a directory", shown));
+        return Status::NotADirectory(fmt::format("{}: not a directory", label));
       }
     }
-    return Status::FromErrno(err, fmt::format("cache_dir {}", shown));
+    return Status::FromErrno(err, label);
   }
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) {
-    return Status::FromErrno(errno, fmt::format("cache_dir {}", shown));
-  }
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, label);
   if (st.st_uid != ::geteuid()) {
     return Status::InvalidArgument(fmt::format(
-        "cache_dir {}: owned by {}, not by this mount's user ({}), refused: its owner could "
+        "{}: owned by {}, mode {:04o}, not by this mount's user ({}), refused: its owner could "
         "plant files (chunks, indexes) that shardfs would trust",
-        shown, UserName(st.st_uid), UserName(::geteuid())));
+        label, UserName(st.st_uid), st.st_mode & 07777, UserName(::geteuid())));
   }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     return Status::InvalidArgument(fmt::format(
-        "cache_dir {}: writable by {} (mode {:04o}), refused: they could plant files "
+        "{}: writable by {} (mode {:04o}), refused: they could plant files "
         "(chunks, indexes) that shardfs would trust (chmod go-w it)",
-        shown, (st.st_mode & S_IWOTH) != 0 ? "others" : "its group", st.st_mode & 07777));
+        label, (st.st_mode & S_IWOTH) != 0 ? "others" : "its group", st.st_mode & 07777));
   }
   return fd;
+}
+
+}  // namespace
+
+Result<UniqueFd> OpenPrivateDir(int at, const char* name, const std::string& shown) {
+  return OpenPrivate(at, name, fmt::format("cache_dir {}", shown));
+}
+
+Result<UniqueFd> OpenCacheRoot(const std::string& root) {
+  const fs::path path = fs::path(root).lexically_normal();
+  if (!path.is_absolute() || !path.has_filename()) {
+    return Status::InvalidArgument(fmt::format("{}: not an absolute path to a directory", root));
+  }
+  // The missing directories above `root`, nearest first; `root` itself is
+  // always opened from its parent, whether it exists or not.
+  std::vector<fs::path> below{path};
+  fs::path above = path.parent_path();
+  struct stat st;
+  while (above.has_relative_path() && ::lstat(above.c_str(), &st) != 0 && errno == ENOENT) {
+    below.push_back(above);
+    above = above.parent_path();
+  }
+  UniqueFd at(::open(above.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!at.valid()) return Status::FromErrno(errno, fmt::format("{}: {}", root, above.string()));
+  for (auto dir = below.rbegin(); dir != below.rend(); ++dir) {
+    const std::string label = *dir == path ? root : fmt::format("{}: {}", root, dir->string());
+    SHARDFS_ASSIGN_OR_RETURN(at, OpenPrivate(at.get(), dir->filename().c_str(), label));
+  }
+  return at;
 }
 
 namespace {

@@ -46,6 +46,17 @@ Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir,
 // "cache_dir ". Also used by the index cache (indexref/index_cache.h).
 Result<UniqueFd> OpenPrivateDir(int at, const char* name, const std::string& shown);
 
+// Opens the cache root `root` (an absolute path) as a default root
+// (reader/storage_plan.h) is opened, making it and the missing directories
+// above it: the nearest existing directory above it is opened by its path
+// (a home directory may be a symbolic link), and each directory below that,
+// `root` last, is opened, or made and opened, as OpenPrivateDir does, from
+// its parent's descriptor. So `root` and every directory made for it is
+// refused for exactly what a cache_dir is refused for: a symbolic link,
+// another user's, writable by group or others. Errors begin with `root`,
+// then name the directory above it that failed, if it was not `root`.
+Result<UniqueFd> OpenCacheRoot(const std::string& root);
+
 // "<idhash>-<index>-<gen>.chunk" (hex): a chunk file's name.
 std::string FormatChunkName(uint64_t id_hash, uint64_t index, uint64_t gen);
 // Parses a chunk file's name; false if `name` is not one.

@@ -1,17 +1,17 @@
 #include "reader/storage_plan.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
 
 #include "base/storage.h"
+#include "reader/cache_dir.h"
 
 namespace shardfs::reader {
 
@@ -65,37 +65,25 @@ fs::path NearestExisting(fs::path path) {
   return path;
 }
 
-// Makes `path` and the missing directories above it, each mode 0700.
-Status MakeDirs(const fs::path& path) {
-  std::error_code ec;
-  if (fs::exists(path, ec)) return Status::Ok();
-  SHARDFS_RETURN_IF_ERROR(MakeDirs(path.parent_path()));
-  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-    return Status::FromErrno(errno, path.string());
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Result<std::string> PickCacheRoot(const std::vector<std::string>& roots) {
   std::string why;
   for (const std::string& root : roots) {
-    fs::path existing = NearestExisting(root);
-    Result<StorageInfo> info = DetectStorage(existing.string());
+    Result<StorageInfo> info = DetectStorage(NearestExisting(root).string());
     std::string reason;
     if (!info.ok()) {
-      reason = info.status().message();
+      reason = fmt::format("{}: {}", root, info.status().message());
     } else if (info->network) {
-      reason = fmt::format("on network storage ({})", info->fstype);
-    } else if (::access(existing.c_str(), W_OK | X_OK) != 0) {
-      reason = fmt::format("{}: not writable", existing.string());
-    } else if (Status s = MakeDirs(root); !s.ok()) {
-      reason = s.message();
+      reason = fmt::format("{}: on network storage ({})", root, info->fstype);
+    } else if (Result<UniqueFd> dir = OpenCacheRoot(root); !dir.ok()) {
+      reason = dir.status().message();  // It names the root.
+    } else if (::faccessat(dir->get(), ".", W_OK | X_OK, 0) != 0) {
+      reason = fmt::format("{}: not writable", root);
     } else {
       return root;
     }
-    why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", root, reason);
+    why += fmt::format("{}{}", why.empty() ? "" : "; ", reason);
   }
   return Status::NotFound(fmt::format("no node-local cache directory: {}", why));
 }

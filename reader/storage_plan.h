@@ -9,8 +9,10 @@
 // instead. On network storage without -o cache_dir the cache goes to the
 // first of these that is on a local filesystem and can be used:
 //   $XDG_CACHE_HOME/shardfs, $HOME/.cache/shardfs, /var/tmp/shardfs-UID
-// each checked as -o cache_dir is (owned by the user, mode 0700, no symbolic
-// link: reader/cache_dir.h). Within it each mount takes the first free
+// each checked as -o cache_dir is (owned by the user, not writable by group
+// or others, no symbolic link; the directories made for it too:
+// reader/cache_dir.h's OpenCacheRoot); one that fails is passed over, for
+// the next or for memory. Within it each mount takes the first free
 // numbered slot (0, 1, ...; one process per slot, the cache's lock), so
 // mounts of ranks side by side each get their own. Its size is
 // kAutoCacheShare of the free space there, at most the disk cache's default.
@@ -47,9 +49,12 @@ StorageSurvey SurveyStorage(const index::IndexReader& r, const std::string& inde
 // not they exist.
 std::vector<std::string> DefaultCacheRoots();
 
-// The first of `roots` that is on local storage and whose nearest existing
-// ancestor is writable, made (mode 0700, with the missing directories above
-// it) if missing. NotFound with the reason for each when none can be used.
+// The first of `roots` that is on local storage and that OpenCacheRoot
+// (reader/cache_dir.h) opens, made (mode 0700, with the missing directories
+// above it) if missing: one that is a symbolic link, another user's or
+// writable by group or others is passed over, as a cache_dir is refused.
+// NotFound with the reason for each when none can be used ("ROOT: owned by
+// uid 4242 (attacker), mode 0777, ...").
 Result<std::string> PickCacheRoot(const std::vector<std::string>& roots);
 
 // kAutoCacheShare of the free space of the filesystem of `dir`, at most

@@ -10,13 +10,21 @@
   exits 1 with a message naming the directory and the reason.
 - Files in cache_dir that shardfs did not write survive a mount.
 - The directories shardfs makes are 0700, its files 0600, whatever the umask.
+- Without cache_dir, on network storage, a default cache root another user
+  made first (/var/tmp/shardfs-UID as their 0777 directory, or as their
+  symbolic link into the victim's own files) is passed over as a cache_dir
+  would be refused: nothing is written there, the mount warns once naming
+  the root and the reason, and reads right from memory.
 
 The reference is the source files the shard was made from (GNU tar's input).
 Local shards only: no server is needed.
 """
 
 import hashlib
+import json
 import os
+import pwd
+import shutil
 import stat
 import subprocess
 import sys
@@ -56,6 +64,52 @@ def chunk_files(cache):
     new name (its generation number), so an unchanged set after a mount
     means every read was answered from chunks already there."""
     return {n for n in os.listdir(os.path.join(cache, SUBDIR)) if n.endswith(".chunk")}
+
+
+def read_tree_as(uid, root):
+    """read_tree(root) in a child that runs as `uid` (a FUSE mount without
+    allow_other answers its own user only, root included)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.write(w, json.dumps(read_tree(root)).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out = f.read()
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise AssertionError("reading %s as uid %d failed" % (root, uid))
+    return json.loads(out)
+
+
+def squat_default_root(plant):
+    """Makes the default cache root of an unused uid, /var/tmp/shardfs-UID,
+    with `plant(path, uid)` (which must create it, failing if it exists) and
+    gives it to uid 65534, as that user would have made it first in the
+    shared sticky directory. Returns (uid, path); the caller removes path."""
+    for uid in range(4242, 4342):
+        try:
+            pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        path = "/var/tmp/shardfs-%d" % uid
+        try:
+            plant(path, uid)
+        except FileExistsError:
+            continue
+        os.lchown(path, 65534, 65534)
+        return uid, path
+    raise AssertionError("no unused uid in 4242..4341 without a /var/tmp/shardfs-UID")
 
 
 def as_nobody(*argv):
@@ -236,6 +290,105 @@ class CacheDirSafetyTest(tl.ScratchTestCase):
             st = os.lstat(os.path.join(sub, n))
             self.assertTrue(stat.S_ISREG(st.st_mode), n)
             self.assertEqual(stat.S_IMODE(st.st_mode), 0o600, n)
+
+    # -- (f) a default cache root another user made first ----------------------
+
+    def mount_as(self, uid, idx, mnt, home):
+        """Mounts `idx` at `mnt` as `uid` on network storage without
+        cache_dir, with $XDG_CACHE_HOME and $HOME set to `home`, reads it as
+        that user and unmounts. Returns ({name: digest}, the mount's log).
+        /dev/fuse is root's alone on CI machines (crw-------): the daemon
+        keeps CAP_SYS_ADMIN and CAP_DAC_OVERRIDE to open and mount it, and is
+        uid `uid` otherwise (its effective uid, which the cache root is
+        checked against; neither capability passes an owner check)."""
+        caps = "+sys_admin,+dac_override"
+        argv = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups",
+                "--inh-caps=" + caps, "--ambient-caps=" + caps, tl.SHARDFS, "mount", "-f",
+                "-o", "storage=network,chunk_size=64K", idx, mnt]
+        env = dict(os.environ, XDG_CACHE_HOME=home, HOME=home)
+        log = os.path.join(os.path.dirname(mnt), "mount.log")
+        with open(log, "wb") as f:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=f, env=env)
+        try:
+            # In the mount table: root may not stat another user's FUSE mount.
+            tl.wait_until(lambda: tl.is_mounted(mnt) or p.poll() is not None, 20)
+            self.assertTrue(tl.is_mounted(mnt), tl.read_file(log))
+            got = read_tree_as(uid, mnt)
+        finally:
+            problem = tl.unmount(mnt)
+            try:
+                code = p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()  # Only the daemon started here.
+                code = p.wait(timeout=15)
+        text = tl.read_file(log).decode(errors="replace")
+        self.assertIsNone(problem, text)
+        self.assertEqual(code, 0, text)
+        return got, text
+
+    def check_squatted_root(self, plant, reason, *details):
+        """A mount as the uid whose default root `plant` squatted: nothing
+        is written there, one warning names the root, `reason` and
+        `details`, and the files read right (from memory: /var/tmp's root is
+        the last)."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root: acts as two other users")
+        base, src, shard, idx = self.make_shard()
+        # The victim reaches the index, the shard and the mount.
+        os.chmod(self.tmp, 0o711)
+        os.chmod(base, 0o755)
+        mnt = os.path.join(self.scratch("victim"), "mnt")
+        os.mkdir(mnt)
+        os.chmod(os.path.dirname(mnt), 0o711)
+        # $XDG_CACHE_HOME and $HOME unusable: a regular file.
+        not_a_dir = os.path.join(base, "not-a-directory")
+        tl.write_file(not_a_dir, b"")
+        uid, root = squat_default_root(plant)
+        try:
+            before = os.lstat(root)
+            got, log = self.mount_as(uid, idx, mnt, not_a_dir)
+            self.assertEqual(got, self.source(src))
+            after = os.lstat(root)
+            self.assertEqual((after.st_ino, after.st_uid, after.st_mode),
+                             (before.st_ino, before.st_uid, before.st_mode))
+            if stat.S_ISDIR(after.st_mode):
+                self.assertEqual(os.listdir(root), [], log)
+        finally:
+            if os.path.islink(root):
+                os.unlink(root)
+            else:
+                shutil.rmtree(root)
+        lines = log.splitlines()
+        chunks = [line for line in lines if "node-local chunk cache:" in line]
+        self.assertEqual(len(chunks), 1, log)
+        for want in ("%s: %s" % (root, reason),) + details:
+            self.assertIn(want, chunks[0])
+        self.assertIn("caching chunks in memory instead", chunks[0])
+        # The index's local copy, which looks for a root too, says so once.
+        others = [line for line in lines if root in line and line not in chunks]
+        self.assertLessEqual(len(others), 1, log)
+        self.assertTrue(all("read there" in line for line in others), log)
+
+    def test_default_root_made_by_another_user_passed_over(self):
+        def plant(path, uid):
+            os.mkdir(path)
+            os.chmod(path, 0o777)
+        self.check_squatted_root(plant, "owned by uid 65534", "mode 0777")
+
+    def test_default_root_symlinked_by_another_user_passed_over(self):
+        # The link points into the victim's own files, where the victim may
+        # write: followed, its chunks and index copies would land there.
+        home = self.scratch("victim-home")
+        target = os.path.join(home, "cache")
+        os.mkdir(target, 0o700)
+
+        def plant(path, uid):
+            os.symlink(target, path)
+            for d in (home, target):
+                os.chown(d, uid, uid)
+        self.check_squatted_root(plant, "a symbolic link, refused")
+        self.assertEqual(os.listdir(target), [])
 
 
 if __name__ == "__main__":
