@@ -278,6 +278,26 @@ Status IndexReader::CheckRecord(const EntryRecord& rec) const {
   return Status::Ok();
 }
 
+Result<uint64_t> IndexReader::DecodedSize(ShardId shard) const {
+  std::call_once(decoded_sizes_once_, [this] {
+    decoded_sizes_ = std::make_unique<std::atomic<uint64_t>[]>(shards_.size());
+  });
+  std::atomic<uint64_t>& known = decoded_sizes_[shard.value];
+  if (uint64_t v = known.load(std::memory_order_acquire); v != 0) return v - 1;
+  std::string value;
+  SeekTable table;
+  Status s = GetSeekValue(shard, false, 0, &value);
+  if (s.ok()) s = DecodeSeekTable(value, &table);
+  if (!s.ok()) {
+    return Status::Corruption(
+        fmt::format("index {}: shard {}: seek table: {}", path_, shard.value, s.message()));
+  }
+  if (table.decoded_size < UINT64_MAX) {
+    known.store(table.decoded_size + 1, std::memory_order_release);
+  }
+  return table.decoded_size;
+}
+
 Status IndexReader::CheckFileRange(const EntryRecord& rec) const {
   if (rec.type != EntryType::kFile) return Status::Ok();
   const uint64_t inode = rec.inode.value;
@@ -286,18 +306,22 @@ Status IndexReader::CheckFileRange(const EntryRecord& rec) const {
         fmt::format("index {}: inode {}: in shard {}, but the shard table has {} shards", path_,
                     inode, rec.shard.value, shards_.size()));
   }
-  // A compressed tar shard's offsets are in its decoded stream, which its
-  // seek table bounds (reader/stream_reader.h checks reads against it).
-  if (shards_[rec.shard.value].codec() != Codec::kNone) return Status::Ok();
-  const uint64_t shard_size = shards_[rec.shard.value].size;
+  uint64_t shard_size = shards_[rec.shard.value].size;
+  std::string_view has = "has";
+  // A compressed tar shard's offsets are in its decoded stream (an encoded
+  // member's, read from the shard's own bytes, are not).
+  if (shards_[rec.shard.value].codec() != Codec::kNone && !rec.encoded()) {
+    SHARDFS_ASSIGN_OR_RETURN(shard_size, DecodedSize(rec.shard));
+    has = "decodes to";
+  }
   if (rec.sparse()) {
     // DecodeEntry checked order and the logical bounds; here the shard's.
     for (size_t i = 0; i < ExtentCount(rec); ++i) {
       Extent e = GetExtent(rec, i);
       if (e.physical > shard_size || e.length > shard_size - e.physical) {
         return Status::Corruption(fmt::format(
-            "index {}: inode {}: extent {}: {} bytes at byte {} of shard {}, which has {} bytes",
-            path_, inode, i, e.length, e.physical, rec.shard.value, shard_size));
+            "index {}: inode {}: extent {}: {} bytes at byte {} of shard {}, which {} {} bytes",
+            path_, inode, i, e.length, e.physical, rec.shard.value, has, shard_size));
       }
     }
     return Status::Ok();
@@ -305,8 +329,8 @@ Status IndexReader::CheckFileRange(const EntryRecord& rec) const {
   const Extent stored = StoredRange(rec);  // An encoded member: its compressed bytes.
   if (stored.physical > shard_size || stored.length > shard_size - stored.physical) {
     return Status::Corruption(
-        fmt::format("index {}: inode {}: {} bytes at byte {} of shard {}, which has {} bytes",
-                    path_, inode, stored.length, stored.physical, rec.shard.value, shard_size));
+        fmt::format("index {}: inode {}: {} bytes at byte {} of shard {}, which {} {} bytes", path_,
+                    inode, stored.length, stored.physical, rec.shard.value, has, shard_size));
   }
   return Status::Ok();
 }

@@ -18,16 +18,19 @@
 // lies inside a shard of the shard table, so its shard, offset and size may
 // be used as indices and sizes; one from Lookup or ForEachChild must pass
 // CheckFileRange first. A record that fails is reported as Corruption naming
-// the index and the inode; the checks are comparisons, no allocation.
+// the index and the inode; the checks are comparisons, no allocation (but
+// for the first file of a compressed tar shard, whose seek table is read).
 #ifndef SHARDFS_INDEX_INDEX_READER_H_
 #define SHARDFS_INDEX_INDEX_READER_H_
 
 #include <rocksdb/slice.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -119,8 +122,10 @@ class IndexReader {
   // One seek, then sequential: cheaper than a GetInode per inode.
   Status ForEachInode(InodeId first, const std::function<bool(const EntryRecord&)>& fn) const;
   // Corruption naming the inode unless file record `rec` names a shard of the
-  // shard table and its bytes lie inside that shard (as indexed); Ok for
-  // directories and symlinks.
+  // shard table and its bytes lie inside that shard (as indexed; in a
+  // compressed tar shard, inside its decoded stream, whose size its seek
+  // table gives: read once per shard, at the first check of one of its
+  // files); Ok for directories and symlinks.
   Status CheckFileRange(const EntryRecord& rec) const;
   // The '/'-separated path of `inode` from the root ("" for the root), built
   // by finding each ancestor's name among its parent's children.
@@ -221,6 +226,9 @@ class IndexReader {
   bool InRank(const EntryRecord& rec) const;
   // Whether directory `dir` holds something of this rank (memoised).
   bool DirInRank(InodeId dir) const;
+  // The decoded size of compressed tar shard `shard` (its seek table's),
+  // memoised in decoded_sizes_; Corruption if the table cannot be read.
+  Result<uint64_t> DecodedSize(ShardId shard) const;
 
   // A manifest (index_reader_union.cc): the union of its partitions. Only
   // that file knows a Union whole, so it also deletes one.
@@ -254,6 +262,11 @@ class IndexReader {
   std::vector<uint32_t> shard_ranks_;
   std::vector<ShardMeta> shards_;
   std::vector<std::string> shard_paths_;
+  // Per shard of shards_ (allocated at the first DecodedSize): a compressed
+  // shard's decoded size + 1 once read, 0 before. Atomic: any thread may
+  // fill one in.
+  mutable std::once_flag decoded_sizes_once_;
+  mutable std::unique_ptr<std::atomic<uint64_t>[]> decoded_sizes_;
   std::map<std::string, std::string> meta_;
   // The largest inode of the index; UINT64_MAX when the meta has no counts.
   uint64_t max_inode_ = UINT64_MAX;

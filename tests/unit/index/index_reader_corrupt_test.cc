@@ -32,6 +32,8 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kShardSize = 4096;
+// With compressed_: the shard's decoded stream, longer than the shard.
+constexpr uint64_t kDecodedSize = 8192;
 // The tree the fixture writes, in inode order (depth-first, name order).
 constexpr InodeId kDirA{2};
 constexpr InodeId kFileAF{3};    // a/f: 10 bytes at byte 512.
@@ -46,6 +48,17 @@ class IndexReaderCorruptTest : public ::testing::Test {
     ShardMeta shard;
     shard.path = dir_ / "s.tar";
     shard.size = kShardSize;
+    if (compressed_) {
+      // A gzip-compressed tar: the records' offsets are in its decoded
+      // stream, whose size its seek table gives.
+      shard.set_codec(Codec::kGzip);
+      SeekTable table;
+      table.decoded_size = kDecodedSize;
+      table.points.push_back(SeekPoint{});
+      std::string value;
+      EncodeSeekTable(table, &value);
+      w.AddSeekKeys({{EncodeSeekTableKey(ShardId{0}), value}});
+    }
     w.AddShard(shard);
     MemberEntry a;
     a.path = "a";
@@ -124,6 +137,7 @@ class IndexReaderCorruptTest : public ::testing::Test {
 
   TempDir dir_;
   const std::string idx_ = dir_ / "idx";
+  bool compressed_ = false;  // Set by a fixture's constructor, read by SetUp.
 };
 
 TEST_F(IndexReaderCorruptTest, TheUndamagedIndexOpensWithItsCounts) {
@@ -399,6 +413,47 @@ TEST_F(DamagedRecordTest, ModeOfAnotherType) {
 TEST_F(DamagedRecordTest, ParentZero) {
   RewriteRecord(kFileAF, kDirA, "f", [](EntryRecord* rec) { rec->parent = InodeId{0}; });
   ExpectEveryReadFails("parent 0", /*listing_too=*/true);
+}
+
+// A compressed tar shard: its records' bytes are checked against its decoded
+// stream, as a plain shard's against the shard (not left to the read).
+class DamagedCompressedRecordTest : public DamagedRecordTest {
+ protected:
+  DamagedCompressedRecordTest() { compressed_ = true; }
+};
+
+TEST_F(DamagedCompressedRecordTest, BytesBeyondTheEndOfTheDecodedStream) {
+  RewriteRecord(kFileAF, kDirA, "f", [](EntryRecord* rec) { rec->offset = kDecodedSize - 5; });
+  ExpectEveryReadFails("which decodes to 8192 bytes", /*listing_too=*/false);
+}
+
+TEST_F(DamagedCompressedRecordTest, SizeBeyondTheEndOfTheDecodedStream) {
+  RewriteRecord(kFileAF, kDirA, "f", [](EntryRecord* rec) { rec->size = UINT64_MAX - 600; });
+  ExpectEveryReadFails("which decodes to 8192 bytes", /*listing_too=*/false);
+}
+
+TEST_F(DamagedCompressedRecordTest, PastTheShardsOwnSizeInsideTheStreamIsFine) {
+  RewriteRecord(kFileAF, kDirA, "f", [](EntryRecord* rec) { rec->offset = kDecodedSize - 10; });
+  std::unique_ptr<IndexReader> r = OpenOk();
+  ASSERT_TRUE(r);
+  EntryRecord rec;
+  RecordHolder holder;
+  Status s = r->GetInode(kFileAF, &rec, &holder);
+  EXPECT_TRUE(s.ok()) << s.message();
+  s = r->Lookup(kDirA, "f", &rec, &holder);
+  if (s.ok()) s = r->CheckFileRange(rec);
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
+TEST_F(DamagedCompressedRecordTest, NoSeekTable) {
+  Edit({{EncodeSeekTableKey(ShardId{0}), std::nullopt}});
+  std::unique_ptr<IndexReader> r = OpenOk();
+  ASSERT_TRUE(r);
+  EntryRecord rec;
+  RecordHolder holder;
+  Status s = r->GetInode(kFileAF, &rec, &holder);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.message();
+  EXPECT_THAT(s.message(), AllOf(HasSubstr(idx_), HasSubstr("shard 0: seek table")));
 }
 
 }  // namespace
