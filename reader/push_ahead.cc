@@ -269,27 +269,33 @@ Status PushAhead::Plan(InodeId inode, uint64_t max_bytes, bool stop_at_pushed,
   });
 }
 
+Status PushAhead::PlanJob(const Job& job, int fd, std::vector<PlannedFile>* files) {
+  // Nothing from a shard changed since its check, not even in its ctime
+  // alone: the next READ of it checks it again or marks it bad
+  // (Filesystem::Read).
+  int64_t ctime_ns = 0;
+  SHARDFS_RETURN_IF_ERROR(job.shard->CheckUnchanged(&ctime_ns));
+  if (ctime_ns != 0) return Status::Corruption("the shard's ctime moved");
+  const uint64_t window = job.sequential ? options_.sequential_bytes : RandomWindow();
+  SHARDFS_RETURN_IF_ERROR(Plan(job.inode, window, !job.sequential, files));
+  if (!job.sequential && !files->empty() && fd >= 0) {
+    // One disk request for the run instead of readahead ramping up per file.
+    uint64_t from = files->front().position;
+    uint64_t to = files->back().position + files->back().size;
+    ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
+                    POSIX_FADV_WILLNEED);
+  }
+  return Status::Ok();
+}
+
 void PushAhead::RunJob(const Job& job, char* buf) {
   counters_->jobs_run.fetch_add(1, std::memory_order_relaxed);
   ShardState& s = shards_[job.shard_id.value];
   // -1 for a shard read through the chunk fetcher: no fadvise then.
   const int fd = job.shard->direct() ? job.shard->fd() : -1;
-  uint64_t window = job.sequential ? options_.sequential_bytes : RandomWindow();
   thread_local std::vector<PlannedFile> files;
-  // Nothing from a shard changed since its check, not even in its ctime
-  // alone: the next READ of it checks it again or marks it bad
-  // (Filesystem::Read).
-  int64_t ctime_ns = 0;
-  Status st = job.shard->CheckUnchanged(&ctime_ns);
-  if (st.ok() && ctime_ns != 0) st = Status::Corruption("the shard's ctime moved");
-  if (st.ok()) st = Plan(job.inode, window, !job.sequential, &files);
-  if (st.ok() && !job.sequential && !files.empty() && fd >= 0) {
-    // One disk request for the run instead of readahead ramping up per file.
-    uint64_t from = files.front().position;
-    uint64_t to = files.back().position + files.back().size;
-    ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
-                    POSIX_FADV_WILLNEED);
-  }
+  files.clear();
+  Status st = PlanJob(job, fd, &files);
   uint64_t end = 0;
   size_t pushed = 0;
   for (size_t i = 0; st.ok() && i < files.size(); ++i) {

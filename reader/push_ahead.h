@@ -187,6 +187,11 @@ class PushAhead {
               std::vector<PlannedFile>* files) const;
   // Runs `job` on the calling thread (the pushers' body; tests call it).
   void RunJob(const Job& job, char* buf);
+  // RunJob's plan: the files after job.inode within the window, once the
+  // shard is known unchanged since its check; the kernel is asked for the
+  // random window's bytes of local shard descriptor `fd` (-1: none).
+  Status PlanJob(const Job& job, int fd, std::vector<PlannedFile>* files);
+
   // Reads planned file `f` whole from `shard` into `buf` (f.size bytes),
   // checked by Filesystem::VerifyBytes (verify=first|always). Returns
   // Corruption on a mismatch (nothing is marked: a read of the file will

@@ -502,6 +502,21 @@ reader::VolumeOptions MakeOptions(std::optional<std::string> view, std::optional
   return o;
 }
 
+// The Volume's constructor: the index at `path_arg` opened with the options
+// (MakeOptions).
+std::unique_ptr<Handle> NewHandle(const py::object& path_arg, std::optional<std::string> view,
+                                  std::optional<uint32_t> rank, std::optional<uint32_t> world,
+                                  uint64_t seed, bool rank_keep_dirs, const std::string& verify,
+                                  const py::object& cache_dir, uint64_t cache_size,
+                                  const std::string& storage, std::optional<uint64_t> decode_cache,
+                                  std::optional<uint64_t> max_open_shards) {
+  const std::string path = PathArg(path_arg);
+  reader::VolumeOptions o = MakeOptions(view, rank, world, seed, rank_keep_dirs, verify, cache_dir,
+                                        cache_size, storage, decode_cache, max_open_shards);
+  py::gil_scoped_release nogil;
+  return std::make_unique<Handle>(path, std::move(o));
+}
+
 // Text for Python from bytes that may not be UTF-8 (paths), as os does.
 py::object FsText(const std::string& s) {
   PyObject* o = PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
@@ -542,22 +557,10 @@ PYBIND11_MODULE(_shardfs, m) {
   });
 
   py::class_<Handle>(m, "Volume")
-      .def(py::init([](const py::object& path_arg, std::optional<std::string> view,
-                       std::optional<uint32_t> rank, std::optional<uint32_t> world, uint64_t seed,
-                       bool rank_keep_dirs, const std::string& verify, const py::object& cache_dir,
-                       uint64_t cache_size, const std::string& storage,
-                       std::optional<uint64_t> decode_cache,
-                       std::optional<uint64_t> max_open_shards) {
-             const std::string path = PathArg(path_arg);
-             reader::VolumeOptions o =
-                 MakeOptions(view, rank, world, seed, rank_keep_dirs, verify, cache_dir, cache_size,
-                             storage, decode_cache, max_open_shards);
-             py::gil_scoped_release nogil;
-             return std::make_unique<Handle>(path, std::move(o));
-           }),
-           py::arg("path"), py::arg("view") = py::none(), py::arg("rank") = py::none(),
-           py::arg("world") = py::none(), py::arg("seed") = 0, py::arg("rank_keep_dirs") = false,
-           py::arg("verify") = "auto", py::arg("cache_dir") = py::none(), py::arg("cache_size") = 0,
+      .def(py::init(&NewHandle), py::arg("path"), py::arg("view") = py::none(),
+           py::arg("rank") = py::none(), py::arg("world") = py::none(), py::arg("seed") = 0,
+           py::arg("rank_keep_dirs") = false, py::arg("verify") = "auto",
+           py::arg("cache_dir") = py::none(), py::arg("cache_size") = 0,
            py::arg("storage") = "auto", py::arg("decode_cache") = py::none(),
            py::arg("max_open_shards") = py::none())
       .def("close", &Handle::Close,
