@@ -26,27 +26,14 @@ namespace {
 
 constexpr char kRecord[] = ".shardfs-source";
 
-struct SourceFile {
-  std::string name;
-  uint64_t size = 0;
-  int64_t mtime_ns = 0;
-  uint64_t ino = 0;  // RocksDB replaces CURRENT by a rename: a new inode.
-  int64_t ctime_ns = 0;
-};
-
-int64_t Ns(const struct timespec& t) {
-  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
-}
-int64_t MtimeNs(const struct stat& st) { return Ns(st.st_mtim); }
-
 // RocksDB's files a reader needs: not its info logs nor its LOCK.
 bool Copied(std::string_view name) { return !name.starts_with("LOG") && name != "LOCK"; }
 
 // The index directory's files, sorted by name.
-Result<std::vector<SourceFile>> ListIndex(const std::string& index) {
+Result<std::vector<ListedFile>> ListIndex(const std::string& index) {
   DIR* d = ::opendir(index.c_str());
   if (d == nullptr) return Status::FromErrno(errno, fmt::format("index {}", index));
-  std::vector<SourceFile> out;
+  std::vector<ListedFile> out;
   Status status;
   while (struct dirent* e = ::readdir(d)) {
     std::string_view name = e->d_name;
@@ -61,25 +48,26 @@ Result<std::vector<SourceFile>> ListIndex(const std::string& index) {
           fmt::format("index {}: {} is not a regular file; not copied", index, name));
       break;
     }
-    out.push_back({std::string(name), static_cast<uint64_t>(st.st_size), MtimeNs(st),
-                   static_cast<uint64_t>(st.st_ino), Ns(st.st_ctim)});
+    out.push_back({std::string(name), FileStamp::Of(st)});
   }
   ::closedir(d);
   if (!status.ok()) return status;
   std::sort(out.begin(), out.end(),
-            [](const SourceFile& a, const SourceFile& b) { return a.name < b.name; });
+            [](const ListedFile& a, const ListedFile& b) { return a.name < b.name; });
   return out;
 }
 
 // One file of a record: "SIZE MTIME INO CTIME NAME"; the name last, so that
-// RemoveCopy finds it after the fourth space.
-std::string Line(const SourceFile& f) {
-  return fmt::format("{} {} {} {} {}\n", f.size, f.mtime_ns, f.ino, f.ctime_ns, f.name);
+// RemoveCopy finds it after the fourth space. (RocksDB replaces CURRENT by a
+// rename: a new inode.)
+std::string Line(const ListedFile& f) {
+  return fmt::format("{} {} {} {} {}\n", f.stamp.size, f.stamp.mtime_ns, f.stamp.ino,
+                     f.stamp.ctime_ns, f.name);
 }
 
-std::string RecordText(const std::string& real, const std::vector<SourceFile>& files) {
+std::string RecordText(const std::string& real, const std::vector<ListedFile>& files) {
   std::string text = fmt::format("shardfs index copy v1\n{}\n", real);
-  for (const SourceFile& f : files) text += Line(f);
+  for (const ListedFile& f : files) text += Line(f);
   return text;
 }
 
@@ -96,32 +84,6 @@ std::string ReadRecord(const std::string& dir) {
     text.append(buf, static_cast<size_t>(n));
   }
   return text;
-}
-
-// Copies `from` (of the listed size and mtime) to new file `to`.
-Status CopyFile(const std::string& from, const SourceFile& want, const std::string& to) {
-  struct stat st {};
-  SHARDFS_ASSIGN_OR_RETURN(UniqueFd in, OpenRegularFile(from, &st));
-  UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!out.valid()) return Status::FromErrno(errno, to);
-  std::vector<char> buf(1 << 20);
-  uint64_t copied = 0;
-  for (;;) {
-    ssize_t n = ::read(in.get(), buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::FromErrno(errno, from);
-    if (n == 0) break;
-    if (!WriteFully(out.get(), buf.data(), static_cast<size_t>(n))) {
-      return Status::FromErrno(errno, to);
-    }
-    copied += static_cast<uint64_t>(n);
-  }
-  if (::fstat(in.get(), &st) != 0) return Status::FromErrno(errno, from);
-  if (copied != want.size || static_cast<uint64_t>(st.st_size) != want.size ||
-      MtimeNs(st) != want.mtime_ns) {
-    return Status::IoError(fmt::format("{}: changed while it was copied", from));
-  }
-  return Status::Ok();
 }
 
 // Removes the copy in `dir`: the files its record names, the record, then
@@ -195,7 +157,47 @@ Result<UniqueFd> LockCopy(const std::string& lock_path) {
   return fd;
 }
 
+// Ok if open file `fd` (`from`) is the file `listed`, as listed: inode,
+// size, mtime and ctime. Else IoError saying what differs.
+Status SameAsListed(int fd, const ListedFile& listed, const std::string& from) {
+  int64_t ctime_ns = 0;
+  Status s = CheckStamp(fd, listed.stamp, &ctime_ns);
+  if (s.ok() && ctime_ns == 0) return s;
+  const std::string why =
+      s.ok() ? fmt::format("changed since it was checked: inode changed at {} ns, {} when checked",
+                           ctime_ns, listed.stamp.ctime_ns)
+             : std::string(s.message());
+  return Status::IoError(fmt::format("{}: {}; not copied", from, why));
+}
+
 }  // namespace
+
+Status CopyListedFile(const std::string& dir, const ListedFile& file, const std::string& to) {
+  const std::string from = fmt::format("{}/{}", dir, file.name);
+  struct stat st {};
+  SHARDFS_ASSIGN_OR_RETURN(UniqueFd in, OpenRegularFile(file.name, &st, {.beneath = dir}));
+  SHARDFS_RETURN_IF_ERROR(SameAsListed(in.get(), file, from));
+  UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!out.valid()) return Status::FromErrno(errno, to);
+  std::vector<char> buf(1 << 20);
+  uint64_t copied = 0;
+  for (;;) {
+    ssize_t n = ::read(in.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno(errno, from);
+    if (n == 0) break;
+    if (!WriteFully(out.get(), buf.data(), static_cast<size_t>(n))) {
+      return Status::FromErrno(errno, to);
+    }
+    copied += static_cast<uint64_t>(n);
+  }
+  SHARDFS_RETURN_IF_ERROR(SameAsListed(in.get(), file, from));  // Written meanwhile?
+  if (copied != file.stamp.size) {
+    return Status::IoError(
+        fmt::format("{}: {} bytes read, {} listed", from, copied, file.stamp.size));
+  }
+  return Status::Ok();
+}
 
 Result<IndexCopy> LocalIndexCopy(const std::string& index, const std::string& cache_root,
                                  uint64_t max_bytes) {
@@ -211,9 +213,9 @@ Result<IndexCopy> LocalIndexCopy(const std::string& index, const std::string& ca
   SHARDFS_RETURN_IF_ERROR(CheckRoot(copies));
   const std::string key = fmt::format("{:016x}", XXH3_64bits(real, std::strlen(real)));
   SHARDFS_ASSIGN_OR_RETURN(UniqueFd lock, LockCopy(fmt::format("{}/{}.lock", copies, key)));
-  SHARDFS_ASSIGN_OR_RETURN(std::vector<SourceFile> files, ListIndex(real));
+  SHARDFS_ASSIGN_OR_RETURN(std::vector<ListedFile> files, ListIndex(real));
   IndexCopy out;
-  for (const SourceFile& f : files) out.bytes += f.size;
+  for (const ListedFile& f : files) out.bytes += f.stamp.size;
   if (out.bytes > max_bytes) {
     return Status::InvalidArgument(
         fmt::format("index {}: {} bytes, more than the {} bytes a local copy may take", index,
@@ -233,8 +235,8 @@ Result<IndexCopy> LocalIndexCopy(const std::string& index, const std::string& ca
   if (::mkdir(tmp.c_str(), 0700) != 0) return Status::FromErrno(errno, tmp);
   Status s;
   std::string written = fmt::format("shardfs index copy v1\n{}\n", real);
-  for (const SourceFile& f : files) {
-    s = CopyFile(fmt::format("{}/{}", real, f.name), f, fmt::format("{}/{}", tmp, f.name));
+  for (const ListedFile& f : files) {
+    s = CopyListedFile(real, f, fmt::format("{}/{}", tmp, f.name));
     if (!s.ok()) break;
     written += Line(f);
     // The record lists what is in the directory so far: a failure below

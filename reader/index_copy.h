@@ -14,10 +14,13 @@
 // Safety: CACHE_ROOT must be a directory of this user, with no access for
 // others, not a symbolic link; the copy is written into a temporary
 // directory beside it and renamed into place; only files named in an old
-// copy's record (and the record) are ever deleted. A file of the index that
-// changes while it is copied (size or mtime) fails the copy. One process at
-// a time makes a given copy (a lock file beside it, waited for at most
-// kCopyLockWait).
+// copy's record (and the record) are ever deleted. Each file is copied from
+// one descriptor, opened without following a symbolic link (nor opening
+// anything but a regular file: base/open_file.h) and held on that
+// descriptor to what the listing saw (inode, size, mtime, ctime), before the
+// copy and after it: a file swapped or written between the listing and the
+// copy, or during it, fails the copy. One process at a time makes a given
+// copy (a lock file beside it, waited for at most kCopyLockWait).
 //
 // Relative shard paths of the copy are resolved from the original index's
 // directory: the caller opens the copy with ReaderOptions::shard_base.
@@ -28,6 +31,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/open_file.h"
 #include "base/status.h"
 
 namespace shardfs::reader {
@@ -42,6 +46,20 @@ struct IndexCopy {
   bool reused = false;  // It was there already, unchanged.
   uint64_t bytes = 0;   // The index's size.
 };
+
+// A file of an index directory as the listing saw it (fstatat, not following
+// a symbolic link): what its copy is held to and its record says.
+struct ListedFile {
+  std::string name;
+  FileStamp stamp;
+};
+
+// Copies file `file.name` of directory `dir` to new file `to` as above:
+// from one descriptor, checked to be `file` before and after. Errors name
+// the file: InvalidArgument for a symbolic link or a special file (never
+// opened for reading), IoError for another file or a changed one. Used by
+// LocalIndexCopy for each file; public for its tests.
+Status CopyListedFile(const std::string& dir, const ListedFile& file, const std::string& to);
 
 // The copy of index directory `index` under `cache_root`, made or reused.
 // Refuses (InvalidArgument) an index of more than `max_bytes`, a cache root

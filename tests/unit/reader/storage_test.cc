@@ -3,13 +3,16 @@
 // directory (reader/index_copy.h).
 #include "base/storage.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "reader/index_copy.h"
 #include "reader/storage_plan.h"
@@ -192,6 +195,62 @@ TEST_F(IndexCopyTest, RefusedForAnUnsafeRootASpecialFileOrTooLargeAnIndex) {
   auto fifo = reader::LocalIndexCopy(dir_ / "idx", dir_ / "cache", 1 << 20);
   ASSERT_FALSE(fifo.ok());
   EXPECT_NE(fifo.status().message().find("000012.sst is not a regular file"), std::string::npos);
+}
+
+// Each file is copied from the descriptor that was held to the listing: a
+// file swapped between the listing and the copy is refused, and nothing is
+// written in its place.
+TEST_F(IndexCopyTest, AFileSwappedAfterTheListingIsNotCopied) {
+  const std::string dir = dir_ / "idx";
+  const std::string to = dir_ / "copied";
+  auto listed = [&](const std::string& name) {
+    struct stat st {};
+    EXPECT_EQ(::lstat((dir + "/" + name).c_str(), &st), 0) << name;
+    return reader::ListedFile{name, FileStamp::Of(st)};
+  };
+  auto expect_refused = [&](const Status& s, Status::Code code, const std::string& why) {
+    EXPECT_EQ(s.code(), code) << s.message();
+    EXPECT_NE(s.message().find(why), std::string::npos) << s.message();
+    EXPECT_FALSE(fs::exists(to));
+  };
+  // Another file of the same size and mtime renamed over it: what a check
+  // of the size and mtime after the copy let through.
+  const reader::ListedFile sst = listed("000008.sst");
+  const std::string other = dir_ / "other";
+  std::ofstream(other, std::ios::binary) << std::string(5000, 'o');
+  const struct timespec times[2] = {{0, UTIME_OMIT},
+                                    {static_cast<time_t>(sst.stamp.mtime_ns / 1000000000),
+                                     static_cast<long>(sst.stamp.mtime_ns % 1000000000)}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, other.c_str(), times, 0), 0);
+  ASSERT_EQ(::rename(other.c_str(), (dir + "/000008.sst").c_str()), 0);
+  expect_refused(reader::CopyListedFile(dir, sst, to), Status::Code::kIoError,
+                 "000008.sst: changed since it was checked: another file");
+  // The same file, its inode changed (a chmod; a write with its mtime set
+  // back looks the same). The ctime moves with the clock's tick: chmod
+  // again until it has.
+  const reader::ListedFile current = listed("CURRENT");
+  for (int i = 0; i < 1000 && listed("CURRENT").stamp == current.stamp; ++i) {
+    ASSERT_EQ(::chmod((dir + "/CURRENT").c_str(), i % 2 ? 0644 : 0600), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  expect_refused(reader::CopyListedFile(dir, current, to), Status::Code::kIoError,
+                 "CURRENT: changed since it was checked: inode changed");
+  // A symbolic link to a file outside, of the listed size and mtime.
+  const reader::ListedFile relisted = listed("CURRENT");
+  ASSERT_EQ(::rename((dir + "/CURRENT").c_str(), (dir_ / "away").c_str()), 0);
+  ASSERT_EQ(::symlink((dir_ / "away").c_str(), (dir + "/CURRENT").c_str()), 0);
+  expect_refused(reader::CopyListedFile(dir, relisted, to), Status::Code::kInvalidArgument,
+                 "symbolic link");
+  // A FIFO: refused, without blocking.
+  ASSERT_EQ(::unlink((dir + "/CURRENT").c_str()), 0);
+  ASSERT_EQ(::mkfifo((dir + "/CURRENT").c_str(), 0600), 0);
+  expect_refused(reader::CopyListedFile(dir, relisted, to), Status::Code::kInvalidArgument, "FIFO");
+  // The file as listed is copied.
+  ASSERT_EQ(::unlink((dir + "/CURRENT").c_str()), 0);
+  ASSERT_EQ(::rename((dir_ / "away").c_str(), (dir + "/CURRENT").c_str()), 0);
+  Status copied = reader::CopyListedFile(dir, listed("CURRENT"), to);
+  ASSERT_TRUE(copied.ok()) << copied.message();
+  EXPECT_EQ(Read(to), "MANIFEST-000005\n");
 }
 
 }  // namespace
