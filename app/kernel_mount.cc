@@ -27,6 +27,7 @@
 #include "base/fd.h"
 #include "base/io.h"
 #include "base/log.h"
+#include "base/open_file.h"
 #include "base/paths.h"
 #include "erofs/image.h"
 #include "erofs/tree.h"
@@ -40,13 +41,16 @@ namespace shardfs::app {
 namespace {
 
 // Bumped whenever the writer's output for the same view changes.
-constexpr int kImageFormat = 1;
+constexpr int kImageFormat = 2;
 constexpr std::string_view kImageSuffix = ".erofs";
-// After the image's last block: "SHARDFS-DEVICES", u32 count, u32 shard id
-// per device, then the trailer's own offset (u64): the shards to pass as
-// devices 1..N, without walking the view again. The kernel reads only the
-// blocks the superblock counts.
+// After the image's last block: "SHARDFS-DEVICES", u32 count, per device its
+// u32 shard id and the stamp its file had when the image was written (u64
+// dev, ino, size, mtime ns, ctime ns: base/open_file.h), then the trailer's
+// own offset (u64): the shards to pass as devices 1..N, without walking the
+// view again, and what says that they are still the files the image was
+// made from. The kernel reads only the blocks the superblock counts.
 constexpr std::string_view kTrailerMagic = "SHARDFS-DEVICES";
+constexpr size_t kDeviceEntrySize = 4 + 5 * 8;
 constexpr int kCapSysAdmin = 21;
 constexpr auto kCacheLockWait = std::chrono::seconds(30);
 
@@ -162,12 +166,29 @@ class CheckedShards {
   // The checked descriptor of shard `id`, opened on first use.
   // NotSupported naming the shard and why if it is not the file indexed.
   Result<int> Get(index::ShardId id) {
+    SHARDFS_ASSIGN_OR_RETURN(const Checked* c, Open(id));
+    return c->fd.get();
+  }
+
+  // Its stamp as it was checked (base/open_file.h); opened as Get.
+  Result<FileStamp> Stamp(index::ShardId id) {
+    SHARDFS_ASSIGN_OR_RETURN(const Checked* c, Open(id));
+    return c->stamp;
+  }
+
+ private:
+  struct Checked {
+    UniqueFd fd;
+    FileStamp stamp;
+  };
+
+  Result<const Checked*> Open(index::ShardId id) {
     if (id.value >= r_.shards().size()) {
       return Status::Corruption(
           fmt::format("image names shard {}, the index has {}", id.value, r_.shards().size()));
     }
     auto it = fds_.find(id.value);
-    if (it != fds_.end()) return it->second.get();
+    if (it != fds_.end()) return &it->second;
     const std::string& path = r_.ShardPath(id);
     const index::ShardMeta& m = r_.shards()[id.value];
     index::ShardCheck check;
@@ -175,18 +196,16 @@ class CheckedShards {
     if (confine_) {
       SHARDFS_ASSIGN_OR_RETURN(check.beneath, ConfinedBase(path, m));
     }
-    Result<UniqueFd> fd = index::OpenCheckedShard(path, m, check);
+    FileStamp stamp;
+    Result<UniqueFd> fd = index::OpenCheckedShard(path, m, check, &stamp);
     if (!fd.ok()) {
       return NotSupported(fmt::format(
           "shard {} is not the file indexed, and the kernel reads without checksums: {}", path,
           fd.status().message()));
     }
-    int raw = fd->get();
-    fds_.emplace(id.value, std::move(*fd));
-    return raw;
+    return &fds_.emplace(id.value, Checked{std::move(*fd), stamp}).first->second;
   }
 
- private:
   // The directory a confined shard's relative path is taken from.
   static Result<std::string> ConfinedBase(const std::string& path, const index::ShardMeta& m) {
     if (!(m.flags & index::kShardPathRelative) || !path.ends_with("/" + m.path)) {
@@ -201,7 +220,7 @@ class CheckedShards {
 
   const index::IndexReader& r_;
   const bool confine_;
-  std::unordered_map<uint32_t, UniqueFd> fds_;
+  std::unordered_map<uint32_t, Checked> fds_;
 };
 
 // Whether the index at `path` may name files on this machine for a kernel
@@ -253,8 +272,15 @@ std::array<uint8_t, 16> UuidOf(std::string_view name) {
   return uuid;
 }
 
-// The shards of an image, from its trailer; Corruption if it has none.
-Result<std::vector<index::ShardId>> ReadTrailer(int fd, const std::string& what) {
+// A device of an image: its shard, and the stamp the shard's file had when
+// the image was written.
+struct Device {
+  index::ShardId shard;
+  FileStamp stamp;
+};
+
+// The devices of an image, from its trailer; Corruption if it has none.
+Result<std::vector<Device>> ReadTrailer(int fd, const std::string& what) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, what);
   auto bad = [&] { return Status::Corruption(fmt::format("{}: no device trailer", what)); };
@@ -268,14 +294,23 @@ Result<std::vector<index::ShardId>> ReadTrailer(int fd, const std::string& what)
   std::string buf(size - 8 - at, '\0');
   SHARDFS_RETURN_IF_ERROR(PreadExact(fd, buf.data(), buf.size(), at).WithContext(what));
   uint32_t count = DecodeFixed32(buf.data() + kTrailerMagic.size());
-  if (!std::string_view(buf).starts_with(kTrailerMagic) || buf.size() != head + 4ull * count) {
+  if (!std::string_view(buf).starts_with(kTrailerMagic) ||
+      buf.size() != head + kDeviceEntrySize * count) {
     return bad();
   }
-  std::vector<index::ShardId> shards;
+  std::vector<Device> devices;
   for (uint32_t i = 0; i < count; ++i) {
-    shards.push_back(index::ShardId{DecodeFixed32(buf.data() + head + 4 * i)});
+    const char* p = buf.data() + head + kDeviceEntrySize * i;
+    Device d;
+    d.shard = index::ShardId{DecodeFixed32(p)};
+    d.stamp.dev = DecodeFixed64(p + 4);
+    d.stamp.ino = DecodeFixed64(p + 12);
+    d.stamp.size = DecodeFixed64(p + 20);
+    d.stamp.mtime_ns = static_cast<int64_t>(DecodeFixed64(p + 28));
+    d.stamp.ctime_ns = static_cast<int64_t>(DecodeFixed64(p + 36));
+    devices.push_back(d);
   }
-  return shards;
+  return devices;
 }
 
 // Writes the image of the view under a temporary name, then renames it to
@@ -297,7 +332,14 @@ Status WriteImage(const index::IndexReader& r, const reader::CacheDir& dir, cons
                              erofs::WriteErofsImage(tree, fd.get(), UuidOf(name)));
     std::string trailer(kTrailerMagic);
     PutFixed32(&trailer, static_cast<uint32_t>(info.shards.size()));
-    for (index::ShardId s : info.shards) PutFixed32(&trailer, s.value);
+    for (index::ShardId s : info.shards) {
+      SHARDFS_ASSIGN_OR_RETURN(FileStamp st, shards.Stamp(s));
+      PutFixed32(&trailer, s.value);
+      for (uint64_t v : {st.dev, st.ino, st.size, static_cast<uint64_t>(st.mtime_ns),
+                         static_cast<uint64_t>(st.ctime_ns)}) {
+        PutFixed64(&trailer, v);
+      }
+    }
     PutFixed64(&trailer, info.bytes);
     if (!WriteFully(fd.get(), trailer.data(), trailer.size()) || ::fdatasync(fd.get()) != 0) {
       return Status::FromErrno(errno, "write");
@@ -451,10 +493,25 @@ Status MountKernel(const std::string& index, bool fetched, const std::string& mo
   }
   std::string image = fmt::format("{}/{}", dir.chunk_dir, name);
   UniqueFd fd(::openat(dir.dir_fd.get(), name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  Result<std::vector<index::ShardId>> devices = Status::NotFound(image);
+  Result<std::vector<Device>> devices = Status::NotFound(image);
   if (fd.valid()) devices = ReadTrailer(fd.get(), image);
-  if (!devices.ok()) {
-    if (fd.valid()) log::Warning("{}; writing it again", devices.status().message());
+  // Reused only while every shard is the file the image was made from (its
+  // composed blocks were read from them): a shard rewritten with its mtime
+  // set back, or replaced by a copy, passes the index's checks but not this.
+  bool stale = false;
+  for (size_t i = 0; devices.ok() && !stale && i < devices->size(); ++i) {
+    const Device& d = (*devices)[i];
+    SHARDFS_ASSIGN_OR_RETURN(FileStamp now, checked.Stamp(d.shard));
+    if (now != d.stamp) {
+      log::Info(
+          "kernel image {}: shard {} is not the file the image was made from (its inode or "
+          "ctime moved); writing it again",
+          image, reader->ShardPath(d.shard));
+      stale = true;
+    }
+  }
+  if (!devices.ok() || stale) {
+    if (fd.valid() && !stale) log::Warning("{}; writing it again", devices.status().message());
     SHARDFS_RETURN_IF_ERROR(WriteImage(*reader, dir, name, checked));
     fd.reset(::openat(dir.dir_fd.get(), name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (!fd.valid()) return Status::FromErrno(errno, image);
@@ -463,8 +520,8 @@ Status MountKernel(const std::string& index, bool fetched, const std::string& mo
     log::Debug("kernel image {}: reused", image);
   }
   std::vector<int> shards;
-  for (index::ShardId id : *devices) {
-    SHARDFS_ASSIGN_OR_RETURN(int shard, checked.Get(id));
+  for (const Device& d : *devices) {
+    SHARDFS_ASSIGN_OR_RETURN(int shard, checked.Get(d.shard));
     shards.push_back(shard);
   }
   auto attach_and_mount = [&](bool as_loops, int* create_errno) -> Status {
@@ -479,8 +536,8 @@ Status MountKernel(const std::string& index, bool fetched, const std::string& mo
       loops.push_back(std::move(l));
       for (size_t i = 0; i < shards.size(); ++i) {
         std::string device;
-        SHARDFS_ASSIGN_OR_RETURN(l,
-                                 AttachLoop(shards[i], reader->ShardPath((*devices)[i]), &device));
+        SHARDFS_ASSIGN_OR_RETURN(
+            l, AttachLoop(shards[i], reader->ShardPath((*devices)[i].shard), &device));
         loops.push_back(std::move(l));
         paths.push_back(device);
       }

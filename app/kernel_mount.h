@@ -15,7 +15,12 @@
 // copies of one index (`cp -a` keeps the id) that each made their own
 // versions never share an image. An index without a database id gets a fresh image that
 // is unlinked once mounted. Images not in use are removed when more than
-// kKeptImages are there, oldest first.
+// kKeptImages are there, oldest first. An image is reused only while each
+// of its shards is the very file it was made from (its composed sparse
+// blocks were read from them): its trailer holds the stamp each shard's file
+// had then (inode, size, mtime, ctime: base/open_file.h), and a shard whose
+// stamp moved since (rewritten with its mtime set back, replaced by a copy,
+// chmod) has the image written again.
 //
 // The shards. Each is opened once, before anything reads it, without
 // opening anything but a regular file (base/open_file.h), and checked on that

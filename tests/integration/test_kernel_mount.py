@@ -22,6 +22,7 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import stat
 import subprocess
@@ -599,6 +600,88 @@ class KernelMountTest(tl.ScratchTestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIsNone(tl.mount_fstype(mnt))
         self.assertRegex(p.stderr.decode(), r"sparse.tar is not the file indexed.*is a FIFO")
+
+    def test_an_image_is_not_reused_for_a_shard_that_is_not_its_file(self):
+        """An image holds blocks read from its shards (an unaligned sparse
+        file's, composed), and is found again by name. A shard whose inode
+        changed since (a chmod, a write with the mtime set back, a copy put
+        in its place) may pass the index's checks: the image is written
+        again, which reads and checks those blocks anew."""
+        base = self.scratch("stale")
+        # The corpus' old GNU sparse members (an extent off the 512-byte
+        # blocks), between a padding member and padding zeros: their bytes
+        # lie outside the head and tail the fingerprint hashes.
+        archive = os.path.join(CORPUS, "archives", "libarchive",
+                               "test_read_format_gtar_sparse_1_13.tar")
+        with open(archive, "rb") as f:
+            middle = f.read()
+        span = 68 * 1024
+        pad = tarfile.TarInfo("pad.bin")
+        pad.size, pad.mtime = span, tl.BASE_TIME_S
+        shard = os.path.join(base, "s.tar")
+        with open(shard, "wb") as f:
+            f.write(pad.tobuf(format=tarfile.GNU_FORMAT) + b"p" * span + middle + b"\0" * span)
+        idx = os.path.join(base, "idx")
+        tl.build_index([shard], idx, check=0)
+        mnt = os.path.join(base, "mnt")
+        os.mkdir(mnt)
+        images = os.path.join(base, "images")
+        stale = "is not the file the image was made from"
+
+        def mount_and_compare(what):
+            """Mounts, compares the sparse file with GNU tar's extraction;
+            returns the mount's messages and whether it wrote the image."""
+            x = os.path.join(base, "x-" + what)
+            untar([shard], x)
+            with self.kmount(idx, mnt, cache_dir=images) as m:
+                self.assertEqual(m.fstype, "erofs", m.stderr)
+                got = tl.sha256_file(os.path.join(mnt, "sparse"))
+            self.assertEqual(got, tl.sha256_file(os.path.join(x, "sparse")), what)
+            shutil.rmtree(x)
+            return m.stderr, re.search(r"kernel image .*: \d+ inodes", m.stderr) is not None
+
+        def flip_sparse_data():
+            """Every data byte of the sparse members, flipped in place; the
+            size, the fingerprint's spans and (set back) the mtime kept."""
+            st = os.stat(shard)
+            with tarfile.open(shard) as t:
+                sparse = [m for m in t.getmembers() if m.issparse()]
+            self.assertTrue(sparse)
+            with open(shard, "r+b") as f:
+                for m in sparse:
+                    f.seek(m.offset_data)
+                    data = f.read(sum(n for _, n in m.sparse))
+                    f.seek(m.offset_data)
+                    f.write(bytes(b ^ 0xff for b in data))
+            os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+        self.assertTrue(mount_and_compare("first")[1])
+        err, written = mount_and_compare("unchanged")
+        self.assertFalse(written, "the image was not reused: " + err)
+        # A chmod: the same bytes, another ctime.
+        os.chmod(shard, 0o600)
+        err, written = mount_and_compare("chmod")
+        self.assertTrue(written and stale in err, err)
+        # Rewritten in place: the image is not reused (it would serve the old
+        # composed blocks beside the new bytes), and the new one refuses the
+        # bytes the index's checksum does not know.
+        flip_sparse_data()
+        m = self.kmount(idx, mnt, cache_dir=images)
+        p = subprocess.run(m.argv(), stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+        self.assertIsNone(tl.mount_fstype(mnt))
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertRegex(p.stderr.decode(), stale + r"(.|\n)*sparse: its bytes in shard .* do not "
+                         r"match the index's checksum")
+        # Its bytes put back: mounted again, the image written anew.
+        flip_sparse_data()
+        err, written = mount_and_compare("restored")
+        self.assertTrue(written, err)
+        # Replaced by a copy: the same bytes and mtime, another inode.
+        shutil.copy2(shard, shard + ".copy")
+        os.rename(shard + ".copy", shard)
+        err, written = mount_and_compare("copied")
+        self.assertTrue(written and stale in err, err)
+        self.assertFalse(mount_and_compare("copied, unchanged")[1])
 
     def test_copies_of_an_index_never_share_an_image(self):
         base, idx, shards = self.three_shard_index("copies")
