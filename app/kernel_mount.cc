@@ -471,6 +471,43 @@ void PruneImages(const reader::CacheDir& dir, const std::string& keep) {
   ::closedir(d);
 }
 
+// The devices of image `name` in `dir`, open as *fd: the image there if it
+// was made from the very shard files checked now (their stamps), else
+// written again (WriteImage) and read back.
+Result<std::vector<Device>> ReuseOrWriteImage(const index::IndexReader& reader,
+                                              CheckedShards& checked, const reader::CacheDir& dir,
+                                              const std::string& name, UniqueFd* fd) {
+  const std::string image = fmt::format("{}/{}", dir.chunk_dir, name);
+  fd->reset(::openat(dir.dir_fd.get(), name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  Result<std::vector<Device>> devices = Status::NotFound(image);
+  if (fd->valid()) devices = ReadTrailer(fd->get(), image);
+  // Reused only while every shard is the file the image was made from (its
+  // composed blocks were read from them): a shard rewritten with its mtime
+  // set back, or replaced by a copy, passes the index's checks but not this.
+  bool stale = false;
+  for (size_t i = 0; devices.ok() && !stale && i < devices->size(); ++i) {
+    const Device& d = (*devices)[i];
+    SHARDFS_ASSIGN_OR_RETURN(FileStamp now, checked.Stamp(d.shard));
+    if (now != d.stamp) {
+      log::Info(
+          "kernel image {}: shard {} is not the file the image was made from (its inode or "
+          "ctime moved); writing it again",
+          image, reader.ShardPath(d.shard));
+      stale = true;
+    }
+  }
+  if (!devices.ok() || stale) {
+    if (fd->valid() && !stale) log::Warning("{}; writing it again", devices.status().message());
+    SHARDFS_RETURN_IF_ERROR(WriteImage(reader, dir, name, checked));
+    fd->reset(::openat(dir.dir_fd.get(), name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd->valid()) return Status::FromErrno(errno, image);
+    devices = ReadTrailer(fd->get(), image);
+  } else {
+    log::Debug("kernel image {}: reused", image);
+  }
+  return devices;
+}
+
 }  // namespace
 
 Status MountKernel(const std::string& index, bool fetched, const std::string& mountpoint,
@@ -492,35 +529,11 @@ Status MountKernel(const std::string& index, bool fetched, const std::string& mo
     name = fmt::format("once-{:08x}{:08x}{}", rd(), rd(), kImageSuffix);
   }
   std::string image = fmt::format("{}/{}", dir.chunk_dir, name);
-  UniqueFd fd(::openat(dir.dir_fd.get(), name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  Result<std::vector<Device>> devices = Status::NotFound(image);
-  if (fd.valid()) devices = ReadTrailer(fd.get(), image);
-  // Reused only while every shard is the file the image was made from (its
-  // composed blocks were read from them): a shard rewritten with its mtime
-  // set back, or replaced by a copy, passes the index's checks but not this.
-  bool stale = false;
-  for (size_t i = 0; devices.ok() && !stale && i < devices->size(); ++i) {
-    const Device& d = (*devices)[i];
-    SHARDFS_ASSIGN_OR_RETURN(FileStamp now, checked.Stamp(d.shard));
-    if (now != d.stamp) {
-      log::Info(
-          "kernel image {}: shard {} is not the file the image was made from (its inode or "
-          "ctime moved); writing it again",
-          image, reader->ShardPath(d.shard));
-      stale = true;
-    }
-  }
-  if (!devices.ok() || stale) {
-    if (fd.valid() && !stale) log::Warning("{}; writing it again", devices.status().message());
-    SHARDFS_RETURN_IF_ERROR(WriteImage(*reader, dir, name, checked));
-    fd.reset(::openat(dir.dir_fd.get(), name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    if (!fd.valid()) return Status::FromErrno(errno, image);
-    SHARDFS_ASSIGN_OR_RETURN(devices, ReadTrailer(fd.get(), image));
-  } else {
-    log::Debug("kernel image {}: reused", image);
-  }
+  UniqueFd fd;
+  SHARDFS_ASSIGN_OR_RETURN(std::vector<Device> devices,
+                           ReuseOrWriteImage(*reader, checked, dir, name, &fd));
   std::vector<int> shards;
-  for (const Device& d : *devices) {
+  for (const Device& d : devices) {
     SHARDFS_ASSIGN_OR_RETURN(int shard, checked.Get(d.shard));
     shards.push_back(shard);
   }
@@ -537,7 +550,7 @@ Status MountKernel(const std::string& index, bool fetched, const std::string& mo
       for (size_t i = 0; i < shards.size(); ++i) {
         std::string device;
         SHARDFS_ASSIGN_OR_RETURN(
-            l, AttachLoop(shards[i], reader->ShardPath((*devices)[i].shard), &device));
+            l, AttachLoop(shards[i], reader->ShardPath(devices[i].shard), &device));
         loops.push_back(std::move(l));
         paths.push_back(device);
       }

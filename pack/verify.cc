@@ -457,8 +457,13 @@ class Verifier {
   // into *member. Adds "unreadable" and returns false on failure.
   bool InflateMember(const Job& job, int shard_fd, const std::string& path, std::string* member) {
     const PackedEntry& p = *job.packed;
-    std::string compressed(static_cast<size_t>(p.encoding.comp_size), '\0');
-    Status r = PreadExact(shard_fd, compressed.data(), compressed.size(), p.encoding.comp_offset);
+    // The index's sizes are bounded before they size a buffer.
+    Status r = codec::CheckMemberSizes(p.encoding, p.size);
+    std::string compressed;
+    if (r.ok()) {
+      compressed.resize(static_cast<size_t>(p.encoding.comp_size));
+      r = PreadExact(shard_fd, compressed.data(), compressed.size(), p.encoding.comp_offset);
+    }
     Result<std::string> got =
         r.ok() ? codec::DecodeMember(p.encoding, compressed, p.size) : Result<std::string>(r);
     if (!got.ok()) {

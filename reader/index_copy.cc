@@ -19,6 +19,7 @@
 #include "base/fd.h"
 #include "base/io.h"
 #include "base/open_file.h"
+#include "reader/cache_dir.h"
 
 namespace shardfs::reader {
 
@@ -128,20 +129,6 @@ void RemoveOlderCopies(const std::string& copies, const std::string& key, const 
   for (const std::string& path : old) RemoveCopy(path);
 }
 
-// The cache root is this user's, no access for others, not a link.
-Status CheckRoot(const std::string& root) {
-  struct stat st {};
-  if (::lstat(root.c_str(), &st) != 0) return Status::FromErrno(errno, root);
-  if (!S_ISDIR(st.st_mode))
-    return Status::InvalidArgument(fmt::format("{}: not a directory", root));
-  if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
-    return Status::InvalidArgument(
-        fmt::format("{}: owned by another user or open to others (mode {:o}); not used", root,
-                    st.st_mode & 07777));
-  }
-  return Status::Ok();
-}
-
 Result<UniqueFd> LockCopy(const std::string& lock_path) {
   UniqueFd fd(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) return Status::FromErrno(errno, lock_path);
@@ -164,8 +151,8 @@ Status SameAsListed(int fd, const ListedFile& listed, const std::string& from) {
   Status s = CheckStamp(fd, listed.stamp, &ctime_ns);
   if (s.ok() && ctime_ns == 0) return s;
   const std::string why =
-      s.ok() ? fmt::format("changed since it was checked: inode changed at {} ns, {} when checked",
-                           ctime_ns, listed.stamp.ctime_ns)
+      s.ok() ? fmt::format("changed since it was checked: ctime {} ns, {} when checked", ctime_ns,
+                           listed.stamp.ctime_ns)
              : std::string(s.message());
   return Status::IoError(fmt::format("{}: {}; not copied", from, why));
 }
@@ -205,12 +192,11 @@ Result<IndexCopy> LocalIndexCopy(const std::string& index, const std::string& ca
   if (::realpath(index.c_str(), real) == nullptr) {
     return Status::FromErrno(errno, fmt::format("index {}", index));
   }
-  SHARDFS_RETURN_IF_ERROR(CheckRoot(cache_root));
+  // The root and the copies' directory are held to the rules of a cache_dir
+  // (reader/cache_dir.h): this user's, not writable by others, no link.
+  SHARDFS_ASSIGN_OR_RETURN(UniqueFd root, OpenCacheRoot(cache_root));
   const std::string copies = fmt::format("{}/{}", cache_root, kIndexCopySubdir);
-  if (::mkdir(copies.c_str(), 0700) != 0 && errno != EEXIST) {
-    return Status::FromErrno(errno, copies);
-  }
-  SHARDFS_RETURN_IF_ERROR(CheckRoot(copies));
+  SHARDFS_RETURN_IF_ERROR(OpenPrivateDir(root.get(), kIndexCopySubdir, copies).status());
   const std::string key = fmt::format("{:016x}", XXH3_64bits(real, std::strlen(real)));
   SHARDFS_ASSIGN_OR_RETURN(UniqueFd lock, LockCopy(fmt::format("{}/{}.lock", copies, key)));
   SHARDFS_ASSIGN_OR_RETURN(std::vector<ListedFile> files, ListIndex(real));
