@@ -74,7 +74,7 @@ struct ReaderOptions {
   std::vector<uint32_t> shard_ranks;
   // The directory relative shard paths are resolved from; "": the index
   // directory's parent. For a node-local copy of an index that stays
-  // beside its shards (reader/index_copy.h).
+  // beside its shards (src/reader/index_copy.h).
   std::string shard_base;
 };
 

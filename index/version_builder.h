@@ -1,7 +1,7 @@
 // A new version of a view, edited in memory from a source version and
 // stored as its difference from default@1 (index/schema.h, "Views and
 // versions"). The builder decides what to remove and move
-// (builder/view_create.h) or add (builder/index_add.h); this unit keeps the
+// (tools/builder/view_create.h) or add (tools/builder/index_add.h); this unit keeps the
 // tree consistent and works out the keys.
 //
 // The whole source tree is loaded, one node per name, children of a

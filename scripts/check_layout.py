@@ -2,8 +2,9 @@
 """Checks the layout rules of the tree (README.md, "Layout"); exits 1 on any
 breach, listing each, and 0 with a one-line summary otherwise.
 
+  - the design card's top level is there (CARD);
   - each library includes only itself and the libraries below it (FLOORS);
-  - libarchive only in archive/, <fuse_lowlevel.h> only in app/fuse_adapter.cc;
+  - libarchive only in src/archive/, <fuse_lowlevel.h> only in src/mount/fuse_adapter.cc;
   - no include loop between units (x.h and x.cc are one unit);
   - no product file over MAX_FILE_LINES lines, no function over
     MAX_FUNCTION_LINES (C++ and Python, the bench included);
@@ -24,30 +25,51 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_FILE_LINES = 650
 MAX_FUNCTION_LINES = 80
 
-# Each library and what it may include besides itself, bottom first. Only
-# the direct list is allowed: a library that needs one further down names it.
+# The design card's top level: what the repository opens with.
+CARD = ["meson.build", "src", "index", "tools", "tests", "man", "README.md"]
+
+# Each library (a folder) and what it may include besides itself, bottom
+# first: base/ the ground, index/ the format, src/ the runtime, tools/ the
+# write side and the command. Only the direct list is allowed: a library that
+# needs one further down names it.
 FLOORS = {
     "base": [],
     "index": ["base"],
-    "remote": ["base"],
-    "codec": ["base", "index"],
-    "archive": ["base", "index", "codec"],
-    "reader": ["base", "index", "remote", "codec"],
-    "erofs": ["base", "index"],
-    "builder": ["base", "index", "remote", "codec", "archive"],
-    "pack": ["base", "index", "remote", "codec", "archive", "builder"],
-    "indexref": ["base", "index", "remote", "archive", "reader"],
-    "app": ["base", "index", "remote", "codec", "archive", "reader", "erofs", "builder", "pack",
-            "indexref"],
-    "bench": ["base"],
-    "python": ["base", "index", "reader", "indexref"],
+    "src/remote": ["base"],
+    "src/codec": ["base", "index"],
+    "src/archive": ["base", "index", "src/codec"],
+    "src/reader": ["base", "index", "src/remote", "src/codec"],
+    "src/erofs": ["base", "index"],
+    "src/indexref": ["base", "index", "src/remote", "src/archive", "src/reader"],
+    "src/mount": ["base", "index", "src/remote", "src/codec", "src/reader", "src/erofs",
+                  "src/indexref"],
+    "src/python": ["base", "index", "src/reader", "src/indexref"],
+    "tools/builder": ["base", "index", "src/remote", "src/codec", "src/archive"],
+    "tools/pack": ["base", "index", "src/remote", "src/codec", "src/archive", "tools/builder"],
+    "tools/cli": ["base", "index", "src/remote", "src/codec", "src/archive", "src/reader",
+                  "src/erofs", "src/indexref", "src/mount", "tools/builder", "tools/pack"],
+    "tools/bench": ["base"],
 }
 # Tests may use every library.
 FLOORS["tests"] = list(FLOORS)
 PRODUCT = [k for k in FLOORS if k != "tests"]
-# The read path's libraries: never the write side, never libarchive.
-READ_PATH = ["reader"]
-WRITE_SIDE = ["builder", "pack", "archive"]
+# The read path's libraries: never the write side, never libarchive; the
+# Python extension besides never the mount.
+READ_PATH = ["src/reader", "src/python"]
+WRITE_SIDE = ["tools/builder", "tools/pack", "src/archive"]
+# The only includer of <fuse_lowlevel.h>.
+FUSE_EDGE = "src/mount/fuse_adapter.cc"
+
+
+def library_of(rel):
+    """The library (a FLOORS key) path `rel` lies in, or None."""
+    best = None
+    for lib in FLOORS:
+        if rel == lib or rel.startswith(lib + "/"):
+            if best is None or len(lib) > len(best):
+                best = lib
+    return best
+
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^>"]+)[>"]', re.M)
 ISSUE_NUMBER = re.compile(r"(?<![\w&/#])#\d{1,3}\b")
@@ -80,14 +102,14 @@ def check_includes(errors):
             graph.setdefault(unit, set())
             for kind, target in INCLUDE.findall(text):
                 if kind == "<":
-                    if target.startswith("archive") and lib not in ("archive", "tests"):
-                        errors.append(f"{rel}: includes <{target}>: libarchive belongs to archive/")
-                    if target == "fuse_lowlevel.h" and rel != "app/fuse_adapter.cc" \
-                            and lib != "tests":
-                        errors.append(f"{rel}: includes <fuse_lowlevel.h>: only app/fuse_adapter.cc")
+                    if target.startswith("archive") and lib not in ("src/archive", "tests"):
+                        errors.append(f"{rel}: includes <{target}>: libarchive belongs to "
+                                      "src/archive/")
+                    if target == "fuse_lowlevel.h" and rel != FUSE_EDGE and lib != "tests":
+                        errors.append(f"{rel}: includes <fuse_lowlevel.h>: only {FUSE_EDGE}")
                     continue
-                top = target.split("/")[0]
-                if top not in FLOORS:
+                top = library_of(target)
+                if top is None:
                     continue  # a system header written with quotes
                 if not os.path.exists(os.path.join(ROOT, target)):
                     errors.append(f"{rel}: includes \"{target}\", which is not in the tree")
@@ -223,11 +245,12 @@ def untested():
     tests = {rel: set(t for _, t in INCLUDE.findall(read(rel)))
              for rel in files_under("tests/unit", ("_test.cc",))}
     for lib in PRODUCT:
-        if lib in ("bench", "python"):
+        if lib in ("tools/bench", "src/python"):
             continue
         for rel in files_under(lib, (".cc",)):
             name = os.path.basename(rel)[:-3]
-            if os.path.exists(os.path.join(ROOT, "tests", "unit", lib, name + "_test.cc")):
+            folder = os.path.basename(lib)
+            if os.path.exists(os.path.join(ROOT, "tests", "unit", folder, name + "_test.cc")):
                 continue
             header = rel[:-3] + ".h"
             users = sorted(os.path.relpath(t, "tests/unit") for t, inc in tests.items()
@@ -243,6 +266,9 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--list-functions":
         list_over = int(sys.argv[2])
     errors = []
+    for entry in CARD:
+        if not os.path.exists(os.path.join(ROOT, entry)):
+            errors.append(f"{entry}: the design card's top level names it, and it is missing")
     missing = [lib for lib in FLOORS if not os.path.isdir(os.path.join(ROOT, lib))]
     for lib in missing:
         errors.append(f"{lib}/: a library the rules name is missing")

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
-shardfs="$PWD/build/app/shardfs"
+shardfs="$PWD/build/tools/cli/shardfs"
 
 work="$(mktemp -d -t shardfs-demo.XXXXXX)"
 mnt="$work/mnt"

@@ -4,7 +4,7 @@
 # can pass FUSE_PARALLEL_DIROPS to the kernel (Debian 12 ships 3.14, which never
 # does). shardfs builds against the system's libfuse; this source is for
 # measuring a build against 3.17 with `shardfs_bench.py --dirops`
-# (bench/README.md, "Parallel lookups in one directory").
+# (tools/bench/README.md, "Parallel lookups in one directory").
 #
 #   fetch-libfuse.sh [--force]
 #

@@ -26,7 +26,7 @@ build_packages=(
   zlib1g-dev libisal-dev libzstd-dev liblzma-dev libbz2-dev
   # run; the demo's shards are written with GNU tar
   fuse3 tar python3
-  # the Python package (python/shardfs): pybind11, the headers, and
+  # the Python package (src/python/shardfs): pybind11, the headers, and
   # meson-python for `pip install .`
   pybind11-dev python3-dev python3-mesonpy
 )

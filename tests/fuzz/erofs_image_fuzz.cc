@@ -1,7 +1,7 @@
-// libFuzzer target: the EROFS image writer (erofs/image.h). Input bytes
+// libFuzzer target: the EROFS image writer (src/erofs/image.h). Input bytes
 // shape a tree (tests/fuzz/erofs_tree_gen.h): every kind of entry, names of
 // any bytes, both inode forms, sparse files aligned or composed. The image
-// written must pass the independent checker (erofs/check.h) and read
+// written must pass the independent checker (src/erofs/check.h) and read
 // back as the same tree, entry for entry; anything else aborts. The
 // integration tests have the kernel mount such trees (test_kernel_mount.py).
 #include <cstdint>

@@ -1,6 +1,6 @@
-// Test support for the EROFS image writer (erofs/image.h): a tree made
+// Test support for the EROFS image writer (src/erofs/image.h): a tree made
 // from arbitrary bytes (the fuzzer's input, or a seeded PRNG's), written,
-// read back with the independent checker (erofs/check.h) and compared
+// read back with the independent checker (src/erofs/check.h) and compared
 // entry by entry. Header-only: the fuzz target and the unit tests include it.
 #ifndef SHARDFS_TESTS_FUZZ_EROFS_TREE_GEN_H_
 #define SHARDFS_TESTS_FUZZ_EROFS_TREE_GEN_H_
@@ -19,8 +19,8 @@
 
 #include "base/fd.h"
 #include "base/io.h"
-#include "erofs/check.h"
-#include "erofs/image.h"
+#include "src/erofs/check.h"
+#include "src/erofs/image.h"
 
 namespace shardfs::erofs_test {
 

@@ -1,10 +1,10 @@
 // libFuzzer target: index build --recursive's nested tar scan
-// (archive/nested_scan.h) over arbitrary bytes. It must never crash, and every
+// (src/archive/nested_scan.h) over arbitrary bytes. It must never crash, and every
 // member it hands on, nested ones included, must lie inside the input.
 #include <cstdint>
 #include <cstdlib>
 
-#include "archive/nested_scan.h"
+#include "src/archive/nested_scan.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace shardfs;

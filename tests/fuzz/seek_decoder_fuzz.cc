@@ -1,5 +1,5 @@
 // libFuzzer target: the seek-point decoder of compressed tar shards
-// (codec/ctar_codec.h) on hostile input. Input layout: u16le n, then n
+// (src/codec/ctar_codec.h) on hostile input. Input layout: u16le n, then n
 // bytes of a seek table value (index/schema.h), u16le w, then w bytes of a
 // window, one byte naming the point, and the rest: the compressed bytes
 // from that point on. Whatever the bytes, the table decoder and the
@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "codec/ctar_codec.h"
 #include "index/schema.h"
+#include "src/codec/ctar_codec.h"
 
 namespace {
 

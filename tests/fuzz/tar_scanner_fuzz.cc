@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "archive/tar_scanner.h"
+#include "src/archive/tar_scanner.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace shardfs;

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "archive/tar_scanner.h"
-#include "archive/tar_walker.h"
+#include "src/archive/tar_scanner.h"
+#include "src/archive/tar_walker.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target: the zip central directory parser (archive/zip_scanner.h).
+// libFuzzer target: the zip central directory parser (src/archive/zip_scanner.h).
 // Input bytes are a whole archive. The scan must return (a Status, never a
 // crash or a read outside the input), and every member it accepts must be
 // one a mount can serve: a file's bytes (stored range or compressed range)
@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "archive/zip_scanner.h"
-#include "codec/encoded_member.h"
 #include "index/member_path.h"
+#include "src/archive/zip_scanner.h"
+#include "src/codec/encoded_member.h"
 
 namespace {
 

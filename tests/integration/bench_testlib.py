@@ -1,4 +1,4 @@
-"""What the smoke tests of bench/shardfs_bench.py share: a run in a temporary directory
+"""What the smoke tests of tools/bench/shardfs_bench.py share: a run in a temporary directory
 that must leave no mount, no process and no scratch behind."""
 
 import glob
@@ -14,8 +14,8 @@ import shardfs_testlib as tl
 # The bench script and its reader, found through the variables meson test sets.
 SOURCE_ROOT = os.environ.get("SHARDFS_SOURCE_ROOT", "")
 BUILD_ROOT = os.environ.get("SHARDFS_BUILD_ROOT", "")
-SCRIPT = os.path.join(SOURCE_ROOT, "bench", "shardfs_bench.py")
-READER = os.path.join(BUILD_ROOT, "bench", "bench_reader")
+SCRIPT = os.path.join(SOURCE_ROOT, "tools", "bench", "shardfs_bench.py")
+READER = os.path.join(BUILD_ROOT, "tools", "bench", "bench_reader")
 
 
 def tree_checksum(train):

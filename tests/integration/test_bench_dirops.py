@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Smoke test of the bench's --dirops mode (bench/bench_dirops.py): cold lookups through two
+"""Smoke test of the bench's --dirops mode (tools/bench/bench_dirops.py): cold lookups through two
 builds of the mount, here this tree's shardfs as both A and B, at 300 files and one rep.
 
 Checks that it completes with the JSON it documents (every layout, both builds, one sample
 each), that the INIT probe found the reply's flags and that this build does not send
 FUSE_PARALLEL_DIROPS (the mount does not ask for it: measured, it slows cold lookups in one
-folder while the directory prefill runs; bench/README.md, "Parallel lookups"), that a tree whose
+folder while the directory prefill runs; tools/bench/README.md, "Parallel lookups"), that a tree whose
 recorded sizes disagree with what the mount answers fails the run, and that no mount, process
 or scratch dir is left behind."""
 
@@ -53,7 +53,7 @@ class BenchDiropsSmokeTest(BenchTestCase):
             self.assertNotEqual(flags, 0, b)
             self.assertEqual(b["parallel_dirops"], bool(flags & FUSE_PARALLEL_DIROPS))
             self.assertFalse(b["parallel_dirops"],
-                             "the mount asked for FUSE_PARALLEL_DIROPS: see bench/README.md")
+                             "the mount asked for FUSE_PARALLEL_DIROPS: see tools/bench/README.md")
 
     def test_wrong_sizes_fail_and_nothing_left(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Smoke test of the bench's --fuse mode (bench/bench_fuse.py) at 300 files and one rep:
+"""Smoke test of the bench's --fuse mode (tools/bench/bench_fuse.py) at 300 files and one rep:
 it completes with the JSON it documents for the loose tree, the FUSE mount and
 `mount --kernel`; the daemon's figures are there and say what a warm file costs (with
 buffering=0 no request at all; with Python's default open() the isatty() IOCTL alone, before

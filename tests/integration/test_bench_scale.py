@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Smoke test of the growth table (`bench/shardfs_bench.py --scale`).
+"""Smoke test of the growth table (`tools/bench/shardfs_bench.py --scale`).
 
 Runs it at 2,000 and 20,000 files (20 class directories, 1 MiB shards, few lookups, reads and
 mounts) into a temporary cache root and checks that it completes, that the JSON has every row

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Smoke test of the benchmark (bench/shardfs_bench.py + bench_reader).
+"""Smoke test of the benchmark (tools/bench/shardfs_bench.py + bench_reader).
 
 Runs the bench at a tiny size (2,000 samples, one rep, every system that exists
 here, a 2 s archivemount budget) into a temporary work dir and checks that it

@@ -113,7 +113,7 @@ class BuildMemoryTest(tl.ScratchTestCase):
         self.assertEqual(sorted(os.listdir(out)), ["mem", "spill"])
 
     def test_nested_tars_spill_the_same(self):
-        # index build --recursive (archive/nested_scan.h): the members of tars
+        # index build --recursive (src/archive/nested_scan.h): the members of tars
         # inside the shards spill like any others, with the extension
         # stripped or not; the second shard is handed to libarchive late,
         # after its nested tars were expanded, and nothing counts twice.

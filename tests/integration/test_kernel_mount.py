@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`shardfs mount --kernel` (issue 27): the view served by the kernel's EROFS
-driver from an image shardfs writes (erofs/image.h), the shards as
+driver from an image shardfs writes (src/erofs/image.h), the shards as
 extra devices.
 
 The oracles: GNU tar's extraction (as root, owners kept) for generated trees
@@ -750,7 +750,7 @@ class KernelMountTest(tl.ScratchTestCase):
             self.assertEqual(js["path"], "fuse")
         self.assertEqual(len([n for n in os.listdir(cache) if n.endswith(".erofs")]), 2)
         # fstab / mount(8): -t fuse.shardfs -o kernel.
-        helper = os.path.join(os.environ.get("SHARDFS_SOURCE_ROOT", ""), "app",
+        helper = os.path.join(os.environ.get("SHARDFS_SOURCE_ROOT", ""), "tools", "cli",
                               "mount.fuse.shardfs")
         env = dict(os.environ, SHARDFS=tl.SHARDFS)
         p = subprocess.run([helper, idx, mnt, "-o", "ro,noauto,kernel,cache_dir=" + images],

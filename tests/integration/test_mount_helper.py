@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The mount(8) helper app/mount.fuse.shardfs, run the way mount(8) runs it
+"""The mount(8) helper tools/cli/mount.fuse.shardfs, run the way mount(8) runs it
 for `mount -t fuse.shardfs INDEX MNT -o OPTIONS` and for fstab lines: it drops
 the options only mount(8) uses, mounts, and returns once mounted."""
 
@@ -13,7 +13,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
 
-HELPER = os.path.join(os.environ.get("SHARDFS_SOURCE_ROOT", ""), "app", "mount.fuse.shardfs")
+HELPER = os.path.join(os.environ.get("SHARDFS_SOURCE_ROOT", ""), "tools", "cli", "mount.fuse.shardfs")
 
 
 class MountHelperTest(unittest.TestCase):

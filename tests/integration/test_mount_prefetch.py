@@ -345,7 +345,7 @@ class MountPrefetchTest(tl.ScratchTestCase):
 class PrefillPastLimitTest(tl.ScratchTestCase):
     """Past its entry limit the prefill lists a directory only once a program
     has missed PAST_LIMIT names in it (a walk, an epoch), and then its next
-    siblings ahead; never one it only samples (reader/dir_prefill.h)."""
+    siblings ahead; never one it only samples (src/mount/dir_prefill.h)."""
 
     PREFIX = "shardfs-prefill-limit-"
     PAST_LIMIT = 256  # PrefillPolicy::kMissesPastLimit

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Python package `shardfs` (python/shardfs): an index read in-process.
+"""The Python package `shardfs` (src/python/shardfs): an index read in-process.
 
 One loose tree (nested directories, images of two classes, JSON, an empty
 file, a large random file, a zip and a tar as members) is packed four ways:
@@ -19,7 +19,7 @@ WebDataset's grouping of the shards read with tarfile; and a run as user
 nobody in a mount namespace where /dev/fuse is hidden.
 
 Runs under the interpreter the package was built for (meson sets PYTHONPATH
-to <build>/python); torch, torchvision and PIL are Debian's.
+to <build>/src/python); torch, torchvision and PIL are Debian's.
 """
 import ctypes
 import errno
@@ -40,7 +40,7 @@ import zipfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
 
-import shardfs  # noqa: E402  (PYTHONPATH=<build>/python)
+import shardfs  # noqa: E402  (PYTHONPATH=<build>/src/python)
 
 T0 = 1_600_000_000  # Even: zip's DOS times have 2-second steps.
 

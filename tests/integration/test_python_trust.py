@@ -18,7 +18,7 @@ hostile user would.
   same shard are served (package and mount).
 
 Runs under the interpreter the package was built for (meson sets PYTHONPATH
-to <build>/python).
+to <build>/src/python).
 """
 import errno
 import os
@@ -30,7 +30,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
 
-import shardfs  # noqa: E402  (PYTHONPATH=<build>/python)
+import shardfs  # noqa: E402  (PYTHONPATH=<build>/src/python)
 
 
 def make_tree(root):

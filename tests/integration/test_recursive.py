@@ -6,7 +6,7 @@ archive order, each member whose content is a tar (ustar magic and a valid
 checksum) is removed and extracted with `tar -xf inner.tar -C DIR`, DIR being
 its name (less ".tar" with --strip-recursive-tar-extension), again inside,
 down to the depth bound. DIR takes the member's owner and mtime, and its
-mode with search permission wherever it grants read (archive/nested_scan.h).
+mode with search permission wherever it grants read (src/archive/nested_scan.h).
 The index (content read from the outer shard at the indexed offsets), the
 FUSE mount and torchvision's ImageFolder are compared with that extraction,
 using test_tar_semantics.py's writers and comparison.

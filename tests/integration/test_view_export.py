@@ -32,7 +32,7 @@ SHARDS = [
 
 
 def sample_key(path):
-    """The key rule of builder/view_export.h: the basename loses everything
+    """The key rule of tools/builder/view_export.h: the basename loses everything
     from its first '.' after any leading dots."""
     d, _, base = path.rpartition("/")
     stem = len(base) - len(base.lstrip("."))

@@ -1,4 +1,4 @@
-// Helpers for the unit tests of reader/ (Filesystem, PushAhead, ShardFiles):
+// Helpers for the unit tests of src/reader/ and src/mount/ (Filesystem, PushAhead, ShardFiles):
 // index real tar shards and open them as a Filesystem, no FUSE.
 #ifndef SHARDFS_TESTS_UNIT_READER_TEST_UTIL_H_
 #define SHARDFS_TESTS_UNIT_READER_TEST_UTIL_H_
@@ -16,10 +16,10 @@
 #include <utility>
 #include <vector>
 
-#include "builder/index_build.h"
 #include "index/index_reader.h"
-#include "reader/filesystem.h"
+#include "src/reader/filesystem.h"
 #include "tests/unit/test_util.h"
+#include "tools/builder/index_build.h"
 
 namespace shardfs::reader_testing {
 using reader::EntryRecord;

@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "remote/http_client.h"
+#include "src/remote/http_client.h"
 
 namespace shardfs::remote {
 

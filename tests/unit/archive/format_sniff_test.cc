@@ -1,6 +1,6 @@
 // Format sniffing: a compressed tar told by its codec's magic, and a valid
 // tar header first taken for a tar whatever its name says.
-#include "archive/format_sniff.h"
+#include "src/archive/format_sniff.h"
 
 #include <cstdio>
 #include <cstring>

@@ -1,7 +1,7 @@
-// Index bundles (archive/index_bundle.h) and the index cache's local side
-// (indexref/index_cache.h): a bundle round-trips, every unsafe member is refused, and
+// Index bundles (src/archive/index_bundle.h) and the index cache's local side
+// (src/indexref/index_cache.h): a bundle round-trips, every unsafe member is refused, and
 // a refused bundle leaves nothing in the cache.
-#include "archive/index_bundle.h"
+#include "src/archive/index_bundle.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,8 +16,8 @@
 
 #include "base/fd.h"
 #include "index/index_reader.h"
-#include "indexref/index_cache.h"
-#include "indexref/index_ref.h"
+#include "src/indexref/index_cache.h"
+#include "src/indexref/index_ref.h"
 #include "tests/unit/remote_test_util.h"
 #include "tests/unit/test_util.h"
 

@@ -1,16 +1,16 @@
-// archive/nested_scan.h: what counts as a nested tar, and the members a
+// src/archive/nested_scan.h: what counts as a nested tar, and the members a
 // NestedScanner hands on (paths under the member's directory, offsets in the
 // outer shard), over archives built in memory.
-#include "archive/nested_scan.h"
+#include "src/archive/nested_scan.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "archive/tar_writer.h"
 #include "base/coding.h"
-#include "codec/encoded_member.h"
+#include "src/archive/tar_writer.h"
+#include "src/codec/encoded_member.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::archive {

@@ -1,8 +1,8 @@
-// archive/tar_headers.h, and the scanner's use of it: extension headers read
+// src/archive/tar_headers.h, and the scanner's use of it: extension headers read
 // with GNU tar's precedence, exact pax times, and GNU sparse 1.0 members
 // positioned by their declared size, as GNU tar reads them, whatever their
 // map accounts for. Archives are built byte for byte here.
-#include "archive/tar_headers.h"
+#include "src/archive/tar_headers.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "archive/tar_scanner.h"
 #include "base/status.h"
+#include "src/archive/tar_scanner.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::archive {

@@ -1,4 +1,4 @@
-// archive/tar_scanner.h at the edges: members past 8 GiB (without writing
+// src/archive/tar_scanner.h at the edges: members past 8 GiB (without writing
 // 8 GiB), GNU sparse members, and input that is not a well-formed tar.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "archive/tar_scanner.h"
+#include "src/archive/tar_scanner.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::archive {

@@ -1,4 +1,4 @@
-// archive/tar_scanner.h and builder/index_build.h on shard paths that are not
+// src/archive/tar_scanner.h and tools/builder/index_build.h on shard paths that are not
 // regular files: refused at once with a message naming the path and what it
 // is, never blocking in open() (a FIFO without a writer would block forever).
 #include <gmock/gmock.h>
@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "archive/tar_scanner.h"
 #include "base/status.h"
-#include "builder/index_build.h"
+#include "src/archive/tar_scanner.h"
 #include "tests/unit/test_util.h"
+#include "tools/builder/index_build.h"
 
 namespace shardfs::archive {
 namespace {

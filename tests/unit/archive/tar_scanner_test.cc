@@ -1,10 +1,10 @@
-// archive/tar_scanner.h on archives written by real tools: GNU tar in five
+// src/archive/tar_scanner.h on archives written by real tools: GNU tar in five
 // formats, bsdtar in four, busybox tar, and Python's tarfile in three.
 //
 // Truth: the source tree on disk (content, size, mode, mtime, link targets,
 // inode identity for hard links), Python's tarfile view of the same archive
 // (header and data offsets, pax mtime strings) and `tar -tf` (member count).
-#include "archive/tar_scanner.h"
+#include "src/archive/tar_scanner.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -193,7 +193,7 @@ std::vector<WriterCase> AllWriters() {
 class OtherToolsArchiveTest : public ::testing::TestWithParam<WriterCase> {
  protected:
   static void SetUpTestSuite() {
-    // As the shardfs CLI does (app/main.cc): names are bytes, and in the "C"
+    // As the shardfs CLI does (tools/cli/main.cc): names are bytes, and in the "C"
     // locale libarchive passes pax UTF-8 names through as stored (a UTF-8
     // locale would normalise them to NFC).
     std::setlocale(LC_ALL, "C");

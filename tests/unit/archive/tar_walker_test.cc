@@ -1,10 +1,10 @@
-// archive/tar_walker.h against libarchive: on every archive of tests/corpus,
+// src/archive/tar_walker.h against libarchive: on every archive of tests/corpus,
 // on archives GNU tar, bsdtar, Python's tarfile and the project's own tar
 // writer make, and on each header case built byte for byte, the walker
 // either declines or reports exactly the members the libarchive scan
 // reports. Truth here is the libarchive path (itself tested against the
 // source tree and other tools in tar_scanner_test.cc).
-#include "archive/tar_walker.h"
+#include "src/archive/tar_walker.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "archive/tar_scanner.h"
-#include "archive/tar_writer.h"
+#include "src/archive/tar_scanner.h"
+#include "src/archive/tar_writer.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::archive {
@@ -154,7 +154,7 @@ TEST(TarWalkerTest, RealToolArchivesAreWalkedAndIdentical) {
   }
 }
 
-// What `shardfs pack` writes (archive/tar_writer.h): ustar headers with pax
+// What `shardfs pack` writes (src/archive/tar_writer.h): ustar headers with pax
 // records for long names, long targets, big ids and sub-second times.
 TEST(TarWalkerTest, PackOutputIsWalkedAndIdentical) {
   const std::string long_path = "a/" + std::string(200, 'p');

@@ -1,7 +1,7 @@
-// archive/tar_writer.h: archives it writes, read back by libarchive and by
-// Python's tarfile (never by archive/tar_scanner.h), plus the byte accounting
+// src/archive/tar_writer.h: archives it writes, read back by libarchive and by
+// Python's tarfile (never by src/archive/tar_scanner.h), plus the byte accounting
 // the index relies on: data offsets, TarMemberBytes, padding, the trailer.
-#include "archive/tar_writer.h"
+#include "src/archive/tar_writer.h"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -1,6 +1,6 @@
-// builder/index_build.h: the index does not depend on the number of jobs; a
+// tools/builder/index_build.h: the index does not depend on the number of jobs; a
 // later shard wins a path; a bad shard fails the build and publishes nothing.
-#include "builder/index_build.h"
+#include "tools/builder/index_build.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

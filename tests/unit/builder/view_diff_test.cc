@@ -1,7 +1,7 @@
 // `view diff` logic: DiffEntries on entry lists made by hand (the matching
-// rules of builder/view_diff.h, one case each), the text form, and WalkView /
+// rules of tools/builder/view_diff.h, one case each), the text form, and WalkView /
 // DiffViews on a real index.
-#include "builder/view_diff.h"
+#include "tools/builder/view_diff.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // `view export` logic: sample keys, grouping (shard, offset, tar path) lists
 // into per-shard key lists, ExportView on a real index, the atomic write.
-#include "builder/view_export.h"
+#include "tools/builder/view_export.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "builder/view_create.h"
-#include "builder/view_diff.h"
 #include "tests/unit/test_util.h"
+#include "tools/builder/view_create.h"
+#include "tools/builder/view_diff.h"
 
 namespace shardfs::builder {
 namespace {

@@ -1,9 +1,9 @@
-// bzip2 random access (codec/bzip2_block.h): the bit copier, the one-block
+// bzip2 random access (src/codec/bzip2_block.h): the bit copier, the one-block
 // stream builder (byte for byte libbz2's own stream for a one-block input),
 // the magic search and the candidate filter on synthetic buffers and on a
 // block crafted to hold a false magic, and every block of a compressed tar
 // indexed by ScanCompressedTarFd decoding back to the exact stream.
-#include "codec/bzip2_block.h"
+#include "src/codec/bzip2_block.h"
 
 #include <bzlib.h>
 #include <sys/mman.h>
@@ -13,12 +13,12 @@
 #include <random>
 #include <string>
 
-#include "archive/ctar_scanner.h"
 #include "base/fd.h"
 #include "base/io.h"
-#include "codec/ctar_codec.h"
 #include "gtest/gtest.h"
 #include "index/schema.h"
+#include "src/archive/ctar_scanner.h"
+#include "src/codec/ctar_codec.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::codec {

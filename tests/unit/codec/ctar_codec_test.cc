@@ -2,7 +2,7 @@
 // interval of a stream that ScanCompressedTarFd indexed back to the exact
 // bytes of the decoded stream (gzip with many checkpoints, concatenated
 // members; zstd frames; xz blocks come from the integration test's tools).
-#include "codec/ctar_codec.h"
+#include "src/codec/ctar_codec.h"
 
 #include <fcntl.h>
 #include <lzma.h>
@@ -14,11 +14,11 @@
 #include <random>
 #include <string>
 
-#include "archive/ctar_scanner.h"
 #include "base/fd.h"
 #include "base/io.h"
 #include "gtest/gtest.h"
 #include "index/schema.h"
+#include "src/archive/ctar_scanner.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::codec {

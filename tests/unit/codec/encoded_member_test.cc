@@ -1,8 +1,8 @@
-// codec/encoded_member.h: an index's sizes of an encoded member, bounded
+// src/codec/encoded_member.h: an index's sizes of an encoded member, bounded
 // before anything is allocated. A damaged or crafted record may give any
 // size; allocating it inside a FUSE op's noexcept trampoline would be a
 // std::bad_alloc, std::terminate, and the end of the mount.
-#include "codec/encoded_member.h"
+#include "src/codec/encoded_member.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

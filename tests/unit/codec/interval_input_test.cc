@@ -1,5 +1,5 @@
-// codec/ctar_codec.h's bound on the compressed bytes of one interval, as the
-// mount reads a compressed tar (reader/stream_reader.h): an index whose
+// src/codec/ctar_codec.h's bound on the compressed bytes of one interval, as the
+// mount reads a compressed tar (src/reader/stream_reader.h): an index whose
 // seek table makes an interval span more than kMaxIntervalInputBytes of the
 // shard is refused (Corruption naming the shard and the seek point) before
 // anything is allocated or read; the last interval of an honest shard with
@@ -10,9 +10,9 @@
 
 #include <string>
 
-#include "archive/tar_writer.h"
-#include "codec/ctar_codec.h"
 #include "index/schema.h"
+#include "src/archive/tar_writer.h"
+#include "src/codec/ctar_codec.h"
 #include "tests/unit/index_surgery.h"
 #include "tests/unit/reader_test_util.h"
 #include "tests/unit/test_util.h"

@@ -1,4 +1,4 @@
-// archive/zip_scanner.h: zip bombs refused before any member is handed on or
+// src/archive/zip_scanner.h: zip bombs refused before any member is handed on or
 // inflated (central entries sharing one local header; declared sizes past the
 // ratio bound), over zips built in memory; and what is not a bomb (two
 // entries of one name with local headers of their own).
@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "archive/zip_scanner.h"
 #include "base/coding.h"
-#include "codec/encoded_member.h"
+#include "src/archive/zip_scanner.h"
+#include "src/codec/encoded_member.h"
 
 namespace shardfs::codec {
 namespace {

@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "erofs/tree.h"
 #include "index/index_reader.h"
 #include "index/index_writer.h"
 #include "index/schema.h"
-#include "pack/verify.h"
+#include "src/erofs/tree.h"
 #include "tests/unit/index_surgery.h"
 #include "tests/unit/test_util.h"
+#include "tools/pack/verify.h"
 
 namespace shardfs::index {
 namespace {
@@ -204,7 +204,7 @@ TEST_F(IndexReaderCorruptTest, MaxInodeBeyondTheKeysOfTheIndexIsRefused) {
 }
 
 // A directory that lists its ancestor (the root's record under a/up): the
-// kernel mount's one walk of the tree (erofs/tree.h) stops with
+// kernel mount's one walk of the tree (src/erofs/tree.h) stops with
 // Corruption naming the directory, where it would list a, a/up, a/up/a, ...
 // without end.
 TEST_F(IndexReaderCorruptTest, ADirectoryListingItsAncestorStopsTheErofsWalk) {

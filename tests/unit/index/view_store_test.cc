@@ -10,11 +10,11 @@
 #include <random>
 #include <set>
 
-#include "builder/view_create.h"
 #include "index/index_reader.h"
 #include "index/inode_set.h"
 #include "index/rank_partition.h"
 #include "tests/unit/test_util.h"
+#include "tools/builder/view_create.h"
 
 namespace shardfs::index {
 namespace {

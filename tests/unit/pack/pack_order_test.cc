@@ -1,14 +1,14 @@
 // The pure parts of pack: WebDataset's sample key and the order pack stores
 // entries in (samples whole, directories before their contents), from
-// pack/pack_plan.h; shard name patterns, from pack/shard_name.h.
+// tools/pack/pack_plan.h; shard name patterns, from tools/pack/shard_name.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "pack/pack_plan.h"
-#include "pack/shard_name.h"
+#include "tools/pack/pack_plan.h"
+#include "tools/pack/shard_name.h"
 
 namespace shardfs::pack {
 namespace {

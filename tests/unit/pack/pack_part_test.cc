@@ -1,7 +1,7 @@
-// pack --part's split (pack/pack_part.h): part directory names, unit keys,
+// pack --part's split (tools/pack/pack_part.h): part directory names, unit keys,
 // and the cut of a list and of a scan into parts that hold every leaf once,
 // samples and the names of one file whole.
-#include "pack/pack_part.h"
+#include "tools/pack/pack_part.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// pack --compress (pack/shard_compress.h): where groups are cut, and every
+// pack --compress (tools/pack/shard_compress.h): where groups are cut, and every
 // group of a compressed shard decoding alone (no window) back to its exact
-// bytes through the mount's decoder (codec/ctar_codec.h); the zstd seek
+// bytes through the mount's decoder (src/codec/ctar_codec.h); the zstd seek
 // table's layout; a corrupt zstd group is an error, not other bytes.
-#include "pack/shard_compress.h"
+#include "tools/pack/shard_compress.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -15,9 +15,9 @@
 
 #include "base/fd.h"
 #include "base/io.h"
-#include "codec/ctar_codec.h"
 #include "gtest/gtest.h"
 #include "index/schema.h"
+#include "src/codec/ctar_codec.h"
 
 namespace shardfs::pack {
 namespace {

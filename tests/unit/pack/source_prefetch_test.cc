@@ -1,7 +1,7 @@
 // pack::SourcePrefetch: reads come back in write order whatever the reader
 // threads do, the readers stay within their limits, and a file that is not
 // what the scan saw is reported, not read.
-#include "pack/source_prefetch.h"
+#include "tools/pack/source_prefetch.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// pack/source_tree.h: what ScanTree lists (tree order, kinds, excludes,
+// tools/pack/source_tree.h: what ScanTree lists (tree order, kinds, excludes,
 // --from-list, --follow-symlinks) on trees made here, and HashFile against
 // XXH3 of the bytes written.
-#include "pack/source_tree.h"
+#include "tools/pack/source_tree.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

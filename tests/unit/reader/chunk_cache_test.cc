@@ -1,8 +1,8 @@
-// reader/chunk_cache.h: S3-FIFO accounting and scan resistance (against an LRU
+// src/reader/chunk_cache.h: S3-FIFO accounting and scan resistance (against an LRU
 // model of the same trace), the capacity bound in memory and on disk,
 // restarts, damaged and leftover files, a kill -9 mid-Insert, the dir lock,
 // and readers racing inserters, evictions and Clear.
-#include "reader/chunk_cache.h"
+#include "src/reader/chunk_cache.h"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "reader/cache_dir.h"
+#include "src/reader/cache_dir.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::reader {

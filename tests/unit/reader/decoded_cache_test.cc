@@ -1,4 +1,4 @@
-#include "reader/decoded_cache.h"
+#include "src/reader/decoded_cache.h"
 
 #include <gtest/gtest.h>
 

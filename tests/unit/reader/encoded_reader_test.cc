@@ -1,8 +1,8 @@
-// reader/encoded_reader.h: a record whose sizes no member may have (a
+// src/reader/encoded_reader.h: a record whose sizes no member may have (a
 // damaged or crafted index) is refused as Corruption naming the archive and
 // the member, before a buffer of either size is allocated: a std::bad_alloc
 // inside a FUSE op is std::terminate, the end of the mount.
-#include "reader/encoded_reader.h"
+#include "src/reader/encoded_reader.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>

@@ -1,7 +1,7 @@
-// reader/filesystem.h called directly, no FUSE: the tree, attributes and bytes
+// src/reader/filesystem.h called directly, no FUSE: the tree, attributes and bytes
 // it serves over an index of a real tar, compared with the source tree; and
 // what it does when a shard changes under it.
-#include "reader/filesystem.h"
+#include "src/reader/filesystem.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -22,11 +22,11 @@
 
 #include "base/fd.h"
 #include "base/io.h"
-#include "builder/index_build.h"
 #include "index/fingerprint.h"
 #include "index/index_reader.h"
 #include "tests/unit/reader_test_util.h"
 #include "tests/unit/test_util.h"
+#include "tools/builder/index_build.h"
 
 namespace shardfs::reader {
 namespace {

@@ -1,4 +1,4 @@
-// reader/shard_fetcher.h on local shards read through it (no network): every
+// src/reader/shard_fetcher.h on local shards read through it (no network): every
 // read returns the file's own bytes, across chunk boundaries and in the short
 // last chunk, and a read past the end fails; one fetch per chunk however many
 // readers wait for it; a sequential reader is fetched ahead of and a random
@@ -7,7 +7,7 @@
 // Stop never leaves a reader hanging.
 //
 // Truth is the file's bytes as written, never the fetcher's own output.
-#include "reader/shard_fetcher.h"
+#include "src/reader/shard_fetcher.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

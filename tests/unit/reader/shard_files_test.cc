@@ -1,7 +1,7 @@
-// reader/shard_files.h on real shards: transient open failures are retried on
+// src/reader/shard_files.h on real shards: transient open failures are retried on
 // the next Get, bad shards heal after the back-off, a FIFO is refused
 // without blocking, and eviction never closes a held descriptor.
-#include "reader/shard_files.h"
+#include "src/reader/shard_files.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>

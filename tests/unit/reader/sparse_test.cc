@@ -14,7 +14,7 @@
 #include "index/index_reader.h"
 #include "index/index_writer.h"
 #include "index/schema.h"
-#include "reader/filesystem.h"
+#include "src/reader/filesystem.h"
 #include "tests/unit/reader_test_util.h"
 #include "tests/unit/test_util.h"
 

@@ -1,6 +1,6 @@
 // Network storage detection (base/storage.h), the volume's choice of a
-// node-local cache (reader/storage_plan.h) and its copy of an index
-// directory (reader/index_copy.h).
+// node-local cache (src/reader/storage_plan.h) and its copy of an index
+// directory (src/reader/index_copy.h).
 #include "base/storage.h"
 
 #include <fcntl.h>
@@ -14,8 +14,8 @@
 #include <string>
 #include <thread>
 
-#include "reader/index_copy.h"
-#include "reader/storage_plan.h"
+#include "src/reader/index_copy.h"
+#include "src/reader/storage_plan.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs {
@@ -183,7 +183,7 @@ TEST_F(IndexCopyTest, CopiedOnceReusedWhileUnchangedAndCopiedAgainAfterAChange) 
 }
 
 TEST_F(IndexCopyTest, RefusedForAnUnsafeRootASpecialFileOrTooLargeAnIndex) {
-  // Refused as a cache_dir is (reader/cache_dir.h): writable by others.
+  // Refused as a cache_dir is (src/reader/cache_dir.h): writable by others.
   ASSERT_EQ(::chmod((dir_ / "cache").c_str(), 0777), 0);
   auto open_root = reader::LocalIndexCopy(dir_ / "idx", dir_ / "cache", 1 << 20);
   ASSERT_FALSE(open_root.ok());

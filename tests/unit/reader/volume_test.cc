@@ -1,8 +1,8 @@
-// reader/volume.h as a second frontend sees it: open an index, look paths
+// src/reader/volume.h as a second frontend sees it: open an index, look paths
 // up, stat, list, read ranges, without FUSE; and a forked child that opens
 // its own volume from the parent's location() and options() and reads,
 // while the parent goes on reading from its own.
-#include "reader/volume.h"
+#include "src/reader/volume.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
-// remote/aws_config.h: AWS configuration from the environment and from
+// src/remote/aws_config.h: AWS configuration from the environment and from
 // ~/.aws files.
-#include "remote/aws_config.h"
+#include "src/remote/aws_config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

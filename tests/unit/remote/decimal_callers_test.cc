@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "remote/s3_list.h"
+#include "src/remote/s3_list.h"
 
 namespace shardfs {
 namespace {

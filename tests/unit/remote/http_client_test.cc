@@ -1,8 +1,8 @@
-// remote/http_client.h: HttpClient against an in-process loopback HTTP
+// src/remote/http_client.h: HttpClient against an in-process loopback HTTP
 // server whose answers each test scripts (206s, 503s, 429 + Retry-After,
 // resets and stalls mid-body, 412s, wrong totals, validators, redirects,
 // SigV4 headers). No network beyond 127.0.0.1.
-#include "remote/http_client.h"
+#include "src/remote/http_client.h"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "remote/aws_config.h"
-#include "remote/request_stats.h"
-#include "remote/retry.h"
-#include "remote/url.h"
+#include "src/remote/aws_config.h"
+#include "src/remote/request_stats.h"
+#include "src/remote/retry.h"
+#include "src/remote/url.h"
 #include "tests/unit/remote_test_util.h"
 #include "tests/unit/test_util.h"
 

@@ -1,11 +1,11 @@
-// remote/url.h: URL parsing, redaction, SigV4 key encoding and request URLs.
+// src/remote/url.h: URL parsing, redaction, SigV4 key encoding and request URLs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "base/strings.h"
-#include "remote/url.h"
+#include "src/remote/url.h"
 
 namespace shardfs::remote {
 namespace {

@@ -1,5 +1,5 @@
-// remote/request_stats.h: latency buckets and request counters.
-#include "remote/request_stats.h"
+// src/remote/request_stats.h: latency buckets and request counters.
+#include "src/remote/request_stats.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// remote/retry.h: backoff with full jitter and retry planning within a budget.
-#include "remote/retry.h"
+// src/remote/retry.h: backoff with full jitter and retry planning within a budget.
+#include "src/remote/retry.h"
 
 #include <gtest/gtest.h>
 

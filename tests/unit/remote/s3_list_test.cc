@@ -1,6 +1,6 @@
-// remote/s3_list.h: ListObjectsV2 XML parsing, and ListS3 against an
+// src/remote/s3_list.h: ListObjectsV2 XML parsing, and ListS3 against an
 // in-process loopback HTTP server. No network beyond 127.0.0.1.
-#include "remote/s3_list.h"
+#include "src/remote/s3_list.h"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -9,9 +9,9 @@
 #include <functional>
 #include <string>
 
-#include "remote/aws_config.h"
-#include "remote/http_client.h"
-#include "remote/request_stats.h"
+#include "src/remote/aws_config.h"
+#include "src/remote/http_client.h"
+#include "src/remote/request_stats.h"
 #include "tests/unit/remote_test_util.h"
 
 namespace shardfs::remote {
