@@ -2,7 +2,7 @@
 // every open, stat and uncached read is a round trip to a server (NFS, SMB,
 // Lustre, Ceph, GPFS, BeeGFS, 9p, and FUSE clients of remote storage such as
 // sshfs, s3fs, rclone or gcsfuse). The mount reads shards on network storage
-// through a node-local chunk cache by default (src/reader/volume.h).
+// through a node-local chunk cache by default.
 //
 // How it is told: statfs(2)'s f_type, the filesystem's magic number, which
 // the kernel sets for each filesystem type. A FUSE filesystem has one magic

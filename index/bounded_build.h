@@ -122,9 +122,8 @@ class BoundedIndexWriter {
   // REQUIRES: every spiller is done.
   Result<WriteStats> Finish(const std::string& out_path, const WriteOptions& options);
 
-  // The most members one chunk held (for tests: a tiny budget gives many
-  // chunks) and the number of chunks, after Finish.
-  size_t largest_chunk() const { return largest_chunk_; }
+  // The number of chunks, after Finish (for tests: a tiny budget gives
+  // many).
   size_t chunks() const { return chunks_; }
 
  private:

@@ -74,7 +74,7 @@ struct ReaderOptions {
   std::vector<uint32_t> shard_ranks;
   // The directory relative shard paths are resolved from; "": the index
   // directory's parent. For a node-local copy of an index that stays
-  // beside its shards (src/reader/index_copy.h).
+  // beside its shards.
   std::string shard_base;
 };
 
@@ -153,7 +153,6 @@ class IndexReader {
   const std::string& ShardPath(ShardId id) const;
   // Meta values by name ("" when absent).
   std::string Meta(std::string_view name) const;
-  const std::map<std::string, std::string>& all_meta() const { return meta_; }
   // A numeric meta value (files, dirs, symlinks, bytes, max_inode,
   // schema_version), checked by Open: 0 when absent, which only a database
   // written by hand without the counts can be. max_inode = files + dirs +

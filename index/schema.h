@@ -212,7 +212,7 @@
 // `bits` (0 = the most significant) of byte `compressed`. Its bits end at
 // the next point's when the next point is in the same stream, else at the
 // stream's end-of-stream magic, which the reader finds by searching back
-// from the next point (src/codec/bzip2_block.h). No window.
+// from the next point. No window.
 #ifndef SHARDFS_INDEX_SCHEMA_H_
 #define SHARDFS_INDEX_SCHEMA_H_
 
@@ -309,7 +309,7 @@ inline constexpr std::string_view kMetaChecksums = "checksums";
 // shards 0.. (default@1's; `index add` appends later ones), so parts 0..N-1
 // of one n together hold every shard once. A part written by `pack --part
 // K/N` records "K/N" and, as n, the count of units (samples and other
-// leaves) of the whole source it was cut from (tools/pack/pack_part.h).
+// leaves) of the whole source it was cut from.
 inline constexpr std::string_view kMetaPartition = "partition";
 inline constexpr std::string_view kMetaPartitionShards = "partition_shards";
 

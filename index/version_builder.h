@@ -1,8 +1,8 @@
 // A new version of a view, edited in memory from a source version and
 // stored as its difference from default@1 (index/schema.h, "Views and
-// versions"). The builder decides what to remove and move
-// (tools/builder/view_create.h) or add (tools/builder/index_add.h); this unit keeps the
-// tree consistent and works out the keys.
+// versions"). The index builder decides what to remove and move (`view
+// create`) or add (`index add`); this unit keeps the tree consistent and
+// works out the keys.
 //
 // The whole source tree is loaded, one node per name, children of a
 // directory contiguous and in name order. Edits mark nodes removed or moved

@@ -5,10 +5,12 @@ breach, listing each, and 0 with a one-line summary otherwise.
   - the design card's top level is there (CARD);
   - each library includes only itself and the libraries below it (FLOORS);
   - libarchive only in src/archive/, <fuse_lowlevel.h> only in src/mount/fuse_adapter.cc;
-  - no include loop between units (x.h and x.cc are one unit);
+  - no include loop between units (x.h and x.cc are one unit), and no comment
+    in a library naming a file of one above it;
   - no product file over MAX_FILE_LINES lines, no function over
     MAX_FUNCTION_LINES (C++ and Python, the bench included);
-  - no issue-tracker number (a hash and digits) in shipped text.
+  - no issue-tracker number (a hash and digits, or "issue N") in shipped text,
+    every tracked .md file included.
 
 Usage: scripts/check_layout.py [--list-functions N]  (also prints every
 function longer than N lines, to see what is close to the limit)
@@ -19,6 +21,7 @@ without a tests/unit/<library>/x_test.cc, for the notes on where it is covered)
 import ast
 import os
 import re
+import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,7 +75,7 @@ def library_of(rel):
 
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^>"]+)[>"]', re.M)
-ISSUE_NUMBER = re.compile(r"(?<![\w&/#])#\d{1,3}\b")
+ISSUE_NUMBER = re.compile(r"(?<![\w&/#])#\d+\b|\bissues?\s+#?\d+\b", re.I)
 
 
 def files_under(folder, exts):
@@ -120,6 +123,7 @@ def check_includes(errors):
                     errors.append(f"{rel}: the read path includes {target} (write side)")
                 if unit_of(target) != unit:
                     graph[unit].add(unit_of(target))
+            check_upward_comments(rel, lib, text, errors)
     # Include loops: a cycle among units.
     state, stack, loops = {}, [], []
 
@@ -140,6 +144,24 @@ def check_includes(errors):
             visit(u)
     for loop in loops:
         errors.append("include loop: " + " -> ".join(loop))
+
+
+UPWARD = re.compile(r"\b((?:src|tools)/[a-z_]+)/[\w.]*")
+
+
+def check_upward_comments(rel, lib, text, errors):
+    """A lower library's comments name no file of a library above it: who
+    uses a library is said once, in its meson.build header."""
+    if lib == "tests":
+        return
+    for no, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("#include"):
+            continue
+        for m in UPWARD.finditer(line):
+            target = m.group(1)
+            if target in FLOORS and target != lib and target not in FLOORS[lib]:
+                errors.append(f"{rel}:{no}: names {m.group(0)}, above {lib}/ (say who uses a "
+                              f"library in its meson.build)")
 
 
 def strip_cpp(text):
@@ -229,9 +251,18 @@ def check_sizes(errors, list_over):
                     print(f"note: {rel}:{first}: {name} {n} lines")
 
 
+def tracked_markdown():
+    """Every .md file the repository ships (git's list: not node_modules or
+    build directories)."""
+    out = subprocess.run(["git", "-C", ROOT, "ls-files", "*.md"], capture_output=True,
+                         text=True, check=True).stdout
+    return [rel for rel in out.splitlines() if rel]
+
+
 def check_issue_numbers(errors):
     shipped = [rel for lib in PRODUCT for rel in files_under(lib, (".cc", ".h", ".py", ".build"))]
-    shipped += ["README.md", "meson.build"] + list(files_under("man", (".1",)))
+    shipped += ["meson.build"] + list(files_under("man", (".1",)))
+    shipped += tracked_markdown()
     shipped += list(files_under("scripts", (".sh", ".py")))
     for rel in shipped:
         for no, line in enumerate(read(rel).splitlines(), 1):

@@ -49,8 +49,8 @@ const char* IsalError(int r) {
 // boundary with its window (kDeflate) until `out` is full. With ISA-L's
 // inflater (igzip): about three times zlib's speed, and like zlib it takes
 // a preset window and a start inside a byte, which whole-buffer inflaters
-// (libdeflate) do not. The index builder finds the points with zlib
-// (src/archive/ctar_scanner.cc); both read the same standard format.
+// (libdeflate) do not. The index builder finds the points with zlib; both
+// read the same standard format.
 Status Inflate(std::string_view name, const SeekPoint& p, std::string_view window,
                std::string_view input, std::string* out) {
   auto st = std::make_unique<inflate_state>();  // About 80 KB: not on a FUSE worker's stack.

@@ -1,8 +1,6 @@
 // Compressed tar streams: decoding one interval between seek points
-// (index/schema.h, "Compressed tar shards"). The builder
-// (src/archive/ctar_scanner.h, which tells a shard's codec by
-// src/archive/format_sniff.h) records the points; the mount
-// (src/reader/stream_reader.h) decodes an interval per cache miss.
+// (index/schema.h, "Compressed tar shards"). The index builder records the
+// points; a reader decodes an interval per cache miss.
 //
 // Thread-safe: every call owns its decoder state.
 #ifndef SHARDFS_SRC_CODEC_CTAR_CODEC_H_
@@ -69,8 +67,7 @@ bool CanDecodePrefix(index::SeekKind kind);
 // As DecodeInterval, but only the first `prefix` bytes of the interval (all
 // of it if it is shorter), for a kind CanDecodePrefix allows. A frame's or
 // block's own check, where it has one, is not reached: the caller checks
-// what it uses (src/reader/stream_reader.h checks the file read against its
-// checksum).
+// what it uses (against the file's checksum).
 Result<std::string> DecodeIntervalPrefix(std::string_view name, const index::SeekTable& table,
                                          size_t i, std::string_view window, std::string_view input,
                                          uint64_t max_bytes, uint64_t prefix);

@@ -1,8 +1,7 @@
 // A compressed tar shard's whole decoded stream, for the commands that read
-// files of such shards by their decoded offsets (verify --full:
-// tools/pack/verify.h; pack --from-index: tools/pack/pack_from_index.h): decoded once,
-// seek point by seek point as the mount does (src/codec/ctar_codec.h), into an
-// unnamed temporary file.
+// files of such shards by their decoded offsets (`verify --full`, `pack
+// --from-index`): decoded once, seek point by seek point as the mount does
+// (src/codec/ctar_codec.h), into an unnamed temporary file.
 //
 // Thread-safe: each call owns its buffers and file.
 #ifndef SHARDFS_SRC_CODEC_DECODED_SHARD_H_

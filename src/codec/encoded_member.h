@@ -25,8 +25,8 @@
 namespace shardfs::codec {
 
 // The most bytes a deflated member may inflate to: a read inflates a member
-// whole, so `index build` refuses a larger one (src/archive/zip_scanner.h) and a
-// decode refuses an index that records one.
+// whole, so `index build` refuses a larger one and a decode refuses an index
+// that records one.
 inline constexpr uint64_t kMaxDeflatedMember = uint64_t{1} << 30;
 // The most compressed bytes such a member may have: deflate's worst case
 // (stored blocks) adds 5 bytes per 65,535; 1/1024 more covers every writer.

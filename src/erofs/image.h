@@ -46,8 +46,7 @@
 // sparse files with more than kErofsMaxCopiedBytes of data, a shard of 2 TiB
 // or more (32-bit block numbers), more than 65,535 shards. ErofsTreeFromIndex refuses those
 // with NotSupported naming the file or shard; the mount then falls back to
-// FUSE or refuses (src/mount/kernel_mount.h). src/erofs/tree.h makes the tree of
-// a view.
+// FUSE or refuses. src/erofs/tree.h makes the tree of a view.
 #ifndef SHARDFS_SRC_EROFS_IMAGE_H_
 #define SHARDFS_SRC_EROFS_IMAGE_H_
 

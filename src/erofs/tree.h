@@ -3,8 +3,7 @@
 // partition), each entry an ErofsNode, each shard that holds a file of the
 // view a device. The format's limits are checked here, against the index:
 // what the image cannot hold is refused with NotSupported naming the file or
-// shard, and the mount then falls back to FUSE or refuses
-// (src/mount/kernel_mount.h).
+// shard, and the mount then falls back to FUSE or refuses.
 #ifndef SHARDFS_SRC_EROFS_TREE_H_
 #define SHARDFS_SRC_EROFS_TREE_H_
 

@@ -1,7 +1,7 @@
-// The mount's sequence, for a frontend that has parsed its command line
-// (tools/cli/cmd_mount.cc): check the mountpoint, resolve the index (a URL
-// or bundle fetched first), mount it with the kernel's EROFS driver or with
-// FUSE, and serve until unmounted; and the unmount.
+// The mount's sequence, for a frontend that has parsed its command line:
+// check the mountpoint, resolve the index (a URL or bundle fetched first),
+// mount it with the kernel's EROFS driver or with FUSE, and serve until
+// unmounted; and the unmount.
 //
 // Without `foreground` the process forks: the child mounts and serves,
 // detached, the parent waits until the mount is in place (or has failed) and

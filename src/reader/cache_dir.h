@@ -43,7 +43,7 @@ Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir,
 // mistyped parent should fail, not be made). Refuses one that another user
 // owns or that group or others may write to: whoever can write there could
 // plant files the mount would trust. `shown` names it in errors, after
-// "cache_dir ". Also used by the index cache (src/indexref/index_cache.h).
+// "cache_dir ".
 Result<UniqueFd> OpenPrivateDir(int at, const char* name, const std::string& shown);
 
 // Opens the cache root `root` (an absolute path) as a default root

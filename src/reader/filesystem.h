@@ -1,6 +1,7 @@
 // The filesystem an index describes, as plain C++ on InodeIds: lookup,
 // getattr, readdir, readlink, read. No FUSE types here, so unit tests call it
-// directly; src/mount/fuse_adapter.cc translates FUSE requests into these calls.
+// directly; the mount's FUSE adapter translates FUSE requests into these
+// calls.
 //
 // Metadata comes from the index alone; no shard is opened for lookup,
 // getattr, readdir or readlink. A read walks down once: Read looks the inode
@@ -77,7 +78,7 @@ struct FilesystemOptions {
   DecodedCache* decoded = nullptr;
 };
 
-// What push-ahead (src/mount/push_ahead.h) needs of a READ, and nothing else:
+// What the mount's push-ahead needs of a READ, and nothing else:
 // where in which shard the bytes lay, and what the read was for the file.
 // Filled by Filesystem::Read; push-ahead reads no other field of a read.
 struct PushHint {

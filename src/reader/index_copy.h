@@ -36,8 +36,7 @@
 
 namespace shardfs::reader {
 
-// Not the index cache's subdirectory (src/indexref/index_cache.h), which
-// may share the cache root.
+// Not the index cache's subdirectory, which may share the cache root.
 inline constexpr char kIndexCopySubdir[] = "shardfs-index-copies-v1";
 inline constexpr std::chrono::seconds kCopyLockWait{30};
 

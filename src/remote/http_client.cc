@@ -375,13 +375,6 @@ HttpClient::HttpClient(FetchOptions options, AwsConfig config, RequestStats* sta
 
 HttpClient::~HttpClient() = default;
 
-std::string HttpClient::RequestUrl(const RemoteUrl& url, std::string_view query) const {
-  if (url.is_s3()) {
-    return S3RequestUrl(config_.endpoint_url, config_.region, url.bucket, url.key, query);
-  }
-  return query.empty() ? url.url : fmt::format("{}?{}", url.url, query);
-}
-
 Status HttpClient::GetRange(const RemoteUrl& url, uint64_t pos, uint64_t len,
                             const ExpectedObject& object, char* buf) {
   if (len == 0 || pos > object.size || len > object.size - pos) {

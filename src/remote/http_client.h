@@ -97,9 +97,6 @@ class HttpClient {
   Status GetText(const RemoteUrl& url, std::string_view query, std::string* body,
                  size_t max_bytes = 64 << 20);
 
-  // The URL a request for `url` goes to (+ "?" + query when not empty).
-  std::string RequestUrl(const RemoteUrl& url, std::string_view query = {}) const;
-
   const FetchOptions& options() const { return options_; }
   const AwsConfig& aws_config() const { return config_; }
 

@@ -1,7 +1,7 @@
 // Pack's source prefetch: reader threads open and read source files ahead
 // of the one thread that writes the shards, so that the writer rarely waits
 // for the disk. ("prefetch" is pack reading its source ahead; the mount's
-// page-cache pushes and shard readahead are other things, in src/reader/.)
+// page-cache pushes and shard readahead are other things.)
 //
 // Files are read in write order, claimed by the readers in small batches,
 // into a ring of slots, within limits on the bytes, the files and the open
