@@ -39,6 +39,8 @@ test_packages=(
   clang libclang-rt-14-dev llvm
   # the format check (scripts/test.sh): the tree keeps its own .clang-format
   clang-format
+  # the manual's check (scripts/check_man.sh): man --warnings
+  man-db
   # benchmark peers
   squashfs-tools squashfuse archivemount
   # benchmark peers for zip and gzip archives (bench --archives)

@@ -34,7 +34,7 @@
 namespace shardfs::archive {
 
 // Default decoded bytes between gzip seek points (`index build
-// --seek-spacing`): see man/shardfs.1 for the measurement behind it.
+// --seek-spacing`): see man/shardfs-index.1 for the measurement behind it.
 inline constexpr uint64_t kDefaultSeekSpacing = uint64_t{2} << 20;
 // The largest: a checkpoint may wait up to twice the spacing for a full
 // flush, then one more deflate block, and a mount decodes at most

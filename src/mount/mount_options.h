@@ -1,7 +1,7 @@
 // Options of `shardfs mount`, from `-o` strings through libfuse's fuse_opt
 // parser (fuse_opt.h, not the low-level API) into one struct. Options shardfs
 // does not know are passed on to libfuse (e.g. allow_other, max_read,
-// fsname). Every option is documented in man/shardfs.1, the deprecated
+// fsname). Every option is documented in man/shardfs-mount.1, the deprecated
 // aliases too.
 #ifndef SHARDFS_SRC_MOUNT_MOUNT_OPTIONS_H_
 #define SHARDFS_SRC_MOUNT_MOUNT_OPTIONS_H_

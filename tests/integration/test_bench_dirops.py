@@ -15,7 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from bench_testlib import BenchTestCase  # noqa: E402
+from bench_testlib import BUILD_ROOT, BenchTestCase  # noqa: E402
 
 FUSE_PARALLEL_DIROPS = 1 << 18
 SMALL = ["--dirops", "--files", "300", "--dirs", "3", "--reps", "1"]
@@ -29,7 +29,7 @@ class BenchDiropsSmokeTest(BenchTestCase):
         super().setUpClass()
         cls.workdir = os.path.join(cls.tmp, "work")
         cls.run_bench_json("dirops", SMALL + ["--shardfs-b", tl.SHARDFS, "--build-dir-b",
-                                              os.path.dirname(os.path.dirname(tl.SHARDFS))])
+                                              BUILD_ROOT])
 
     def test_completes_with_expected_json(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])

@@ -15,7 +15,7 @@ import sys
 from bench_common import log
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-SOURCE_ROOT = os.path.dirname(BENCH_DIR)  # The bench lives in <source>/bench.
+SOURCE_ROOT = os.path.dirname(os.path.dirname(BENCH_DIR))  # It lives in <source>/tools/bench.
 TEST_RIG_DIR = os.path.join(SOURCE_ROOT, "tests", "integration")
 
 

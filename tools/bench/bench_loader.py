@@ -286,7 +286,7 @@ class LoaderPaths:
                 self.paths.append("kernel")
         # The Python package (shardfs.torch.ImageFolder over the index, in-process, no mount),
         # where the build has it.
-        self.package = os.path.join(a.build_dir, "python")
+        self.package = os.path.join(a.build_dir, "src", "python")
         if os.path.isdir(os.path.join(self.package, "shardfs")):
             self.paths.append("package")
         else:

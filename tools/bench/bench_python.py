@@ -106,7 +106,7 @@ def timed_passes(a, fn):
 def import_package(a):
     """The shardfs package built in --build-dir, for the interpreter running this; SystemExit
     saying so when it is not there."""
-    sys.path.insert(0, os.path.join(a.build_dir, "python"))
+    sys.path.insert(0, os.path.join(a.build_dir, "src", "python"))
     try:
         import shardfs
     except ImportError as e:

@@ -140,8 +140,21 @@ std::string FormatHelp(const CommandLine& cl, std::string_view summary) {
   size_t width = 0;
   for (const auto& [left, help] : rows) width = std::max(width, left.size());
   for (const auto& [left, help] : rows) out += fmt::format("  {:<{}}  {}\n", left, width, help);
-  out += "\nAll options: man shardfs(1).\n";
+  out += fmt::format("\nAll options: man {}(1).\n", ManPageOf(cl.command));
   return out;
+}
+
+std::string_view ManPageOf(std::string_view command) {
+  auto group = [&](std::string_view g) {
+    return command == g || (command.starts_with(g) && command[g.size()] == ' ');
+  };
+  if (group("index") || command == "ls" || command == "stat") return "shardfs-index";
+  if (group("view")) return "shardfs-view";
+  if (group("mount") || group("umount") || group("stats") || group("cache")) {
+    return "shardfs-mount";
+  }
+  if (group("pack") || group("verify")) return "shardfs-pack";
+  return "shardfs";
 }
 
 OptionSetter SetFlag(bool* flag, bool value) {

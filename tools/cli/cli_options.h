@@ -67,6 +67,10 @@ Result<ParsedArgs> ParseCommandLine(const CommandLine& cl, int argc, char* const
 // table with its help, and where all options are described (the man page).
 std::string FormatHelp(const CommandLine& cl, std::string_view summary);
 
+// The man page of `command` ("index build", "mount", ...): its group's page
+// (shardfs-index, shardfs-view, shardfs-mount, shardfs-pack), else shardfs.
+std::string_view ManPageOf(std::string_view command);
+
 // Setters for the common cases.
 OptionSetter SetFlag(bool* flag, bool value = true);
 OptionSetter SetString(std::string* value);

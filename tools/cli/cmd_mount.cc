@@ -25,7 +25,8 @@ int ParseMountArgs(int argc, char** argv, MountArgs* a) {
       "mount",
       "INDEX MOUNTPOINT",
       {{"foreground", 'f', nullptr, "stay in the foreground", SetFlag(&a->foreground)},
-       {nullptr, 'o', "OPT[,OPT...]", "mount options (man shardfs(1))", AppendString(&o_lists)},
+       {nullptr, 'o', "OPT[,OPT...]", "mount options (man shardfs-mount(1))",
+        AppendString(&o_lists)},
        {"check", 0, nullptr, "check every shard before mounting", SetFlag(&a->check)},
        {"kernel", 0, "[=auto]", "serve with the kernel's EROFS driver (auto: else with FUSE)",
         [&](const char* arg) {

@@ -1,4 +1,5 @@
-// shardfs: one command with subcommands. See man/shardfs.1.
+// shardfs: one command with subcommands. See man/shardfs.1 and the page of
+// each group of commands (man/shardfs-*.1).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -36,7 +37,8 @@ void PrintHelp() {
       "commands:\n");
   for (const Command& c : AllCommands()) fmt::print("  {:<12} {}\n", c.name, c.summary);
   fmt::print(
-      "\n`shardfs COMMAND --help` shows a command's options; man shardfs(1) has them all.\n");
+      "\n`shardfs COMMAND --help` shows a command's options; man shardfs(1) lists the\n"
+      "pages that have them all.\n");
 }
 
 }  // namespace

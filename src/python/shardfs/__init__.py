@@ -17,7 +17,7 @@ ctime) against the one taken when the shard was checked: a shard written in
 place after a file's first read gives EIO (with its mtime set back, its files
 are verified again, and those whose bytes changed give EIO).
 One file whose bytes do not match its checksum fails alone (naming it and its
-shard); the shard's other files go on serving. ``man shardfs``, ``verify=``,
+shard); the shard's other files go on serving. ``man shardfs-mount``, ``verify=``,
 says what each mode catches and what it does not.
 
 An ``Index`` may be used from many threads at once (lookups and reads release

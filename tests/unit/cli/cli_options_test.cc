@@ -209,5 +209,17 @@ TEST(CliOptionsTest, HelpListsEveryOptionOfTheTable) {
   EXPECT_THAT(help, HasSubstr("man shardfs(1)"));
 }
 
+TEST(CliOptionsTest, EachCommandPointsAtItsGroupsManPage) {
+  EXPECT_EQ(ManPageOf("index build"), "shardfs-index");
+  EXPECT_EQ(ManPageOf("ls"), "shardfs-index");
+  EXPECT_EQ(ManPageOf("view create"), "shardfs-view");
+  EXPECT_EQ(ManPageOf("mount"), "shardfs-mount");
+  EXPECT_EQ(ManPageOf("cache warm"), "shardfs-mount");
+  EXPECT_EQ(ManPageOf("pack"), "shardfs-pack");
+  EXPECT_EQ(ManPageOf("verify"), "shardfs-pack");
+  EXPECT_EQ(ManPageOf("packer"), "shardfs");
+  EXPECT_EQ(ManPageOf("test cmd"), "shardfs");
+}
+
 }  // namespace
 }  // namespace shardfs::cli
