@@ -14,7 +14,7 @@ namespace {
 
 // How long a reader waits for another's decode of the same interval before
 // decoding it itself (DecodedCache::Get): about one interval's inflate.
-constexpr std::chrono::milliseconds kDecodeWait{2000};
+constexpr std::chrono::milliseconds kIntervalDecodeWait{2000};
 
 }  // namespace
 
@@ -135,8 +135,8 @@ Status StreamReader::Read(index::ShardId id, const ShardHandle& shard, uint64_t 
     auto decode = [&]() { return Decode(id, *t, i, need, shard); };
     std::shared_ptr<const std::string> block;
     if (cache_) {
-      SHARDFS_ASSIGN_OR_RETURN(block,
-                               cache_->Get(DecodedKey{id.value, i}, need, decode, kDecodeWait));
+      SHARDFS_ASSIGN_OR_RETURN(
+          block, cache_->Get(DecodedKey{id.value, i}, need, decode, kIntervalDecodeWait));
     } else {
       SHARDFS_ASSIGN_OR_RETURN(std::string b, decode());
       block = std::make_shared<const std::string>(std::move(b));
