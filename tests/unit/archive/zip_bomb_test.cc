@@ -12,7 +12,7 @@
 #include "src/archive/zip_scanner.h"
 #include "src/codec/encoded_member.h"
 
-namespace shardfs::codec {
+namespace shardfs::archive {
 namespace {
 
 void PutFixed16(std::string* dst, uint16_t v) {
@@ -203,4 +203,4 @@ TEST(ZipBombTest, DeclaredSizesUpToTheFloorPassWhateverTheRatio) {
 }
 
 }  // namespace
-}  // namespace shardfs::codec
+}  // namespace shardfs::archive
