@@ -17,28 +17,13 @@
 #include <sstream>
 
 #include "base/log.h"
+#include "base/storage.h"
 
 namespace shardfs::mount {
 
 namespace {
 
 bool TimedOut(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == ETIMEDOUT; }
-
-// Field 5 of a mountinfo line, the mount point, has octal escapes for space,
-// tab, newline and '\'.
-std::string Unescape(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      out.push_back(
-          static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
 
 // The last line of /proc/self/mountinfo that `match(entry, mountpoint)`
 // accepts.
@@ -62,12 +47,12 @@ Result<MountEntry> ScanMountInfo(Match match) {
     }
     std::string source, super_options;
     f >> e.fstype >> source >> super_options;
-    e.source = Unescape(source);
+    e.source = UnescapeMountinfo(source);
     std::istringstream opts(super_options);
     for (std::string opt; std::getline(opts, opt, ',');) {
       if (opt.starts_with("user_id=")) e.owner = static_cast<uid_t>(std::stoul(opt.substr(8)));
     }
-    if (match(e, Unescape(point))) {
+    if (match(e, UnescapeMountinfo(point))) {
       last = std::move(e);
       found = true;
     }

@@ -13,27 +13,10 @@
 #include "base/io.h"
 #include "base/log.h"
 #include "base/parse.h"
+#include "base/storage.h"
 
 namespace shardfs::mount {
 namespace {
-
-// A mountinfo field with its octal escapes (\040 for a space, \011, \012,
-// \134) undone.
-std::string Unescape(std::string_view field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    if (field[i] == '\\' && i + 3 < field.size()) {
-      const std::string_view oct = field.substr(i + 1, 3);
-      if (oct.find_first_not_of("01234567") == std::string_view::npos) {
-        out.push_back(static_cast<char>((oct[0] - '0') * 64 + (oct[1] - '0') * 8 + (oct[2] - '0')));
-        i += 3;
-        continue;
-      }
-    }
-    out.push_back(field[i]);
-  }
-  return out;
-}
 
 // The whole of a small file (procfs and sysfs files have no size).
 Result<std::string> ReadSmallFile(const std::string& path) {
@@ -76,7 +59,7 @@ Result<std::string> FindFuseMountDevice(std::string_view mountinfo, std::string_
     if (dash + 1 >= fields.size() || fields.size() < 5) continue;
     const std::string_view fstype = fields[dash + 1];
     if (fstype != "fuse" && !fstype.starts_with("fuse.")) continue;
-    if (Unescape(fields[4]) != mountpoint) continue;
+    if (UnescapeMountinfo(fields[4]) != mountpoint) continue;
     found = std::string(fields[2]);  // The newest mount comes last.
   }
   if (!found) {

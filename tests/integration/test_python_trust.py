@@ -16,6 +16,9 @@ hostile user would.
 - One corrupt member of a shard that is otherwise as indexed: its reads fail
   with EIO naming that member and its shard, and the other members of the
   same shard are served (package and mount).
+- fork() while other threads open and close indexes never leaves a child
+  hanging, and a forked child reads the index version its parent opened,
+  not one `index add` made since.
 
 Runs under the interpreter the package was built for (meson sets PYTHONPATH
 to <build>/src/python).
@@ -23,8 +26,11 @@ to <build>/src/python).
 import errno
 import os
 import random
+import signal
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -275,6 +281,75 @@ class TrustTest(tl.ScratchTestCase):
                     self.assertEqual(tl.read_file(os.path.join(mnt, rel)), files[rel], rel)
             self.assertTrue(tl.wait_until(lambda: bad in m.stderr()), m.stderr()[-2000:])
             self.assertNotIn(good, m.stderr())
+
+    def test_fork_while_other_threads_open_and_close(self):
+        # Threads open, read and close indexes without pause while the main
+        # thread forks children that open one and read: no child may hang
+        # (RocksDB's process-wide scheduler lock copied into it held).
+        stop = threading.Event()
+        errors = []
+
+        def churn():
+            try:
+                while not stop.is_set():
+                    with shardfs.Index(self.idx) as ix:
+                        ix.read("big.bin", 0, 16)
+            except Exception as e:  # noqa: BLE001  (reported below)
+                errors.append(e)
+
+        threads = [threading.Thread(target=churn) for _ in range(3)]
+        for t in threads:
+            t.start()
+        hung = []
+        try:
+            for i in range(30):
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        with shardfs.Index(self.idx) as ix:
+                            ok = ix.read("train/cat/000.bin") == self.files["train/cat/000.bin"]
+                        os._exit(0 if ok else 3)
+                    except BaseException:  # noqa: BLE001
+                        os._exit(4)
+                deadline = time.monotonic() + 20
+                while True:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        self.assertEqual(os.waitstatus_to_exitcode(status), 0, f"child {i}")
+                        break
+                    if time.monotonic() > deadline:
+                        hung.append(i)
+                        os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
+                        break
+                    time.sleep(0.005)
+                if hung:
+                    break  # One is enough: the rest would wait as long each.
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        self.assertEqual(hung, [], "forked children that hung")
+        self.assertEqual(errors, [])
+
+    def test_a_forked_child_reads_the_version_its_parent_opened(self):
+        d, shard, idx, files = self.fresh("fork-version")
+        extra_src = os.path.join(d, "extra")
+        os.makedirs(os.path.join(extra_src, "added"))
+        tl.write_file(os.path.join(extra_src, "added", "new.bin"), b"added later")
+        extra = tl.tar_create(os.path.join(d, "extra.tar"), extra_src, ["added"])
+        with shardfs.Index(idx) as ix:
+            self.assertFalse(ix.exists("added/new.bin"))
+            tl.run_shardfs("index", "add", idx, extra, check=0)
+            with shardfs.Index(idx) as fresh:
+                self.assertTrue(fresh.exists("added/new.bin"))
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0 if not ix.exists("added/new.bin") and ix.read("big.bin") ==
+                         files["big.bin"] else 5)
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0,
+                             "the child saw the version index add made after its parent opened")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "index/index_reader.h"
 #include "index/schema.h"
 #include "src/indexref/index_ref.h"
 #include "src/reader/volume.h"
@@ -102,16 +103,42 @@ void ExitAtOnce(int status, void*) {
 std::mutex registry_mu;
 std::set<Handle*>* registry = new std::set<Handle*>();  // Guarded by registry_mu; never freed.
 
+// Held around every open and every close of a volume's RocksDB database,
+// and taken by fork() last (pthread_atfork): RocksDB's process-wide periodic
+// task scheduler takes a mutex of its own in each open and close, and a
+// fork() while another thread held it would leave it locked for ever in the
+// child (a DataLoader worker forked while a thread opened a validation set
+// blocked in its first open). Lock order: registry_mu, a handle's mu_, then
+// db_mu.
+std::mutex db_mu;
+
+// Opens a volume under db_mu; the volume is closed under it too, by
+// whichever holder lets go last.
+Result<std::shared_ptr<reader::Volume>> OpenVolume(const reader::IndexLocation& where,
+                                                   reader::VolumeOptions options) {
+  std::lock_guard<std::mutex> l(db_mu);
+  Result<std::unique_ptr<reader::Volume>> v = reader::Volume::Open(where, std::move(options));
+  if (!v.ok()) return v.status();
+  return std::shared_ptr<reader::Volume>(std::move(v).value().release(), [](reader::Volume* p) {
+    std::lock_guard<std::mutex> l(db_mu);
+    delete p;
+  });
+}
+
 class Handle {
  public:
   Handle(const std::string& arg, reader::VolumeOptions options) : arg_(arg) {
     Result<indexref::IndexRef> ref = indexref::ResolveForVolume(arg, &options);
     if (!ref.ok()) Throw(ref.status(), arg);
-    auto v = reader::Volume::Open(indexref::LocationOf(ref.value()), options);
+    auto v = OpenVolume(indexref::LocationOf(ref.value()), options);
     if (!v.ok()) Throw(v.status(), arg);
     ref_ = std::move(ref).value();
     options_ = std::move(options);
     volume_ = std::move(v).value();
+    // A forked child opens the very version this process opened ("NAME@N"),
+    // not whatever `index add` or `view create` made meanwhile.
+    const index::IndexReader& r = volume_->fs().reader();
+    if (r.manifest() == nullptr) options_.reader.view = r.version().label();
     opened_any.store(true, std::memory_order_relaxed);
     generation_ = fork_generation.load(std::memory_order_relaxed);
     std::lock_guard<std::mutex> l(registry_mu);
@@ -145,7 +172,7 @@ class Handle {
       o.cache_dir.clear();
       o.cache_size = 0;
     }
-    auto v = reader::Volume::Open(indexref::LocationOf(ref_), std::move(o));
+    auto v = OpenVolume(indexref::LocationOf(ref_), std::move(o));
     if (!v.ok()) Throw(v.status(), arg_);
     volume_ = std::move(v).value();
     generation_ = generation;
@@ -175,8 +202,10 @@ class Handle {
   static void LockAll() {
     registry_mu.lock();
     for (Handle* h : *registry) h->mu_.lock();
+    db_mu.lock();
   }
   static void UnlockAll() {
+    db_mu.unlock();
     for (Handle* h : *registry) h->mu_.unlock();
     registry_mu.unlock();
   }
