@@ -1,11 +1,12 @@
 // src/remote/url.h: URL parsing, redaction, SigV4 key encoding and request URLs.
+#include "src/remote/url.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "base/strings.h"
-#include "src/remote/url.h"
 
 namespace shardfs::remote {
 namespace {
