@@ -154,6 +154,15 @@ CommandResult Run(const std::vector<std::string>& argv, const std::string& cwd) 
 
 std::string Python3() { return SHARDFS_TEST_PYTHON3; }
 
+std::vector<std::string> DirNames(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    out.push_back(e.path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::string ReadFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) Die("open " + path);

@@ -54,6 +54,8 @@ CommandResult Run(const std::vector<std::string>& argv, const std::string& cwd =
 std::string Python3();
 
 std::string ReadFile(const std::string& path);
+// The names in directory `dir`, sorted.
+std::vector<std::string> DirNames(const std::string& dir);
 void WriteFile(const std::string& path, std::string_view data);
 // `n` bytes from a fixed-seed generator: the same bytes every run.
 std::string PseudoRandomBytes(size_t n, uint64_t seed);

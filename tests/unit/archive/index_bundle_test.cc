@@ -21,21 +21,13 @@ namespace shardfs::archive {
 namespace {
 
 using ::shardfs::testing::DirMember;
+using ::shardfs::testing::DirNames;
 using ::shardfs::testing::FileMember;
 using ::shardfs::testing::Python3;
 using ::shardfs::testing::ReadFile;
 using ::shardfs::testing::Run;
 using ::shardfs::testing::TempDir;
 using ::shardfs::testing::WriteFile;
-
-std::vector<std::string> Names(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    out.push_back(e.path().filename().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 // Writes a tar at `out` with Python's tarfile: `script` adds members to `t`.
 void PythonTar(const std::string& out, const std::string& script) {
@@ -77,8 +69,8 @@ TEST_F(IndexBundleTest, RoundTripIsDeterministicAndAnIndex) {
   EXPECT_FALSE(WriteIndexBundle(index_, dir_ / "a.tar").ok()) << "an existing file is kept";
   ::mkdir((dir_ / "out").c_str(), 0700);
   ASSERT_TRUE(UnpackFile(dir_ / "a.tar", dir_ / "out").ok());
-  EXPECT_EQ(Names(dir_ / "out"), Names(index_));
-  for (const std::string& n : Names(index_)) {
+  EXPECT_EQ(DirNames(dir_ / "out"), DirNames(index_));
+  for (const std::string& n : DirNames(index_)) {
     EXPECT_EQ(ReadFile(dir_ / "out/" + n), ReadFile(index_ + "/" + n)) << n;
   }
   EXPECT_TRUE(index::IsShardfsIndex(dir_ / "out"));
@@ -90,7 +82,7 @@ TEST_F(IndexBundleTest, GnuTarOfTheDirectoryIsAccepted) {
   ASSERT_TRUE(r.ok()) << r.describe;
   ::mkdir((dir_ / "out").c_str(), 0700);
   ASSERT_TRUE(UnpackFile(dir_ / "gnu.tar.gz", dir_ / "out").ok());
-  EXPECT_EQ(Names(dir_ / "out"), Names(index_));
+  EXPECT_EQ(DirNames(dir_ / "out"), DirNames(index_));
 }
 
 TEST_F(IndexBundleTest, UnsafeMembersAreRefused) {

@@ -27,17 +27,9 @@ using remote::HttpRequest;
 using remote::LoopbackServer;
 using remote::Respond;
 using ::shardfs::testing::DirMember;
+using ::shardfs::testing::DirNames;
 using ::shardfs::testing::FileMember;
 using ::shardfs::testing::TempDir;
-
-std::vector<std::string> Names(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    out.push_back(e.path().filename().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 class IndexCacheTest : public ::testing::Test {
  protected:
@@ -61,9 +53,9 @@ TEST_F(IndexCacheTest, RefusesRelativeShardsAndLeavesNothing) {
   EXPECT_NE(got.status().message().find("relative to the index's own directory"), std::string::npos)
       << got.status().message();
   const std::string top = dir_ / "cache/shardfs-index-v1";
-  for (const std::string& entry : Names(top)) {
+  for (const std::string& entry : DirNames(top)) {
     if (entry == "shardfs-cache") continue;
-    for (const std::string& n : Names(top + "/" + entry)) {
+    for (const std::string& n : DirNames(top + "/" + entry)) {
       EXPECT_TRUE(n == "lock") << "left in the cache: " << n;
     }
   }
