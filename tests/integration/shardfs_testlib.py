@@ -760,27 +760,42 @@ def warm_pass(take, tries=WARM_TRIES, prepare=None):
     return got, watch.lost
 
 
+# The kernel can also forget a few inodes of a warm tree, and their pages and
+# shadow entries with them, with no counter above moving (the dentry cache's
+# shrinker under the slab pressure of a compile beside the suite): seen once
+# as 37 READs and 25 LOOKUPs in a warm pass of 600 files with nothing lost.
+# So a pass that lost nothing visible may still send READs and LOOKUPs (and
+# the FORGETs of the inodes it looked up again) for at most this share of the
+# files it read; a daemon that sends one for every file still fails.
+UNSEEN_LOSS_SHARE = 8
+UNSEEN_LOSS_KINDS = ("read", "lookup", "forget", "batch_forget")
+
+
 def reads_lost_pages_allow(lost, files):
     """The most READs that `lost` (PageLossWatch.lost of a pass over `files`
-    files, each under the readahead window) accounts for: none when nothing
-    was lost; a READ per refaulted page (each READ fills at least one missing
-    page) when reclaim alone took pages; a READ per file after a drop."""
+    files, each under the readahead window) accounts for: a share of the
+    files (UNSEEN_LOSS_SHARE) when nothing visible was lost; besides that a
+    READ per refaulted page (each READ fills at least one missing page) when
+    reclaim took pages; a READ per file after a drop."""
     if any(k in lost for k in DROP_COUNTERS):
         return files
-    return min(files, lost.get(REFAULT_COUNTER, 0))
+    return min(files, lost.get(REFAULT_COUNTER, 0) + files // UNSEEN_LOSS_SHARE)
 
 
 def assert_warm_requests(tc, spent, lost, files, expected=None):
     """Asserts that a warm pass over `files` files (each under the readahead
     window), which lost `lost` (warm_pass), sent the requests `expected`
-    ({kind: count}) and no other but the READs `lost` accounts for. After a
-    drop (which may take dentries and inodes too), only those two."""
+    ({kind: count}) and no other but the READs `lost` accounts for and the
+    few an unseen eviction explains (UNSEEN_LOSS_SHARE). After a drop (which
+    may take dentries and inodes too), only those two."""
     expected = expected or {}
     for kind, n in expected.items():
         tc.assertEqual(spent.get(kind, 0), n, (kind, spent, lost))
     tc.assertLessEqual(spent.get("read", 0), reads_lost_pages_allow(lost, files), (spent, lost))
     if not any(k in lost for k in DROP_COUNTERS):
-        tc.assertEqual(set(spent) - set(expected) - {"read"}, set(), (spent, lost))
+        for kind in UNSEEN_LOSS_KINDS[1:]:
+            tc.assertLessEqual(spent.get(kind, 0), files // UNSEEN_LOSS_SHARE, (kind, spent, lost))
+        tc.assertEqual(set(spent) - set(expected) - set(UNSEEN_LOSS_KINDS), set(), (spent, lost))
 
 
 def pid_alive(pid):

@@ -808,12 +808,19 @@ TEST_F(PushAheadTest, AFullQueueDropsItsOldestJob) {
     release = true;
   }
   cv.notify_all();
-  for (int i = 0; i < 1000 && push.stats().jobs_run < 2; ++i) {
+  // jobs_run counts a job as it starts: wait for the second job's store
+  // (10 s at most), not only its start, before stopping the pushers.
+  for (int i = 0; i < 1000; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!stored.empty()) break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   push.Stop();
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(stored, std::vector<uint64_t>{reader_testing::InodeOf(*fs, "b/f2").value});
+  EXPECT_EQ(push.stats().jobs_run, 2u);
 }
 
 TEST_F(PushAheadTest, AJobThatWaitedTooLongIsDropped) {
