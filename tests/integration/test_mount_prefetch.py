@@ -87,35 +87,50 @@ class MountPrefetchTest(tl.ScratchTestCase):
             self.assertEqual(sha(f.read()), self.want[rel], rel)
 
     def test_prefill_lists_a_directory_after_two_lookups(self):
-        with self.mount(None) as m:
-            names = self.names("cls0")
-            ino = os.stat(os.path.join(self.mnt, "cls0")).st_ino
-            for rel in names[:2]:
-                os.lstat(os.path.join(self.mnt, rel))
-            marker = "prefill: listed directory inode %d" % ino
-            self.assertTrue(tl.wait_until(lambda: marker in m.stderr()),
-                            "no prefill of cls0:\n" + m.stderr()[-3000:])
-            before = len(m.stderr())
-            for rel in names:
-                st = os.lstat(os.path.join(self.mnt, rel))
-                self.assertEqual(st.st_size, os.lstat(os.path.join(self.src, rel)).st_size)
-            after = m.stderr()[before:]
-            self.assertEqual(self.own_requests(after, "LOOKUP"), 0, after[-3000:])
-            # A name that does not exist is remembered too (negative entry).
-            for _ in range(3):
-                self.assertFalse(os.path.lexists(os.path.join(self.mnt, "cls0", "nope")))
-            self.assertEqual(self.own_requests(m.stderr()[before:], "LOOKUP"), 1)
-            for rel in names[:20]:
-                self.check_bytes(rel)
-            # The next sibling directory was listed ahead: no lookup at all.
-            ino1 = os.stat(os.path.join(self.mnt, "cls1")).st_ino
-            ahead = "prefill: listed directory inode %d (ahead)" % ino1
-            self.assertTrue(tl.wait_until(lambda: ahead in m.stderr()),
-                            "cls1 not listed ahead:\n" + m.stderr()[-3000:])
-            before = len(m.stderr())
-            for rel in self.names("cls1"):
-                os.lstat(os.path.join(self.mnt, rel))
-            self.assertEqual(self.requests(m.stderr()[before:], "LOOKUP"), 0)
+        # Its LOOKUP counts hold only while the kernel keeps the dentries the
+        # listing gave: a run during which another test dropped the dentry
+        # cache (tests run two at a time; some drop caches) is taken again
+        # with a fresh mount, up to WARM_TRIES times.
+        for attempt in range(tl.WARM_TRIES):
+            watch = tl.PageLossWatch()
+            try:
+                with watch, self.mount(None) as m:
+                    self.prefill_scenario(m)
+                return
+            except AssertionError:
+                dropped = any(k in (watch.lost or {}) for k in tl.DROP_COUNTERS)
+                if not dropped or attempt + 1 == tl.WARM_TRIES:
+                    raise
+
+    def prefill_scenario(self, m):
+        names = self.names("cls0")
+        ino = os.stat(os.path.join(self.mnt, "cls0")).st_ino
+        for rel in names[:2]:
+            os.lstat(os.path.join(self.mnt, rel))
+        marker = "prefill: listed directory inode %d" % ino
+        self.assertTrue(tl.wait_until(lambda: marker in m.stderr()),
+                        "no prefill of cls0:\n" + m.stderr()[-3000:])
+        before = len(m.stderr())
+        for rel in names:
+            st = os.lstat(os.path.join(self.mnt, rel))
+            self.assertEqual(st.st_size, os.lstat(os.path.join(self.src, rel)).st_size)
+        after = m.stderr()[before:]
+        self.assertEqual(self.own_requests(after, "LOOKUP"), 0, after[-3000:])
+        # A name that does not exist is remembered too (negative entry).
+        for _ in range(3):
+            self.assertFalse(os.path.lexists(os.path.join(self.mnt, "cls0", "nope")))
+        self.assertEqual(self.own_requests(m.stderr()[before:], "LOOKUP"), 1)
+        for rel in names[:20]:
+            self.check_bytes(rel)
+        # The next sibling directory was listed ahead: no lookup at all.
+        ino1 = os.stat(os.path.join(self.mnt, "cls1")).st_ino
+        ahead = "prefill: listed directory inode %d (ahead)" % ino1
+        self.assertTrue(tl.wait_until(lambda: ahead in m.stderr()),
+                        "cls1 not listed ahead:\n" + m.stderr()[-3000:])
+        before = len(m.stderr())
+        for rel in self.names("cls1"):
+            os.lstat(os.path.join(self.mnt, rel))
+        self.assertEqual(self.requests(m.stderr()[before:], "LOOKUP"), 0)
 
     def test_without_prefill_every_name_is_a_lookup(self):
         with self.mount("prefill_dirs=0") as m:
