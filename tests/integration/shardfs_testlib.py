@@ -768,7 +768,13 @@ def warm_pass(take, tries=WARM_TRIES, prepare=None):
 # the FORGETs of the inodes it looked up again) for at most this share of the
 # files it read; a daemon that sends one for every file still fails.
 UNSEEN_LOSS_SHARE = 8
-UNSEEN_LOSS_KINDS = ("read", "lookup", "forget", "batch_forget")
+UNSEEN_LOSS_KINDS = ("read", "lookup")
+# FORGETs are the kernel's, sent when it evicts an inode, and cost a reader
+# nothing: the dentry shrinker may evict inodes looked up before the pass
+# while it runs (seen: 221 FORGETs, no LOOKUP, in a warm pass over 600 files
+# beside a compile). Each is an inode looked up once, before or during the
+# pass, so there are at most as many as the pass's files and LOOKUPs.
+FORGET_KINDS = ("forget", "batch_forget")
 
 
 def reads_lost_pages_allow(lost, files):
@@ -792,10 +798,12 @@ def assert_warm_requests(tc, spent, lost, files, expected=None):
     for kind, n in expected.items():
         tc.assertEqual(spent.get(kind, 0), n, (kind, spent, lost))
     tc.assertLessEqual(spent.get("read", 0), reads_lost_pages_allow(lost, files), (spent, lost))
+    forgets = sum(spent.get(kind, 0) for kind in FORGET_KINDS)
+    tc.assertLessEqual(forgets, files + spent.get("lookup", 0), (spent, lost))
     if not any(k in lost for k in DROP_COUNTERS):
-        for kind in UNSEEN_LOSS_KINDS[1:]:
-            tc.assertLessEqual(spent.get(kind, 0), files // UNSEEN_LOSS_SHARE, (kind, spent, lost))
-        tc.assertEqual(set(spent) - set(expected) - set(UNSEEN_LOSS_KINDS), set(), (spent, lost))
+        tc.assertLessEqual(spent.get("lookup", 0), files // UNSEEN_LOSS_SHARE, (spent, lost))
+        allowed = set(expected) | set(UNSEEN_LOSS_KINDS) | set(FORGET_KINDS)
+        tc.assertEqual(set(spent) - allowed, set(), (spent, lost))
 
 
 def pid_alive(pid):
