@@ -637,12 +637,15 @@ idx.close()
             self.assertEqual(got[i], want[i])
         some = random.Random(5).sample(range(len(want)), 30)  # A DataLoader's batch.
         self.assertEqual(got.__getitems__(some), [want[i] for i in some])
-        # Rank splitting: the ranks' samples are disjoint and cover the view.
+        # Rank splitting: the ranks' samples are disjoint, as many on each
+        # (one padded with a repeat of its own), and cover the view.
         seen = []
         for rank in range(2):
             part = st.SampleDataset(idx, rank=rank, world=2)
-            seen += [part[i]["__key__"] for i in range(len(part))]
-        self.assertEqual(sorted(seen), sorted(s["__key__"] for s in want))
+            self.assertEqual(len(part), -(-len(want) // 2))
+            seen.append({part[i]["__key__"] for i in range(len(part))})
+        self.assertEqual(seen[0] & seen[1], set())
+        self.assertEqual(sorted(seen[0] | seen[1]), sorted(s["__key__"] for s in want))
         # A per-epoch permutation, seeded, the same in every process.
         a, b = st.EpochSampler(got, seed=1), st.EpochSampler(got, seed=1)
         self.assertEqual(list(a), list(b))

@@ -164,14 +164,10 @@ class Handle {
     if (generation == generation_) return volume_;
     // A child after fork(): the parent's volume is not ours to use or free.
     Leak(std::move(volume_));
-    // The disk chunk cache stays the parent's (a cache_dir serves one
-    // process): the child's chunks of remote shards are kept in memory.
+    // The disk chunk cache is the parent's directory, shared: the child
+    // finds the chunks its parent and siblings stored, and they its own.
     reader::VolumeOptions o = options_;
     o.announce = false;  // The parent logged how the storage is read.
-    if (!o.cache_dir.empty()) {
-      o.cache_dir.clear();
-      o.cache_size = 0;
-    }
     auto v = OpenVolume(indexref::LocationOf(ref_), std::move(o));
     if (!v.ok()) Throw(v.status(), arg_);
     volume_ = std::move(v).value();
@@ -341,6 +337,25 @@ void Prefetch(Handle& h, const py::iterable& paths_arg) {
     RecordHolder holder;
     if (v->ResolveFile(path, &rec, &holder).ok()) v->WillNeed(rec);
   }
+}
+
+// Where the bytes of each file of `paths` lie: (shard number, offset in the
+// shard), in order; what a sampler orders reads by (src/python/shardfs's
+// _split.py). Raises for the first path that names no file.
+std::vector<std::pair<uint64_t, uint64_t>> Placement(Handle& h, const py::iterable& paths_arg) {
+  std::vector<std::string> paths;
+  for (py::handle p : paths_arg) paths.push_back(PathArg(p));
+  std::shared_ptr<reader::Volume> v = h.Get();
+  py::gil_scoped_release nogil;
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  out.reserve(paths.size());
+  for (const std::string& path : paths) {
+    EntryRecord rec;
+    RecordHolder holder;
+    Check(v->ResolveFile(path, &rec, &holder), path);
+    out.emplace_back(rec.shard.value, rec.offset);
+  }
+  return out;
 }
 
 // The whole bytes of each file of `paths`, in order. All are resolved first
@@ -621,6 +636,7 @@ PYBIND11_MODULE(_shardfs, m) {
            "first and the kernel asked for all their bytes at once, so that reads from a\n"
            "local disk overlap. It holds the whole batch in memory at once; prefetch(),\n"
            "then read() file by file, holds one file's bytes at a time.")
+      .def("_placement", &Placement, py::arg("relpaths"))
       .def("_readinto", &ReadInto, py::arg("inode"), py::arg("offset"), py::arg("buffer"),
            py::arg("name"))
       .def("_stat", &Stat, py::arg("relpath"), py::arg("follow") = true)

@@ -7,24 +7,50 @@
 - ``SampleDataset``: WebDataset's samples (files grouped by key: the path up
   to the first dot of the name) with random access by index; each item a dict
   ``{"__key__": key, "jpg": bytes, "json": bytes, ...}``.
+- ``JobSampler``: the sampler of a whole job for those two (map-style): each
+  epoch a new seeded assignment of shards to ranks, the same on every rank,
+  the rank's samples shuffled in blocks that keep reads near each other, and
+  the same number of samples on every rank.
+- ``SampleStream``: WebDataset's samples as a stream (an ``IterableDataset``):
+  each epoch a seeded shard order across the job, each DataLoader worker of
+  each rank reading its own run of shards start to end, samples shuffled in a
+  bounded buffer; every rank yields the same number of samples.
 - ``EpochSampler``: a seeded permutation per epoch (``set_epoch``), the same
   on every rank.
 
-Ranks: give ``rank`` and ``world`` (or open the ``Index`` with them) and the
-dataset holds rank ``rank``'s share of the view, by shards as ``-o
-rank=,world=`` splits it. Workers: a ``DataLoader``'s workers each read the
-indices their sampler hands them; the index is opened again in each worker
-after the fork.
+Ranks: every rank of a job takes the same number of samples per epoch, as
+torch's ``DistributedSampler`` gives them (``ceil(n / world)``, padded with
+repeats of the rank's own samples; ``n // world`` with ``drop_last=True``), so
+that no rank waits for ever at an all-reduce the others never reach. The
+split follows the shards (shardfs._split): a rank reads about 1/world of the
+bytes, in long runs; a shard is split inside when a run ends there, so a view
+of fewer shards than ranks still feeds every rank. Fewer samples than ranks
+is refused (ValueError). Without ``rank`` and ``world``, the samplers and the
+stream take them from ``torch.distributed`` when it is initialised.
+
+Which to use: ``JobSampler`` when the node-local cache (or the page cache)
+holds the dataset, or most of it: each epoch a rank reads other shards, so
+every rank sees every class over the epochs. A fixed split (``rank=`` and
+``world=`` given to the dataset, with a ``shuffle=True`` sampler over it, or
+``EpochSampler``) when a node's cache is smaller than the dataset: a rank
+reads the same shards every epoch, which then stay in its node's cache.
+
+Workers: a ``DataLoader``'s workers each read the indices their sampler
+hands them (a ``SampleStream``: its own run); the index is opened again in
+each worker after the fork, and uses the parent's cache.
 """
 
 import io
+import random
 import re
 
 import torch.utils.data
 
 from . import Index
+from . import _split
 
-__all__ = ["ImageFolder", "SampleDataset", "EpochSampler", "IMG_EXTENSIONS"]
+__all__ = ["ImageFolder", "SampleDataset", "JobSampler", "SampleStream", "EpochSampler",
+           "IMG_EXTENSIONS"]
 
 # torchvision.datasets.folder.IMG_EXTENSIONS.
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -34,13 +60,30 @@ IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tif
 _KEY_RE = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
 
 
-def _open(index, view, rank, world, seed, keep_dirs):
+def _open(index, view):
+    """``index`` as an open ``Index`` of ``view``: itself when it is one and
+    no view is asked for."""
     if isinstance(index, Index):
-        if view is None and rank is None and world is None:
-            return index
-        return Index(index.path, view=view, rank=rank, world=world, seed=seed,
-                     rank_keep_dirs=keep_dirs)
-    return Index(index, view=view, rank=rank, world=world, seed=seed, rank_keep_dirs=keep_dirs)
+        return index if view is None else Index(index.path, view=view)
+    return Index(index, view=view)
+
+
+def _rank_world(rank, world, what):
+    """``(rank, world)``: as given, or torch.distributed's when both are None
+    and it is initialised, else (0, 1)."""
+    if (rank is None) != (world is None):
+        raise ValueError(f"{what}: rank and world go together")
+    if rank is not None:
+        return rank, world
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _placements(index, paths):
+    """``(shard, offset)`` of each of ``paths``: where its bytes lie."""
+    return [tuple(p) for p in index._placement(paths)]
 
 
 def _join(a, b):
@@ -55,16 +98,45 @@ def pil_loader(f):
     return img.convert("RGB")
 
 
-class ImageFolder(torch.utils.data.Dataset):
+class _Split:
+    """What the datasets share: a rank's share of their samples (rank,
+    world: _split's fixed split, seeded by ``seed``), and ``placements``."""
+
+    def _take_share(self, rank, world, seed, drop_last):
+        if (rank is None) != (world is None):
+            raise ValueError(f"{type(self).__name__}: rank and world go together")
+        self._placed = None
+        if rank is None:
+            return
+        order = _split.job_order(self.placements, seed, 0)
+        share = _split.rank_share(order, rank, world, drop_last)
+        self._placed = [self._placed_all[i] for i in share]
+        self._keep(share)
+
+    @property
+    def placements(self):
+        """``(shard, offset)`` of each sample's first file, in sample order:
+        what ``JobSampler`` splits the samples by."""
+        if self._placed is None:
+            self._placed = self._placed_all = _placements(self.index, self._first_files())
+        return self._placed
+
+
+class ImageFolder(_Split, torch.utils.data.Dataset):
     """torchvision's ``ImageFolder`` over directory ``root`` of an index.
 
-    ``index`` is a ``shardfs.Index`` or what ``Index`` opens; ``view``,
-    ``rank``, ``world`` and ``seed`` open it with a view or a rank's share.
-    Classes are ``root``'s subdirectories in name order; samples are the
-    valid files under each (subdirectories walked, symbolic links followed)
-    in torchvision's order: ``samples``, ``targets``, ``classes`` and
-    ``class_to_idx`` equal torchvision's over the loose tree, with paths
-    relative to the index's root.
+    ``index`` is a ``shardfs.Index`` or what ``Index`` opens; ``view`` opens
+    it with a view. Classes are ``root``'s subdirectories in name order;
+    samples are the valid files under each (subdirectories walked, symbolic
+    links followed) in torchvision's order: ``samples``, ``targets``,
+    ``classes`` and ``class_to_idx`` equal torchvision's over the loose tree,
+    with paths relative to the index's root.
+
+    With ``rank`` and ``world``, the dataset holds rank ``rank``'s fixed
+    share of those samples (the module's "Ranks": as many on every rank,
+    padded or, with ``drop_last``, trimmed; the shards' order drawn from
+    ``seed``), in the order their bytes lie; the classes stay the whole
+    tree's. Without them, give ``JobSampler`` the whole dataset.
 
     ``loader`` gets a binary file object over a file's bytes (read at once)
     and returns the sample (default: a PIL RGB image, as torchvision's);
@@ -74,8 +146,8 @@ class ImageFolder(torch.utils.data.Dataset):
 
     def __init__(self, index, transform=None, target_transform=None, loader=None,
                  is_valid_file=None, view=None, *, root="", rank=None, world=None, seed=0,
-                 extensions=None):
-        self.index = _open(index, view, rank, world, seed, keep_dirs=True)
+                 drop_last=False, extensions=None):
+        self.index = _open(index, view)
         self.root = root.strip("/")
         self.transform = transform
         self.target_transform = target_transform
@@ -88,12 +160,17 @@ class ImageFolder(torch.utils.data.Dataset):
             def is_valid_file(path):
                 return path.lower().endswith(exts)
         self.classes, self.class_to_idx = self.find_classes(self.root)
-        # A rank's share may leave a class without files; the full tree may not.
-        allow_empty = self.index is not index and world is not None
-        self.samples = self.make_dataset(self.root, self.class_to_idx, is_valid_file,
-                                         allow_empty)
+        self.samples = self.make_dataset(self.root, self.class_to_idx, is_valid_file)
+        self._keep(range(len(self.samples)))
+        self._take_share(rank, world, seed, drop_last)
+
+    def _keep(self, which):
+        self.samples = [self.samples[i] for i in which]
         self.imgs = self.samples
         self.targets = [t for _, t in self.samples]
+
+    def _first_files(self):
+        return [path for path, _ in self.samples]
 
     def find_classes(self, directory):
         classes = sorted(name for name in self.index.listdir(directory)
@@ -144,7 +221,42 @@ class ImageFolder(torch.utils.data.Dataset):
         return [self[i] for i in indices]
 
 
-class SampleDataset(torch.utils.data.Dataset):
+def _group_samples(index, root, keys):
+    """WebDataset's samples of the files under ``root``: ``[(key, [(ext,
+    path), ...]), ...]`` in tree order of their first file (SampleDataset
+    says the rule)."""
+    root = root.strip("/")
+    prefix = f"{root}/" if root else ""
+    samples = []
+    where = {}
+    for path in index.files(prefix):
+        m = _KEY_RE.match(path)
+        if not m:
+            continue
+        key, ext = m.group(1), m.group(2).lower()
+        if keys is not None and ext not in keys:
+            continue
+        i = where.get(key)
+        if i is None:
+            where[key] = len(samples)
+            samples.append((key, [(ext, path)]))
+            continue
+        members = samples[i][1]
+        if any(e == ext for e, _ in members):
+            raise ValueError(f"{path}: a second {ext!r} file of sample {key!r} in index "
+                             f"{index.path}")
+        members.append((ext, path))
+    return samples
+
+
+def _read_sample(index, key, members):
+    item = {"__key__": key}
+    for ext, path in members:
+        item[ext] = index.read(path)
+    return item
+
+
+class SampleDataset(_Split, torch.utils.data.Dataset):
     """WebDataset's samples over the files under ``root`` of an index, with
     random access: item ``i`` is ``{"__key__": key, ext: bytes, ...}``.
 
@@ -152,45 +264,33 @@ class SampleDataset(torch.utils.data.Dataset):
     extension the rest, lowercased (WebDataset's rule,
     ``^((?:.*/|)[^.]+)[.]([^/]*)$``); files that do not match (no dot, a
     dotfile) are left out, as WebDataset leaves them out. Samples are in
-    tree order of their first file. Raises ValueError if a key has one
-    extension twice.
+    tree order of their first file; with ``keys``, only those extensions.
+    Raises ValueError if a key has one extension twice.
+
+    ``rank``, ``world``, ``seed`` and ``drop_last``: rank ``rank``'s fixed
+    share, as ``ImageFolder``'s.
     """
 
     def __init__(self, index, view=None, *, root="", rank=None, world=None, seed=0,
-                 keys=None):
-        self.index = _open(index, view, rank, world, seed, keep_dirs=False)
-        root = root.strip("/")
-        prefix = f"{root}/" if root else ""
-        self.samples = []  # (key, [(ext, path), ...])
-        where = {}
-        for path in self.index.files(prefix):
-            m = _KEY_RE.match(path)
-            if not m:
-                continue
-            key, ext = m.group(1), m.group(2).lower()
-            if keys is not None and ext not in keys:
-                continue
-            i = where.get(key)
-            if i is None:
-                where[key] = len(self.samples)
-                self.samples.append((key, [(ext, path)]))
-                continue
-            members = self.samples[i][1]
-            if any(e == ext for e, _ in members):
-                raise ValueError(f"{path}: a second {ext!r} file of sample {key!r} in index "
-                                 f"{self.index.path}")
-            members.append((ext, path))
+                 drop_last=False, keys=None):
+        self.index = _open(index, view)
+        self.samples = _group_samples(self.index, root, keys)
+        self._keep(range(len(self.samples)))
+        self._take_share(rank, world, seed, drop_last)
+
+    def _keep(self, which):
+        self.samples = [self.samples[i] for i in which]
         self.keys = [k for k, _ in self.samples]
+
+    def _first_files(self):
+        return [members[0][1] for _, members in self.samples]
 
     def __len__(self):
         return len(self.samples)
 
     def __getitem__(self, i):
         key, members = self.samples[i]
-        item = {"__key__": key}
-        for ext, path in members:
-            item[ext] = self.index.read(path)
-        return item
+        return _read_sample(self.index, key, members)
 
     def __getitems__(self, indices):
         """Items ``indices``, as ``[self[i] for i in indices]``: what a
@@ -200,14 +300,151 @@ class SampleDataset(torch.utils.data.Dataset):
         return [self[i] for i in indices]
 
 
+class JobSampler(torch.utils.data.Sampler):
+    """The sampler of rank ``rank`` of a job of ``world`` ranks, for a
+    map-style dataset over a whole index (``ImageFolder``, ``SampleDataset``
+    or any with ``placements``: ``(shard, offset)`` per sample).
+
+    Each epoch (``set_epoch``, as ``DistributedSampler``'s): the shards in
+    an order drawn from ``seed`` and the epoch, the sequence of their samples
+    cut into ``world`` runs (shardfs._split: a new assignment of shards to
+    ranks, the same on every rank without communication), the rank's run in
+    blocks of ``block`` neighbouring samples, the blocks and the samples in
+    each shuffled (``shuffle``). Every rank yields ``len(self)`` indices: the
+    same number (padded with repeats of its own samples; ``drop_last``
+    trims). Over the ranks, every sample once per epoch, padding aside.
+
+    ``rank`` and ``world`` default to torch.distributed's. A dataset without
+    ``placements`` is taken as one shard in index order (then only the cut
+    and the shuffle are this sampler's).
+    """
+
+    def __init__(self, data_source, rank=None, world=None, *, seed=0, shuffle=True,
+                 drop_last=False, block=64):
+        self.rank, self.world = _rank_world(rank, world, "JobSampler")
+        placements = getattr(data_source, "placements", None)
+        if placements is None:
+            placements = [(0, i) for i in range(len(data_source))]
+        self.placements = list(placements)
+        self.seed = seed
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        if block < 1:
+            raise ValueError(f"block {block!r}: expected a positive integer")
+        self.block = block
+        self.epoch = 0
+        _split.check_rank(self.rank, self.world)
+        self.count = _split.equal_count(len(self.placements), self.world, drop_last)
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        order = _split.job_order(self.placements, self.seed, self.epoch, self.shuffle)
+        mine = _split.rank_share(order, self.rank, self.world, self.drop_last)
+        if self.shuffle:
+            rng = random.Random(_split.mixed_seed(self.seed, self.epoch, self.rank, 1))
+            mine = _split.block_shuffle(mine, rng, self.block)
+        return iter(mine)
+
+    def __len__(self):
+        return self.count
+
+
+class SampleStream(torch.utils.data.IterableDataset):
+    """WebDataset's samples of the files under ``root`` of an index as a
+    stream: what webdataset's ``split_by_node`` + ``split_by_worker`` +
+    ``shardshuffle=True`` + ``.shuffle(shuffle_buffer)`` do, with exact
+    counts.
+
+    Each epoch (``set_epoch``): the shards in an order drawn from ``seed``
+    and the epoch, their samples in the order their bytes lie, cut into
+    ``world`` runs of the same length (shardfs._split: padded with repeats of
+    the rank's own samples, or trimmed with ``drop_last``), each rank's run
+    cut again into one run per DataLoader worker, which reads it start to end
+    (no byte range read by two workers) through a shuffle buffer of
+    ``shuffle_buffer`` samples (0: in order). Every rank yields ``len(self)``
+    samples; each worker as many as that worker of every other rank, so the
+    batches a ``DataLoader`` makes number the same on every rank. Over the
+    ranks, every sample once per epoch, padding aside.
+
+    An item is ``{"__key__": key, ext: bytes, ...}`` (SampleDataset's), or
+    what ``decode(item)`` returns. ``rank`` and ``world`` default to
+    torch.distributed's. ``set_epoch`` reaches the workers a ``DataLoader``
+    starts for each epoch (not persistent workers: they keep the epoch they
+    were started with).
+    """
+
+    def __init__(self, index, view=None, *, root="", rank=None, world=None, seed=0,
+                 shuffle_buffer=1000, decode=None, keys=None, drop_last=False):
+        self.index = _open(index, view)
+        self.rank, self.world = _rank_world(rank, world, "SampleStream")
+        self.samples = _group_samples(self.index, root, keys)
+        self.placements = _placements(self.index, [m[0][1] for _, m in self.samples])
+        _split.check_rank(self.rank, self.world)
+        self.count = _split.equal_count(len(self.samples), self.world, drop_last)
+        if shuffle_buffer < 0:
+            raise ValueError(f"shuffle_buffer {shuffle_buffer!r}: expected 0 or more")
+        self.seed = seed
+        self.shuffle_buffer = shuffle_buffer
+        self.decode = decode
+        self.drop_last = drop_last
+        self.epoch = 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __len__(self):
+        return self.count
+
+    def worker_share(self, worker, workers):
+        """The sample numbers worker ``worker`` of ``workers`` of this rank
+        reads this epoch, in reading order (before the shuffle buffer)."""
+        order = _split.job_order(self.placements, self.seed, self.epoch)
+        mine = _split.rank_share(order, self.rank, self.world, self.drop_last)
+        lo, hi = _split.cut(len(mine), workers, worker)
+        return mine[lo:hi]
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        share = self.worker_share(worker, workers)
+        rng = random.Random(_split.mixed_seed(self.seed, self.epoch, self.rank, worker, 2))
+        for i in _buffer_shuffle(share, self.shuffle_buffer, rng):
+            key, members = self.samples[i]
+            item = _read_sample(self.index, key, members)
+            yield self.decode(item) if self.decode is not None else item
+
+
+def _buffer_shuffle(items, size, rng):
+    """``items`` through a shuffle buffer of ``size`` (webdataset's
+    ``shuffle``): each item goes in; once the buffer is full, a random one
+    comes out for each that goes in; the rest drain in random order."""
+    if size <= 1:
+        yield from items
+        return
+    buf = []
+    for item in items:
+        buf.append(item)
+        if len(buf) >= size:
+            j = rng.randrange(len(buf))
+            buf[j], buf[-1] = buf[-1], buf[j]
+            yield buf.pop()
+    rng.shuffle(buf)
+    yield from buf
+
+
 class EpochSampler(torch.utils.data.Sampler):
     """Indices 0..n-1 in a permutation seeded by ``seed`` and the epoch
     (``set_epoch``), the same in every process; in order with
-    ``shuffle=False``. With ``rank`` and ``world``, every ``world``-th index
-    of the permutation from ``rank`` (for a dataset not split by rank
-    already)."""
+    ``shuffle=False``. With ``rank`` and ``world`` (for a dataset not split
+    by rank already), every ``world``-th index of the permutation from
+    ``rank``, as ``DistributedSampler`` takes them: ``ceil(n / world)`` on
+    every rank (the permutation's first indices repeated to fill), or
+    ``n // world`` with ``drop_last``."""
 
-    def __init__(self, data_source, seed=0, shuffle=True, rank=None, world=None):
+    def __init__(self, data_source, seed=0, shuffle=True, rank=None, world=None,
+                 drop_last=False):
         self.n = data_source if isinstance(data_source, int) else len(data_source)
         self.seed = seed
         self.shuffle = shuffle
@@ -216,6 +453,8 @@ class EpochSampler(torch.utils.data.Sampler):
             raise ValueError("rank and world go together")
         self.rank = rank or 0
         self.world = world or 1
+        _split.check_rank(self.rank, self.world)
+        self.count = _split.equal_count(self.n, self.world, drop_last)
 
     def set_epoch(self, epoch):
         self.epoch = epoch
@@ -228,7 +467,12 @@ class EpochSampler(torch.utils.data.Sampler):
         return torch.randperm(self.n, generator=g).tolist()
 
     def __iter__(self):
-        return iter(self._order()[self.rank::self.world])
+        order = self._order()
+        total = self.count * self.world
+        while 0 < len(order) < total:  # Padded as DistributedSampler pads.
+            order += order[:total - len(order)]
+        order = order[:total]
+        return iter(order[self.rank::self.world])
 
     def __len__(self):
-        return len(range(self.rank, self.n, self.world))
+        return self.count
