@@ -197,6 +197,7 @@ class DelayProxy:
         self._closed = False
         self._threads = []
         self.connections = 0
+        self._down = 0  # Guarded by _lock: bytes read from the server, for clients.
         t = threading.Thread(target=self._accept_loop, name="proxy-accept", daemon=True)
         t.start()
         self._threads.append(t)
@@ -222,12 +223,19 @@ class DelayProxy:
                     return
                 self._conns.append((client, upstream))
                 self.connections += 1
-            for src, dst in ((client, upstream), (upstream, client)):
-                self._pump(src, dst)
+            for src, dst, down in ((client, upstream, False), (upstream, client, True)):
+                self._pump(src, dst, down)
 
-    def _pump(self, src, dst):
-        """Two threads: one reads `src` and stamps each chunk, one sends each
-        chunk to `dst` once rtt/2 has passed since it was read."""
+    def bytes_down(self):
+        """The bytes the server has sent its clients through this proxy so
+        far (ssh's framing and encryption included: a few percent)."""
+        with self._lock:
+            return self._down
+
+    def _pump(self, src, dst, down):
+        """Two threads: one reads `src` and stamps each chunk (counted in
+        bytes_down when `down`), one sends each chunk to `dst` once rtt/2
+        has passed since it was read."""
         chunks = queue.SimpleQueue()
 
         def reader():
@@ -236,6 +244,9 @@ class DelayProxy:
                     data = src.recv(1 << 16)
                 except OSError:
                     data = b""
+                if down:
+                    with self._lock:
+                        self._down += len(data)
                 chunks.put((time.monotonic() + self.one_way_s, data))
                 if not data:
                     return
