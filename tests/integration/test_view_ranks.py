@@ -187,6 +187,23 @@ class RankTest(tl.ScratchTestCase):
             finally:
                 tl.unmount(mnt)
 
+    def test_more_ranks_than_shards_refused(self):
+        """A rank of whole shards with none of the view's bytes would train on
+        an empty tree: refused, naming the index and saying why."""
+        shards = len(self.shards)
+        mnt = self.scratch("mnt")
+        p = tl.run_shardfs("mount", "-o", "rank=%d,world=%d" % (shards, shards + 1), self.idx,
+                           mnt, timeout=30)
+        try:
+            self.assertNotEqual(p.returncode, 0)
+            self.assertFalse(os.path.ismount(mnt))
+            err = p.stderr.decode() if isinstance(p.stderr, bytes) else p.stderr
+            self.assertIn("rank %d of world %d gets no file" % (shards, shards + 1), err)
+            self.assertIn("lie in %d shard(s)" % shards, err)
+            self.assertIn(self.idx, err)
+        finally:
+            tl.unmount(mnt)
+
 
 if __name__ == "__main__":
     tl.main()
