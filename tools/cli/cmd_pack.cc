@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 #include <string>
 
 #include "base/log.h"
@@ -51,7 +52,19 @@ std::vector<Option> PackOptionTable(pack::PackOptions* o) {
        SetString(&o->name)},
       {"jobs", 'j', "N", "threads reading files ahead (default: twice the cores)",
        SetJobs(&o->jobs)},
-      {"from-list", 0, "FILE", "only the paths FILE lists, in its order", SetString(&o->from_list)},
+      {"from-list", 0, "FILE", "only the paths FILE lists, samples in its order",
+       SetString(&o->from_list)},
+      {"shuffle", 0, "SEED", "samples in an order drawn from SEED, not the tree's or a list's",
+       [o](const char* arg) {
+         const std::optional<uint64_t> seed = ParseDecimal(arg);
+         if (!seed) {
+           return Status::InvalidArgument(fmt::format(
+               "--shuffle: bad seed '{}' (a whole number from 0 to 18446744073709551615)", arg));
+         }
+         o->shuffle = true;
+         o->shuffle_seed = *seed;
+         return Status::Ok();
+       }},
       {"exclude", 0, "GLOB", "leave out what matches (repeatable)", AppendString(&o->excludes)},
       {"skip-unreadable", 0, nullptr, "skip what cannot be read instead of failing",
        SetFlag(&o->skip_unreadable)},
@@ -100,8 +113,11 @@ std::vector<Option> PackOptionTable(pack::PackOptions* o) {
 // o->src. Returns -1 to go on, else the exit code (a usage error).
 int CheckPackArgs(const std::vector<std::string>& positional, pack::PackOptions* o) {
   if (!o->list_only.empty()) {
-    if (!o->out.empty() || o->part.count > 0 || !o->from_index.empty() || !o->from_list.empty()) {
-      return UsageError("pack", "--list-only takes no --out, --part, --from-index or --from-list");
+    if (!o->out.empty() || o->part.count > 0 || !o->from_index.empty() || !o->from_list.empty() ||
+        o->shuffle) {
+      return UsageError("pack",
+                        "--list-only takes no --out, --part, --from-index, --from-list or "
+                        "--shuffle (the list is in tree order)");
     }
     if (positional.size() != 1) return UsageError("pack", "expected one SRC_DIR");
     o->src = positional[0];
@@ -138,7 +154,7 @@ int CheckPackArgs(const std::vector<std::string>& positional, pack::PackOptions*
 // Parses the command line into `o`. Returns -1 to go on, else the exit code.
 int ParsePackArgs(int argc, char** argv, pack::PackOptions* o, indexref::IndexCacheOptions* co) {
   CommandLine cl{"pack",
-                 "SRC_DIR --out OUT_DIR [--part K/N [--from-list FILE]]\n"
+                 "SRC_DIR --out OUT_DIR [--shuffle SEED] [--part K/N [--from-list FILE]]\n"
                  "SRC_DIR --list-only FILE\n"
                  "--from-index INDEX [--view VIEW] --out OUT_DIR",
                  PackOptionTable(o)};

@@ -295,10 +295,11 @@ Result<TreeScan> Scan(const PackOptions& options, const std::string& src_real, i
   if (options.part.count == 0) return ScanTree(src_real, so);
   if (!options.from_list.empty()) {
     SHARDFS_ASSIGN_OR_RETURN(std::vector<std::string> listed, ReadPathList(options.from_list));
-    const std::vector<std::string> mine =
-        TakeListPart(std::move(listed), options.part, &report->part);
+    const std::vector<std::string> mine = TakeListPart(listed, options.part, &report->part);
     so.only = &mine;
-    return ScanTree(src_real, so);
+    SHARDFS_ASSIGN_OR_RETURN(TreeScan scan, ScanTree(src_real, so));
+    scan.listed = std::move(listed);  // The order of the part's samples.
+    return scan;
   }
   SHARDFS_ASSIGN_OR_RETURN(TreeScan scan, ScanTree(src_real, so));
   TakeScanPart(&scan, options.part, options.follow_symlinks, &report->part);
@@ -372,6 +373,8 @@ Status PublishIndex(const PackOptions& options, const std::string& index_path,
                 fmt::join(options.excludes, ","), options.from_list.empty() ? "no" : "yes",
                 options.skip_unreadable, options.skip_special, options.follow_symlinks);
   wo.build_options += compress;
+  wo.build_options += options.shuffle ? fmt::format(" shuffle={}", options.shuffle_seed)
+                                      : std::string(" shuffle=no");
   if (options.part.count > 0) {
     wo.partition = fmt::format("{}/{}", options.part.index, options.part.count);
     wo.partition_shards = report->part.units;

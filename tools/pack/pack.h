@@ -17,6 +17,18 @@
 // "x/s.z", then the directory "x/s.b/"): its subtree then comes after the
 // sample instead of inside it.
 //
+// Sample order (--shuffle SEED, --from-list). The order above is kept for
+// directories and within a sample, but the samples (and the empty
+// directories) are placed in another order: with --shuffle, sorted by the
+// seeded XXH3-64 of their sample key, so that every shard holds samples of
+// nearly every class, the same tree and seed giving byte-identical shards;
+// else with --from-list, in the order of the list's lines (the first line
+// naming one of a sample's files, or a directory above it); --shuffle wins
+// over a list's order. A directory is then stored right before the first
+// sample below it, still before everything below it. The index is the
+// same as without: only the shards and offsets of the files differ (see
+// PlanMembers in tools/pack/pack_plan.h).
+//
 // Shards. Members are grouped into samples the way WebDataset groups them:
 // consecutive non-directory members of one directory whose names agree up to
 // the first '.' ("a/img1.jpg", "a/img1.cls"); the order above makes every
@@ -90,7 +102,8 @@
 // OUT_DIR/part-K; `index manifest OUT_DIR/part-*/index` joins the parts. The
 // split needs the whole source's list: each task scans the whole tree
 // (metadata only), or, with --from-list FILE (written once, e.g. by
-// --list-only), splits FILE's lines and scans only its own. A part is
+// --list-only), splits FILE's lines and scans only its own. With --shuffle,
+// a part's samples come in the order the whole tree's shuffle gives them. A part is
 // written into a hidden OUT_DIR/.part-K.tmp-HOST-PID-* and renamed to
 // OUT_DIR/part-K only once complete, never over one that appeared
 // meanwhile; a task that is killed leaves only that hidden directory, which

@@ -53,6 +53,11 @@ struct PackOptions {
   // --part K/N (count > 0): only part K of the source, into
   // out/PartDirName(part) (see "Parts" in tools/pack/pack.h and tools/pack/pack_part.h).
   builder::ShardPart part;
+  // --shuffle SEED: samples in an order drawn from the seed, else in tree
+  // order or, with from_list, in the list's (PlanMembers in
+  // tools/pack/pack_plan.h).
+  bool shuffle = false;
+  uint64_t shuffle_seed = 0;
   // --list-only FILE: write the source's leaves to FILE (see ListSource)
   // instead of packing (tools/pack/pack.h).
   std::string list_only;

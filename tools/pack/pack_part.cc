@@ -65,13 +65,6 @@ std::string PartDirName(const builder::ShardPart& part) {
   return fmt::format("part-{:0{}}", part.index, width);
 }
 
-std::string PartUnitKey(std::string_view path) {
-  const std::string_view parent = index::ParentPath(path);
-  const std::string_view group = SampleGroup(index::BaseName(path));
-  if (parent.empty()) return std::string(group);
-  return fmt::format("{}/{}", parent, group);
-}
-
 std::vector<std::string> TakeListPart(std::vector<std::string> paths,
                                       const builder::ShardPart& part, PartCut* cut) {
   std::sort(paths.begin(), paths.end());
@@ -86,7 +79,7 @@ std::vector<std::string> TakeListPart(std::vector<std::string> paths,
       up = index::ParentPath(up);
       below = listed.count(up) > 0;
     }
-    if (!below) leaves.emplace_back(PartUnitKey(paths[i]), i);
+    if (!below) leaves.emplace_back(SampleKey(paths[i]), i);
   }
   std::sort(leaves.begin(), leaves.end());
   const std::vector<uint64_t> unit = NumberUnits(leaves, &cut->units);
@@ -131,7 +124,7 @@ void TakeScanPart(TreeScan* scan, const builder::ShardPart& part, bool followed_
     if (entries[i].kind == SourceKind::kDir) dirs.emplace(entries[i].path, i);
   }
   KeyedLeaves leaves;
-  for (uint32_t i : SourceLeaves(*scan)) leaves.emplace_back(PartUnitKey(entries[i].path), i);
+  for (uint32_t i : SourceLeaves(*scan)) leaves.emplace_back(SampleKey(entries[i].path), i);
   std::sort(leaves.begin(), leaves.end());
   const std::vector<uint64_t> unit = NumberUnits(leaves, &cut->units);
   SetRange(part, cut);

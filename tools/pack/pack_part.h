@@ -5,8 +5,8 @@
 //
 // Units. The source is cut into units, never split between parts: the
 // leaves of the tree (files, symlinks, special files and empty directories;
-// with a list, the listed paths) grouped by their sample unit key, the
-// directory plus the name's SampleGroup (tools/pack/pack_plan.h). The files of a
+// with a list, the listed paths) grouped by their SampleKey, the directory
+// plus the name's SampleGroup (tools/pack/pack_plan.h). The files of a
 // sample ("a/img1.jpg", "a/img1.cls") share their key, so a sample is never
 // split; a directory entry or an empty directory whose name shares it stays
 // with them too (harmless: it only joins more to one unit).
@@ -46,10 +46,6 @@ namespace shardfs::pack {
 // by name ("part-07" before "part-10").
 // REQUIRES: part.count > 0.
 std::string PartDirName(const builder::ShardPart& part);
-
-// A leaf's unit key: its directory, a '/', then SampleGroup of its name
-// ("a/img1.jpg" -> "a/img1."; "a/b" -> "a/b").
-std::string PartUnitKey(std::string_view path);
 
 // The paths of a --from-list list (normalized) that part `part` takes:
 // duplicates and paths below another listed path (which takes everything

@@ -1,6 +1,7 @@
 #include "tools/pack/pack_plan.h"
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <unordered_map>
@@ -89,7 +90,163 @@ class ShardCutter {
   std::vector<std::pair<uint32_t, uint32_t>> sample_holders_;  // group -> member, in a sample.
 };
 
+// Whether `path` lies below the directory `dir` ("" is the root).
+bool IsBelow(std::string_view path, std::string_view dir) {
+  if (dir.empty()) return !path.empty();
+  return path.size() > dir.size() && path.starts_with(dir) && path[dir.size()] == '/';
+}
+
+// A run [first, last) of positions in pack order that is placed whole when
+// samples are reordered: one sample, or a directory with nothing below it.
+struct LeafUnit {
+  size_t first = 0;
+  size_t last = 0;
+  uint64_t rank = 0;  // Lower first.
+};
+
+// The leaf units of `order` (entries in pack order, where a directory's
+// descendants directly follow it), in that order, ranks unset.
+std::vector<LeafUnit> LeafUnits(const TreeScan& scan, const std::vector<uint32_t>& order) {
+  std::vector<LeafUnit> units;
+  for (size_t i = 0; i < order.size();) {
+    const SourceEntry& e = scan.entries[order[i]];
+    size_t j = i + 1;
+    if (e.kind == SourceKind::kDir) {
+      if (j < order.size() && IsBelow(scan.entries[order[j]].path, e.path)) {
+        i = j;  // Stored as an ancestor of its first unit.
+        continue;
+      }
+    } else {
+      while (j < order.size() && scan.entries[order[j]].kind != SourceKind::kDir &&
+             SameSample(e.path, scan.entries[order[j]].path)) {
+        ++j;
+      }
+    }
+    units.push_back({i, j, 0});
+    i = j;
+  }
+  return units;
+}
+
+// Ranks each unit by the first line of `listed` that names one of its
+// entries or a directory above it (entries named by no line last).
+void RankByList(const TreeScan& scan, const std::vector<uint32_t>& order,
+                const std::vector<std::string>& listed, std::vector<LeafUnit>* units) {
+  std::unordered_map<std::string_view, uint64_t> line_of;
+  for (size_t i = 0; i < listed.size(); ++i) line_of.emplace(listed[i], i);
+  for (LeafUnit& u : *units) {
+    u.rank = UINT64_MAX;
+    for (size_t k = u.first; k < u.last; ++k) {
+      std::string_view p = scan.entries[order[k]].path;
+      for (;;) {
+        if (auto it = line_of.find(p); it != line_of.end()) {
+          u.rank = std::min(u.rank, it->second);
+          break;
+        }
+        if (p.empty()) break;
+        p = index::ParentPath(p);
+      }
+    }
+  }
+}
+
+// `order` (pack order) with its leaf units sorted by rank (stable: ties in
+// pack order), each directory placed right before the first unit below it.
+std::vector<uint32_t> PlaceUnits(const TreeScan& scan, const std::vector<uint32_t>& order,
+                                 std::vector<LeafUnit> units) {
+  std::stable_sort(units.begin(), units.end(),
+                   [](const LeafUnit& a, const LeafUnit& b) { return a.rank < b.rank; });
+  std::unordered_map<std::string_view, size_t> dir_at;  // Directory path -> position.
+  for (size_t i = 0; i < order.size(); ++i) {
+    const SourceEntry& e = scan.entries[order[i]];
+    if (e.kind == SourceKind::kDir) dir_at.emplace(e.path, i);
+  }
+  std::vector<bool> placed(order.size(), false);
+  std::vector<uint32_t> out;
+  out.reserve(order.size());
+  std::vector<size_t> above;
+  for (const LeafUnit& u : units) {
+    above.clear();
+    for (std::string_view p = scan.entries[order[u.first]].path; !p.empty();) {
+      p = index::ParentPath(p);
+      auto it = dir_at.find(p);
+      if (it == dir_at.end()) continue;
+      if (placed[it->second]) break;  // And so is everything above it.
+      above.push_back(it->second);
+    }
+    for (auto it = above.rbegin(); it != above.rend(); ++it) {
+      placed[*it] = true;
+      out.push_back(order[*it]);
+    }
+    for (size_t k = u.first; k < u.last; ++k) {
+      placed[k] = true;
+      out.push_back(order[k]);
+    }
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (!placed[i]) out.push_back(order[i]);  // None: every entry is a unit or above one.
+  }
+  return out;
+}
+
+// The entries of `scan` that can be packed, in pack order; the others get a
+// line in report->skipped or report->errors.
+std::vector<uint32_t> PackableInOrder(const TreeScan& scan, const PackOptions& options,
+                                      PackReport* report) {
+  std::vector<uint32_t> order(scan.entries.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return PackOrderLess(scan.entries[a], scan.entries[b]);
+  });
+  std::vector<uint32_t> kept;
+  kept.reserve(order.size());
+  for (uint32_t i : order) {
+    const SourceEntry& e = scan.entries[i];
+    if (!e.unreadable.empty()) {
+      std::string line = fmt::format("{}: {}", ShownPath(e.path), e.unreadable);
+      (options.skip_unreadable ? report->skipped : report->errors).push_back(std::move(line));
+      continue;
+    }
+    if (e.kind == SourceKind::kSpecial) {
+      if (options.skip_special) {
+        report->skipped.push_back(fmt::format("{}: {}", ShownPath(e.path), e.special));
+      } else {
+        report->errors.push_back(
+            fmt::format("{}: {} cannot be packed (use --skip-special to leave it out)",
+                        ShownPath(e.path), e.special));
+      }
+      continue;
+    }
+    kept.push_back(i);
+  }
+  return kept;
+}
+
+// The sample order of PlanMembers (see tools/pack/pack_plan.h) applied to
+// `order`, in pack order.
+std::vector<uint32_t> OrderSamples(const TreeScan& scan, const PackOptions& options,
+                                   std::vector<uint32_t> order) {
+  if (!options.shuffle && scan.listed.empty()) return order;
+  std::vector<LeafUnit> units = LeafUnits(scan, order);
+  if (options.shuffle) {
+    for (LeafUnit& u : units) {
+      const std::string key = SampleKey(scan.entries[order[u.first]].path);
+      u.rank = XXH3_64bits_withSeed(key.data(), key.size(), options.shuffle_seed);
+    }
+  } else {
+    RankByList(scan, order, scan.listed, &units);
+  }
+  return PlaceUnits(scan, order, std::move(units));
+}
+
 }  // namespace
+
+std::string SampleKey(std::string_view path) {
+  const std::string_view parent = index::ParentPath(path);
+  const std::string_view group = SampleGroup(index::BaseName(path));
+  if (parent.empty()) return std::string(group);
+  return fmt::format("{}/{}", parent, group);
+}
 
 std::string_view SampleGroup(std::string_view name) {
   size_t dot = name.find('.');
@@ -156,32 +313,16 @@ bool PackOrderLess(const SourceEntry& a, const SourceEntry& b) {
 
 std::vector<PlannedMember> PlanMembers(const TreeScan& scan, const PackOptions& options,
                                        PackReport* report) {
-  std::vector<uint32_t> order(scan.entries.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return PackOrderLess(scan.entries[a], scan.entries[b]);
-  });
+  // Ordered before the names of a file are grouped: its first name stored
+  // is the one with the data.
+  const std::vector<uint32_t> order =
+      OrderSamples(scan, options, PackableInOrder(scan, options, report));
   std::vector<PlannedMember> members;
-  members.reserve(scan.entries.size());
+  members.reserve(order.size());
   std::unordered_map<uint64_t, std::unordered_map<uint64_t, uint32_t>>
       groups;  // dev -> ino -> member
   for (uint32_t i : order) {
     const SourceEntry& e = scan.entries[i];
-    if (!e.unreadable.empty()) {
-      std::string line = fmt::format("{}: {}", ShownPath(e.path), e.unreadable);
-      (options.skip_unreadable ? report->skipped : report->errors).push_back(std::move(line));
-      continue;
-    }
-    if (e.kind == SourceKind::kSpecial) {
-      if (options.skip_special) {
-        report->skipped.push_back(fmt::format("{}: {}", ShownPath(e.path), e.special));
-      } else {
-        report->errors.push_back(
-            fmt::format("{}: {} cannot be packed (use --skip-special to leave it out)",
-                        ShownPath(e.path), e.special));
-      }
-      continue;
-    }
     PlannedMember pm;
     pm.entry = i;
     switch (e.kind) {

@@ -44,6 +44,11 @@ struct PlannedMember {
 // is the non-directory entries of one directory with one group.
 std::string_view SampleGroup(std::string_view name);
 
+// A path's sample key as pack groups samples: its directory, a '/', then
+// SampleGroup of its name ("a/img1.jpg" -> "a/img1."; "a/b" -> "a/b";
+// "top.txt" -> "top."). The files of one sample share it.
+std::string SampleKey(std::string_view path);
+
 // WebDataset's sample key of a member path (its base_plus_ext, the regex
 // ^((?:.*/|)[^.]+)[.]([^/]*)$): the directory plus the name up to the first
 // '.' of the last component, and the extension after that dot. A name with a
@@ -66,6 +71,19 @@ archive::TarMember TarMemberOf(const SourceEntry& e, archive::TarType type, std:
 // options.skip_unreadable / skip_special say). Every name of a file with
 // several names (any file with options.follow_symlinks) gets its group; the
 // names after the first are kHardlink until CutShards decides.
+//
+// Sample order. With options.shuffle, or with a list (scan.listed not
+// empty), the leaves are reordered as units: each sample whole (its files
+// in pack order), and each directory with nothing below it. With shuffle,
+// the units are sorted by XXH3-64 of their SampleKey seeded with
+// options.shuffle_seed (ties in pack order): a permutation that depends on
+// nothing but the seed and the keys, so that the same tree and seed give
+// the same order on any machine, and a part of a tree (pack --part) is
+// ordered as the whole would order its units. Else the units follow the
+// list: by the first line naming one of their entries, or a directory
+// above it (ties in pack order). A directory is stored right before the
+// first unit below it, so that it still precedes everything below it.
+// Without shuffle or list, pack order is kept as is.
 std::vector<PlannedMember> PlanMembers(const TreeScan& scan, const PackOptions& options,
                                        PackReport* report);
 

@@ -88,12 +88,11 @@ class TreeScanner {
         progress_(progress) {}
 
   Status LoadList() {
-    std::vector<std::string> read;
     const std::vector<std::string>* paths = options_.only;
     if (!paths) {
       if (options_.from_list.empty()) return Status::Ok();
-      SHARDFS_ASSIGN_OR_RETURN(read, ReadPathList(options_.from_list));
-      paths = &read;
+      SHARDFS_ASSIGN_OR_RETURN(list_order_, ReadPathList(options_.from_list));
+      paths = &list_order_;
     }
     for (const std::string& p : *paths) {
       for (std::string_view up = p; !up.empty();) {
@@ -128,6 +127,7 @@ class TreeScanner {
 
     TreeScan scan;
     scan.root = root_real_;
+    scan.listed = std::move(list_order_);
     size_t total = 0;
     for (const auto& o : outs) total += o.size();
     scan.entries.reserve(total);
@@ -322,6 +322,7 @@ class TreeScanner {
   const int root_fd_;
   const std::string root_real_;
   Progress* const progress_;
+  std::vector<std::string> list_order_;  // options_.from_list's paths, in its order.
   std::unordered_set<std::string> listed_;
   std::unordered_set<std::string> above_listed_;
 

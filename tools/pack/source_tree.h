@@ -97,6 +97,9 @@ struct TreeScan {
   std::string root;                   // The root's real path.
   std::vector<SourceEntry> entries;   // In tree order; entries[0] is the root.
   std::vector<std::string> warnings;  // "PATH: symlink kept: target outside SRC_DIR", ...
+  // With TreeScanOptions::from_list: its paths as ReadPathList returns
+  // them, in the file's order (the order pack stores samples in).
+  std::vector<std::string> listed;
 };
 
 // Scans the tree at `root` (lstat of every entry, readlink of symlinks; no

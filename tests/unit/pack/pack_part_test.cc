@@ -1,5 +1,5 @@
-// pack --part's split (tools/pack/pack_part.h): part directory names, unit keys,
-// and the cut of a list and of a scan into parts that hold every leaf once,
+// pack --part's split (tools/pack/pack_part.h): part directory names and the
+// cut of a list and of a scan into parts that hold every leaf once,
 // samples and the names of one file whole.
 #include "tools/pack/pack_part.h"
 
@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/pack/pack_plan.h"  // SampleKey
+
 namespace shardfs::pack {
 namespace {
 
@@ -19,16 +21,6 @@ TEST(PackPartTest, DirNamesSortInPartOrder) {
   EXPECT_EQ(PartDirName({7, 11}), "part-07");
   EXPECT_EQ(PartDirName({10, 11}), "part-10");
   EXPECT_EQ(PartDirName({5, 1000}), "part-005");
-}
-
-TEST(PackPartTest, UnitKeyIsDirectoryPlusSampleGroup) {
-  EXPECT_EQ(PartUnitKey("a/img1.jpg"), "a/img1.");
-  EXPECT_EQ(PartUnitKey("a/img1.seg.png"), "a/img1.");
-  EXPECT_EQ(PartUnitKey("a/img10.jpg"), "a/img10.");
-  EXPECT_EQ(PartUnitKey("a/noext"), "a/noext");
-  EXPECT_EQ(PartUnitKey("top.txt"), "top.");
-  EXPECT_EQ(PartUnitKey("a/.x"), "a/.");
-  EXPECT_EQ(PartUnitKey("a/.y"), "a/.");  // One sample, as pack groups them.
 }
 
 TEST(PackPartTest, ListPartsHoldEveryPathOnceAndSamplesWhole) {
@@ -49,7 +41,7 @@ TEST(PackPartTest, ListPartsHoldEveryPathOnceAndSamplesWhole) {
     std::set<std::string> groups;
     for (const std::string& p : part) {
       EXPECT_TRUE(seen.insert(p).second) << p;
-      groups.insert(PartUnitKey(p));
+      groups.insert(SampleKey(p));
     }
     EXPECT_EQ(groups.size(), cut.last - cut.first);
     for (const std::string& g : groups) {
