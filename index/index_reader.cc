@@ -183,30 +183,7 @@ Status IndexReader::LoadRanks(const ReaderOptions& options) {
   for (size_t i = 0; i < shard_ranks_.size(); ++i) {
     ranks_->shard_in_rank[i] = shard_ranks_[i] == options.rank;
   }
-  return CheckRankHasBytes(bytes, options);
-}
-
-// A rank of whole shards gets none when the view's bytes lie in fewer shards
-// than there are ranks: that rank would train on an empty tree (and a job
-// of ranks would wait for it for ever). Refused, saying why and what splits
-// inside shards instead.
-Status IndexReader::CheckRankHasBytes(const std::vector<uint64_t>& bytes,
-                                      const ReaderOptions& options) const {
-  uint64_t mine = 0;
-  uint64_t total = 0;
-  size_t holding = 0;
-  for (size_t i = 0; i < bytes.size() && i < shard_ranks_.size(); ++i) {
-    total += bytes[i];
-    holding += bytes[i] > 0;
-    if (shard_ranks_[i] == options.rank) mine += bytes[i];
-  }
-  if (mine > 0 || total == 0) return Status::Ok();
-  return Status::InvalidArgument(fmt::format(
-      "index {}: rank {} of world {} gets no file: a rank is made of whole shards, and the "
-      "view's files lie in {} shard(s); pack into more shards than ranks, or give every rank "
-      "the whole view and split it in the loader (shardfs.torch's JobSampler or SampleStream "
-      "split inside shards)",
-      path_, options.rank, options.world, holding));
+  return CheckRankHasBytes(path_, bytes, shard_ranks_, options.rank, options.world);
 }
 
 Result<std::vector<uint64_t>> IndexReader::ShardBytes() const {

@@ -216,8 +216,6 @@ class IndexReader {
   Status LoadVersion(const ReaderOptions& options);
   // The rank partition of the version's shards.
   Status LoadRanks(const ReaderOptions& options);
-  // InvalidArgument when this rank's shards hold none of the view's bytes.
-  Status CheckRankHasBytes(const std::vector<uint64_t>& bytes, const ReaderOptions& options) const;
   // Lookup and ForEachChild before the rank filter.
   Status LookupRaw(InodeId parent, std::string_view name, EntryRecord* rec,
                    RecordHolder* holder) const;

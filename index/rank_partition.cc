@@ -1,5 +1,7 @@
 #include "index/rank_partition.h"
 
+#include <fmt/format.h>
+
 #include <cstddef>
 #include <numeric>
 #include <utility>
@@ -76,6 +78,25 @@ std::vector<std::vector<uint32_t>> AssignPartitionShardsToRanks(
     }
   }
   return rank;
+}
+
+Status CheckRankHasBytes(const std::string& path, const std::vector<uint64_t>& bytes,
+                         const std::vector<uint32_t>& shard_ranks, uint32_t rank, uint32_t world) {
+  uint64_t mine = 0;
+  uint64_t total = 0;
+  size_t holding = 0;
+  for (size_t i = 0; i < bytes.size() && i < shard_ranks.size(); ++i) {
+    total += bytes[i];
+    holding += bytes[i] > 0;
+    if (shard_ranks[i] == rank) mine += bytes[i];
+  }
+  if (mine > 0 || total == 0) return Status::Ok();
+  return Status::InvalidArgument(fmt::format(
+      "index {}: rank {} of world {} gets no file: a rank is made of whole shards, and the "
+      "view's files lie in {} shard(s); pack into more shards than ranks, or give every rank "
+      "the whole view and split it in the loader (shardfs.torch's JobSampler or SampleStream "
+      "split inside shards)",
+      path, rank, world, holding));
 }
 
 }  // namespace shardfs::index

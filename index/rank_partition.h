@@ -11,7 +11,10 @@
 #define SHARDFS_INDEX_RANK_PARTITION_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "base/status.h"
 
 namespace shardfs::index {
 
@@ -34,6 +37,14 @@ std::vector<uint32_t> AssignShardsToRanks(const std::vector<uint64_t>& bytes, ui
 // REQUIRES: world > 0.
 std::vector<std::vector<uint32_t>> AssignPartitionShardsToRanks(
     const std::vector<std::vector<uint64_t>>& bytes, uint32_t world, uint64_t seed);
+
+// InvalidArgument, naming index `path`, when the shards `shard_ranks` gives
+// to `rank` hold none of the view's bytes (`bytes[i]`: shard i's) while other
+// shards do: whole shards cannot feed more ranks than shards holding bytes,
+// and that rank would train on an empty tree while a job of ranks waits for
+// it.
+Status CheckRankHasBytes(const std::string& path, const std::vector<uint64_t>& bytes,
+                         const std::vector<uint32_t>& shard_ranks, uint32_t rank, uint32_t world);
 
 // Symlinks hold no shard bytes: each goes to one rank by its inode.
 inline uint32_t RankOfSymlink(uint64_t inode, uint32_t world, uint64_t seed) {
