@@ -38,6 +38,7 @@
 #include "index/index_reader.h"
 #include "index/schema.h"
 #include "src/indexref/index_ref.h"
+#include "src/python/shardfs/path_args.h"
 #include "src/reader/volume.h"
 
 namespace py = pybind11;
@@ -232,60 +233,6 @@ class Handle {
   bool closed_ = false;      // Guarded by mu_.
 };
 
-// A path argument: str (UTF-8, or the file system encoding for surrogate
-// escapes), bytes or os.PathLike, as os functions take it; ValueError for an
-// embedded NUL, as open() and os.stat() raise (a C string would end there,
-// and another file would be named).
-std::string PathArg(py::handle p) {
-  std::string out;
-  if (PyUnicode_Check(p.ptr())) {
-    Py_ssize_t n = 0;
-    if (const char* s = PyUnicode_AsUTF8AndSize(p.ptr(), &n)) {
-      out.assign(s, static_cast<size_t>(n));
-    } else {
-      PyErr_Clear();
-    }
-  }
-  if (out.empty()) {
-    PyObject* b = nullptr;
-    if (!PyUnicode_FSConverter(p.ptr(), &b)) throw py::error_already_set();
-    py::object owned = py::reinterpret_steal<py::object>(b);
-    out.assign(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
-  }
-  if (out.find('\0') != std::string::npos) throw py::value_error("embedded null byte");
-  return out;
-}
-
-// A relative path's prefix made plain, as os.path.normpath makes a path:
-// "." and empty components dropped, ".." taking away the component before
-// it (none above the root), and a final "." or ".." naming a directory
-// ("a/." is "a/"). Every path built on it lies inside the tree.
-std::string PlainPrefix(std::string_view prefix) {
-  std::vector<std::string_view> parts;
-  bool dir = prefix.empty() || prefix.ends_with('/');
-  size_t at = 0;
-  while (at <= prefix.size()) {
-    size_t end = prefix.find('/', at);
-    if (end == std::string_view::npos) end = prefix.size();
-    std::string_view comp = prefix.substr(at, end - at);
-    const bool last = end == prefix.size();
-    if (comp == "." || comp == "..") {
-      if (comp == ".." && !parts.empty()) parts.pop_back();
-      if (last) dir = true;
-    } else if (!comp.empty()) {
-      parts.push_back(comp);
-    }
-    at = end + 1;
-  }
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i > 0) out.push_back('/');
-    out.append(parts[i]);
-  }
-  if (dir && !out.empty()) out.push_back('/');
-  return out;
-}
-
 // Reads of at most this many bytes go into a buffer of the thread while the
 // GIL is released once, and are copied into the bytes object after; larger
 // ones go straight into a bytes object allocated between lookup and read.
@@ -339,9 +286,8 @@ void Prefetch(Handle& h, const py::iterable& paths_arg) {
   }
 }
 
-// Where the bytes of each file of `paths` lie: (shard number, offset in the
-// shard), in order; what a sampler orders reads by (src/python/shardfs's
-// _split.py). Raises for the first path that names no file.
+// Where each file of `paths` lies: (shard number, offset), in order; what
+// shardfs._split orders reads by. Raises for the first that names no file.
 std::vector<std::pair<uint64_t, uint64_t>> Placement(Handle& h, const py::iterable& paths_arg) {
   std::vector<std::string> paths;
   for (py::handle p : paths_arg) paths.push_back(PathArg(p));
