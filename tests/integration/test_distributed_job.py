@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A real distributed training job over network storage: torch.distributed
 (gloo on CPU) with 3 and with 4 ranks on this node, 2 forked DataLoader
-workers each, 2 epochs, one all-reduce per step (job_rank.py), over shards
+workers each, 2 epochs, one all-reduce per step (tools/bench/job_rank.py,
+started by tools/bench/job_runner.py as shardfs_bench.py --job starts it), over shards
 and index on the sshfs rig (netfs_testlib: sshd of its own, 1 ms round trip
 through a delay proxy that counts the server's bytes).
 
@@ -21,17 +22,17 @@ this test). Asserted, per run:
   bytes (ssh framing included), and for epoch 2 at most 5% of the shards'
   bytes: the node-local cache holds them.
 """
-import json
 import os
 import random
-import subprocess
 import sys
-import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
-from netfs_testlib import NetFs, spare_port  # noqa: E402
+from netfs_testlib import NetFs  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.environ.get("SHARDFS_SOURCE_ROOT", ""), "tools", "bench"))
+import job_runner  # noqa: E402
 
 CLASSES = 16
 PER_CLASS = 24
@@ -41,7 +42,6 @@ RTT_MS = 1.0
 JOB_TIMEOUT_S = 240
 EPOCH1_MAX = 1.1   # Times the shards' and index's bytes.
 EPOCH2_MAX = 0.05  # Times the shards' bytes.
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def make_dataset(root, seed=3):
@@ -93,63 +93,16 @@ class DistributedJobTest(tl.ScratchTestCase):
 
     def run_job(self, mode, world, tree=None):
         """Runs the job; returns ([rank results], [server bytes per epoch])."""
-        out = self.scratch(f"{mode}-{world}-out")
-        sync = self.scratch(f"{mode}-{world}-sync")
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(spare_port()),
-                   WORLD_SIZE=str(world), XDG_CACHE_HOME=self.xdg)
-        argv = [sys.executable, os.path.join(HERE, "job_rank.py"), "--mode", mode,
-                "--out", out, "--sync", sync, "--epochs", "2", "--workers", "2"]
-        argv += ["--tree", tree] if tree else ["--index", self.idx]
-        logs, procs = [], []
-        start = self.netfs.proxy.bytes_down()
+        args = ["--mode", mode, "--workers", "2"]
+        args += ["--tree", tree] if tree else ["--index", self.idx]
+        env = dict(os.environ, XDG_CACHE_HOME=self.xdg)
         try:
-            for r in range(world):
-                logs.append(open(os.path.join(out, f"rank-{r}.log"), "w+"))
-                procs.append(subprocess.Popen(argv, env=dict(env, RANK=str(r)),
-                                              stdin=subprocess.DEVNULL, stdout=logs[-1],
-                                              stderr=subprocess.STDOUT))
-            epoch_bytes = self.follow_epochs(procs, logs, sync, start)
-        finally:
-            for p in procs:  # Only the ranks this test started, by PID.
-                if p.poll() is None:
-                    p.kill()
-                p.wait(timeout=30)
-        for r, p in enumerate(procs):
-            self.assertEqual(p.returncode, 0, self.log_of(logs[r]))
-        for f in logs:
-            f.close()
-        results = []
-        for r in range(world):
-            with open(os.path.join(out, f"rank-{r}.json")) as f:
-                results.append(json.load(f))
+            results, epoch_bytes, _ = job_runner.run_job(
+                sys.executable, world, args, self.scratch(f"{mode}-{world}"), env=env,
+                served=self.netfs.proxy.bytes_down, timeout=JOB_TIMEOUT_S)
+        except job_runner.JobFailed as e:
+            self.fail(str(e))
         return results, epoch_bytes
-
-    def log_of(self, f):
-        f.flush()
-        f.seek(0)
-        return f.read()[-4000:]
-
-    def follow_epochs(self, procs, logs, sync, start):
-        """The server's bytes in each epoch, read while rank 0 waits for go."""
-        epoch_bytes = []
-        end = time.monotonic() + JOB_TIMEOUT_S
-        for epoch in range(2):
-            done = os.path.join(sync, f"done-{epoch}")
-            while not os.path.exists(done):
-                for r, p in enumerate(procs):
-                    if p.poll() is not None and p.returncode != 0:
-                        self.fail(f"rank {r} exited {p.returncode}:\n{self.log_of(logs[r])}")
-                if time.monotonic() > end:
-                    self.fail(f"epoch {epoch} did not end within {JOB_TIMEOUT_S} s:\n"
-                              + self.log_of(logs[0]))
-                time.sleep(0.05)
-            now = self.netfs.proxy.bytes_down()
-            epoch_bytes.append(now - start)
-            start = now
-            tl.write_file(os.path.join(sync, f"go-{epoch}"), b"go\n")
-        for p in procs:
-            p.wait(timeout=max(1, end - time.monotonic()))
-        return epoch_bytes
 
     def check(self, label, world, results, epoch_bytes):
         n = len(self.want)
@@ -193,7 +146,7 @@ class DistributedJobTest(tl.ScratchTestCase):
                 os.environ["XDG_CACHE_HOME"] = self.xdg  # The daemon's cache root.
                 try:
                     with tl.Mount(self.idx, mnt):
-                        results, epoch_bytes = self.run_job("mount", world, tree=mnt)
+                        results, epoch_bytes = self.run_job("tree", world, tree=mnt)
                 finally:
                     if env_before is None:
                         os.environ.pop("XDG_CACHE_HOME", None)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""One rank of the distributed training job of test_distributed_job.py.
+"""One rank of a distributed training job (job_runner.py starts them: shardfs_bench.py --job,
+tests/integration/test_distributed_job.py).
 
 torch.distributed over gloo (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE from
 the environment), a DataLoader with --workers forked workers, --epochs
@@ -7,14 +8,16 @@ epochs, one all-reduce per step. What a rank reads, by --mode:
   sampler  shardfs.torch.SampleDataset over the whole index at --index, with
            shardfs.torch.JobSampler (set_epoch each epoch);
   stream   shardfs.torch.SampleStream over the index (set_epoch);
-  mount    the .jpg files under --tree (one shardfs mount that every rank
-           of the node shares), torch's DistributedSampler over them.
+  tree     the .jpg files under --tree (loose files, or one shardfs mount
+           that every rank of the node shares), torch's DistributedSampler
+           over them.
 Each item is (key, crc32 of the .jpg's bytes). After each epoch the ranks
 meet at a barrier and rank 0 writes SYNC/done-E, then waits (bounded) for
 SYNC/go-E from the test, which reads the server's byte count in between.
 Writes OUT/rank-R.json: {"steps": [per epoch], "items": [[[key, crc], ...]
 per epoch], "all_reduced": [per epoch: sum over ranks and steps of the
-batch sizes]}.
+batch sizes], "seconds": [per epoch: from the barrier before it to this
+rank's last step]}.
 """
 import argparse
 import datetime
@@ -56,7 +59,7 @@ def loader_of(a, rank, world):
     """(DataLoader, what takes set_epoch)."""
     common = dict(batch_size=a.batch, num_workers=a.workers, multiprocessing_context="fork",
                   collate_fn=lambda b: b, timeout=120)
-    if a.mode == "mount":
+    if a.mode == "tree":
         ds = JpgFiles(a.tree)
         sampler = torch.utils.data.DistributedSampler(ds, num_replicas=world, rank=rank,
                                                       seed=a.seed)
@@ -89,7 +92,7 @@ def meet(a, rank, epoch):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", choices=("sampler", "stream", "mount"), required=True)
+    p.add_argument("--mode", choices=("sampler", "stream", "tree"), required=True)
     p.add_argument("--index")
     p.add_argument("--tree")
     p.add_argument("--epochs", type=int, default=2)
@@ -102,9 +105,11 @@ def main():
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=240))
     rank, world = dist.get_rank(), dist.get_world_size()
     loader, epochs_of = loader_of(a, rank, world)
-    result = {"steps": [], "items": [], "all_reduced": []}
+    result = {"steps": [], "items": [], "all_reduced": [], "seconds": []}
+    dist.barrier()
     for epoch in range(a.epochs):
         epochs_of.set_epoch(epoch)
+        start = time.monotonic()
         steps, items, total = 0, [], 0
         for batch in loader:
             t = torch.tensor([len(batch)], dtype=torch.int64)
@@ -112,6 +117,7 @@ def main():
             total += int(t.item())
             steps += 1
             items.extend(batch)
+        result["seconds"].append(time.monotonic() - start)
         result["steps"].append(steps)
         result["items"].append(items)
         result["all_reduced"].append(total)
