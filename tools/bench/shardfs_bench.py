@@ -41,7 +41,8 @@ the report's JSON); --views is bench_views, --remote (shards over HTTP) bench_re
 (the real loader) bench_loader, --cluster (four rank mounts over one object store)
 bench_cluster, --netfs (shards, index and loose files on sshfs with a round-trip delay)
 bench_netfs, --scale bench_scale, --archives bench_archives, --python bench_python, --dirops
-(cold lookups through two builds, e.g. libfuse 3.14 against 3.17) bench_dirops. bench_plot
+(cold lookups through two builds, e.g. libfuse 3.14 against 3.17) bench_dirops, --job (a
+training job as a whole: ranks x workers x epochs on network storage and local disk) bench_job. bench_plot
 (--plot) runs under --plot-python, which has matplotlib.
 """
 
@@ -68,6 +69,7 @@ from bench_archives import archives_main
 from bench_dirops import dirops_main
 from bench_python import main_python
 from bench_fuse import main_fuse
+from bench_job import main_job
 from bench_scale import scale_main
 from bench_systems import Bench
 from bench_views import run_views
@@ -222,6 +224,8 @@ def main(argv):
         return main_fuse(argv)  # Its own options and cleanup (bench_fuse.py).
     if "--dirops" in argv:
         return dirops_main(argv)  # Its own options and cleanup (bench_dirops.py).
+    if "--job" in argv:
+        return main_job(argv)  # Its own options and cleanup (bench_job.py).
     a = parse_args(argv)
     missing = binaries_missing(a, "shardfs_bench")
     if missing:
