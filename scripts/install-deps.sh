@@ -47,6 +47,8 @@ test_packages=(
   fuse-zip python3-indexed-gzip
   # benchmark: the real loader (torch DataLoader over torchvision ImageFolder)
   python3-torchvision python3-pil
+  # the Python package's types checked with mypy --strict (tests/integration/test_python_typing.py)
+  python3-mypy
   # benchmark: --perf profiles the rows whose targets are not met (perf record)
   linux-perf
   # benchmark: --plot draws the ratios to the loose tree (matplotlib, Agg backend)

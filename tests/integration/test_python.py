@@ -211,7 +211,7 @@ class PythonPackageTest(tl.ScratchTestCase):
                     for _ in range(3):
                         off = rnd.randrange(len(data) + 2)
                         size = rnd.randrange(len(data) + 2)
-                        self.assertEqual(idx.read(rel, off, size), data[off:off + size],
+                        self.assertEqual(idx.read(rel, offset=off, size=size), data[off:off + size],
                                          f"{kind}: {rel} [{off}:+{size}]")
                     with idx.open(rel) as f:
                         self.assertEqual(f.read(), data)
@@ -410,13 +410,13 @@ class PythonPackageTest(tl.ScratchTestCase):
                 break
         at = blob.index(self.want[rel][:4096]) + 300_000  # The middle of the member.
         with shardfs.Index(idx_path) as idx:
-            self.assertEqual(idx.read(rel, 0, 10), self.want[rel][:10])
+            self.assertEqual(idx.read(rel, offset=0, size=10), self.want[rel][:10])
         with open(shard, "r+b") as f:
             f.seek(at)
             f.write(bytes(b ^ 0x5A for b in blob[at:at + 64]))
         self.assertEqual(os.path.getsize(shard), len(blob))
         with shardfs.Index(idx_path) as idx:
-            for call in (lambda: idx.read(rel), lambda: idx.read(rel, 299_000, 4096),
+            for call in (lambda: idx.read(rel), lambda: idx.read(rel, offset=299_000, size=4096),
                          lambda: idx.open(rel).read(), lambda: idx.read_many(["empty", rel])):
                 with self.assertRaises(OSError) as cm:
                     call()

@@ -192,9 +192,9 @@ class TrustTest(tl.ScratchTestCase):
         at = member_offset(shard, files[rel])
         with shardfs.Index(idx) as ix:
             self.assertEqual(ix.read(rel), files[rel])
-            self.assertEqual(ix.read("big.bin", 0, 10), files["big.bin"][:10])
+            self.assertEqual(ix.read("big.bin", offset=0, size=10), files["big.bin"][:10])
             poke(shard, at + 100, b"EVIL", keep_mtime=True)
-            for call in (lambda: ix.read(rel), lambda: ix.read(rel, 100, 4),
+            for call in (lambda: ix.read(rel), lambda: ix.read(rel, offset=100, size=4),
                          lambda: ix.open(rel).read(), lambda: ix.read_many([rel])):
                 with self.assertRaises(OSError) as cm:
                     call()
@@ -216,7 +216,7 @@ class TrustTest(tl.ScratchTestCase):
             self.assertEqual(ix.read(rel), files[rel])
         # verify="off" trusts no written shard either.
         with shardfs.Index(idx, verify="off") as ix:
-            self.assertEqual(ix.read(rel, 0, 10), files[rel][:10])
+            self.assertEqual(ix.read(rel, offset=0, size=10), files[rel][:10])
             poke(shard, at + 100, b"EVIL", keep_mtime=False)
             with self.assertRaises(OSError) as cm:
                 ix.read(rel)
@@ -293,7 +293,7 @@ class TrustTest(tl.ScratchTestCase):
             try:
                 while not stop.is_set():
                     with shardfs.Index(self.idx) as ix:
-                        ix.read("big.bin", 0, 16)
+                        ix.read("big.bin", offset=0, size=16)
             except Exception as e:  # noqa: BLE001  (reported below)
                 errors.append(e)
 

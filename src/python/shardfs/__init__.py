@@ -38,14 +38,24 @@ wrong bytes); ``ValueError`` after ``close()``.
 index.
 """
 
+from __future__ import annotations
+
 import functools
 import io
 import os
 import stat as _stat
+from typing import (Any, BinaryIO, Dict, Iterable, Iterator, List, Literal, Optional, TextIO, Tuple,
+                    Union, cast, overload)
 
 from . import _shardfs
 
-__all__ = ["Index"]
+__all__ = ["Index", "StrPath", "__version__"]
+
+__version__: str = _shardfs.__version__
+"""The version of shardfs this package was built from (``shardfs --version``)."""
+
+StrPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+"""A path argument: str, bytes or os.PathLike, as Python's os functions take it."""
 
 
 class Index(_shardfs.Volume):
@@ -75,68 +85,136 @@ class Index(_shardfs.Volume):
     ``readlink``. A context manager; ``close()``, ``closed``.
     """
 
-    def __init__(self, path, view=None, rank=None, world=None, *, seed=0,
-                 rank_keep_dirs=False, verify="auto", cache_dir=None,
-                 cache_size=0, storage="auto", decode_cache=None, max_open_shards=None):
+    def __init__(self, path: StrPath, *, view: Optional[str] = None, rank: Optional[int] = None,
+                 world: Optional[int] = None, seed: int = 0, rank_keep_dirs: bool = False,
+                 verify: str = "auto", cache_dir: Optional[StrPath] = None, cache_size: int = 0,
+                 storage: str = "auto", decode_cache: Optional[int] = None,
+                 max_open_shards: Optional[int] = None) -> None:
         path = os.fsdecode(os.fspath(path))
         self._path = path
-        self._args = dict(
+        self._args: Dict[str, Any] = dict(
             view=view, rank=rank, world=world, seed=seed, rank_keep_dirs=rank_keep_dirs,
             verify=verify, cache_dir=cache_dir, cache_size=cache_size, storage=storage,
             decode_cache=decode_cache, max_open_shards=max_open_shards)
         super().__init__(path, **self._args)
 
     # Pickled (a DataLoader started with "spawn") as what opens it again.
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Any, Tuple[()]]:
         return (functools.partial(Index, self._path, **self._args), ())
 
     # Lifetime.
 
-    def __enter__(self):
+    def __enter__(self) -> "Index":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<shardfs.Index {self._path!r} {state}>"
 
+    def close(self) -> None:
+        """Closes the index; any later call raises ValueError. Idempotent."""
+        self._close()
+
     @property
-    def path(self):
+    def path(self) -> str:
         """The path or URL the index was opened with."""
         return self._path
 
     # Reads.
 
-    # read(relpath, offset=0, size=-1) -> bytes, close(), closed, files(prefix)
-    # and readlink(relpath) are the extension's (_shardfs.Volume).
+    def read(self, relpath: StrPath, *, offset: int = 0, size: int = -1) -> bytes:
+        """The bytes of file ``relpath`` from ``offset``, at most ``size`` of
+        them (-1: to the end), checked as the mount checks them. Raises
+        FileNotFoundError, IsADirectoryError, NotADirectoryError, or
+        OSError(EIO) if the bytes cannot be served as indexed (a changed or
+        corrupt shard); ValueError after close()."""
+        data: bytes = self._read(relpath, offset, size)
+        return data
 
-    def open(self, relpath, mode="rb", buffering=-1):
-        """Opens file ``relpath`` for reading: a read-only binary file object
-        (``read``, ``readinto``, ``seek``, ``tell``, ...) that
-        ``PIL.Image.open``, ``tarfile`` and ``zipfile`` take. With
-        ``buffering=0`` the unbuffered raw file.
+    def read_many(self, relpaths: Iterable[StrPath]) -> List[bytes]:
+        """The whole bytes of each file of ``relpaths``, in order: what
+        ``[read(p) for p in relpaths]`` returns, with the same checks and
+        errors (raised for the first path that fails, before any is read).
+        Faster for a batch: every file is looked up first and the kernel asked
+        for all their bytes at once, so that reads from a local disk overlap.
+        It holds the whole batch in memory at once; ``prefetch``, then
+        ``read`` file by file, holds one file's bytes at a time."""
+        data: List[bytes] = self._read_many(relpaths)
+        return data
+
+    def prefetch(self, relpaths: Iterable[StrPath]) -> None:
+        """Asks the kernel for the bytes of each file of ``relpaths`` at once,
+        without waiting: the reads that follow, one by one, find them on their
+        way or cached, so that a batch's reads from a local disk overlap each
+        other and the work between them. Paths that name no file are passed
+        over (their read raises). ValueError after close()."""
+        self._prefetch(relpaths)
+
+    def files(self, prefix: StrPath = "") -> List[str]:
+        """The paths of every file and symbolic link whose path starts with
+        ``prefix``, in tree order (a directory's entries in name order, each
+        subdirectory's files where its name falls). The prefix is made plain
+        first, as os.path.normpath makes a path ("." and ".." taken out, never
+        above the root), so every path returned is a path from the root."""
+        paths: List[str] = self._files(prefix)
+        return paths
+
+    def readlink(self, relpath: StrPath) -> str:
+        """The target of symbolic link ``relpath``, as ``os.readlink``."""
+        target: str = self._readlink(relpath)
+        return target
+
+    @overload
+    def open(self, relpath: StrPath, mode: Literal["rb", "br"] = "rb", buffering: int = -1,
+             encoding: None = None, errors: None = None, newline: None = None) -> BinaryIO: ...
+
+    @overload
+    def open(self, relpath: StrPath, mode: Literal["r", "rt", "tr"], buffering: int = -1,
+             encoding: Optional[str] = None, errors: Optional[str] = None,
+             newline: Optional[str] = None) -> TextIO: ...
+
+    def open(self, relpath: StrPath, mode: str = "rb", buffering: int = -1,
+             encoding: Optional[str] = None, errors: Optional[str] = None,
+             newline: Optional[str] = None) -> Union[BinaryIO, TextIO]:
+        """Opens file ``relpath`` for reading, as ``open()`` does: with mode
+        "rb" a read-only binary file object (``read``, ``readinto``,
+        ``seek``, ``tell``, ...) that ``PIL.Image.open``, ``tarfile`` and
+        ``zipfile`` take, unbuffered with ``buffering=0``; with mode "r" (or
+        "rt") text, decoded with ``encoding``, ``errors`` and ``newline`` as
+        ``open()`` decodes them. Any other mode raises ValueError.
         """
-        if mode not in ("rb", "br", "r"):
-            raise ValueError(f"mode {mode!r}: shardfs files open read-only, binary ('rb')")
+        text = mode in ("r", "rt", "tr")
+        if mode not in ("rb", "br") and not text:
+            raise ValueError(f"mode {mode!r}: shardfs files open for reading only: 'rb' (bytes) "
+                             f"or 'r' (text)")
+        if not text and (encoding is not None or errors is not None or newline is not None):
+            raise ValueError("binary mode takes no encoding, errors or newline")
+        if text and buffering == 0:
+            raise ValueError("can't have unbuffered text I/O")
         rel = _rel(relpath)
         st = self._stat_tuple(rel, True)
         if _stat.S_ISDIR(st[0]):
             raise IsADirectoryError(21, f"{rel}: is a directory in index {self._path}", rel)
         raw = _RawFile(self, rel, st[1], st[5])
         if buffering == 0:
-            return raw
+            return cast(BinaryIO, raw)
         size = io.DEFAULT_BUFFER_SIZE if buffering in (-1, 1) else buffering
-        return io.BufferedReader(raw, buffer_size=size)
+        buffered = io.BufferedReader(raw, buffer_size=size)
+        if text:
+            return io.TextIOWrapper(buffered, encoding=encoding, errors=errors, newline=newline)
+        return cast(BinaryIO, buffered)
 
     # Metadata.
 
-    def _stat_tuple(self, rel, follow):
-        return self._stat(rel, follow)
+    def _stat_tuple(self, rel: str, follow: bool) -> Tuple[int, ...]:
+        st: Tuple[int, ...] = self._stat(rel, follow)
+        return st
 
-    def stat(self, relpath, *, follow_symlinks=True):
+    def stat(self, relpath: StrPath, *, follow_symlinks: bool = True) -> os.stat_result:
         """An ``os.stat_result`` for ``relpath`` (``st_mode``, ``st_size``,
         ``st_mtime``, ``st_mtime_ns``, ``st_ino`` (the index's inode number),
         ``st_nlink``, ``st_uid``, ``st_gid``, ``st_blocks``; ``st_dev`` 0).
@@ -152,36 +230,37 @@ class Index(_shardfs.Volume):
              "st_atime_ns": mtime_ns, "st_mtime_ns": mtime_ns, "st_ctime_ns": mtime_ns,
              "st_blksize": 4096, "st_blocks": blocks})
 
-    def lstat(self, relpath):
+    def lstat(self, relpath: StrPath) -> os.stat_result:
         """``stat`` without following a symbolic link at the end."""
         return self.stat(relpath, follow_symlinks=False)
 
     # As os.path's: False for any OSError (a loop of links too).
-    def exists(self, relpath):
+    def exists(self, relpath: StrPath) -> bool:
         try:
             self._stat_tuple(_rel(relpath), True)
             return True
         except OSError:
             return False
 
-    def isdir(self, relpath):
+    def isdir(self, relpath: StrPath) -> bool:
         try:
             return _stat.S_ISDIR(self._stat_tuple(_rel(relpath), True)[0])
         except OSError:
             return False
 
-    def isfile(self, relpath):
+    def isfile(self, relpath: StrPath) -> bool:
         try:
             return _stat.S_ISREG(self._stat_tuple(_rel(relpath), True)[0])
         except OSError:
             return False
 
-    def listdir(self, relpath=""):
+    def listdir(self, relpath: StrPath = "") -> List[str]:
         """The names in directory ``relpath`` ("" is the root), in name
         order. Raises FileNotFoundError, NotADirectoryError."""
         return [name for name, _ in self._listdir(relpath)]
 
-    def walk(self, top="", topdown=True, followlinks=False):
+    def walk(self, top: StrPath = "", topdown: bool = True,
+             followlinks: bool = False) -> Iterator[Tuple[str, List[str], List[str]]]:
         """Like ``os.walk``: yields ``(dirpath, dirnames, filenames)`` for
         each directory under ``top``; ``dirpath`` is relative to the root
         ("" for the root itself) and names in each list are in name order.
@@ -197,7 +276,8 @@ class Index(_shardfs.Volume):
             entries = self._listdir(top)
         except (FileNotFoundError, NotADirectoryError):
             return
-        dirs, files, walk_into = [], [], []
+        dirs: List[str] = []
+        files: List[str] = []
         for name, mode in entries:
             path = f"{top}/{name}" if top else name
             if _stat.S_ISDIR(mode):
@@ -216,19 +296,17 @@ class Index(_shardfs.Volume):
             yield top, dirs, files
 
 
-def _rel(relpath):
-    relpath = os.fspath(relpath)
-    if isinstance(relpath, bytes):
-        relpath = os.fsdecode(relpath)
-    return relpath
+def _rel(relpath: StrPath) -> str:
+    p = os.fspath(relpath)
+    return os.fsdecode(p) if isinstance(p, bytes) else p
 
 
-def _plain(relpath):
+def _plain(relpath: str) -> str:
     """``relpath`` as a plain path from the root, as ``os.path.normpath``
     makes it: "." and empty components dropped, ".." taking away the one
     before it (none above the root); "" for the root. Paths built on it lie
     inside the tree."""
-    parts = []
+    parts: List[str] = []
     for comp in relpath.split("/"):
         if comp == "..":
             if parts:
@@ -241,7 +319,7 @@ def _plain(relpath):
 class _RawFile(io.RawIOBase):
     """A file of an index, read by offset: what ``Index.open`` buffers."""
 
-    def __init__(self, index, name, inode, size):
+    def __init__(self, index: Index, name: str, inode: int, size: int) -> None:
         super().__init__()
         self._index = index
         self.name = name
@@ -249,16 +327,16 @@ class _RawFile(io.RawIOBase):
         self._size = size
         self._pos = 0
 
-    def readable(self):
+    def readable(self) -> bool:
         return True
 
-    def seekable(self):
+    def seekable(self) -> bool:
         return True
 
-    def writable(self):
+    def writable(self) -> bool:
         return False
 
-    def readinto(self, b):
+    def readinto(self, b: Any) -> int:
         if self.closed:
             raise ValueError("I/O operation on closed file")
         if self._pos >= self._size:
@@ -267,14 +345,14 @@ class _RawFile(io.RawIOBase):
         self._pos += n
         return n
 
-    def readall(self):
+    def readall(self) -> bytes:
         if self.closed:
             raise ValueError("I/O operation on closed file")
-        data = self._index.read(self.name, self._pos, -1)
+        data = self._index.read(self.name, offset=self._pos)
         self._pos += len(data)
         return data
 
-    def seek(self, offset, whence=io.SEEK_SET):
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         if self.closed:
             raise ValueError("I/O operation on closed file")
         if whence == io.SEEK_SET:
@@ -290,13 +368,13 @@ class _RawFile(io.RawIOBase):
         self._pos = pos
         return pos
 
-    def tell(self):
+    def tell(self) -> int:
         if self.closed:
             raise ValueError("I/O operation on closed file")
         return self._pos
 
-    def fileno(self):
+    def fileno(self) -> int:
         raise io.UnsupportedOperation(f"{self.name}: a shardfs file has no descriptor")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<shardfs file {self.name!r}>"

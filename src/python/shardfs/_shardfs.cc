@@ -546,55 +546,33 @@ PYBIND11_MODULE(_shardfs, m) {
     }
   });
 
+  m.attr("__version__") = SHARDFS_VERSION;
+  // The methods' signatures and documentation are shardfs.Index's (Python,
+  // with annotations); these are what it calls.
   py::class_<Handle>(m, "Volume")
-      .def(py::init(&NewHandle), py::arg("path"), py::arg("view") = py::none(),
+      .def(py::init(&NewHandle), py::arg("path"), py::kw_only(), py::arg("view") = py::none(),
            py::arg("rank") = py::none(), py::arg("world") = py::none(), py::arg("seed") = 0,
            py::arg("rank_keep_dirs") = false, py::arg("verify") = "auto",
            py::arg("cache_dir") = py::none(), py::arg("cache_size") = 0,
            py::arg("storage") = "auto", py::arg("decode_cache") = py::none(),
            py::arg("max_open_shards") = py::none())
-      .def("close", &Handle::Close,
-           "Closes the index; any later call raises ValueError. Idempotent.")
+      .def("_close", &Handle::Close)
       .def_property_readonly("closed", &Handle::closed)
-      .def_property_readonly("shown",
+      .def_property_readonly("_shown",
                              [](Handle& h) {
                                std::shared_ptr<reader::Volume> v = h.Get();
                                return v->shown();
                              })
-      .def("read", &Read, py::arg("relpath"), py::arg("offset") = 0, py::arg("size") = -1,
-           "read(relpath, offset=0, size=-1) -> bytes\n\n"
-           "The bytes of file `relpath` from `offset`, at most `size` of them (-1: to the\n"
-           "end), checked as the mount checks them. Raises FileNotFoundError,\n"
-           "IsADirectoryError, NotADirectoryError, or OSError(EIO) if the bytes cannot be\n"
-           "served as indexed (a changed or corrupt shard); ValueError after close().")
-      .def("prefetch", &Prefetch, py::arg("relpaths"),
-           "prefetch(relpaths)\n\n"
-           "Asks the kernel for the bytes of each file of `relpaths` at once, without\n"
-           "waiting: the reads that follow, one by one, find them on their way or cached,\n"
-           "so that a batch's reads from a local disk overlap each other and the work\n"
-           "between them. Paths that name no file are passed over (their read raises).\n"
-           "ValueError after close().")
-      .def("read_many", &ReadMany, py::arg("relpaths"),
-           "read_many(relpaths) -> list of bytes\n\n"
-           "The whole bytes of each file of `relpaths`, in order: what [read(p) for p in\n"
-           "relpaths] returns, with the same checks and errors (raised for the first path\n"
-           "that fails, before any is read). Faster for a batch: every file is looked up\n"
-           "first and the kernel asked for all their bytes at once, so that reads from a\n"
-           "local disk overlap. It holds the whole batch in memory at once; prefetch(),\n"
-           "then read() file by file, holds one file's bytes at a time.")
+      .def("_read", &Read, py::arg("relpath"), py::arg("offset"), py::arg("size"))
+      .def("_prefetch", &Prefetch, py::arg("relpaths"))
+      .def("_read_many", &ReadMany, py::arg("relpaths"))
       .def("_placement", &Placement, py::arg("relpaths"))
       .def("_readinto", &ReadInto, py::arg("inode"), py::arg("offset"), py::arg("buffer"),
            py::arg("name"))
       .def("_stat", &Stat, py::arg("relpath"), py::arg("follow") = true)
       .def("_listdir", &ListDirPath, py::arg("relpath"))
-      .def("files", &Files, py::arg("prefix") = "",
-           "files(prefix='') -> list of str\n\n"
-           "The paths of every file and symbolic link whose path starts with `prefix`, in\n"
-           "tree order (a directory's entries in name order, each subdirectory's files\n"
-           "where its name falls). The prefix is made plain first, as os.path.normpath\n"
-           "makes a path ('.' and '..' taken out, never above the root), so every path\n"
-           "returned is a path from the root.")
-      .def("readlink", [](Handle& h, const py::object& path_arg) {
+      .def("_files", &Files, py::arg("prefix"))
+      .def("_readlink", [](Handle& h, const py::object& path_arg) {
         const std::string path = PathArg(path_arg);
         std::shared_ptr<reader::Volume> v = h.Get();
         py::gil_scoped_release nogil;

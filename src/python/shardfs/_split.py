@@ -21,12 +21,15 @@ the same in every process and on every machine that runs the same Python.
 """
 
 import random
+from typing import Dict, List, Sequence, Tuple, TypeVar
+
+T = TypeVar("T")
 
 __all__ = ["job_order", "rank_share", "equal_count", "cut", "mixed_seed", "block_shuffle",
            "check_rank"]
 
 
-def mixed_seed(*parts):
+def mixed_seed(*parts: int) -> int:
     """One integer seed from ``parts`` (integers), the same in every process
     (Python's ``hash`` of a tuple is salted for strings only, but this does
     not depend on it at all)."""
@@ -37,30 +40,31 @@ def mixed_seed(*parts):
     return x
 
 
-def job_order(placements, seed=0, epoch=0, shuffle_shards=True):
+def job_order(placements: Sequence[Tuple[int, int]], seed: int = 0, epoch: int = 0,
+              shuffle_shards: bool = True) -> List[int]:
     """The indices of ``placements`` (one ``(shard, offset)`` per sample: where
     its first byte lies) in the order a job reads them: shard by shard, in an
     order drawn from ``seed`` and ``epoch`` (``shuffle_shards``) or by shard
     number, each shard's samples by offset."""
-    by_shard = {}
+    by_shard: Dict[int, List[Tuple[int, int]]] = {}
     for i, (shard, offset) in enumerate(placements):
         by_shard.setdefault(shard, []).append((offset, i))
     shards = sorted(by_shard)
     if shuffle_shards:
         random.Random(mixed_seed(seed, epoch)).shuffle(shards)
-    order = []
+    order: List[int] = []
     for shard in shards:
         order.extend(i for _, i in sorted(by_shard[shard]))
     return order
 
 
-def cut(n, parts, k):
+def cut(n: int, parts: int, k: int) -> Tuple[int, int]:
     """Bounds ``(lo, hi)`` of part ``k`` of ``n`` items cut into ``parts``
     contiguous runs whose lengths differ by one at most."""
     return n * k // parts, n * (k + 1) // parts
 
 
-def equal_count(n, world, drop_last=False):
+def equal_count(n: int, world: int, drop_last: bool = False) -> int:
     """The samples each rank takes of ``n``: ``ceil(n / world)``, or
     ``n // world`` with ``drop_last``. ValueError when a rank would have
     none (fewer samples than ranks; an empty view on one rank is
@@ -72,7 +76,7 @@ def equal_count(n, world, drop_last=False):
     return n // world if drop_last else -(-n // world)
 
 
-def rank_share(order, rank, world, drop_last=False):
+def rank_share(order: Sequence[T], rank: int, world: int, drop_last: bool = False) -> List[T]:
     """Rank ``rank``'s samples of ``order`` (``job_order``'s list): its
     contiguous run, padded with its own first samples or trimmed to
     ``equal_count`` samples, so that every rank gets as many."""
@@ -85,20 +89,20 @@ def rank_share(order, rank, world, drop_last=False):
     return mine[:want]
 
 
-def block_shuffle(items, rng, block):
+def block_shuffle(items: Sequence[T], rng: random.Random, block: int) -> List[T]:
     """``items`` shuffled in blocks of ``block`` neighbours: the order of the
     blocks drawn, then each block's items. Reads stay within a block's bytes
     (a few chunks of one shard) while the block lasts."""
-    blocks = [items[i:i + block] for i in range(0, len(items), block)]
+    blocks = [list(items[i:i + block]) for i in range(0, len(items), block)]
     rng.shuffle(blocks)
-    out = []
+    out: List[T] = []
     for b in blocks:
         rng.shuffle(b)
         out.extend(b)
     return out
 
 
-def check_rank(rank, world):
+def check_rank(rank: int, world: int) -> None:
     """ValueError unless ``world`` is a positive integer and ``rank`` one of
     0..world-1."""
     if not isinstance(world, int) or world < 1:

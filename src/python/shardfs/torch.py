@@ -40,13 +40,17 @@ hands them (a ``SampleStream``: its own run); the index is opened again in
 each worker after the fork, and uses the parent's cache.
 """
 
+from __future__ import annotations
+
 import io
 import random
 import re
+from typing import (Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple,
+                    Union)
 
 import torch.utils.data
 
-from . import Index
+from . import Index, StrPath
 from . import _split
 
 __all__ = ["ImageFolder", "SampleDataset", "JobSampler", "SampleStream", "EpochSampler",
@@ -60,7 +64,17 @@ IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tif
 _KEY_RE = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
 
 
-def _open(index, view):
+Placement = Tuple[int, int]
+"""Where a sample's first file lies: (shard number, offset in the shard)."""
+Members = List[Tuple[str, str]]
+"""A sample's files: (extension, path), in tree order."""
+Sample = Tuple[str, Members]
+"""A sample: its key and its files."""
+Item = Dict[str, Union[str, bytes]]
+"""What SampleDataset and SampleStream give: {"__key__": key, extension: bytes, ...}."""
+
+
+def _open(index: Union[Index, StrPath], view: Optional[str]) -> Index:
     """``index`` as an open ``Index`` of ``view``: itself when it is one and
     no view is asked for."""
     if isinstance(index, Index):
@@ -68,29 +82,29 @@ def _open(index, view):
     return Index(index, view=view)
 
 
-def _rank_world(rank, world, what):
+def _rank_world(rank: Optional[int], world: Optional[int], what: str) -> Tuple[int, int]:
     """``(rank, world)``: as given, or torch.distributed's when both are None
     and it is initialised, else (0, 1)."""
     if (rank is None) != (world is None):
         raise ValueError(f"{what}: rank and world go together")
-    if rank is not None:
+    if rank is not None and world is not None:
         return rank, world
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
+        return int(dist.get_rank()), int(dist.get_world_size())
     return 0, 1
 
 
-def _placements(index, paths):
+def _placements(index: Index, paths: Sequence[str]) -> List[Placement]:
     """``(shard, offset)`` of each of ``paths``: where its bytes lie."""
-    return [tuple(p) for p in index._placement(paths)]
+    return [(shard, offset) for shard, offset in index._placement(paths)]
 
 
-def _join(a, b):
+def _join(a: str, b: str) -> str:
     return f"{a}/{b}" if a else b
 
 
-def pil_loader(f):
+def pil_loader(f: BinaryIO) -> Any:
     """Decodes an image from binary file object ``f`` to RGB, as torchvision's
     ``pil_loader`` does from a path."""
     from PIL import Image
@@ -102,11 +116,22 @@ class _Split:
     """What the datasets share: a rank's share of their samples (rank,
     world: _split's fixed split, seeded by ``seed``), and ``placements``."""
 
-    def _take_share(self, rank, world, seed, drop_last):
+    index: Index
+    _placed: Optional[List[Placement]]
+    _placed_all: List[Placement]
+
+    def _keep(self, which: Sequence[int]) -> None:
+        raise NotImplementedError
+
+    def _first_files(self) -> List[str]:
+        raise NotImplementedError
+
+    def _take_share(self, rank: Optional[int], world: Optional[int], seed: int,
+                    drop_last: bool) -> None:
         if (rank is None) != (world is None):
             raise ValueError(f"{type(self).__name__}: rank and world go together")
         self._placed = None
-        if rank is None:
+        if rank is None or world is None:
             return
         order = _split.job_order(self.placements, seed, 0)
         share = _split.rank_share(order, rank, world, drop_last)
@@ -114,7 +139,7 @@ class _Split:
         self._keep(share)
 
     @property
-    def placements(self):
+    def placements(self) -> List[Placement]:
         """``(shard, offset)`` of each sample's first file, in sample order:
         what ``JobSampler`` splits the samples by."""
         if self._placed is None:
@@ -144,9 +169,13 @@ class ImageFolder(_Split, torch.utils.data.Dataset):
     ends in one of ``IMG_EXTENSIONS`` (any case).
     """
 
-    def __init__(self, index, transform=None, target_transform=None, loader=None,
-                 is_valid_file=None, view=None, *, root="", rank=None, world=None, seed=0,
-                 drop_last=False, extensions=None):
+    def __init__(self, index: Union[Index, StrPath], transform: Optional[Callable[[Any], Any]] = None,
+                 target_transform: Optional[Callable[[int], Any]] = None,
+                 loader: Optional[Callable[[BinaryIO], Any]] = None,
+                 is_valid_file: Optional[Callable[[str], bool]] = None, allow_empty: bool = False,
+                 *, view: Optional[str] = None, root: str = "", rank: Optional[int] = None,
+                 world: Optional[int] = None, seed: int = 0, drop_last: bool = False,
+                 extensions: Optional[Sequence[str]] = None) -> None:
         self.index = _open(index, view)
         self.root = root.strip("/")
         self.transform = transform
@@ -157,22 +186,23 @@ class ImageFolder(_Split, torch.utils.data.Dataset):
         if is_valid_file is None:
             exts = tuple(e.lower() for e in (extensions or IMG_EXTENSIONS))
 
-            def is_valid_file(path):
+            def is_valid_file(path: str) -> bool:
                 return path.lower().endswith(exts)
         self.classes, self.class_to_idx = self.find_classes(self.root)
-        self.samples = self.make_dataset(self.root, self.class_to_idx, is_valid_file)
+        self.samples = self.make_dataset(self.root, self.class_to_idx, is_valid_file,
+                                         allow_empty)
         self._keep(range(len(self.samples)))
         self._take_share(rank, world, seed, drop_last)
 
-    def _keep(self, which):
+    def _keep(self, which: Sequence[int]) -> None:
         self.samples = [self.samples[i] for i in which]
         self.imgs = self.samples
         self.targets = [t for _, t in self.samples]
 
-    def _first_files(self):
+    def _first_files(self) -> List[str]:
         return [path for path, _ in self.samples]
 
-    def find_classes(self, directory):
+    def find_classes(self, directory: str) -> Tuple[List[str], Dict[str, int]]:
         classes = sorted(name for name in self.index.listdir(directory)
                          if self.index.isdir(_join(directory, name)))
         if not classes:
@@ -180,8 +210,10 @@ class ImageFolder(_Split, torch.utils.data.Dataset):
                                     f"index {self.index.path}")
         return classes, {name: i for i, name in enumerate(classes)}
 
-    def make_dataset(self, directory, class_to_idx, is_valid_file, allow_empty=False):
-        samples = []
+    def make_dataset(self, directory: str, class_to_idx: Dict[str, int],
+                     is_valid_file: Callable[[str], bool],
+                     allow_empty: bool = False) -> List[Tuple[str, int]]:
+        samples: List[Tuple[str, int]] = []
         available = set()
         for target_class in sorted(class_to_idx):
             class_index = class_to_idx[target_class]
@@ -199,10 +231,10 @@ class ImageFolder(_Split, torch.utils.data.Dataset):
                 f"{self.index.path}")
         return samples
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.samples)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> Tuple[Any, Any]:
         path, target = self.samples[i]
         sample = self.loader(io.BytesIO(self.index.read(path)))
         if self.transform is not None:
@@ -211,7 +243,7 @@ class ImageFolder(_Split, torch.utils.data.Dataset):
             target = self.target_transform(target)
         return sample, target
 
-    def __getitems__(self, indices):
+    def __getitems__(self, indices: Sequence[int]) -> List[Tuple[Any, Any]]:
         """Items ``indices``, as ``[self[i] for i in indices]``: what a
         ``DataLoader`` asks of a batch. The kernel is asked for all their
         files first (``Index.prefetch``: reads from a local disk overlap each
@@ -221,14 +253,14 @@ class ImageFolder(_Split, torch.utils.data.Dataset):
         return [self[i] for i in indices]
 
 
-def _group_samples(index, root, keys):
+def _group_samples(index: Index, root: str, keys: Optional[Sequence[str]]) -> List[Sample]:
     """WebDataset's samples of the files under ``root``: ``[(key, [(ext,
     path), ...]), ...]`` in tree order of their first file (SampleDataset
     says the rule)."""
     root = root.strip("/")
     prefix = f"{root}/" if root else ""
-    samples = []
-    where = {}
+    samples: List[Sample] = []
+    where: Dict[str, int] = {}
     for path in index.files(prefix):
         m = _KEY_RE.match(path)
         if not m:
@@ -249,8 +281,8 @@ def _group_samples(index, root, keys):
     return samples
 
 
-def _read_sample(index, key, members):
-    item = {"__key__": key}
+def _read_sample(index: Index, key: str, members: Members) -> Item:
+    item: Item = {"__key__": key}
     for ext, path in members:
         item[ext] = index.read(path)
     return item
@@ -271,28 +303,30 @@ class SampleDataset(_Split, torch.utils.data.Dataset):
     share, as ``ImageFolder``'s.
     """
 
-    def __init__(self, index, view=None, *, root="", rank=None, world=None, seed=0,
-                 drop_last=False, keys=None):
+    def __init__(self, index: Union[Index, StrPath], *, view: Optional[str] = None,
+                 root: str = "", rank: Optional[int] = None, world: Optional[int] = None,
+                 seed: int = 0, drop_last: bool = False,
+                 keys: Optional[Sequence[str]] = None) -> None:
         self.index = _open(index, view)
         self.samples = _group_samples(self.index, root, keys)
         self._keep(range(len(self.samples)))
         self._take_share(rank, world, seed, drop_last)
 
-    def _keep(self, which):
+    def _keep(self, which: Sequence[int]) -> None:
         self.samples = [self.samples[i] for i in which]
         self.keys = [k for k, _ in self.samples]
 
-    def _first_files(self):
+    def _first_files(self) -> List[str]:
         return [members[0][1] for _, members in self.samples]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.samples)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> Item:
         key, members = self.samples[i]
         return _read_sample(self.index, key, members)
 
-    def __getitems__(self, indices):
+    def __getitems__(self, indices: Sequence[int]) -> List[Item]:
         """Items ``indices``, as ``[self[i] for i in indices]``: what a
         ``DataLoader`` asks of a batch, the kernel asked for every member
         file first (``Index.prefetch``)."""
@@ -319,13 +353,14 @@ class JobSampler(torch.utils.data.Sampler):
     and the shuffle are this sampler's).
     """
 
-    def __init__(self, data_source, rank=None, world=None, *, seed=0, shuffle=True,
-                 drop_last=False, block=64):
+    def __init__(self, data_source: Any, *, rank: Optional[int] = None,
+                 world: Optional[int] = None, seed: int = 0, shuffle: bool = True,
+                 drop_last: bool = False, block: int = 64) -> None:
         self.rank, self.world = _rank_world(rank, world, "JobSampler")
-        placements = getattr(data_source, "placements", None)
+        placements: Optional[Sequence[Placement]] = getattr(data_source, "placements", None)
         if placements is None:
             placements = [(0, i) for i in range(len(data_source))]
-        self.placements = list(placements)
+        self.placements: List[Placement] = list(placements)
         self.seed = seed
         self.shuffle = shuffle
         self.drop_last = drop_last
@@ -336,10 +371,10 @@ class JobSampler(torch.utils.data.Sampler):
         _split.check_rank(self.rank, self.world)
         self.count = _split.equal_count(len(self.placements), self.world, drop_last)
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         order = _split.job_order(self.placements, self.seed, self.epoch, self.shuffle)
         mine = _split.rank_share(order, self.rank, self.world, self.drop_last)
         if self.shuffle:
@@ -347,7 +382,7 @@ class JobSampler(torch.utils.data.Sampler):
             mine = _split.block_shuffle(mine, rng, self.block)
         return iter(mine)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.count
 
 
@@ -375,8 +410,11 @@ class SampleStream(torch.utils.data.IterableDataset):
     were started with).
     """
 
-    def __init__(self, index, view=None, *, root="", rank=None, world=None, seed=0,
-                 shuffle_buffer=1000, decode=None, keys=None, drop_last=False):
+    def __init__(self, index: Union[Index, StrPath], *, view: Optional[str] = None,
+                 root: str = "", rank: Optional[int] = None, world: Optional[int] = None,
+                 seed: int = 0, shuffle_buffer: int = 1000,
+                 decode: Optional[Callable[[Item], Any]] = None,
+                 keys: Optional[Sequence[str]] = None, drop_last: bool = False) -> None:
         self.index = _open(index, view)
         self.rank, self.world = _rank_world(rank, world, "SampleStream")
         self.samples = _group_samples(self.index, root, keys)
@@ -391,13 +429,13 @@ class SampleStream(torch.utils.data.IterableDataset):
         self.drop_last = drop_last
         self.epoch = 0
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.count
 
-    def worker_share(self, worker, workers):
+    def worker_share(self, worker: int, workers: int) -> List[int]:
         """The sample numbers worker ``worker`` of ``workers`` of this rank
         reads this epoch, in reading order (before the shuffle buffer)."""
         order = _split.job_order(self.placements, self.seed, self.epoch)
@@ -405,7 +443,7 @@ class SampleStream(torch.utils.data.IterableDataset):
         lo, hi = _split.cut(len(mine), workers, worker)
         return mine[lo:hi]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         share = self.worker_share(worker, workers)
@@ -416,14 +454,14 @@ class SampleStream(torch.utils.data.IterableDataset):
             yield self.decode(item) if self.decode is not None else item
 
 
-def _buffer_shuffle(items, size, rng):
+def _buffer_shuffle(items: Sequence[int], size: int, rng: random.Random) -> Iterator[int]:
     """``items`` through a shuffle buffer of ``size`` (webdataset's
     ``shuffle``): each item goes in; once the buffer is full, a random one
     comes out for each that goes in; the rest drain in random order."""
     if size <= 1:
         yield from items
         return
-    buf = []
+    buf: List[int] = []
     for item in items:
         buf.append(item)
         if len(buf) >= size:
@@ -443,8 +481,9 @@ class EpochSampler(torch.utils.data.Sampler):
     every rank (the permutation's first indices repeated to fill), or
     ``n // world`` with ``drop_last``."""
 
-    def __init__(self, data_source, seed=0, shuffle=True, rank=None, world=None,
-                 drop_last=False):
+    def __init__(self, data_source: Any, seed: int = 0, shuffle: bool = True, *,
+                 rank: Optional[int] = None, world: Optional[int] = None,
+                 drop_last: bool = False) -> None:
         self.n = data_source if isinstance(data_source, int) else len(data_source)
         self.seed = seed
         self.shuffle = shuffle
@@ -456,17 +495,18 @@ class EpochSampler(torch.utils.data.Sampler):
         _split.check_rank(self.rank, self.world)
         self.count = _split.equal_count(self.n, self.world, drop_last)
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def _order(self):
+    def _order(self) -> List[int]:
         if not self.shuffle:
             return list(range(self.n))
         g = torch.Generator()
         g.manual_seed(self.seed * 1000003 + self.epoch)
-        return torch.randperm(self.n, generator=g).tolist()
+        order: List[int] = torch.randperm(self.n, generator=g).tolist()
+        return order
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         order = self._order()
         total = self.count * self.world
         while 0 < len(order) < total:  # Padded as DistributedSampler pads.
@@ -474,5 +514,5 @@ class EpochSampler(torch.utils.data.Sampler):
         order = order[:total]
         return iter(order[self.rank::self.world])
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.count
