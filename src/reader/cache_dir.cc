@@ -3,10 +3,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pwd.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -28,6 +30,29 @@ constexpr std::string_view kMarkerText =
     "This directory holds the chunk files of shardfs mounts (see cache_dir in\n"
     "shardfs(1)). shardfs writes and deletes its own files here and leaves any\n"
     "other file alone.\n";
+
+// The start time of process `pid` in clock ticks after boot (field 22 of
+// /proc/PID/stat); 0 if it cannot be read.
+uint64_t StartTime(int64_t pid) {
+  UniqueFd fd(::open(fmt::format("/proc/{}/stat", pid).c_str(), O_RDONLY | O_CLOEXEC));
+  char buf[1024];
+  const ssize_t n = fd.valid() ? ::read(fd.get(), buf, sizeof(buf) - 1) : -1;
+  if (n <= 0) return 0;
+  std::string_view text(buf, static_cast<size_t>(n));
+  // The command name (field 2) may hold spaces and parentheses: count from
+  // the last ')'.
+  size_t pos = text.rfind(')');
+  if (pos == std::string_view::npos) return 0;
+  text.remove_prefix(pos + 1);
+  for (int field = 2; field < 22; ++field) {
+    size_t sp = text.find(' ');
+    if (sp == std::string_view::npos) return 0;
+    text.remove_prefix(sp + 1);
+  }
+  uint64_t start = 0;
+  std::from_chars(text.data(), text.data() + text.size(), start);
+  return start;
+}
 
 // "uid 65534 (nobody)".
 std::string UserName(uid_t uid) {
@@ -138,8 +163,7 @@ Result<bool> IsEmptyDir(int dir_fd, const std::string& shown) {
 
 }  // namespace
 
-Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir,
-                              std::chrono::milliseconds lock_wait) {
+Result<CacheDir> OpenSharedCacheDir(const std::string& dir, const char* chunk_subdir) {
   CacheDir out;
   SHARDFS_ASSIGN_OR_RETURN(UniqueFd top, OpenPrivateDir(AT_FDCWD, dir.c_str(), dir));
   out.chunk_dir = fmt::format("{}/{}", dir, chunk_subdir);
@@ -191,6 +215,13 @@ Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir,
   out.lock_fd.reset(
       ::openat(out.dir_fd.get(), kCacheLock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!out.lock_fd.valid()) return Status::FromErrno(errno, fmt::format("cache_dir {}", lock));
+  return out;
+}
+
+Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir,
+                              std::chrono::milliseconds lock_wait) {
+  SHARDFS_ASSIGN_OR_RETURN(CacheDir out, OpenSharedCacheDir(dir, chunk_subdir));
+  const std::string lock = fmt::format("{}/{}", out.chunk_dir, kCacheLock);
   // flock locks the open file description: a second Open in this process is
   // refused too.
   const auto deadline = std::chrono::steady_clock::now() + lock_wait;
@@ -208,36 +239,110 @@ Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir,
   return out;
 }
 
-std::string FormatChunkName(uint64_t id_hash, uint64_t index, uint64_t gen) {
-  return fmt::format("{:016x}-{:x}-{:x}.chunk", id_hash, index, gen);
+std::string FormatChunkName(uint64_t id_hash, uint64_t index) {
+  return fmt::format("{:016x}-{:x}.chunk", id_hash, index);
 }
 
-bool ParseChunkName(std::string_view name, uint64_t* id_hash, uint64_t* index, uint64_t* gen) {
-  constexpr std::string_view kSuffix = ".chunk";
-  if (name.size() <= kSuffix.size() || !name.ends_with(kSuffix)) return false;
-  name.remove_suffix(kSuffix.size());
-  uint64_t* out[3] = {id_hash, index, gen};
+std::string FormatClaimName(uint64_t id_hash, uint64_t index) {
+  return fmt::format("{:016x}-{:x}.claim", id_hash, index);
+}
+
+namespace {
+
+// Parses "<hex>-<hex><suffix>".
+bool ParseKeyName(std::string_view name, std::string_view suffix, uint64_t* id_hash,
+                  uint64_t* index) {
+  if (name.size() <= suffix.size() || !name.ends_with(suffix)) return false;
+  name.remove_suffix(suffix.size());
   const char* p = name.data();
   const char* end = name.data() + name.size();
-  for (int i = 0; i < 3; ++i) {
-    auto [next, ec] = std::from_chars(p, end, *out[i], 16);
+  auto [dash, ec] = std::from_chars(p, end, *id_hash, 16);
+  if (ec != std::errc() || dash == p || dash == end || *dash != '-') return false;
+  auto [last, ec2] = std::from_chars(dash + 1, end, *index, 16);
+  return ec2 == std::errc() && last != dash + 1 && last == end;
+}
+
+// Reads "<a><sep><b>..." of hex numbers into `out`; false unless all of
+// `text` is exactly `n` numbers.
+bool ParseHexFields(std::string_view text, char sep, uint64_t* out, int n) {
+  const char* p = text.data();
+  const char* end = text.data() + text.size();
+  for (int i = 0; i < n; ++i) {
+    auto [next, ec] = std::from_chars(p, end, out[i], 16);
     if (ec != std::errc() || next == p) return false;
     p = next;
-    if (i < 2) {
-      if (p == end || *p != '-') return false;
+    if (i + 1 < n) {
+      if (p == end || *p != sep) return false;
       ++p;
     }
   }
   return p == end;
 }
 
+}  // namespace
+
+bool ParseChunkName(std::string_view name, uint64_t* id_hash, uint64_t* index) {
+  return ParseKeyName(name, ".chunk", id_hash, index);
+}
+
+bool ParseClaimName(std::string_view name) {
+  uint64_t id_hash, index;
+  return ParseKeyName(name, ".claim", &id_hash, &index);
+}
+
+ProcessStamp ThisProcess() {
+  static std::atomic<int64_t> cached_pid{0};
+  static std::atomic<uint64_t> cached_start{0};
+  const int64_t pid = ::getpid();
+  if (cached_pid.load(std::memory_order_acquire) == pid) {
+    return {pid, cached_start.load(std::memory_order_relaxed)};
+  }
+  ProcessStamp p{pid, StartTime(pid)};
+  cached_start.store(p.start, std::memory_order_relaxed);
+  cached_pid.store(pid, std::memory_order_release);
+  return p;
+}
+
+bool ProcessGone(const ProcessStamp& p) {
+  if (p.pid <= 0) return false;
+  if (::kill(static_cast<pid_t>(p.pid), 0) != 0 && errno == ESRCH) return true;
+  const uint64_t start = StartTime(p.pid);
+  return p.start != 0 && start != 0 && start != p.start;
+}
+
+std::string FormatStamp(const ProcessStamp& p) { return fmt::format("{:x} {:x}", p.pid, p.start); }
+
+bool ParseStamp(std::string_view text, ProcessStamp* p) {
+  while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  uint64_t f[2];
+  if (!ParseHexFields(text, ' ', f, 2) || f[0] == 0 || f[0] > INT32_MAX) return false;
+  *p = {static_cast<int64_t>(f[0]), f[1]};
+  return true;
+}
+
+bool LeftByTheDead(int dir_fd, const char* name) {
+  ProcessStamp writer;
+  if (ParseOwnedTmpName(name, &writer)) return ProcessGone(writer);
+  UniqueFd fd(::openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  char text[64];
+  const ssize_t n = fd.valid() ? ::read(fd.get(), text, sizeof(text)) : -1;
+  return n > 0 && ParseStamp(std::string_view(text, static_cast<size_t>(n)), &writer) &&
+         ProcessGone(writer);
+}
+
 std::string FormatTmpName(uint64_t gen) { return fmt::format("{}{:x}", kTmpPrefix, gen); }
 
-bool ParseTmpName(std::string_view name, uint64_t* gen) {
-  if (!name.starts_with(kTmpPrefix) || name.size() == kTmpPrefix.size()) return false;
+std::string FormatOwnedTmpName(const ProcessStamp& p, uint64_t seq) {
+  return fmt::format("{}{:x}-{:x}-{:x}", kTmpPrefix, p.pid, p.start, seq);
+}
+
+bool ParseOwnedTmpName(std::string_view name, ProcessStamp* p) {
+  if (!name.starts_with(kTmpPrefix)) return false;
   name.remove_prefix(kTmpPrefix.size());
-  auto [next, ec] = std::from_chars(name.data(), name.data() + name.size(), *gen, 16);
-  return ec == std::errc() && next == name.data() + name.size();
+  uint64_t f[3];
+  if (!ParseHexFields(name, '-', f, 3) || f[0] == 0 || f[0] > INT32_MAX) return false;
+  *p = {static_cast<int64_t>(f[0]), f[1]};
+  return true;
 }
 
 }  // namespace shardfs::reader

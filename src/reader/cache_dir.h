@@ -1,8 +1,7 @@
 // The on-disk side of the chunk cache's directory (-o cache_dir=DIR): opening
 // and checking DIR and its chunk subdirectory, the marker that says the
-// subdirectory is shardfs's, the lock that keeps it to one process, and the
-// names of the files in it. The chunk files' contents and the cache policy
-// are src/reader/chunk_cache.h's.
+// subdirectory is shardfs's, its lock file, and the names of the files in it. The chunk files'
+// contents and the cache policy are src/reader/chunk_cache.h's.
 #ifndef SHARDFS_SRC_READER_CACHE_DIR_H_
 #define SHARDFS_SRC_READER_CACHE_DIR_H_
 
@@ -20,11 +19,11 @@ namespace shardfs::reader {
 inline constexpr char kCacheMarker[] = "shardfs-cache";
 inline constexpr char kCacheLock[] = "lock";
 
-// The chunk subdirectory of an open cache_dir, locked by this process.
+// The chunk subdirectory of an open cache_dir.
 struct CacheDir {
   std::string chunk_dir;  // DIR/chunk_subdir, for messages.
   UniqueFd dir_fd;        // The subdirectory: every file operation is relative to it.
-  UniqueFd lock_fd;       // Holds the flock while open.
+  UniqueFd lock_fd;       // Its lock file: flock'd by OpenCacheDir, not by OpenSharedCacheDir.
 };
 
 // Opens `dir` and `dir`/`chunk_subdir` (creating either 0700 if missing),
@@ -37,6 +36,11 @@ struct CacheDir {
 inline constexpr std::chrono::milliseconds kCacheLockWait{3000};
 Result<CacheDir> OpenCacheDir(const std::string& dir, const char* chunk_subdir,
                               std::chrono::milliseconds lock_wait = kCacheLockWait);
+
+// OpenCacheDir for a directory that many processes use at once: the same
+// checks and marker, and the lock file opened (created 0600 if missing) but
+// not locked; its users flock it for what must not run twice at once.
+Result<CacheDir> OpenSharedCacheDir(const std::string& dir, const char* chunk_subdir);
 
 // Opens directory `name` under `at` (AT_FDCWD: a path) without following a
 // symbolic link in its place, creating it 0700 if it is missing (only it: a
@@ -57,14 +61,46 @@ Result<UniqueFd> OpenPrivateDir(int at, const char* name, const std::string& sho
 // then name the directory above it that failed, if it was not `root`.
 Result<UniqueFd> OpenCacheRoot(const std::string& root);
 
-// "<idhash>-<index>-<gen>.chunk" (hex): a chunk file's name.
-std::string FormatChunkName(uint64_t id_hash, uint64_t index, uint64_t gen);
+// "<idhash>-<index>.chunk" (hex): a chunk file's name, the same in every
+// process, so that any of them finds a chunk another one stored.
+std::string FormatChunkName(uint64_t id_hash, uint64_t index);
 // Parses a chunk file's name; false if `name` is not one.
-bool ParseChunkName(std::string_view name, uint64_t* id_hash, uint64_t* index, uint64_t* gen);
-// "tmp-<gen>" (hex): the name a chunk file is written under before its rename.
+bool ParseChunkName(std::string_view name, uint64_t* id_hash, uint64_t* index);
+// "<idhash>-<index>.claim" (hex): the file that says a process is fetching
+// that chunk (created O_EXCL; it holds the holder's ProcessStamp as text).
+std::string FormatClaimName(uint64_t id_hash, uint64_t index);
+bool ParseClaimName(std::string_view name);
+
+// A process as its files name it: its pid and its start time (clock ticks
+// after boot, /proc/PID/stat), so that a pid used again by a new process is
+// not taken for the one that wrote the file.
+struct ProcessStamp {
+  int64_t pid = 0;
+  uint64_t start = 0;  // 0: unknown.
+};
+// This process's stamp (taken again after a fork).
+ProcessStamp ThisProcess();
+// True only if the process `p` is provably gone: no process has its pid, or
+// the one that has it started at another time. A process of another pid
+// namespace is not seen: processes that share a cache directory must share
+// their pid namespace, or a live writer's temp file may be taken for a dead
+// one's (its Insert then fails; no chunk is ever torn or wrong).
+bool ProcessGone(const ProcessStamp& p);
+// "<pid> <start>", and back; false if `text` is not one.
+std::string FormatStamp(const ProcessStamp& p);
+bool ParseStamp(std::string_view text, ProcessStamp* p);
+
+// Whether temp or claim file `name` in directory `dir_fd` was left by a
+// process that is gone: its name (a temp file) or its text (a claim) says
+// which process wrote it. A claim still empty is its live writer's.
+bool LeftByTheDead(int dir_fd, const char* name);
+
+// "tmp-<gen>" (hex): the name a file is written under before its rename.
 std::string FormatTmpName(uint64_t gen);
-// Parses a temp file's name; false if `name` is not one.
-bool ParseTmpName(std::string_view name, uint64_t* gen);
+// "tmp-<pid>-<start>-<seq>" (hex): a chunk file before its rename, named
+// after its writer so that only a dead writer's is ever deleted.
+std::string FormatOwnedTmpName(const ProcessStamp& p, uint64_t seq);
+bool ParseOwnedTmpName(std::string_view name, ProcessStamp* p);
 
 }  // namespace shardfs::reader
 

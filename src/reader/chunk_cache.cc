@@ -1,79 +1,45 @@
 #include "src/reader/chunk_cache.h"
 
-#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack.
 #include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <string_view>
+#include <thread>
 #include <utility>
 
-#include "base/coding.h"
 #include "base/io.h"
 #include "base/log.h"
 #include "src/reader/cache_dir.h"
+#include "src/reader/chunk_file.h"
 
 namespace shardfs::reader {
 
 namespace {
 
-constexpr char kMagic[8] = {'S', 'H', 'F', 'S', 'C', 'H', 'N', 'K'};
 constexpr uint64_t kMaxChunkSize = uint64_t{1} << 30;
 constexpr uint64_t kBlock = 4096;
-constexpr size_t kHeaderSumOffset = 56;
-
-struct Header {
-  uint32_t len = 0;
-  uint64_t id_hash = 0;
-  uint64_t index = 0;
-  uint64_t xxh3 = 0;
-};
-
-void EncodeHeader(const Header& h, char* out) {
-  std::memset(out, 0, ChunkCache::kHeaderSize);
-  std::memcpy(out, kMagic, sizeof(kMagic));
-  EncodeFixed32(out + 8, ChunkCache::kFormatVersion);
-  EncodeFixed32(out + 12, h.len);
-  EncodeFixed64(out + 16, h.id_hash);
-  EncodeFixed64(out + 24, h.index);
-  EncodeFixed64(out + 32, h.xxh3);
-  EncodeFixed64(out + kHeaderSumOffset, XXH3_64bits(out, kHeaderSumOffset));
-}
-
-// False if the bytes are not a header this version wrote.
-bool DecodeHeader(const char* in, Header* h) {
-  if (std::memcmp(in, kMagic, sizeof(kMagic)) != 0) return false;
-  if (DecodeFixed32(in + 8) != ChunkCache::kFormatVersion) return false;
-  if (DecodeFixed64(in + kHeaderSumOffset) != XXH3_64bits(in, kHeaderSumOffset)) return false;
-  h->len = DecodeFixed32(in + 12);
-  h->id_hash = DecodeFixed64(in + 16);
-  h->index = DecodeFixed64(in + 24);
-  h->xxh3 = DecodeFixed64(in + 32);
-  return true;
-}
 
 }  // namespace
 
 struct ChunkCache::Slot {
-  Slot(const ChunkCache* c, ChunkKey k, uint32_t l, uint64_t g, uint64_t ch)
-      : cache(c), key(k), len(l), gen(g), charge(ch) {}
-  // A doomed disk slot deletes its file once no reader holds it.
+  Slot(const ChunkCache* c, ChunkKey k, uint32_t l, uint64_t ch)
+      : cache(c), key(k), len(l), charge(ch) {}
+  // A doomed disk slot deletes its file once no reader holds it, if the
+  // name still holds that file (not a copy stored since, by anyone).
   ~Slot() {
-    if (doomed && cache->dir_fd_.valid()) {
-      ::unlinkat(cache->dir_fd_.get(), cache->ChunkName(key, gen).c_str(), 0);
-    }
+    if (doomed && cache->dir_fd_.valid()) cache->UnlinkIfSame(cache->ChunkName(key), ino);
   }
   const ChunkCache* const cache;
   const ChunkKey key;
   const uint32_t len;
-  const uint64_t gen;
   const uint64_t charge;
+  uint64_t ino = 0;                      // Disk mode; guarded by mu_ once mapped.
   std::unique_ptr<char[]> data;          // Memory mode; immutable once mapped.
   std::atomic<bool> verified{false};     // Disk mode: payload checked in this process.
   bool doomed = false;                   // Set under mu_ when unmapped for good.
@@ -89,6 +55,7 @@ ChunkCache::ChunkCache(ChunkCacheOptions options, std::vector<ChunkShard> shards
   for (const ChunkShard& s : shards_) {
     id_hash_.push_back(
         XXH3_64bits_withSeed(s.identity.data(), s.identity.size(), options_.chunk_size));
+    shard_of_.emplace(id_hash_.back(), static_cast<uint32_t>(id_hash_.size() - 1));
   }
   small_target_ = options_.capacity / 10;
   ghost_limit_ =
@@ -119,6 +86,7 @@ Result<std::unique_ptr<ChunkCache>> ChunkCache::Open(ChunkCacheOptions options,
   if (!cache->options_.dir.empty()) {
     SHARDFS_RETURN_IF_ERROR(cache->OpenDir());
     SHARDFS_RETURN_IF_ERROR(cache->Scan());
+    cache->TrimDir();
   }
   return cache;
 }
@@ -136,125 +104,44 @@ uint64_t ChunkCache::ChunkLength(ChunkKey key) const {
   return std::min(options_.chunk_size, size - key.index * options_.chunk_size);
 }
 
-std::string ChunkCache::ChunkName(ChunkKey key, uint64_t gen) const {
-  return FormatChunkName(id_hash_[key.shard], key.index, gen);
+std::string ChunkCache::ChunkName(ChunkKey key) const {
+  return FormatChunkName(id_hash_[key.shard], key.index);
 }
 
-std::string ChunkCache::ChunkPath(ChunkKey key, uint64_t gen) const {
-  return fmt::format("{}/{}", chunk_dir_, ChunkName(key, gen));
+std::string ChunkCache::ChunkPath(ChunkKey key) const {
+  return fmt::format("{}/{}", chunk_dir_, ChunkName(key));
+}
+
+void ChunkCache::UnlinkIfSame(const std::string& name, uint64_t ino) const {
+  // Between the look and the unlink another process may store a new copy:
+  // then that copy is deleted, which costs a fetch, never a wrong byte.
+  struct stat st;
+  if (::fstatat(dir_fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      static_cast<uint64_t>(st.st_ino) == ino) {
+    ::unlinkat(dir_fd_.get(), name.c_str(), 0);
+  }
 }
 
 Status ChunkCache::OpenDir() {
-  SHARDFS_ASSIGN_OR_RETURN(CacheDir d, OpenCacheDir(options_.dir, kChunkDir, options_.lock_wait));
+  SHARDFS_ASSIGN_OR_RETURN(CacheDir d, OpenSharedCacheDir(options_.dir, kChunkDir));
   chunk_dir_ = std::move(d.chunk_dir);
   dir_fd_ = std::move(d.dir_fd);
   lock_fd_ = std::move(d.lock_fd);
   return Status::Ok();
 }
 
-namespace {
-
-// What the chunk subdirectory holds, sorted by ListChunkDir.
-struct ChunkDirListing {
-  struct Chunk {
-    std::string name;
-    ChunkKey key;
-    uint64_t gen;
-    uint32_t len;
-    int64_t mtime_ns;
-    bool foreign;  // Of a shard this index does not have.
-  };
-  std::vector<Chunk> found;
-  std::vector<std::string> bad;     // Shardfs's names, but not intact chunks: to delete.
-  std::vector<std::string> others;  // Files shardfs cannot prove it wrote: left alone.
-  uint64_t max_gen = 0;             // The largest generation in any name.
-};
-
-// Sorts entry `name` of the chunk subdirectory `dir_fd` into `out`.
-// `shard_of` maps a shard's id hash to its number.
-void ListChunkDirEntry(const ChunkCache& cache, int dir_fd, const char* c_name,
-                       const std::unordered_map<uint64_t, uint32_t>& shard_of,
-                       ChunkDirListing* out) {
-  std::string_view name = c_name;
-  // A file shardfs wrote has one of its names and is a regular file of
-  // this user; in a directory of this user that no one else may write to,
-  // nobody else can have put it there.
-  struct stat st;
-  const bool mine = ::fstatat(dir_fd, c_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    S_ISREG(st.st_mode) && st.st_uid == ::geteuid();
-  uint64_t id_hash, index, gen;
-  const bool chunk_name = ParseChunkName(name, &id_hash, &index, &gen);
-  const bool tmp_name = !chunk_name && ParseTmpName(name, &gen);
-  // New files get higher numbers than any name here, so no Insert is
-  // stopped by, or renames over, a file it may not delete.
-  if (chunk_name || tmp_name) out->max_gen = std::max(out->max_gen, gen);
-  if (!mine || (!chunk_name && !tmp_name)) {
-    out->others.emplace_back(name);
-    return;
-  }
-  if (!chunk_name) {
-    out->bad.emplace_back(name);  // An Insert cut short by a crash.
-    return;
-  }
-  UniqueFd fd(::openat(dir_fd, c_name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
-  char raw[ChunkCache::kHeaderSize];
-  Header h;
-  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      !PreadExact(fd.get(), raw, ChunkCache::kHeaderSize, 0).ok() || !DecodeHeader(raw, &h) ||
-      h.id_hash != id_hash || h.index != index || h.len == 0 ||
-      static_cast<uint64_t>(st.st_size) != ChunkCache::kHeaderSize + h.len) {
-    out->bad.emplace_back(name);
-    return;
-  }
-  ChunkDirListing::Chunk f{std::string(name),
-                           ChunkKey{0, index},
-                           gen,
-                           h.len,
-                           int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec,
-                           true};
-  if (auto it = shard_of.find(id_hash); it != shard_of.end()) {
-    f.key.shard = it->second;
-    f.foreign = false;
-    if (cache.ChunkLength(f.key) != h.len) {
-      out->bad.push_back(std::move(f.name));  // Not a chunk of this shard at this size.
-      return;
-    }
-  }
-  out->found.push_back(std::move(f));
-}
-
-// Lists the chunk subdirectory `dir_fd` (shown as `dir`) into `out`.
-Status ListChunkDir(const ChunkCache& cache, int dir_fd, const std::string& dir,
-                    const std::unordered_map<uint64_t, uint32_t>& shard_of, ChunkDirListing* out) {
-  int list_fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR* d = list_fd < 0 ? nullptr : ::fdopendir(list_fd);
-  if (d == nullptr) {
-    int err = errno;
-    if (list_fd >= 0) ::close(list_fd);
-    return Status::FromErrno(err, fmt::format("cache_dir {}", dir));
-  }
-  while (true) {
-    errno = 0;
-    struct dirent* e = ::readdir(d);
-    if (e == nullptr) break;
-    std::string_view name = e->d_name;
-    if (name == "." || name == ".." || name == kCacheMarker || name == kCacheLock) continue;
-    ListChunkDirEntry(cache, dir_fd, e->d_name, shard_of, out);
-  }
-  int err = errno;
-  ::closedir(d);
-  if (err != 0) return Status::FromErrno(err, fmt::format("cache_dir {}: listing", dir));
-  return Status::Ok();
-}
-
-}  // namespace
-
 Status ChunkCache::Scan() {
   const std::string& dir = chunk_dir_;
-  std::unordered_map<uint64_t, uint32_t> shard_of;
-  for (uint32_t i = 0; i < id_hash_.size(); ++i) shard_of.emplace(id_hash_[i], i);
   ChunkDirListing listing;
-  SHARDFS_RETURN_IF_ERROR(ListChunkDir(*this, dir_fd_.get(), dir, shard_of, &listing));
+  SHARDFS_RETURN_IF_ERROR(ListChunkDir(dir_fd_.get(), dir, /*check_headers=*/true, &listing));
+  std::vector<ChunkDirListing::Chunk>& found = listing.found;
+  for (ChunkDirListing::Chunk& f : found) {
+    auto it = shard_of_.find(f.id_hash);
+    if (it != shard_of_.end() && ChunkLength(ChunkKey{it->second, f.index}) != f.len) {
+      listing.bad.push_back(std::move(f.name));  // Not a chunk of this shard at this size.
+    }
+  }
+  std::erase_if(found, [](const ChunkDirListing::Chunk& f) { return f.name.empty(); });
   for (const std::string& name : listing.bad) {
     log::Debug("chunk cache: {}/{}: not an intact chunk, deleted", dir, name);
   }
@@ -264,36 +151,29 @@ Status ChunkCache::Scan() {
     log::Warning("chunk cache: {}: {} file(s) not written by shardfs left alone (the first: {})",
                  dir, others.size(), others.front());
   }
-
-  std::vector<ChunkDirListing::Chunk>& found = listing.found;
   std::sort(found.begin(), found.end(),
             [](const auto& a, const auto& b) { return a.mtime_ns < b.mtime_ns; });
   std::vector<std::shared_ptr<Slot>> dead;
   std::vector<std::string> dead_foreign;
-  std::vector<std::string> duplicates;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    next_gen_ = listing.max_gen + 1;
     stats_.other_files = others.size();
     for (ChunkDirListing::Chunk& f : found) {
-      if (f.foreign) {
+      auto it = shard_of_.find(f.id_hash);
+      if (it == shard_of_.end()) {
         uint64_t charge = Charge(f.len);
         foreign_.push_back({std::move(f.name), charge});
         stats_.foreign_bytes += charge;
         continue;
       }
-      if (map_.count(f.key) != 0) {
-        duplicates.push_back(std::move(f.name));  // Left by a crash during a deferred delete.
-        continue;
-      }
-      auto slot = std::make_shared<Slot>(this, f.key, f.len, f.gen, Charge(f.len));
+      auto slot = std::make_shared<Slot>(this, ChunkKey{it->second, f.index}, f.len, Charge(f.len));
+      slot->ino = f.ino;
       // Oldest first at main's head, so the oldest ends up at its tail.
       AddLocked(std::move(slot), Queue::kMain);
       ++stats_.reused_at_open;
     }
     EvictToFitLocked(0, &dead, &dead_foreign);
   }
-  UnlinkAll(duplicates);
   UnlinkAll(dead_foreign);
   return Status::Ok();
 }
@@ -396,23 +276,29 @@ void ChunkCache::EvictOneLocked(std::vector<std::shared_ptr<Slot>>* dead,
   }
 }
 
-Result<uint64_t> ChunkCache::WriteChunk(ChunkKey key, const char* data, size_t len, uint64_t gen) {
-  const std::string tmp = FormatTmpName(gen);
+Result<uint64_t> ChunkCache::WriteChunk(ChunkKey key, const char* data, size_t len) {
+  // Numbered per process: two caches of one process may share a directory.
+  static std::atomic<uint64_t> tmp_seq{0};
+  const std::string tmp = FormatOwnedTmpName(ThisProcess(), tmp_seq.fetch_add(1) + 1);
   UniqueFd fd(::openat(dir_fd_.get(), tmp.c_str(),
                        O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) {
     return Status::FromErrno(errno, fmt::format("chunk cache: {}/{}", chunk_dir_, tmp));
   }
   char raw[kHeaderSize];
-  EncodeHeader({static_cast<uint32_t>(len), id_hash_[key.shard], key.index, XXH3_64bits(data, len)},
-               raw);
+  EncodeChunkHeader(
+      {static_cast<uint32_t>(len), id_hash_[key.shard], key.index, XXH3_64bits(data, len)}, raw);
   Status st = Status::Ok();
+  struct stat fst;
   if (!WriteFully(fd.get(), raw, kHeaderSize) || !WriteFully(fd.get(), data, len)) {
     st = Status::FromErrno(errno, "write");
   }
+  if (st.ok() && ::fstat(fd.get(), &fst) != 0) st = Status::FromErrno(errno, "fstat");
   if (st.ok() && ::close(fd.release()) != 0) st = Status::FromErrno(errno, "close");
-  const std::string name = ChunkName(key, gen);
-  // The rename is what makes the chunk count: until then it is a temp file.
+  const std::string name = ChunkName(key);
+  // The rename is what makes the chunk count, in every process at once:
+  // until then it is a temp file. It replaces a copy stored meanwhile by
+  // another process (the same bytes) or a damaged one.
   if (st.ok() && ::renameat(dir_fd_.get(), tmp.c_str(), dir_fd_.get(), name.c_str()) != 0) {
     st = Status::FromErrno(errno, fmt::format("rename to {}", name));
   }
@@ -420,7 +306,21 @@ Result<uint64_t> ChunkCache::WriteChunk(ChunkKey key, const char* data, size_t l
     ::unlinkat(dir_fd_.get(), tmp.c_str(), 0);
     return st.WithContext(fmt::format("chunk cache: {}/{}", chunk_dir_, tmp));
   }
-  return gen;
+  return static_cast<uint64_t>(fst.st_ino);
+}
+
+void ChunkCache::AdmitLocked(std::shared_ptr<Slot> slot, std::vector<std::shared_ptr<Slot>>* dead,
+                             std::vector<std::string>* dead_foreign) {
+  Queue q = Queue::kSmall;
+  if (auto g = ghost_index_.find(slot->key); g != ghost_index_.end()) {
+    ghost_.erase(g->second);
+    ghost_index_.erase(g);
+    ++stats_.ghost_hits;
+    q = Queue::kMain;
+  }
+  // Room first, as in the paper: the newcomer is never its own victim.
+  EvictToFitLocked(slot->charge, dead, dead_foreign);
+  AddLocked(std::move(slot), q);
 }
 
 Status ChunkCache::Insert(ChunkKey key, const char* data, size_t len) {
@@ -433,45 +333,53 @@ Status ChunkCache::Insert(ChunkKey key, const char* data, size_t len) {
     return Status::InvalidArgument(fmt::format(
         "chunk cache: shard {} chunk {}: {} bytes, expected {}", key.shard, key.index, len, want));
   }
-  uint64_t gen;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (map_.count(key) != 0) return Status::Ok();
-    gen = next_gen_++;
   }
-  auto slot = std::make_shared<Slot>(this, key, static_cast<uint32_t>(len), gen, Charge(len));
+  auto slot = std::make_shared<Slot>(this, key, static_cast<uint32_t>(len), Charge(len));
   if (options_.dir.empty()) {
     slot->data.reset(new char[len]);
     std::memcpy(slot->data.get(), data, len);
   } else {
-    Result<uint64_t> written = WriteChunk(key, data, len, gen);
-    if (!written.ok()) return written.status();
+    Result<uint64_t> ino = WriteChunk(key, data, len);
+    if (!ino.ok()) return ino.status();
+    slot->ino = *ino;
   }
   slot->verified.store(true, std::memory_order_relaxed);  // From the caller's bytes.
 
   std::vector<std::shared_ptr<Slot>> dead;
   std::vector<std::string> dead_foreign;
+  bool trim = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (map_.count(key) != 0) {
-      slot->doomed = true;  // Another thread stored it meanwhile; drop this copy.
+    if (auto it = map_.find(key); it != map_.end()) {
+      // Another thread stored it meanwhile, and the name now holds this
+      // copy (the same bytes): the resident slot owns it.
+      if (!options_.dir.empty()) it->second->ino = slot->ino;
     } else {
-      Queue q = Queue::kSmall;
-      if (auto g = ghost_index_.find(key); g != ghost_index_.end()) {
-        ghost_.erase(g->second);
-        ghost_index_.erase(g);
-        ++stats_.ghost_hits;
-        q = Queue::kMain;
-      }
-      // Room first, as in the paper: the newcomer is never its own victim.
-      EvictToFitLocked(slot->charge, &dead, &dead_foreign);
-      AddLocked(std::move(slot), q);
+      since_trim_ += slot->charge;
+      AdmitLocked(std::move(slot), &dead, &dead_foreign);
       ++stats_.inserts;
+      trim = !options_.dir.empty() && since_trim_ >= options_.capacity / 16;
+      if (trim) since_trim_ = 0;
     }
   }
   // Outside the lock: dropping the last pins of dead slots deletes their files.
   UnlinkAll(dead_foreign);
+  if (trim) TrimDir();
   return Status::Ok();
+}
+
+void ChunkCache::KeepOpenLocked(const std::shared_ptr<Slot>& slot,
+                                std::shared_ptr<const UniqueFd> file) {
+  slot->file = std::move(file);
+  open_files_.push_back(slot);
+  while (open_files_.size() > kOpenChunkFiles) {
+    // Closed once the readers holding it let go.
+    if (std::shared_ptr<Slot> old = open_files_.front().lock()) old->file.reset();
+    open_files_.pop_front();
+  }
 }
 
 std::shared_ptr<const UniqueFd> ChunkCache::ChunkFile(const std::shared_ptr<Slot>& slot) {
@@ -479,78 +387,97 @@ std::shared_ptr<const UniqueFd> ChunkCache::ChunkFile(const std::shared_ptr<Slot
     std::lock_guard<std::mutex> lock(mu_);
     if (slot->file) return slot->file;
   }
-  auto file = std::make_shared<const UniqueFd>(::openat(
-      dir_fd_.get(), ChunkName(slot->key, slot->gen).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!file->valid()) {
-    log::Warning("chunk cache: {}: {}", ChunkPath(slot->key, slot->gen), std::strerror(errno));
+  auto file = std::make_shared<const UniqueFd>(
+      ::openat(dir_fd_.get(), ChunkName(slot->key).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  struct stat st;
+  if (!file->valid() || ::fstat(file->get(), &st) != 0) {
+    // ENOENT: another process evicted it; a miss like any other.
+    if (errno != ENOENT)
+      log::Warning("chunk cache: {}: {}", ChunkPath(slot->key), std::strerror(errno));
     return nullptr;
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (slot->file) return slot->file;  // Another reader opened it meanwhile.
-  if (slot->doomed) return file;      // Read once, not kept.
-  slot->file = file;
-  open_files_.push_back(slot);
-  while (open_files_.size() > kOpenChunkFiles) {
-    // Closed once the readers holding it let go.
-    if (std::shared_ptr<Slot> old = open_files_.front().lock()) old->file.reset();
-    open_files_.pop_front();
+  if (static_cast<uint64_t>(st.st_ino) != slot->ino) {
+    // Another process stored the chunk anew since this one looked: its
+    // payload is checked again on this first read.
+    slot->ino = static_cast<uint64_t>(st.st_ino);
+    slot->verified.store(false, std::memory_order_release);
   }
+  if (slot->doomed) return file;  // Read once, not kept.
+  KeepOpenLocked(slot, file);
   return file;
 }
 
 bool ChunkCache::ReadDisk(const Slot& slot, int fd_raw, uint64_t offset, size_t len, char* buf,
                           bool verify) const {
-  const std::string path = ChunkPath(slot.key, slot.gen);
+  const std::string path = ChunkPath(slot.key);
   if (!verify) {
     Status st = PreadExact(fd_raw, buf, len, kHeaderSize + offset);
     if (!st.ok()) log::Warning("chunk cache: {}: {}", path, st.message());
     return st.ok();
   }
-  // First read in this process: hash the whole payload, copying the range
-  // asked for on the way, with no allocation.
-  char raw[kHeaderSize];
-  Header h;
-  if (!PreadExact(fd_raw, raw, kHeaderSize, 0).ok() || !DecodeHeader(raw, &h) ||
-      h.len != slot.len || h.index != slot.key.index || h.id_hash != id_hash_[slot.key.shard]) {
-    log::Warning("chunk cache: {}: header damaged since the cache was opened", path);
+  // First read in this process: the header and the whole payload checked.
+  std::string why;
+  if (!ReadCheckedChunk(fd_raw, id_hash_[slot.key.shard], slot.key.index, slot.len, offset, len,
+                        buf, &why)) {
+    log::Warning("chunk cache: {}: {}; dropped", path, why);
     return false;
   }
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  char piece[32 << 10];
-  for (uint64_t pos = 0; pos < slot.len;) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(sizeof(piece), slot.len - pos));
-    Status st = PreadExact(fd_raw, piece, n, kHeaderSize + pos);
-    if (!st.ok()) {
-      log::Warning("chunk cache: {}: {}", path, st.message());
-      return false;
+  // In use: the directory's trim deletes the chunks least recently used.
+  ::futimens(fd_raw, nullptr);
+  return true;
+}
+
+std::shared_ptr<ChunkCache::Slot> ChunkCache::Lookup(ChunkKey key) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = map_.find(key);
+      if (it != map_.end()) return it->second;  // The pin: outlives an eviction meanwhile.
     }
-    XXH3_64bits_update(&state, piece, n);
-    uint64_t lo = std::max(pos, offset);
-    uint64_t hi = std::min<uint64_t>(pos + n, offset + len);
-    if (lo < hi) std::memcpy(buf + (lo - offset), piece + (lo - pos), hi - lo);
-    pos += n;
+    if (attempt == 1 || options_.dir.empty() || !Adopt(key)) break;
   }
-  uint64_t got = XXH3_64bits_digest(&state);
-  if (got != h.xxh3) {
-    log::Warning("chunk cache: {}: payload XXH3 {:016x}, header says {:016x}; dropped", path, got,
-                 h.xxh3);
+  return nullptr;
+}
+
+bool ChunkCache::Adopt(ChunkKey key) {
+  const uint64_t clen = ChunkLength(key);
+  auto file = std::make_shared<const UniqueFd>(::openat(
+      dir_fd_.get(), ChunkName(key).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!file->valid()) return false;
+  struct stat st;
+  ChunkHeader h;
+  // A damaged one is a miss: the fetch that follows renames its copy over it.
+  if (::fstat(file->get(), &st) != 0 || st.st_uid != ::geteuid() ||
+      !ReadChunkHeader(file->get(), st, id_hash_[key.shard], key.index, &h) || h.len != clen) {
     return false;
   }
+  auto slot = std::make_shared<Slot>(this, key, static_cast<uint32_t>(clen), Charge(clen));
+  slot->ino = static_cast<uint64_t>(st.st_ino);
+  std::vector<std::shared_ptr<Slot>> dead;
+  std::vector<std::string> dead_foreign;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.count(key) != 0) return true;
+    KeepOpenLocked(slot, std::move(file));
+    AdmitLocked(std::move(slot), &dead, &dead_foreign);
+    ++stats_.adopted;
+  }
+  UnlinkAll(dead_foreign);
   return true;
 }
 
 bool ChunkCache::Read(ChunkKey key, uint64_t offset, size_t len, char* buf, bool reference) {
   uint64_t clen = ChunkLength(key);
   std::shared_ptr<Slot> slot;
+  if (clen != 0 && offset <= clen && len <= clen - offset) slot = Lookup(key);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = clen == 0 || offset > clen || len > clen - offset ? map_.end() : map_.find(key);
-    if (it == map_.end()) {
+    if (!slot) {
       ++stats_.misses;
       return false;
     }
-    slot = it->second;  // The pin: the payload outlives an eviction meanwhile.
     if (reference && slot->freq < 3) ++slot->freq;
     ++stats_.hits;
   }
@@ -558,8 +485,8 @@ bool ChunkCache::Read(ChunkKey key, uint64_t offset, size_t len, char* buf, bool
     std::memcpy(buf, slot->data.get() + offset, len);
     return true;
   }
-  bool verify = !slot->verified.load(std::memory_order_acquire);
   std::shared_ptr<const UniqueFd> file = ChunkFile(slot);
+  bool verify = !slot->verified.load(std::memory_order_acquire);
   if (file && ReadDisk(*slot, file->get(), offset, len, buf, verify)) {
     if (verify) slot->verified.store(true, std::memory_order_release);
     return true;
@@ -569,7 +496,7 @@ bool ChunkCache::Read(ChunkKey key, uint64_t offset, size_t len, char* buf, bool
     std::lock_guard<std::mutex> lock(mu_);
     --stats_.hits;
     ++stats_.misses;
-    ++stats_.corrupt_dropped;
+    if (file) ++stats_.corrupt_dropped;  // Else gone: another process evicted it.
     auto it = map_.find(key);
     if (it != map_.end() && it->second == slot) RemoveLocked(slot.get(), &dead);
   }
@@ -589,7 +516,8 @@ bool ChunkCache::Locate(ChunkKey key, uint64_t offset, size_t len, bool referenc
   }
   if (!slot->verified.load(std::memory_order_acquire)) return false;
   std::shared_ptr<const UniqueFd> f = ChunkFile(slot);
-  if (!f) return false;
+  // Opened anew (another process's copy): Read checks it first.
+  if (!f || !slot->verified.load(std::memory_order_acquire)) return false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (reference && slot->freq < 3) ++slot->freq;
@@ -598,6 +526,80 @@ bool ChunkCache::Locate(ChunkKey key, uint64_t offset, size_t len, bool referenc
   *file = std::move(f);
   *file_pos = kHeaderSize + offset;
   return true;
+}
+
+ChunkCache::Claimed ChunkCache::Claim(ChunkKey key, const std::atomic<bool>* cancel) {
+  if (options_.dir.empty()) return Claimed::kMine;
+  const std::string name = FormatClaimName(id_hash_[key.shard], key.index);
+  const auto deadline = std::chrono::steady_clock::now() + options_.claim_wait;
+  for (bool waited = false;; waited = true) {
+    if (Lookup(key)) return Claimed::kStored;
+    const ClaimFile claim = TryClaimFile(dir_fd_.get(), name);
+    if (claim == ClaimFile::kFailed) return Claimed::kUnclaimed;
+    if (claim == ClaimFile::kMine) {
+      // Its holder may have stored it and let go between the two looks.
+      if (!Lookup(key)) return Claimed::kMine;
+      EndClaim(key);
+      return Claimed::kStored;
+    }
+    if (!waited) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.claim_waits;
+    }
+    if (std::chrono::steady_clock::now() >= deadline || (cancel != nullptr && cancel->load())) {
+      return Claimed::kUnclaimed;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void ChunkCache::EndClaim(ChunkKey key) {
+  if (options_.dir.empty()) return;
+  ::unlinkat(dir_fd_.get(), FormatClaimName(id_hash_[key.shard], key.index).c_str(), 0);
+}
+
+void ChunkCache::TrimDir() {
+  if (options_.dir.empty() || trimming_.exchange(true)) return;
+  if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+    trimming_ = false;  // Another process is at it.
+    return;
+  }
+  ChunkDirListing listing;
+  (void)ListChunkDir(dir_fd_.get(), chunk_dir_, /*check_headers=*/false, &listing);
+  UnlinkAll(listing.bad);  // Leftovers of processes that are gone.
+  std::vector<ChunkDirListing::Chunk>& chunks = listing.found;
+  uint64_t total = 0;
+  for (const auto& c : chunks) total += (c.file_bytes + kBlock - 1) / kBlock * kBlock;
+  std::vector<Trimmed> gone;
+  if (total > options_.capacity) {
+    std::sort(chunks.begin(), chunks.end(),
+              [](const auto& a, const auto& b) { return a.mtime_ns < b.mtime_ns; });
+    const uint64_t target = options_.capacity - options_.capacity / 16;
+    for (const ChunkDirListing::Chunk& c : chunks) {
+      if (total <= target) break;
+      // A copy stored under the name since the listing may go too: a fetch
+      // more, never a wrong byte.
+      if (::unlinkat(dir_fd_.get(), c.name.c_str(), 0) == 0) {
+        gone.push_back({c.id_hash, c.index, c.ino});
+      }
+      total -= (c.file_bytes + kBlock - 1) / kBlock * kBlock;
+    }
+  }
+  ::flock(lock_fd_.get(), LOCK_UN);
+  trimming_ = false;
+  ForgetTrimmed(gone);
+}
+
+void ChunkCache::ForgetTrimmed(const std::vector<Trimmed>& gone) {
+  std::vector<std::shared_ptr<Slot>> dead;
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.trimmed += gone.size();
+  for (const Trimmed& t : gone) {
+    auto shard = shard_of_.find(t.id_hash);
+    if (shard == shard_of_.end()) continue;  // Foreign: its charge goes with the next trim.
+    auto it = map_.find(ChunkKey{shard->second, t.index});
+    if (it != map_.end() && it->second->ino == t.ino) RemoveLocked(it->second.get(), &dead);
+  }
 }
 
 bool ChunkCache::Contains(ChunkKey key) const {

@@ -8,6 +8,7 @@
 #include "base/io.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "src/remote/curl_api.h"
 
 namespace shardfs::reader {
 
@@ -118,6 +119,12 @@ ShardFetcher::ShardFetcher(FetcherOptions options, std::vector<FetchShard> shard
 ShardFetcher::~ShardFetcher() { Stop(); }
 
 void ShardFetcher::Start() {
+  // libcurl is loaded here, once, not by the first fetcher thread: a fork
+  // (a DataLoader worker) while a thread is in the middle of that one-time
+  // load would leave the child waiting for it for ever.
+  if (std::any_of(shards_.begin(), shards_.end(), [](const FetchShard& s) { return s.remote; })) {
+    (void)remote::Curl(nullptr);
+  }
   for (unsigned i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Run(); });
 }
 
@@ -146,7 +153,8 @@ void ShardFetcher::Stop() {
 
 std::chrono::milliseconds ShardFetcher::wait_bound() const {
   const remote::FetchOptions& f = options_.fetch;
-  return f.retry_budget + f.connect_timeout + f.stall_timeout + std::chrono::milliseconds{2000};
+  return cache_->claim_wait() + f.retry_budget + f.connect_timeout + f.stall_timeout +
+         std::chrono::milliseconds{2000};
 }
 
 uint64_t ShardFetcher::ChunkCount(uint32_t shard) const {
@@ -387,8 +395,12 @@ void ShardFetcher::Run() {
     const uint64_t len = cache_->ChunkLength(job.key);
     std::atomic<uint64_t>* sc = &shard_counters_[size_t{job.key.shard} * kShardCounters];
     auto data = std::make_unique<char[]>(len);
-    Status st = Fetch(client, job, data.get(), len);
-    if (st.ok()) {
+    // Another process of the node may be fetching it, or have stored it.
+    const ChunkCache::Claimed claim = cache_->Claim(job.key, &cancel_);
+    const bool stored =
+        claim == ChunkCache::Claimed::kStored && cache_->Read(job.key, 0, len, data.get(), false);
+    Status st = stored ? Status::Ok() : Fetch(client, job, data.get(), len);
+    if (st.ok() && !stored) {
       sc[kFetched].fetch_add(len, std::memory_order_relaxed);
       sc[kFetches].fetch_add(1, std::memory_order_relaxed);
       if (job.ahead) counters_->fetched_ahead.fetch_add(1, std::memory_order_relaxed);
@@ -401,11 +413,13 @@ void ShardFetcher::Run() {
             "stats counts them)",
             ins.message());
       }
-    } else {
+    } else if (!st.ok()) {
       sc[kErrors].fetch_add(1, std::memory_order_relaxed);
       // One line per failed chunk: each ends a retry budget, so they are few.
       if (!cancel_.load()) log::Error("{}; reads of it fail with EIO", st.message());
     }
+    // After the Insert: a process waiting for the claim finds the chunk.
+    if (claim == ChunkCache::Claimed::kMine) cache_->EndClaim(job.key);
     counters_->running.fetch_sub(1, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -20,11 +20,17 @@
 // before the program does) stays sequential; a read anywhere else resets the
 // window.
 //
+// Once per node. Before fetching a chunk a fetcher thread claims it in the
+// disk cache (ChunkCache::Claim): a chunk another process of the node stored
+// meanwhile is read from there, and one another process is fetching is
+// waited for, at most the cache's claim_wait, then fetched here after all.
+//
 // Never a hang, never wrong bytes. A reader waits for a chunk at most the
-// fetch's own bound (retry budget + connect and stall timeouts + 2 s), then
-// gets IoError; the fetch itself ends within the retry budget (the
-// HttpClient's contract). A reader only ever waits for a fetcher thread,
-// never for another request. Bytes come from a response the HttpClient has
+// claim's wait plus the fetch's own bound (retry budget + connect and stall
+// timeouts + 2 s), then gets IoError; the fetch itself ends within the retry
+// budget (the HttpClient's contract). A reader only ever waits for a fetcher
+// thread, never for another request, and a fetcher thread holds no lock
+// across a fetch that another process waits on. Bytes come from a response the HttpClient has
 // proven to be the asked range of the indexed object (the total size, and
 // the indexed ETag, else Last-Modified, on the response itself: see
 // src/remote/http_client.h), or from a cached chunk whose checksum held.

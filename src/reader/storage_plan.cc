@@ -88,10 +88,11 @@ Result<std::string> PickCacheRoot(const std::vector<std::string>& roots) {
   return Status::NotFound(fmt::format("no node-local cache directory: {}", why));
 }
 
-uint64_t AutoCacheSize(const std::string& dir, uint64_t max) {
+uint64_t AutoCacheSize(const std::string& dir, uint64_t max, uint64_t in_use) {
   struct statvfs sv {};
   if (::statvfs(dir.c_str(), &sv) != 0) return 0;
-  const double free_bytes = static_cast<double>(sv.f_bavail) * static_cast<double>(sv.f_frsize);
+  const double free_bytes =
+      static_cast<double>(sv.f_bavail) * static_cast<double>(sv.f_frsize) + in_use;
   const uint64_t share = static_cast<uint64_t>(free_bytes * kAutoCacheShare);
   const uint64_t size = std::min(share, max);
   return size < kMinAutoCache ? 0 : size;

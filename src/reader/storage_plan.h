@@ -12,9 +12,9 @@
 // each checked as -o cache_dir is (owned by the user, not writable by group
 // or others, no symbolic link; the directories made for it too:
 // src/reader/cache_dir.h's OpenCacheRoot); one that fails is passed over, for
-// the next or for memory. Within it each mount takes the first free
-// numbered slot (0, 1, ...; one process per slot, the cache's lock), so
-// mounts of ranks side by side each get their own. Its size is
+// the next or for memory. Every process of the user on the node (mounts,
+// ranks, DataLoader workers) shares the cache in it (src/reader/chunk_cache.h),
+// so each chunk crosses the network once per node. Its size is
 // kAutoCacheShare of the free space there, at most the disk cache's default.
 // When no directory can be used, the chunks are kept in memory, with one
 // warning saying why.
@@ -57,11 +57,13 @@ std::vector<std::string> DefaultCacheRoots();
 // uid 4242 (attacker), mode 0777, ...").
 Result<std::string> PickCacheRoot(const std::vector<std::string>& roots);
 
-// kAutoCacheShare of the free space of the filesystem of `dir`, at most
-// `max`; 0 if that is less than kMinAutoCache.
+// kAutoCacheShare of the free space of the filesystem of `dir` plus
+// `in_use` (bytes the cache already holds there: a cache shared by the
+// node's processes must not shrink as it fills), at most `max`; 0 if that
+// is less than kMinAutoCache.
 inline constexpr double kAutoCacheShare = 0.25;
 inline constexpr uint64_t kMinAutoCache = 256ull << 20;
-uint64_t AutoCacheSize(const std::string& dir, uint64_t max);
+uint64_t AutoCacheSize(const std::string& dir, uint64_t max, uint64_t in_use = 0);
 
 }  // namespace shardfs::reader
 

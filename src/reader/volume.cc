@@ -61,31 +61,37 @@ std::string ChunkIdentity(const index::IndexReader& r, uint32_t i) {
 }
 
 // Opens the chunk cache for a volume on network storage without cache_dir:
-// in the first free slot of the first usable default root, else in memory
-// (src/reader/storage_plan.h). Sets `dir` to where it is ("" in memory).
+// in the first usable default root, which every process of this user on the
+// node shares, else in memory (src/reader/storage_plan.h). Sets `dir` to
+// where it is ("" in memory).
 Result<std::unique_ptr<reader::ChunkCache>> OpenAutoCache(
     reader::ChunkCacheOptions co, const std::vector<reader::ChunkShard>& shards,
     const VolumeOptions& o, std::string* dir) {
-  constexpr int kSlots = 16;
   Result<std::string> root = PickCacheRoot(DefaultCacheRoots());
   std::string why;
   if (!root.ok()) {
     why = root.status().message();
   } else {
-    co.lock_wait = std::chrono::milliseconds(0);
-    co.capacity =
-        o.cache_size != 0 ? o.cache_size : AutoCacheSize(*root, VolumeOptions::kDefaultDiskCache);
-    if (co.capacity == 0)
+    // What the shared cache holds already counts as room for it.
+    uint64_t in_use = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(
+             fmt::format("{}/{}", *root, reader::ChunkCache::kChunkDir), ec)) {
+      if (e.is_regular_file(ec)) in_use += e.file_size(ec);
+    }
+    co.capacity = o.cache_size != 0
+                      ? o.cache_size
+                      : AutoCacheSize(*root, VolumeOptions::kDefaultDiskCache, in_use);
+    if (co.capacity == 0) {
       why = fmt::format("{}: less than {} bytes free", *root, kMinAutoCache * 4);
-    for (int slot = 0; co.capacity != 0 && slot < kSlots; ++slot) {
-      co.dir = fmt::format("{}/{}", *root, slot);
+    } else {
+      co.dir = *root;
       auto cache = reader::ChunkCache::Open(co, shards);
       if (cache.ok()) {
         *dir = co.dir;
         return cache;
       }
       why = cache.status().message();
-      if (cache.status().code() != Status::Code::kAlreadyExists) break;
     }
   }
   log::Warning("node-local chunk cache: {}; caching chunks in memory instead ({} bytes)", why,

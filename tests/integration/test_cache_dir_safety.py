@@ -32,7 +32,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
 
-SUBDIR = "shardfs-chunks-v2"
+SUBDIR = "shardfs-chunks-v3"
 MTIME = tl.BASE_TIME_S
 # ustar: no pax records (posix adds the atime and ctime tar saw, which differ
 # between two runs and would change the shard's first bytes).

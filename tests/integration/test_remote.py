@@ -305,7 +305,7 @@ class CacheTest(RemoteTestCase):
             self.assertLessEqual(first["bytes_delivered"] - first["bytes_pushed"], file_bytes)
             self.assertGreaterEqual(first["bytes_delivered"], file_bytes)
             self.assertGreater(first["cache_resident_chunks"], 0)
-            files = os.path.join(cache, "shardfs-chunks-v2")  # The cache's own subdirectory.
+            files = os.path.join(cache, "shardfs-chunks-v3")  # The cache's own subdirectory.
             chunks = [n for n in os.listdir(files) if n.endswith(".chunk")]
             self.assertEqual(len(chunks), first["cache_resident_chunks"])
             # Flip one byte in the payload of one chunk file.
@@ -378,7 +378,7 @@ class CacheTest(RemoteTestCase):
                 self.assert_tree(mnt)
                 s = stats(mnt)
                 self.assertEqual(s["cache_corrupt_dropped"], 0)
-            files = os.path.join(cache, "shardfs-chunks-v2")
+            files = os.path.join(cache, "shardfs-chunks-v3")
             self.assertEqual([n for n in os.listdir(files) if n.startswith("tmp-")], [])
 
     def test_warm_drop_and_local_shards_behind_a_cache(self):

@@ -1,7 +1,9 @@
 // src/reader/chunk_cache.h: S3-FIFO accounting and scan resistance (against an LRU
 // model of the same trace), the capacity bound in memory and on disk,
-// restarts, damaged and leftover files, a kill -9 mid-Insert, the dir lock,
-// and readers racing inserters, evictions and Clear.
+// restarts, damaged and leftover files, a kill -9 mid-Insert, one directory
+// shared by several caches and processes (found by name, published whole,
+// claimed before a fetch, one bound), and readers racing inserters,
+// evictions and Clear.
 #include "src/reader/chunk_cache.h"
 
 #include <fmt/format.h>
@@ -88,9 +90,21 @@ std::vector<std::string> Names(const std::string& cache_dir, const std::string& 
   return out;
 }
 
+// A process that has exited (its pid free again, or someone else's).
+ProcessStamp DeadProcess() {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return ProcessStamp{pid, 1};  // No process of ours started at tick 1.
+}
+
 uint64_t ChunkFileBytes(const std::string& dir) {
   uint64_t sum = 0;
-  for (const std::string& n : Names(dir, ".chunk")) sum += fs::file_size(Files(dir) + "/" + n);
+  for (const std::string& n : Names(dir, ".chunk")) {
+    std::error_code ec;  // Deleted meanwhile by another writer: not there.
+    const uint64_t size = fs::file_size(Files(dir) + "/" + n, ec);
+    if (!ec) sum += size;
+  }
   return sum;
 }
 
@@ -384,11 +398,18 @@ TEST(ChunkCacheTest, DamagedAndLeftoverFilesRejected) {
     b[64 + 2000] ^= 0x40;
     shardfs::testing::WriteFile(path(names[2]), b);
   }
-  // Garbage with a chunk's name, an empty one, a leftover temp file, and a
+  // Garbage with a chunk's name, an empty one, a temp file and a claim left
+  // by a dead process, a live process's temp file and claim (kept), and a
   // file that is not the cache's (left alone).
-  shardfs::testing::WriteFile(Files(d) + "/00000000000000aa-3-77.chunk", std::string(5000, 'x'));
-  shardfs::testing::WriteFile(Files(d) + "/00000000000000aa-4-78.chunk", "");
-  shardfs::testing::WriteFile(Files(d) + "/tmp-99", std::string(3000, 'y'));
+  shardfs::testing::WriteFile(Files(d) + "/00000000000000aa-3.chunk", std::string(5000, 'x'));
+  shardfs::testing::WriteFile(Files(d) + "/00000000000000aa-4.chunk", "");
+  const ProcessStamp dead = DeadProcess();
+  const std::string dead_tmp = FormatOwnedTmpName(dead, 1);
+  const std::string live_tmp = FormatOwnedTmpName(ThisProcess(), 99);
+  shardfs::testing::WriteFile(Files(d) + "/" + dead_tmp, std::string(3000, 'y'));
+  shardfs::testing::WriteFile(Files(d) + "/" + live_tmp, std::string(3000, 'y'));
+  shardfs::testing::WriteFile(Files(d) + "/00000000000000aa-5.claim", FormatStamp(dead));
+  shardfs::testing::WriteFile(Files(d) + "/00000000000000aa-6.claim", FormatStamp(ThisProcess()));
   shardfs::testing::WriteFile(Files(d) + "/notes.txt", "mine");
 
   auto c = OpenOk({d, 64 * (kChunk + 4096), kChunk}, Shards(1));
@@ -396,12 +417,15 @@ TEST(ChunkCacheTest, DamagedAndLeftoverFilesRejected) {
   ChunkCacheStats s = c->stats();
   EXPECT_EQ(s.reused_at_open, 4u);  // 6 written, 2 damaged in the header or length.
   EXPECT_EQ(s.foreign_chunks, 0u);
-  EXPECT_TRUE(Names(d, "tmp-").empty());
+  EXPECT_THAT(Names(d, "tmp-"), ::testing::ElementsAre(live_tmp));
+  EXPECT_THAT(Names(d, ".claim"), ::testing::ElementsAre("00000000000000aa-6.claim"));
   EXPECT_FALSE(fs::exists(path(names[0])));
   EXPECT_FALSE(fs::exists(path(names[1])));
-  EXPECT_FALSE(fs::exists(Files(d) + "/00000000000000aa-3-77.chunk"));
-  EXPECT_FALSE(fs::exists(Files(d) + "/00000000000000aa-4-78.chunk"));
+  EXPECT_FALSE(fs::exists(Files(d) + "/00000000000000aa-3.chunk"));
+  EXPECT_FALSE(fs::exists(Files(d) + "/00000000000000aa-4.chunk"));
   EXPECT_TRUE(fs::exists(Files(d) + "/notes.txt"));
+  EXPECT_EQ(s.other_files, 1u);
+  fs::remove(Files(d) + "/" + live_tmp);
 
   int good = 0;
   for (uint64_t i = 0; i < 6; ++i) good += ReadMatches(*c, {0, i});
@@ -561,57 +585,192 @@ TEST(ChunkCacheTest, ClearDropsEverything) {
   EXPECT_EQ(OpenOk({d, 8 * (kChunk + 4096), kChunk}, Shards(1))->stats().reused_at_open, 0u);
 }
 
-TEST(ChunkCacheTest, SecondOpenOfADirRefused) {
+// Two caches over one directory, as two processes have them: what one
+// stores the other finds by name, and checks before it serves it.
+TEST(SharedCacheDirTest, WhatOneStoresTheOtherFindsByName) {
   TempDir dir;
   const std::string d = dir / "cache";
-  auto first = OpenOk({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
-  ASSERT_TRUE(first);
-  auto second = ChunkCache::Open({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
-  ASSERT_FALSE(second.ok());
-  EXPECT_EQ(second.status().code(), Status::Code::kAlreadyExists);
-  EXPECT_EQ(second.status().message(), "cache_dir " + d + ": in use by another shardfs process");
-  // Another process is refused as well, and the lock goes with its holder.
+  auto a = OpenOk({d, 64 * (kChunk + 4096), kChunk}, Shards(2));
+  auto b = OpenOk({d, 64 * (kChunk + 4096), kChunk}, Shards(2));
+  ASSERT_TRUE(a && b);
+  EXPECT_FALSE(b->Contains({1, 7}));
+  InsertOk(*a, {1, 7});
+  EXPECT_TRUE(ReadMatches(*b, {1, 7}));
+  EXPECT_TRUE(ReadMatches(*b, {1, 7}));
+  EXPECT_EQ(b->stats().adopted, 1u);
+  EXPECT_EQ(b->stats().hits, 2u);
+  // The other way round, and from another process.
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    auto r = ChunkCache::Open({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
-    ::_exit(!r.ok() && r.status().message().find("in use") != std::string::npos ? 0 : 1);
+    auto c = ChunkCache::Open({d, 64 * (kChunk + 4096), kChunk}, Shards(2));
+    if (!c.ok()) ::_exit(2);
+    std::string want = Bytes({1, 7});
+    std::string got(want.size(), '\0');
+    bool found = (*c)->Read({1, 7}, 0, got.size(), got.data(), false) && got == want;
+    std::string mine = Bytes({0, 3});
+    bool stored = (*c)->Insert({0, 3}, mine.data(), mine.size()).ok();
+    ::_exit(found && stored ? 0 : 1);
   }
   int wstatus = 0;
   ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
-  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
-  first.reset();
-  EXPECT_TRUE(OpenOk({d, 8 * (kChunk + 4096), kChunk}, Shards(1)));
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << wstatus;
+  EXPECT_TRUE(ReadMatches(*a, {0, 3}));
+  EXPECT_TRUE(ReadMatches(*b, {0, 3}));
+  EXPECT_EQ(Names(d, ".chunk").size(), 2u);
 }
 
-// A mount right after an unmount: the daemon that held the cache_dir is
-// still exiting. Its lock is waited for (a bounded wait), not refused.
-TEST(ChunkCacheTest, ALockLetGoWithinTheWaitIsTaken) {
+// A chunk being written is never read by another cache: its temp file is
+// not a chunk's name, and a reader racing a writer that stores the chunk
+// again and again gets the whole chunk or a miss, never part of one.
+TEST(SharedCacheDirTest, APartialChunkIsNeverServed) {
   TempDir dir;
   const std::string d = dir / "cache";
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
+  const uint64_t big = 1 << 20;
+  const uint64_t size = 8 * big;
+  std::vector<ChunkShard> shards{{"s", size}};
+  auto reader = OpenOk({d, 64 * (big + 4096), big}, shards);
+  ASSERT_TRUE(reader);
+  // Half a chunk under a live writer's temp name: not found, not deleted.
+  const std::string tmp = FormatOwnedTmpName(ThisProcess(), 12345);
+  shardfs::testing::WriteFile(Files(d) + "/" + tmp, std::string(big / 2, 'p'));
+  std::string got(big, '\0');
+  EXPECT_FALSE(reader->Read({0, 0}, 0, big, got.data(), false));
+  EXPECT_TRUE(OpenOk({d, 64 * (big + 4096), big}, shards));
+  EXPECT_TRUE(fs::exists(Files(d) + "/" + tmp));
+  fs::remove(Files(d) + "/" + tmp);
+
+  // A writer that stores the chunks again and again (each Insert writes a
+  // file and renames it over the name), deleting them now and then, until
+  // it is killed.
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    auto held = ChunkCache::Open({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
-    char c = held.ok() ? 'y' : 'n';
-    if (::write(ready[1], &c, 1) != 1) ::_exit(2);
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
-    ::_exit(0);  // The lock goes with the process.
+    for (int round = 0;; ++round) {
+      auto w = ChunkCache::Open({d, 64 * (big + 4096), big}, shards);
+      if (!w.ok()) ::_exit(2);
+      for (uint64_t i = 0; i < 4; ++i) {
+        std::string b = Bytes({0, i}, big, size);
+        if (!(*w)->Insert({0, i}, b.data(), b.size()).ok()) ::_exit(1);
+      }
+      if (round % 4 == 3) (*w)->Clear();
+    }
   }
-  ::close(ready[1]);
-  char c = 0;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
-  ::close(ready[0]);
-  ASSERT_EQ(c, 'y');
-  const auto start = std::chrono::steady_clock::now();
-  auto second = ChunkCache::Open({d, 8 * (kChunk + 4096), kChunk}, Shards(1));
-  EXPECT_TRUE(second.ok()) << second.status().message();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, kCacheLockWait);
+  // Reads until 100 found a chunk (however slow the writer's start).
+  uint64_t hits = 0;
+  bool wrong = false;
+  for (int i = 0; i < 1000000 && hits < 100 && !wrong; ++i) {
+    auto r = OpenOk({d, 64 * (big + 4096), big}, shards);
+    ASSERT_TRUE(r);
+    ChunkKey key{0, static_cast<uint64_t>(i % 4)};
+    if (r->Read(key, 0, big, got.data(), false)) {
+      ++hits;
+      wrong = got != Bytes(key, big, size);
+    }
+    EXPECT_EQ(r->stats().corrupt_dropped, 0u);
+  }
+  ::kill(pid, SIGKILL);
   int wstatus = 0;
   ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
-  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+  EXPECT_TRUE(WIFSIGNALED(wstatus)) << wstatus;
+  EXPECT_FALSE(wrong);
+  EXPECT_GT(hits, 0u);
+}
+
+// Two writers of different indexes over one directory: together they keep it
+// within the capacity, each trimming what both stored.
+TEST(SharedCacheDirTest, TwoWritersKeepTheDirectoryWithinTheBound) {
+  TempDir dir;
+  const std::string d = dir / "cache";
+  const uint64_t cap = 12 * (kChunk + 4096);
+  auto a = OpenOk({d, cap, kChunk}, Shards(2, "index a"));
+  auto b = OpenOk({d, cap, kChunk}, Shards(2, "index b"));
+  ASSERT_TRUE(a && b);
+  uint64_t most = 0;
+  std::thread other([&] {
+    for (uint64_t i = 0; i < 60; ++i) InsertOk(*b, {static_cast<uint32_t>(i % 2), i});
+  });
+  for (uint64_t i = 0; i < 60; ++i) {
+    InsertOk(*a, {static_cast<uint32_t>(i % 2), i});
+    most = std::max(most, ChunkFileBytes(d));
+  }
+  other.join();
+  // Each writer trims after each chunk here (capacity / 16 is below one), so
+  // the directory passes the bound by at most the other writer's chunk.
+  EXPECT_LE(most, cap + 2 * (kChunk + 4096));
+  EXPECT_LE(ChunkFileBytes(d), cap);
+  EXPECT_GT(a->stats().trimmed + b->stats().trimmed, 0u);
+  // What is left reads back right, in either cache.
+  for (uint64_t i = 0; i < 60; ++i) {
+    ChunkKey key{static_cast<uint32_t>(i % 2), i};
+    std::string got(Bytes(key).size(), '\0');
+    if (a->Read(key, 0, got.size(), got.data(), false)) {
+      EXPECT_EQ(got, Bytes(key));
+    }
+  }
+}
+
+// A chunk damaged on disk is a miss for the cache that finds it, is deleted,
+// and the fetch that follows stores it anew for everyone.
+TEST(SharedCacheDirTest, ADamagedChunkIsRefusedAndFetchedAgain) {
+  TempDir dir;
+  const std::string d = dir / "cache";
+  auto a = OpenOk({d, 64 * (kChunk + 4096), kChunk}, Shards(1));
+  ASSERT_TRUE(a);
+  InsertOk(*a, {0, 5});
+  const std::string file = Files(d) + "/" + Names(d, ".chunk").at(0);
+  std::string raw = shardfs::testing::ReadFile(file);
+  raw[64 + 100] ^= 1;
+  shardfs::testing::WriteFile(file + ".new", raw);
+  fs::rename(file + ".new", file);
+  auto b = OpenOk({d, 64 * (kChunk + 4096), kChunk}, Shards(1));
+  ASSERT_TRUE(b);
+  EXPECT_FALSE(ReadMatches(*b, {0, 5}));
+  EXPECT_EQ(b->stats().corrupt_dropped, 1u);
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_EQ(b->Claim({0, 5}), ChunkCache::Claimed::kMine);
+  InsertOk(*b, {0, 5});
+  b->EndClaim({0, 5});
+  auto c = OpenOk({d, 64 * (kChunk + 4096), kChunk}, Shards(1));
+  EXPECT_TRUE(ReadMatches(*c, {0, 5}));
+  EXPECT_EQ(c->stats().corrupt_dropped, 0u);
+}
+
+// A claim: the first to ask fetches; another waits a bounded time for it,
+// then fetches itself; a claim of a process that is gone is taken over at
+// once; a chunk stored meanwhile ends the wait.
+TEST(SharedCacheDirTest, ClaimsAreBoundedAndDieWithTheirHolder) {
+  TempDir dir;
+  const std::string d = dir / "cache";
+  ChunkCacheOptions o{d, 64 * (kChunk + 4096), kChunk};
+  o.claim_wait = std::chrono::milliseconds(300);
+  auto a = OpenOk(o, Shards(1));
+  auto b = OpenOk(o, Shards(1));
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->Claim({0, 1}), ChunkCache::Claimed::kMine);
+  EXPECT_EQ(b->Claim({0, 1}), ChunkCache::Claimed::kUnclaimed);
+  EXPECT_EQ(b->stats().claim_waits, 1u);
+  std::thread holder([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    InsertOk(*a, {0, 1});
+    a->EndClaim({0, 1});
+  });
+  EXPECT_NE(b->Claim({0, 1}), ChunkCache::Claimed::kMine);
+  holder.join();
+  EXPECT_EQ(b->Claim({0, 1}), ChunkCache::Claimed::kStored);
+  EXPECT_TRUE(ReadMatches(*b, {0, 1}));
+  // A dead holder's claim.
+  ProcessStamp gone = DeadProcess();
+  auto c = OpenOk(o, Shards(1));
+  ASSERT_TRUE(c);
+  // The claim file for chunk 2, left by a dead process.
+  std::string name = Names(d, ".chunk").at(0);
+  name = name.substr(0, name.find('-')) + "-2.claim";
+  shardfs::testing::WriteFile(Files(d) + "/" + name, FormatStamp(gone));
+  EXPECT_EQ(c->Claim({0, 2}), ChunkCache::Claimed::kMine);
+  EXPECT_EQ(c->stats().claim_waits, 0u);
+  c->EndClaim({0, 2});
+  EXPECT_FALSE(fs::exists(Files(d) + "/" + name));
 }
 
 TEST(ChunkCacheTest, DirCreatedOrNamedInErrors) {
@@ -790,15 +949,17 @@ TEST(ChunkCacheTest, FilesOfOthersLeftAlone) {
   shardfs::testing::WriteFile(Files(d) + "/notes.txt", "mine");
   shardfs::testing::WriteFile(Files(d) + "/tmp-zz", "not a temp name of the cache");
   shardfs::testing::WriteFile(Files(d) + "/elsewhere", "a link target");
-  ASSERT_EQ(::symlink("elsewhere", (Files(d) + "/00000000000000bb-1-2.chunk").c_str()), 0);
-  ASSERT_EQ(::mkdir((Files(d) + "/tmp-7").c_str(), 0700), 0);
+  ASSERT_EQ(::symlink("elsewhere", (Files(d) + "/00000000000000bb-1.chunk").c_str()), 0);
+  const std::string dead_tmp = Files(d) + "/" + FormatOwnedTmpName(DeadProcess(), 7);
+  ASSERT_EQ(::mkdir(dead_tmp.c_str(), 0700), 0);
   uint64_t others = 5;
   if (::geteuid() == 0) {
     // Only root can put another user's file into the 0700 subdirectory.
-    shardfs::testing::WriteFile(Files(d) + "/00000000000000cc-1-3.chunk", "nobody's");
-    shardfs::testing::WriteFile(Files(d) + "/tmp-8", "nobody's temp");
-    ASSERT_EQ(::chown((Files(d) + "/00000000000000cc-1-3.chunk").c_str(), 65534, 65534), 0);
-    ASSERT_EQ(::chown((Files(d) + "/tmp-8").c_str(), 65534, 65534), 0);
+    const std::string nobodys_tmp = Files(d) + "/" + FormatOwnedTmpName(DeadProcess(), 8);
+    shardfs::testing::WriteFile(Files(d) + "/00000000000000cc-1.chunk", "nobody's");
+    shardfs::testing::WriteFile(nobodys_tmp, "nobody's temp");
+    ASSERT_EQ(::chown((Files(d) + "/00000000000000cc-1.chunk").c_str(), 65534, 65534), 0);
+    ASSERT_EQ(::chown(nobodys_tmp.c_str(), 65534, 65534), 0);
     others += 2;
   }
   std::map<std::string, std::string> before = Tree(d);
