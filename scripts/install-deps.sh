@@ -49,6 +49,8 @@ test_packages=(
   python3-torchvision python3-pil
   # the Python package's types checked with mypy --strict (tests/integration/test_python_typing.py)
   python3-mypy
+  # the Python package's fsspec filesystem (tests/integration/test_python_fsspec.py)
+  python3-fsspec
   # benchmark: --perf profiles the rows whose targets are not met (perf record)
   linux-perf
   # benchmark: --plot draws the ratios to the loose tree (matplotlib, Agg backend)
