@@ -36,7 +36,8 @@ for bytes that cannot be served as indexed (a changed or corrupt shard: never
 wrong bytes); ``ValueError`` after ``close()``.
 
 ``shardfs.torch`` (imported only when asked) has PyTorch datasets over an
-index.
+index; ``shardfs.fsspec`` the index as an fsspec filesystem (the protocol
+``shardfs``, found by fsspec through the package's entry point).
 """
 
 from __future__ import annotations
