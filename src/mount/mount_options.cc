@@ -2,6 +2,7 @@
 
 #include <fuse_opt.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -296,6 +297,12 @@ Parsed ParseRemoteOption(std::string_view name, std::string_view value, MountOpt
   return kTaken;
 }
 
+bool IsMountOption(std::string_view name) {
+  const std::vector<MountOptionDoc>& docs = MountOptionDocs();
+  return std::any_of(docs.begin(), docs.end(),
+                     [&](const MountOptionDoc& d) { return name == d.name; });
+}
+
 // fuse_opt hands every option here (FUSE_OPT_KEY_OPT); returns 0 to consume
 // ours, 1 to keep the rest for libfuse.
 int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
@@ -315,6 +322,7 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
     return 0;
   }
   if (name == "ro") return 0;  // Always read-only.
+  if (!IsMountOption(name)) return 1;
   Parsed p = ParseSessionOption(name, value, o);
   if (!p.known) p = ParseAheadOption(name, value, o);
   if (!p.known) p = ParseFilesOption(name, value, o);
@@ -329,6 +337,60 @@ int OptProc(void* data, const char* arg, int key, struct fuse_args*) {
 }
 
 }  // namespace
+
+const std::vector<MountOptionDoc>& MountOptionDocs() {
+  static const std::vector<MountOptionDoc> kDocs = {
+      {"kernel", "[=on|auto|off]", "serve with the kernel's EROFS driver (default off)"},
+      {"kernel_devices", "=auto|files|loop", "how a kernel mount is given its files"},
+      {"kernel_directio", "", "a kernel mount reads shard files with direct I/O"},
+      {"unsafe_shard_paths", "", "a kernel mount may name shards anywhere"},
+      {"entry_timeout", "=SECONDS", "how long the kernel caches names (default 1e6)"},
+      {"attr_timeout", "=SECONDS", "how long the kernel caches attributes (1e6)"},
+      {"threads", "=N", "worker threads at most (default 16)"},
+      {"idle_threads", "=N", "idle worker threads kept (default: all)"},
+      {"clone_fd", "=0|1", "a /dev/fuse descriptor per worker (default 1)"},
+      {"kernel_open", "=0|1", "the kernel serves opens itself (default 1)"},
+      {"splice", "=0|1", "reads spliced from the shard file (default 1)"},
+      {"block_cache", "=SIZE|auto", "the index's block cache (default auto)"},
+      {"preload_index", "=0|1", "read the index into the page cache (default 1)"},
+      {"max_open_shards", "=N", "shard files kept open at most (default 128)"},
+      {"shard_readahead", "=SIZE", "readahead of a shard read in order (default 8M)"},
+      {"push_ahead", "=SIZE", "push files after an in-order read (default 4M)"},
+      {"push_random", "=SIZE|auto", "push files after a random read (default auto)"},
+      {"push_threads", "=N", "threads doing the pushes (default 8)"},
+      {"drop_behind", "=0|1", "drop shard pages already served (default 1)"},
+      {"prefill_dirs", "=0|1", "list a directory once 2 names were looked up (1)"},
+      {"prefill_entries", "=N", "entries the prefill lists at most (0: by memory)"},
+      {"verify", "=off|first|always", "check contents against checksums (default off)"},
+      {"view", "=SPEC", "the view shown: NAME, NAME@N or NAME@TAG"},
+      {"rank", "=K", "show rank K's share of the view (with world)"},
+      {"world", "=N", "the number of ranks (with rank)"},
+      {"seed", "=S", "the seed of the ranks' shard shuffle (default 0)"},
+      {"rank_dirs", "=prune|keep", "directories with nothing in the rank (prune)"},
+      {"max_index_size", "=SIZE", "an index by URL or bundle at most (default 64G)"},
+      {"cache_dir", "=DIR", "keep chunks on disk, shared per node and user"},
+      {"storage", "=auto|local|network", "whether shards are on network storage"},
+      {"cache_size", "=SIZE", "the chunk cache's bound (1G in memory, 16G disk)"},
+      {"decode_cache", "=SIZE", "memory for decoded blocks (default 256M)"},
+      {"chunk_size", "=SIZE", "remote shards fetched in chunks of SIZE (4M)"},
+      {"fetch_threads", "=N", "fetches in flight at most (default 8)"},
+      {"fetch_ahead", "=N", "chunks fetched ahead of a reader (default 8)"},
+      {"retry_budget", "=DURATION", "how long one fetch may retry (default 30s)"},
+      {"connect_timeout", "=DURATION", "wait for a connection (default 5s)"},
+      {"stall_timeout", "=DURATION", "wait for a response's next byte (default 10s)"},
+      {"ca_file", "=FILE", "certificates to trust for https"},
+      {"trust_responses_without_etag", "[=0|1]", "accept responses without an ETag (0)"},
+      {"uid", "=N", "the owner shown for every entry"},
+      {"gid", "=N", "the group shown for every entry"},
+      {"umask", "=OCTAL", "permission bits cleared on every entry"},
+      {"nonempty", "", "allow a mountpoint that is not empty"},
+      {"ro", "", "accepted: always read-only (rw is refused)"},
+      {"debug", "", "log every request (also libfuse's); see -d"},
+      {"prefetch_index", "=0|1", "deprecated: preload_index"},
+      {"readahead", "=SIZE", "deprecated: shard_readahead"},
+  };
+  return kDocs;
+}
 
 Status ParseMountOptions(const std::vector<std::string>& o_lists, MountOptions* out) {
   std::vector<std::string> argv_store = {"shardfs"};

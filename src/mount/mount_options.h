@@ -112,6 +112,19 @@ struct MountOptions {
   std::vector<std::string> warnings;
 };
 
+// One -o option as `shardfs mount --help` lists it.
+struct MountOptionDoc {
+  const char* name;   // "entry_timeout"
+  const char* value;  // What follows the name: "=SECONDS", "[=0|1]", "" for a flag.
+  const char* help;   // One line; man shardfs-mount(1) has the whole story.
+};
+
+// Every -o option shardfs takes, in the order of man shardfs-mount(1), the
+// deprecated aliases last. ParseMountOptions takes exactly these names (and
+// rw, to refuse it): any other goes to libfuse, so an option left out of
+// this list is not parsed at all.
+const std::vector<MountOptionDoc>& MountOptionDocs();
+
 // Parses the comma-separated lists given with -o into `out`, which holds the
 // defaults (or earlier values) for options not given. Returns InvalidArgument
 // naming the option and what was expected for a bad value, and for rw.

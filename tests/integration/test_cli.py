@@ -14,6 +14,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
 
+SOURCE_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
 
 def snapshot_dir(path):
     """{relative name: sha256} of every file below `path` (an index)."""
@@ -23,6 +25,36 @@ def snapshot_dir(path):
             full = os.path.join(dirpath, f)
             out[os.path.relpath(full, path)] = tl.sha256_file(full)
     return out
+
+
+def man_mount_options(page):
+    """The -o options man/shardfs-mount.1 describes (the names its .TP entries
+    give in "Mount options", and `-o NAME` in bold anywhere), and every word
+    of the page."""
+    with open(page, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+
+    def plain(line):
+        line = re.sub(r"\\f[BIRP]", "", line.replace("\\-", "-"))
+        return re.sub(r"^\.[A-Z]+\s*", "", line).replace('"', "")
+
+    names, section, depth = set(), "", 0  # depth: inside .RS (a value's own list).
+    for prev, line in zip(lines, lines[1:]):
+        if line.startswith(".SS"):
+            section = line
+        depth += (line == ".RS") - (line == ".RE")
+        text = re.sub(r"\s*([=|])\s*", r"\1", plain(line))
+        if line.startswith(".B"):  # In bold, in any paragraph.
+            names.update(re.findall(r"-o\s+([a-z_]+)", text))
+        if prev != ".TP" or depth:
+            continue
+        if "Mount options" in section:
+            for item in re.split(r"[,\s]+", text.replace("[", " ").replace("]", " ")):
+                m = re.match(r"([a-z_]+)(=|$)", item)
+                if m:
+                    names.add(m.group(1))
+    words = set(re.findall(r"[a-z_]+", " ".join(plain(line) for line in lines)))
+    return names, words
 
 
 def read_range(path, offset, size):
@@ -240,6 +272,23 @@ class CliTest(tl.ScratchTestCase):
             p = tl.run_shardfs(*argv)
             self.assertEqual(p.returncode, 0)
             self.assertRegex(p.stdout.decode(), r"^shardfs \d+\.\d+\.\d+\n$")
+
+    def test_mount_help_lists_every_o_option_of_the_manual(self):
+        """`mount --help` has one line per -o option: every option the manual
+        describes (man/shardfs-mount.1, its .TP entries), and none the manual
+        does not name."""
+        p = tl.run_shardfs("mount", "--help", check=0)
+        text = p.stdout.decode()
+        block = text.split("\n-o options", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+        listed = [m.group(1) for m in (re.match(r"^  ([a-z_]+)\S*  +\S", line) for line in block)
+                  if m]
+        self.assertEqual(len(listed), len(block), "one line each: %r" % block)
+        self.assertEqual(len(set(listed)), len(listed), listed)
+        documented, words = man_mount_options(os.path.join(SOURCE_ROOT, "man", "shardfs-mount.1"))
+        self.assertGreater(len(documented), 40)
+        self.assertEqual(sorted(documented - set(listed)), [], "in the manual, not in --help")
+        self.assertEqual(sorted(n for n in listed if n not in words), [],
+                         "in --help, not in the manual")
 
     # -- failures -----------------------------------------------------------
 

@@ -140,6 +140,7 @@ std::string FormatHelp(const CommandLine& cl, std::string_view summary) {
   size_t width = 0;
   for (const auto& [left, help] : rows) width = std::max(width, left.size());
   for (const auto& [left, help] : rows) out += fmt::format("  {:<{}}  {}\n", left, width, help);
+  if (!cl.more_help.empty()) out += "\n" + cl.more_help;
   out += fmt::format("\nAll options: man {}(1).\n", ManPageOf(cl.command));
   return out;
 }

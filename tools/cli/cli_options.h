@@ -49,6 +49,9 @@ struct CommandLine {
   const char* synopsis;
   std::vector<Option> options;
   Operands operands = Operands::kAnywhere;
+  // Printed by `--help` after the options ("" for nothing): more to choose
+  // from, such as the mount's -o options. Ends with a newline.
+  std::string more_help = {};
 };
 
 struct ParsedArgs {
@@ -64,7 +67,8 @@ struct ParsedArgs {
 Result<ParsedArgs> ParseCommandLine(const CommandLine& cl, int argc, char* const* argv);
 
 // `shardfs COMMAND --help`: the usage line(s), `summary`, every option of the
-// table with its help, and where all options are described (the man page).
+// table with its help, `more_help`, and where all options are described (the
+// man page).
 std::string FormatHelp(const CommandLine& cl, std::string_view summary);
 
 // The man page of `command` ("index build", "mount", ...): its group's page

@@ -18,6 +18,16 @@ namespace {
 
 using mount::MountArgs;
 
+// The -o options for `mount --help`, one line each (src/mount/mount_options.h);
+// the few long names push their help to the right rather than all of them.
+std::string MountOptionHelp() {
+  std::string out = "-o options (OPT[,OPT...]; others go to libfuse, such as allow_other):\n";
+  for (const mount::MountOptionDoc& d : mount::MountOptionDocs()) {
+    out += fmt::format("  {:<24}  {}\n", fmt::format("{}{}", d.name, d.value), d.help);
+  }
+  return out;
+}
+
 // Parses the command line into `a`. Returns -1 to go on, else the exit code.
 int ParseMountArgs(int argc, char** argv, MountArgs* a) {
   std::vector<std::string> o_lists;
@@ -41,7 +51,8 @@ int ParseMountArgs(int argc, char** argv, MountArgs* a) {
           o_lists.push_back("debug");
           return Status::Ok();
         }}},
-      Operands::kAfterOptions};
+      Operands::kAfterOptions,
+      MountOptionHelp()};
   std::vector<std::string> args;
   if (int rc = ParseArgs(cl, argc, argv, &args); rc >= 0) return rc;
   if (args.size() != 2) return UsageError("mount", "expected INDEX MOUNTPOINT");

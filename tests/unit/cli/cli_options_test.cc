@@ -15,6 +15,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 // A command with one option of each kind; the setters record what they got.
 struct Fixture {
@@ -207,6 +208,15 @@ TEST(CliOptionsTest, HelpListsEveryOptionOfTheTable) {
   EXPECT_THAT(help, HasSubstr("  -d "));
   EXPECT_THAT(help, HasSubstr("-h, --help"));
   EXPECT_THAT(help, HasSubstr("man shardfs(1)"));
+}
+
+TEST(CliOptionsTest, HelpEndsWithMoreHelpBeforeTheManPage) {
+  Fixture f;
+  CommandLine cl = f.Make(Operands::kAnywhere);
+  EXPECT_THAT(FormatHelp(cl, "s"), Not(HasSubstr("\n\n\nAll options")));
+  cl.more_help = "more:\n  a=1  one\n";
+  EXPECT_THAT(FormatHelp(cl, "s"),
+              HasSubstr(" this help\n\nmore:\n  a=1  one\n\nAll options: man shardfs(1).\n"));
 }
 
 TEST(CliOptionsTest, EachCommandPointsAtItsGroupsManPage) {

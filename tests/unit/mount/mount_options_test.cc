@@ -6,7 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardfs::mount {
@@ -192,6 +195,86 @@ TEST(MountOptionsTest, UnknownOptionsArePassedOnToLibfuse) {
   MountOptions o = Parse({"allow_other,threads=4,max_read=131072", "fsname=data"});
   EXPECT_EQ(o.threads, 4u);
   EXPECT_THAT(o.fuse_args, ElementsAre("-o", "allow_other,max_read=131072,fsname=data"));
+}
+
+// `shardfs mount --help` lists MountOptionDocs(), and the parser takes those
+// names and no others. Each listed option, with a value it accepts, is taken
+// (not passed on to libfuse); with a bad value it is refused by name, so the
+// parser itself knows it. An option added to the parser but not to the list
+// is passed on to libfuse, and its own test fails.
+TEST(MountOptionsTest, EveryListedOptionIsParsed) {
+  // Per option: a value it takes and one it refuses ("" for a flag: none).
+  const std::map<std::string, std::pair<std::string, std::string>> kValues = {
+      {"kernel", {"auto", "sideways"}},
+      {"kernel_devices", {"loop", "disk"}},
+      {"kernel_directio", {"", ""}},
+      {"unsafe_shard_paths", {"", ""}},
+      {"entry_timeout", {"2", "-1"}},
+      {"attr_timeout", {"0.5", "soon"}},
+      {"threads", {"4", "0"}},
+      {"idle_threads", {"2", "0"}},
+      {"clone_fd", {"0", "2"}},
+      {"kernel_open", {"1", "maybe"}},
+      {"splice", {"off", "7"}},
+      {"block_cache", {"auto", "lots"}},
+      {"preload_index", {"0", "x"}},
+      {"max_open_shards", {"7", "0"}},
+      {"shard_readahead", {"1M", "far"}},
+      {"push_ahead", {"0", "-"}},
+      {"push_random", {"auto", "some"}},
+      {"push_threads", {"3", "65"}},
+      {"drop_behind", {"0", "2"}},
+      {"prefill_dirs", {"1", "2"}},
+      {"prefill_entries", {"5000", "1.5"}},
+      {"verify", {"first", "twice"}},
+      {"view", {"clean@2", "a@b@c"}},
+      {"rank", {"1,world=2", "x"}},
+      {"world", {"2,rank=1", "0"}},
+      {"seed", {"9", "-3"}},
+      {"rank_dirs", {"keep", "drop"}},
+      {"max_index_size", {"1G", "0"}},
+      {"cache_dir", {"/x", ""}},
+      {"storage", {"network", "cloud"}},
+      {"cache_size", {"2G", "0"}},
+      {"decode_cache", {"0", "big"}},
+      {"chunk_size", {"1M", "1"}},
+      {"fetch_threads", {"2", "0"}},
+      {"fetch_ahead", {"0", "2000"}},
+      {"retry_budget", {"1m", "0"}},
+      {"connect_timeout", {"500ms", "never"}},
+      {"stall_timeout", {"3s", "0"}},
+      {"ca_file", {"/ca.pem", ""}},
+      {"trust_responses_without_etag", {"1", "maybe"}},
+      {"uid", {"1000", "-1"}},
+      {"gid", {"100", "root"}},
+      {"umask", {"027", "9"}},
+      {"nonempty", {"", ""}},
+      {"ro", {"", ""}},
+      {"debug", {"", ""}},
+      {"prefetch_index", {"1", "2"}},
+      {"readahead", {"0", "x"}},
+  };
+  std::set<std::string> listed;
+  for (const MountOptionDoc& d : MountOptionDocs()) {
+    const std::string name = d.name;
+    EXPECT_TRUE(listed.insert(name).second) << name << " is listed twice";
+    EXPECT_STRNE(d.help, "") << name;
+    auto it = kValues.find(name);
+    ASSERT_NE(it, kValues.end()) << "-o " << name << " is listed: give it values in this test";
+    const auto& [good, bad] = it->second;
+    MountOptions o = Parse({good.empty() ? name : name + "=" + good});
+    if (name == "debug") {
+      EXPECT_TRUE(o.debug);
+    } else {
+      EXPECT_THAT(o.fuse_args, IsEmpty()) << name << " was passed on to libfuse";
+    }
+    if (!bad.empty()) {
+      EXPECT_THAT(Refused(name + "=" + bad), HasSubstr("-o " + name + "=")) << name;
+    }
+  }
+  for (const auto& [name, values] : kValues) {
+    EXPECT_TRUE(listed.count(name)) << "-o " << name << " is not in MountOptionDocs()";
+  }
 }
 
 TEST(MountOptionsTest, DebugIsOursAndLibfuses) {
