@@ -6,6 +6,7 @@ The reference is the source tree that GNU tar archived, read with os.lstat."""
 
 import glob
 import hashlib
+import json
 import os
 import re
 import sys
@@ -289,6 +290,39 @@ class CliTest(tl.ScratchTestCase):
         self.assertEqual(sorted(documented - set(listed)), [], "in the manual, not in --help")
         self.assertEqual(sorted(n for n in listed if n not in words), [],
                          "in --help, not in the manual")
+
+    def test_bench_runs_the_benchmark_with_the_arguments(self):
+        """`shardfs bench ARGS` runs tools/bench/shardfs_bench.py of
+        $SHARDFS_SOURCE_ROOT (else of the configured source tree) with ARGS,
+        its exit status, and $SHARDFS set to the binary unless set."""
+        fake = self.scratch("bench-root")
+        os.makedirs(os.path.join(fake, "tools", "bench"))
+        tl.write_file(os.path.join(fake, "tools", "bench", "shardfs_bench.py"), (
+            "import json, os, sys\n"
+            "print(json.dumps([sys.argv[1:], os.environ.get('SHARDFS')]))\n"
+            "sys.exit(7)\n").encode())
+        env = {k: v for k, v in os.environ.items() if k != "SHARDFS"}
+        args = ["--files", "10", "a b", "--", "-x", "--help"]
+        p = tl.run_shardfs("bench", *args, env=dict(env, SHARDFS_SOURCE_ROOT=fake), check=7)
+        self.assertEqual(json.loads(p.stdout), [args, os.path.realpath(tl.SHARDFS)])
+        p = tl.run_shardfs("bench", env=dict(env, SHARDFS_SOURCE_ROOT=fake, SHARDFS="/kept"),
+                           check=7)
+        self.assertEqual(json.loads(p.stdout), [[], "/kept"])
+        # The real benchmark, from the configured source tree: its own help.
+        env.pop("SHARDFS_SOURCE_ROOT", None)
+        p = tl.run_shardfs("bench", "--help", env=env, check=0)
+        self.assertIn(b"usage: shardfs_bench.py", p.stdout)
+        self.assertIn(b"--files", p.stdout)
+        self.assertIn(b"bench", tl.run_shardfs("--help", check=0).stdout)
+        # No benchmark there (an installed binary without its source tree).
+        empty = self.scratch("no-bench")
+        p = tl.run_shardfs("bench", "--files", "10", env=dict(env, SHARDFS_SOURCE_ROOT=empty),
+                           check=1)
+        lines = p.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn(os.path.join(empty, "tools", "bench", "shardfs_bench.py"), lines[0])
+        self.assertIn("SHARDFS_SOURCE_ROOT", lines[0])
+        self.assertEqual(p.stdout, b"")
 
     # -- failures -----------------------------------------------------------
 

@@ -38,6 +38,7 @@ const std::vector<Command>& AllCommands() {
       {"pack", "pack a directory tree (or a view of an index) into tar shards and an index",
        RunPack},
       {"verify", "compare a packed tree with its source", RunVerify},
+      {"bench", "run the benchmark of the source tree (shardfs_bench.py)", RunBench},
   };
   return kCommands;
 }

@@ -96,6 +96,14 @@ int RunViewExport(int argc, char** argv);
 int RunStats(int argc, char** argv);
 int RunCacheWarm(int argc, char** argv);
 int RunCacheDrop(int argc, char** argv);
+// The benchmark of the source tree, run with the arguments (cmd_bench.cc).
+int RunBench(int argc, char** argv);
+// Where `shardfs bench` finds the benchmark script: below `env_root`
+// ($SHARDFS_SOURCE_ROOT) when it is set and not empty, else below the source
+// tree this binary was configured from.
+std::string BenchScriptPath(const char* env_root);
+// The interpreter, `script`, then argv[1..argc): what `shardfs bench` runs.
+std::vector<std::string> BenchArgv(const std::string& script, int argc, char** argv);
 
 }  // namespace shardfs::cli
 
