@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A real distributed training job over network storage: torch.distributed
-(gloo on CPU) with 3 and with 4 ranks on this node, 2 forked DataLoader
+(gloo on CPU) with 3 and with 4 ranks on this node, 2 forked (persistent) DataLoader
 workers each, 2 epochs, one all-reduce per step (tools/bench/job_rank.py,
 started by tools/bench/job_runner.py as shardfs_bench.py --job starts it), over shards
 and index on the sshfs rig (netfs_testlib: sshd of its own, 1 ms round trip

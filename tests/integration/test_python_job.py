@@ -214,6 +214,27 @@ class JobTest(tl.ScratchTestCase):
                     seen.add(frozenset(stream.worker_share(0, 1)))
                 self.assertGreater(len(seen), 1, label)
 
+    def test_stream_epoch_reaches_persistent_workers(self):
+        """set_epoch in the main process reaches workers started once
+        (persistent_workers=True): each epoch its own order, every epoch the
+        rank's whole share."""
+        import torch.utils.data
+        import shardfs.torch as st
+        stream = st.SampleStream(self.indexes[5], rank=0, world=2, seed=5, shuffle_buffer=8,
+                                 decode=lambda item: item["__key__"])
+        loader = torch.utils.data.DataLoader(
+            stream, batch_size=4, num_workers=2, multiprocessing_context="fork",
+            persistent_workers=True, collate_fn=lambda b: b, timeout=120)
+        epochs = []
+        for epoch in range(3):
+            stream.set_epoch(epoch)
+            epochs.append([k for batch in loader for k in batch])
+            want = []
+            for w in range(2):
+                want += [stream.samples[i][0] for i in stream.worker_share(w, 2)]
+            self.assertEqual(sorted(epochs[-1]), sorted(want), epoch)
+        self.assertEqual(len({tuple(e) for e in epochs}), 3)
+
     def test_stream_workers_read_runs_in_order(self):
         """Each worker's share is a run of the job's order: its samples lie
         in at most two shards more than its share of them, each read by

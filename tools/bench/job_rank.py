@@ -57,8 +57,10 @@ class JpgFiles(torch.utils.data.Dataset):
 
 def loader_of(a, rank, world):
     """(DataLoader, what takes set_epoch)."""
+    # Persistent workers, as jobs keep them: started once, each opens the
+    # index and its shards once for the whole job.
     common = dict(batch_size=a.batch, num_workers=a.workers, multiprocessing_context="fork",
-                  collate_fn=lambda b: b, timeout=120)
+                  collate_fn=lambda b: b, timeout=120, persistent_workers=a.workers > 0)
     if a.mode == "tree":
         ds = JpgFiles(a.tree)
         sampler = torch.utils.data.DistributedSampler(ds, num_replicas=world, rank=rank,

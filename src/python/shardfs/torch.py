@@ -43,6 +43,7 @@ each worker after the fork, and uses the parent's cache.
 from __future__ import annotations
 
 import io
+import multiprocessing
 import random
 import re
 from typing import (Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple,
@@ -405,9 +406,10 @@ class SampleStream(torch.utils.data.IterableDataset):
 
     An item is ``{"__key__": key, ext: bytes, ...}`` (SampleDataset's), or
     what ``decode(item)`` returns. ``rank`` and ``world`` default to
-    torch.distributed's. ``set_epoch`` reaches the workers a ``DataLoader``
-    starts for each epoch (not persistent workers: they keep the epoch they
-    were started with).
+    torch.distributed's. ``set_epoch`` reaches the workers of a
+    ``DataLoader``, persistent ones (``persistent_workers=True``) too: the
+    epoch is a value in shared memory, which forked and spawned workers
+    inherit.
     """
 
     def __init__(self, index: Union[Index, StrPath], *, view: Optional[str] = None,
@@ -427,10 +429,15 @@ class SampleStream(torch.utils.data.IterableDataset):
         self.shuffle_buffer = shuffle_buffer
         self.decode = decode
         self.drop_last = drop_last
-        self.epoch = 0
+        self._epoch = multiprocessing.RawValue("q", 0)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch ``set_epoch`` set last (0 at first)."""
+        return int(self._epoch.value)
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+        self._epoch.value = epoch
 
     def __len__(self) -> int:
         return self.count
