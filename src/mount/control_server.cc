@@ -495,11 +495,13 @@ std::string ControlServer::StatsText(const FetcherStats& s) const {
       Size(s.total.bytes_delivered), Size(s.total.bytes_pushed), Size(s.total.bytes_fetched), amp);
   out += fmt::format(
       "cache      {} of {}: {} in {} chunks (small {}, main {}, ghost {}); hit rate {:.1f}% "
-      "({} hits, {} misses), {} evictions, {} reused at mount, {} corrupt dropped\n",
+      "({} hits, {} misses), {} evictions, {} reused at mount, {} corrupt dropped; {} stored by "
+      "other processes, {} fetches waited for theirs, {} trimmed\n",
       c.capacity == 0 ? "none" : "bounded", Size(c.capacity), Size(c.resident_bytes),
       c.resident_chunks, c.small_chunks, c.main_chunks, c.ghost_keys,
       lookups == 0 ? 0.0 : 100.0 * static_cast<double>(s.total.chunk_hits) / lookups,
-      s.total.chunk_hits, s.total.chunk_misses, c.evictions, c.reused_at_open, c.corrupt_dropped);
+      s.total.chunk_hits, s.total.chunk_misses, c.evictions, c.reused_at_open, c.corrupt_dropped,
+      c.adopted, c.claim_waits, c.trimmed);
   std::string errors;
   for (int k = 0; k < remote::kErrorKinds; ++k) {
     if (r.errors[k] == 0) continue;
@@ -585,6 +587,9 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
       .UNum("cache_ghost_keys", c.ghost_keys)
       .UNum("cache_reused_at_open", c.reused_at_open)
       .UNum("cache_corrupt_dropped", c.corrupt_dropped)
+      .UNum("cache_adopted", c.adopted)
+      .UNum("cache_claim_waits", c.claim_waits)
+      .UNum("cache_trimmed", c.trimmed)
       .UNum("requests", r.requests)
       .UNum("retries", r.retries)
       .Num("in_flight", r.in_flight)

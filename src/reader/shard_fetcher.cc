@@ -121,7 +121,9 @@ ShardFetcher::~ShardFetcher() { Stop(); }
 void ShardFetcher::Start() {
   // libcurl is loaded here, once, not by the first fetcher thread: a fork
   // (a DataLoader worker) while a thread is in the middle of that one-time
-  // load would leave the child waiting for it for ever.
+  // load would leave the child waiting for it for ever. Fetcher threads
+  // make their HttpClient at their first fetch of a remote shard, so idle
+  // ones (and those of local shards) hold nothing a fork could catch.
   if (std::any_of(shards_.begin(), shards_.end(), [](const FetchShard& s) { return s.remote; })) {
     (void)remote::Curl(nullptr);
   }
@@ -365,12 +367,15 @@ Status ShardFetcher::CheckRemote(uint32_t id) {
   return AsShardError(client.Check(urls_[id], {s.size, s.etag, s.mtime_ns}), s.location);
 }
 
-Status ShardFetcher::Fetch(remote::HttpClient& client, const Job& job, char* data, size_t len) {
+Status ShardFetcher::Fetch(std::unique_ptr<remote::HttpClient>& client, const Job& job, char* data,
+                           size_t len) {
   const FetchShard& s = shards_[job.key.shard];
   const uint64_t pos = job.key.index * options_.chunk_size;
   if (s.remote) {
+    if (!client)
+      client = std::make_unique<remote::HttpClient>(options_.fetch, options_.aws, &requests_);
     return AsShardError(
-        client.GetRange(urls_[job.key.shard], pos, len, {s.size, s.etag, s.mtime_ns}, data),
+        client->GetRange(urls_[job.key.shard], pos, len, {s.size, s.etag, s.mtime_ns}, data),
         s.location);
   }
   return PreadExact(job.shard->fd(), data, len, pos)
@@ -378,7 +383,7 @@ Status ShardFetcher::Fetch(remote::HttpClient& client, const Job& job, char* dat
 }
 
 void ShardFetcher::Run() {
-  remote::HttpClient client(options_.fetch, options_.aws, &requests_);
+  std::unique_ptr<remote::HttpClient> client;  // Made by the first fetch of a remote shard.
   for (;;) {
     Job job;
     {

@@ -189,7 +189,8 @@ class ShardFetcher : public ChunkedReader {
   void NoteRead(uint32_t shard, uint64_t first, uint64_t last, uint64_t* reuse,
                 uint64_t* ahead_from, uint64_t* ahead_to);
   void Run();
-  Status Fetch(remote::HttpClient& client, const Job& job, char* data, size_t len);
+  // `client`: the thread's own, made here at its first remote fetch.
+  Status Fetch(std::unique_ptr<remote::HttpClient>& client, const Job& job, char* data, size_t len);
 
   FetcherOptions options_;  // Set in the constructor, then read-only.
   const std::vector<FetchShard> shards_;
