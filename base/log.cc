@@ -10,6 +10,7 @@ namespace shardfs::log {
 std::atomic<Level> g_level{Level::kInfo};
 namespace {
 std::atomic<bool> g_syslog{false};
+std::atomic<Sink> g_sink{nullptr};
 
 const char* Prefix(Level level) {
   switch (level) {
@@ -45,7 +46,13 @@ void UseSyslog(const char* ident) {
   g_syslog.store(true);
 }
 
-void Write(Level level, std::string_view message) {
+void SetSink(Sink sink) { g_sink.store(sink); }
+
+void Write(Level level, std::string_view message, const Fields& fields) {
+  if (Sink sink = g_sink.load(std::memory_order_acquire)) {
+    sink(level, message, fields);
+    return;
+  }
   if (g_syslog.load(std::memory_order_relaxed)) {
     syslog(SyslogPriority(level), "%.*s", static_cast<int>(message.size()), message.data());
     return;

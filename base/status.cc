@@ -15,6 +15,13 @@ Status Status::WithContext(std::string_view prefix) const {
   if (ok()) return *this;
   Status s(code_, fmt::format("{}: {}", prefix, message_));
   s.errno_ = errno_;
+  s.fetch_failed_ = fetch_failed_;
+  return s;
+}
+
+Status Status::AsFetchFailure() const {
+  Status s = *this;
+  s.fetch_failed_ = !ok();
   return s;
 }
 

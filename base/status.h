@@ -55,6 +55,14 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
   // The errno an IoError came from, 0 otherwise.
   int sys_errno() const { return errno_; }
+  // True if this IoError is a remote read that gave up (the server
+  // unreachable or refusing, its retry budget spent), as opposed to a local
+  // system call's failure or bytes that disagree with the index
+  // (Corruption). The code stays kIoError: the edges still say EIO; the
+  // Python package raises shardfs.FetchError for it.
+  bool fetch_failed() const { return fetch_failed_; }
+  // Returns a copy with fetch_failed() true.
+  Status AsFetchFailure() const;
 
   // Returns a copy whose message is "<prefix>: <message>".
   Status WithContext(std::string_view prefix) const;
@@ -63,6 +71,7 @@ class [[nodiscard]] Status {
   Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}
   Code code_ = Code::kOk;
   int errno_ = 0;
+  bool fetch_failed_ = false;
   std::string message_;
 };
 

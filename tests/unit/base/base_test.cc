@@ -14,11 +14,14 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "base/coding.h"
 #include "base/fd.h"
 #include "base/huge_pages.h"
 #include "base/io.h"
+#include "base/log.h"
 #include "base/open_file.h"
 #include "base/parse.h"
 #include "base/paths.h"
@@ -398,6 +401,36 @@ TEST(PathsTest, ReplaceDirectoryExchangesOrRenames) {
     EXPECT_THAT(r.status().message(), HasSubstr(dir / "missing"));
     EXPECT_EQ(testing::ReadFile(dir / "out/f"), "newer");
   }
+}
+
+TEST(StatusTest, AFetchFailureKeepsItsCodeAndErrnoThroughContext) {
+  Status s = Status::IoError("http://h/a.tar: gave up after 3 attempts").AsFetchFailure();
+  EXPECT_TRUE(s.fetch_failed());
+  Status wrapped = s.WithContext("shard a.tar");
+  EXPECT_EQ(wrapped.code(), Status::Code::kIoError);
+  EXPECT_TRUE(wrapped.fetch_failed());
+  EXPECT_EQ(ToErrno(wrapped), EIO);
+  EXPECT_FALSE(Status::IoError("pread").fetch_failed());
+  EXPECT_FALSE(Status::Corruption("checksum").WithContext("x").fetch_failed());
+  EXPECT_FALSE(Status::Ok().AsFetchFailure().fetch_failed());
+}
+
+std::vector<std::string>* sunk = nullptr;
+void TestSink(log::Level level, std::string_view message, const log::Fields& f) {
+  sunk->push_back(
+      fmt::format("{} {} [{}|{}|{}]", static_cast<int>(level), message, f.shard, f.path, f.reason));
+}
+
+TEST(LogTest, ASinkTakesEveryMessageWithItsFieldsAtOrAboveTheLevel) {
+  std::vector<std::string> got;
+  sunk = &got;
+  log::SetSink(&TestSink);
+  log::Debug("not {}", "shown");
+  log::Warning("w {}", 1);
+  log::ErrorAbout({.shard = "s.tar", .path = "a/b", .reason = "checksum"}, "e {}", 2);
+  log::SetSink(nullptr);
+  sunk = nullptr;
+  EXPECT_THAT(got, ::testing::ElementsAre("2 w 1 [||]", "3 e 2 [s.tar|a/b|checksum]"));
 }
 
 }  // namespace
