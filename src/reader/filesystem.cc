@@ -102,13 +102,15 @@ Status Filesystem::ContentMismatch(const EntryRecord& rec, uint64_t got) {
   std::string path;
   if (!reader_->PathOf(rec.inode, &path).ok()) path = fmt::format("inode {}", rec.inode.value);
   const bool decoded = reader_->shards()[rec.shard.value].codec() != index::Codec::kNone;
+  const std::string shard = ShardName(rec.shard);
   Status bad = Status::Corruption(
       fmt::format("{}: content checksum {:016x}, indexed {:016x} (shard {}, {}byte {})", path, got,
-                  rec.xxh3, ShardName(rec.shard), decoded ? "decoded " : "", rec.offset));
+                  rec.xxh3, shard, decoded ? "decoded " : "", rec.offset));
   if (!mismatch_logged_.Test(rec.inode)) {
     mismatch_logged_.Set(rec.inode);
-    log::Error("{}; reads of this file fail with EIO, the shard's other files are served",
-               bad.message());
+    log::ErrorAbout({shard, path, "content checksum mismatch"},
+                    "{}; reads of this file fail with EIO, the shard's other files are served",
+                    bad.message());
   }
   return bad;
 }

@@ -34,13 +34,18 @@ enum ShardCounter {
 
 // A remote read's failure as ChunkedReader promises it: Corruption stays
 // (the shard is not the one indexed); anything else, a 404's NotFound
-// included, is an IoError, so that the read fails with EIO.
+// included, is an IoError marked fetch_failed(), so that the read fails with
+// EIO and the Python package can say the fetch gave up.
 Status AsShardError(const Status& s, const std::string& location) {
   if (s.ok()) return s;
-  if (s.code() == Status::Code::kCorruption || s.code() == Status::Code::kIoError) {
+  if (s.code() == Status::Code::kCorruption) {
     return s.WithContext(fmt::format("shard {}", RedactLocation(location)));
   }
-  return Status::IoError(fmt::format("shard {}: {}", RedactLocation(location), s.message()));
+  if (s.code() == Status::Code::kIoError) {
+    return s.WithContext(fmt::format("shard {}", RedactLocation(location))).AsFetchFailure();
+  }
+  return Status::IoError(fmt::format("shard {}: {}", RedactLocation(location), s.message()))
+      .AsFetchFailure();
 }
 
 }  // namespace
@@ -228,7 +233,8 @@ Status ShardFetcher::Await(Inflight& f, ChunkKey key, uint64_t offset, size_t le
     counters_->wait_timeouts.fetch_add(1, std::memory_order_relaxed);
     return Status::IoError(fmt::format("shard {}: chunk {} not fetched within {} s",
                                        RedactLocation(shards_[key.shard].location), key.index,
-                                       wait_bound().count() / 1000));
+                                       wait_bound().count() / 1000))
+        .AsFetchFailure();
   }
   if (!f.status.ok()) return f.status;
   if (offset + len > f.len) {
@@ -340,7 +346,8 @@ Status ShardFetcher::Warm(const ShardHandle& shard, uint64_t pos, uint64_t len, 
       if (first_error.ok()) {
         first_error = Status::IoError(fmt::format("shard {}: chunk {} not fetched within {} s",
                                                   RedactLocation(shards_[id].location), c,
-                                                  wait_bound().count() / 1000));
+                                                  wait_bound().count() / 1000))
+                          .AsFetchFailure();
       }
     } else if (!f->status.ok()) {
       if (first_error.ok()) first_error = f->status;
@@ -421,7 +428,11 @@ void ShardFetcher::Run() {
     } else if (!st.ok()) {
       sc[kErrors].fetch_add(1, std::memory_order_relaxed);
       // One line per failed chunk: each ends a retry budget, so they are few.
-      if (!cancel_.load()) log::Error("{}; reads of it fail with EIO", st.message());
+      if (!cancel_.load()) {
+        const std::string shard = RedactLocation(shards_[job.key.shard].location);
+        log::ErrorAbout({.shard = shard, .reason = st.message()}, "{}; reads of it fail with EIO",
+                        st.message());
+      }
     }
     // After the Insert: a process waiting for the claim finds the chunk.
     if (claim == ChunkCache::Claimed::kMine) cache_->EndClaim(job.key);

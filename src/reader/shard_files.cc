@@ -156,7 +156,8 @@ Result<ShardHandle> ShardFiles::Get(index::ShardId id) {
         std::lock_guard<std::mutex> lock(mu_);
         first = !std::exchange(slot.logged_transient, true);
       }
-      if (first) log::Warning("{}; that read fails with EIO, the next tries again", s.message());
+      if (first)
+        LogFailure(id, s, log::Level::kWarning, "that read fails with EIO, the next tries again");
       return s;
     }
     MarkBad(id, s);
@@ -201,7 +202,15 @@ void ShardFiles::MarkBad(index::ShardId id, const Status& reason) {
     }
     log_it = !std::exchange(slot.logged, true);
   }
-  if (log_it) log::Error("{}; reads of its files fail with EIO", reason.message());
+  if (log_it) LogFailure(id, reason, log::Level::kError, "reads of its files fail with EIO");
+}
+
+void ShardFiles::LogFailure(index::ShardId id, const Status& why, log::Level level,
+                            std::string_view then) const {
+  if (!log::Enabled(level)) return;
+  const std::string shard = RedactLocation(shards_[id.value].path);
+  log::Write(level, fmt::format("{}; {}", why.message(), then),
+             {.shard = shard, .reason = why.message()});
 }
 
 void ShardFiles::ReadFailed(index::ShardId id, const Status& reason) {

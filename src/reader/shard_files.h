@@ -40,8 +40,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "base/log.h"
 #include "base/open_file.h"
 #include "base/status.h"
 #include "index/schema.h"
@@ -178,6 +180,9 @@ class ShardFiles {
   size_t shard_count() const { return shards_.size(); }
 
  private:
+  // Logs "<why>; <then>" at `level`, with the shard and the reason apart.
+  void LogFailure(index::ShardId id, const Status& why, log::Level level,
+                  std::string_view then) const;
   using Clock = std::chrono::steady_clock;
   struct Slot {
     ShardHandle handle;                     // Guarded by mu_.
