@@ -511,11 +511,13 @@ class PythonPackageTest(tl.ScratchTestCase):
 
     def test_forked_children_do_not_repeat_the_storage_line(self):
         """On network storage (storage="network") the opening process says
-        once how shards are read; DataLoader workers that open the index
+        once how shards are read (a record of the "shardfs" logger, here
+        printed by logging's handler); DataLoader workers that open the index
         again after fork() do not say it again."""
         script = r"""
-import os, sys
+import logging, os, sys
 import shardfs
+logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
 idx = shardfs.Index(sys.argv[1], storage="network")
 names = idx.files()
 idx.read(names[0])

@@ -68,6 +68,15 @@ def use(path: str) -> None:
         t: TextIO = ix.open("a/c.json", "r", encoding="utf-8")
         print(version, data, many, names, target, st_, lst, flags, listed, f.read(), raw.read(1),
               t.read(), ix.path, ix.closed)
+        try:
+            ix.read("a")
+        except (shardfs.CorruptShardError, shardfs.FetchError) as e1:
+            err: shardfs.Error = e1
+            eio: OSError = err
+            print(eio.errno, eio.filename)
+        except (shardfs.NotFoundError, shardfs.IsADirError, shardfs.NotADirError) as e2:
+            missing: FileNotFoundError | IsADirectoryError | NotADirectoryError = e2
+            print(missing)
     ix.close()
     ds = st.SampleDataset(path, view=None, root="", rank=None, world=None, seed=0,
                           drop_last=False, keys=("jpg",))

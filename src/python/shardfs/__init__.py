@@ -30,10 +30,31 @@ an index ends, after Python's own finalisation and ``atexit`` functions,
 without running C++ static destructors (RocksDB's static timer, copied from
 the parent, would block exit() for ever); its exit status is kept.
 
-Errors are the ones Python's own file functions raise: ``FileNotFoundError``,
-``IsADirectoryError``, ``NotADirectoryError``; ``OSError`` with ``errno.EIO``
-for bytes that cannot be served as indexed (a changed or corrupt shard: never
-wrong bytes); ``ValueError`` after ``close()``.
+Errors. Every error of the library is a ``shardfs.Error``, an ``OSError``
+whose message names the index and the path (``filename``: the path), and
+also the class Python's own file functions raise for its errno:
+``shardfs.NotFoundError`` is a ``FileNotFoundError``, ``shardfs.IsADirError``
+an ``IsADirectoryError``, ``shardfs.NotADirError`` a ``NotADirectoryError``.
+Bytes that cannot be served as indexed (never wrong bytes) are
+``errno.EIO``: ``shardfs.CorruptShardError`` if a shard or member does not
+match its index (changed in place, a checksum mismatch),
+``shardfs.FetchError`` if a read of a remote shard gave up (the server
+unreachable or refusing, the retry budget spent); so ``except OSError``
+catches them all. Bad arguments raise a one-line ``TypeError`` or
+``ValueError`` saying what was expected, and opening what is not an index
+says what it looks like (a pack folder, a ``.tar`` shard, a folder inside an
+index). ``ValueError`` after ``close()``.
+
+Messages. What the core reports (a corrupt shard, a fetch that gave up, a
+chunk cache it cannot write) goes to the ``logging`` logger ``"shardfs"``,
+never to stderr directly: each record has the attributes ``shard``, ``path``
+and ``reason`` (None where unknown). The core queues them, and they are
+logged in the calling thread when a call of the index returns (messages of
+background threads at the next call, or at exit). A message is logged once
+per process; a forked DataLoader worker does not repeat one its parent
+logged before the fork. Without a handler configured, Python's last-resort
+handler prints warnings and errors; ``logging.getLogger("shardfs")``
+filters or silences them.
 
 ``shardfs.torch`` (imported only when asked) has PyTorch datasets over an
 index; ``shardfs.fsspec`` the index as an fsspec filesystem (the protocol
@@ -49,9 +70,12 @@ import stat as _stat
 from typing import (Any, BinaryIO, Dict, Iterable, Iterator, List, Literal, Optional, TextIO, Tuple,
                     Union, cast, overload)
 
-from . import _shardfs
+from . import _errors, _shardfs
+from ._errors import (CorruptShardError, Error, FetchError, IsADirError, NotADirError,
+                      NotFoundError)
 
-__all__ = ["Index", "StrPath", "__version__"]
+__all__ = ["CorruptShardError", "Error", "FetchError", "Index", "IsADirError", "NotADirError",
+           "NotFoundError", "StrPath", "__version__"]
 
 __version__: str = _shardfs.__version__
 """The version of shardfs this package was built from (``shardfs --version``)."""
@@ -78,8 +102,11 @@ class Index(_shardfs.Volume):
     index from a node-local copy), ``decode_cache`` (bytes of decoded blocks),
     ``max_open_shards``.
 
-    Raises FileNotFoundError if ``path`` does not exist and OSError naming it
-    if it is not a readable shardfs index.
+    Raises TypeError or ValueError (one line) for a bad argument,
+    FileNotFoundError (``shardfs.NotFoundError``) if ``path`` does not
+    exist and ``shardfs.Error`` naming it if it is not a readable shardfs
+    index, with a hint where it looks like a pack folder, a shard or a
+    folder inside an index.
 
     Reading: ``read(relpath, offset=0, size=-1) -> bytes``; ``open(relpath)``
     (a read-only binary file). Metadata: ``stat``, ``lstat``, ``listdir``,
@@ -92,13 +119,21 @@ class Index(_shardfs.Volume):
                  verify: str = "auto", cache_dir: Optional[StrPath] = None, cache_size: int = 0,
                  storage: str = "auto", decode_cache: Optional[int] = None,
                  max_open_shards: Optional[int] = None) -> None:
+        _errors.check_args(path, view, rank, world, seed, rank_keep_dirs, verify, cache_dir,
+                           cache_size, storage, decode_cache, max_open_shards)
         path = os.fsdecode(os.fspath(path))
         self._path = path
         self._args: Dict[str, Any] = dict(
             view=view, rank=rank, world=world, seed=seed, rank_keep_dirs=rank_keep_dirs,
             verify=verify, cache_dir=cache_dir, cache_size=cache_size, storage=storage,
             decode_cache=decode_cache, max_open_shards=max_open_shards)
-        super().__init__(path, **self._args)
+        try:
+            super().__init__(path, **self._args)
+        except OSError as e:
+            hinted = _errors.with_hint(e, path)
+            if hinted is e:
+                raise
+            raise hinted from None
 
     # Pickled (a DataLoader started with "spawn") as what opens it again.
     def __reduce__(self) -> Tuple[Any, Tuple[()]]:
@@ -132,8 +167,9 @@ class Index(_shardfs.Volume):
         """The bytes of file ``relpath`` from ``offset``, at most ``size`` of
         them (-1: to the end), checked as the mount checks them. Raises
         FileNotFoundError, IsADirectoryError, NotADirectoryError, or
-        OSError(EIO) if the bytes cannot be served as indexed (a changed or
-        corrupt shard); ValueError after close()."""
+        OSError(EIO) if the bytes cannot be served as indexed:
+        CorruptShardError (a changed or corrupt shard), FetchError (a remote
+        read gave up); ValueError after close()."""
         data: bytes = self._read(relpath, offset, size)
         return data
 
@@ -200,7 +236,7 @@ class Index(_shardfs.Volume):
         rel = _rel(relpath)
         st = self._stat_tuple(rel, True)
         if _stat.S_ISDIR(st[0]):
-            raise IsADirectoryError(21, f"{rel}: is a directory in index {self._path}", rel)
+            raise IsADirError(21, f"{rel}: is a directory in index {self._path}", rel)
         raw = _RawFile(self, rel, st[1], st[5])
         if buffering == 0:
             return cast(BinaryIO, raw)

@@ -1,8 +1,9 @@
 // The Python package's extension module: an open volume (src/reader/volume.h)
 // as a small class the pure-Python layer (shardfs/__init__.py) wraps. Every
 // lookup and read runs without the GIL; errors become OSError with the errno
-// of ToErrno (base/status.h), which Python turns into FileNotFoundError,
-// IsADirectoryError, ... by itself.
+// of ToErrno (base/status.h), made by shardfs._errors (log_queue.h:
+// shardfs.CorruptShardError, shardfs.FetchError, shardfs.NotFoundError, ...).
+// The core's messages go to the "shardfs" logger (log_queue.h says how).
 //
 // Fork safety. A process that forks after opening (PyTorch's DataLoader
 // workers) must not use the parent's volume in the child: its RocksDB
@@ -38,6 +39,7 @@
 #include "index/index_reader.h"
 #include "index/schema.h"
 #include "src/indexref/index_ref.h"
+#include "src/python/shardfs/log_queue.h"
 #include "src/python/shardfs/path_args.h"
 #include "src/reader/volume.h"
 
@@ -52,13 +54,20 @@ using index::EntryType;
 using index::InodeId;
 using index::RecordHolder;
 
-// A non-ok Status on its way to Python as an OSError.
+// A non-ok Status on its way to Python as an OSError (SetStatusError).
 struct StatusError {
   Status status;
   std::string filename;
+  std::string index;  // The index the call was about (its argument), for the message.
 };
 
-[[noreturn]] void Throw(const Status& s, std::string filename) { throw StatusError{s, filename}; }
+// The index argument of the Handle this thread last called (Get, or the
+// constructor): every call gets its volume before anything can fail.
+thread_local std::string current_index;
+
+[[noreturn]] void Throw(const Status& s, std::string filename) {
+  throw StatusError{s, std::move(filename), current_index};
+}
 
 void Check(const Status& s, const std::string& filename) {
   if (!s.ok()) Throw(s, filename);
@@ -129,6 +138,7 @@ Result<std::shared_ptr<reader::Volume>> OpenVolume(const reader::IndexLocation& 
 class Handle {
  public:
   Handle(const std::string& arg, reader::VolumeOptions options) : arg_(arg) {
+    current_index = arg;
     Result<indexref::IndexRef> ref = indexref::ResolveForVolume(arg, &options);
     if (!ref.ok()) Throw(ref.status(), arg);
     auto v = OpenVolume(indexref::LocationOf(ref.value()), options);
@@ -159,6 +169,7 @@ class Handle {
   // The volume of this process: opened again after a fork. ValueError after
   // close().
   std::shared_ptr<reader::Volume> Get() {
+    current_index = arg_;
     std::unique_lock<std::mutex> l(mu_);
     if (closed_) throw py::value_error("I/O operation on a closed shardfs.Index (" + arg_ + ")");
     uint64_t generation = fork_generation.load(std::memory_order_relaxed);
@@ -507,25 +518,6 @@ std::unique_ptr<Handle> NewHandle(const py::object& path_arg, std::optional<std:
   return std::make_unique<Handle>(path, std::move(o));
 }
 
-// Text for Python from bytes that may not be UTF-8 (paths), as os does.
-py::object FsText(const std::string& s) {
-  PyObject* o = PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
-  if (!o) throw py::error_already_set();
-  return py::reinterpret_steal<py::object>(o);
-}
-
-// Sets OSError(errno, message, filename): Python makes it the subclass the
-// errno names (FileNotFoundError for ENOENT, ...).
-void RaiseStatusError(const StatusError& e) {
-  try {
-    py::object exc = py::reinterpret_borrow<py::object>(PyExc_OSError)(
-        ToErrno(e.status), FsText(e.status.message()), FsText(e.filename));
-    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
-  } catch (py::error_already_set& err) {
-    err.restore();
-  }
-}
-
 }  // namespace
 
 }  // namespace shardfs::python
@@ -534,6 +526,9 @@ PYBIND11_MODULE(_shardfs, m) {
   using namespace shardfs;
   using namespace shardfs::python;
   m.doc() = "The C++ core of shardfs: an index opened in-process (see shardfs.Index).";
+  // First: fork's prepare handlers run in reverse order, so the queue's
+  // mutex is taken last, after the locks a thread may log while holding.
+  InstallLogQueue();
   static std::once_flag atfork_once;
   std::call_once(atfork_once, [] {
     ::pthread_atfork(&Handle::LockAll, &Handle::UnlockAll, &Handle::UnlockAllInChild);
@@ -542,40 +537,46 @@ PYBIND11_MODULE(_shardfs, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const StatusError& e) {
-      RaiseStatusError(e);
+      SetStatusError(e.status, e.filename, e.index);
     }
   });
 
   m.attr("__version__") = SHARDFS_VERSION;
+  m.def("_drain_log", &DrainLog);
+  // Every call hands the messages queued meanwhile to logging as it returns.
+  using Drain = py::call_guard<DrainOnReturn>;
   // The methods' signatures and documentation are shardfs.Index's (Python,
   // with annotations); these are what it calls.
   py::class_<Handle>(m, "Volume")
-      .def(py::init(&NewHandle), py::arg("path"), py::kw_only(), py::arg("view") = py::none(),
-           py::arg("rank") = py::none(), py::arg("world") = py::none(), py::arg("seed") = 0,
-           py::arg("rank_keep_dirs") = false, py::arg("verify") = "auto",
-           py::arg("cache_dir") = py::none(), py::arg("cache_size") = 0,
+      .def(py::init(&NewHandle), Drain(), py::arg("path"), py::kw_only(),
+           py::arg("view") = py::none(), py::arg("rank") = py::none(),
+           py::arg("world") = py::none(), py::arg("seed") = 0, py::arg("rank_keep_dirs") = false,
+           py::arg("verify") = "auto", py::arg("cache_dir") = py::none(), py::arg("cache_size") = 0,
            py::arg("storage") = "auto", py::arg("decode_cache") = py::none(),
            py::arg("max_open_shards") = py::none())
-      .def("_close", &Handle::Close)
+      .def("_close", &Handle::Close, Drain())
       .def_property_readonly("closed", &Handle::closed)
       .def_property_readonly("_shown",
                              [](Handle& h) {
                                std::shared_ptr<reader::Volume> v = h.Get();
                                return v->shown();
                              })
-      .def("_read", &Read, py::arg("relpath"), py::arg("offset"), py::arg("size"))
-      .def("_prefetch", &Prefetch, py::arg("relpaths"))
-      .def("_read_many", &ReadMany, py::arg("relpaths"))
-      .def("_placement", &Placement, py::arg("relpaths"))
-      .def("_readinto", &ReadInto, py::arg("inode"), py::arg("offset"), py::arg("buffer"),
+      .def("_read", &Read, Drain(), py::arg("relpath"), py::arg("offset"), py::arg("size"))
+      .def("_prefetch", &Prefetch, Drain(), py::arg("relpaths"))
+      .def("_read_many", &ReadMany, Drain(), py::arg("relpaths"))
+      .def("_placement", &Placement, Drain(), py::arg("relpaths"))
+      .def("_readinto", &ReadInto, Drain(), py::arg("inode"), py::arg("offset"), py::arg("buffer"),
            py::arg("name"))
-      .def("_stat", &Stat, py::arg("relpath"), py::arg("follow") = true)
-      .def("_listdir", &ListDirPath, py::arg("relpath"))
-      .def("_files", &Files, py::arg("prefix"))
-      .def("_readlink", [](Handle& h, const py::object& path_arg) {
-        const std::string path = PathArg(path_arg);
-        std::shared_ptr<reader::Volume> v = h.Get();
-        py::gil_scoped_release nogil;
-        return Check(v->ReadLink(path), path);
-      });
+      .def("_stat", &Stat, Drain(), py::arg("relpath"), py::arg("follow") = true)
+      .def("_listdir", &ListDirPath, Drain(), py::arg("relpath"))
+      .def("_files", &Files, Drain(), py::arg("prefix"))
+      .def(
+          "_readlink",
+          [](Handle& h, const py::object& path_arg) {
+            const std::string path = PathArg(path_arg);
+            std::shared_ptr<reader::Volume> v = h.Get();
+            py::gil_scoped_release nogil;
+            return Check(v->ReadLink(path), path);
+          },
+          Drain());
 }

@@ -7,6 +7,8 @@ _StrPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 __version__: str
 
+def _drain_log() -> None: ...
+
 class Volume:
     def __init__(self, path: str, *, view: Optional[str] = ..., rank: Optional[int] = ...,
                  world: Optional[int] = ..., seed: int = ..., rank_keep_dirs: bool = ...,
