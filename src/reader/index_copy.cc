@@ -145,7 +145,8 @@ Result<UniqueFd> LockCopy(const std::string& lock_path) {
 }
 
 // Ok if open file `fd` (`from`) is the file `listed`, as listed: inode,
-// size, mtime and ctime. Else IoError saying what differs.
+// size, mtime and ctime. Else Corruption saying what differs (the index
+// changed while it was copied: LocalIndexCopy lists it again).
 Status SameAsListed(int fd, const ListedFile& listed, const std::string& from) {
   int64_t ctime_ns = 0;
   Status s = CheckStamp(fd, listed.stamp, &ctime_ns);
@@ -154,7 +155,7 @@ Status SameAsListed(int fd, const ListedFile& listed, const std::string& from) {
       s.ok() ? fmt::format("changed since it was checked: ctime {} ns, {} when checked", ctime_ns,
                            listed.stamp.ctime_ns)
              : std::string(s.message());
-  return Status::IoError(fmt::format("{}: {}; not copied", from, why));
+  return Status::Corruption(fmt::format("{}: {}; not copied", from, why));
 }
 
 }  // namespace
@@ -186,6 +187,16 @@ Status CopyListedFile(const std::string& dir, const ListedFile& file, const std:
   return Status::Ok();
 }
 
+namespace {
+
+constexpr int kCopyTries = 3;
+
+Result<IndexCopy> CopyIndexOnce(const std::string& index, const char* real,
+                                const std::string& copies, const std::string& key,
+                                uint64_t max_bytes);
+
+}  // namespace
+
 Result<IndexCopy> LocalIndexCopy(const std::string& index, const std::string& cache_root,
                                  uint64_t max_bytes) {
   char real[PATH_MAX];
@@ -199,6 +210,25 @@ Result<IndexCopy> LocalIndexCopy(const std::string& index, const std::string& ca
   SHARDFS_RETURN_IF_ERROR(OpenPrivateDir(root.get(), kIndexCopySubdir, copies).status());
   const std::string key = fmt::format("{:016x}", XXH3_64bits(real, std::strlen(real)));
   SHARDFS_ASSIGN_OR_RETURN(UniqueFd lock, LockCopy(fmt::format("{}/{}.lock", copies, key)));
+  // A file that changed between the listing and its copy (an index add; on
+  // a network filesystem such as sshfs, also a file whose inode number the
+  // client gave anew after forgetting it) fails the copy: listed and copied
+  // again, at most kCopyTries times.
+  Result<IndexCopy> copy = Status::IoError("not copied");
+  for (int i = 0; i < kCopyTries; ++i) {
+    copy = CopyIndexOnce(index, real, copies, key, max_bytes);
+    if (copy.ok() || copy.status().code() != Status::Code::kCorruption) break;
+  }
+  return copy;
+}
+
+namespace {
+
+// One listing of index directory `real` (given as `index`) and, unless a copy
+// of exactly those files is in `copies` already, their copy there.
+Result<IndexCopy> CopyIndexOnce(const std::string& index, const char* real,
+                                const std::string& copies, const std::string& key,
+                                uint64_t max_bytes) {
   SHARDFS_ASSIGN_OR_RETURN(std::vector<ListedFile> files, ListIndex(real));
   IndexCopy out;
   for (const ListedFile& f : files) out.bytes += f.stamp.size;
@@ -251,5 +281,7 @@ Result<IndexCopy> LocalIndexCopy(const std::string& index, const std::string& ca
   RemoveOlderCopies(copies, key, dir);
   return out;
 }
+
+}  // namespace
 
 }  // namespace shardfs::reader

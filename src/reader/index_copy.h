@@ -56,14 +56,17 @@ struct ListedFile {
 // Copies file `file.name` of directory `dir` to new file `to` as above:
 // from one descriptor, checked to be `file` before and after. Errors name
 // the file: InvalidArgument for a symbolic link or a special file (never
-// opened for reading), IoError for another file or a changed one. Used by
-// LocalIndexCopy for each file; public for its tests.
+// opened for reading), Corruption for another file or a changed one,
+// IoError for a read or write that failed. Used by LocalIndexCopy for each
+// file; public for its tests.
 Status CopyListedFile(const std::string& dir, const ListedFile& file, const std::string& to);
 
 // The copy of index directory `index` under `cache_root`, made or reused.
 // Refuses (InvalidArgument) an index of more than `max_bytes`, a cache root
 // that fails the checks above, and an index directory holding anything but
-// regular files. Errors name the path and the reason.
+// regular files. A file that changed between the listing and its copy
+// (Corruption above) has the index listed and copied again, three times at
+// most. Errors name the path and the reason.
 Result<IndexCopy> LocalIndexCopy(const std::string& index, const std::string& cache_root,
                                  uint64_t max_bytes);
 

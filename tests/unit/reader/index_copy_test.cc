@@ -120,7 +120,7 @@ TEST_F(IndexCopyTest, AFileSwappedAfterTheListingIsNotCopied) {
                                      static_cast<long>(sst.stamp.mtime_ns % 1000000000)}};
   ASSERT_EQ(::utimensat(AT_FDCWD, other.c_str(), times, 0), 0);
   ASSERT_EQ(::rename(other.c_str(), (dir + "/000008.sst").c_str()), 0);
-  expect_refused(reader::CopyListedFile(dir, sst, to), Status::Code::kIoError,
+  expect_refused(reader::CopyListedFile(dir, sst, to), Status::Code::kCorruption,
                  "000008.sst: changed since it was checked: another file");
   // The same file, its ctime moved (a chmod; a write with its mtime set
   // back looks the same). The ctime moves with the clock's tick: chmod
@@ -130,7 +130,7 @@ TEST_F(IndexCopyTest, AFileSwappedAfterTheListingIsNotCopied) {
     ASSERT_EQ(::chmod((dir + "/CURRENT").c_str(), i % 2 ? 0644 : 0600), 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  expect_refused(reader::CopyListedFile(dir, current, to), Status::Code::kIoError,
+  expect_refused(reader::CopyListedFile(dir, current, to), Status::Code::kCorruption,
                  "CURRENT: changed since it was checked: ctime");
   // A symbolic link to a file outside, of the listed size and mtime.
   const reader::ListedFile relisted = listed("CURRENT");
