@@ -119,7 +119,6 @@ class _Split:
 
     index: Index
     _placed: Optional[List[Placement]]
-    _placed_all: List[Placement]
 
     def _keep(self, which: Sequence[int]) -> None:
         raise NotImplementedError
@@ -134,9 +133,9 @@ class _Split:
         self._placed = None
         if rank is None or world is None:
             return
-        order = _split.job_order(self.placements, seed, 0)
-        share = _split.rank_share(order, rank, world, drop_last)
-        self._placed = [self._placed_all[i] for i in share]
+        placed = self.placements
+        share = _split.rank_share(_split.job_order(placed, seed, 0), rank, world, drop_last)
+        self._placed = [placed[i] for i in share]
         self._keep(share)
 
     @property
@@ -144,7 +143,7 @@ class _Split:
         """``(shard, offset)`` of each sample's first file, in sample order:
         what ``JobSampler`` splits the samples by."""
         if self._placed is None:
-            self._placed = self._placed_all = _placements(self.index, self._first_files())
+            self._placed = _placements(self.index, self._first_files())
         return self._placed
 
 
