@@ -70,7 +70,42 @@ import stat as _stat
 from typing import (Any, BinaryIO, Dict, Iterable, Iterator, List, Literal, Optional, TextIO, Tuple,
                     Union, cast, overload)
 
-from . import _errors, _shardfs
+
+def _check_build() -> None:
+    """Raises ImportError naming the interpreter the extension module was built
+    for (the tags of the ``_shardfs.*.so`` files next to this file) and how to
+    rebuild it, where none of them fits the running one: instead of Python's
+    "cannot import name '_shardfs' (most likely due to a circular import)"."""
+    import importlib.machinery
+    import platform
+    import re
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    built = sorted(n for n in os.listdir(here) if re.fullmatch(r"_shardfs\.[^.]+\.(so|pyd)", n))
+    if any(n[len("_shardfs"):] in importlib.machinery.EXTENSION_SUFFIXES for n in built):
+        return  # built for this interpreter, failing for another reason: its own message
+    running = "%s %d.%d (%s)" % (platform.python_implementation(), *sys.version_info[:2],
+                                 sys.executable)
+    versions = sorted({"CPython %s.%s" % m.groups() if m else n
+                       for n in built for m in [re.search(r"\.cpython-(\d)(\d+)", n)]})
+    if built:
+        what = "was built for %s (%s), not for %s" % (" and ".join(versions), ", ".join(built),
+                                                        running)
+    else:
+        what = "has no _shardfs.*.so: it was not built (for %s)" % running
+    raise ImportError(
+        "shardfs in %s %s. Run it with the interpreter it was built for, or rebuild it for this "
+        "one: in the shardfs source tree, %s -m pip install --no-build-isolation . (README.md, "
+        "\"Python, without FUSE\")" % (here, what, sys.executable),
+        name="shardfs._shardfs", path=here) from None
+
+
+try:
+    from . import _shardfs
+except ImportError:
+    _check_build()
+    raise
+from . import _errors  # after _shardfs: it drains the core's messages at exit
 from ._errors import (CorruptShardError, Error, FetchError, IsADirError, NotADirError,
                       NotFoundError)
 
