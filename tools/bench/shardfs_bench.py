@@ -40,7 +40,8 @@ bench_common (constants, log, errors), bench_args (the options every mode shares
 the report's JSON); --views is bench_views, --remote (shards over HTTP) bench_remote, --loader
 (the real loader) bench_loader, --cluster (four rank mounts over one object store)
 bench_cluster, --netfs (shards, index and loose files on sshfs with a round-trip delay)
-bench_netfs, --scale bench_scale, --archives bench_archives, --python bench_python, --dirops
+bench_netfs, --scale bench_scale, --archives bench_archives, --python bench_python,
+--python-peers (the package against webdataset's own readers) bench_peers, --dirops
 (cold lookups through two builds, e.g. libfuse 3.14 against 3.17) bench_dirops, --job (a
 training job as a whole: ranks x workers x epochs on network storage and local disk) bench_job. bench_plot
 (--plot) runs under --plot-python, which has matplotlib.
@@ -67,6 +68,7 @@ from bench_remote import run_remote
 from bench_report import compute_targets, print_report
 from bench_archives import archives_main
 from bench_dirops import dirops_main
+from bench_peers import main_peers
 from bench_python import main_python
 from bench_fuse import main_fuse
 from bench_job import main_job
@@ -147,6 +149,11 @@ def add_mode_args(ap):
                     help="the Python package (Index.read, shardfs.torch.ImageFolder) against the "
                     "loose tree and the mounts instead (bench_python.py, its own options: "
                     "--python --help)")
+    ap.add_argument("--python-peers", action="store_true",
+                    help="the Python package's SampleDataset and SampleStream against "
+                    "webdataset's own readers (wids' ShardListDataset, the WebDataset "
+                    "pipeline) on the same tar shards instead (bench_peers.py, its own "
+                    "options: --python-peers --help)")
     ap.add_argument("--fuse", action="store_true",
                     help="what a file costs through the FUSE mount (Python open() warm, dentries "
                     "cold, requests per file, threads, index reads) beside the loose tree and "
@@ -218,6 +225,8 @@ def main(argv):
         return scale_main(argv)  # Its own options and cleanup.
     if any(x == "--archives" or x.startswith("--archives=") for x in argv):
         return archives_main(argv)  # Its own options and cleanup (bench_archives.py).
+    if "--python-peers" in argv:
+        return main_peers(argv)  # Its own options and cleanup (bench_peers.py).
     if "--python" in argv:
         return main_python(argv)  # Its own options and cleanup (bench_python.py).
     if "--fuse" in argv:
