@@ -41,6 +41,29 @@ rocksdb::BlockBasedTableOptions TableOptions(bool filter = true) {
   return t;
 }
 
+// The Env read-only databases open with: CountingEnv's files and clock, and
+// no background threads. RocksDB sizes the default Env's process-wide thread
+// pools at every open (IncBackgroundThreadsIfNeeded), and a pool thread
+// starting holds its pool's mutex for a moment; a fork() in that moment
+// (a DataLoader worker forked while another thread opens an index) copies
+// the mutex locked, and the child's first open waits on it for ever. A
+// read-only database never flushes or compacts: with no pool threads, no
+// thread of RocksDB runs at all, and a fork finds none mid-way.
+class NoBackgroundEnv : public rocksdb::EnvWrapper {
+ public:
+  explicit NoBackgroundEnv(rocksdb::Env* target) : rocksdb::EnvWrapper(target) {}
+  static const char* kClassName() { return "ShardfsNoBackgroundEnv"; }
+  const char* Name() const override { return kClassName(); }
+  void SetBackgroundThreads(int, Priority) override {}
+  void IncBackgroundThreadsIfNeeded(int, Priority) override {}
+};
+
+// Never destroyed, as CountingEnv.
+rocksdb::Env* ReaderEnv() {
+  static rocksdb::Env* env = new NoBackgroundEnv(CountingEnv());
+  return env;
+}
+
 rocksdb::CompressionType BestCompression() {
   auto supported = rocksdb::GetSupportedCompressions();
   bool lz4 =
@@ -75,7 +98,7 @@ rocksdb::Options ReaderDbOptions(size_t block_cache_bytes) {
   t.cache_index_and_filter_blocks = false;
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
   o.info_log = std::make_shared<NullLogger>();
-  o.env = CountingEnv();  // Reads counted for stats (file_reads.h).
+  o.env = ReaderEnv();  // Reads counted for stats (file_reads.h); no threads.
   o.create_if_missing = false;
   o.max_open_files = -1;
   o.max_file_opening_threads = 1;

@@ -332,6 +332,19 @@ class TrustTest(tl.ScratchTestCase):
         self.assertEqual(hung, [], "forked children that hung")
         self.assertEqual(errors, [])
 
+    def test_no_thread_of_rocksdb_runs_beside_an_open_index(self):
+        # What makes fork() safe against RocksDB itself: an index is opened
+        # read-only with no background thread pools, so no thread of RocksDB
+        # can hold one of its locks when a DataLoader worker is forked.
+        def threads():
+            return sorted(tl.read_file(f"/proc/self/task/{t}/comm").decode().strip()
+                          for t in os.listdir("/proc/self/task"))
+        with shardfs.Index(self.idx) as a, shardfs.Index(self.idx) as b:
+            a.read("train/cat/000.bin")
+            b.files()
+            names = threads()
+        self.assertEqual([n for n in names if n.startswith("rocksdb")], [], names)
+
     def test_a_forked_child_reads_the_version_its_parent_opened(self):
         d, shard, idx, files = self.fresh("fork-version")
         extra_src = os.path.join(d, "extra")
