@@ -26,9 +26,10 @@ build_packages=(
   zlib1g-dev libisal-dev libzstd-dev liblzma-dev libbz2-dev
   # run; the demo's shards are written with GNU tar
   fuse3 tar python3
-  # the Python package (src/python/shardfs): pybind11, the headers, and
-  # meson-python for `pip install .`
-  pybind11-dev python3-dev python3-mesonpy
+  # the Python package (src/python/shardfs): pybind11, the headers, and for
+  # `pip install --no-build-isolation .` (README.md, "Python, without FUSE")
+  # meson-python, pip and a venv of Debian's python3 that sees them
+  pybind11-dev python3-dev python3-mesonpy python3-pip python3-venv
 )
 test_packages=(
   # other tar writers and reference readers
