@@ -1,16 +1,27 @@
-// IndexReader, opening: reading the meta keys and the shard table, and the
-// checks that make their values safe to use (see index/index_reader.h,
-// "Trust"). The questions themselves are in index/index_reader.cc.
+// DbReader, opening: the database, reading the meta keys and the shard
+// table, and the checks that make their values safe to use (see
+// index/index_reader.h, "Trust"). The questions themselves are in
+// index/db_reader.cc.
+#include <fcntl.h>
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
+#include <rocksdb/table_properties.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
+#include "base/fd.h"
 #include "base/parse.h"
-#include "index/index_reader.h"
+#include "base/strings.h"
+#include "index/db_options.h"
+#include "index/db_reader.h"
 #include "index/rocks_util.h"
 
 namespace shardfs::index {
@@ -50,9 +61,71 @@ Status ParseMetaNumber(std::string_view index, std::string_view name, std::strin
                   name, Printable(text)));
 }
 
+// NotFound if `path` does not exist, InvalidArgument if it is not a
+// directory holding a RocksDB database.
+Status CheckIndexDirectory(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::NotFound(fmt::format("index {}: no such index", path));
+    return Status::FromErrno(errno, fmt::format("index {}", path));
+  }
+  if (!S_ISDIR(st.st_mode) || ::access(JoinPath(path, "CURRENT").c_str(), F_OK) != 0) {
+    return Status::InvalidArgument(
+        fmt::format("index {}: not a shardfs index (no RocksDB database in it)", path));
+  }
+  return Status::Ok();
+}
+
+// Asks the kernel, without waiting, to read the table files of the index at
+// `path` into the page cache.
+void PreloadTables(const std::string& path) {
+  std::error_code ec;
+  for (fs::directory_iterator d(path, ec); !ec && d != fs::directory_iterator(); d.increment(ec)) {
+    if (d->path().extension() != ".sst") continue;
+    UniqueFd fd(::open(d->path().c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) continue;
+    ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_WILLNEED);  // Starts I/O, does not wait.
+  }
+}
+
 }  // namespace
 
-Status IndexReader::LoadMeta() {
+Result<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path,
+                                                 const ReaderOptions& options) {
+  SHARDFS_RETURN_IF_ERROR(CheckIndexDirectory(path));
+  std::unique_ptr<DbReader> r(new DbReader());
+  r->path_ = path;
+  rocksdb::DB* raw = nullptr;
+  // A `view create` or `index add` may be switching the database to a new
+  // manifest at this moment (the old one is gone between reading CURRENT
+  // and opening it): a few tries, then the error.
+  rocksdb::Status s;
+  const size_t block_cache = options.block_cache_bytes != 0
+                                 ? options.block_cache_bytes
+                                 : AutoBlockCacheBytes(path, AutoBlockCacheCap());
+  for (int attempt = 0;; ++attempt) {
+    s = rocksdb::DB::OpenForReadOnly(ReaderDbOptions(block_cache), path, &raw);
+    if (s.ok() || attempt == 20) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  if (!s.ok()) {
+    return Status::InvalidArgument(
+        fmt::format("index {}: cannot open as a shardfs index: {}", path, s.ToString()));
+  }
+  r->db_.reset(raw);
+  if (!r->db_->GetDbIdentity(r->db_identity_).ok()) r->db_identity_.clear();
+  SHARDFS_RETURN_IF_ERROR(r->LoadMeta());
+  SHARDFS_RETURN_IF_ERROR(r->CheckSchemaVersion());
+  SHARDFS_RETURN_IF_ERROR(r->LoadShards(options.shard_base));
+  SHARDFS_RETURN_IF_ERROR(r->ValidateMeta());
+  SHARDFS_RETURN_IF_ERROR(r->LoadVersion(options));
+  if (options.world != 0) SHARDFS_RETURN_IF_ERROR(r->LoadRanks(options));
+  // Last: the readahead would otherwise queue ahead of the reads above.
+  if (options.preload) PreloadTables(path);
+  return r;
+}
+
+Status DbReader::LoadMeta() {
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   const std::string meta_prefix(1, kMetaPrefix);
   for (it->Seek(meta_prefix); it->Valid() && StartsWith(it->key(), meta_prefix); it->Next()) {
@@ -62,7 +135,7 @@ Status IndexReader::LoadMeta() {
   return Status::Ok();
 }
 
-Status IndexReader::CheckSchemaVersion() const {
+Status DbReader::CheckSchemaVersion() const {
   auto version = meta_.find(std::string(kMetaSchemaVersion));
   if (version == meta_.end()) {
     return Status::InvalidArgument(fmt::format(
@@ -83,7 +156,7 @@ Status IndexReader::CheckSchemaVersion() const {
   return Status::Ok();
 }
 
-Status IndexReader::LoadShards(const std::string& shard_base) {
+Status DbReader::LoadShards(const std::string& shard_base) {
   const std::string shard_prefix(1, kShardPrefix);
   std::error_code ec;
   fs::path base = fs::absolute(shard_base.empty() ? path_ : shard_base, ec);
@@ -122,7 +195,7 @@ Status IndexReader::LoadShards(const std::string& shard_base) {
 // directory, and max_inode no larger than the number of keys (each inode has
 // an 'I' key), which bounds even a damaged index whose records agree with a
 // huge max_inode.
-Status IndexReader::ValidateMeta() {
+Status DbReader::ValidateMeta() {
   bool has_counts = false;
   SHARDFS_RETURN_IF_ERROR(CheckMetaCounts(&has_counts));
   // A database written by hand with a schema version and none of the counts
@@ -135,7 +208,7 @@ Status IndexReader::ValidateMeta() {
 
 // Each count present is a decimal number; some counts without the others is
 // damage; "checksums" is a known value.
-Status IndexReader::CheckMetaCounts(bool* has_counts) const {
+Status DbReader::CheckMetaCounts(bool* has_counts) const {
   const std::string_view kCounts[] = {kMetaFiles, kMetaDirs, kMetaSymlinks, kMetaBytes,
                                       kMetaMaxInode};
   std::string_view missing;
@@ -165,7 +238,7 @@ Status IndexReader::CheckMetaCounts(bool* has_counts) const {
 
 // max_inode = files + dirs + symlinks, at least the root, no more than the
 // keys of the index; sets max_inode_.
-Status IndexReader::CheckMaxInode() {
+Status DbReader::CheckMaxInode() {
   const uint64_t files = MetaNumber(kMetaFiles);
   const uint64_t dirs = MetaNumber(kMetaDirs);
   const uint64_t symlinks = MetaNumber(kMetaSymlinks);
@@ -205,7 +278,7 @@ Status IndexReader::CheckMaxInode() {
 }
 
 // The record of max_inode exists and none after it; the root is a directory.
-Status IndexReader::CheckInodeRange() const {
+Status DbReader::CheckInodeRange() const {
   const uint64_t max_inode = max_inode_;
   EntryRecord rec;
   RecordHolder holder;

@@ -4,6 +4,8 @@
 // default@1 dirent, then the overlay's inode record when the entry was changed),
 // and a getattr stays one. A directory listing is one iterator, or on another
 // version default@1's and the overlay's merged, plus a Get per changed entry.
+// Those are the costs of one index directory (index/db_reader.h); a manifest
+// (index/union_reader.h) answers from its partitions, each such an index.
 //
 // Thread safety: after Open, every method is const and safe to call from any
 // number of threads at once (RocksDB's DB is thread-safe; the shard table and
@@ -40,10 +42,6 @@
 #include "index/manifest.h"
 #include "index/schema.h"
 #include "index/view_store.h"
-
-namespace rocksdb {
-class DB;
-}
 
 namespace shardfs::index {
 
@@ -90,6 +88,11 @@ bool IsShardfsIndex(const std::string& path);
 // May be reused for several calls; must not outlive the IndexReader.
 using RecordHolder = rocksdb::PinnableSlice;
 
+// What every reader of an index answers, whatever lies behind it: one index
+// directory (DbReader, index/db_reader.h) or a manifest's union of several
+// (UnionReader, index/union_reader.h). Open picks one, once; each question
+// is then one virtual call into it, with no further dispatch. The tables
+// both fill at open (shards, meta, version) live here, immutable after Open.
 class IndexReader {
  public:
   // Opens the index at `path` read-only: an index directory, or a manifest
@@ -100,27 +103,31 @@ class IndexReader {
   // Returns NotFound if `path` does not exist, InvalidArgument if it is not a
   // shardfs index, NotSupported if its schema version is newer than ours, and
   // Corruption naming the key and the bad value if a meta value is not what
-  // the writer writes (see ValidateMeta in the .cc) or the shard table is
-  // damaged.
+  // the writer writes (see ValidateMeta in index/db_reader_open.cc) or the
+  // shard table is damaged.
   static Result<std::unique_ptr<IndexReader>> Open(const std::string& path,
                                                    const ReaderOptions& options = {});
-  ~IndexReader();
+  virtual ~IndexReader();
+  IndexReader(const IndexReader&) = delete;
+  IndexReader& operator=(const IndexReader&) = delete;
 
   // The child `name` of directory `parent`. NotFound if there is none,
   // Corruption if its record is damaged (as for every method below).
   // `rec` is valid while `holder` is alive and not reused.
-  Status Lookup(InodeId parent, std::string_view name, EntryRecord* rec,
-                RecordHolder* holder) const;
+  virtual Status Lookup(InodeId parent, std::string_view name, EntryRecord* rec,
+                        RecordHolder* holder) const = 0;
   // The entry of inode `inode`. NotFound if there is none.
-  Status GetInode(InodeId inode, EntryRecord* rec, RecordHolder* holder) const;
+  virtual Status GetInode(InodeId inode, EntryRecord* rec, RecordHolder* holder) const = 0;
   // Calls `fn(name, record)` for each child of `dir` in name order, starting
   // after `start_after` ("" = from the first), until `fn` returns false.
-  Status ForEachChild(InodeId dir, std::string_view start_after,
-                      const std::function<bool(std::string_view, const EntryRecord&)>& fn) const;
+  virtual Status ForEachChild(
+      InodeId dir, std::string_view start_after,
+      const std::function<bool(std::string_view, const EntryRecord&)>& fn) const = 0;
   // Calls `fn(record)` for each entry from inode `first` on, in inode order
   // (the tree order: a directory, then its subtree), until `fn` returns false.
   // One seek, then sequential: cheaper than a GetInode per inode.
-  Status ForEachInode(InodeId first, const std::function<bool(const EntryRecord&)>& fn) const;
+  virtual Status ForEachInode(InodeId first,
+                              const std::function<bool(const EntryRecord&)>& fn) const = 0;
   // Corruption naming the inode unless file record `rec` names a shard of the
   // shard table and its bytes lie inside that shard (as indexed; in a
   // compressed tar shard, inside its decoded stream, whose size its seek
@@ -141,10 +148,11 @@ class IndexReader {
   uint64_t max_inode() const { return version_.record.max_inode; }
   // With a rank partition: the rank of each shard (world = 0: empty).
   const std::vector<uint32_t>& shard_ranks() const { return shard_ranks_; }
-  // The stored difference of a version from default@1; nullptr for default@1.
-  const VersionSets* version_sets() const;
+  // The stored difference of a version from default@1; nullptr for default@1
+  // and for a manifest.
+  virtual const VersionSets* version_sets() const { return nullptr; }
   // The view's catalog (to list views and versions).
-  const Catalog& catalog() const { return *catalog_; }
+  virtual const Catalog& catalog() const = 0;
 
   const std::vector<ShardMeta>& shards() const { return shards_; }
   // The path to open shard `id` at: relative paths are taken from the
@@ -164,111 +172,55 @@ class IndexReader {
   // database, so a rebuilt index never has its predecessor's id; `index add`
   // and `view create` edit the database in place and keep it. "" if RocksDB
   // cannot tell (a caller must then treat the index as never seen before).
+  // A manifest's: "manifest-" and the hash of its bytes.
   const std::string& db_identity() const { return db_identity_; }
   // Bytes of the index on disk (a manifest: its own and its open partitions').
-  uint64_t DiskBytes() const;
+  virtual uint64_t DiskBytes() const = 0;
   // The view's bytes in each shard of the version (the rank partition's input).
-  Result<std::vector<uint64_t>> ShardBytes() const;
+  virtual Result<std::vector<uint64_t>> ShardBytes() const = 0;
 
   // The seek table ('Z' shard 'T') of compressed tar shard `shard`, or with
   // `window`, the window of its point `point` ('Z' shard 'W' point), raw.
   // NotFound if the index has none (a manifest: the partition is not open).
-  Status GetSeekValue(ShardId shard, bool window, uint32_t point, std::string* value) const;
+  virtual Status GetSeekValue(ShardId shard, bool window, uint32_t point,
+                              std::string* value) const = 0;
   // Its interval checksums ('Z' shard 'C'), raw; NotFound if it has none.
-  Status GetSeekSums(ShardId shard, std::string* value) const;
+  virtual Status GetSeekSums(ShardId shard, std::string* value) const = 0;
   // Every seek key of `shard` ('Z' shard ...), in key order: `fn` gets the
   // key past the shard's prefix and the value, and returns false to stop.
   // What copies a shard into another index (an export) copies these.
-  Status ForEachSeekKey(
+  virtual Status ForEachSeekKey(
       ShardId shard,
-      const std::function<bool(std::string_view suffix, std::string_view value)>& fn) const;
+      const std::function<bool(std::string_view suffix, std::string_view value)>& fn) const = 0;
 
   // A manifest: its partitions and trees; nullptr for an index directory.
-  const Manifest* manifest() const;
-  // A manifest's open partitions (nullptr where not opened), in order.
-  std::vector<const IndexReader*> partitions() const;
+  virtual const Manifest* manifest() const { return nullptr; }
+  // A manifest's open partitions (nullptr where not opened), in order; empty
+  // for an index directory.
+  virtual std::vector<const IndexReader*> partitions() const { return {}; }
+
+ protected:
+  IndexReader();
+
+  // Filled by the implementation's Open, never changed after it.
+  std::string path_;
+  std::string db_identity_;
+  VersionInfo version_;
+  std::vector<uint32_t> shard_ranks_;
+  std::vector<ShardMeta> shards_;
+  std::vector<std::string> shard_paths_;
+  std::map<std::string, std::string> meta_;
 
  private:
-  IndexReader();
-  // The steps of Open, in order. Each returns the Status Open documents.
-  // Reads every 'M' key into meta_.
-  Status LoadMeta();
-  // The schema version is present, a number, and one this code reads.
-  Status CheckSchemaVersion() const;
-  // Reads the 'S' keys into shards_ and shard_paths_.
-  Status LoadShards(const std::string& shard_base);
-  // Checks the numeric meta values against each other and the inode records.
-  Status ValidateMeta();
-  // ValidateMeta's steps; `has_counts` is false when no count is present.
-  Status CheckMetaCounts(bool* has_counts) const;
-  Status CheckMaxInode();
-  Status CheckInodeRange() const;
-  // Decodes a record read from a 'D' or 'I' key and checks it (see "Trust";
-  // not CheckFileRange).
-  Status DecodeChecked(const rocksdb::Slice& value, EntryRecord* rec) const;
-  Status CheckRecord(const EntryRecord& rec) const;
-  // GetInode without CheckFileRange and without the rank filter.
-  Status GetInodeRecord(InodeId inode, EntryRecord* rec, RecordHolder* holder) const;
-  // A manifest: the open partition that holds union shard `shard`, and the
-  // shard's id there.
-  Result<std::pair<const IndexReader*, ShardId>> PartitionOfShard(ShardId shard) const;
-  // The version's steps of Open: the catalog, the version, its sets.
-  Status LoadVersion(const ReaderOptions& options);
-  // The rank partition of the version's shards.
-  Status LoadRanks(const ReaderOptions& options);
-  // Lookup and ForEachChild before the rank filter.
-  Status LookupRaw(InodeId parent, std::string_view name, EntryRecord* rec,
-                   RecordHolder* holder) const;
-  Status ForEachChildRaw(InodeId dir, std::string_view start_after,
-                         const std::function<bool(std::string_view, const EntryRecord&)>& fn) const;
-  // Whether a record of the view belongs to this rank (always without one).
-  bool InRank(const EntryRecord& rec) const;
-  // Whether directory `dir` holds something of this rank (memoised).
-  bool DirInRank(InodeId dir) const;
   // The decoded size of compressed tar shard `shard` (its seek table's),
   // memoised in decoded_sizes_; Corruption if the table cannot be read.
   Result<uint64_t> DecodedSize(ShardId shard) const;
 
-  // A manifest (index_reader_union.cc): the union of its partitions. Only
-  // that file knows a Union whole, so it also deletes one.
-  struct Union;
-  struct UnionDeleter {
-    void operator()(Union* u) const;
-  };
-  std::unique_ptr<Union, UnionDeleter> union_;
-  static Result<std::unique_ptr<IndexReader>> OpenManifest(const std::string& path,
-                                                           const ReaderOptions& options);
-  Status UnionLookup(InodeId parent, std::string_view name, EntryRecord* rec,
-                     RecordHolder* holder) const;
-  Status UnionGetInode(InodeId inode, EntryRecord* rec, RecordHolder* holder) const;
-  Status UnionForEachChild(
-      InodeId dir, std::string_view start_after,
-      const std::function<bool(std::string_view, const EntryRecord&)>& fn) const;
-  Status UnionForEachInode(InodeId first, const std::function<bool(const EntryRecord&)>& fn) const;
-  Result<std::vector<uint64_t>> UnionShardBytes() const;
-
-  std::unique_ptr<rocksdb::DB> db_;
-  std::string path_;
-  std::string db_identity_;
-  std::unique_ptr<Catalog> catalog_;
-  VersionInfo version_;
-  // A version other than default@1: its view id's stored difference.
-  struct Overlay;
-  std::unique_ptr<Overlay> overlay_;
-  // The rank partition (world > 0).
-  struct Ranks;
-  std::unique_ptr<Ranks> ranks_;
-  std::vector<uint32_t> shard_ranks_;
-  std::vector<ShardMeta> shards_;
-  std::vector<std::string> shard_paths_;
   // Per shard of shards_ (allocated at the first DecodedSize): a compressed
   // shard's decoded size + 1 once read, 0 before. Atomic: any thread may
   // fill one in.
   mutable std::once_flag decoded_sizes_once_;
   mutable std::unique_ptr<std::atomic<uint64_t>[]> decoded_sizes_;
-  std::map<std::string, std::string> meta_;
-  // The largest inode of the index; UINT64_MAX when the meta has no counts.
-  uint64_t max_inode_ = UINT64_MAX;
 };
 
 const char* EntryTypeName(EntryType type);
