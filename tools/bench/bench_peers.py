@@ -40,6 +40,7 @@ import math
 import os
 import random
 import select
+import shutil
 import signal
 import statistics
 import subprocess
@@ -48,8 +49,8 @@ import tarfile
 import time
 import zlib
 
-from bench_args import (add_binary_args, add_json_arg, add_seed_arg, add_workdir_arg,
-                        host_facts, resolve_binaries, write_report_json)
+from bench_args import (SOURCE_ROOT, add_binary_args, add_json_arg, add_seed_arg,
+                        add_workdir_arg, host_facts, resolve_binaries, write_report_json)
 from bench_common import BenchError, fmt_bytes, log, parse_size
 from bench_mounts import run_in_scratch
 from bench_workloads import can_drop_caches, drop_caches
@@ -176,13 +177,37 @@ def make_dataset(a):
     return desc, data
 
 
-def worker_env(a):
-    """This environment with the package of --build-dir first on PYTHONPATH."""
+def worker_env(pkg):
+    """This environment with the folder `pkg` (the package's copy) first on PYTHONPATH."""
     env = dict(os.environ)
-    pkg = os.path.join(a.build_dir, "src", "python")
     env["PYTHONPATH"] = os.pathsep.join([pkg] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
                                                  else []))
     return env
+
+
+def package_identity(pkg):
+    """Which code of the package (its copy in folder `pkg`) is measured: the source tree's
+    commit, and whether the Python files built are that commit's (an edit may be built but
+    not committed)."""
+    pkg = os.path.join(pkg, "shardfs")
+
+    def git(*args):
+        p = subprocess.run(["git", "-C", SOURCE_ROOT] + list(args), capture_output=True,
+                           text=True)
+        return p.stdout.strip() if p.returncode == 0 else None
+
+    head = git("rev-parse", "--short=12", "HEAD")
+    if head is None:
+        return "not in a git checkout"
+    differ = []
+    for name in sorted(os.listdir(pkg)) if os.path.isdir(pkg) else []:
+        built = os.path.join(pkg, name)
+        if not name.endswith(".py") or os.path.islink(built):
+            continue
+        if git("hash-object", built) != git("rev-parse", f"HEAD:src/python/shardfs/{name}"):
+            differ.append(name)
+    return f"source {head}" + (f"; built Python files not as committed: {', '.join(differ)}"
+                                if differ else "; built Python files as committed")
 
 
 def probe(env, module, version_expr):
@@ -476,41 +501,61 @@ def target_of(rows):
             ("met" if ratio >= TARGET_RANDOM_RATIO else "NOT met")}
 
 
+def peers_report(a, ctx, data, rows):
+    """The report (shardfs-bench-peers/1)."""
+    return {"schema": "shardfs-bench-peers/1",
+            "params": {k: getattr(a, k) for k in ("samples", "classes", "kib_min", "kib_max",
+                                                  "shard_size", "reps", "modes", "parts",
+                                                  "world", "workers", "batch",
+                                                  "shuffle_buffer", "seed")},
+            "environment": host_facts(a) | ctx | {"storage": storage_of(a.workdir),
+                                                  "interpreter": sys.executable,
+                                                  "loadavg_end": os.getloadavg()},
+            "dataset": {"samples": data["samples"], "shards": data["shards"],
+                        "per_shard": [s["nsamples"] for s in data["shards"]],
+                        "shard_bytes": sum(s["bytes"] for s in data["shards"]),
+                        "jpg_bytes": med(data["jpg_bytes"]), "index": data["index"]},
+            "rows": rows, "target": target_of(rows)}
+
+
+def snapshot_package(a, scratch):
+    """A copy of the package of --build-dir in the run's scratch (links followed), so that
+    a rebuild of the tree during the run does not change what is measured; the folder to put
+    on PYTHONPATH."""
+    src = os.path.join(a.build_dir, "src", "python", "shardfs")
+    if not os.path.isdir(src):
+        raise BenchError(f"no package at {src}: build first")
+    dst = os.path.join(scratch, "package")
+    shutil.copytree(src, os.path.join(dst, "shardfs"),
+                    ignore=shutil.ignore_patterns("*.p", "__pycache__"))
+    return dst
+
+
 def main_peers(argv):
     a = parse_peers_args(argv)
     if not os.access(a.shardfs, os.X_OK):
         raise SystemExit(f"shardfs_bench.py --python-peers: {a.shardfs} is not an executable; "
                          "build first or pass --build-dir/--shardfs")
-    env = worker_env(a)
-    ok, why = probe(env, "shardfs.torch", "'shardfs', __import__('shardfs').__version__")
-    if not ok:
-        raise SystemExit(f"shardfs_bench.py --python-peers: cannot import shardfs.torch from "
-                         f"{a.build_dir}/src/python with {sys.executable} ({why}); build first")
-    avail = {"shardfs": (True, why), "wids": probe(env, "wids", "'wids'"),
-             "webdataset": probe(env, "webdataset",
-                                 "'webdataset', getattr(m, '__version__', '?')")}
     os.makedirs(a.workdir, exist_ok=True)
-    loadavg_start = os.getloadavg()
-    desc, data = make_dataset(a)
-    cold_ok, cold_why = can_drop_caches()
 
     def body(scratch):
+        ctx = {"loadavg_start": os.getloadavg()}
+        pkg = snapshot_package(a, scratch)
+        env = worker_env(pkg)
+        ok, why = probe(env, "shardfs.torch", "'shardfs', __import__('shardfs').__version__")
+        if not ok:
+            raise BenchError(f"cannot import shardfs.torch of {a.build_dir}/src/python with "
+                             f"{sys.executable} ({why}); build first")
+        avail = {"shardfs": (True, f"{why} ({package_identity(pkg)})"),
+                 "wids": probe(env, "wids", "'wids'"),
+                 "webdataset": probe(env, "webdataset",
+                                     "'webdataset', getattr(m, '__version__', '?')")}
+        desc, data = make_dataset(a)
+        cold_ok, cold_why = can_drop_caches()
+        ctx |= {"cold_runs": cold_ok, "cold_why": cold_why,
+                "libraries": {lib: why for lib, (_, why) in avail.items()}}
         rows = summarize(measure(a, env, desc, data, avail, cold_ok, scratch))
-        rep = {"schema": "shardfs-bench-peers/1",
-               "params": {k: getattr(a, k) for k in ("samples", "classes", "kib_min", "kib_max",
-                                                     "shard_size", "reps", "modes", "parts",
-                                                     "world", "workers", "batch",
-                                                     "shuffle_buffer", "seed")},
-               "environment": host_facts(a) | {
-                   "storage": storage_of(a.workdir), "cold_runs": cold_ok, "cold_why": cold_why,
-                   "libraries": {lib: why for lib, (_, why) in avail.items()},
-                   "interpreter": sys.executable, "loadavg_start": loadavg_start,
-                   "loadavg_end": os.getloadavg()},
-               "dataset": {"samples": data["samples"], "shards": data["shards"],
-                           "per_shard": [s["nsamples"] for s in data["shards"]],
-                           "shard_bytes": sum(s["bytes"] for s in data["shards"]),
-                           "jpg_bytes": med(data["jpg_bytes"]), "index": data["index"]},
-               "rows": rows, "target": target_of(rows)}
+        rep = peers_report(a, ctx, data, rows)
         print_peers_report(rep)
         write_report_json(a.json_out, rep)
         failed = [f"{part} {mode} {lib}" for part, modes in rows.items()
@@ -520,7 +565,4 @@ def main_peers(argv):
             log(f"FAILED: {', '.join(failed)}")
         return 1 if failed else 0
 
-    try:
-        return run_in_scratch(a.workdir, "run-", body)
-    except BenchError as e:
-        raise SystemExit(f"shardfs_bench.py --python-peers: {e}")
+    return run_in_scratch(a.workdir, "run-", body)
