@@ -144,9 +144,16 @@ class Index(_shardfs.Volume):
     folder inside an index.
 
     Reading: ``read(relpath, offset=0, size=-1) -> bytes``; ``open(relpath)``
-    (a read-only binary file). Metadata: ``stat``, ``lstat``, ``listdir``,
-    ``walk``, ``files(prefix)``, ``exists``, ``isdir``, ``isfile``,
-    ``readlink``. A context manager; ``close()``, ``closed``.
+    (a read-only binary file; text with mode "r"). Metadata: ``stat``,
+    ``lstat``, ``listdir``, ``walk``, ``files(prefix)``, ``exists``,
+    ``isdir``, ``isfile``, ``readlink``. A context manager; ``close()``,
+    ``closed``.
+
+    A container of the paths ``files()`` gives (every regular file and
+    symbolic link, never a directory): ``iter(ix)`` yields them in the same
+    order, lazily (one directory listed at a time); ``len(ix)`` counts them;
+    ``p in ix`` is true for exactly those paths. An Index is always true
+    (``bool(ix)``), as a file object is: ``len(ix) == 0`` tests for no files.
     """
 
     def __init__(self, path: StrPath, *, view: Optional[str] = None, rank: Optional[int] = None,
@@ -158,6 +165,7 @@ class Index(_shardfs.Volume):
                            cache_size, storage, decode_cache, max_open_shards)
         path = os.fsdecode(os.fspath(path))
         self._path = path
+        self._count: Optional[int] = None  # len(self), once counted.
         self._args: Dict[str, Any] = dict(
             view=view, rank=rank, world=world, seed=seed, rank_keep_dirs=rank_keep_dirs,
             verify=verify, cache_dir=cache_dir, cache_size=cache_size, storage=storage,
@@ -280,6 +288,61 @@ class Index(_shardfs.Volume):
         if text:
             return io.TextIOWrapper(buffered, encoding=encoding, errors=errors, newline=newline)
         return cast(BinaryIO, buffered)
+
+    # A container of the paths files() gives.
+
+    def __len__(self) -> int:
+        """The number of paths ``iter(self)`` and ``files()`` give: regular
+        files and symbolic links, a hard-linked file once per name; never
+        directories. Counted on the first call by a walk of the directory
+        records in the core, with no Python object per file (the index's own
+        count, ``shardfs index info``'s "files", counts file inodes of the
+        whole view: it differs with hard links, symbolic links and a
+        ``rank``'s share), then remembered: the index does not change while
+        open. ValueError after close()."""
+        if self.closed or self._count is None:
+            self._count = self._count_files()
+        return self._count
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        """The paths ``files()`` gives, in the same order, one directory
+        listed at a time: memory for the largest directory, not the tree."""
+        return self._iter_dir("")
+
+    def _iter_dir(self, top: str) -> Iterator[str]:
+        for name, mode in self._listdir(top):
+            path = f"{top}/{name}" if top else name
+            if _stat.S_ISDIR(mode):
+                yield from self._iter_dir(path)
+            else:
+                yield path
+
+    def __contains__(self, relpath: object) -> bool:
+        """True if ``relpath`` is one of the paths ``iter(self)`` gives: a
+        file or symbolic link (not followed) at a plain path ("a/b.jpg": no
+        ".", "..", empty, leading or trailing components) whose every
+        directory is a directory, not a link to one. A path is taken as every
+        method takes it (str, bytes, os.PathLike); anything else is not in
+        the index. Costs one lookup per component."""
+        if not isinstance(relpath, (str, bytes, os.PathLike)):
+            return False
+        rel = _rel(relpath)
+        if not rel or _plain(rel) != rel:
+            return False
+        try:
+            if _stat.S_ISDIR(self._stat_tuple(rel, False)[0]):
+                return False
+            slash = rel.find("/")
+            while slash != -1:  # Each directory on the way, no link.
+                if not _stat.S_ISDIR(self._stat_tuple(rel[:slash], False)[0]):
+                    return False
+                slash = rel.find("/", slash + 1)
+        except OSError:
+            return False
+        return True
 
     # Metadata.
 

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/strings.h"
 #include "index/index_reader.h"
 #include "index/schema.h"
 #include "src/indexref/index_ref.h"
@@ -460,6 +461,40 @@ std::vector<std::string> Files(Handle& h, const py::object& prefix_arg) {
   return out;
 }
 
+// How many paths Files("") gives (every file and symbolic link; each name of
+// a hard-linked file) under directory `dir`, counted in the same walk
+// without building them. The index's stored count is not this: it counts
+// file inodes of the whole view, not names, nor a rank's share.
+uint64_t CountFiles(const reader::Volume& v, InodeId dir) {
+  std::vector<InodeId> subdirs;
+  uint64_t n = 0;
+  Check(v.ListDir(dir,
+                  [&](std::string_view, const EntryRecord& rec) {
+                    if (rec.type == EntryType::kDir) {
+                      subdirs.push_back(rec.inode);
+                    } else {
+                      ++n;
+                    }
+                    return true;
+                  }),
+        "");
+  for (InodeId d : subdirs) n += CountFiles(v, d);
+  return n;
+}
+
+// The name of each shard of the index by number (what _placement gives):
+// its path, or its URL redacted, as `shardfs ls --json` names it.
+std::vector<std::string> ShardNames(Handle& h) {
+  std::shared_ptr<reader::Volume> v = h.Get();
+  py::gil_scoped_release nogil;
+  const index::IndexReader& r = v->fs().reader();
+  std::vector<std::string> out(r.shards().size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = RedactLocation(r.ShardPath(index::ShardId{static_cast<uint32_t>(i)}));
+  }
+  return out;
+}
+
 reader::VolumeOptions MakeOptions(std::optional<std::string> view, std::optional<uint32_t> rank,
                                   std::optional<uint32_t> world, uint64_t seed, bool rank_keep_dirs,
                                   const std::string& verify, const py::object& cache_dir,
@@ -570,6 +605,15 @@ PYBIND11_MODULE(_shardfs, m) {
       .def("_stat", &Stat, Drain(), py::arg("relpath"), py::arg("follow") = true)
       .def("_listdir", &ListDirPath, Drain(), py::arg("relpath"))
       .def("_files", &Files, Drain(), py::arg("prefix"))
+      .def(
+          "_count_files",
+          [](Handle& h) {
+            std::shared_ptr<reader::Volume> v = h.Get();
+            py::gil_scoped_release nogil;
+            return CountFiles(*v, index::kRootInode);
+          },
+          Drain())
+      .def("_shard_names", &ShardNames, Drain())
       .def(
           "_readlink",
           [](Handle& h, const py::object& path_arg) {
