@@ -1,6 +1,6 @@
-// IndexReader: what every reader shares (index/index_reader.h). Open picks
-// the implementation once; the checks and walks here are built on the
-// questions each implementation answers.
+// IndexReader: what every reader shares (index/index_reader.h): the checks
+// and walks built on the questions each implementation answers. Open, which
+// picks the implementation, is in index/index_reader_open.cc.
 #include "index/index_reader.h"
 
 #include <rocksdb/db.h>
@@ -12,9 +12,7 @@
 #include "base/parse.h"
 #include "base/strings.h"
 #include "index/db_options.h"
-#include "index/db_reader.h"
 #include "index/member_path.h"
-#include "index/union_reader.h"
 
 namespace shardfs::index {
 namespace fs = std::filesystem;
@@ -42,17 +40,6 @@ bool IsShardfsIndex(const std::string& path) {
   std::unique_ptr<rocksdb::DB> db(raw);
   std::string version;
   return db->Get(rocksdb::ReadOptions(), EncodeMetaKey(kMetaSchemaVersion), &version).ok();
-}
-
-Result<std::unique_ptr<IndexReader>> IndexReader::Open(const std::string& path,
-                                                       const ReaderOptions& options) {
-  std::unique_ptr<IndexReader> r;
-  if (IsManifestFile(path)) {
-    SHARDFS_ASSIGN_OR_RETURN(r, UnionReader::Open(path, options));
-  } else {
-    SHARDFS_ASSIGN_OR_RETURN(r, DbReader::Open(path, options));
-  }
-  return r;
 }
 
 const std::string& IndexReader::ShardPath(ShardId id) const {
