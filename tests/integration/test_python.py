@@ -115,7 +115,8 @@ def loose_files(root):
 def webdataset_samples(shards):
     """WebDataset's samples of `shards`, read with tarfile: adjacent members
     with the same key (base_plus_ext's regex), extensions lowercased, files
-    that do not match left out."""
+    that do not match left out; each with its shard and its number, as
+    webdataset's wids names them (`__shard__`, `__index__`)."""
     key_re = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
     samples = []
     for shard in shards:
@@ -130,7 +131,7 @@ def webdataset_samples(shards):
                     continue
                 key, ext = g.group(1), g.group(2).lower()
                 if current is None or current["__key__"] != key:
-                    current = {"__key__": key}
+                    current = {"__key__": key, "__shard__": shard, "__index__": len(samples)}
                     samples.append(current)
                 current[ext] = data
     return samples

@@ -41,9 +41,13 @@ ignore_missing_imports = True
 GOOD = '''
 import io
 import os
-from typing import BinaryIO, List, TextIO, Tuple
+from typing import Any, BinaryIO, Collection, Dict, Iterator, List, Optional, TextIO, Tuple
 import shardfs
 import shardfs.torch as st
+
+
+def caption(key: str, data: bytes) -> Optional[str]:
+    return data.decode() if key == ".txt" else None
 
 
 def use(path: str) -> None:
@@ -68,6 +72,11 @@ def use(path: str) -> None:
         t: TextIO = ix.open("a/c.json", "r", encoding="utf-8")
         print(version, data, many, names, target, st_, lst, flags, listed, f.read(), raw.read(1),
               t.read(), ix.path, ix.closed)
+        paths: Collection[str] = ix
+        count: int = len(ix)
+        has: bool = "a/b.jpg" in ix and b"a/b.jpg" in ix
+        each: Iterator[str] = iter(ix)
+        print(paths, count, has, next(each).upper(), [p.lower() for p in ix])
         try:
             ix.read("a")
         except (shardfs.CorruptShardError, shardfs.FetchError) as e1:
@@ -79,14 +88,24 @@ def use(path: str) -> None:
             print(missing)
     ix.close()
     ds = st.SampleDataset(path, view=None, root="", rank=None, world=None, seed=0,
-                          drop_last=False, keys=("jpg",))
+                          drop_last=False, decode=None, transform=None, extensions=("jpg",))
+    item: Dict[str, Any] = ds[0]
+    shard: str = item["__shard__"]
+    decoded = st.SampleDataset(path + "/train", decode="torchrgb",
+                               transform=lambda it: (it["jpg"], it["cls"]), extensions="jpg cls")
+    mine = st.SampleDataset(path, decode=caption, extensions=[".txt"])
+    decoder: st.Decoder = caption
+    specs: List[str] = list(st.IMAGE_DECODERS)
+    batch: List[Any] = decoded.__getitems__([0, 1])
     im = st.ImageFolder(path, None, None, lambda f: f.read(), None, False, root="train")
-    print(len(ds), len(im), ds.placements[0][0] + 1)
+    im2 = st.ImageFolder(path + "/train", loader=st.pil_loader)
+    print(len(ds), len(im), len(im2), ds.placements[0][0] + 1, shard, mine[0], decoder, specs,
+          batch, st.DEFAULT_DECODERS["cls"](b"1"))
     s = st.JobSampler(ds, rank=0, world=1, seed=0, shuffle=True, drop_last=False, block=64)
     s.set_epoch(1)
     e = st.EpochSampler(ds, 0, True, rank=0, world=1, drop_last=False)
     stream = st.SampleStream(path, rank=0, world=1, seed=0, shuffle_buffer=10, decode=None,
-                             keys=None, drop_last=False)
+                             extensions=None, drop_last=False)
     stream.set_epoch(2)
     share: List[int] = stream.worker_share(0, 2)
     print(list(s), list(e), len(stream), share)
@@ -109,7 +128,11 @@ def use(path: str) -> None:
     st.JobSampler(ds, 0, 1)  # wrong
     st.ImageFolder(path, allow_empty="yes")  # wrong
     ix.open("a", "w")  # wrong
-    print(text)
+    st.SampleDataset(path, decode=3)  # wrong
+    st.SampleDataset(path, decode=lambda data: data)  # wrong
+    n_files: str = len(ix)  # wrong
+    first_file: bytes = next(iter(ix))  # wrong
+    print(text, n_files, first_file)
 '''
 
 
@@ -148,7 +171,7 @@ class TypingTest(tl.ScratchTestCase):
     def test_signatures_and_version(self):
         for name in ("read", "read_many", "prefetch", "files", "readlink", "close", "open",
                      "stat", "lstat", "exists", "isdir", "isfile", "listdir", "walk",
-                     "__init__"):
+                     "__init__", "__len__", "__iter__", "__contains__"):
             sig = inspect.signature(getattr(shardfs.Index, name))
             self.assertIn("self", sig.parameters, name)
             for param in sig.parameters.values():

@@ -1,6 +1,7 @@
-// Helpers shared by the unit tests: temporary directories, running real
-// tools (tar, bsdtar, busybox, python3), files as bytes, and source trees
-// with hostile names to archive.
+// Helpers shared by the unit tests of every library (base/ and up):
+// temporary directories, running real tools (tar, bsdtar, busybox, python3),
+// files as bytes, and source trees with hostile names to archive. Uses base/
+// alone; what needs a library above it lives in tests/unit/<library>/.
 //
 // Truth in these tests comes from the source tree on disk and from other
 // programs' view of an archive, never from shardfs's own output.
@@ -10,14 +11,17 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
-#include "index/index_reader.h"
-#include "index/index_writer.h"
+#include "base/status.h"
 
 namespace shardfs::testing {
 
@@ -50,6 +54,20 @@ struct CommandResult {
 // Captures stdout and stderr.
 CommandResult Run(const std::vector<std::string>& argv, const std::string& cwd = "");
 
+// Runs `fn` (returning a Status) on a thread of its own and waits at most
+// `deadline` for it: a regression that blocks fails the test instead of
+// hanging the suite (the blocked thread is left behind; the process ends
+// without it). std::nullopt if `fn` did not return in time.
+template <typename Fn>
+std::optional<Status> WithDeadline(Fn fn,
+                                   std::chrono::seconds deadline = std::chrono::seconds(20)) {
+  auto promise = std::make_shared<std::promise<Status>>();
+  std::future<Status> done = promise->get_future();
+  std::thread([promise, fn] { promise->set_value(fn()); }).detach();
+  if (done.wait_for(deadline) != std::future_status::ready) return std::nullopt;
+  return done.get();
+}
+
 // The python3 the build found (meson's find_program), for tarfile.
 std::string Python3();
 
@@ -65,8 +83,6 @@ std::string UstarHeader(std::string_view name, char type, uint64_t size, int64_t
 // A ustar tar of one member, data.bin (0644, mtime 1600000000), holding
 // `content`, with its two end blocks: enough for the scanners.
 std::string OneMemberTar(const std::string& content);
-// `in` as one gzip member (zlib, level 6).
-std::string Gzip(const std::string& in);
 
 struct stat Lstat(const std::string& path);
 int64_t MtimeNs(const struct stat& st);
@@ -88,44 +104,6 @@ void BuildSourceTree(const std::string& root, TreeFlavor flavor);
 // The names directly in `dir`, bytewise sorted: the member list to hand a
 // tar writer so member names carry no "./" prefix.
 std::vector<std::string> TopLevelNames(const std::string& dir);
-
-}  // namespace shardfs::testing
-
-// Archive members made by hand, for the index writer and tree builder tests.
-// Files are in shard 0 with a checksum (0x1234 + size), uid 1000, gid 100.
-namespace shardfs::testing {
-
-index::MemberEntry FileMember(std::string path, uint64_t size, int64_t mtime_ns = 1,
-                              uint64_t offset = 512, uint32_t mode = 0644);
-index::MemberEntry DirMember(std::string path, int64_t mtime_ns = 1, uint32_t mode = 0755,
-                             uint32_t uid = 0);
-index::MemberEntry SymlinkMember(std::string path, std::string target, int64_t mtime_ns = 7);
-// Its size and mtime are junk: a hard link's data fields are ignored.
-index::MemberEntry HardLinkMember(std::string path, std::string target, uint64_t header_offset = 0);
-
-// Writes `members` as an index at `dir`/idx, with one shard `dir`/s.tar of
-// 1 MiB, and opens it. On failure records a test failure and returns nullptr.
-std::unique_ptr<index::IndexReader> BuildAndOpen(const std::string& dir,
-                                                 const std::vector<index::MemberEntry>& members,
-                                                 index::WriteStats* stats = nullptr);
-// The record at `path` (a test failure if there is none); its target is
-// cleared, as the bytes it pointed into are gone.
-index::EntryRecord EntryAt(const index::IndexReader& r, std::string_view path);
-
-// A fixture whose tests write members into a temporary folder of their own
-// and open the index (BuildAndOpen).
-class WriterFixture : public ::testing::Test {
- protected:
-  std::unique_ptr<index::IndexReader> Build(const std::vector<index::MemberEntry>& members,
-                                            index::WriteStats* stats = nullptr) {
-    return BuildAndOpen(dir_.path(), members, stats);
-  }
-  TempDir dir_;
-};
-bool PathExists(const index::IndexReader& r, std::string_view path);
-// The names in directory `dir` after `start_after`, in readdir order.
-std::vector<std::string> ChildNames(const index::IndexReader& r, index::InodeId dir,
-                                    std::string_view start_after = "");
 
 }  // namespace shardfs::testing
 

@@ -6,7 +6,9 @@
   memory.
 - ``SampleDataset``: WebDataset's samples (files grouped by key: the path up
   to the first dot of the name) with random access by index; each item a dict
-  ``{"__key__": key, "jpg": bytes, "json": bytes, ...}``.
+  ``{"__key__": key, "__shard__": shard, "__index__": i, "jpg": ..., ...}``,
+  the bytes decoded as webdataset's ``.decode(...)`` decodes them
+  (``decode=``).
 - ``JobSampler``: the sampler of a whole job for those two (map-style): each
   epoch a new seeded assignment of shards to ranks, the same on every rank,
   the rank's samples shuffled in blocks that keep reads near each other, and
@@ -38,49 +40,77 @@ reads the same shards every epoch, which then stay in its node's cache.
 Workers: a ``DataLoader``'s workers each read the indices their sampler
 hands them (a ``SampleStream``: its own run); the index is opened again in
 each worker after the fork, and uses the parent's cache.
+
+Paths: where a dataset takes an index (a ``shardfs.Index`` or what it
+opens), a path inside an index directory opens that index with the rest as
+``root=`` (a ``root=`` given too is taken inside it):
+``ImageFolder("data.idx/train")`` is ``ImageFolder("data.idx",
+root="train")``. ``shardfs.Index`` itself opens only an index.
 """
 
 from __future__ import annotations
 
 import io
 import multiprocessing
+import os
 import random
-import re
-from typing import (Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple,
-                    Union)
+import warnings
+from typing import (Any, BinaryIO, Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
+                    Tuple, Union)
 
 import torch.utils.data
 
 from . import Index, StrPath
-from . import _split
+from . import _errors, _split
+from ._samples import (DEFAULT_DECODERS, IMAGE_DECODERS, IMAGE_EXTENSIONS, Decoder, Item,
+                       decoders_for, extensions_arg, group_samples, read_sample)
 
 __all__ = ["ImageFolder", "SampleDataset", "JobSampler", "SampleStream", "EpochSampler",
-           "IMG_EXTENSIONS"]
+           "IMG_EXTENSIONS", "IMAGE_DECODERS", "IMAGE_EXTENSIONS", "DEFAULT_DECODERS", "Decoder",
+           "Item", "pil_loader"]
 
 # torchvision.datasets.folder.IMG_EXTENSIONS.
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
-# WebDataset's sample key (base_plus_ext in its tariterators.py): the
-# directory and the name up to its first dot; the rest is the extension.
-_KEY_RE = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
-
-
 Placement = Tuple[int, int]
 """Where a sample's first file lies: (shard number, offset in the shard)."""
-Members = List[Tuple[str, str]]
-"""A sample's files: (extension, path), in tree order."""
-Sample = Tuple[str, Members]
-"""A sample: its key and its files."""
-Item = Dict[str, Union[str, bytes]]
-"""What SampleDataset and SampleStream give: {"__key__": key, extension: bytes, ...}."""
-
-
-def _open(index: Union[Index, StrPath], view: Optional[str]) -> Index:
-    """``index`` as an open ``Index`` of ``view``: itself when it is one and
-    no view is asked for."""
+def _open(index: Union[Index, StrPath], view: Optional[str], root: str) -> Tuple[Index, str]:
+    """``index`` as an open ``Index`` of ``view`` (itself when it is one and
+    no view is asked for), and ``root`` inside it. A local path that is not
+    an index but lies inside an index directory (or manifest, or bundle)
+    opens that index, the rest of the path put before ``root``; otherwise
+    the error of opening the path itself, with its hint."""
+    root = root.strip("/")
     if isinstance(index, Index):
-        return index if view is None else Index(index.path, view=view)
-    return Index(index, view=view)
+        return (index if view is None else Index(index.path, view=view)), root
+    try:
+        return Index(index, view=view), root
+    except OSError:
+        found = _index_above(index, view)
+        if found is None:
+            raise
+    ix, rest = found
+    return ix, _join(rest, root) if root else rest
+
+
+def _index_above(path: StrPath, view: Optional[str]) -> Optional[Tuple[Index, str]]:
+    """The nearest index above local path ``path`` ("IDX/train/cat": IDX),
+    opened, and the rest of the path ("train/cat"); None if none is."""
+    cur = os.path.normpath(os.fsdecode(os.fspath(path)))
+    if "://" in cur:
+        return None
+    rest: List[str] = []
+    while True:
+        head, tail = os.path.split(cur)
+        if not head or not tail or head == cur:
+            return None
+        rest.insert(0, tail)
+        cur = head
+        if _errors._is_index_dir(cur) or os.path.isfile(cur):
+            try:
+                return Index(cur, view=view), "/".join(rest)
+            except OSError:
+                return None
 
 
 def _rank_world(rank: Optional[int], world: Optional[int], what: str) -> Tuple[int, int]:
@@ -107,10 +137,17 @@ def _join(a: str, b: str) -> str:
 
 def pil_loader(f: BinaryIO) -> Any:
     """Decodes an image from binary file object ``f`` to RGB, as torchvision's
-    ``pil_loader`` does from a path."""
+    ``pil_loader`` (and ``default_loader``) does from a path: ImageFolder's
+    default ``loader``."""
     from PIL import Image
     img = Image.open(f)
     return img.convert("RGB")
+
+
+def _name(f: object) -> str:
+    module = getattr(f, "__module__", None)
+    name = getattr(f, "__qualname__", None)
+    return f"{module}.{name}" if module and name else repr(f)
 
 
 class _Split:
@@ -130,7 +167,6 @@ class _Split:
                     drop_last: bool) -> None:
         if (rank is None) != (world is None):
             raise ValueError(f"{type(self).__name__}: rank and world go together")
-        self._placed = None
         if rank is None or world is None:
             return
         placed = self.placements
@@ -163,10 +199,21 @@ class ImageFolder(_Split, torch.utils.data.Dataset):
     ``seed``), in the order their bytes lie; the classes stay the whole
     tree's. Without them, give ``JobSampler`` the whole dataset.
 
-    ``loader`` gets a binary file object over a file's bytes (read at once)
-    and returns the sample (default: a PIL RGB image, as torchvision's);
-    ``is_valid_file`` gets a path; by default a file is valid if its name
-    ends in one of ``IMG_EXTENSIONS`` (any case).
+    ``index`` may be a path inside an index directory: ``ImageFolder(
+    "data.idx/train")`` is ``ImageFolder("data.idx", root="train")``. Where
+    ``root`` holds a single class folder that holds folders itself (a root
+    one level too high: "data.idx" for "data.idx/train/<class>"), a
+    UserWarning says so and names the root to give.
+
+    ``loader`` gets an open binary file object over a file's bytes (read at
+    once: what ``PIL.Image.open`` accepts), not a path, and returns the
+    sample; the default, ``pil_loader``, gives a PIL RGB image, as
+    torchvision's ``default_loader``. A loader that wants a path
+    (torchvision's ``default_loader``, or one calling ``open(path, "rb")``)
+    fails with a TypeError saying so: leave ``loader`` unset, or give a
+    function of a file object, e.g. ``lambda f: PIL.Image.open(f).convert(
+    "RGB")``. ``is_valid_file`` gets a path; by default a file is valid if
+    its name ends in one of ``IMG_EXTENSIONS`` (any case).
     """
 
     def __init__(self, index: Union[Index, StrPath], transform: Optional[Callable[[Any], Any]] = None,
@@ -176,8 +223,8 @@ class ImageFolder(_Split, torch.utils.data.Dataset):
                  *, view: Optional[str] = None, root: str = "", rank: Optional[int] = None,
                  world: Optional[int] = None, seed: int = 0, drop_last: bool = False,
                  extensions: Optional[Sequence[str]] = None) -> None:
-        self.index = _open(index, view)
-        self.root = root.strip("/")
+        self.index, self.root = _open(index, view, root)
+        self._placed = None
         self.transform = transform
         self.target_transform = target_transform
         self.loader = loader if loader is not None else pil_loader
@@ -189,6 +236,8 @@ class ImageFolder(_Split, torch.utils.data.Dataset):
             def is_valid_file(path: str) -> bool:
                 return path.lower().endswith(exts)
         self.classes, self.class_to_idx = self.find_classes(self.root)
+        if len(self.classes) == 1:
+            self._warn_one_class(self.classes[0])
         self.samples = self.make_dataset(self.root, self.class_to_idx, is_valid_file,
                                          allow_empty)
         self._keep(range(len(self.samples)))
@@ -209,6 +258,19 @@ class ImageFolder(_Split, torch.utils.data.Dataset):
             raise FileNotFoundError(f"Couldn't find any class folder in {directory!r} of "
                                     f"index {self.index.path}")
         return classes, {name: i for i, name in enumerate(classes)}
+
+    def _warn_one_class(self, name: str) -> None:
+        """A UserWarning if class folder ``name``, the only one, holds folders
+        itself: the classes are likely those, one level down."""
+        inner = _join(self.root, name)
+        if not any(self.index.isdir(_join(inner, n)) for n in self.index.listdir(inner)):
+            return
+        where = f"folder {self.root!r}" if self.root else "the root"
+        warnings.warn(
+            f"ImageFolder: {where} of index {self.index.path} has one class folder, {name!r}, "
+            f"so every sample is class 0; if the classes are the folders inside it, give "
+            f"root={inner!r} (or the path {os.path.join(self.index.path, inner)!r})",
+            UserWarning, stacklevel=3)
 
     def make_dataset(self, directory: str, class_to_idx: Dict[str, int],
                      is_valid_file: Callable[[str], bool],
@@ -236,7 +298,17 @@ class ImageFolder(_Split, torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> Tuple[Any, Any]:
         path, target = self.samples[i]
-        sample = self.loader(io.BytesIO(self.index.read(path)))
+        try:
+            sample = self.loader(io.BytesIO(self.index.read(path)))
+        except (TypeError, AttributeError) as e:
+            if "BytesIO" not in str(e):
+                raise
+            raise TypeError(
+                f"ImageFolder: loader {_name(self.loader)} failed on {path!r} of index "
+                f"{self.index.path} ({e}): a loader gets an open binary file object (what "
+                f"PIL.Image.open accepts), not a path. Leave loader= unset (pil_loader: RGB, as "
+                f"torchvision's default_loader), or give a function of a file object, e.g. "
+                f"loader=lambda f: PIL.Image.open(f).convert(\"RGB\")") from e
         if self.transform is not None:
             sample = self.transform(sample)
         if self.target_transform is not None:
@@ -253,51 +325,51 @@ class ImageFolder(_Split, torch.utils.data.Dataset):
         return [self[i] for i in indices]
 
 
-def _group_samples(index: Index, root: str, keys: Optional[Sequence[str]]) -> List[Sample]:
-    """WebDataset's samples of the files under ``root``: ``[(key, [(ext,
-    path), ...]), ...]`` in tree order of their first file (SampleDataset
-    says the rule)."""
-    root = root.strip("/")
-    prefix = f"{root}/" if root else ""
-    samples: List[Sample] = []
-    where: Dict[str, int] = {}
-    for path in index.files(prefix):
-        m = _KEY_RE.match(path)
-        if not m:
-            continue
-        key, ext = m.group(1), m.group(2).lower()
-        if keys is not None and ext not in keys:
-            continue
-        i = where.get(key)
-        if i is None:
-            where[key] = len(samples)
-            samples.append((key, [(ext, path)]))
-            continue
-        members = samples[i][1]
-        if any(e == ext for e, _ in members):
-            raise ValueError(f"{path}: a second {ext!r} file of sample {key!r} in index "
-                             f"{index.path}")
-        members.append((ext, path))
-    return samples
-
-
-def _read_sample(index: Index, key: str, members: Members) -> Item:
-    item: Item = {"__key__": key}
-    for ext, path in members:
-        item[ext] = index.read(path)
-    return item
-
-
 class SampleDataset(_Split, torch.utils.data.Dataset):
     """WebDataset's samples over the files under ``root`` of an index, with
-    random access: item ``i`` is ``{"__key__": key, ext: bytes, ...}``.
+    random access: item ``i`` is a dict as webdataset gives it,
+    ``{"__key__": key, "__shard__": shard, "__index__": i, ext: value, ...}``:
+    ``__shard__`` the path (or URL) of the shard its first file lies in, as
+    the index names it (``shardfs ls --json``), ``__index__`` its index in
+    this dataset, and one entry per file of the sample, by extension.
 
     A file's key is its path up to the first dot of its name and its
     extension the rest, lowercased (WebDataset's rule,
     ``^((?:.*/|)[^.]+)[.]([^/]*)$``); files that do not match (no dot, a
     dotfile) are left out, as WebDataset leaves them out. Samples are in
-    tree order of their first file; with ``keys``, only those extensions.
-    Raises ValueError if a key has one extension twice.
+    tree order of their first file. Raises ValueError if a key has one
+    extension twice. ``index`` may be a path inside an index directory
+    ("data.idx/train": ``root="train"`` of "data.idx").
+
+    ``extensions``: only files of these extensions (a list, or a str of
+    them separated by spaces; "jpg" or ".jpg"); the others are neither read
+    nor in the item. ``keys=`` was its name: it still works for this
+    release, with a DeprecationWarning, and will go, since in webdataset a
+    sample's key is ``__key__``.
+
+    ``decode``: None (the default) leaves each entry bytes. A str decodes
+    images (``IMAGE_EXTENSIONS``: jpg, jpeg, png, ppm, pgm, pbm, bmp, webp,
+    tif, tiff) as webdataset's ``.decode(str)``, one of ``IMAGE_DECODERS``:
+    "pil" (a PIL image, RGB), "torchrgb" or "torch" (a float tensor,
+    channels x height x width, in [0, 1]), "rgb8" (a numpy uint8 array,
+    height x width x channels), "l" (numpy float32, height x width), ... A
+    callable ``decode(key, data)`` gets each entry's name with a leading dot
+    (".jpg", ".seg.png", as webdataset's decoders get it, so its handlers
+    work here) and its bytes, and returns the value, or None to leave the
+    entry to the defaults. Whenever ``decode`` is not None, entries nothing
+    else decoded go through ``DEFAULT_DECODERS``: ``cls``/``cls2``/``index``
+    to int, ``txt``/``text`` to str, ``json``/``jsn`` to objects, ``npy`` to a
+    numpy array (``allow_pickle=False``); entries of other extensions stay
+    bytes. ``pyd``, ``pickle`` and ``pth`` are never unpickled (unpickling
+    runs code the bytes name): decode them with your own callable if you
+    trust the shards. A decoder's error carries a note naming the file.
+
+    ``transform`` is applied to each decoded item (the dict) last.
+
+    Costs: item ``i`` is one call reading all its files at once
+    (``Index.read_many``), then its decoders; ``__getitems__`` (a
+    ``DataLoader``'s batch) one call for the whole batch. Each sample's files
+    and shard are found when the dataset is made, not per item.
 
     ``rank``, ``world``, ``seed`` and ``drop_last``: rank ``rank``'s fixed
     share, as ``ImageFolder``'s.
@@ -306,32 +378,75 @@ class SampleDataset(_Split, torch.utils.data.Dataset):
     def __init__(self, index: Union[Index, StrPath], *, view: Optional[str] = None,
                  root: str = "", rank: Optional[int] = None, world: Optional[int] = None,
                  seed: int = 0, drop_last: bool = False,
-                 keys: Optional[Sequence[str]] = None) -> None:
-        self.index = _open(index, view)
-        self.samples = _group_samples(self.index, root, keys)
+                 decode: Union[None, str, Decoder] = None,
+                 transform: Optional[Callable[[Item], Any]] = None,
+                 extensions: Optional[Iterable[str]] = None,
+                 keys: Optional[Iterable[str]] = None) -> None:
+        wanted = extensions_arg(extensions, keys, "SampleDataset")
+        self.index, self.root = _open(index, view, root)
+        self.samples = group_samples(self.index, self.root, wanted)
+        self.decode = decode
+        self.transform = transform
+        self._decoders = decoders_for(decode, {e for _, exts, _ in self.samples for e in exts})
+        self._custom: Optional[Decoder] = decode if callable(decode) else None
+        self._placed = _placements(self.index, self._first_files())
         self._keep(range(len(self.samples)))
         self._take_share(rank, world, seed, drop_last)
+        names = self.index._shard_names()
+        self._shard_of = [names[shard] for shard, _ in self.placements]  # Per sample.
 
     def _keep(self, which: Sequence[int]) -> None:
         self.samples = [self.samples[i] for i in which]
-        self.keys = [k for k, _ in self.samples]
+        self.keys = [k for k, _, _ in self.samples]
 
     def _first_files(self) -> List[str]:
-        return [members[0][1] for _, members in self.samples]
+        return [paths[0] for _, _, paths in self.samples]
 
     def __len__(self) -> int:
         return len(self.samples)
 
-    def __getitem__(self, i: int) -> Item:
-        key, members = self.samples[i]
-        return _read_sample(self.index, key, members)
+    def _item(self, i: int, key: str, exts: Tuple[str, ...], datas: Sequence[bytes],
+              paths: Tuple[str, ...]) -> Any:
+        item: Item = {"__key__": key, "__shard__": self._shard_of[i], "__index__": i}
+        if self.decode is None:
+            item.update(zip(exts, datas))
+        else:
+            for ext, data, path in zip(exts, datas, paths):
+                try:
+                    item[ext] = self._decode1(ext, data)
+                except Exception as e:
+                    e.add_note(f"decoding {path} of index {self.index.path}")
+                    raise
+        return self.transform(item) if self.transform is not None else item
 
-    def __getitems__(self, indices: Sequence[int]) -> List[Item]:
+    def _decode1(self, ext: str, data: bytes) -> Any:
+        if self._custom is not None:
+            value = self._custom("." + ext, data)
+            if value is not None:
+                return value
+        f = self._decoders[ext]
+        return data if f is None else f(data)
+
+    def __getitem__(self, i: int) -> Any:
+        key, exts, paths = self.samples[i]
+        if i < 0:
+            i += len(self.samples)
+        return self._item(i, key, exts, self.index._read_many(paths), paths)
+
+    def __getitems__(self, indices: Sequence[int]) -> List[Any]:
         """Items ``indices``, as ``[self[i] for i in indices]``: what a
-        ``DataLoader`` asks of a batch, the kernel asked for every member
-        file first (``Index.prefetch``)."""
-        self.index.prefetch([path for i in indices for _, path in self.samples[i][1]])
-        return [self[i] for i in indices]
+        ``DataLoader`` asks of a batch, every file of the batch read in one
+        call (``Index.read_many``)."""
+        n = len(self.samples)
+        which = [i if i >= 0 else i + n for i in indices]
+        samples = [self.samples[i] for i in which]
+        datas = self.index._read_many([p for _, _, paths in samples for p in paths])
+        out: List[Any] = []
+        at = 0
+        for i, (key, exts, paths) in zip(which, samples):
+            out.append(self._item(i, key, exts, datas[at:at + len(exts)], paths))
+            at += len(exts)
+        return out
 
 
 class JobSampler(torch.utils.data.Sampler):
@@ -403,8 +518,9 @@ class SampleStream(torch.utils.data.IterableDataset):
     batches a ``DataLoader`` makes number the same on every rank. Over the
     ranks, every sample once per epoch, padding aside.
 
-    An item is ``{"__key__": key, ext: bytes, ...}`` (SampleDataset's), or
-    what ``decode(item)`` returns. ``rank`` and ``world`` default to
+    An item is ``{"__key__": key, ext: bytes, ...}``, or what
+    ``decode(item)`` returns; ``extensions`` (``keys=`` before, deprecated)
+    and ``index`` as SampleDataset's. ``rank`` and ``world`` default to
     torch.distributed's. ``set_epoch`` reaches the workers of a
     ``DataLoader``, persistent ones (``persistent_workers=True``) too: the
     epoch is a value in shared memory, which forked and spawned workers
@@ -415,11 +531,13 @@ class SampleStream(torch.utils.data.IterableDataset):
                  root: str = "", rank: Optional[int] = None, world: Optional[int] = None,
                  seed: int = 0, shuffle_buffer: int = 1000,
                  decode: Optional[Callable[[Item], Any]] = None,
-                 keys: Optional[Sequence[str]] = None, drop_last: bool = False) -> None:
-        self.index = _open(index, view)
+                 keys: Optional[Iterable[str]] = None, drop_last: bool = False,
+                 extensions: Optional[Iterable[str]] = None) -> None:
+        wanted = extensions_arg(extensions, keys, "SampleStream")
+        self.index, self.root = _open(index, view, root)
         self.rank, self.world = _rank_world(rank, world, "SampleStream")
-        self.samples = _group_samples(self.index, root, keys)
-        self.placements = _placements(self.index, [m[0][1] for _, m in self.samples])
+        self.samples = group_samples(self.index, self.root, wanted)
+        self.placements = _placements(self.index, [paths[0] for _, _, paths in self.samples])
         _split.check_rank(self.rank, self.world)
         self.count = _split.equal_count(len(self.samples), self.world, drop_last)
         if shuffle_buffer < 0:
@@ -455,8 +573,7 @@ class SampleStream(torch.utils.data.IterableDataset):
         share = self.worker_share(worker, workers)
         rng = random.Random(_split.mixed_seed(self.seed, self.epoch, self.rank, worker, 2))
         for i in _buffer_shuffle(share, self.shuffle_buffer, rng):
-            key, members = self.samples[i]
-            item = _read_sample(self.index, key, members)
+            item = read_sample(self.index, self.samples[i])
             yield self.decode(item) if self.decode is not None else item
 
 

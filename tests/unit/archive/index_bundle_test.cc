@@ -15,7 +15,7 @@
 
 #include "base/fd.h"
 #include "index/index_reader.h"
-#include "tests/unit/test_util.h"
+#include "tests/unit/index/index_test_util.h"
 
 namespace shardfs::archive {
 namespace {

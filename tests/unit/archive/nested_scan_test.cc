@@ -11,6 +11,7 @@
 #include "base/coding.h"
 #include "src/archive/tar_writer.h"
 #include "src/codec/encoded_member.h"
+#include "tests/unit/codec/codec_test_util.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::archive {

@@ -2,6 +2,8 @@
 // inflated (central entries sharing one local header; declared sizes past the
 // ratio bound), over zips built in memory; and what is not a bomb (two
 // entries of one name with local headers of their own).
+#include "src/archive/zip_scanner.h"
+
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "base/coding.h"
-#include "src/archive/zip_scanner.h"
 #include "src/codec/encoded_member.h"
 
 namespace shardfs::archive {

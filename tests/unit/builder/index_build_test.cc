@@ -1,5 +1,6 @@
 // tools/builder/index_build.h: the index does not depend on the number of jobs; a
-// later shard wins a path; a bad shard fails the build and publishes nothing.
+// later shard wins a path; a bad shard (a FIFO too) fails the build and
+// publishes nothing.
 #include "tools/builder/index_build.h"
 
 #include <gmock/gmock.h>
@@ -10,6 +11,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,7 @@ namespace shardfs::builder {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using testing::CommandResult;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -306,6 +309,27 @@ TEST(IndexBuildTest, AnEmptyPartPublishesAnEmptyTree) {
   index::EntryRecord rec;
   index::RecordHolder holder;
   EXPECT_FALSE((*reader)->LookupPath("f", &rec, &holder).ok());
+}
+
+// A FIFO given as a shard fails the build (ScanTar refuses it without
+// blocking: tests/unit/archive/tar_scanner_special_test.cc) and nothing is
+// published.
+TEST(TarScannerSpecialTest, BuildIndexRefusesAFifoAndPublishesNothing) {
+  TempDir dir;
+  const std::string fifo = dir / "pipe.tar";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  IndexBuildOptions o;
+  o.inputs = {fifo};
+  o.out = dir / "idx";
+  o.quiet = true;
+  std::optional<Status> s = testing::WithDeadline([o] {
+    Result<IndexBuildReport> r = BuildIndex(o);
+    return r.ok() ? Status::Ok() : r.status();
+  });
+  ASSERT_TRUE(s.has_value()) << "BuildIndex blocked on a FIFO";
+  EXPECT_EQ(s->code(), Status::Code::kInvalidArgument) << s->message();
+  EXPECT_THAT(s->message(), AllOf(HasSubstr(fifo), HasSubstr("is a FIFO")));
+  EXPECT_EQ(shardfs::testing::WalkTree(dir.path()), std::vector<std::string>{"pipe.tar"});
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/unit/test_util.h"
+#include "tests/unit/index/index_test_util.h"
 
 namespace shardfs::builder {
 namespace {

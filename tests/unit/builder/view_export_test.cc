@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/unit/test_util.h"
+#include "tests/unit/index/index_test_util.h"
 #include "tools/builder/view_create.h"
 #include "tools/builder/view_diff.h"
 

@@ -1,8 +1,8 @@
 // bzip2 random access (src/codec/bzip2_block.h): the bit copier, the one-block
 // stream builder (byte for byte libbz2's own stream for a one-block input),
 // the magic search and the candidate filter on synthetic buffers and on a
-// block crafted to hold a false magic, and every block of a compressed tar
-// indexed by ScanCompressedTarFd decoding back to the exact stream.
+// block crafted to hold a false magic (the decoding of every block that
+// ScanCompressedTarFd indexes: tests/unit/archive/ctar_scanner_test.cc).
 #include "src/codec/bzip2_block.h"
 
 #include <bzlib.h>
@@ -17,38 +17,15 @@
 #include "base/io.h"
 #include "gtest/gtest.h"
 #include "index/schema.h"
-#include "src/archive/ctar_scanner.h"
 #include "src/codec/ctar_codec.h"
-#include "tests/unit/test_util.h"
+#include "tests/unit/codec/codec_test_util.h"
 
 namespace shardfs::codec {
 namespace {
 
-using shardfs::testing::OneMemberTar;
-
-std::string Bzip2(const std::string& in, int level) {
-  std::string out(in.size() + in.size() / 100 + 1000, '\0');
-  unsigned n = static_cast<unsigned>(out.size());
-  const int r = BZ2_bzBuffToBuffCompress(out.data(), &n, const_cast<char*>(in.data()),
-                                         static_cast<unsigned>(in.size()), level, 0, 0);
-  EXPECT_EQ(r, BZ_OK);
-  out.resize(n);
-  return out;
-}
-
-std::string Mixed(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s;
-  while (s.size() < n) {
-    if (rng() % 2) {
-      for (int i = 0; i < 2048; ++i) s.push_back(static_cast<char>(rng()));
-    } else {
-      s += std::string(1000 + rng() % 3000, static_cast<char>('a' + rng() % 26));
-    }
-  }
-  s.resize(n);
-  return s;
-}
+using shardfs::testing::Bzip2;
+using shardfs::testing::FalseMagicData;
+using shardfs::testing::Mixed;
 
 int Bit(std::string_view s, uint64_t i) {
   return (static_cast<uint8_t>(s[i / 8]) >> (7 - i % 8)) & 1;
@@ -153,38 +130,6 @@ TEST(Bzip2BlockTest, MultiBlockStreamDecodesBlockByBlock) {
   EXPECT_EQ(back, data);
 }
 
-// The bytes whose symbol map (16-bit map of 16-byte ranges, then a 16-bit
-// map per used range) spells the block magic: ranges 0x3141 = {2, 3, 7, 9,
-// 15}, range 2's map 0x5926, range 3's 0x5359. A block of only these bytes
-// carries a false magic 105 bits after its own (48 magic, 32 CRC, 1
-// randomised, 24 origPtr).
-std::string FalseMagicAlphabet() {
-  std::string a;
-  for (int r : {2, 3}) {
-    const unsigned map = r == 2 ? 0x5926 : 0x5359;
-    for (int i = 0; i < 16; ++i) {
-      if (map & (0x8000u >> i)) a.push_back(static_cast<char>(r * 16 + i));
-    }
-  }
-  for (int c : {0x70, 0x90, 0xf0}) a.push_back(static_cast<char>(c));
-  return a;
-}
-
-std::string FalseMagicData(size_t n, uint32_t seed) {
-  const std::string a = FalseMagicAlphabet();
-  std::mt19937 rng(seed);
-  // No byte twice in a row: a run of 4 would add its count byte to the map.
-  std::string s(n, '\0');
-  char prev = 0;
-  for (char& c : s) {
-    do {
-      c = a[rng() % a.size()];
-    } while (c == prev);
-    prev = c;
-  }
-  return s;
-}
-
 TEST(Bzip2BlockTest, CandidateFilterSkipsAFalseMagic) {
   const std::string data = FalseMagicData(60000, 1);
   const std::string bz = Bzip2(data, 1);
@@ -204,74 +149,6 @@ TEST(Bzip2BlockTest, CandidateFilterSkipsAFalseMagic) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->end, b->end);
   EXPECT_FALSE(DecodeFirstValid(bz, 32, {first}, 1, out.data(), out.size()).ok());
-}
-
-Status Scan(const std::string& bz, archive::CompressedScan* scan) {
-  UniqueFd fd(::memfd_create("bz2", MFD_CLOEXEC));
-  if (!WriteFully(fd.get(), bz.data(), bz.size())) return Status::IoError("write");
-  archive::ShardInfo info;
-  archive::ScanOptions so;
-  return archive::ScanCompressedTarFd(
-      "t.tar.bz2", fd.get(), index::Codec::kBzip2, 1 << 20, so,
-      [](archive::ScannedMember&&) { return Status::Ok(); }, &info, scan);
-}
-
-TEST(Bzip2BlockTest, EveryIndexedBlockDecodesToTheStream) {
-  // Two streams (as pbzip2 and concatenated files give), of several blocks
-  // each, one of them from the false-magic alphabet.
-  const std::string tar = OneMemberTar(Mixed(300000, 9) + FalseMagicData(250000, 2));
-  const std::string bz = Bzip2(tar.substr(0, 250000), 1) + Bzip2(tar.substr(250000), 1);
-  archive::CompressedScan scan;
-  Status s = Scan(bz, &scan);
-  ASSERT_TRUE(s.ok()) << s.message();
-  ASSERT_EQ(scan.table.decoded_size, tar.size());
-  ASSERT_GE(scan.table.points.size(), 5u);
-  int last_in_stream = 0;
-  for (size_t i = 0; i < scan.table.points.size(); ++i) {
-    const index::SeekPoint& p = scan.table.points[i];
-    ASSERT_EQ(p.kind, index::SeekKind::kBzip2Block);
-    EXPECT_EQ(p.check & index::kBzip2LevelMask, 1);
-    last_in_stream += (p.check & index::kBzip2LastInStream) != 0;
-    const uint64_t from = IntervalInputStart(scan.table, i);
-    const uint64_t to = IntervalInputEnd(scan.table, i, bz.size());
-    Result<std::string> out =
-        DecodeInterval("t.tar.bz2", scan.table, i, "", std::string_view(bz).substr(from, to - from),
-                       kMaxIntervalBytes);
-    ASSERT_TRUE(out.ok()) << out.status().message();
-    ASSERT_EQ(*out, tar.substr(p.decoded, scan.table.End(i) - p.decoded)) << "block " << i;
-    Result<std::string> cut =
-        DecodeInterval("t.tar.bz2", scan.table, i, "",
-                       std::string_view(bz).substr(from, (to - from) / 2), kMaxIntervalBytes);
-    EXPECT_FALSE(cut.ok());
-  }
-  EXPECT_EQ(last_in_stream, 2);
-  // The table round-trips through its encoding.
-  std::string v;
-  index::EncodeSeekTable(scan.table, &v);
-  index::SeekTable back;
-  ASSERT_TRUE(index::DecodeSeekTable(v, &back).ok());
-  EXPECT_EQ(back.points, scan.table.points);
-}
-
-TEST(Bzip2BlockTest, BuildRefusesDamage) {
-  const std::string tar = OneMemberTar(Mixed(200000, 4));
-  const std::string bz = Bzip2(tar, 1);
-  archive::CompressedScan scan;
-  // Trailing garbage, truncation, a flipped bit, a wrong stream CRC.
-  Status s = Scan(bz + "junk", &scan);
-  EXPECT_NE(s.message().find("at compressed byte " + std::to_string(bz.size())), std::string::npos)
-      << s.message();
-  s = Scan(bz.substr(0, bz.size() - 7), &scan);
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("t.tar.bz2"), std::string::npos);
-  std::string flipped = bz;
-  flipped[bz.size() / 3] ^= 0x04;
-  EXPECT_FALSE(Scan(flipped, &scan).ok());
-  std::string crc = bz;
-  crc[crc.size() - 2] ^= 0x01;  // Inside the combined CRC (or its padding).
-  s = Scan(crc, &scan);
-  EXPECT_FALSE(s.ok());
-  EXPECT_TRUE(Scan(bz, &scan).ok());
 }
 
 }  // namespace

@@ -17,7 +17,7 @@
 
 #include "index/external_sort.h"
 #include "index/index_writer.h"
-#include "tests/unit/test_util.h"
+#include "tests/unit/index/index_test_util.h"
 
 namespace shardfs::index {
 namespace {

@@ -1,5 +1,5 @@
 // index/index_reader.h on damaged indexes: an index written by the real
-// writer, then edited with RocksDB directly (tests/unit/index_surgery.h).
+// writer, then edited with RocksDB directly (tests/unit/index/index_surgery.h).
 // Open must refuse bad meta values with a Status naming the index, the key
 // and the value; records whose fields would be used as sizes or indices must
 // come back as Corruption, never be handed on.
@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,10 +16,8 @@
 #include "index/index_reader.h"
 #include "index/index_writer.h"
 #include "index/schema.h"
-#include "src/erofs/tree.h"
-#include "tests/unit/index_surgery.h"
+#include "tests/unit/index/index_surgery.h"
 #include "tests/unit/test_util.h"
-#include "tools/pack/verify.h"
 
 namespace shardfs::index {
 namespace {
@@ -203,43 +200,9 @@ TEST_F(IndexReaderCorruptTest, MaxInodeBeyondTheKeysOfTheIndexIsRefused) {
   ExpectOpenFails(Status::Code::kCorruption, {"'max_inode'", std::to_string(huge), "keys"});
 }
 
-// A directory that lists its ancestor (the root's record under a/up): the
-// kernel mount's one walk of the tree (src/erofs/tree.h) stops with
-// Corruption naming the directory, where it would list a, a/up, a/up/a, ...
-// without end.
-TEST_F(IndexReaderCorruptTest, ADirectoryListingItsAncestorStopsTheErofsWalk) {
-  std::string root_value;
-  {
-    std::unique_ptr<IndexReader> r = OpenOk();
-    ASSERT_TRUE(r);
-    EntryRecord root;
-    RecordHolder holder;
-    ASSERT_TRUE(r->GetInode(kRootInode, &root, &holder).ok());
-    EncodeEntry(root, &root_value);
-  }
-  DirentKeyBuffer dkey;
-  Edit({{std::string(EncodeDirentKey(kDefaultView, kDirA, "up", dkey)), root_value}});
-  std::unique_ptr<IndexReader> r = OpenOk();
-  ASSERT_TRUE(r);
-  Result<erofs::ErofsTree> tree = erofs::ErofsTreeFromIndex(
-      *r, [](ShardId) -> Result<int> { return Status::Corruption("no shard is read here"); });
-  ASSERT_FALSE(tree.ok());
-  EXPECT_EQ(tree.status().code(), Status::Code::kCorruption) << tree.status().message();
-  EXPECT_THAT(tree.status().message(),
-              AllOf(HasSubstr(idx_), HasSubstr("directory '/a' lists 'up', directory inode 1, "
-                                               "which is already in the tree (a loop)")));
-  // verify's walk of the index (its listing grew without end) stops the
-  // same way (index/walk_guard.h); `ls -R` keeps the same guard.
-  std::filesystem::create_directories(dir_ / "src");
-  pack::VerifyOptions vo;
-  vo.index = idx_;
-  vo.src = dir_ / "src";
-  vo.quiet = true;
-  pack::VerifyReport report;
-  Status v = pack::Verify(vo, &report);
-  EXPECT_EQ(v.code(), Status::Code::kCorruption) << v.message();
-  EXPECT_THAT(v.message(), HasSubstr("which is already in the tree (a loop)"));
-}
+// A directory that lists its ancestor stops the walks of the tree: the
+// kernel mount's (tests/unit/erofs/tree_test.cc) and verify's
+// (tests/unit/pack/verify_test.cc), over WriteIndexWithALoop's index.
 
 TEST_F(IndexReaderCorruptTest, EveryNumericMetaValueMustBeADecimalNumber) {
   const std::string_view names[] = {kMetaFiles, kMetaDirs,     kMetaSymlinks,

@@ -1,4 +1,4 @@
-#include "tests/unit/index_surgery.h"
+#include "tests/unit/index/index_surgery.h"
 
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>

@@ -2,8 +2,8 @@
 // RocksDB directly, the way damage or a hand edit would, so that tests can
 // see what the reader and the CLI make of it. Used by the unit tests and by
 // the `index_surgery` helper the integration tests run.
-#ifndef SHARDFS_TESTS_UNIT_INDEX_SURGERY_H_
-#define SHARDFS_TESTS_UNIT_INDEX_SURGERY_H_
+#ifndef SHARDFS_TESTS_UNIT_INDEX_INDEX_SURGERY_H_
+#define SHARDFS_TESTS_UNIT_INDEX_INDEX_SURGERY_H_
 
 #include <optional>
 #include <string>
@@ -22,4 +22,4 @@ std::string EditIndex(const std::string& index_path, const std::vector<KeyEdit>&
 
 }  // namespace shardfs::testing
 
-#endif  // SHARDFS_TESTS_UNIT_INDEX_SURGERY_H_
+#endif  // SHARDFS_TESTS_UNIT_INDEX_INDEX_SURGERY_H_

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "index/schema.h"
-#include "tests/unit/index_surgery.h"
+#include "tests/unit/index/index_surgery.h"
 
 int main(int argc, char** argv) {
   if (argc != 4) {

@@ -11,7 +11,7 @@
 
 #include "index/index_reader.h"
 #include "index/index_writer.h"
-#include "tests/unit/test_util.h"
+#include "tests/unit/index/index_test_util.h"
 
 namespace shardfs::index {
 namespace {

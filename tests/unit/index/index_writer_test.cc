@@ -16,7 +16,7 @@
 #include "index/db_options.h"
 #include "index/index_reader.h"
 #include "index/schema.h"
-#include "tests/unit/test_util.h"
+#include "tests/unit/index/index_test_util.h"
 
 namespace shardfs::index {
 namespace {

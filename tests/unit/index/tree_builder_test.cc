@@ -14,7 +14,7 @@
 #include "index/index_reader.h"
 #include "index/member_path.h"
 #include "index/tree_emitter.h"
-#include "tests/unit/test_util.h"
+#include "tests/unit/index/index_test_util.h"
 
 namespace shardfs::index {
 namespace {

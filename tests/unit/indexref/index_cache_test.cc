@@ -16,8 +16,8 @@
 
 #include "src/archive/index_bundle.h"
 #include "src/indexref/index_ref.h"
-#include "tests/unit/remote_test_util.h"
-#include "tests/unit/test_util.h"
+#include "tests/unit/index/index_test_util.h"
+#include "tests/unit/remote/remote_test_util.h"
 
 namespace shardfs::indexref {
 namespace {

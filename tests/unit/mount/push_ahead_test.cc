@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
+#include <xxhash.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,7 +23,8 @@
 #include <thread>
 #include <vector>
 
-#include "tests/unit/reader_test_util.h"
+#include "tests/unit/codec/codec_test_util.h"
+#include "tests/unit/reader/reader_test_util.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::mount {
@@ -54,7 +57,6 @@ PushOptions DropBehindOnly(bool drop) {
   return Patient(
       {.sequential_bytes = 0, .random_bytes = 0, .shard_readahead = 0, .drop_behind = drop});
 }
-using reader_testing::IndexShards;
 using reader_testing::InodeOf;
 using reader_testing::OpenFs;
 using shardfs::testing::TempDir;
@@ -126,8 +128,9 @@ class PushAheadTest : public ::testing::Test {
     shardfs::testing::WriteFile(src_ + "/c/f0", shardfs::testing::PseudoRandomBytes(500, 61));
   }
 
-  void Tar(const std::string& shard, const std::vector<std::string>& names) {
-    reader_testing::Tar(src_, shard, names);
+  reader_testing::TestShard WriteShard(const std::string& shard,
+                                       const std::vector<std::string>& names) {
+    return reader_testing::WriteShard(src_, shard, names);
   }
 
   std::string WrittenShard(const std::string& dir, int count, size_t size, uint64_t seed);
@@ -139,8 +142,7 @@ class PushAheadTest : public ::testing::Test {
 
   // Indexes one shard of the tree in tree order and opens it.
   std::unique_ptr<Filesystem> OpenTree(FilesystemOptions o = {}) {
-    Tar(dir_ / "s.tar", TreeOrder());
-    reader_testing::IndexShards({dir_ / "s.tar"}, idx_);
+    reader_testing::IndexShards({WriteShard(dir_ / "s.tar", TreeOrder())}, idx_);
     return reader_testing::OpenFs(idx_, o);
   }
 
@@ -152,8 +154,7 @@ class PushAheadTest : public ::testing::Test {
     shardfs::testing::WriteFile(src_ + "/0-pad", shardfs::testing::PseudoRandomBytes(80000, 62));
     std::vector<std::string> names = TreeOrder();
     names.insert(names.begin(), "0-pad");
-    Tar(dir_ / "s.tar", names);
-    reader_testing::IndexShards({dir_ / "s.tar"}, idx_);
+    reader_testing::IndexShards({WriteShard(dir_ / "s.tar", names)}, idx_);
     auto fs = reader_testing::OpenFs(idx_);
     EXPECT_TRUE(fs);
     std::vector<PlannedFile> files;
@@ -302,8 +303,7 @@ TEST_F(PushAheadTest, PlansTheFilesThatFollowInTheShard) {
 TEST_F(PushAheadTest, NothingWhenTheShardIsNotInInodeOrder) {
   std::vector<std::string> names = TreeOrder();
   std::reverse(names.begin(), names.end());
-  Tar(dir_ / "s.tar", names);
-  reader_testing::IndexShards({dir_ / "s.tar"}, idx_);
+  reader_testing::IndexShards({WriteShard(dir_ / "s.tar", names)}, idx_);
   auto fs = reader_testing::OpenFs(idx_);
   ASSERT_TRUE(fs);
   RecordingStore store;
@@ -312,9 +312,9 @@ TEST_F(PushAheadTest, NothingWhenTheShardIsNotInInodeOrder) {
 }
 
 TEST_F(PushAheadTest, StopsAtTheShardBoundary) {
-  Tar(dir_ / "s1.tar", {"a", "a/f0", "a/f1", "a/f2"});
-  Tar(dir_ / "s2.tar", {"a/f3", "a/f4"});
-  reader_testing::IndexShards({dir_ / "s1.tar", dir_ / "s2.tar"}, idx_);
+  reader_testing::IndexShards({WriteShard(dir_ / "s1.tar", {"a", "a/f0", "a/f1", "a/f2"}),
+                               WriteShard(dir_ / "s2.tar", {"a/f3", "a/f4"})},
+                              idx_);
   auto fs = reader_testing::OpenFs(idx_);
   ASSERT_TRUE(fs);
   RecordingStore store;
@@ -877,8 +877,7 @@ std::string PushAheadTest::WrittenShard(const std::string& dir, int count, size_
     names.push_back(n);
   }
   std::string shard = dir_ / (dir + ".tar");
-  Tar(shard, names);
-  reader_testing::IndexShards({shard}, idx_);
+  reader_testing::IndexShards({WriteShard(shard, names)}, idx_);
   int fd = ::open(shard.c_str(), O_RDONLY);
   EXPECT_GE(fd, 0);
   EXPECT_EQ(::fsync(fd), 0);
@@ -996,14 +995,42 @@ TEST(PushHintTest, DecodedReadsAreBytesAndPushAheadLeavesThemAlone) {
   const std::string src = dir / "src";
   fs::create_directories(src);
   const std::string text = std::string(50000, 'z') + "the end\n";
-  shardfs::testing::WriteFile(src + "/a.txt", text);
   shardfs::testing::WriteFile(src + "/b.txt", text);
+  index::IndexWriter w;
+  // a.txt deflated in a zip, its compressed bytes after a local header's
+  // worth of bytes nothing reads.
   const std::string zip = dir / "z.zip";
+  const std::string deflated = shardfs::testing::RawDeflate(text);
+  shardfs::testing::WriteFile(zip, std::string(64, 'L') + deflated);
+  index::ShardMeta zip_meta = reader_testing::ShardMetaOf(zip);
+  zip_meta.flags |= index::kShardZip;
+  index::MemberEntry a;
+  a.path = "a.txt";
+  a.mode = 0644;
+  a.size = text.size();
+  a.offset = 64;
+  a.shard = w.AddShard(zip_meta);
+  a.has_checksum = true;
+  a.xxh3 = XXH3_64bits(text.data(), text.size());
+  w.AddMember(a);
+  w.SetEncoded(0, {.method = index::kMethodDeflate,
+                   .comp_offset = 64,
+                   .comp_size = deflated.size(),
+                   .crc32 = static_cast<uint32_t>(
+                       ::crc32(0, reinterpret_cast<const Bytef*>(text.data()), text.size()))});
+  // b.txt in a gzip-compressed tar.
   const std::string tar = dir / "t.tar";
-  ASSERT_TRUE(shardfs::testing::Run({"zip", "-q", "-j", zip, src + "/a.txt"}).ok());
-  reader_testing::Tar(src, tar, {"b.txt"});
-  ASSERT_TRUE(shardfs::testing::Run({"gzip", tar}).ok());
-  IndexShards({zip, tar + ".gz"}, dir / "idx");
+  reader_testing::TestShard t = reader_testing::WriteShard(src, tar, {"b.txt"});
+  const std::string tar_bytes = shardfs::testing::ReadFile(tar);
+  shardfs::testing::WriteFile(tar + ".gz", shardfs::testing::Gzip(tar_bytes));
+  const index::ShardId gz =
+      reader_testing::AddGzipShard(&w, tar + ".gz", tar_bytes.size(), {index::SeekPoint{}});
+  for (index::MemberEntry m : t.members) {
+    m.shard = gz;
+    w.AddMember(std::move(m));
+  }
+  Result<index::WriteStats> written = w.Finish(dir / "idx", index::WriteOptions{});
+  ASSERT_TRUE(written.ok()) << written.status().message();
   auto fsys = reader_testing::OpenFs(dir / "idx");
   ASSERT_TRUE(fsys);
   RecordingStore store;

@@ -1,6 +1,8 @@
-// The pure parts of pack: WebDataset's sample key and the order pack stores
-// entries in (samples whole, directories before their contents), from
-// tools/pack/pack_plan.h; shard name patterns, from tools/pack/shard_name.h.
+// tools/pack/pack_plan.h, the pure parts of pack: WebDataset's sample key and
+// the order pack stores entries in (samples whole, directories before their
+// contents).
+#include "tools/pack/pack_plan.h"
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -10,8 +12,6 @@
 #include <vector>
 
 #include "index/member_path.h"
-#include "tools/pack/pack_plan.h"
-#include "tools/pack/shard_name.h"
 
 namespace shardfs::pack {
 namespace {
@@ -210,23 +210,6 @@ TEST(SampleOrderTest, ListOrderIsKeptAndDirectoriesComeFirst) {
   const std::vector<std::string> a = PlannedPaths(scan, o);
   scan.listed.clear();
   EXPECT_EQ(a, PlannedPaths(scan, o));
-}
-
-TEST(ShardNameTest, OneIntegerConversion) {
-  Result<ShardNamePattern> p = ParseShardName("train-%06d.tar");
-  ASSERT_TRUE(p.ok()) << p.status().message();
-  EXPECT_EQ(p->Format(42), "train-000042.tar");
-  EXPECT_TRUE(p->Matches("train-000042.tar", false));
-  EXPECT_FALSE(p->Matches("train-000042.tar.tmp", false));
-  EXPECT_TRUE(p->Matches("train-000042.tar.tmp", true));
-  EXPECT_FALSE(p->Matches("train-42x.tar", false));
-  EXPECT_FALSE(p->Matches("other-000042.tar", false));
-  Result<ShardNamePattern> pct = ParseShardName("100%%-%u.tar");
-  ASSERT_TRUE(pct.ok()) << pct.status().message();
-  EXPECT_EQ(pct->Format(7), "100%-7.tar");
-  for (const char* bad : {"train.tar", "a-%d-%d.tar", "a-%s.tar", "dir/%d.tar"}) {
-    EXPECT_EQ(ParseShardName(bad).status().code(), Status::Code::kInvalidArgument) << bad;
-  }
 }
 
 }  // namespace

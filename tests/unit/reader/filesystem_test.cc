@@ -1,6 +1,6 @@
 // src/reader/filesystem.h called directly, no FUSE: the tree, attributes and bytes
-// it serves over an index of a real tar, compared with the source tree; and
-// what it does when a shard changes under it.
+// it serves over an index of a shard written from a source tree, compared with
+// that tree; and what it does when a shard changes under it.
 #include "src/reader/filesystem.h"
 
 #include <fcntl.h>
@@ -24,31 +24,25 @@
 #include "base/io.h"
 #include "index/fingerprint.h"
 #include "index/index_reader.h"
-#include "tests/unit/reader_test_util.h"
+#include "tests/unit/reader/reader_test_util.h"
 #include "tests/unit/test_util.h"
-#include "tools/builder/index_build.h"
 
 namespace shardfs::reader {
 namespace {
 
 namespace fs = std::filesystem;
 using index::EntryType;
-using reader_testing::IndexShards;
 using reader_testing::InodeOf;
 using reader_testing::OpenFs;
-using shardfs::testing::CommandResult;
 using shardfs::testing::TempDir;
 using ::testing::HasSubstr;
 
-// Archives the top-level names of `src` into `shard` (GNU tar, posix
-// format: nanosecond mtimes) and indexes it at `idx`.
+// Writes everything below `src` into `shard` (reader_testing::WriteShard,
+// in name order: a directory before what it holds) and indexes it at `idx`.
 void MakeIndexedShard(const std::string& src, const std::string& shard, const std::string& idx,
                       bool checksum = true) {
-  std::vector<std::string> argv = {"tar", "--format=posix", "-C", src, "-cf", shard};
-  for (const std::string& n : testing::TopLevelNames(src)) argv.push_back(n);
-  CommandResult r = testing::Run(argv);
-  ASSERT_TRUE(r.ok()) << r.describe;
-  reader_testing::IndexShards({shard}, idx, checksum);
+  reader_testing::IndexShards({reader_testing::WriteShard(src, shard, testing::WalkTree(src))}, idx,
+                              checksum);
 }
 
 std::unique_ptr<Filesystem> Open(const std::string& idx, FilesystemOptions options = {}) {

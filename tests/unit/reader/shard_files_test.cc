@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/unit/reader_test_util.h"
+#include "tests/unit/reader/reader_test_util.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::reader {
@@ -31,14 +31,15 @@ class ShardFilesTest : public ::testing::Test {
   void SetUp() override {
     std::string src = dir_ / "src";
     fs::create_directories(src);
+    std::vector<reader_testing::TestShard> written;
     for (int i = 0; i < 2; ++i) {
       std::string name = "f" + std::to_string(i);
       shardfs::testing::WriteFile(src + "/" + name,
                                   shardfs::testing::PseudoRandomBytes(5000 + i, 70 + i));
       shards_.push_back(dir_ / ("s" + std::to_string(i) + ".tar"));
-      reader_testing::Tar(src, shards_.back(), {name});
+      written.push_back(reader_testing::WriteShard(src, shards_.back(), {name}));
     }
-    reader_testing::IndexShards(shards_, dir_ / "idx");
+    reader_testing::IndexShards(written, dir_ / "idx");
     auto r = index::IndexReader::Open(dir_ / "idx");
     ASSERT_TRUE(r.ok()) << r.status().message();
     for (uint32_t i = 0; i < shards_.size(); ++i) {

@@ -1,5 +1,5 @@
-// src/codec/ctar_codec.h's bound on the compressed bytes of one interval, as the
-// mount reads a compressed tar (src/reader/stream_reader.h): an index whose
+// src/reader/stream_reader.h held to src/codec/ctar_codec.h's bound on the
+// compressed bytes of one interval of a compressed tar: an index whose
 // seek table makes an interval span more than kMaxIntervalInputBytes of the
 // shard is refused (Corruption naming the shard and the seek point) before
 // anything is allocated or read; the last interval of an honest shard with
@@ -7,14 +7,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <string>
 
+#include "index/index_writer.h"
 #include "index/schema.h"
-#include "src/archive/tar_writer.h"
 #include "src/codec/ctar_codec.h"
-#include "tests/unit/index_surgery.h"
-#include "tests/unit/reader_test_util.h"
+#include "tests/unit/codec/codec_test_util.h"
+#include "tests/unit/index/index_surgery.h"
+#include "tests/unit/reader/reader_test_util.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::reader {
@@ -24,15 +26,22 @@ using reader_testing::InodeOf;
 using shardfs::testing::TempDir;
 using ::testing::HasSubstr;
 
-void AddFile(std::string* tar, std::string_view path, std::string_view data) {
-  archive::TarMember m;
+// Appends a member `path` holding `data` to the tar bytes `tar` and returns
+// it as the index records it.
+index::MemberEntry AddFile(std::string* tar, std::string_view path, std::string_view data) {
+  index::MemberEntry m;
   m.path = path;
   m.mode = 0644;
   m.mtime_ns = 1'600'000'000'000'000'000;
   m.size = data.size();
-  archive::AppendTarHeader(m, tar);
+  m.header_offset = tar->size();
+  m.offset = tar->size() + 512;
+  m.has_checksum = true;
+  m.xxh3 = XXH3_64bits(data.data(), data.size());
+  *tar += shardfs::testing::UstarHeader(path, '0', data.size(), 1'600'000'000);
   tar->append(data);
-  tar->resize(archive::TarPadded(tar->size()), '\0');
+  tar->resize((tar->size() + 511) / 512 * 512, '\0');
+  return m;
 }
 
 Status ReadFile(Filesystem& fs, std::string_view path, std::string* out) {
@@ -49,17 +58,30 @@ TEST(IntervalInputTest, AnIntervalSpanningMoreThanTheBoundIsRefusedBeforeItIsRea
   // up to 100 MiB (accepted as padding): more than the bound after the last
   // point.
   std::string first, second;
-  AddFile(&first, "a", std::string(5000, 'a'));
-  AddFile(&second, "b", std::string(7000, 'b'));
-  second.append(archive::kTarTrailer, '\0');
+  index::MemberEntry a = AddFile(&first, "a", std::string(5000, 'a'));
+  index::MemberEntry b = AddFile(&second, "b", std::string(7000, 'b'));
+  b.header_offset += first.size();
+  b.offset += first.size();
+  second.append(1024, '\0');
   const std::string shard = dir / "s.tar.gz";
   constexpr uint64_t kShardSize = uint64_t{100} << 20;
   static_assert(kShardSize > codec::kMaxIntervalInputBytes);
-  shardfs::testing::WriteFile(shard,
-                              shardfs::testing::Gzip(first) + shardfs::testing::Gzip(second));
+  const std::string gz_first = shardfs::testing::Gzip(first);
+  shardfs::testing::WriteFile(shard, gz_first + shardfs::testing::Gzip(second));
   ASSERT_EQ(::truncate(shard.c_str(), kShardSize), 0);
   const std::string idx = dir / "idx";
-  reader_testing::IndexShards({shard}, idx);
+  {
+    index::IndexWriter w;
+    index::SeekPoint at_second;
+    at_second.decoded = first.size();
+    at_second.compressed = gz_first.size();
+    a.shard = b.shard = reader_testing::AddGzipShard(&w, shard, first.size() + second.size(),
+                                                     {index::SeekPoint{}, at_second});
+    w.AddMember(a);
+    w.AddMember(b);
+    Result<index::WriteStats> written = w.Finish(idx, index::WriteOptions{});
+    ASSERT_TRUE(written.ok()) << written.status().message();
+  }
 
   std::string got;
   {

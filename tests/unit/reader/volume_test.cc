@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/unit/reader_test_util.h"
+#include "tests/unit/reader/reader_test_util.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::reader {
@@ -32,8 +32,10 @@ class VolumeTest : public ::testing::Test {
               {"top.txt", "at the top\n"}};
     for (const auto& [path, data] : files_) shardfs::testing::WriteFile(src + "/" + path, data);
     ASSERT_EQ(::symlink("d/one.txt", (src + "/link").c_str()), 0);
-    reader_testing::Tar(src, dir_ / "s.tar", {"d", "d/one.txt", "d/two.bin", "top.txt", "link"});
-    reader_testing::IndexShards({dir_ / "s.tar"}, dir_ / "idx");
+    reader_testing::IndexShards(
+        {reader_testing::WriteShard(src, dir_ / "s.tar",
+                                    {"d", "d/one.txt", "d/two.bin", "top.txt", "link"})},
+        dir_ / "idx");
   }
 
   std::unique_ptr<Volume> Open() {

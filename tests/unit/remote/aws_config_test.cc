@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "tests/unit/remote_test_util.h"
+#include "tests/unit/remote/remote_test_util.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::remote {

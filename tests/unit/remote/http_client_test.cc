@@ -20,7 +20,7 @@
 #include "src/remote/request_stats.h"
 #include "src/remote/retry.h"
 #include "src/remote/url.h"
-#include "tests/unit/remote_test_util.h"
+#include "tests/unit/remote/remote_test_util.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::remote {

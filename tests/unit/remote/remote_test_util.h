@@ -2,8 +2,8 @@
 // loopback HTTP server whose answers each test scripts (206s, 503s, 429 +
 // Retry-After, resets and stalls mid-body, 412s, wrong totals, S3 listing
 // pages). No network beyond 127.0.0.1.
-#ifndef SHARDFS_TESTS_UNIT_REMOTE_TEST_UTIL_H_
-#define SHARDFS_TESTS_UNIT_REMOTE_TEST_UTIL_H_
+#ifndef SHARDFS_TESTS_UNIT_REMOTE_REMOTE_TEST_UTIL_H_
+#define SHARDFS_TESTS_UNIT_REMOTE_REMOTE_TEST_UTIL_H_
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -236,4 +236,4 @@ inline FetchOptions FastOptions() {
 
 }  // namespace shardfs::remote
 
-#endif  // SHARDFS_TESTS_UNIT_REMOTE_TEST_UTIL_H_
+#endif  // SHARDFS_TESTS_UNIT_REMOTE_REMOTE_TEST_UTIL_H_

@@ -6,13 +6,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
 #include "src/remote/aws_config.h"
 #include "src/remote/http_client.h"
 #include "src/remote/request_stats.h"
-#include "tests/unit/remote_test_util.h"
+#include "tests/unit/remote/remote_test_util.h"
 
 namespace shardfs::remote {
 namespace {
@@ -151,6 +152,23 @@ TEST_F(S3ListTest, ListS3StopsAfterMaxPages) {
   EXPECT_THAT(list.status().message(), HasSubstr("s3://bkt/d/: the listing goes on past 5 pages"));
   EXPECT_THAT(list.status().message(), HasSubstr("--max-list-pages"));
   EXPECT_EQ(server.requests().size(), 5u);
+}
+
+// The listing's sizes are read with base's ParseDecimal, which takes every
+// 64-bit value: 20 digits included.
+TEST(DecimalCallersTest, S3ListingSizesUpTo2To64Minus1) {
+  auto p = ParseListObjectsV2(
+      "<ListBucketResult><Contents><Key>a</Key><Size>18446744073709551615</Size></Contents>"
+      "<Contents><Key>b</Key><Size>10000000000000000000</Size></Contents></ListBucketResult>");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->objects.size(), 2u);
+  EXPECT_EQ(p->objects[0].size, UINT64_MAX);
+  EXPECT_EQ(p->objects[1].size, 10000000000000000000u);
+  auto over = ParseListObjectsV2(
+      "<ListBucketResult><Contents><Key>a</Key><Size>18446744073709551616</Size></Contents>"
+      "</ListBucketResult>");
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().message(), "S3 listing: object a has no valid <Size>");
 }
 
 }  // namespace
