@@ -54,6 +54,7 @@ import io
 import multiprocessing
 import os
 import random
+import stat
 import warnings
 from typing import (Any, BinaryIO, Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
                     Tuple, Union)
@@ -263,7 +264,8 @@ class ImageFolder(_Split, torch.utils.data.Dataset):
         """A UserWarning if class folder ``name``, the only one, holds folders
         itself: the classes are likely those, one level down."""
         inner = _join(self.root, name)
-        if not any(self.index.isdir(_join(inner, n)) for n in self.index.listdir(inner)):
+        # One listing, modes included: a class folder may hold a million files.
+        if not any(stat.S_ISDIR(mode) for _, mode in self.index._listdir(inner)):
             return
         where = f"folder {self.root!r}" if self.root else "the root"
         warnings.warn(
