@@ -68,12 +68,12 @@ def loader_of(a, rank, world):
         return torch.utils.data.DataLoader(ds, sampler=sampler, **common), sampler
     import shardfs.torch as st
     if a.mode == "sampler":
-        ds = st.SampleDataset(a.index, keys=("jpg",))
+        ds = st.SampleDataset(a.index, extensions=("jpg",))
         sampler = st.JobSampler(ds, seed=a.seed)  # rank and world: torch.distributed's.
         common["collate_fn"] = lambda b: [jpg_item(x) for x in b]
         return torch.utils.data.DataLoader(ds, sampler=sampler, **common), sampler
     stream = st.SampleStream(a.index, seed=a.seed, shuffle_buffer=32, decode=jpg_item,
-                             keys=("jpg",))
+                             extensions=("jpg",))
     return torch.utils.data.DataLoader(stream, **common), stream
 
 
