@@ -60,10 +60,12 @@ std::string ChunkIdentity(const index::IndexReader& r, uint32_t i) {
                      state);
 }
 
-// Opens the chunk cache for a volume on network storage without cache_dir:
-// in the first usable default root, which every process of this user on the
-// node shares, else in memory (src/reader/storage_plan.h). Sets `dir` to
-// where it is ("" in memory).
+// Opens the chunk cache for a volume without cache_dir whose shards cross a
+// network (remote shards, or local ones on network storage): in the first
+// usable default root, which every process of this user on the node shares
+// (a mount, each rank, each forked or spawned DataLoader worker: a chunk is
+// fetched once per node), else in memory (src/reader/storage_plan.h). Sets
+// `dir` to where it is ("" in memory).
 Result<std::unique_ptr<reader::ChunkCache>> OpenAutoCache(
     reader::ChunkCacheOptions co, const std::vector<reader::ChunkShard>& shards,
     const VolumeOptions& o, std::string* dir) {
@@ -135,7 +137,7 @@ Result<std::unique_ptr<reader::ShardFetcher>> MakeFetcher(const VolumeOptions& o
                 : o.cache_dir.empty() ? VolumeOptions::kDefaultMemoryCache
                                       : VolumeOptions::kDefaultDiskCache;
   std::unique_ptr<reader::ChunkCache> cache;
-  if (network && o.cache_dir.empty()) {
+  if (o.cache_dir.empty()) {  // Remote shards, or local ones on network storage.
     SHARDFS_ASSIGN_OR_RETURN(cache, OpenAutoCache(co, chunk_shards, o, dir));
   } else {
     SHARDFS_ASSIGN_OR_RETURN(cache, reader::ChunkCache::Open(co, std::move(chunk_shards)));

@@ -56,8 +56,11 @@ struct VolumeOptions {
   // instead of refused (a caller that asks for checks where they exist).
   bool verify_where_possible = false;
   // Keeps the chunks of shards on disk in this directory (and puts local
-  // shards behind the cache too); "": remote shards' chunks in memory. Also
-  // where an index by URL is cached ("": the default index cache).
+  // shards behind the cache too); "": remote shards' chunks, and those of
+  // local shards on network storage, in the node-local default cache that
+  // every process of the user on the node shares (in memory where no
+  // default root is usable). Also where an index by URL is cached ("": the
+  // default index cache).
   std::string cache_dir;
   uint64_t cache_size = 0;  // Bytes of the chunk cache; 0: the defaults below.
   // Whether local shards are on network storage, and are then read through

@@ -433,11 +433,13 @@ class CacheTest(RemoteTestCase):
                     self.assertEqual(p.wait(timeout=120), 0)
                 for m in mnts:
                     self.assert_tree(m)
-            # Per rank: each fetches only the shards of its share.
+            # Per rank: each fetches only the shards of its share (each from
+            # a cold cache of its own: the node-local one holds them all now).
             fetched = []
             for r in range(3):
                 proxy.reset_counters()
-                with Mount(idx, mnts[r], "chunk_size=64K,rank=%d,world=3" % r):
+                with Mount(idx, mnts[r], "chunk_size=64K,rank=%d,world=3,cache_dir=%s" % (
+                        r, self.scratch("cold%d" % r))):
                     for dirpath, _, files in os.walk(mnts[r]):
                         for f in files:
                             p = os.path.join(dirpath, f)

@@ -163,7 +163,10 @@ class TrustTest(ScratchTestCase):
                 self.assertEqual(self.read(mnt), self.want["f1.bin"])
             server.misbehave(SHARD, body=self.middle_replaced,
                              last_modified="Wed, 01 Jan 2020 00:00:00 GMT")
-            with Mount(idx, mnt, OPTS):
+            # A cold cache of its own: the node-local cache holds the bytes
+            # as indexed (fetched while the server still had them), which it
+            # would serve; here the server's answer is what is judged.
+            with Mount(idx, mnt, OPTS + ",cache_dir=" + self.scratch("cold")):
                 self.assert_eio(mnt)
 
     def test_without_an_etag_last_modified_is_held_to(self):

@@ -146,11 +146,8 @@ class SharedCacheTest(ScratchTestCase):
     def run_epoch(self, run, go, procs):
         """Waits for every reader to be ready, lets them go and waits for
         them to end (each within 120 s)."""
-        # Every process has opened its index before any forks: RocksDB's
-        # timer thread, started by the first open, holds its lock while it
-        # starts (and at each wake-up), and a fork() at that moment leaves
-        # the lock held in the child, whose own open then waits for ever. A
-        # race of fork() with RocksDB, not of the cache: left to its own fix.
+        # Every process has opened its index before any forks, so that the
+        # epoch's processes and workers read at the same time.
         for p, proc in enumerate(procs):
             ready = os.path.join(run, "p%d.ready" % p)
             while not os.path.exists(ready) and proc.poll() is None:
@@ -175,11 +172,12 @@ class SharedCacheTest(ScratchTestCase):
                          ["shardfs-chunks-v3"])
         return os.path.join(root, "shardfs-chunks-v3")
 
-    def http_epoch(self, web, idx, processes, workers):
-        """An epoch over http with one fresh cache_dir; (requests, bytes)
-        the server answered for it."""
+    def http_epoch(self, web, idx, processes, workers, default_cache=False):
+        """An epoch over http with one fresh cache_dir (or, with
+        default_cache, none: the default cache in a fresh $XDG_CACHE_HOME);
+        (requests, bytes) the server answered for it."""
         before = len(web.access_entries())
-        self.epoch(idx, processes, workers, cache=self.scratch("cache"))
+        self.epoch(idx, processes, workers, cache=None if default_cache else self.scratch("cache"))
         served = web.access_entries()[before:]
         for method, path, status, _, rng in served:
             self.assertEqual((method, status), ("GET", 206), (path, rng))
@@ -190,12 +188,17 @@ class SharedCacheTest(ScratchTestCase):
             idx = self.build(web.url)
             alone = self.http_epoch(web, idx, 1, 2)
             shared = self.http_epoch(web, idx, 4, 2)
+            # No cache_dir given: remote shards use the node-local default.
+            default = self.http_epoch(web, idx, 4, 2, default_cache=True)
         print("shards: %d bytes; one process x 2 workers: %d chunk fetches, %d bytes (%.2fx); "
-              "4 processes x 2 workers: %d chunk fetches, %d bytes (%.2fx)" % (
+              "4 processes x 2 workers: %d chunk fetches, %d bytes (%.2fx); the same with the "
+              "default cache: %d, %d bytes (%.2fx)" % (
                   self.shard_bytes, alone[0], alone[1], alone[1] / self.shard_bytes,
-                  shared[0], shared[1], shared[1] / self.shard_bytes))
+                  shared[0], shared[1], shared[1] / self.shard_bytes,
+                  default[0], default[1], default[1] / self.shard_bytes))
         self.assertLessEqual(alone[1], 1.1 * self.shard_bytes)
         self.assertLessEqual(shared[1], 1.1 * self.shard_bytes)
+        self.assertLessEqual(default[1], 1.1 * self.shard_bytes)
 
     def test_network_storage_shares_the_default_cache(self):
         netfs_testlib.require_root()

@@ -24,7 +24,7 @@ An ``Index`` may be used from many threads at once (lookups and reads release
 the GIL) and survives ``fork()``: a child process (a PyTorch ``DataLoader``
 worker) opens the index again on its first call, with the parent's chunk
 cache directory: every process of a user on a node shares one (its
-``cache_dir``, or on network storage the default one), so each chunk is
+``cache_dir``, or for remote shards and on network storage the default one), so each chunk is
 fetched once per node. A forked child of a process that opened
 an index ends, after Python's own finalisation and ``atexit`` functions,
 without running C++ static destructors (RocksDB's static timer, copied from
