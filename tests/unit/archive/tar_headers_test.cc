@@ -56,7 +56,7 @@ std::string Sparse10(uint64_t extra, std::string_view map_text = "2\n0\n4096\n10
 
 std::string End() { return std::string(1024, '\0'); }
 
-std::vector<ScannedMember> ScanAll(const std::string& tar, Status* status) {
+std::vector<ScannedMember> ScanBytes(const std::string& tar, Status* status) {
   std::vector<ScannedMember> out;
   ShardInfo info;
   *status = ScanTarBytes(
@@ -95,7 +95,7 @@ TEST(TarHeadersTest, PaxPathAndGnuNameAreBothSeenInEitherOrder) {
     EXPECT_EQ(*e.path, "pax-name");
     EXPECT_EQ(e.own_header, ext.size());
     Status s;
-    std::vector<ScannedMember> m = ScanAll(tar, &s);
+    std::vector<ScannedMember> m = ScanBytes(tar, &s);
     ASSERT_TRUE(s.ok()) << s.message();
     ASSERT_EQ(m.size(), 1u);
     EXPECT_EQ(m[0].path, "pax-name");
@@ -140,7 +140,7 @@ TEST(TarHeadersTest, ScannerGoesOnAfterASparse10MemberWhereItsDeclaredSizeEnds) 
     const std::string first = Sparse10(extra);
     const std::string tar = first + Member("b", '0', "foo\n") + End();
     Status s;
-    std::vector<ScannedMember> m = ScanAll(tar, &s);
+    std::vector<ScannedMember> m = ScanBytes(tar, &s);
     ASSERT_TRUE(s.ok()) << "extra " << extra << ": " << s.message();
     ASSERT_EQ(m.size(), 2u) << "extra " << extra;
     EXPECT_TRUE(m[0].sparse);
@@ -166,7 +166,7 @@ TEST(TarHeadersTest, ASparse10MemberWhoseMapOverrunsItsDataIsRefused) {
   std::string tar = Member("PaxHeader/a", 'x', recs) + Header("GNUSparseFile/a", '0', data.size()) +
                     Pad(data) + Member("b", '0', "foo\n") + End();
   Status s;
-  ScanAll(tar, &s);
+  ScanBytes(tar, &s);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("member 'a' at byte 0"));
 }
