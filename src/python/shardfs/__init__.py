@@ -56,6 +56,12 @@ logged before the fork. Without a handler configured, Python's last-resort
 handler prints warnings and errors; ``logging.getLogger("shardfs")``
 filters or silences them.
 
+Writing. ``shardfs.Index.build(out, shards, ...)`` builds an index from
+shards and ``shardfs.pack(src, out, ...)`` packs a loose tree, as ``shardfs
+index build`` and ``shardfs pack`` do, and return it opened: see
+``shardfs._write``. Their extension module, ``shardfs._build``, is imported
+only then: reading never loads the write side.
+
 ``shardfs.torch`` (imported only when asked) has PyTorch datasets over an
 index; ``shardfs.fsspec`` the index as an fsspec filesystem (the protocol
 ``shardfs``, found by fsspec through the package's entry point).
@@ -108,9 +114,11 @@ except ImportError:
 from . import _errors  # after _shardfs: it drains the core's messages at exit
 from ._errors import (CorruptShardError, Error, FetchError, IsADirError, NotADirError,
                       NotFoundError)
+from . import _write  # The write side's checks; its extension is imported when called.
+from ._write import pack
 
 __all__ = ["CorruptShardError", "Error", "FetchError", "Index", "IsADirError", "NotADirError",
-           "NotFoundError", "StrPath", "__version__"]
+           "NotFoundError", "StrPath", "__version__", "pack"]
 
 __version__: str = _shardfs.__version__
 """The version of shardfs this package was built from (``shardfs --version``)."""
@@ -181,6 +189,55 @@ class Index(_shardfs.Volume):
     # Pickled (a DataLoader started with "spawn") as what opens it again.
     def __reduce__(self) -> Tuple[Any, Tuple[()]]:
         return (functools.partial(Index, self._path, **self._args), ())
+
+    # Building.
+
+    @classmethod
+    @_write.known_keywords
+    def build(cls, out: StrPath, shards: Union[StrPath, Iterable[StrPath]], *,
+              force: bool = False, jobs: Optional[int] = None,
+              memory: Optional[_write.Size] = None, checksum: bool = True,
+              seek_spacing: Optional[_write.Size] = None, from_list: Optional[StrPath] = None,
+              url_prefix: Optional[str] = None, part: Optional[_write.Part] = None,
+              max_shard_size: Optional[_write.Size] = None, max_list_pages: Optional[int] = None,
+              recursive: bool = False, recursive_depth: Optional[int] = None,
+              strip_recursive_tar_extension: bool = False,
+              strip_recursive_zip_extension: bool = False, max_zip_ratio: Optional[int] = None,
+              recursive_max_entries: Optional[int] = None) -> "Index":
+        """Builds an index at ``out`` from ``shards`` as ``shardfs index build
+        --out OUT SHARDS...`` does, and returns it opened. ``shards`` is what
+        the command takes: a tar, compressed tar or zip shard, a directory
+        (its ``*.tar`` in name order), a glob, an http(s):// or s3:// URL, or
+        a list of these; ``from_list`` a file of more, one per line
+        (``url_prefix`` the base of its lines that are not URLs). Every shard
+        is scanned once (headers, and content for the checksums).
+
+        Options, by the command's names (``man shardfs-index``): ``force``
+        (replace an existing index at ``out``: only an index or an empty
+        folder, never one holding an input), ``jobs`` (shards scanned at
+        once), ``memory`` (members spill to disk beyond it), ``checksum``
+        (False: headers only, as ``--no-checksum``), ``seek_spacing``,
+        ``part`` (part K of N of the shards, "K/N" or ``(K, N)``),
+        ``max_shard_size`` and ``max_list_pages`` (remote shards),
+        ``recursive`` and its ``recursive_depth``,
+        ``strip_recursive_tar_extension``,
+        ``strip_recursive_zip_extension``, ``recursive_max_entries``;
+        ``max_zip_ratio``. Sizes take an int of bytes or a str ("512M").
+
+        Raises TypeError or ValueError for a bad option (before anything is
+        read; an unknown one lists the known ones), ``shardfs.NotFoundError``
+        for a missing shard, ``shardfs.CorruptShardError`` for a shard that
+        does not scan (naming it and the byte offset), ``shardfs.Error``
+        (errno EEXIST) if ``out`` exists and ``force`` is not given; the index
+        is published only once complete, so nothing that looks like one is
+        left after a failure. ImportError if this installation lacks
+        shardfs._build. The GIL is released during the build; what the
+        command would print goes to the ``shardfs`` logger.
+        """
+        options = dict(locals())
+        for name in ("cls", "out", "shards"):
+            del options[name]
+        return cls(_write.build_index(out, shards, options))
 
     # Lifetime.
 
