@@ -3,7 +3,8 @@
 the package itself and a program that uses every public name, and flags the
 wrong calls a user makes (a positional offset, size, view, rank or world; a
 result used as the wrong type; a misspelt keyword). `inspect.signature` reads
-every public method of Index; `shardfs.__version__` is the build's version.
+every public method of Index, and the write side's options (Index.build,
+pack) are keyword-only; `shardfs.__version__` is the build's version.
 
 The package's own check skips torch's sources (huge, and typed or not by
 release): `shardfs.torch`'s classes then subclass an unknown type, which is
@@ -109,6 +110,19 @@ def use(path: str) -> None:
     stream.set_epoch(2)
     share: List[int] = stream.worker_share(0, 2)
     print(list(s), list(e), len(stream), share)
+    built: shardfs.Index = shardfs.Index.build(
+        path + ".idx", [path, os.fsencode(path)], force=False, jobs=2, memory="1G",
+        checksum=True, seek_spacing=2 << 20, from_list=None, url_prefix=None, part=(0, 2),
+        max_shard_size="64G", max_list_pages=10, recursive=True, recursive_depth=2,
+        strip_recursive_tar_extension=True, strip_recursive_zip_extension=False,
+        max_zip_ratio=100, recursive_max_entries=None)
+    packed: shardfs.Index = shardfs.pack(
+        path, path + ".out", shard_size=1 << 30, max_files=None, name="s-%06d.tar", jobs=4,
+        from_list=None, shuffle=7, exclude=["*.tmp"], skip_unreadable=False, skip_special=True,
+        follow_symlinks=False, force=True, compress="zstd", compress_level=3, group_bytes="1M",
+        part="0/2")
+    with shardfs.Index.build(path + ".idx", path) as one:
+        print(built.files(), packed.read("a"), one.path)
 '''
 
 # Each line marked "# wrong" must get an error from mypy.
@@ -128,6 +142,11 @@ def use(path: str) -> None:
     st.JobSampler(ds, 0, 1)  # wrong
     st.ImageFolder(path, allow_empty="yes")  # wrong
     ix.open("a", "w")  # wrong
+    shardfs.pack(path, path, shard_sise="1G")  # wrong
+    shardfs.pack(path, path, 1 << 30)  # wrong
+    shardfs.Index.build(path, [path], jobs="2")  # wrong
+    shardfs.Index.build(path, [path], part=[0, 2])  # wrong
+    name: str = shardfs.pack(path, path)  # wrong
     st.SampleDataset(path, decode=3)  # wrong
     st.SampleDataset(path, decode=lambda data: data)  # wrong
     n_files: str = len(ix)  # wrong
@@ -180,6 +199,14 @@ class TypingTest(tl.ScratchTestCase):
         read = inspect.signature(shardfs.Index.read).parameters
         self.assertEqual(read["offset"].kind, inspect.Parameter.KEYWORD_ONLY)
         self.assertEqual(read["size"].kind, inspect.Parameter.KEYWORD_ONLY)
+        # The write side's options: keyword-only, annotated.
+        for fn, positional in ((shardfs.Index.build, ("out", "shards")),
+                               (shardfs.pack, ("src", "out"))):
+            params = inspect.signature(fn).parameters
+            self.assertEqual(tuple(params)[:2], positional)
+            for param in list(params.values())[2:]:
+                self.assertEqual(param.kind, inspect.Parameter.KEYWORD_ONLY, param)
+                self.assertIsNot(param.annotation, inspect.Parameter.empty, param)
         init = inspect.signature(shardfs.Index.__init__).parameters
         for name in ("view", "rank", "world"):
             self.assertEqual(init[name].kind, inspect.Parameter.KEYWORD_ONLY, name)
