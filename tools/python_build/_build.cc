@@ -35,7 +35,11 @@
 
 namespace py = pybind11;
 
-namespace shardfs::python {
+namespace shardfs::python_build {
+
+using python::DrainOnReturn;
+using python::InstallLogQueue;
+using python::PathArg;
 
 namespace {
 
@@ -291,10 +295,11 @@ void SetBuildError(const BuildError& e) {
 
 }  // namespace
 
-}  // namespace shardfs::python
+}  // namespace shardfs::python_build
 
 PYBIND11_MODULE(_build, m) {
-  using namespace shardfs::python;
+  using namespace shardfs::python_build;
+  using shardfs::python::DrainLog;
   m.doc() =
       "The write side of shardfs: index build and pack (see shardfs.Index.build, shardfs.pack).";
   InstallLogQueue();
