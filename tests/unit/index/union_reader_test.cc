@@ -125,7 +125,10 @@ class UnionReaderTest : public ::testing::Test {
     std::map<std::string, EntryRecord> out;
     std::vector<std::pair<std::string, InodeId>> todo = {{"", kRootInode}};
     while (!todo.empty()) {
-      auto [dir, inode] = todo.back();
+      // Not a structured binding: clang (the sanitizer build) does not let
+      // the lambda below capture one.
+      const std::string dir = todo.back().first;
+      const InodeId inode = todo.back().second;
       todo.pop_back();
       Status s = r.ForEachChild(inode, "", [&](std::string_view name, const EntryRecord& rec) {
         std::string path = dir.empty() ? std::string(name) : dir + "/" + std::string(name);
