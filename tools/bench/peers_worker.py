@@ -161,9 +161,9 @@ def run_stream(a, data):
     """--steps epochs of one rank, each at the driver's word."""
     os.environ["RANK"], os.environ["WORLD_SIZE"] = str(a.rank), str(a.world)
     ds = stream_dataset(a, data)
+    forked = dict(multiprocessing_context="fork", timeout=600) if a.workers > 0 else {}
     loader = torch.utils.data.DataLoader(ds, batch_size=a.batch, num_workers=a.workers,
-                                         multiprocessing_context="fork",
-                                         collate_fn=keep_list, timeout=600)
+                                         collate_fn=keep_list, **forked)
     where = {k: i for i, k in enumerate(data["keys"])}
     for _ in range(a.steps):
         wait_go()
