@@ -24,6 +24,7 @@ import collections
 import fnmatch
 import hashlib
 import json
+import logging
 import mmap
 import os
 import random
@@ -902,6 +903,18 @@ class ScratchTestCase(unittest.TestCase):
 def write_file(path, data):
     with open(path, "wb") as f:
         f.write(data)
+
+
+class LogRecords(logging.Handler):
+    """A logging handler that keeps every record it is given (the Python
+    package's messages reach the "shardfs" logger)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
 
 
 def read_file(path):

@@ -77,15 +77,6 @@ def snapshot(top):
     return out
 
 
-class Records(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-
 class PythonBuildTest(tl.ScratchTestCase):
     PREFIX = "shardfs-python-build-"
 
@@ -308,7 +299,7 @@ class PythonBuildTest(tl.ScratchTestCase):
 
     def test_messages_go_to_the_logger_not_stderr(self):
         d = self.scratch("log")
-        records = Records()
+        records = tl.LogRecords()
         log = logging.getLogger("shardfs")
         log.addHandler(records)
         self.addCleanup(log.removeHandler, records)

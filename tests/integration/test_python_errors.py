@@ -53,15 +53,6 @@ def make_tree(root):
     return files
 
 
-class Records(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-
 # Reads the corrupt member in a fresh process whose "shardfs" logger has a
 # handler that writes to stdout: stderr must stay empty of shardfs lines. A
 # forked worker then reads it too: it opens the index again, and its core
@@ -132,7 +123,7 @@ class PythonErrorsTest(tl.ScratchTestCase):
 
     def test_a_corrupt_member_raises_corrupt_shard_error_and_logs_once(self):
         idx, _ = self.corrupt_index()
-        records = Records()
+        records = tl.LogRecords()
         log = logging.getLogger("shardfs")
         log.addHandler(records)
         self.addCleanup(log.removeHandler, records)
@@ -157,7 +148,7 @@ class PythonErrorsTest(tl.ScratchTestCase):
 
     def test_a_shard_unlike_its_fingerprint_raises_corrupt_shard_error(self):
         idx, shard = self.corrupt_index(in_head=True)
-        records = Records()
+        records = tl.LogRecords()
         log = logging.getLogger("shardfs")
         log.addHandler(records)
         self.addCleanup(log.removeHandler, records)
@@ -196,7 +187,7 @@ class PythonErrorsTest(tl.ScratchTestCase):
                            "--url-prefix", web.url, check=0)
             for s in shards:
                 os.unlink(s)  # The server answers 404 from now on.
-            records = Records()
+            records = tl.LogRecords()
             log = logging.getLogger("shardfs")
             log.addHandler(records)
             self.addCleanup(log.removeHandler, records)
