@@ -68,7 +68,7 @@ FLOORS = {
     "src/archive": ["base", "index", "src/codec"],
     "src/reader": ["base", "index", "src/remote", "src/codec"],
     "src/erofs": ["base", "index"],
-    "src/indexref": ["base", "index", "src/remote", "src/archive", "src/reader"],
+    "src/indexref": ["base", "index", "src/remote", "src/reader"],
     "src/mount": ["base", "index", "src/remote", "src/codec", "src/reader", "src/erofs",
                   "src/indexref"],
     "src/python": ["base", "index", "src/reader", "src/indexref"],

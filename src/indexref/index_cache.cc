@@ -23,7 +23,7 @@
 #include "index/index_reader.h"
 #include "index/manifest.h"
 #include "index/schema.h"
-#include "src/archive/index_bundle.h"
+#include "src/indexref/bundle_unpack.h"
 #include "src/reader/cache_dir.h"
 #include "src/remote/aws_config.h"
 #include "src/remote/url.h"
@@ -418,9 +418,9 @@ Status CopyManifest(int body_fd, int dir, const std::string& dir_path, const std
 // would name a file in the cache.
 Status UnpackIndexCopy(int body_fd, int dir, const std::string& dir_path, const std::string& shown,
                        uint64_t max_bytes) {
-  archive::BundleLimits limits;
+  BundleLimits limits;
   limits.max_bytes = max_bytes;
-  SHARDFS_RETURN_IF_ERROR(archive::UnpackIndexBundle(body_fd, dir, shown, limits));
+  SHARDFS_RETURN_IF_ERROR(UnpackIndexBundle(body_fd, dir, shown, limits));
   if (!index::IsShardfsIndex(dir_path)) {
     return Status::InvalidArgument(fmt::format(
         "index {}: the bundle's files are not a shardfs index (no RocksDB database with a "
@@ -480,7 +480,7 @@ Result<std::string> IndexCache::Install(Entry& entry, Source& source, int body_f
     return UnpackIndexCopy(body_fd, dir.get(), tmp_path, shown, options_.max_index_size);
   }();
   if (!s.ok()) {
-    archive::RemoveUnpacked(entry.dir.get(), tmp);
+    RemoveUnpacked(entry.dir.get(), tmp);
     const std::string& m = s.message();
     return m.find(shown) != std::string::npos ? s : s.WithContext(fmt::format("index {}", shown));
   }
@@ -491,7 +491,7 @@ Result<std::string> IndexCache::Install(Entry& entry, Source& source, int body_f
   fresh.manifest = manifest;
   if (::renameat(entry.dir.get(), tmp.c_str(), entry.dir.get(), fresh.copy.c_str()) != 0) {
     Status err = Status::FromErrno(errno, fmt::format("cache_dir {}: rename", tmp_path));
-    archive::RemoveUnpacked(entry.dir.get(), tmp);
+    RemoveUnpacked(entry.dir.get(), tmp);
     return err;
   }
   // The state names the new copy only once the copy is on disk, and the
@@ -530,7 +530,7 @@ void IndexCache::Prune(Entry& entry, const std::string& keep) {
       struct stat st;
       if (::fstatat(entry.dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
         if (S_ISDIR(st.st_mode)) {
-          archive::RemoveUnpacked(entry.dir.get(), name);
+          RemoveUnpacked(entry.dir.get(), name);
         } else {
           ::unlinkat(entry.dir.get(), name.c_str(), 0);
         }
@@ -542,7 +542,7 @@ void IndexCache::Prune(Entry& entry, const std::string& keep) {
     UniqueFd fd(::openat(entry.dir.get(), lock_name.c_str(),
                          O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd.valid() || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // In use.
-    archive::RemoveUnpacked(entry.dir.get(), name);
+    RemoveUnpacked(entry.dir.get(), name);
     ::unlinkat(entry.dir.get(), lock_name.c_str(), 0);
     log::Debug("index cache {}/{}: removed (replaced, unused)", entry.path, name);
   }

@@ -1,7 +1,7 @@
 // Indexes by URL: fetched once into a cache directory, checked by their
 // ETag, and reused while the server says they are unchanged.
 //
-// What a URL names. One object: an index bundle (src/archive/index_bundle.h, a tar
+// What a URL names. One object: an index bundle (src/indexref/bundle_unpack.h, a tar
 // of the index directory's files) or a manifest (index/manifest.h, a file
 // beginning with index::kManifestMagic). A local bundle file (a .tar) is
 // unpacked into the same cache, checked by its inode, size, mtime and ctime.

@@ -5,7 +5,7 @@
 // An INDEX is a local index directory or manifest file (as given), an
 // http(s):// or s3:// URL of an index bundle or manifest (fetched into the
 // index cache, src/indexref/index_cache.h), or a local bundle file (a tar,
-// src/archive/index_bundle.h: unpacked into the same cache). A manifest's
+// src/indexref/bundle_unpack.h: unpacked into the same cache). A manifest's
 // partitions are resolved the same way, each only when the reader opens it:
 // a URL is fetched; a relative reference in a manifest fetched by URL is
 // taken from the manifest's URL up to its last '/'; a local bundle is

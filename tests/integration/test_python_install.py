@@ -108,6 +108,19 @@ class PackageBuildTest(unittest.TestCase):
         for want in ["{bindir}/shardfs", "{sbindir}/mount.fuse.shardfs", "{mandir}/man1/shardfs.1"]:
             self.assertIn(want, dests)
 
+    def test_the_read_extension_links_no_libarchive(self):
+        # The read path never links libarchive (nor the write side, which
+        # needs it): index bundles unpack with the project's own tar reading.
+        ext = shardfs._shardfs.__file__
+        needed = subprocess.run(["readelf", "-d", ext], check=True, capture_output=True,
+                                text=True).stdout
+        self.assertIn("NEEDED", needed)
+        self.assertNotIn("libarchive", needed)
+        undefined = subprocess.run(["nm", "-D", "--undefined-only", ext], check=True,
+                                   capture_output=True, text=True).stdout.split()
+        self.assertIn("inflate", undefined)  # The listing is real: zlib's inflate is used.
+        self.assertEqual([s for s in undefined if s.startswith("archive_")], [])
+
 
 def other_cpython_tag():
     """The tag of a CPython that is not this one: 3.9 here, or 3.12 on 3.9."""
