@@ -72,7 +72,7 @@ if [[ "${SKIP_SANITIZE:-0}" != 1 ]]; then
   # compile time. It needs names private to a source (anonymous namespaces)
   # to differ across a target's sources; a clash fails here by name.
   if [[ ! -f build-asan/build.ninja ]]; then
-    CC=clang CXX=clang++ meson setup build-asan --unity on \
+    CC=clang CXX=clang++ meson setup build-asan --unity on -Dpython=disabled \
       -Db_sanitize=address,undefined -Db_lundef=false \
       -Dfuzz=true "-Dcpp_args=-fno-sanitize-recover=all -gline-tables-only" >/dev/null
   fi
