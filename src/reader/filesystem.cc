@@ -1,6 +1,7 @@
 #include "src/reader/filesystem.h"
 
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <new>
@@ -8,6 +9,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -338,6 +340,53 @@ Status Filesystem::Read(InodeId inode, uint64_t offset, size_t size, char* buf, 
   SHARDFS_ASSIGN_OR_RETURN(ReadReply reply, Read(inode, offset, size, buf, false));
   *n = reply.length;
   return Status::Ok();
+}
+
+Result<bool> Filesystem::ReadAdjacent(std::span<const EntryRecord> recs, char* const* bufs) {
+  const size_t n = recs.size();
+  if (n < 2 || n > kMaxAdjacent) return false;
+  std::array<uint8_t, kMaxAdjacent> order;  // In the shard (a tar writer's order).
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint8_t>(i);
+  std::sort(order.begin(), order.begin() + n,
+            [&](uint8_t a, uint8_t b) { return recs[a].offset < recs[b].offset; });
+  const EntryRecord& first = recs[order[0]];
+  uint64_t end = first.offset;  // Where the file before ends.
+  for (size_t k = 0; k < n; ++k) {
+    const EntryRecord& r = recs[order[k]];
+    if (r.type != index::EntryType::kFile || r.sparse() || r.encoded() || r.size == 0 ||
+        r.shard != first.shard || r.offset < end || r.offset - end > kMaxAdjacentGap ||
+        !reader_->CheckFileRange(r).ok()) {
+      return false;
+    }
+    end = r.offset + r.size;
+  }
+  // Files due a checksum are read one by one; asked again after the stamp
+  // check, which may find the shard changed (and forget its files' checks).
+  auto due = [&] {
+    return std::any_of(recs.begin(), recs.end(),
+                       [&](const EntryRecord& r) { return WouldVerify(r.inode, r.shard); });
+  };
+  if (reader_->shards()[first.shard.value].codec() != index::Codec::kNone || due()) return false;
+  ReadRange range;  // The stamp on the descriptor read, as for any read.
+  SHARDFS_RETURN_IF_ERROR(Resolve(first, 0, first.size, &range));
+  if (!range.shard->direct() || due()) return false;
+  thread_local char gap[kMaxAdjacentGap];  // What lies between the files (headers).
+  struct iovec iov[2 * kMaxAdjacent];
+  int count = 0;
+  uint64_t at = first.offset;
+  for (size_t k = 0; k < n; ++k) {
+    const EntryRecord& r = recs[order[k]];
+    if (r.offset > at) iov[count++] = {gap, static_cast<size_t>(r.offset - at)};
+    iov[count++] = {bufs[order[k]], static_cast<size_t>(r.size)};
+    at = r.offset + r.size;
+  }
+  Status s = range.shard->ReadAtV(iov, count, static_cast<size_t>(at - first.offset), first.offset);
+  if (!s.ok()) {
+    s = s.WithContext(fmt::format("shard {}", RedactLocation(reader_->ShardPath(first.shard))));
+    shards_.ReadFailed(first.shard, s);
+    return s;
+  }
+  return true;
 }
 
 Result<ReadReply> Filesystem::ReadFile(const EntryRecord& rec, uint64_t offset, size_t size,

@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -205,6 +206,14 @@ class Filesystem {
   // shard table (IndexReader::CheckFileRange) first.
   Result<ReadReply> Read(const EntryRecord& looked_up, uint64_t offset, size_t size, char* buf,
                          bool may_splice);
+  // Reads whole files `recs` (a sample's members) into bufs[i] (recs[i].size
+  // bytes each) as Read would, with one stamp check and one preadv, if they
+  // lie one after another (in any order in `recs`) in one shard read by
+  // pread, stored as is, at most kMaxAdjacentGap bytes apart (a tar's
+  // headers), none due a checksum. Else false, nothing read: the caller
+  // reads them one by one. Read's errors (the shard's).
+  Result<bool> ReadAdjacent(std::span<const EntryRecord> recs, char* const* bufs);
+  static constexpr size_t kMaxAdjacent = 16, kMaxAdjacentGap = 8192;
   // Read into `buf` always (no splice); *n is the number of bytes read.
   Status Read(InodeId inode, uint64_t offset, size_t size, char* buf, size_t* n);
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +33,28 @@ Status OpenShard::ReadAt(char* buf, size_t len, uint64_t pos) const {
   if (chunked_ == nullptr) return PreadExact(fd_, buf, len, base_ + pos);
   return chunked_->ReadShard(std::const_pointer_cast<OpenShard>(shared_from_this()), base_ + pos,
                              len, buf);
+}
+
+Status OpenShard::ReadAtV(const struct iovec* iov, int count, size_t len, uint64_t pos) const {
+  SHARDFS_RETURN_IF_ERROR(CheckRange(len, pos));
+  ssize_t got;
+  do {
+    got = ::preadv(fd_, iov, count, static_cast<off_t>(base_ + pos));
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) return Status::FromErrno(errno, fmt::format("read at byte {}", base_ + pos));
+  // Short: the rest buffer by buffer (PreadExact says where the file ends).
+  size_t skip = static_cast<size_t>(got);
+  uint64_t at = base_ + pos;
+  for (int i = 0; i < count; at += iov[i].iov_len, ++i) {
+    if (skip >= iov[i].iov_len) {
+      skip -= iov[i].iov_len;
+      continue;
+    }
+    SHARDFS_RETURN_IF_ERROR(PreadExact(fd_, static_cast<char*>(iov[i].iov_base) + skip,
+                                       iov[i].iov_len - skip, at + skip));
+    skip = 0;
+  }
+  return Status::Ok();
 }
 
 Status OpenShard::ReadOrLocate(char* buf, size_t len, uint64_t pos, FileRange* at) const {

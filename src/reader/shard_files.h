@@ -32,6 +32,8 @@
 #ifndef SHARDFS_SRC_READER_SHARD_FILES_H_
 #define SHARDFS_SRC_READER_SHARD_FILES_H_
 
+#include <sys/uio.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -96,6 +98,9 @@ class OpenShard : public std::enable_shared_from_this<OpenShard> {
   bool direct() const { return chunked_ == nullptr; }
   // Reads bytes [pos, pos + len) into buf; IoError if it comes up short.
   Status ReadAt(char* buf, size_t len, uint64_t pos) const;
+  // ReadAt into the buffers of `iov` in turn (their lengths add up to
+  // `len`): one preadv. REQUIRES: direct().
+  Status ReadAtV(const struct iovec* iov, int count, size_t len, uint64_t pos) const;
   // ReadAt, or for a shard read in chunks, where the bytes lie whole in a
   // checked chunk file on disk: *at (see ChunkedReader::ReadShardOrLocate).
   Status ReadOrLocate(char* buf, size_t len, uint64_t pos, FileRange* at) const;

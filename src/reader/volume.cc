@@ -282,8 +282,8 @@ Status Volume::Resolve(std::string_view relpath, bool follow, EntryRecord* rec,
     return Status::NotFound(
         fmt::format("{}: no such file or directory in index {}", relpath, where_.shown));
   };
-  // A file in a directory seen before: one Lookup.
   const bool plain = IsPlainPath(relpath);
+  // A file in a directory seen before: one Lookup.
   if (size_t slash = relpath.rfind('/'); plain && slash != std::string_view::npos) {
     InodeId dir;
     {
@@ -296,6 +296,7 @@ Status Volume::Resolve(std::string_view relpath, bool follow, EntryRecord* rec,
       Status s = fs_->Lookup(dir, relpath.substr(slash + 1), rec, holder);
       if (s.code() == Status::Code::kNotFound) return not_found();
       SHARDFS_RETURN_IF_ERROR(s);
+      Remember(relpath, *rec);
       if (rec->type != EntryType::kSymlink || !follow) return Status::Ok();
       // A link at the end: walked in full below.
     }
@@ -351,11 +352,52 @@ Status Volume::Resolve(std::string_view relpath, bool follow, EntryRecord* rec,
     holder->Reset();
     return fs_->GetAttr(index::kRootInode, rec, holder);
   }
+  if (plain && links == 0) Remember(relpath, *rec);
+  return Status::Ok();
+}
+
+void Volume::Remember(std::string_view relpath, const EntryRecord& rec) const {
+  if (rec.type != EntryType::kFile || rec.sparse()) return;
+  std::unique_lock<std::shared_mutex> l(files_mu_);
+  if (file_records_.size() >= kMaxCachedFiles) return;
+  file_records_.try_emplace(rec.inode.value, rec);
+  if (!relpath.empty()) file_paths_.try_emplace(std::string(relpath), rec.inode);
+}
+
+bool Volume::Remembered(std::string_view relpath, EntryRecord* rec) const {
+  std::shared_lock<std::shared_mutex> l(files_mu_);
+  auto path = file_paths_.find(relpath);
+  if (path == file_paths_.end()) return false;
+  *rec = file_records_.find(path->second.value)->second;  // Remembered together.
+  return true;
+}
+
+bool Volume::Remembered(InodeId inode, EntryRecord* rec) const {
+  std::shared_lock<std::shared_mutex> l(files_mu_);
+  auto it = file_records_.find(inode.value);
+  if (it == file_records_.end()) return false;
+  *rec = it->second;
+  return true;
+}
+
+Status Volume::GetFile(InodeId inode, EntryRecord* rec, index::RecordHolder* holder) const {
+  holder->Reset();
+  if (Remembered(inode, rec)) return Status::Ok();
+  SHARDFS_RETURN_IF_ERROR(fs_->GetAttr(inode, rec, holder));
+  if (rec->type == EntryType::kDir) {
+    return Status::IsADirectory(
+        fmt::format("inode {}: is a directory in index {}", inode.value, where_.shown));
+  }
+  Remember("", *rec);
   return Status::Ok();
 }
 
 Status Volume::ResolveFile(std::string_view relpath, EntryRecord* rec,
                            index::RecordHolder* holder) const {
+  if (Remembered(relpath, rec)) {  // A file resolved before: no lookup.
+    holder->Reset();
+    return Status::Ok();
+  }
   SHARDFS_RETURN_IF_ERROR(Resolve(relpath, /*follow=*/true, rec, holder));
   if (rec->type == EntryType::kDir) {
     return Status::IsADirectory(
@@ -409,8 +451,10 @@ Result<size_t> Volume::Read(const EntryRecord& rec, uint64_t offset, size_t size
 }
 
 Result<size_t> Volume::Read(InodeId inode, uint64_t offset, size_t size, char* buf) {
-  SHARDFS_ASSIGN_OR_RETURN(ReadReply reply, fs_->Read(inode, offset, size, buf, false));
-  return reply.length;
+  EntryRecord rec;
+  index::RecordHolder holder;
+  SHARDFS_RETURN_IF_ERROR(GetFile(inode, &rec, &holder));
+  return Read(rec, offset, size, buf);
 }
 
 }  // namespace shardfs::reader

@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -130,11 +131,13 @@ class Volume {
   // TooManyLinks (ELOOP) after 40 links (a loop). `rec` is valid while `holder`
   // is alive and not reused. The directories of plain paths (no ".", "..",
   // empty components or links) are remembered, so that a later walk to a
-  // file in a directory seen before is one Lookup.
+  // file in a directory seen before is one Lookup; so are the records of
+  // regular files walked to so (see file_records_).
   Status Resolve(std::string_view relpath, bool follow, index::EntryRecord* rec,
                  index::RecordHolder* holder) const;
   // Resolve, following links, for an entry to read: IsADirectory naming
-  // `relpath` if it is a directory.
+  // `relpath` if it is a directory. No lookup for a file remembered
+  // (Remembered).
   Status ResolveFile(std::string_view relpath, index::EntryRecord* rec,
                      index::RecordHolder* holder) const;
 
@@ -167,8 +170,26 @@ class Volume {
   // The same for a file that Resolve or ResolveFile of this volume gave
   // (no second lookup); `rec` as they left it.
   Result<size_t> Read(const index::EntryRecord& rec, uint64_t offset, size_t size, char* buf);
-  // The same for file inode `inode`.
+  // The same for file inode `inode` (GetFile, then the read).
   Result<size_t> Read(index::InodeId inode, uint64_t offset, size_t size, char* buf);
+
+  // The record of file inode `inode`, as ResolveFile gives records: one
+  // index lookup, none for a file remembered. NotFound if there is no such
+  // inode, IsADirectory for a directory.
+  Status GetFile(index::InodeId inode, index::EntryRecord* rec, index::RecordHolder* holder) const;
+  // The record of a file remembered by an earlier Resolve of plain path
+  // `relpath` (or GetFile of `inode`), with no index lookup and no I/O (a
+  // hash lookup under a shared lock never held across anything else: a
+  // frontend may call it holding a lock of its own, Python's GIL). False if
+  // none is remembered; `rec` needs no holder.
+  bool Remembered(std::string_view relpath, index::EntryRecord* rec) const;
+  bool Remembered(index::InodeId inode, index::EntryRecord* rec) const;
+  // Reads whole files that ResolveFile or GetFile gave with one stamp check
+  // and one read where they lie together (Filesystem::ReadAdjacent); false,
+  // nothing read, where they do not.
+  Result<bool> ReadAdjacent(std::span<const index::EntryRecord> recs, char* const* bufs) {
+    return fs_->ReadAdjacent(recs, bufs);
+  }
   // Says that a file that Resolve or ResolveFile gave will be read soon
   // (Filesystem::WillNeed): before a batch of reads, each of its files.
   void WillNeed(const index::EntryRecord& rec) { fs_->WillNeed(rec); }
@@ -190,6 +211,21 @@ class Volume {
   mutable std::shared_mutex dirs_mu_;
   mutable std::unordered_map<std::string, index::InodeId, PathHash, std::equal_to<>>
       dirs_;  // Guarded by dirs_mu_.
+
+  // The records of regular files (none sparse: a copy holds all of such a
+  // record) Resolve found by plain path with no link on the way, and GetFile
+  // by inode; by path, the inode. The index does not change while open (its
+  // view and version are fixed), so a record stays what a new lookup would
+  // give; what every read checks (the shard's stamp, checksums) is checked
+  // by Filesystem::Read as for any record. At most kMaxCachedFiles records
+  // (about 200 bytes each, and the path); later ones are not remembered.
+  void Remember(std::string_view relpath, const index::EntryRecord& rec) const;
+  static constexpr size_t kMaxCachedFiles = 1 << 17;
+  mutable std::shared_mutex files_mu_;
+  mutable std::unordered_map<uint64_t, index::EntryRecord>
+      file_records_;  // By inode. Guarded by files_mu_.
+  mutable std::unordered_map<std::string, index::InodeId, PathHash, std::equal_to<>>
+      file_paths_;  // Guarded by files_mu_.
 
   // Destroyed in reverse: the filesystem first, then what it points to.
   std::unique_ptr<reader::DecodedCache> decoded_;
