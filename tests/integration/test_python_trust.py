@@ -282,6 +282,48 @@ class TrustTest(tl.ScratchTestCase):
             self.assertTrue(tl.wait_until(lambda: bad in m.stderr()), m.stderr()[-2000:])
             self.assertNotIn(good, m.stderr())
 
+    def test_sample_reads_are_checked_as_reads(self):
+        # SampleDataset reads a sample's members, next to each other in the
+        # shard, with one stamp check and one read once they are verified
+        # (at once with verify="off"): a shard written in place still gives
+        # EIO, never other bytes.
+        import shardfs.torch as st
+        d = tempfile.mkdtemp(prefix="samples-", dir=self.tmp)
+        src = os.path.join(d, "src")
+        os.makedirs(os.path.join(src, "s"))
+        rnd = random.Random(5)
+        files = {}
+        for i in range(4):
+            for ext, n in (("cls", 2), ("jpg", 5000 + 700 * i), ("json", 40)):
+                rel = f"s/{i:03d}.{ext}"
+                files[rel] = rnd.randbytes(n)
+                with open(os.path.join(src, rel), "wb") as f:
+                    f.write(files[rel])
+        shard = tl.tar_create(os.path.join(d, "s.tar"), src, ["s"])
+        idx = os.path.join(d, "idx")
+        tl.build_index([shard], idx)
+        rel = "s/002.jpg"
+        at = member_offset(shard, files[rel])
+        for verify, keep_mtime in (("auto", True), ("auto", False), ("off", False)):
+            with shardfs.Index(idx, verify=verify) as ix:
+                ds = st.SampleDataset(ix)
+                self.assertEqual(len(ds), 4)
+                for _ in range(2):  # The first pass verifies, the second reads samples whole.
+                    for i in range(4):
+                        item = ds[i]
+                        for ext in ("cls", "jpg", "json"):
+                            self.assertEqual(item[ext], files[f"s/{i:03d}.{ext}"], (i, ext))
+                poke(shard, at + 100, b"EVIL", keep_mtime=keep_mtime)
+                for i in (2, 1, 2):
+                    with self.assertRaises(OSError) as cm:
+                        ds[i]
+                    self.assertEqual(cm.exception.errno, errno.EIO)
+                    self.assertIn("s.tar", cm.exception.strerror)
+            # Put back, with an mtime of long ago: the next write moves it
+            # however soon it comes.
+            poke(shard, at + 100, files[rel][100:104], keep_mtime=False)
+            os.utime(shard, ns=(10**18, 10**18))
+
     def test_fork_while_other_threads_open_and_close(self):
         # Threads open, read and close indexes without pause while the main
         # thread forks children that open one and read: no child may hang

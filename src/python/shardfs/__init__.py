@@ -269,9 +269,10 @@ class Index(_shardfs.Volume):
         FileNotFoundError, IsADirectoryError, NotADirectoryError, or
         OSError(EIO) if the bytes cannot be served as indexed:
         CorruptShardError (a changed or corrupt shard), FetchError (a remote
-        read gave up); ValueError after close()."""
-        data: bytes = self._read(relpath, offset, size)
-        return data
+        read gave up); ValueError after close(). Costs one pread of the
+        shard (and one fstat, its stamp); the path's lookup in the index the
+        first time it is read (the volume remembers its record)."""
+        return self._read(relpath, offset, size)
 
     def read_many(self, relpaths: Iterable[StrPath]) -> List[bytes]:
         """The whole bytes of each file of ``relpaths``, in order: what

@@ -21,12 +21,12 @@ the same in every process and on every machine that runs the same Python.
 """
 
 import random
-from typing import Dict, List, Sequence, Tuple, TypeVar
+from typing import Dict, Iterator, List, Sequence, Tuple, TypeVar
 
 T = TypeVar("T")
 
 __all__ = ["job_order", "rank_share", "equal_count", "cut", "mixed_seed", "block_shuffle",
-           "check_rank"]
+           "check_rank", "buffer_shuffle"]
 
 
 def mixed_seed(*parts: int) -> int:
@@ -109,3 +109,21 @@ def check_rank(rank: int, world: int) -> None:
         raise ValueError(f"world {world!r}: expected a positive integer")
     if not isinstance(rank, int) or not 0 <= rank < world:
         raise ValueError(f"rank {rank!r} of world {world}: expected 0 <= rank < {world}")
+
+
+def buffer_shuffle(items: Sequence[int], size: int, rng: random.Random) -> Iterator[int]:
+    """``items`` through a shuffle buffer of ``size`` (webdataset's
+    ``shuffle``): each item goes in; once the buffer is full, a random one
+    comes out for each that goes in; the rest drain in random order."""
+    if size <= 1:
+        yield from items
+        return
+    buf: List[int] = []
+    for item in items:
+        buf.append(item)
+        if len(buf) >= size:
+            j = rng.randrange(len(buf))
+            buf[j], buf[-1] = buf[-1], buf[j]
+            yield buf.pop()
+    rng.shuffle(buf)
+    yield from buf

@@ -10,24 +10,24 @@ namespace py = pybind11;
 
 namespace shardfs::python {
 
-std::string PathArg(py::handle p) {
-  std::string out;
+std::string PathArg(py::handle p) { return PathRef(p).str(); }
+
+PathRef::PathRef(py::handle p) {
   if (PyUnicode_Check(p.ptr())) {
     Py_ssize_t n = 0;
     if (const char* s = PyUnicode_AsUTF8AndSize(p.ptr(), &n)) {
-      out.assign(s, static_cast<size_t>(n));
+      view_ = std::string_view(s, static_cast<size_t>(n));
     } else {
       PyErr_Clear();
     }
   }
-  if (out.empty()) {
+  if (view_.empty()) {
     PyObject* b = nullptr;
     if (!PyUnicode_FSConverter(p.ptr(), &b)) throw py::error_already_set();
-    py::object owned = py::reinterpret_steal<py::object>(b);
-    out.assign(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
+    owner_ = py::reinterpret_steal<py::object>(b);
+    view_ = std::string_view(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
   }
-  if (out.find('\0') != std::string::npos) throw py::value_error("embedded null byte");
-  return out;
+  if (view_.find('\0') != std::string_view::npos) throw py::value_error("embedded null byte");
 }
 
 std::string PlainPrefix(std::string_view prefix) {

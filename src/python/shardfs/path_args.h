@@ -16,6 +16,21 @@ namespace shardfs::python {
 // and another file would be named).
 std::string PathArg(pybind11::handle p);
 
+// The same argument without a copy of a str's bytes: a view of its UTF-8
+// form (which the str keeps while it lives), or of the bytes os.fsencode
+// made of it, held here. REQUIRES: the GIL to make and destroy it, not to
+// read view(); the argument outlives it.
+class PathRef {
+ public:
+  explicit PathRef(pybind11::handle p);
+  std::string_view view() const { return view_; }
+  std::string str() const { return std::string(view_); }
+
+ private:
+  std::string_view view_;
+  pybind11::object owner_;  // The encoded bytes, if any.
+};
+
 // A relative path's prefix made plain, as os.path.normpath makes a path:
 // "." and empty components dropped, ".." taking away the component before
 // it (none above the root), and a final "." or ".." naming a directory

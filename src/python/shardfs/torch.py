@@ -64,7 +64,7 @@ import torch.utils.data
 from . import Index, StrPath
 from . import _errors, _split
 from ._samples import (DEFAULT_DECODERS, IMAGE_DECODERS, IMAGE_EXTENSIONS, Decoder, Item,
-                       decoders_for, extensions_arg, group_samples, read_sample)
+                       decoders_for, extensions_arg, group_samples, member_inodes, read_sample)
 
 __all__ = ["ImageFolder", "SampleDataset", "JobSampler", "SampleStream", "EpochSampler",
            "IMG_EXTENSIONS", "IMAGE_DECODERS", "IMAGE_EXTENSIONS", "DEFAULT_DECODERS", "Decoder",
@@ -368,10 +368,10 @@ class SampleDataset(_Split, torch.utils.data.Dataset):
 
     ``transform`` is applied to each decoded item (the dict) last.
 
-    Costs: item ``i`` is one call reading all its files at once
-    (``Index.read_many``), then its decoders; ``__getitems__`` (a
+    Costs: item ``i`` is one call reading all its files at once (one pread
+    where they lie together), then its decoders; ``__getitems__`` (a
     ``DataLoader``'s batch) one call for the whole batch. Each sample's files
-    and shard are found when the dataset is made, not per item.
+    (by inode) and shard are found when the dataset is made, not per item.
 
     ``rank``, ``world``, ``seed`` and ``drop_last``: rank ``rank``'s fixed
     share, as ``ImageFolder``'s.
@@ -396,6 +396,16 @@ class SampleDataset(_Split, torch.utils.data.Dataset):
         self._take_share(rank, world, seed, drop_last)
         names = self.index._shard_names()
         self._shard_of = [names[shard] for shard, _ in self.placements]  # Per sample.
+        self._inodes, self._starts = member_inodes(self.index, self.samples)
+
+    # Pickled (a DataLoader started with "spawn") without the inode numbers:
+    # the index opened again may be a later version, so they are found again.
+    def __getstate__(self) -> Dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_inodes", "_starts")}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._inodes, self._starts = member_inodes(self.index, self.samples)
 
     def _keep(self, which: Sequence[int]) -> None:
         self.samples = [self.samples[i] for i in which]
@@ -433,16 +443,25 @@ class SampleDataset(_Split, torch.utils.data.Dataset):
         key, exts, paths = self.samples[i]
         if i < 0:
             i += len(self.samples)
-        return self._item(i, key, exts, self.index._read_many(paths), paths)
+        starts = self._starts
+        datas = self.index._read_inodes(self._inodes[starts[i]:starts[i + 1]])
+        if self.decode is None and self.transform is None:  # _item's plain case, inline.
+            item: Item = {"__key__": key, "__shard__": self._shard_of[i], "__index__": i}
+            item.update(zip(exts, datas))
+            return item
+        return self._item(i, key, exts, datas, paths)
 
     def __getitems__(self, indices: Sequence[int]) -> List[Any]:
         """Items ``indices``, as ``[self[i] for i in indices]``: what a
         ``DataLoader`` asks of a batch, every file of the batch read in one
-        call (``Index.read_many``)."""
+        call (the kernel asked for all their bytes first, as by
+        ``Index.read_many``)."""
         n = len(self.samples)
         which = [i if i >= 0 else i + n for i in indices]
         samples = [self.samples[i] for i in which]
-        datas = self.index._read_many([p for _, _, paths in samples for p in paths])
+        starts, inodes = self._starts, self._inodes
+        batch = [n for i in which for n in inodes[starts[i]:starts[i + 1]]]
+        datas = self.index._read_inodes(batch, True)
         out: List[Any] = []
         at = 0
         for i, (key, exts, paths) in zip(which, samples):
@@ -574,27 +593,9 @@ class SampleStream(torch.utils.data.IterableDataset):
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         share = self.worker_share(worker, workers)
         rng = random.Random(_split.mixed_seed(self.seed, self.epoch, self.rank, worker, 2))
-        for i in _buffer_shuffle(share, self.shuffle_buffer, rng):
+        for i in _split.buffer_shuffle(share, self.shuffle_buffer, rng):
             item = read_sample(self.index, self.samples[i])
             yield self.decode(item) if self.decode is not None else item
-
-
-def _buffer_shuffle(items: Sequence[int], size: int, rng: random.Random) -> Iterator[int]:
-    """``items`` through a shuffle buffer of ``size`` (webdataset's
-    ``shuffle``): each item goes in; once the buffer is full, a random one
-    comes out for each that goes in; the rest drain in random order."""
-    if size <= 1:
-        yield from items
-        return
-    buf: List[int] = []
-    for item in items:
-        buf.append(item)
-        if len(buf) >= size:
-            j = rng.randrange(len(buf))
-            buf[j], buf[-1] = buf[-1], buf[j]
-            yield buf.pop()
-    rng.shuffle(buf)
-    yield from buf
 
 
 class EpochSampler(torch.utils.data.Sampler):
