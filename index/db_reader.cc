@@ -14,6 +14,7 @@
 #include "base/parse.h"
 #include "index/rank_partition.h"
 #include "index/rocks_util.h"
+#include "index/sample_walk.h"
 
 namespace shardfs::index {
 
@@ -28,7 +29,11 @@ struct DbReader::Ranks {
   uint32_t world = 0;
   uint64_t seed = 0;
   bool keep_dirs = false;
-  std::vector<bool> shard_in_rank;
+  // Per shard: kNone, kAll of its files in this rank, or kSome (ask split).
+  enum Share : uint8_t { kNone, kAll, kSome };
+  std::vector<Share> share;
+  // An index directory's split by samples (without given shard ranks).
+  std::optional<SampleSplit> split;
   // Directories known to hold something of this rank, or not.
   mutable std::mutex mu;
   mutable std::unordered_map<uint64_t, bool> dirs;
@@ -70,22 +75,42 @@ Status DbReader::LoadRanks(const ReaderOptions& options) {
     return Status::InvalidArgument(fmt::format("rank {} of world {}: expected a rank below {}",
                                                options.rank, options.world, options.world));
   }
-  SHARDFS_ASSIGN_OR_RETURN(std::vector<uint64_t> bytes, ShardBytes());
-  // Only now: the count above must see every file of the view.
-  ranks_ = std::make_unique<Ranks>();
-  ranks_->rank = options.rank;
-  ranks_->world = options.world;
-  ranks_->seed = options.seed;
-  ranks_->keep_dirs = options.rank_keep_dirs;
-  shard_ranks_ = options.shard_ranks.empty()
-                     ? AssignShardsToRanks(bytes, options.world, options.seed)
-                     : options.shard_ranks;
-  shard_ranks_.resize(version_.record.shard_count, options.world);
-  ranks_->shard_in_rank.resize(shards_.size(), false);
-  for (size_t i = 0; i < shard_ranks_.size(); ++i) {
-    ranks_->shard_in_rank[i] = shard_ranks_[i] == options.rank;
+  auto ranks = std::make_unique<Ranks>();
+  ranks->rank = options.rank;
+  ranks->world = options.world;
+  ranks->seed = options.seed;
+  ranks->keep_dirs = options.rank_keep_dirs;
+  ranks->share.assign(shards_.size(), Ranks::kNone);
+  if (!options.shard_ranks.empty()) {
+    // A manifest's partition: whole shards, as the manifest gave them.
+    SHARDFS_ASSIGN_OR_RETURN(std::vector<uint64_t> bytes, ShardBytes());
+    shard_ranks_ = options.shard_ranks;
+    shard_ranks_.resize(version_.record.shard_count, options.world);
+    for (size_t i = 0; i < shard_ranks_.size() && i < shards_.size(); ++i) {
+      if (shard_ranks_[i] == options.rank) ranks->share[i] = Ranks::kAll;
+    }
+    SHARDFS_RETURN_IF_ERROR(
+        CheckRankHasBytes(path_, bytes, shard_ranks_, options.rank, options.world));
+    ranks_ = std::move(ranks);
+    return Status::Ok();
   }
-  return CheckRankHasBytes(path_, bytes, shard_ranks_, options.rank, options.world);
+  // The walks below must see every file of the view: ranks_ is set after.
+  const ChildLister list = [this](InodeId dir, const auto& fn) {
+    return ForEachChildRaw(dir, "", fn);
+  };
+  SHARDFS_ASSIGN_OR_RETURN(
+      SampleSplit split,
+      SplitSamples(*this, list, std::min<size_t>(version_.record.shard_count, shards_.size()),
+                   options.world, options.seed));
+  shard_ranks_.assign(version_.record.shard_count, options.world);
+  for (uint32_t i = 0; i < shard_ranks_.size() && i < shards_.size(); ++i) {
+    shard_ranks_[i] = split.OwnerOf(i);
+    if (split.NeedsKeys(i)) ranks->share[i] = Ranks::kSome;
+    if (shard_ranks_[i] == options.rank) ranks->share[i] = Ranks::kAll;
+  }
+  ranks->split = std::move(split);
+  ranks_ = std::move(ranks);
+  return Status::Ok();
 }
 
 Result<std::vector<uint64_t>> DbReader::ShardBytes() const {
@@ -114,9 +139,12 @@ const VersionSets* DbReader::version_sets() const { return overlay_ ? &overlay_-
 bool DbReader::InRank(const EntryRecord& rec) const {
   if (!ranks_) return true;
   switch (rec.type) {
-    case EntryType::kFile:
-      return rec.shard.value < ranks_->shard_in_rank.size() &&
-             ranks_->shard_in_rank[rec.shard.value];
+    case EntryType::kFile: {
+      const uint32_t shard = rec.shard.value;
+      if (shard >= ranks_->share.size()) return false;
+      if (ranks_->share[shard] != Ranks::kSome) return ranks_->share[shard] == Ranks::kAll;
+      return ranks_->split->RankOf(shard, SampleKey{rec.offset, rec.inode.value}) == ranks_->rank;
+    }
     case EntryType::kSymlink:
       return RankOfSymlink(rec.inode.value, ranks_->world, ranks_->seed) == ranks_->rank;
     case EntryType::kDir:

@@ -53,9 +53,12 @@ struct ReaderOptions {
   // The view to answer for: "NAME", "NAME@N" or "NAME@TAG"; "" is the full
   // tree (the latest version of "default"). See "Views" in index/schema.h.
   std::string view;
-  // Per-rank partition of the view: with world > 0, only the files of the
-  // shards given to `rank` (see index/rank_partition.h) and the directories
-  // above them (all of the view's with rank_keep_dirs).
+  // Per-rank partition of the view: with world > 0, only rank `rank`'s
+  // files and the directories above them (all of the view's with
+  // rank_keep_dirs). An index directory's ranks are equal runs of the view's
+  // samples, the rest trimmed, and Open walks the view's tree to count them;
+  // a manifest's are whole shards (see index/rank_partition.h).
+  // InvalidArgument from Open for fewer samples than ranks.
   uint32_t rank = 0;
   uint32_t world = 0;
   uint64_t seed = 0;
@@ -146,7 +149,9 @@ class IndexReader {
   // The largest inode of the version (0 for a hand-made index without
   // counts): what per-inode tables are sized by.
   uint64_t max_inode() const { return version_.record.max_inode; }
-  // With a rank partition: the rank of each shard (world = 0: empty).
+  // With a rank partition: the rank of each shard (world = 0: empty). An
+  // index directory's: the rank holding every sample of the shard, `world`
+  // for a shard whose samples are split between ranks or trimmed.
   const std::vector<uint32_t>& shard_ranks() const { return shard_ranks_; }
   // The stored difference of a version from default@1; nullptr for default@1
   // and for a manifest.

@@ -40,8 +40,9 @@ namespace shardfs::mount {
 
 namespace {
 
-// Bumped whenever the writer's output for the same view changes.
-constexpr int kImageFormat = 2;
+// Bumped whenever the writer's output for the same view changes (3: a rank
+// is a run of samples, no longer whole shards).
+constexpr int kImageFormat = 3;
 constexpr std::string_view kImageSuffix = ".erofs";
 // After the image's last block: "SHARDFS-DEVICES", u32 count, per device its
 // u32 shard id and the stamp its file had when the image was written (u64

@@ -1243,6 +1243,63 @@ def ls_tree(idx, view=None):
     return tree, inodes
 
 
+def sample_of(path):
+    """A file's sample: its directory and its name up to the first '.'
+    (WebDataset's key; what `shardfs pack` keeps adjacent in a shard), as
+    bytes."""
+    d, name = os.path.split(os.fsencode(path))
+    return (d, name.split(b".", 1)[0])
+
+
+def samples_of(paths):
+    """{sample: sorted file paths} of `paths` (files)."""
+    out = {}
+    for p in sorted(paths):
+        out.setdefault(sample_of(p), []).append(p)
+    return out
+
+
+def _splitmix64(x):
+    mask = (1 << 64) - 1
+    z = (x + 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
+
+
+def rank_split(idx, shards, world, seed=0, view=None):
+    """The rank of every file of the view when split by samples over `world`
+    ranks, worked out here from `ls -R --json` after the rule that
+    index/rank_partition.h states: the `shards` shards in the order a
+    Fisher-Yates shuffle driven by splitmix64(seed) gives, each shard's
+    samples by the (offset, inode) of their first member, cut into `world`
+    runs of n // world samples; the rest are trimmed. Returns ({file path:
+    rank, None when trimmed}, n // world, n)."""
+    extra = ("--view", view) if view is not None else ()
+    p = run_shardfs("ls", "-R", "--json", *extra, idx, check=0)
+    files = {o["path"]: o for o in json_lines(p.stdout) if o["type"] == "file"}
+    order, state = list(range(shards)), seed
+    for i in range(shards, 1, -1):
+        state = _splitmix64(state)
+        j = state % i
+        order[i - 1], order[j] = order[j], order[i - 1]
+    per_shard = [[] for _ in range(shards)]
+    for members in samples_of(files).values():
+        shard = files[members[0]]["shard_id"]
+        first = min((files[m]["offset"], files[m]["inode"]) for m in members
+                    if files[m]["shard_id"] == shard)
+        per_shard[shard].append((first, members))
+    n = sum(len(x) for x in per_shard)
+    q = n // world
+    rank, at = {}, 0
+    for shard in order:
+        for _, members in sorted(per_shard[shard]):
+            for m in members:
+                rank[m] = at // q if at < q * world else None
+            at += 1
+    return rank, q, n
+
+
 def without_content(tree):
     return {p: (n[0], n[1], None, n[3]) for p, n in tree.items()}
 

@@ -252,14 +252,18 @@ class KernelMountTest(tl.ScratchTestCase):
             self.assert_same(want, got, what=opts)
             if opts.startswith("view=cut,rank"):
                 per_rank[opts] = {p for p, e in got.items() if e.type == "file"}
-        # The ranks split the view's files: disjoint, and together the view.
+        # The ranks split the view's samples (here a file each): disjoint, as
+        # many on each, and together the view but for the trimmed rest.
         with self.kmount(idx, mnt, options="view=cut"):
             whole = {p for p, e in tl.walk_reference(mnt).items() if e.type == "file"}
+        n = len(tl.samples_of(whole))
         union = set()
-        for files in per_rank.values():
+        for opts, files in per_rank.items():
             self.assertFalse(union & files, "a file on two ranks")
+            self.assertEqual(len(tl.samples_of(files)), n // 3, opts)
             union |= files
-        self.assertEqual(union, whole)
+        self.assertTrue(union <= whole)
+        self.assertEqual(len(tl.samples_of(whole - union)), n % 3, "trimmed")
 
     def loops_of(self, under):
         """Loop devices whose backing file is below `under`."""

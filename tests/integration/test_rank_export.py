@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""`shardfs view export --format index [--rank K --world N]` (issue 26): a view,
-or one rank's share of it, as an index of its own. Each export, mounted, must
-show exactly what a mount of the source index with the same view and rank
-shows (names, types, modes, owners, mtimes, content, file link counts), name
-only the shards of that share, and the shares of all ranks must be the view."""
+"""`shardfs view export --format index [--rank K --world N]`: a view, or one
+rank's share of it, as an index of its own. Each export, mounted, must show
+exactly what a mount of the source index with the same view and rank shows
+(names, types, modes, owners, mtimes, content, file link counts), hold the
+same number of samples as every other rank's, name only shards of the
+source, and the shares of all ranks must be the view but for the trimmed
+samples."""
 import json
 import os
 import random
@@ -65,8 +67,9 @@ class RankExportTest(tl.ScratchTestCase):
 
     def test_each_rank_exported_is_that_rank_mounted(self):
         whole = self.walk(self.idx, "view=cut")
+        rank_of, q, n = tl.rank_split(self.idx, len(self.shards), 3, view="cut")
+        self.assertEqual(set(rank_of), {p for p, e in whole.items() if e.type == "file"})
         files = set()
-        used = []
         for k in range(3):
             out = os.path.join(self.tmp, "rank%d.idx" % k)
             self.export(out, "--rank", str(k), "--world", "3")
@@ -75,12 +78,14 @@ class RankExportTest(tl.ScratchTestCase):
             self.same(want, got, "rank %d" % k)
             mine = {p for p, e in got.items() if e.type == "file"}
             self.assertFalse(files & mine, "a file in two ranks' exports")
+            self.assertEqual(len(tl.samples_of(mine)), q, "rank %d: samples" % k)
             files |= mine
-            used += self.shards_of(out)
-            # Only the shards of the share, each as the source indexed it.
+            # Only shards of the source, each as the source indexed it.
             self.assertTrue(set(self.shards_of(out)) <= set(self.shards))
-        self.assertEqual(files, {p for p, e in whole.items() if e.type == "file"})
-        self.assertEqual(sorted(used), sorted(self.shards), "every shard in one export")
+        trimmed = {p for p, k in rank_of.items() if k is None}
+        self.assertEqual(len(tl.samples_of(trimmed)), n - 3 * q)
+        self.assertFalse(files & trimmed, "a trimmed file exported")
+        self.assertEqual(files | trimmed, set(rank_of), "the exports and the trimmed: the view")
 
     def test_a_whole_view_exported(self):
         out = os.path.join(self.tmp, "cut.idx")

@@ -566,9 +566,10 @@ class RecursiveTest(tl.ScratchTestCase):
         self.assertRegex(p.stderr.decode(), r"shard %s: member 'in.tar' at byte 0 \(a nested "
                                             r"tar" % outer)
 
-    def test_ranks_take_whole_outer_shards(self):
-        # A nested member belongs to its outer shard: a rank's share (whole
-        # shards, index/rank_partition.h) holds whole class tars.
+    def test_ranks_split_the_outer_shards_by_samples(self):
+        # A nested member lies in its outer shard, at its offset there: two
+        # outer shards of 6 samples each give two ranks of 6 samples one
+        # outer shard each (index/rank_partition.h), whole class tars.
         base = self.scratch("ranks")
         shards = []
         for k in range(2):
@@ -1201,18 +1202,21 @@ class RecursiveCompressedTarTest(tl.ScratchTestCase):
         spilled = os.path.join(base, "idx-spilled")
         self.build(outer, spilled, "--memory", "1")
         self.assertEqual(tl.ls_json(spilled), tl.ls_json(idx))
-        # Ranks: a slice is a unit of its own (its class archive), the outer
-        # shard keeps its own members; the ranks are disjoint, their union
-        # the whole tree, every byte right.
+        # Ranks: a slice is a shard of its own (its class archive), split
+        # by samples as any; the ranks are disjoint, each with as many
+        # samples, their union the whole tree but for the trimmed rest,
+        # every byte right.
         seen = {}
+        n = len(tl.samples_of(files))
         for k in range(3):
             got = self.mounted_files(idx, "rank=%d,world=3" % k)
-            self.assertTrue(got, k)
+            self.assertEqual(len(tl.samples_of(got)), n // 3, k)
             for p, data in got.items():
                 self.assertNotIn(p, seen)
                 self.assertEqual(data, files[p], p)
                 seen[p] = k
-        self.assertEqual(sorted(seen), sorted(files))
+        self.assertTrue(set(seen) <= set(files))
+        self.assertEqual(len(tl.samples_of(set(files) - set(seen))), n % 3, "trimmed")
         # A view of two classes, exported as an index: the slices' meta and
         # seek keys go with it.
         tl.view_create(idx, "two", "--include", "n01440764/*", "--include", "n01443764/*")

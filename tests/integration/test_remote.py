@@ -34,6 +34,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import remote_servers as rs  # noqa: E402
+import shardfs_testlib as tl  # noqa: E402
 from shardfs_testlib import (SHARDFS, Mount, MountError, ScratchTestCase, build_index,  # noqa: E402
                              json_lines, main, run_shardfs, sha256_file, tar_into_shards, unmount,
                              wait_until, walk_reference)
@@ -433,11 +434,16 @@ class CacheTest(RemoteTestCase):
                     self.assertEqual(p.wait(timeout=120), 0)
                 for m in mnts:
                     self.assert_tree(m)
-            # Per rank: each fetches only the shards of its share (each from
-            # a cold cache of its own: the node-local one holds them all now).
-            fetched = []
+            # Per rank: each fetches only the shards its samples are in (each
+            # from a cold cache of its own: the node-local one holds them all
+            # now), parts of at most shards/world + 2 of them, and every rank
+            # reads as many samples.
+            listed = tl.json_lines(run_shardfs("ls", "-R", "--json", idx, check=0).stdout)
+            entry = {o["path"]: o for o in listed if o["type"] == "file"}
+            n = len(tl.samples_of(entry))
             for r in range(3):
                 proxy.reset_counters()
+                mine = set()
                 with Mount(idx, mnts[r], "chunk_size=64K,rank=%d,world=3,cache_dir=%s" % (
                         r, self.scratch("cold%d" % r))):
                     for dirpath, _, files in os.walk(mnts[r]):
@@ -446,11 +452,12 @@ class CacheTest(RemoteTestCase):
                             if not os.path.islink(p):
                                 with open(p, "rb") as fh:
                                     fh.read()
+                                mine.add(os.fsencode(os.path.relpath(p, mnts[r])))
+                self.assertEqual(len(tl.samples_of(mine)), n // 3, "rank %d" % r)
                 paths = set(proxy.requests_per_path())
-                self.assertEqual(len(paths), 1, paths)
-                fetched.append(paths.pop())
-            self.assertEqual(sorted(fetched), sorted("/shards/" + n for n in self.names))
-
+                self.assertEqual(paths, {"/shards/" + self.names[entry[p]["shard_id"]]
+                                         for p in mine if entry[p]["size"] > 0}, "rank %d" % r)
+                self.assertLessEqual(len(paths), len(self.names) // 3 + 2)
 
 if __name__ == "__main__":
     main()

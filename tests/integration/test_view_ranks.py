@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Per-rank partitions (`-o rank=K,world=N[,seed=S][,rank_dirs=prune|keep]`,
-issue #13): over the ranks of one world the files and symlinks of the view
-are each shown exactly once (union = the view, pairwise disjoint); a rank
-holds whole shards; the ranks' view bytes differ by at most the largest
-shard's view bytes; symlinks go to splitmix64(seed ^ inode) % N; directories
-appear where something below them does (every view directory with
-rank_dirs=keep); another seed gives another partition."""
+"""Per-rank partitions (`-o rank=K,world=N[,seed=S][,rank_dirs=prune|keep]`):
+every rank of one world shows the same number of samples (the files of one
+directory sharing a name up to the first '.'), n // N, each whole, with the
+source's bytes; the ranks are pairwise disjoint and their union is the view
+but for the n % N trimmed samples; which rank gets which sample follows the
+rule index/rank_partition.h states (worked out here from `ls -R --json`);
+symlinks go to splitmix64(seed ^ inode) % N; directories appear where
+something below them does (every view directory with rank_dirs=keep);
+another seed gives another partition; fewer samples than ranks is refused."""
 
 import os
 import random
@@ -91,16 +93,13 @@ class RankTest(tl.ScratchTestCase):
 
     def check_world(self, spec, world, seed, keep_dirs=False):
         """Mounts every rank of one world and checks the contract. Returns the
-        partition: {shard_id: rank}."""
+        partition: {file path: rank, None when trimmed}."""
         want = self.tree if spec == "default" else tl.apply_view(self.tree, excludes=self.excludes)
-        listed, shard_of, inodes = self.view_facts(spec)
+        listed, _, inodes = self.view_facts(spec)
         self.assertEqual(listed, tl.without_content(want), tl.diff_trees(
             tl.without_content(want), listed))
         view_dirs = {p for p, n in want.items() if n[0] == "dir"}
         leaves = {p for p, n in want.items() if n[0] != "dir"}
-        shard_bytes = {}
-        for p, sid in shard_of.items():
-            shard_bytes[sid] = shard_bytes.get(sid, 0) + want[p][1]
         ranks = []
         for k in range(world):
             opts = "view=%s,rank=%d,world=%d" % (spec, k, world)
@@ -139,18 +138,21 @@ class RankTest(tl.ScratchTestCase):
                     self.assertNotIn(p, owners, "%r shown by ranks %s and %d" % (
                         p, owners.get(p), k))
                     owners[p] = k
-        self.assertEqual(set(owners), leaves, "union over the ranks vs the view")
-        partition = {}
-        for p, sid in shard_of.items():
-            k = owners[p]
-            self.assertEqual(partition.setdefault(sid, k), k,
-                             "shard %d split between ranks %d and %d" % (sid, partition[sid], k))
-        rank_bytes = [0] * world
-        for sid, k in partition.items():
-            rank_bytes[k] += shard_bytes[sid]
-        self.assertLessEqual(max(rank_bytes) - min(rank_bytes), max(shard_bytes.values()),
-                             "byte balance of %s world=%d seed=%s: %r" % (
-                                 spec, world, seed, rank_bytes))
+        model, q, n = tl.rank_split(self.idx, SHARDS, world, seed or 0, view=spec)
+        files = {p for p in leaves if want[p][0] == "file"}
+        self.assertEqual(set(model), files)
+        trimmed = {p for p in files if model[p] is None}
+        self.assertEqual(set(owners) | trimmed, leaves, "union over the ranks vs the view")
+        self.assertFalse(set(owners) & trimmed, "a trimmed file is shown")
+        self.assertEqual(len(tl.samples_of(trimmed)), n - q * world, "trimmed samples")
+        for k, got in enumerate(ranks):
+            mine = {p for p, node in got.items() if node[0] == "file"}
+            self.assertEqual(len(tl.samples_of(mine)), q, "rank %d of %d: samples" % (k, world))
+            self.assertEqual(mine, {p for p in files if model[p] == k},
+                             "rank %d of %d seed %s vs the rule" % (k, world, seed))
+        for sample, members in tl.samples_of(files).items():
+            self.assertEqual(len({owners.get(m) for m in members}), 1,
+                             "sample %r split between ranks" % (sample,))
         s = seed or 0
         for p in leaves:
             if want[p][0] == "symlink":
@@ -158,13 +160,15 @@ class RankTest(tl.ScratchTestCase):
                 allowed = {splitmix64(s ^ ino) % world, splitmix64(s ^ ino, False) % world}
                 self.assertIn(owners[p], allowed, "symlink %r (inode %d) on rank %d" % (
                     p, ino, owners[p]))
-        return partition
+        return {p: owners.get(p) for p in files}
 
     def test_default_view_ranks(self):
         parts = [self.check_world("default", 3, seed) for seed in (None, 1, 2)]
         self.assertTrue(parts[0] != parts[1] or parts[0] != parts[2],
-                        "seeds 0, 1 and 2 gave the same partition of %d shards" % SHARDS)
+                        "seeds 0, 1 and 2 gave the same partition")
         self.check_world("default", 1, None)
+        # More ranks than shards: each still gets its equal share.
+        self.check_world("default", SHARDS + 2, 4)
 
     def test_named_view_ranks(self):
         p0 = self.check_world("sub", 4, 0)
@@ -187,22 +191,24 @@ class RankTest(tl.ScratchTestCase):
             finally:
                 tl.unmount(mnt)
 
-    def test_more_ranks_than_shards_refused(self):
-        """A rank of whole shards with none of the view's bytes would train on
-        an empty tree: refused, naming the index and saying why."""
-        shards = len(self.shards)
+    def test_fewer_samples_than_ranks_refused(self):
+        """A rank with no sample would train on an empty tree while the job
+        waits for it: refused at mount, naming the index, the samples and
+        the world."""
+        _, _, n = tl.rank_split(self.idx, SHARDS, 1)
         mnt = self.scratch("mnt")
-        p = tl.run_shardfs("mount", "-o", "rank=%d,world=%d" % (shards, shards + 1), self.idx,
-                           mnt, timeout=30)
+        p = tl.run_shardfs("mount", "-o", "rank=0,world=%d" % (n + 1), self.idx, mnt, timeout=30)
         try:
             self.assertNotEqual(p.returncode, 0)
             self.assertFalse(os.path.ismount(mnt))
-            err = p.stderr.decode() if isinstance(p.stderr, bytes) else p.stderr
-            self.assertIn("rank %d of world %d gets no file" % (shards, shards + 1), err)
-            self.assertIn("lie in %d shard(s)" % shards, err)
-            self.assertIn(self.idx, err)
+            err = p.stderr.decode()
+            self.assertIn("index %s: %d samples cannot give each of %d ranks one; use world <= %d"
+                          % (self.idx, n, n + 1, n), err)
         finally:
             tl.unmount(mnt)
+        with tl.Mount(self.idx, mnt, options="rank=%d,world=%d" % (n - 1, n)):
+            got = tl.tree_of_dir(mnt)
+        self.assertEqual(len(tl.samples_of(p for p, node in got.items() if node[0] == "file")), 1)
 
 
 if __name__ == "__main__":

@@ -324,8 +324,7 @@ class ScaleRun:
     def walk_rank(self):
         """The walk of one rank's share: a mount with -o rank=0,world=W, every directory listed
         and every file lstat'ed (os.walk + lstat), then the daemon's RSS and the slab taken."""
-        # At most one rank per shard: ranks take whole shards.
-        w = min(self.a.walk_world, len(self.meta["shards"]))
+        w = self.a.walk_world
         self.drop()
         before = read_slab()
         m = self.mount(f"rank=0,world={w}")

@@ -1,6 +1,7 @@
 // Views and versions: the inode sets, the names and specs, the version
-// record and rank partitions (index/view_store.h; versions made by view
-// create and read back: tests/unit/builder/view_create_test.cc).
+// record (index/view_store.h; versions made by view create and read back:
+// tests/unit/builder/view_create_test.cc; rank partitions:
+// rank_partition_test.cc).
 #include "index/view_store.h"
 
 #include <gtest/gtest.h>
@@ -13,7 +14,6 @@
 
 #include "index/index_reader.h"
 #include "index/inode_set.h"
-#include "index/rank_partition.h"
 
 namespace shardfs::index {
 namespace {
@@ -102,30 +102,6 @@ TEST(VersionRecordTest, RoundTripAndDamage) {
   std::string bad_kind = enc;
   bad_kind[64] = 9;
   EXPECT_FALSE(DecodeVersionRecord(bad_kind, &d).ok());
-}
-
-TEST(RankPartitionTest, WholeShardsBalancedWithinOneShard) {
-  std::mt19937_64 rnd(3);
-  for (uint32_t world : {1u, 2u, 3u, 7u, 16u}) {
-    for (uint64_t seed : {0ull, 1ull, 99ull}) {
-      std::vector<uint64_t> bytes(50);
-      for (auto& b : bytes) b = rnd() % (256 << 20);
-      std::vector<uint32_t> rank = AssignShardsToRanks(bytes, world, seed);
-      ASSERT_EQ(rank.size(), bytes.size());
-      std::vector<uint64_t> load(world, 0);
-      for (size_t i = 0; i < bytes.size(); ++i) {
-        ASSERT_LT(rank[i], world);
-        load[rank[i]] += bytes[i];
-      }
-      const uint64_t largest = *std::max_element(bytes.begin(), bytes.end());
-      const auto [lo, hi] = std::minmax_element(load.begin(), load.end());
-      EXPECT_LE(*hi - *lo, largest) << "world " << world << " seed " << seed;
-      EXPECT_EQ(AssignShardsToRanks(bytes, world, seed), rank);  // Same on every node.
-    }
-  }
-  // Equal shards: the seed decides which rank gets which.
-  std::vector<uint64_t> equal(40, 1000);
-  EXPECT_NE(AssignShardsToRanks(equal, 4, 1), AssignShardsToRanks(equal, 4, 2));
 }
 
 }  // namespace
