@@ -360,15 +360,15 @@ void Volume::Remember(std::string_view relpath, const EntryRecord& rec) const {
   if (rec.type != EntryType::kFile || rec.sparse()) return;
   std::unique_lock<std::shared_mutex> l(files_mu_);
   if (file_records_.size() >= kMaxCachedFiles) return;
-  file_records_.try_emplace(rec.inode.value, rec);
-  if (!relpath.empty()) file_paths_.try_emplace(std::string(relpath), rec.inode);
+  auto it = file_records_.try_emplace(rec.inode.value, rec).first;
+  if (!relpath.empty()) file_paths_.try_emplace(std::string(relpath), &it->second);
 }
 
 bool Volume::Remembered(std::string_view relpath, EntryRecord* rec) const {
   std::shared_lock<std::shared_mutex> l(files_mu_);
   auto path = file_paths_.find(relpath);
   if (path == file_paths_.end()) return false;
-  *rec = file_records_.find(path->second.value)->second;  // Remembered together.
+  *rec = *path->second;
   return true;
 }
 

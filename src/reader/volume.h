@@ -214,7 +214,7 @@ class Volume {
 
   // The records of regular files (none sparse: a copy holds all of such a
   // record) Resolve found by plain path with no link on the way, and GetFile
-  // by inode; by path, the inode. The index does not change while open (its
+  // by inode; by path, the record. The index does not change while open (its
   // view and version are fixed), so a record stays what a new lookup would
   // give; what every read checks (the shard's stamp, checksums) is checked
   // by Filesystem::Read as for any record. At most kMaxCachedFiles records
@@ -224,7 +224,8 @@ class Volume {
   mutable std::shared_mutex files_mu_;
   mutable std::unordered_map<uint64_t, index::EntryRecord>
       file_records_;  // By inode. Guarded by files_mu_.
-  mutable std::unordered_map<std::string, index::InodeId, PathHash, std::equal_to<>>
+  // Into file_records_, whose nodes never move.
+  mutable std::unordered_map<std::string, const index::EntryRecord*, PathHash, std::equal_to<>>
       file_paths_;  // Guarded by files_mu_.
 
   // Destroyed in reverse: the filesystem first, then what it points to.
