@@ -68,8 +68,7 @@ Status ForEachSample(const IndexReader& r, const ChildLister& list,
 }
 
 Result<SampleSplit> SplitSamples(const IndexReader& r, const ChildLister& list, size_t shards,
-                                 uint32_t world, uint64_t seed) {
-  constexpr size_t kKeptKeys = size_t{1} << 20;
+                                 uint32_t world, uint64_t seed, size_t kept_keys) {
   std::vector<uint64_t> counts(shards, 0);
   std::vector<std::pair<uint32_t, SampleKey>> kept;
   bool all_kept = true;
@@ -77,7 +76,7 @@ Result<SampleSplit> SplitSamples(const IndexReader& r, const ChildLister& list, 
     if (shard >= shards) return;  // Not a shard of the version.
     ++counts[shard];
     if (!all_kept) return;
-    if (kept.size() == kKeptKeys) {
+    if (kept.size() == kept_keys) {
       all_kept = false;
       kept = {};
       return;

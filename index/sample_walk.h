@@ -37,11 +37,12 @@ Status ForEachSample(const IndexReader& r, const ChildLister& list,
 // The split of the samples of `r`'s tree (listed through `list`, over its
 // shards 0..shards-1) into `world` runs by `seed`: SampleSplit::Make's, with
 // the keys of the shards a cut falls in set. The first walk counts the
-// samples of each shard and keeps their keys while they fit in a million
-// (24 MB); a larger tree is walked again for the keys of the cut shards
-// only. The InvalidArgument of SampleSplit::Make; the Status of a walk.
+// samples of each shard and keeps their keys while they fit in `kept_keys`
+// (a million: 24 MB); a larger tree is walked again for the keys of the cut
+// shards only. The InvalidArgument of SampleSplit::Make; the Status of a
+// walk.
 Result<SampleSplit> SplitSamples(const IndexReader& r, const ChildLister& list, size_t shards,
-                                 uint32_t world, uint64_t seed);
+                                 uint32_t world, uint64_t seed, size_t kept_keys = size_t{1} << 20);
 
 }  // namespace shardfs::index
 

@@ -212,6 +212,30 @@ TEST_F(RankedIndexTest, EqualSampleCountsAndSamplesWhole) {
   }
 }
 
+TEST_F(RankedIndexTest, ALargeViewIsWalkedAgainForTheCutShardsKeys) {
+  Write(5, 101);
+  Result<std::unique_ptr<IndexReader>> r = IndexReader::Open(idx_);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const IndexReader& reader = **r;
+  const ChildLister list = [&](InodeId dir, const auto& fn) {
+    return reader.ForEachChild(dir, "", fn);
+  };
+  for (uint32_t world : {2u, 3u, 8u}) {
+    Result<SampleSplit> kept = SplitSamples(reader, list, 5, world, 4);
+    Result<SampleSplit> walked = SplitSamples(reader, list, 5, world, 4, /*kept_keys=*/10);
+    ASSERT_TRUE(kept.ok() && walked.ok());
+    EXPECT_EQ(walked->samples(), 101u);
+    EXPECT_EQ(walked->per_rank(), 101u / world);
+    // Every file's rank is the same either way.
+    for (const auto& [path, sample] : sample_of_) {
+      const EntryRecord rec = shardfs::testing::EntryAt(reader, path);
+      const SampleKey key{rec.offset, rec.inode.value};
+      EXPECT_EQ(walked->RankOf(rec.shard.value, key), kept->RankOf(rec.shard.value, key))
+          << path << " of " << sample;
+    }
+  }
+}
+
 TEST_F(RankedIndexTest, FewerSamplesThanRanksRefusedAtOpen) {
   Write(2, 3);
   ReaderOptions o;
