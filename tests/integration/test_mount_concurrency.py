@@ -141,11 +141,14 @@ class ConcurrencyTest(tl.ScratchTestCase):
             # Every worker is kept once started (no thread churn): at most the
             # 16 of -o threads beyond the threads the daemon had before the
             # load. Each thread holds at most a /dev/fuse clone and a splice
-            # pipe pair; the session's /dev/fuse and the daemon's own pipes
-            # (control socket, signals) come on top.
+            # pipe pair (a worker takes them as it first serves); the
+            # session's /dev/fuse and the daemon's own pipes (control socket,
+            # signals), all there before the load, come on top. (Before, a
+            # constant of 4 stood for them, which the threads of RocksDB,
+            # holding none, made look enough: they are gone now.)
             tasks = len(os.listdir("/proc/%d/task" % m.pid))
             self.assertLessEqual(tasks, tasks_before + 16)
-            self.assertLessEqual(after[1], 3 * tasks + 4)
+            self.assertLessEqual(after[1], 3 * tasks + before[1], (before, after, tasks))
             self.assertNotIn("error", m.stderr().lower())
 
 
