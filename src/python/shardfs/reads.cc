@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -147,8 +148,7 @@ std::string InodeName(const reader::Volume& v, uint64_t inode) {
 // resolving any; `willneed`: the kernel is told of every file's bytes first
 // (a system call each: for a batch from a cold disk). Raises for the first
 // file that fails, naming its path, before any is read if its record fails.
-py::list ReadInodes(Handle& h, py::handle inodes_arg, bool willneed) {
-  const std::vector<uint64_t> inodes = InodesArg(inodes_arg);
+std::vector<py::object> ReadInodeBytes(Handle& h, std::span<const uint64_t> inodes, bool willneed) {
   std::shared_ptr<reader::Volume> v = h.Get();
   const size_t n = inodes.size();
   std::vector<EntryRecord> recs(n);
@@ -194,13 +194,59 @@ py::list ReadInodes(Handle& h, py::handle inodes_arg, bool willneed) {
     }
   }
   if (failed) throw *failed;
-  py::list list(n);
-  for (size_t i = 0; i < n; ++i) {
-    ShrinkBytes(&out[i], got[i]);
+  for (size_t i = 0; i < n; ++i) ShrinkBytes(&out[i], got[i]);
+  return out;
+}
+
+py::list ReadInodes(Handle& h, py::handle inodes_arg, bool willneed) {
+  std::vector<py::object> out = ReadInodeBytes(h, InodesArg(inodes_arg), willneed);
+  py::list list(out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
     PyList_SET_ITEM(list.ptr(), static_cast<Py_ssize_t>(i), out[i].release().ptr());
   }
   return list;
 }
+
+// _read_sample(item, exts, inodes, start, end, /): dict `item` with the
+// whole bytes of files inodes[start:end] of array('Q') `inodes` set under
+// `exts` (a tuple of as many str), as _read_inodes reads them; returns
+// `item`. SampleDataset's item in one call, no list or slice made.
+PyObject* ReadSampleMethod(PyObject* self, PyObject* const* args, Py_ssize_t nargsf,
+                           PyObject* kwnames) noexcept {
+  return Guarded([&] {
+    if (PyVectorcall_NARGS(nargsf) != 5 || (kwnames && PyTuple_GET_SIZE(kwnames) > 0) ||
+        !PyDict_Check(args[0]) || !PyTuple_Check(args[1])) {
+      throw py::type_error("_read_sample(item: dict, exts: tuple, inodes, start, end, /)");
+    }
+    Py_buffer view{};
+    if (PyObject_GetBuffer(args[2], &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) != 0) {
+      throw py::error_already_set();
+    }
+    std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> held(&view, PyBuffer_Release);
+    const std::string_view format = view.format ? view.format : "B";
+    const Py_ssize_t start = PyLong_AsSsize_t(args[3]);
+    const Py_ssize_t end = start == -1 && PyErr_Occurred() ? 0 : PyLong_AsSsize_t(args[4]);
+    if (PyErr_Occurred()) throw py::error_already_set();
+    if (view.itemsize != 8 || (format != "Q" && format != "L") || start < 0 || end < start ||
+        end > view.len / 8 || end - start != PyTuple_GET_SIZE(args[1])) {
+      throw py::value_error(
+          "_read_sample: inodes[start:end] must be an array('Q') run, one per ext");
+    }
+    const auto* p = static_cast<const uint64_t*>(view.buf) + start;
+    Handle& h = py::cast<Handle&>(py::handle(self));
+    std::vector<py::object> datas =
+        ReadInodeBytes(h, std::span<const uint64_t>(p, static_cast<size_t>(end - start)), false);
+    for (size_t i = 0; i < datas.size(); ++i) {
+      PyObject* ext = PyTuple_GET_ITEM(args[1], static_cast<Py_ssize_t>(i));
+      if (PyDict_SetItem(args[0], ext, datas[i].ptr()) != 0) throw py::error_already_set();
+    }
+    return py::reinterpret_borrow<py::object>(args[0]).release().ptr();
+  });
+}
+
+PyMethodDef read_sample_method = {
+    "_read_sample", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&ReadSampleMethod)),
+    METH_FASTCALL | METH_KEYWORDS, "What SampleDataset reads an item with."};
 
 // _read_inodes(inodes, willneed=False, /), by vectorcall as Index.read.
 PyObject* ReadInodesMethod(PyObject* self, PyObject* const* args, Py_ssize_t nargsf,
@@ -338,7 +384,7 @@ size_t ReadInto(Handle& h, uint64_t inode, uint64_t offset, const py::object& bu
 }
 
 void AddFastReads(py::handle cls) {
-  for (PyMethodDef* def : {&read_method, &read_inodes_method}) {
+  for (PyMethodDef* def : {&read_method, &read_inodes_method, &read_sample_method}) {
     PyObject* method = PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), def);
     if (!method) throw py::error_already_set();
     cls.attr(def->ml_name) = py::reinterpret_steal<py::object>(method);

@@ -444,11 +444,10 @@ class SampleDataset(_Split, torch.utils.data.Dataset):
         if i < 0:
             i += len(self.samples)
         starts = self._starts
-        datas = self.index._read_inodes(self._inodes[starts[i]:starts[i + 1]])
-        if self.decode is None and self.transform is None:  # _item's plain case, inline.
+        if self.decode is None and self.transform is None:  # _item's plain case, in one call.
             item: Item = {"__key__": key, "__shard__": self._shard_of[i], "__index__": i}
-            item.update(zip(exts, datas))
-            return item
+            return self.index._read_sample(item, exts, self._inodes, starts[i], starts[i + 1])
+        datas = self.index._read_inodes(self._inodes[starts[i]:starts[i + 1]])
         return self._item(i, key, exts, datas, paths)
 
     def __getitems__(self, indices: Sequence[int]) -> List[Any]:
