@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The training job of the cluster rehearsal (issue #26): an unmodified torchvision
+"""The training job of the cluster rehearsal: an unmodified torchvision
 ImageFolder + torch DataLoader over one rank's mount. It runs under the interpreter that has
 torch, torchvision and PIL (Debian's /usr/bin/python3); cluster_rig.py starts one per rank.
 

@@ -1,4 +1,4 @@
-"""The cluster rehearsal's rig (issue #26): one object store, `world` rank mounts of one view
+"""The cluster rehearsal's rig: one object store, `world` rank mounts of one view
 of one index, one training job per rank, all on this machine. Python 3 stdlib only; shared by
 tests/integration/test_cluster_rehearsal.py (small, CI) and `shardfs_bench.py --cluster`.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`--force` replaces only what shardfs wrote (issue #23).
+"""`--force` replaces only what shardfs wrote.
 
 `index build --force` replaces a shardfs index or an empty directory, never
 a directory of shards or anything else, and never an output that holds an

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`shardfs mount --kernel` (issue 27): the view served by the kernel's EROFS
+"""`shardfs mount --kernel`: the view served by the kernel's EROFS
 driver from an image shardfs writes (src/erofs/image.h), the shards as
 extra devices.
 

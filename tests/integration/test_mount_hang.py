@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regression test for issue 10: concurrent cold reads must never hang the mount.
+"""Concurrent cold reads must never hang the mount (a regression test).
 
 The daemon used to store the files after a read into the kernel's page cache
 (FUSE_NOTIFY_STORE) from the request worker right after replying; the kernel
@@ -75,7 +75,7 @@ BUDGET_S = 240.0
 OPTIONS = ["threads=1", "threads=2", None]  # None: the defaults.
 READERS = [1, 4, 16, 32]
 PATTERNS = ["sequential", "skipping", "shuffled"]
-# The runs named in issue 10 come first, so that a failure names them.
+# The runs of the original hang report come first, so that a failure names them.
 ISSUE_RUNS = [(None, 16, "sequential"), ("threads=1", 1, "skipping"),
               ("threads=2", 4, "sequential"), ("threads=2", 8, "shuffled")]
 

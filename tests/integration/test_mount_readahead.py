@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The mount's readahead window (issue 27): run as root, the daemon raises
+"""The mount's readahead window: run as root, the daemon raises
 read_ahead_kb of its mount (/sys/class/bdi/MAJOR:MINOR/read_ahead_kb) after
 FUSE's INIT, so that a 150 KB sample read with a 256 KiB buffer takes one
 READ, not two. The READs are counted in the daemon's debug log; the same read

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Metadata walks under the names-only listing policy (issue #15).
+"""Metadata walks under the names-only listing policy.
 
 A listing gives the kernel files' names and types only (no inode, no dentry)
 until a file of the directory, or of a sibling directory, is looked up; from

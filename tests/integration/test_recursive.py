@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""index build --recursive: tars inside tars (issue 24), against GNU tar.
+"""index build --recursive: tars inside tars, against GNU tar.
 
 The oracle is a two-step GNU tar extraction: `tar -xf outer.tar`, then, in
 archive order, each member whose content is a tar (ustar magic and a valid
@@ -637,7 +637,7 @@ class RecursiveTest(tl.ScratchTestCase):
 
 
 class RecursiveZipTest(tl.ScratchTestCase):
-    """Zips inside tars and tars inside zips (issue 24, second round)."""
+    """Zips inside tars and tars inside zips."""
     PREFIX = "shardfs-recursive-zip-"
 
     compare = ts.TarSemanticsTest.compare

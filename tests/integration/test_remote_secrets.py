@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Secrets in shard URLs and servers that never stop (issue #23).
+"""Secrets in shard URLs and servers that never stop.
 
 What each test shows:
   - a user name or password in a shard URL is refused at index build, with

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Never wrong bytes from a server that misbehaves (issue #23).
+"""Never wrong bytes from a server that misbehaves.
 
 Each test indexes a shard through remote_servers.RangeServer while it is
 honest, then makes it misbehave the way real servers do, and reads through a

@@ -1,5 +1,4 @@
-"""index build --part K/N and pack --part K/N as real Slurm job arrays
-(issues #26, #39).
+"""index build --part K/N and pack --part K/N as real Slurm job arrays.
 
 A single-node Slurm of the test's own (slurm_testlib: its own munged,
 slurmctld and slurmd, all in a temporary folder) runs

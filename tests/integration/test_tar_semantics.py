@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tree semantics of index build against GNU tar's extraction (issue 11).
+"""Tree semantics of index build against GNU tar's extraction.
 
 Every archive here is written byte for byte (tar headers by hand), extracted
 with GNU tar (`tar -xf` of each shard in order into one directory, as root:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Views under concurrent change (issue #13): mounts of NAME@1, of a bare
+"""Views under concurrent change: mounts of NAME@1, of a bare
 NAME and of the bare index keep their version, byte for byte, while
 `view create` and `index add` run on the same index, and new mounts see the
 new versions; a `view create` or `index add` killed with SIGKILL at several

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Named views and versions (issue #13), end to end against the CLI contract:
+"""Named views and versions, end to end against the CLI contract:
 `view create` with include/exclude globs and lists, rename maps and --from;
 version numbers, tags, `view ls`/`view log` (text and JSON), `view rm`;
 `ls`/`stat`/`index info --view`; `index add`; errors and their exit codes;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Zip archives as shards (issue 24): index build, mount, ls, verify.
+"""Zip archives as shards: index build, mount, ls, verify.
 
 Zips written by Info-ZIP `zip` (plain, and streamed to a pipe so that every
 member has a data descriptor), by Python's zipfile (stored, deflated, zip64
