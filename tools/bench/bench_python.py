@@ -39,7 +39,7 @@ from bench_args import (add_build_dir_arg, add_json_arg, add_seed_arg, add_workd
 from bench_common import BenchError, log
 from bench_mounts import Mount, run_in_scratch
 
-TARGET_READ_RATIO = 1.5  # The package's read loop against the loose tree's.
+TARGET_READ_RATIO = 2.0  # The package's read loop against the loose tree's.
 
 
 def parse_python_args(argv):
