@@ -430,8 +430,8 @@ void ShardFetcher::Run() {
       // One line per failed chunk: each ends a retry budget, so they are few.
       if (!cancel_.load()) {
         const std::string shard = RedactLocation(shards_[job.key.shard].location);
-        log::ErrorAbout({.shard = shard, .reason = st.message()}, "{}; reads of it fail with EIO",
-                        st.message());
+        log::ErrorAbout({.shard = shard, .path = {}, .reason = st.message()},
+                        "{}; reads of it fail with EIO", st.message());
       }
     }
     // After the Insert: a process waiting for the claim finds the chunk.

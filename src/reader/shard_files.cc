@@ -233,7 +233,7 @@ void ShardFiles::LogFailure(index::ShardId id, const Status& why, log::Level lev
   if (!log::Enabled(level)) return;
   const std::string shard = RedactLocation(shards_[id.value].path);
   log::Write(level, fmt::format("{}; {}", why.message(), then),
-             {.shard = shard, .reason = why.message()});
+             {.shard = shard, .path = {}, .reason = why.message()});
 }
 
 void ShardFiles::ReadFailed(index::ShardId id, const Status& reason) {
