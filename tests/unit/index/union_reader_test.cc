@@ -23,6 +23,7 @@
 #include "index/manifest.h"
 #include "index/manifest_builder.h"
 #include "index/schema.h"
+#include "tests/unit/index/index_test_util.h"
 #include "tests/unit/test_util.h"
 
 namespace shardfs::index {
@@ -30,30 +31,15 @@ namespace {
 
 using shardfs::testing::TempDir;
 
+MemberEntry Dir(std::string path) { return shardfs::testing::DirMember(std::move(path)); }
+MemberEntry File(std::string path, uint64_t size, uint64_t offset) {
+  return shardfs::testing::FileMember(std::move(path), size, /*mtime_ns=*/1, offset);
+}
+
 constexpr uint64_t kShardSize = 4096;
 // Partition b's shard is a compressed tar: its offsets are in the decoded
 // stream, which is longer than the shard.
 constexpr uint64_t kDecodedSize = 8192;
-
-MemberEntry Dir(std::string path) {
-  MemberEntry m;
-  m.path = std::move(path);
-  m.type = EntryType::kDir;
-  m.mode = 0755;
-  return m;
-}
-
-MemberEntry File(std::string path, uint64_t size, uint64_t offset) {
-  MemberEntry m;
-  m.path = std::move(path);
-  m.type = EntryType::kFile;
-  m.mode = 0644;
-  m.size = size;
-  m.offset = offset;
-  m.has_checksum = true;
-  m.xxh3 = 42;
-  return m;
-}
 
 // A file of the union as the test expects it: its size, and the partition
 // whose member it is.
