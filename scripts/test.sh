@@ -33,6 +33,11 @@ mapfile -t sources < <(find . \( -path './build*' -o -path ./.git -o -path ./sub
 ) &
 deps_pid=$!
 build_status=0
+# A build dir this run sets up gets line tables only (-g1 after meson's -g,
+# as the sanitizer build below does): failures keep function, file and line,
+# and the compile, the largest part of a fresh run, takes about 30% less CPU.
+# A build dir that exists keeps its own options.
+[[ -f build/build.ninja ]] || export MESON_ARGS="-Dcpp_args=-g1 ${MESON_ARGS:-}"
 bash scripts/build.sh || build_status=$?
 deps_status=0
 wait "$deps_pid" || deps_status=$?
