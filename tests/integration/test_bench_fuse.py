@@ -33,7 +33,7 @@ class BenchFuseSmokeTest(BenchTestCase):
         self.assertEqual(r["files"], 300)
         self.assertEqual(sorted(r["systems"]), ["fuse", "kernel", "loose"])
         for name, row in r["systems"].items():
-            for key in ("default", "unbuffered", "dentries_cold"):
+            for key in ("default", "fastopen", "unbuffered", "dentries_cold"):
                 self.assertGreater(row[key]["median"], 0, (name, key))
 
     def test_the_daemons_figures(self):
@@ -44,12 +44,13 @@ class BenchFuseSmokeTest(BenchTestCase):
         ioctls = 1.0 if sys.version_info < (3, 14) else 0
         self.assertEqual(fuse["requests_warm_default"].get("ioctl", 0), ioctls)
         self.assertNotIn("ioctl", fuse["requests_warm_unbuffered"])
+        self.assertNotIn("ioctl", fuse["requests_warm_fastopen"])  # shardfs.fastopen
         # Nothing else, but the READs of pages the page cache lost (tests run
         # two at a time and some drop caches; the host may page out idle
         # memory): the bench takes such a pass again and says what the one
         # it kept lost. Per file, rounded to 0.001: counts again here.
         reads = self.report["files"] * (self.report["reps"] + 1)  # Files read, all passes.
-        for mode in ("default", "unbuffered"):
+        for mode in ("default", "fastopen", "unbuffered"):
             counts = {k: round(v * reads) for k, v in fuse["requests_warm_" + mode].items()}
             want = {"ioctl": reads} if mode == "default" and ioctls else {}
             tl.assert_warm_requests(self, counts, fuse["pages_lost_during_warm_" + mode], reads,

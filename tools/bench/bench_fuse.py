@@ -9,6 +9,11 @@ Rows (each system: the loose tree, the FUSE mount, `mount --kernel`):
   open().read() warm          one process, Python's default open(p, "rb") over every file in a
                               shuffled order; a pass unmeasured, then --reps passes, the median.
                               Python < 3.14 asks isatty() at each open(): one FUSE_IOCTL each.
+  open() + fastopen warm      the same with shardfs.fastopen.install() in the reader (the
+                              opt-in: open(p, "rb") keeps its buffer and asks no isatty()
+                              under a shardfs mount; elsewhere it is open() itself); its ratio
+                              and target against the loose tree's default open(); needs the
+                              Python package in BUILD/src/python, else the row is left out.
   open(buffering=0) warm      the same without isatty().
   dentries cold, 4 processes  `echo 2 > drop_caches` (dentries and inodes dropped, the daemon's
                               memory and the shards' pages kept), then --procs processes each
@@ -50,19 +55,27 @@ from bench_mounts import Mount, run_in_scratch
 from bench_perf import Profile, print_profiles
 
 # The issue's targets, against the loose tree on the same set.
-TARGETS = {"default": 0.5, "unbuffered": 0.95, "dentries_cold": 0.5}
+TARGETS = {"default": 0.5, "fastopen": 0.5, "unbuffered": 0.95, "dentries_cold": 0.5}
+# The row each row is compared with on the loose tree: the opt-in against what an unmodified
+# loader gets there, Python's default open().
+REFERENCE = {"fastopen": "default"}
 TARGET_THREADS = 16  # Over the epochs, cold ones included.
 TARGET_INDEX_READS = 0.2  # Per file, over a dentries-dropped epoch.
 
 # One reader process: reads the files named in LIST (one per line, relative to ROOT) in
 # that order, PASSES times, and prints a JSON line per pass. With START, it waits until
-# time.monotonic() reaches it (a common start for several processes).
+# time.monotonic() reaches it (a common start for several processes). Mode fastopen imports
+# shardfs.fastopen from the package directory PKG (sys.argv[6]) and installs it.
 READER = r"""
 import json, os, sys, time, hashlib
 root, lst, mode, passes, start = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
 names = [l.rstrip("\n") for l in open(lst)]
 paths = [os.path.join(root, n) for n in names]
 buffering = 0 if mode == "unbuffered" else -1
+if mode == "fastopen":
+    sys.path.insert(0, sys.argv[6])
+    import shardfs.fastopen
+    shardfs.fastopen.install()
 if mode == "digest":
     for n, p in zip(names, paths):
         with open(p, "rb") as f:
@@ -105,6 +118,7 @@ def parse_fuse_args(argv):
     a = ap.parse_args(argv)
     a.workdir = a.workdir or f"/var/tmp/shardfs-bench-fuse-{a.files}-{a.seed}"
     resolve_binaries(a)
+    a.python_package = python_package(a)
     return a
 
 
@@ -142,11 +156,11 @@ def make_dataset(a):
     return tree, idx, names
 
 
-def run_readers(root, lists, mode, passes, start=0.0):
+def run_readers(root, lists, mode, passes, start=0.0, package=""):
     """One reader process per list; their JSON lines, or BenchError with the failure."""
     procs = [subprocess.Popen([sys.executable, "-c", READER, root, lst, mode, str(passes),
-                               repr(start)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for lst in lists]
+                               repr(start), package], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for lst in lists]
     out = []
     for p in procs:
         so, se = p.communicate(timeout=3600)
@@ -230,12 +244,13 @@ def measure_system(a, scratch, system, root, order, daemon):
     if daemon:
         s2 = daemon.stats()
         row["requests_cold"] = per_file(s1, s2, len(order))
-    for mode in ("default", "unbuffered"):
+    for mode in warm_modes(a):
         for attempt in range(WARM_TRIES):
             if daemon and attempt:
                 s2 = s3  # Each try counted from its own start.
             before = pages_lost()
-            passes = run_readers(root, [everything], mode, a.reps + 1)[0][1:]
+            passes = run_readers(root, [everything], mode, a.reps + 1,
+                                 package=a.python_package)[0][1:]
             lost = pages_lost(before)
             if daemon:
                 s3 = daemon.stats()
@@ -252,7 +267,7 @@ def measure_system(a, scratch, system, root, order, daemon):
             row[f"requests_warm_{mode}"] = per_file(s2, s3, len(order) * (a.reps + 1))
             if a.perf:
                 with Profile(a.perf, f"{system}-warm-{mode}") as prof:
-                    run_readers(root, [everything], mode, 1)
+                    run_readers(root, [everything], mode, 1, package=a.python_package)
                 row.setdefault("profiles", {})[f"warm {mode}"] = prof.summary
                 s3 = daemon.stats()
             s2 = s3
@@ -284,6 +299,17 @@ def measure_system(a, scratch, system, root, order, daemon):
                 run_readers(root, lists, "default", 1)
             row.setdefault("profiles", {})["dentries cold"] = prof.summary
     return row
+
+
+def python_package(a):
+    """BUILD/src/python if the package's shardfs.fastopen is there, else "" (no fastopen row)."""
+    pkg = os.path.join(a.build_dir, "src", "python")
+    return pkg if os.path.exists(os.path.join(pkg, "shardfs", "fastopen.py")) else ""
+
+
+def warm_modes(a):
+    return ("default", "fastopen", "unbuffered") if a.python_package else ("default",
+                                                                          "unbuffered")
 
 
 def check_bytes(root, tree, scratch, names):
@@ -368,9 +394,10 @@ def main_fuse(argv):
 
 
 def ratio_cell(row, ref, key, higher_better=True):
-    if key not in row or key not in ref:
+    ref_key = REFERENCE.get(key, key)
+    if key not in row or ref_key not in ref:
         return "-"
-    v, r = row[key]["median"], ref[key]["median"]
+    v, r = row[key]["median"], ref[ref_key]["median"]
     return f"{(v / r if higher_better else r / v):.2f}x"
 
 
@@ -387,9 +414,12 @@ def print_fuse_report(rep):
               "re-reads part of its pages from the disk)")
     print(f"{'row':34} " + " ".join(f"{s:>22}" for s in systems))
     rows = (("open().read() warm, files/s", "default", True),
+            ("open() + fastopen warm, files/s", "fastopen", True),
             ("open(buffering=0) warm, files/s", "unbuffered", True),
             (f"dentries cold, {rep['procs']} procs, s", "dentries_cold", False))
     for label, key, higher in rows:
+        if not any(key in row for row in systems.values()):
+            continue  # No fastopen row without the Python package.
         cells = []
         for name, row in systems.items():
             if key not in row:
@@ -404,16 +434,21 @@ def print_fuse_report(rep):
         return
     print("\nthe FUSE daemon (kernel requests per file, by kind):")
     for key in ("requests_listing", "requests_cold", "requests_warm_default",
-                "requests_warm_unbuffered", "requests_dentries_dropped"):
+                "requests_warm_fastopen", "requests_warm_unbuffered", "requests_dentries_dropped"):
+        if key not in fuse:
+            continue
         print(f"  {key[9:]:17} {fuse.get(key)}")
     print(f"  worker threads that served requests after {rep['reps']} dentries-cold epochs: "
           f"{fuse['worker_threads']} (threads now {fuse['threads_now']})")
     print(f"  the daemon's peak RSS: {fuse['peak_rss_bytes'] / 2**20:.0f} MiB")
     print(f"  index reads per file, dentries-cold epoch: {fuse['index_reads_per_file']:.3f}")
     print("\ntargets (FUSE against the loose tree):")
-    for key, label in (("default", "open().read() warm"), ("unbuffered", "buffering=0 warm"),
+    for key, label in (("default", "open().read() warm"), ("fastopen", "open() + fastopen warm"),
+                       ("unbuffered", "buffering=0 warm"),
                        ("dentries_cold", f"dentries cold, {rep['procs']} procs")):
-        got = fuse[key]["median"] / loose[key]["median"]
+        if key not in fuse:
+            continue
+        got = fuse[key]["median"] / loose[REFERENCE.get(key, key)]["median"]
         if key == "dentries_cold":
             got = 1 / got
         verdict = "met" if got >= TARGETS[key] else "NOT met"
