@@ -448,7 +448,11 @@ std::string EscapeOption(std::string_view s) {
 // Every operation shardfs answers; the write-type ones with EROFS.
 // Ioctls are not served. The kernel forwards one (TCGETS) for every open()
 // of Python before 3.14, which asks isatty(), and never remembers the
-// answer: counted, so that stats show what each file costs.
+// answer: fuse_do_ioctl (fs/fuse/ioctl.c) sends every ioctl, and
+// fuse_send_ioctl turns an ENOSYS into ENOTTY without a flag, unlike
+// getxattr's; no INIT or FOPEN flag skips it (Linux 6.1 to 6.18). Counted,
+// so that stats show what each file costs; shardfs.fastopen (the Python
+// package) keeps Python's open() from asking.
 void OpIoctl(fuse_req_t req, fuse_ino_t, unsigned int, void*, fuse_file_info*, unsigned,
              const void*, size_t, size_t) noexcept {
   fuse_reply_err(req, ENOTTY);
