@@ -6,15 +6,14 @@
 #include <rocksdb/iterator.h>
 #include <sys/stat.h>
 
-#include <mutex>
+#include <algorithm>
 #include <optional>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/parse.h"
-#include "index/rank_partition.h"
+#include "index/rank_share.h"
 #include "index/rocks_util.h"
-#include "index/sample_walk.h"
 
 namespace shardfs::index {
 
@@ -22,21 +21,6 @@ struct DbReader::Overlay {
   ViewId view;
   uint64_t base_max = 0;
   VersionSets sets;
-};
-
-struct DbReader::Ranks {
-  uint32_t rank = 0;
-  uint32_t world = 0;
-  uint64_t seed = 0;
-  bool keep_dirs = false;
-  // Per shard: kNone, kAll of its files in this rank, or kSome (ask split).
-  enum Share : uint8_t { kNone, kAll, kSome };
-  std::vector<Share> share;
-  // An index directory's split by samples (without given shard ranks).
-  std::optional<SampleSplit> split;
-  // Directories known to hold something of this rank, or not.
-  mutable std::mutex mu;
-  mutable std::unordered_map<uint64_t, bool> dirs;
 };
 
 DbReader::DbReader() = default;
@@ -71,45 +55,15 @@ Status DbReader::LoadVersion(const ReaderOptions& options) {
 }
 
 Status DbReader::LoadRanks(const ReaderOptions& options) {
-  if (options.rank >= options.world) {
-    return Status::InvalidArgument(fmt::format("rank {} of world {}: expected a rank below {}",
-                                               options.rank, options.world, options.world));
-  }
-  auto ranks = std::make_unique<Ranks>();
-  ranks->rank = options.rank;
-  ranks->world = options.world;
-  ranks->seed = options.seed;
-  ranks->keep_dirs = options.rank_keep_dirs;
-  ranks->share.assign(shards_.size(), Ranks::kNone);
-  if (!options.shard_ranks.empty()) {
-    // A manifest's partition: whole shards, as the manifest gave them.
-    SHARDFS_ASSIGN_OR_RETURN(std::vector<uint64_t> bytes, ShardBytes());
-    shard_ranks_ = options.shard_ranks;
-    shard_ranks_.resize(version_.record.shard_count, options.world);
-    for (size_t i = 0; i < shard_ranks_.size() && i < shards_.size(); ++i) {
-      if (shard_ranks_[i] == options.rank) ranks->share[i] = Ranks::kAll;
-    }
-    SHARDFS_RETURN_IF_ERROR(
-        CheckRankHasBytes(path_, bytes, shard_ranks_, options.rank, options.world));
-    ranks_ = std::move(ranks);
-    return Status::Ok();
-  }
-  // The walks below must see every file of the view: ranks_ is set after.
-  const ChildLister list = [this](InodeId dir, const auto& fn) {
-    return ForEachChildRaw(dir, "", fn);
-  };
+  // The share's walks must see every file of the view: ranks_ is set after,
+  // and its listings are the raw ones.
+  ChildLister list = [this](InodeId dir, const auto& fn) { return ForEachChildRaw(dir, "", fn); };
   SHARDFS_ASSIGN_OR_RETURN(
-      SampleSplit split,
-      SplitSamples(*this, list, std::min<size_t>(version_.record.shard_count, shards_.size()),
-                   options.world, options.seed));
-  shard_ranks_.assign(version_.record.shard_count, options.world);
-  for (uint32_t i = 0; i < shard_ranks_.size() && i < shards_.size(); ++i) {
-    shard_ranks_[i] = split.OwnerOf(i);
-    if (split.NeedsKeys(i)) ranks->share[i] = Ranks::kSome;
-    if (shard_ranks_[i] == options.rank) ranks->share[i] = Ranks::kAll;
-  }
-  ranks->split = std::move(split);
-  ranks_ = std::move(ranks);
+      ranks_,
+      RankShare::Make(*this, std::move(list),
+                      std::min<size_t>(version_.record.shard_count, shards_.size()), options));
+  shard_ranks_ = ranks_->ShardRanks();
+  shard_ranks_.resize(version_.record.shard_count, options.world);
   return Status::Ok();
 }
 
@@ -136,44 +90,7 @@ Result<std::vector<uint64_t>> DbReader::ShardBytes() const {
 
 const VersionSets* DbReader::version_sets() const { return overlay_ ? &overlay_->sets : nullptr; }
 
-bool DbReader::InRank(const EntryRecord& rec) const {
-  if (!ranks_) return true;
-  switch (rec.type) {
-    case EntryType::kFile: {
-      const uint32_t shard = rec.shard.value;
-      if (shard >= ranks_->share.size()) return false;
-      if (ranks_->share[shard] != Ranks::kSome) return ranks_->share[shard] == Ranks::kAll;
-      return ranks_->split->RankOf(shard, SampleKey{rec.offset, rec.inode.value}) == ranks_->rank;
-    }
-    case EntryType::kSymlink:
-      return RankOfSymlink(rec.inode.value, ranks_->world, ranks_->seed) == ranks_->rank;
-    case EntryType::kDir:
-      return ranks_->keep_dirs || rec.inode == kRootInode || DirInRank(rec.inode);
-  }
-  return false;
-}
-
-bool DbReader::DirInRank(InodeId dir) const {
-  {
-    std::lock_guard lock(ranks_->mu);
-    auto it = ranks_->dirs.find(dir.value);
-    if (it != ranks_->dirs.end()) return it->second;
-  }
-  // Something below it is of this rank, or it is empty in the view (then
-  // every rank shows it). Computed outside the lock; two threads may both
-  // compute the same answer.
-  bool empty = true;
-  bool found = false;
-  Status s = ForEachChildRaw(dir, "", [&](std::string_view, const EntryRecord& child) {
-    empty = false;
-    found = child.type == EntryType::kDir ? DirInRank(child.inode) : InRank(child);
-    return !found;
-  });
-  const bool in = !s.ok() || found || empty;  // On an error, show it: reads report the error.
-  std::lock_guard lock(ranks_->mu);
-  ranks_->dirs.emplace(dir.value, in);
-  return in;
-}
+bool DbReader::InRank(const EntryRecord& rec) const { return !ranks_ || ranks_->Holds(rec); }
 
 Status DbReader::DecodeChecked(const rocksdb::Slice& value, EntryRecord* rec) const {
   Status s = DecodeEntry(SliceBytes(value), rec);

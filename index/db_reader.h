@@ -4,15 +4,15 @@
 // what a manifest's union (index/union_reader.h) reads each partition with.
 // The costs and the trust checks are those index/index_reader.h states.
 //
-// A rank's partition (index/rank_partition.h): a partition of a manifest
-// takes the whole shards the manifest gives it; an index directory walks
-// its view's tree at Open (index/sample_walk.h: once, twice past a million
-// samples) and keeps a SampleSplit, so that InRank decides a file by its
+// A rank's partition (index/rank_partition.h): Open walks the view's tree
+// (index/sample_walk.h: once, twice past a million samples) and keeps a
+// RankShare (index/rank_share.h), so that InRank decides a file by its
 // shard alone, or for the few shards a cut falls in by a binary search of
 // the cuts by (offset, inode): no allocation, no lookup.
 //
 // Thread safety: immutable after Open but for two memos, each guarded (the
-// rank's directory answers by Ranks::mu, the decoded sizes by atomics).
+// rank's directory answers by RankShare's mutex, the decoded sizes by
+// atomics).
 #ifndef SHARDFS_INDEX_DB_READER_H_
 #define SHARDFS_INDEX_DB_READER_H_
 
@@ -35,6 +35,8 @@ class DB;
 }
 
 namespace shardfs::index {
+
+class RankShare;
 
 class DbReader final : public IndexReader {
  public:
@@ -81,8 +83,8 @@ class DbReader final : public IndexReader {
   Status CheckInodeRange() const;
   // The version's steps of Open: the catalog, the version, its sets.
   Status LoadVersion(const ReaderOptions& options);
-  // The rank partition of the version: the manifest's shard ranks when
-  // given, else the split of its samples (index/rank_partition.h).
+  // The rank partition of the version: the split of its samples
+  // (index/rank_partition.h).
   Status LoadRanks(const ReaderOptions& options);
 
   // Decodes a record read from a 'D' or 'I' key and checks it (see "Trust"
@@ -96,11 +98,9 @@ class DbReader final : public IndexReader {
                    RecordHolder* holder) const;
   Status ForEachChildRaw(InodeId dir, std::string_view start_after,
                          const std::function<bool(std::string_view, const EntryRecord&)>& fn) const;
-  // Whether a record of the view belongs to this rank (always without one).
-  // A file by its (shard, offset, inode), a symlink by RankOfSymlink.
+  // Whether a record of the view belongs to this rank (always without one):
+  // RankShare::Holds.
   bool InRank(const EntryRecord& rec) const;
-  // Whether directory `dir` holds something of this rank (memoised).
-  bool DirInRank(InodeId dir) const;
 
   std::unique_ptr<rocksdb::DB> db_;
   // Points into db_: declared after it, so destroyed first.
@@ -109,8 +109,7 @@ class DbReader final : public IndexReader {
   struct Overlay;
   std::unique_ptr<Overlay> overlay_;
   // The rank partition (world > 0).
-  struct Ranks;
-  std::unique_ptr<Ranks> ranks_;
+  std::unique_ptr<RankShare> ranks_;
   // The largest inode of the index; UINT64_MAX when the meta has no counts.
   uint64_t max_inode_ = UINT64_MAX;
 };

@@ -55,9 +55,9 @@ struct ReaderOptions {
   std::string view;
   // Per-rank partition of the view: with world > 0, only rank `rank`'s
   // files and the directories above them (all of the view's with
-  // rank_keep_dirs). An index directory's ranks are equal runs of the view's
-  // samples, the rest trimmed, and Open walks the view's tree to count them;
-  // a manifest's are whole shards (see index/rank_partition.h).
+  // rank_keep_dirs). The ranks are equal runs of the view's samples, split
+  // inside shards, the rest trimmed, and Open walks the view's tree to count
+  // them, a manifest's as an index directory's (see index/rank_partition.h).
   // InvalidArgument from Open for fewer samples than ranks.
   uint32_t rank = 0;
   uint32_t world = 0;
@@ -70,9 +70,6 @@ struct ReaderOptions {
   // How a manifest's partitions are found (index/manifest.h); unset: local
   // paths only.
   PartitionResolver resolve_partition;
-  // With world > 0: the rank of each shard, given instead of worked out
-  // (a manifest assigns its partitions' shards itself).
-  std::vector<uint32_t> shard_ranks;
   // The directory relative shard paths are resolved from; "": the index
   // directory's parent. For a node-local copy of an index that stays
   // beside its shards.
@@ -100,9 +97,10 @@ class IndexReader {
  public:
   // Opens the index at `path` read-only: an index directory, or a manifest
   // file (index/manifest.h), whose partitions are opened as
-  // options.resolve_partition finds them; with a rank partition, only those
-  // that hold shards of the rank. A partition rebuilt since the manifest was
-  // made (another database identity or shard count) is refused.
+  // options.resolve_partition finds them (every one, also with a rank
+  // partition: its split counts the samples of all). A partition rebuilt
+  // since the manifest was made (another database identity or shard count)
+  // is refused.
   // Returns NotFound if `path` does not exist, InvalidArgument if it is not a
   // shardfs index, NotSupported if its schema version is newer than ours, and
   // Corruption naming the key and the bad value if a meta value is not what

@@ -12,7 +12,7 @@
 
 #include "index/child_cursor.h"
 #include "index/db_options.h"
-#include "index/rank_partition.h"
+#include "index/rank_share.h"
 
 namespace shardfs::index {
 namespace fs = std::filesystem;
@@ -84,76 +84,48 @@ Status UnionReader::LayOut() {
   return Status::Ok();
 }
 
-Status UnionReader::ChooseParts(const ReaderOptions& options,
-                                std::vector<std::vector<uint32_t>>* ranks,
-                                std::vector<bool>* open) {
-  const size_t nparts = manifest_.partitions.size();
-  open->assign(nparts, true);
-  if (options.world == 0) return Status::Ok();
-  if (options.rank >= options.world) {
-    return Status::InvalidArgument(fmt::format("rank {} of world {}: expected a rank below {}",
-                                               options.rank, options.world, options.world));
-  }
-  ranked_ = true;
-  std::vector<std::vector<uint64_t>> bytes = tree().shard_bytes;
-  for (size_t p = 0; p < nparts; ++p) bytes[p].resize(manifest_.partitions[p].shard_count, 0);
-  *ranks = AssignPartitionShardsToRanks(bytes, options.world, options.seed);
-  for (size_t p = 0; p < nparts; ++p) {
-    const std::vector<uint32_t>& rp = (*ranks)[p];
-    (*open)[p] =
-        options.rank_keep_dirs || std::find(rp.begin(), rp.end(), options.rank) != rp.end();
-    shard_ranks_.insert(shard_ranks_.end(), rp.begin(), rp.end());
-  }
+Status UnionReader::LoadRanks(const ReaderOptions& options) {
+  // The share's walks must see every file of the union: share_ is set
+  // after, and its listings are the raw ones.
+  ChildLister list = [this](InodeId dir, const auto& fn) {
+    return ForEachChildIn(dir, "", fn, /*ranked=*/false);
+  };
+  SHARDFS_ASSIGN_OR_RETURN(share_,
+                           RankShare::Make(*this, std::move(list), shards_.size(), options));
+  shard_ranks_ = share_->ShardRanks();
   return Status::Ok();
 }
 
-Status UnionReader::OpenParts(const ReaderOptions& options,
-                              const std::vector<std::vector<uint32_t>>& ranks,
-                              const std::vector<bool>& open) {
+Status UnionReader::OpenParts(const ReaderOptions& options) {
   const ManifestTree& tr = tree();
   const size_t nparts = manifest_.partitions.size();
   std::error_code ec;
   fs::path abs = fs::absolute(path_, ec).lexically_normal();
   if (ec) return Status::IoError(fmt::format("manifest {}: {}", path_, ec.message()));
   const std::string base = abs.parent_path().string() + "/";
-  size_t opened = std::count(open.begin(), open.end(), true);
   parts_.resize(nparts);
   for (uint32_t p = 0; p < nparts; ++p) {
     const ManifestPartition& mp = manifest_.partitions[p];
     const std::string where = fmt::format("manifest {}: partition {} ({})", path_, p, mp.ref);
-    if (open[p]) {
-      Result<std::string> local = options.resolve_partition
-                                      ? options.resolve_partition(base, mp.ref)
-                                      : LocalPartition(base, mp.ref);
-      if (!local.ok()) return local.status().WithContext(where);
-      ReaderOptions po;
-      // The auto size's cap is shared by the partitions opened.
-      po.block_cache_bytes = options.block_cache_bytes != 0
-                                 ? std::max<size_t>(options.block_cache_bytes / opened, 1 << 20)
-                                 : AutoBlockCacheBytes(*local, AutoBlockCacheCap() / opened);
-      po.view = tr.part_views[p];
-      po.preload = options.preload;
-      if (options.world != 0) {
-        po.rank = options.rank;
-        po.world = options.world;
-        po.seed = options.seed;
-        po.rank_keep_dirs = options.rank_keep_dirs;
-        po.shard_ranks = ranks[p];
-      }
-      Result<std::unique_ptr<IndexReader>> part = IndexReader::Open(*local, po);
-      if (!part.ok()) return part.status().WithContext(where);
-      SHARDFS_RETURN_IF_ERROR(CheckPartition(where, mp, tr.part_max_inode[p], **part));
-      const IndexReader& pr = **part;
-      for (uint32_t s = 0; s < pr.shards().size(); ++s) {
-        shards_.push_back(pr.shards()[s]);
-        shard_paths_.push_back(pr.ShardPath(ShardId{s}));
-      }
-      parts_[p] = std::move(*part);
-    } else {
-      // Another rank's: never read, so a placeholder that no record can use.
-      shards_.resize(shards_.size() + mp.shard_count);
-      shard_paths_.resize(shard_paths_.size() + mp.shard_count);
+    Result<std::string> local = options.resolve_partition ? options.resolve_partition(base, mp.ref)
+                                                          : LocalPartition(base, mp.ref);
+    if (!local.ok()) return local.status().WithContext(where);
+    ReaderOptions po;
+    // The auto size's cap is shared by the partitions.
+    po.block_cache_bytes = options.block_cache_bytes != 0
+                               ? std::max<size_t>(options.block_cache_bytes / nparts, 1 << 20)
+                               : AutoBlockCacheBytes(*local, AutoBlockCacheCap() / nparts);
+    po.view = tr.part_views[p];
+    po.preload = options.preload;
+    Result<std::unique_ptr<IndexReader>> part = IndexReader::Open(*local, po);
+    if (!part.ok()) return part.status().WithContext(where);
+    SHARDFS_RETURN_IF_ERROR(CheckPartition(where, mp, tr.part_max_inode[p], **part));
+    const IndexReader& pr = **part;
+    for (uint32_t s = 0; s < pr.shards().size(); ++s) {
+      shards_.push_back(pr.shards()[s]);
+      shard_paths_.push_back(pr.ShardPath(ShardId{s}));
     }
+    parts_[p] = std::move(*part);
     SHARDFS_ASSIGN_OR_RETURN(InodeSet set, InodeSet::Decode(tr.hidden[p]));
     hidden_.push_back(std::move(set));
   }
@@ -219,14 +191,10 @@ Result<std::unique_ptr<UnionReader>> UnionReader::Open(const std::string& path,
   r->manifest_ = std::move(m);
   SHARDFS_RETURN_IF_ERROR(FindTree(r->manifest_, path, options.view, &r->tree_).status());
   SHARDFS_RETURN_IF_ERROR(r->LayOut());
-  // Which partitions this reader needs: with a rank partition, only those
-  // holding shards of the rank (all when every directory is kept).
-  std::vector<std::vector<uint32_t>> ranks;
-  std::vector<bool> open;
-  SHARDFS_RETURN_IF_ERROR(r->ChooseParts(options, &ranks, &open));
-  SHARDFS_RETURN_IF_ERROR(r->OpenParts(options, ranks, open));
+  SHARDFS_RETURN_IF_ERROR(r->OpenParts(options));
   SHARDFS_RETURN_IF_ERROR(r->IndexDirs());
   r->Describe();
+  if (options.world != 0) SHARDFS_RETURN_IF_ERROR(r->LoadRanks(options));
   r->catalog_ = std::make_unique<Catalog>(&r->manifest_, path);
   return r;
 }
@@ -269,21 +237,11 @@ void UnionReader::Translate(uint32_t p, EntryRecord* rec) const {
   if (rec->type == EntryType::kFile) rec->shard = ShardId{shard_bases_[p] + rec->shard.value};
 }
 
-bool UnionReader::Visible(const UnionDir& d) const {
-  if (!ranked_ || d.record.inode == kRootInode) return true;
-  for (const auto& [p, local] : d.copies) {
-    EntryRecord rec;
-    RecordHolder holder;
-    if (parts_[p] && parts_[p]->GetInode(InodeId{local}, &rec, &holder).ok()) return true;
-  }
-  return false;
-}
+bool UnionReader::Shown(const EntryRecord& rec) const { return !share_ || share_->Holds(rec); }
 
 bool UnionReader::Pick(uint32_t p, EntryRecord* rec) const {
   if (rec->type == EntryType::kDir && copies_.contains(Key(p, rec->inode.value))) {
-    const UnionDir* d = FindDir(copies_.at(Key(p, rec->inode.value)));
-    if (!Visible(*d)) return false;
-    *rec = d->record;
+    *rec = FindDir(copies_.at(Key(p, rec->inode.value)))->record;
     return true;
   }
   if (hidden_[p].Contains(rec->inode.value)) return false;
@@ -305,7 +263,7 @@ Status UnionReader::GetInode(InodeId inode, EntryRecord* rec, RecordHolder* hold
   const uint64_t g = inode.value;
   if (g == 0 || g > bases_.back()) return Status::NotFound("no such inode");
   if (const UnionDir* d = FindDir(g)) {
-    if (!Visible(*d)) return Status::NotFound("no such inode");
+    if (!Shown(d->record)) return Status::NotFound("no such inode");
     *rec = d->record;
     return Status::Ok();
   }
@@ -314,6 +272,7 @@ Status UnionReader::GetInode(InodeId inode, EntryRecord* rec, RecordHolder* hold
   if (!parts_[p] || hidden_[p].Contains(local)) return Status::NotFound("no such inode");
   SHARDFS_RETURN_IF_ERROR(parts_[p]->GetInode(InodeId{local}, rec, holder));
   Translate(p, rec);
+  if (!Shown(*rec)) return Status::NotFound("no such inode");
   return CheckFileRange(*rec);
 }
 
@@ -328,7 +287,8 @@ Status UnionReader::Lookup(InodeId parent, std::string_view name, EntryRecord* r
       Status s = parts_[p]->Lookup(InodeId{local}, name, rec, holder);
       if (s.code() == Status::Code::kNotFound) continue;
       SHARDFS_RETURN_IF_ERROR(s);
-      if (Pick(p, rec)) return Status::Ok();
+      if (!Pick(p, rec)) continue;
+      return Shown(*rec) ? Status::Ok() : Status::NotFound("no such entry");
     }
     return Status::NotFound("no such entry");
   }
@@ -336,13 +296,19 @@ Status UnionReader::Lookup(InodeId parent, std::string_view name, EntryRecord* r
   const uint64_t local = g - bases_[p];
   if (!parts_[p] || hidden_[p].Contains(local)) return Status::NotFound("no such entry");
   SHARDFS_RETURN_IF_ERROR(parts_[p]->Lookup(InodeId{local}, name, rec, holder));
-  if (!Pick(p, rec)) return Status::NotFound("no such entry");
+  if (!Pick(p, rec) || !Shown(*rec)) return Status::NotFound("no such entry");
   return Status::Ok();
 }
 
 Status UnionReader::ForEachChild(
     InodeId dir, std::string_view start_after,
     const std::function<bool(std::string_view, const EntryRecord&)>& fn) const {
+  return ForEachChildIn(dir, start_after, fn, share_ != nullptr);
+}
+
+Status UnionReader::ForEachChildIn(
+    InodeId dir, std::string_view start_after,
+    const std::function<bool(std::string_view, const EntryRecord&)>& fn, bool ranked) const {
   const uint64_t g = dir.value;
   if (g == 0 || g > bases_.back()) return Status::Ok();
   const UnionDir* d = FindDir(g);
@@ -350,11 +316,11 @@ Status UnionReader::ForEachChild(
     const uint32_t p = PartitionOf(g);
     const uint64_t local = g - bases_[p];
     if (!parts_[p] || hidden_[p].Contains(local)) return Status::Ok();
-    return parts_[p]->ForEachChild(InodeId{local}, start_after,
-                                   [&](std::string_view name, const EntryRecord& child) {
-                                     EntryRecord rec = child;
-                                     return !Pick(p, &rec) || fn(name, rec);
-                                   });
+    return parts_[p]->ForEachChild(
+        InodeId{local}, start_after, [&](std::string_view name, const EntryRecord& child) {
+          EntryRecord rec = child;
+          return !Pick(p, &rec) || (ranked && !Shown(rec)) || fn(name, rec);
+        });
   }
   std::vector<ChildCursor> cursors;
   for (const auto& [p, local] : d->copies) {
@@ -381,7 +347,7 @@ Status UnionReader::ForEachChild(
       rec = (*c)->record();
       found = Pick((*c)->partition(), &rec);
     }
-    if (found && !fn(*least, rec)) return Status::Ok();
+    if (found && (!ranked || Shown(rec)) && !fn(*least, rec)) return Status::Ok();
     for (ChildCursor* c : same) c->Next();
   }
 }
@@ -406,6 +372,7 @@ Status UnionReader::ForEachInode(InodeId first,
       } else {
         Translate(p, &rec);
       }
+      if (!Shown(rec)) return true;
       if (!fn(rec)) stopped = true;
       return !stopped;
     }));

@@ -5,10 +5,16 @@
 // copies' listings, and everything else one partition's answer renumbered.
 // What IndexReader::Open returns for a manifest file.
 //
+// A rank's partition (index/rank_partition.h) is the union's own, as an
+// index directory's is its own: Open opens every partition whole, walks the
+// union's tree and keeps a RankShare (index/rank_share.h) that decides each
+// record in the union's numbers (its shard, offset and inode).
+//
 // Ownership: the union owns its partitions' readers; a record or a cursor
 // it hands out points into a partition, so none outlives the union.
 // Thread safety: immutable after Open (the partitions are thread-safe
-// readers), shared by every thread without a lock.
+// readers) but for the rank's memo of directories, which RankShare guards;
+// shared by every thread without a lock.
 #ifndef SHARDFS_INDEX_UNION_READER_H_
 #define SHARDFS_INDEX_UNION_READER_H_
 
@@ -29,6 +35,8 @@
 #include "index/view_store.h"
 
 namespace shardfs::index {
+
+class RankShare;
 
 class UnionReader final : public IndexReader {
  public:
@@ -64,19 +72,17 @@ class UnionReader final : public IndexReader {
   // The steps of Open, in order; each returns the Status Open documents.
   // Fills bases_ and shard_bases_ from the tree's per-partition counts.
   Status LayOut();
-  // With a rank partition: which partitions to open (*open), each
-  // partition's shard ranks (*ranks, empty without one) and shard_ranks_.
-  Status ChooseParts(const ReaderOptions& options, std::vector<std::vector<uint32_t>>* ranks,
-                     std::vector<bool>* open);
-  // Opens the partitions marked in `open` (placeholders for the others),
-  // appending their shards to the shard table, and decodes hidden_.
-  Status OpenParts(const ReaderOptions& options, const std::vector<std::vector<uint32_t>>& ranks,
-                   const std::vector<bool>& open);
+  // Opens every partition, appending its shards to the shard table, and
+  // decodes hidden_.
+  Status OpenParts(const ReaderOptions& options);
   // Fills dirs_, copies_ and nlinks_ from the tree; Corruption if a union
   // directory is not well formed or the root is missing.
   Status IndexDirs();
   // The union's version, counts and meta values.
   void Describe();
+  // With a rank partition (world > 0): walks the union's tree and splits
+  // its samples (share_, shard_ranks_), as an index directory's.
+  Status LoadRanks(const ReaderOptions& options);
 
   const ManifestTree& tree() const { return manifest_.trees[tree_]; }
   static uint64_t Key(uint32_t p, uint64_t local) { return uint64_t{p} << 48 | local; }
@@ -88,13 +94,17 @@ class UnionReader final : public IndexReader {
   const UnionDir* FindDir(uint64_t global) const;
   // Renumbers a partition's record into the union's numbers.
   void Translate(uint32_t p, EntryRecord* rec) const;
-  // A union directory is shown if a copy of it is (a rank shows a directory
-  // holding something of the rank).
-  bool Visible(const UnionDir& d) const;
+  // Whether a record of the union (its numbers) is of the rank: always
+  // without one, else RankShare::Holds.
+  bool Shown(const EntryRecord& rec) const;
   // The entry a name of a union directory resolves to among candidates in
   // partition order, from the last back: a union directory, or the first
-  // entry the union does not hide. False if none.
+  // entry the union does not hide. False if none. Whatever the rank.
   bool Pick(uint32_t p, EntryRecord* rec) const;
+  // ForEachChild, of the rank's entries (`ranked`) or of every entry.
+  Status ForEachChildIn(InodeId dir, std::string_view start_after,
+                        const std::function<bool(std::string_view, const EntryRecord&)>& fn,
+                        bool ranked) const;
   // The open partition that holds union shard `shard`, and the shard's id
   // there; NotFound if its partition is not open.
   Result<std::pair<const IndexReader*, ShardId>> PartitionOfShard(ShardId shard) const;
@@ -103,14 +113,15 @@ class UnionReader final : public IndexReader {
   // Points into manifest_: declared after it, so destroyed first.
   std::unique_ptr<Catalog> catalog_;
   size_t tree_ = 0;  // The tree of manifest_ answered for.
-  bool ranked_ = false;
-  std::vector<std::unique_ptr<IndexReader>> parts_;  // nullptr: not opened (another rank's).
-  std::vector<uint64_t> bases_;                      // Inodes before partition p; [P] = all.
-  std::vector<uint32_t> shard_bases_;                // Shards before partition p.
+  std::vector<std::unique_ptr<IndexReader>> parts_;
+  std::vector<uint64_t> bases_;        // Inodes before partition p; [P] = all.
+  std::vector<uint32_t> shard_bases_;  // Shards before partition p.
   std::vector<InodeSet> hidden_;
   std::unordered_map<uint64_t, size_t> dirs_;      // Global inode -> its union_dirs index.
   std::unordered_map<uint64_t, uint64_t> copies_;  // Key(p, local) -> global inode.
   std::unordered_map<uint64_t, uint32_t> nlinks_;  // Key(p, local) -> link count.
+  // The rank partition (world > 0); its memo of directories is guarded.
+  std::unique_ptr<RankShare> share_;
 };
 
 }  // namespace shardfs::index

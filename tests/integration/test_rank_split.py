@@ -7,8 +7,13 @@ and by a walk, so a DDP job's ranks take as many steps; each image reads as
 the source's; no image is on two ranks and their union is the tree but for
 the n % 3 trimmed; `shardfs.Index(idx, rank=K, world=3)` lists what the
 mount shows, and so does a mount of `view export --rank K --world 3`; more
-ranks than images is refused. Runs under the interpreter the package was
-built for, with Debian's torchvision: fails, never skips, without them."""
+ranks than images is refused. A manifest of the same shards in two
+partitions splits the same way (worlds 2, 3, 4 and 8: fewer shards than
+ranks too), each rank's run of the rule index/rank_partition.h states; its
+rank mounts list what `shardfs.Index` lists; the package's datasets over it
+pad or, with drop_last, trim to equal counts. Runs under the interpreter the
+package was built for, with Debian's torchvision: fails, never skips,
+without them."""
 
 import errno
 import os
@@ -42,6 +47,11 @@ class RankSplitTest(tl.ScratchTestCase):
         cls.idx = os.path.join(cls.tmp, "idx")
         tl.build_index(cls.shards, cls.idx)
         cls.files = {os.fsencode(p) for m in members for p in m}
+        parts = [os.path.join(cls.tmp, "part-a"), os.path.join(cls.tmp, "part-b")]
+        tl.build_index(cls.shards[:2], parts[0])
+        tl.build_index(cls.shards[2:], parts[1])
+        cls.manifest = os.path.join(cls.tmp, "data.manifest")
+        tl.run_shardfs("index", "manifest", "--out", cls.manifest, *parts, check=0)
 
     def mount_rank(self, idx, opts):
         """(relative paths torchvision's ImageFolder finds, files a walk finds)
@@ -89,6 +99,42 @@ class RankSplitTest(tl.ScratchTestCase):
         other, _ = self.mount_rank(self.idx, "rank=0,world=%d,seed=3" % WORLD)
         self.assertEqual(len(other), n // WORLD)
         self.assertNotEqual(other, {p for p, k in owner.items() if k == 0})
+
+    def test_a_manifest_splits_by_samples(self):
+        import shardfs
+        import shardfs.torch
+        n = len(self.files)
+        for world in (2, 3, 4, 8):
+            rule, per_rank, total = tl.rank_split(self.manifest, SHARDS, world, seed=4)
+            self.assertEqual((per_rank, total), (n // world, n))
+            owner = {}
+            for k in range(world):
+                with shardfs.Index(self.manifest, rank=k, world=world, seed=4) as index:
+                    listed = {os.fsencode(p) for p in index.files()}
+                self.assertEqual(len(listed), n // world, "world %d rank %d" % (world, k))
+                self.assertEqual(listed, {p for p, r in rule.items() if r == k},
+                                 "world %d rank %d vs the rule" % (world, k))
+                owner.update((p, k) for p in listed)
+                if world == 8:  # The mount agrees, with fewer shards than ranks.
+                    mnt = self.scratch("mnt")
+                    opts = "rank=%d,world=%d,seed=4" % (k, world)
+                    with tl.Mount(self.manifest, mnt, options=opts):
+                        walked = {os.fsencode(os.path.relpath(os.path.join(d, f), mnt))
+                                  for d, _, fs in os.walk(mnt) for f in fs}
+                    self.assertEqual(walked, listed, "world 8 rank %d: mount vs Index" % k)
+            self.assertEqual(len(owner), n - n % world, "world %d: a file on two ranks" % world)
+            # The package's datasets: ceil(n / world) each, padded with the
+            # rank's own samples, every sample on some rank; n // world each
+            # with drop_last.
+            for drop_last in (False, True):
+                seen = set()
+                for k in range(world):
+                    ds = shardfs.torch.ImageFolder(self.manifest, rank=k, world=world, seed=4,
+                                                   drop_last=drop_last)
+                    want = n // world if drop_last else -(-n // world)
+                    self.assertEqual(len(ds), want, "world %d rank %d" % (world, k))
+                    seen |= {p for p, _ in ds.samples}
+                self.assertEqual(len(seen), n - n % world if drop_last else n)
 
     def test_more_ranks_than_images_refused(self):
         n = len(self.files)

@@ -282,31 +282,63 @@ TEST_F(UnionReaderTest, SeekKeysAreThePartitionsOwn) {
   EXPECT_EQ(*bytes, (std::vector<uint64_t>{400, 400}));
 }
 
-TEST_F(UnionReaderTest, RanksSplitThePartitions) {
-  std::set<std::string> seen;
-  for (uint32_t rank = 0; rank < 2; ++rank) {
-    SCOPED_TRACE(rank);
-    ReaderOptions o;
-    o.rank = rank;
-    o.world = 2;
-    std::unique_ptr<IndexReader> u = OpenUnion(o);
-    ASSERT_NE(u, nullptr);
-    ASSERT_EQ(u->shard_ranks().size(), 2u);
-    // A rank opens only the partition holding its shard; the other stays a
-    // placeholder nothing reads.
-    std::vector<const IndexReader*> parts = u->partitions();
-    ASSERT_EQ(parts.size(), 2u);
-    EXPECT_EQ((parts[0] != nullptr) + (parts[1] != nullptr), 1);
-    for (uint32_t s = 0; s < 2; ++s) EXPECT_EQ(parts[s] != nullptr, u->shard_ranks()[s] == rank);
-    for (const auto& [path, rec] : Walk(*u)) {
-      if (rec.type != EntryType::kFile) continue;
-      EXPECT_EQ(u->shard_ranks()[rec.shard.value], rank) << path;
-      EXPECT_TRUE(seen.insert(path).second) << path << " in two ranks";
+// A rank of a manifest is a run of the union's samples, as an index
+// directory's: every rank as many (n // world, the rest trimmed), split
+// inside a shard where the partitions hold fewer shards than ranks; each
+// file on one rank at most, and every question agrees with the listing.
+TEST_F(UnionReaderTest, RanksSplitTheUnionsSamples) {
+  const uint64_t n = kFiles.size();  // One sample per file: no two share a key.
+  for (uint32_t world : {2u, 3u, 5u}) {
+    std::map<std::string, uint32_t> owner;
+    for (uint32_t rank = 0; rank < world; ++rank) {
+      SCOPED_TRACE(::testing::Message() << "rank " << rank << " of " << world);
+      ReaderOptions o;
+      o.rank = rank;
+      o.world = world;
+      o.seed = 3;
+      std::unique_ptr<IndexReader> u = OpenUnion(o);
+      ASSERT_NE(u, nullptr);
+      ASSERT_EQ(u->shard_ranks().size(), 2u);
+      size_t files = 0;
+      for (const auto& [path, rec] : Walk(*u)) {
+        if (rec.type != EntryType::kFile) continue;
+        ++files;
+        EXPECT_TRUE(kFiles.contains(path)) << path;
+        EXPECT_TRUE(owner.emplace(path, rank).second) << path << " on two ranks";
+        EntryRecord got;
+        RecordHolder holder;
+        ASSERT_TRUE(u->LookupPath(path, &got, &holder).ok()) << path;
+        EXPECT_EQ(got.inode, rec.inode) << path;
+        ASSERT_TRUE(u->GetInode(rec.inode, &got, &holder).ok()) << path;
+        const uint32_t shard_rank = u->shard_ranks()[rec.shard.value];
+        EXPECT_TRUE(shard_rank == rank || shard_rank == world) << path;
+      }
+      EXPECT_EQ(files, n / world);
+      // Another rank's file is not there, by path or by inode.
+      for (const auto& [path, want] : kFiles) {
+        if (owner.contains(path) && owner.at(path) == rank) continue;
+        EntryRecord got;
+        RecordHolder holder;
+        Status s = u->LookupPath(path, &got, &holder);
+        EXPECT_EQ(s.code(), Status::Code::kNotFound) << path;
+      }
+      size_t inodes = 0;
+      ASSERT_TRUE(u->ForEachInode(InodeId{1}, [&](const EntryRecord& rec) {
+                     inodes += rec.type == EntryType::kFile;
+                     return true;
+                   }).ok());
+      EXPECT_EQ(inodes, n / world);
     }
+    EXPECT_EQ(owner.size(), n - n % world) << "world " << world;
   }
-  std::set<std::string> all;
-  for (const auto& [path, want] : kFiles) all.insert(path);
-  EXPECT_EQ(seen, all);
+  ReaderOptions o;
+  o.world = 6;
+  Result<std::unique_ptr<IndexReader>> r = IndexReader::Open(manifest_, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("5 samples cannot give each of 6 ranks one"),
+            std::string::npos)
+      << r.status().message();
 }
 
 // One reader shared by threads and by a forked child, as the mount and the
