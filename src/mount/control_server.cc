@@ -519,9 +519,11 @@ std::string ControlServer::StatsText(const FetcherStats& s) const {
       Millis(r.latency_p90_us), Millis(r.latency_p99_us), Millis(r.latency_max_us));
   out += fmt::format(
       "fetching   {} threads, {} chunks; {} chunks fetched ({} ahead of a reader, {} not "
-      "queued), {} failed; {} running, {} queued; {} reads gave up waiting; {} not kept\n",
+      "queued), {} failed; {} running, {} queued; {} reads gave up waiting; {} not kept\n"
+      "           {} reads fetched their own bytes first ({}); {} reads waited {} in all\n",
       s.threads, Size(s.chunk_size), s.total.fetches, s.fetched_ahead, s.ahead_dropped,
-      s.total.errors, s.fetches_running, s.queued, s.wait_timeouts, s.cache_write_errors);
+      s.total.errors, s.fetches_running, s.queued, s.wait_timeouts, s.cache_write_errors,
+      s.range_reads, Size(s.range_bytes), s.demand_waits, Millis(s.demand_wait_us));
   return out;
 }
 
@@ -607,6 +609,10 @@ std::string ControlServer::StatsJson(const FetcherStats& s, bool shards) const {
       .UNum("wait_timeouts", s.wait_timeouts)
       .UNum("chunks_not_kept", s.cache_write_errors)
       .UNum("reads_from_chunk_files", s.located_reads)
+      .UNum("range_reads", s.range_reads)
+      .UNum("range_bytes", s.range_bytes)
+      .UNum("demand_waits", s.demand_waits)
+      .UNum("demand_wait_us", s.demand_wait_us)
       .UNum("chunk_size", s.chunk_size)
       .UNum("fetch_threads", s.threads);
   if (const DecodedCache* cache = fs_->options().decoded; cache != nullptr) {

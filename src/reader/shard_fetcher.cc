@@ -20,6 +20,11 @@ using Clock = std::chrono::steady_clock;
 // one of them is part of the same sweep, not a re-use.
 constexpr size_t kRecentChunks = 24;
 
+// A read that starts at most this far past the end of the shard's last read
+// follows it: the gap is the next member's tar header (512 bytes, a pax
+// header before it).
+constexpr uint64_t kFollowGap = 4096;
+
 // Per-shard counters, in shard_counters_[kShardCounters * shard + k].
 enum ShardCounter {
   kDelivered,
@@ -65,12 +70,15 @@ struct ShardFetcher::Job {
   ChunkKey key;
   std::shared_ptr<Inflight> inflight;
   bool ahead = false;
+  uint64_t range_pos = 0;  // A range (range_len > 0): bytes [range_pos, +range_len) of the shard.
+  size_t range_len = 0;
 };
 
 struct ShardFetcher::ShardState {
   std::mutex mu;
   bool any = false;                              // Guarded by mu: a read happened.
   uint64_t last = 0;                             // Guarded by mu: the last chunk read.
+  uint64_t last_end = 0;                         // Guarded by mu: where the last read ended.
   uint64_t window = 0;                           // Guarded by mu: chunks to fetch ahead.
   std::array<uint64_t, kRecentChunks> recent{};  // Guarded by mu; +1 (0: empty).
   size_t recent_next = 0;                        // Guarded by mu.
@@ -92,6 +100,10 @@ struct ShardFetcher::Counters {
   std::atomic<uint64_t> cache_write_errors{0};
   std::atomic<uint64_t> located_reads{0};
   std::atomic<uint64_t> running{0};
+  std::atomic<uint64_t> range_reads{0};
+  std::atomic<uint64_t> range_bytes{0};
+  std::atomic<uint64_t> demand_waits{0};
+  std::atomic<uint64_t> demand_wait_us{0};
 };
 
 Result<std::unique_ptr<ShardFetcher>> ShardFetcher::Create(FetcherOptions options,
@@ -144,6 +156,8 @@ void ShardFetcher::Stop() {
     dropped.swap(demand_);
     for (Job& j : ahead_) dropped.push_back(std::move(j));
     ahead_.clear();
+    for (Job& j : ranges_) dropped.push_back(std::move(j));
+    ranges_.clear();
   }
   cancel_ = true;
   cv_.notify_all();
@@ -168,10 +182,13 @@ uint64_t ShardFetcher::ChunkCount(uint32_t shard) const {
   return (shards_[shard].size + options_.chunk_size - 1) / options_.chunk_size;
 }
 
-void ShardFetcher::NoteRead(uint32_t shard, uint64_t first, uint64_t last, uint64_t* reuse,
-                            uint64_t* ahead_from, uint64_t* ahead_to) {
+void ShardFetcher::NoteRead(uint32_t shard, uint64_t pos, uint64_t len, uint64_t first,
+                            uint64_t last, uint64_t* reuse, uint64_t* ahead_from,
+                            uint64_t* ahead_to, bool* follows) {
   ShardState& s = state_[shard];
   std::lock_guard<std::mutex> lock(s.mu);
+  *follows = s.any && pos >= s.last_end && pos - s.last_end <= kFollowGap;
+  s.last_end = pos + len;
   *reuse = 0;
   for (uint64_t c = first; c <= last && c - first < 64; ++c) {
     if (!s.Recent(c)) *reuse |= uint64_t{1} << (c - first);
@@ -227,9 +244,36 @@ std::shared_ptr<ShardFetcher::Inflight> ShardFetcher::Request(const ShardHandle&
   return f;
 }
 
+bool ShardFetcher::WholeSlotFree() const {
+  const unsigned n = options_.threads;
+  const unsigned kept = options_.demand_range == 0 ? 0 : n / 4;
+  return whole_running_ < n - kept;
+}
+
+std::shared_ptr<ShardFetcher::Inflight> ShardFetcher::RequestRange(const ShardHandle& shard,
+                                                                   ChunkKey key, uint64_t offset,
+                                                                   size_t len, bool* range) {
+  *range = false;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_) return nullptr;
+  auto it = inflight_.find(key);
+  if (it != inflight_.end() && it->second->started) return it->second;
+  *range = true;
+  auto f = std::make_shared<Inflight>();
+  ranges_.push_back(Job{shard, key, f, false, key.index * options_.chunk_size + offset, len});
+  cv_.notify_one();
+  return f;
+}
+
 Status ShardFetcher::Await(Inflight& f, ChunkKey key, uint64_t offset, size_t len, char* buf) {
   std::unique_lock<std::mutex> lock(f.mu);
-  if (!f.cv.wait_for(lock, wait_bound(), [&] { return f.done; })) {
+  const Clock::time_point t0 = Clock::now();
+  const bool done = f.cv.wait_for(lock, wait_bound(), [&] { return f.done; });
+  counters_->demand_waits.fetch_add(1, std::memory_order_relaxed);
+  counters_->demand_wait_us.fetch_add(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count(),
+      std::memory_order_relaxed);
+  if (!done) {
     counters_->wait_timeouts.fetch_add(1, std::memory_order_relaxed);
     return Status::IoError(fmt::format("shard {}: chunk {} not fetched within {} s",
                                        RedactLocation(shards_[key.shard].location), key.index,
@@ -263,7 +307,10 @@ Status ShardFetcher::ReadShardOrLocate(const ShardHandle& shard, uint64_t pos, s
   const uint64_t cs = options_.chunk_size;
   const uint64_t first = pos / cs, last = (pos + len - 1) / cs;
   uint64_t reuse, ahead_from, ahead_to;
-  NoteRead(id, first, last, &reuse, &ahead_from, &ahead_to);
+  bool follows;
+  NoteRead(id, pos, len, first, last, &reuse, &ahead_from, &ahead_to, &follows);
+  const bool ranges =
+      options_.demand_range > 0 && len <= options_.demand_range && !shards_[id].remote && !follows;
   std::atomic<uint64_t>* sc = &shard_counters_[size_t{id} * kShardCounters];
   // Every chunk is looked up (or its fetch requested) before any wait, so
   // the chunks of a read that spans several are fetched side by side.
@@ -273,6 +320,7 @@ Status ShardFetcher::ReadShardOrLocate(const ShardHandle& shard, uint64_t pos, s
     size_t len;
     char* dst;
     std::shared_ptr<Inflight> fetch;
+    bool range = false;  // fetch holds [offset, offset + len) alone.
   };
   std::vector<Part> parts;
   for (uint64_t c = first; c <= last; ++c) {
@@ -296,6 +344,12 @@ Status ShardFetcher::ReadShardOrLocate(const ShardHandle& shard, uint64_t pos, s
         break;
       }
       bool stored;
+      if (ranges) {
+        p.fetch = RequestRange(shard, ChunkKey{id, c}, p.offset, p.len, &p.range);
+        // The chunk behind it, unless it is cached or coming.
+        if (p.range) Request(shard, ChunkKey{id, c}, true, &stored);
+        break;
+      }
       p.fetch = Request(shard, ChunkKey{id, c}, false, &stored);
       if (!stored) break;
     }
@@ -317,7 +371,8 @@ Status ShardFetcher::ReadShardOrLocate(const ShardHandle& shard, uint64_t pos, s
     Request(shard, ChunkKey{id, c}, true, &stored);
   }
   for (const Part& p : parts) {
-    SHARDFS_RETURN_IF_ERROR(Await(*p.fetch, ChunkKey{id, p.chunk}, p.offset, p.len, p.dst));
+    SHARDFS_RETURN_IF_ERROR(
+        Await(*p.fetch, ChunkKey{id, p.chunk}, p.range ? 0 : p.offset, p.len, p.dst));
   }
   return Status::Ok();
 }
@@ -377,7 +432,8 @@ Status ShardFetcher::CheckRemote(uint32_t id) {
 Status ShardFetcher::Fetch(std::unique_ptr<remote::HttpClient>& client, const Job& job, char* data,
                            size_t len) {
   const FetchShard& s = shards_[job.key.shard];
-  const uint64_t pos = job.key.index * options_.chunk_size;
+  const uint64_t pos = job.range_len > 0 ? job.range_pos : job.key.index * options_.chunk_size;
+  if (options_.before_fetch) options_.before_fetch(job.key, job.range_len > 0);
   if (s.remote) {
     if (!client)
       client = std::make_unique<remote::HttpClient>(options_.fetch, options_.aws, &requests_);
@@ -395,13 +451,21 @@ void ShardFetcher::Run() {
     Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !demand_.empty() || !ahead_.empty(); });
+      cv_.wait(lock, [&] {
+        return stop_ || !ranges_.empty() ||
+               (WholeSlotFree() && (!demand_.empty() || !ahead_.empty()));
+      });
       if (stop_) return;
-      std::deque<Job>& q = demand_.empty() ? ahead_ : demand_;
+      std::deque<Job>& q = !ranges_.empty() ? ranges_ : !demand_.empty() ? demand_ : ahead_;
       job = std::move(q.front());
       q.pop_front();
       if (job.inflight->started) continue;  // Queued twice; already taken.
       job.inflight->started = true;
+      if (job.range_len == 0) ++whole_running_;
+    }
+    if (job.range_len > 0) {
+      RunRange(client, job);
+      continue;
     }
     counters_->running.fetch_add(1, std::memory_order_relaxed);
     const uint64_t len = cache_->ChunkLength(job.key);
@@ -440,7 +504,9 @@ void ShardFetcher::Run() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       inflight_.erase(job.key);
+      --whole_running_;
     }
+    cv_.notify_one();  // A thread held back by WholeSlotFree may start a chunk now.
     std::lock_guard<std::mutex> lock(job.inflight->mu);
     job.inflight->status = st;
     if (st.ok()) {
@@ -450,6 +516,29 @@ void ShardFetcher::Run() {
     job.inflight->done = true;
     job.inflight->cv.notify_all();
   }
+}
+
+void ShardFetcher::RunRange(std::unique_ptr<remote::HttpClient>& client, const Job& job) {
+  counters_->running.fetch_add(1, std::memory_order_relaxed);
+  auto data = std::make_unique<char[]>(job.range_len);
+  Status st = Fetch(client, job, data.get(), job.range_len);
+  std::atomic<uint64_t>* sc = &shard_counters_[size_t{job.key.shard} * kShardCounters];
+  if (st.ok()) {
+    sc[kFetched].fetch_add(job.range_len, std::memory_order_relaxed);
+    counters_->range_reads.fetch_add(1, std::memory_order_relaxed);
+    counters_->range_bytes.fetch_add(job.range_len, std::memory_order_relaxed);
+  } else {
+    sc[kErrors].fetch_add(1, std::memory_order_relaxed);
+  }
+  counters_->running.fetch_sub(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(job.inflight->mu);
+  job.inflight->status = st;
+  if (st.ok()) {
+    job.inflight->data = std::move(data);
+    job.inflight->len = job.range_len;
+  }
+  job.inflight->done = true;
+  job.inflight->cv.notify_all();
 }
 
 FetcherStats ShardFetcher::stats(bool per_shard) const {
@@ -474,9 +563,13 @@ FetcherStats ShardFetcher::stats(bool per_shard) const {
   out.cache_write_errors = get(counters_->cache_write_errors);
   out.located_reads = get(counters_->located_reads);
   out.fetches_running = get(counters_->running);
+  out.range_reads = get(counters_->range_reads);
+  out.range_bytes = get(counters_->range_bytes);
+  out.demand_waits = get(counters_->demand_waits);
+  out.demand_wait_us = get(counters_->demand_wait_us);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    out.queued = demand_.size() + ahead_.size();
+    out.queued = ranges_.size() + demand_.size() + ahead_.size();
   }
   out.chunk_size = options_.chunk_size;
   out.threads = options_.threads;

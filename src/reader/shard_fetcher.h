@@ -9,8 +9,9 @@
 // along.
 //
 // Fetching. `threads` fetcher threads, each with its own HttpClient (one
-// kept-alive connection each), take jobs from two queues: chunks a reader
-// waits for first, then chunks fetched ahead. Each chunk is fetched once at a
+// kept-alive connection each), take jobs from three queues: ranges a reader
+// waits for (demand first, below), then chunks a reader waits for, then
+// chunks fetched ahead. Each chunk is fetched once at a
 // time (single flight): a second reader of a chunk being fetched waits for
 // that fetch. A reader whose reads of a shard move chunk by chunk is
 // sequential: the chunks ahead of it are requested, a window that starts at
@@ -19,6 +20,20 @@
 // little behind the furthest chunk read (the mount's push-ahead reads files
 // before the program does) stays sequential; a read anywhere else resets the
 // window.
+//
+// Demand first (FetcherOptions::demand_range; local shards, which sit on a
+// network filesystem). A shuffled reader touches a new chunk with nearly
+// every read, so waiting for whole chunks would move most of the dataset
+// before the first batch. Instead a small read of a chunk that is neither
+// cached nor being fetched fetches just its own bytes, on a queue ahead of
+// every chunk, and its chunk is queued behind it (as a fetch ahead, which
+// may be dropped: a later read queues it again). A read that follows the
+// shard's last read (a sequential reader, the mount's push-ahead) waits for
+// the whole chunk as before, and so does any read of a chunk whose fetch
+// has started. While demand first is on, whole chunks take at most
+// threads - threads/4 fetcher threads, so a range never waits for a
+// whole chunk to end before it starts. A range's bytes go to its reader
+// only; the cache stores whole chunks.
 //
 // Once per node. Before fetching a chunk a fetcher thread claims it in the
 // disk cache (ChunkCache::Claim): a chunk another process of the node stored
@@ -55,6 +70,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -77,7 +93,16 @@ struct FetcherOptions {
   uint64_t chunk_size = 4 << 20;  // -o chunk_size.
   unsigned threads = 8;           // -o fetch_threads: requests in flight at most.
   unsigned max_ahead = 8;         // -o fetch_ahead: chunks ahead of a sequential reader.
-  remote::FetchOptions fetch;     // -o retry_budget, connect_timeout, stall_timeout, ca_file.
+  // Demand first (local shards on a network filesystem): a read of at most
+  // this many bytes of a chunk that is neither cached nor being fetched, and
+  // that does not follow the shard's last read, fetches its own bytes alone,
+  // ahead of every chunk, and its chunk is queued behind it; 0: every read
+  // waits for its whole chunk.
+  uint64_t demand_range = 1 << 20;
+  // For tests: called on a fetcher thread before each fetch of a whole
+  // chunk (range false) or of a range.
+  std::function<void(ChunkKey key, bool range)> before_fetch;
+  remote::FetchOptions fetch;  // -o retry_budget, connect_timeout, stall_timeout, ca_file.
   remote::AwsConfig aws;
 };
 
@@ -110,8 +135,12 @@ struct FetcherStats {
   uint64_t wait_timeouts = 0;       // Reads that gave up waiting for a fetch.
   uint64_t cache_write_errors = 0;  // Chunks fetched but not kept (a full disk).
   uint64_t located_reads = 0;       // Reads located in a chunk file on disk (spliced), not copied.
+  uint64_t range_reads = 0;         // Reads answered by a fetch of their own bytes (demand first).
+  uint64_t range_bytes = 0;         // Of total.bytes_fetched, those fetches' bytes.
+  uint64_t demand_waits = 0;        // Reads that waited for a fetch (a chunk or their bytes).
+  uint64_t demand_wait_us = 0;      // Their waits, summed.
   uint64_t fetches_running = 0;     // Chunks being fetched now.
-  uint64_t queued = 0;              // Chunks waiting for a fetcher thread.
+  uint64_t queued = 0;              // Chunks and ranges waiting for a fetcher thread.
   uint64_t chunk_size = 0;
   unsigned threads = 0;
   ChunkCacheStats cache;
@@ -181,16 +210,30 @@ class ShardFetcher : public ChunkedReader {
   // such fetches is full.
   std::shared_ptr<Inflight> Request(const ShardHandle& shard, ChunkKey key, bool ahead,
                                     bool* cached, bool even_if_cached = false);
-  // Waits for `f` (bounded) and copies [offset, offset + len) of its chunk.
+  // Demand first: the started fetch of `key`'s whole chunk if there is one
+  // (*range false), else a fetch of bytes [offset, offset + len) of the
+  // chunk alone, queued ahead of every chunk (*range true). Null when
+  // stopping.
+  std::shared_ptr<Inflight> RequestRange(const ShardHandle& shard, ChunkKey key, uint64_t offset,
+                                         size_t len, bool* range);
+  // Waits for `f` (bounded) and copies [offset, offset + len) of what it
+  // fetched (its chunk, or its range from offset 0).
   Status Await(Inflight& f, ChunkKey key, uint64_t offset, size_t len, char* buf);
-  // Notes a read of chunks [first, last] of `shard`: whether each is a
-  // re-use (bit i of *reuse for chunk first + i, up to 64) and the chunks to
-  // fetch ahead, [*ahead_from, *ahead_to).
-  void NoteRead(uint32_t shard, uint64_t first, uint64_t last, uint64_t* reuse,
-                uint64_t* ahead_from, uint64_t* ahead_to);
+  // Notes a read of bytes [pos, pos + len), chunks [first, last], of
+  // `shard`: whether each chunk is a re-use (bit i of *reuse for chunk
+  // first + i, up to 64), the chunks to fetch ahead, [*ahead_from,
+  // *ahead_to), and whether the read starts where the shard's last read
+  // ended, give or take a member's header (*follows).
+  void NoteRead(uint32_t shard, uint64_t pos, uint64_t len, uint64_t first, uint64_t last,
+                uint64_t* reuse, uint64_t* ahead_from, uint64_t* ahead_to, bool* follows);
+  // Whether a fetcher thread may start a whole chunk now: with demand first,
+  // some threads are kept for ranges. REQUIRES: mu_ held.
+  bool WholeSlotFree() const;
   void Run();
   // `client`: the thread's own, made here at its first remote fetch.
   Status Fetch(std::unique_ptr<remote::HttpClient>& client, const Job& job, char* data, size_t len);
+  // Fetches a range job's bytes and hands them to its waiting reader.
+  void RunRange(std::unique_ptr<remote::HttpClient>& client, const Job& job);
 
   FetcherOptions options_;  // Set in the constructor, then read-only.
   const std::vector<FetchShard> shards_;
@@ -204,10 +247,12 @@ class ShardFetcher : public ChunkedReader {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::deque<Job> ranges_;                                                     // Guarded by mu_.
   std::deque<Job> demand_;                                                     // Guarded by mu_.
   std::deque<Job> ahead_;                                                      // Guarded by mu_.
   std::unordered_map<ChunkKey, std::shared_ptr<Inflight>, KeyHash> inflight_;  // Guarded by mu_.
   bool stop_ = false;                                                          // Guarded by mu_.
+  unsigned whole_running_ = 0;        // Guarded by mu_: whole chunks being fetched.
   std::vector<std::thread> threads_;  // Only touched by Start and Stop.
 };
 

@@ -4,7 +4,10 @@
 // readers wait for it; a sequential reader is fetched ahead of and a random
 // one is not; a sweep's many reads of a chunk count as one use, so a sweep
 // leaves the cache's main queue (the re-used set) alone; Warm and DropCache;
-// Stop never leaves a reader hanging.
+// Stop never leaves a reader hanging. Demand first: a small read of a cold
+// chunk gets its own bytes while the chunk is still on its way, a read that
+// follows waits for the chunk, and whole chunks leave fetcher threads free
+// for such reads.
 //
 // Truth is the file's bytes as written, never the fetcher's own output.
 #include "src/reader/shard_fetcher.h"
@@ -16,8 +19,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <latch>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -41,6 +46,47 @@ struct RigOptions {
   uint64_t cache_chunks = kChunks;  // Cache capacity, in full chunks.
   unsigned threads = 4;
   unsigned max_ahead = 4;
+  uint64_t demand_range = 0;  // Off unless a test is about it: reads wait for whole chunks.
+  bool gate = false;          // Fetches of whole chunks wait for the gate (ChunkGate).
+};
+
+// Holds fetches of whole chunks until Open, each for 5 s at most (then it
+// notes a timeout: a test that needed the hold fails, it does not hang).
+class ChunkGate {
+ public:
+  void Hold(bool range) {
+    if (range) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    ++held_;
+    cv_.notify_all();
+    if (!cv_.wait_for(lock, std::chrono::seconds(5), [&] { return open_; })) timed_out_ = true;
+    --held_;
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  // Waits (5 s at most) until `n` fetches are held; true if they are.
+  bool WaitHeld(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(5), [&] { return held_ >= n; });
+  }
+  int held() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_;
+  }
+  bool timed_out() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return timed_out_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+  int held_ = 0;
+  bool timed_out_ = false;
 };
 
 uint64_t ChunksCovered(uint64_t pos, uint64_t len) {
@@ -62,6 +108,8 @@ class ShardFetcherTest : public ::testing::Test {
     fo.chunk_size = kFetchChunk;
     fo.threads = o.threads;
     fo.max_ahead = o.max_ahead;
+    fo.demand_range = o.demand_range;
+    if (o.gate) fo.before_fetch = [this](ChunkKey, bool range) { gate_.Hold(range); };
     // Short bounds: a reader left waiting shows as a failed deadline in
     // seconds, not as a hung test.
     fo.fetch.retry_budget = std::chrono::milliseconds{200};
@@ -120,6 +168,9 @@ class ShardFetcherTest : public ::testing::Test {
     }
   }
 
+  void TearDown() override { gate_.Open(); }
+
+  ChunkGate gate_;  // Before fetcher_: its threads may use it until they end.
   TempDir dir_;
   std::string path_;
   std::string data_;
@@ -431,6 +482,111 @@ TEST_F(ShardFetcherTest, StopWhileReadersWaitEndsEveryRead) {
   EXPECT_EQ(wrong.load(), 0);
   for (int t = 0; t < kReaders; ++t) EXPECT_LT(ended[t] - stopped, std::chrono::seconds(1)) << t;
   EXPECT_EQ(Stats().total.errors + Stats().wait_timeouts, 0u);
+}
+
+}  // namespace
+}  // namespace shardfs::reader
+
+namespace shardfs::reader {
+namespace {
+
+constexpr uint64_t kRange = 1 << 20;
+
+TEST_F(ShardFetcherTest, DemandReadOfAColdChunkIsAnsweredBeforeItsChunk) {
+  ASSERT_NO_FATAL_FAILURE(Make({.demand_range = kRange, .gate = true}));
+  const uint64_t base = 5 * kFetchChunk;
+  // The chunk's fetch is held; the read gets its own bytes all the same.
+  ASSERT_TRUE(ReadMatches(base + 300, 1000));
+  FetcherStats s = Stats();
+  EXPECT_EQ(s.range_reads, 1u);
+  EXPECT_EQ(s.range_bytes, 1000u);
+  EXPECT_EQ(s.total.bytes_fetched, 1000u);
+  EXPECT_EQ(s.total.chunk_misses, 1u);
+  EXPECT_EQ(s.demand_waits, 1u);
+  EXPECT_EQ(s.cache.inserts, 0u);
+  EXPECT_EQ(s.total.fetches, 0u);
+  // The chunk follows behind it.
+  ASSERT_TRUE(gate_.WaitHeld(1));
+
+  // A read that follows (the next member, past its 512-byte header) is a
+  // sequential reader's or a push's: it waits for the whole chunk.
+  std::atomic<bool> done{false};
+  bool same = false;
+  std::thread follower([&] {
+    same = ReadMatches(base + 1300 + 512, 700);
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(done.load()) << "a following read was answered while its chunk was held";
+  gate_.Open();
+  follower.join();
+  EXPECT_TRUE(same);
+  ASSERT_NO_FATAL_FAILURE(WaitIdle());
+  s = Stats();
+  EXPECT_EQ(s.range_reads, 1u);
+  EXPECT_EQ(s.cache.inserts, 1u);
+  EXPECT_EQ(s.total.fetches, 1u);
+  EXPECT_EQ(s.fetched_ahead, 1u);
+  EXPECT_EQ(s.total.bytes_fetched, 1000u + kFetchChunk);
+
+  // Now cached: a read anywhere in it is a hit.
+  ASSERT_TRUE(ReadMatches(base + 40000, 100));
+  s = Stats();
+  EXPECT_EQ(s.range_reads, 1u);
+  EXPECT_EQ(s.total.chunk_hits, 1u);
+  EXPECT_FALSE(gate_.timed_out());
+}
+
+TEST_F(ShardFetcherTest, WholeChunksLeaveAThreadForDemandReads) {
+  // 4 threads: whole chunks take 3 at most.
+  ASSERT_NO_FATAL_FAILURE(Make({.threads = 4, .demand_range = kRange, .gate = true}));
+  uint64_t fetched = 0;
+  Status warm;
+  std::thread warmer(
+      [&] { warm = fetcher_->Warm(shard_, 10 * kFetchChunk, 8 * kFetchChunk, &fetched); });
+  ASSERT_TRUE(gate_.WaitHeld(3));
+  // Every thread but one holds a whole chunk, and more chunks wait for one.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(gate_.held(), 3);
+  ASSERT_TRUE(ReadMatches(40 * kFetchChunk + 123, 4000));
+  ASSERT_TRUE(ReadMatches(kSize - 900, 900));  // The short last chunk.
+  EXPECT_EQ(Stats().range_reads, 2u);
+  EXPECT_EQ(gate_.held(), 3);
+  gate_.Open();
+  warmer.join();
+  EXPECT_TRUE(warm.ok()) << warm.message();
+  EXPECT_EQ(fetched, 8 * kFetchChunk);
+  EXPECT_FALSE(gate_.timed_out()) << "a demand read waited for a held chunk";
+  ASSERT_TRUE(ReadMatches(12 * kFetchChunk + 5, 2 * kFetchChunk));  // Warmed: hits.
+  EXPECT_EQ(Stats().range_reads, 2u);
+}
+
+TEST_F(ShardFetcherTest, RandomReaderGetsRangesAndEveryChunkBehind) {
+  ASSERT_NO_FATAL_FAILURE(Make({.demand_range = kRange}));
+  std::mt19937_64 rng(13);
+  uint64_t bytes = 0;
+  for (uint64_t i = 0; i < kChunks; ++i) {
+    const uint64_t c = i * 29 % kChunks;
+    const uint64_t clen = std::min(kFetchChunk, kSize - c * kFetchChunk);
+    const uint64_t off = rng() % (clen - 500);
+    const size_t len = 1 + rng() % 500;
+    ASSERT_TRUE(ReadMatches(c * kFetchChunk + off, len)) << c;
+    bytes += len;
+  }
+  ASSERT_NO_FATAL_FAILURE(WaitIdle());
+  FetcherStats s = Stats();
+  // Each chunk's first read fetched its own bytes; each chunk was then
+  // fetched behind it, or not queued when the queue was full.
+  EXPECT_EQ(s.range_reads, kChunks);
+  EXPECT_EQ(s.range_bytes, bytes);
+  EXPECT_EQ(s.cache.inserts + s.ahead_dropped, kChunks);
+  EXPECT_EQ(s.fetched_ahead, s.cache.inserts);
+  EXPECT_GT(s.cache.inserts, 0u);
+  EXPECT_EQ(s.total.errors, 0u);
+  // Reads of larger than demand_range wait for their chunks, and get the
+  // file's bytes across every chunk.
+  ASSERT_TRUE(ReadMatches(0, kSize));
+  EXPECT_EQ(Stats().range_reads, kChunks);
 }
 
 }  // namespace
