@@ -405,19 +405,17 @@ Status CheckAgainstSource(const IndexSource& from, const std::string& index_path
 
 // Pack with `options` checked and completed (--compress: the shard name's
 // extension, the level).
-// Reader threads: --jobs, else twice the cores (at least 4), and at least
-// kNetworkJobs for a source on network storage, where each open, stat and
-// read waits on a round trip: many in flight overlap them.
-constexpr int kNetworkJobs = 32;
-int PackJobs(int jobs, const std::string& src) {
-  if (jobs > 0) return jobs;
-  jobs = std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
-  if (src.empty() || jobs >= kNetworkJobs) return jobs;
-  Result<StorageInfo> info = DetectStorage(src);
-  if (!info.ok() || !info->network) return jobs;
-  log::Info("source {} on network storage ({}): {} files read at once", src, info->fstype,
-            kNetworkJobs);
-  return kNetworkJobs;
+// How the tree at `src` is read (ChooseSourceReading), its storage told by
+// statfs; an index source ("") is read as local files.
+SourceReading PackReading(int jobs, const std::string& src) {
+  Result<StorageInfo> info = src.empty() ? Result<StorageInfo>(StorageInfo{}) : DetectStorage(src);
+  const SourceReading r =
+      ChooseSourceReading(jobs, std::thread::hardware_concurrency(), info.ok() ? &*info : nullptr);
+  if (info.ok() && info->network) {
+    log::Info("source {} on network storage ({}): {} files read at once{}", src, info->fstype,
+              r.jobs, r.direct ? ", small files with O_DIRECT" : "");
+  }
+  return r;
 }
 
 Status PackChecked(const PackOptions& options, PackReport* report) {
@@ -440,7 +438,8 @@ Status PackChecked(const PackOptions& options, PackReport* report) {
   }
   std::vector<std::string> earlier;  // With --force: an earlier output to replace.
   SHARDFS_RETURN_IF_ERROR(RefuseExisting(options, paths, pattern, report, &earlier));
-  const int jobs = PackJobs(options.jobs, paths.src_real);
+  const SourceReading reading = PackReading(options.jobs, from ? "" : paths.src_real);
+  const int jobs = reading.jobs;
 
   TreeScan loose;
   if (!from) {
@@ -482,6 +481,7 @@ Status PackChecked(const PackOptions& options, PackReport* report) {
            : std::make_unique<SourcePrefetch>(scan.entries, std::move(reads.entries), root.get());
   Progress progress("pack", "shards", shard_total, reads.bytes, options.quiet);
   index::IndexWriter index;
+  if (reading.direct) prefetch->ReadDirect();
   prefetch->Start(jobs);
   Status s = WriteShards(plan, prefetch.get(), &progress, &index, report);
   prefetch->Stop();
@@ -525,7 +525,7 @@ Status ListSource(const PackOptions& options, PackReport* report) {
   TreeScanOptions so;
   so.excludes = options.excludes;
   so.follow_symlinks = options.follow_symlinks;
-  so.jobs = PackJobs(options.jobs, options.src);
+  so.jobs = PackReading(options.jobs, options.src).jobs;
   so.quiet = options.quiet;
   SHARDFS_ASSIGN_OR_RETURN(const TreeScan scan, ScanTree(options.src, so));
   report->warnings = scan.warnings;

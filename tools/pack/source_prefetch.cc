@@ -38,6 +38,16 @@ Status PreadUpToEof(int fd, char* buf, uint64_t len, uint64_t* got) {
 
 }  // namespace
 
+SourceReading ChooseSourceReading(int jobs, unsigned cores, const StorageInfo* storage) {
+  SourceReading r;
+  const bool network = storage && storage->network;
+  r.direct = network && storage->fstype.starts_with("fuse");
+  r.jobs = std::max(4, 2 * static_cast<int>(cores));
+  if (network) r.jobs = std::max(r.jobs, kNetworkJobs);
+  if (jobs > 0) r.jobs = jobs;
+  return r;
+}
+
 SourcePrefetch::SourcePrefetch(const std::vector<SourceEntry>& entries, std::vector<uint32_t> order,
                                int root_fd, PrefetchLimits limits)
     : entries_(entries),
@@ -215,15 +225,21 @@ void SourcePrefetch::Load(const SourceEntry& e, Slot* s) const {
     s->result = r;
     s->reason = std::move(reason);
   };
-  UniqueFd fd(OpenBeneath(root_fd_, e.open_path(), O_RDONLY));
+  const bool big = e.size > kWholeFileMax;
+  const bool direct = !big && direct_.load(std::memory_order_relaxed);
+  UniqueFd fd(OpenBeneath(root_fd_, e.open_path(), O_RDONLY | (direct ? O_DIRECT : 0)));
+  if (!fd.valid() && direct && errno == EINVAL) {
+    direct_.store(false);
+    fd.reset(OpenBeneath(root_fd_, e.open_path(), O_RDONLY));
+  }
   if (!fd.valid()) {
     return fail(ReadResult::kUnreadable, fmt::format("open: {}", std::strerror(errno)));
   }
   if (check_only_.load(std::memory_order_relaxed)) return;
   struct stat st;
-  if (e.size > kWholeFileMax) {
+  if (big) {
     // Checked now and again by the writer once it has streamed the file.
-    if (::fstat(fd.get(), &st) != 0) {
+    if (StatOpenFile(fd.get(), &st) != 0) {
       return fail(ReadResult::kUnreadable, fmt::format("stat: {}", std::strerror(errno)));
     }
     if (ReplacedSince(e, st, fd.get())) {
@@ -239,12 +255,19 @@ void SourcePrefetch::Load(const SourceEntry& e, Slot* s) const {
   }
   s->data.reset(new char[std::max<uint64_t>(e.size, 1)]);
   uint64_t got = 0;
-  if (Status r = PreadUpToEof(fd.get(), s->data.get(), e.size, &got); !r.ok()) {
-    return fail(ReadResult::kUnreadable, r.message());
+  Status r = PreadUpToEof(fd.get(), s->data.get(), e.size, &got);
+  if (!r.ok() && direct && r.sys_errno() == EINVAL) {
+    // O_DIRECT refused at the read (a filesystem that wants aligned
+    // buffers): plain reads from here on.
+    direct_.store(false);
+    if (::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_DIRECT) == 0) {
+      r = PreadUpToEof(fd.get(), s->data.get(), e.size, &got);
+    }
   }
+  if (!r.ok()) return fail(ReadResult::kUnreadable, r.message());
   // One stat after the read tells whether this is the file the scan saw
   // and whether it changed since: a write moves the mtime.
-  if (::fstat(fd.get(), &st) != 0) {
+  if (StatOpenFile(fd.get(), &st) != 0) {
     return fail(ReadResult::kUnreadable, fmt::format("stat: {}", std::strerror(errno)));
   }
   if (ReplacedSince(e, st, fd.get())) {

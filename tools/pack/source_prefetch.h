@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/storage.h"
 #include "tools/pack/source_tree.h"
 
 namespace shardfs::pack {
@@ -33,6 +34,21 @@ namespace shardfs::pack {
 // Files up to this size are read whole by a reader; larger ones are opened
 // by a reader and streamed by the writer.
 inline constexpr uint64_t kWholeFileMax = 1 << 20;
+
+// How a loose tree is read: how many reader threads (files in flight), and
+// whether small files are read with O_DIRECT (SourcePrefetch::ReadDirect).
+struct SourceReading {
+  int jobs = 4;
+  bool direct = false;
+};
+
+// The reading of a tree on `storage` (null: not known) with `--jobs` `jobs`
+// (0: the default) on `cores` cores. Local: twice the cores, at least 4.
+// Network storage: at least kNetworkJobs, since each file waits on round
+// trips; on a FUSE client small files are also read directly (see
+// ReadDirect). An explicit `jobs` is kept.
+inline constexpr int kNetworkJobs = 32;
+SourceReading ChooseSourceReading(int jobs, unsigned cores, const StorageInfo* storage);
 
 enum class ReadResult : uint8_t { kOk, kUnreadable, kChanged };
 
@@ -79,6 +95,14 @@ class SourcePrefetch {
   // Stops and joins the readers; reads not yet claimed are never made.
   void Stop();
 
+  // Small files of a loose tree are read with O_DIRECT: one read request of
+  // the file's size, past the page cache. On a FUSE client, page-cache reads
+  // go out as readahead, which the kernel cuts to single pages once a dozen
+  // are in flight (its congestion threshold): many files in flight then cost
+  // a request per page. Where O_DIRECT is refused (EINVAL), the readers fall
+  // back to plain reads for good. Call before Start.
+  void ReadDirect() { direct_.store(true); }
+
   // Readers only open (and close) the files from now on: the pack has failed
   // and goes on only to list every unreadable file.
   void CheckOnly() { check_only_.store(true); }
@@ -110,6 +134,7 @@ class SourcePrefetch {
   std::vector<Slot> ring_;
   std::vector<std::thread> threads_;
   std::atomic<bool> check_only_{false};
+  mutable std::atomic<bool> direct_{false};  // Cleared by a reader on EINVAL.
 
   std::atomic<size_t> write_k_{0};        // The writer's next read.
   std::atomic<uint64_t> bytes_ahead_{0};  // Cost of the claimed, unreleased reads.

@@ -6,6 +6,7 @@
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -333,6 +334,29 @@ class TreeScanner {
   std::unordered_set<std::string> found_;  // Guarded by mu_.
 };
 }  // namespace
+
+int StatOpenFile(int fd, struct stat* st) {
+  struct statx sx;
+  constexpr unsigned kMask = STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_UID | STATX_GID |
+                             STATX_MTIME | STATX_CTIME | STATX_INO | STATX_SIZE | STATX_BLOCKS;
+  if (::statx(fd, "", AT_EMPTY_PATH, kMask, &sx) != 0) {
+    return errno == ENOSYS ? ::fstat(fd, st) : -1;
+  }
+  *st = {};
+  st->st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+  st->st_ino = sx.stx_ino;
+  st->st_mode = sx.stx_mode;
+  st->st_nlink = sx.stx_nlink;
+  st->st_uid = sx.stx_uid;
+  st->st_gid = sx.stx_gid;
+  st->st_rdev = makedev(sx.stx_rdev_major, sx.stx_rdev_minor);
+  st->st_size = static_cast<off_t>(sx.stx_size);
+  st->st_blksize = static_cast<blksize_t>(sx.stx_blksize);
+  st->st_blocks = static_cast<blkcnt_t>(sx.stx_blocks);
+  st->st_mtim = {sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec};
+  st->st_ctim = {sx.stx_ctime.tv_sec, sx.stx_ctime.tv_nsec};
+  return 0;
+}
 
 int64_t MtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * kNanosPerSecond + st.st_mtim.tv_nsec;

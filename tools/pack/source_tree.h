@@ -144,6 +144,14 @@ std::string StoredChangedReason(const StoredShards& shards, const StoredData& d,
 // Feeds `n` zero bytes (a hole of a sparse file) to `state`.
 void HashZeros(XXH3_state_t* state, uint64_t n);
 
+// fstat(2) of an open source file, all but its access time (st_atim is
+// zero). A FUSE filesystem mounted read-write marks a file's atime stale
+// after every read, so an fstat after a read asks the daemon again; statx(2)
+// without STATX_ATIME is answered from the attributes the kernel holds while
+// they are valid, as an fstat before the read is. Returns 0, or -1 with
+// errno set.
+int StatOpenFile(int fd, struct stat* st);
+
 // st_mtim in nanoseconds, as SourceEntry::mtime_ns holds it.
 int64_t MtimeNs(const struct stat& st);
 int64_t CtimeNs(const struct stat& st);

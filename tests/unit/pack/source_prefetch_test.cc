@@ -145,5 +145,54 @@ TEST_F(SourcePrefetchTest, AChangedOrMissingFileIsReportedNotRead) {
   p.Release(2);
 }
 
+// ReadDirect asks for O_DIRECT, which a local filesystem refuses for these
+// unaligned buffers (at the open or at the read): the readers fall back to
+// plain reads and every byte, and every check, is as without it.
+TEST_F(SourcePrefetchTest, DirectReadsFallBackWhereRefusedAndReadTheSameBytes) {
+  Make(20, 3000);
+  ::shardfs::testing::WriteFile(dir_ / "f7", "changed");
+  std::vector<uint32_t> order;
+  for (int i = 0; i < 20; ++i) order.push_back(EntryOf("f" + std::to_string(i)));
+  SourcePrefetch p(scan_.entries, order, root_.get());
+  p.ReadDirect();
+  p.Start(4);
+  for (size_t k = 0; k < order.size(); ++k) {
+    SourcePrefetch::Slot& s = p.Wait(k);
+    if (k == 7) {
+      EXPECT_EQ(s.result, ReadResult::kChanged) << s.reason;
+    } else {
+      ASSERT_EQ(s.result, ReadResult::kOk) << k << ": " << s.reason;
+      EXPECT_EQ(std::string(s.data.get(), 3000), ::shardfs::testing::PseudoRandomBytes(3000, k))
+          << k;
+    }
+    p.Release(k);
+  }
+  p.Stop();
+}
+
+StorageInfo Storage(bool network, std::string fstype) { return StorageInfo{network, fstype}; }
+
+TEST(ChooseSourceReadingTest, NetworkStorageGetsMoreFilesInFlightAndFuseDirectReads) {
+  const StorageInfo ext4 = Storage(false, "ext4");
+  const StorageInfo sshfs = Storage(true, "fuse.sshfs");
+  const StorageInfo nfs = Storage(true, "nfs");
+  SourceReading local = ChooseSourceReading(0, 2, &ext4);
+  EXPECT_EQ(local.jobs, 4);
+  EXPECT_FALSE(local.direct);
+  EXPECT_EQ(ChooseSourceReading(0, 8, &ext4).jobs, 16);
+  EXPECT_EQ(ChooseSourceReading(0, 2, nullptr).jobs, 4);
+  EXPECT_FALSE(ChooseSourceReading(0, 2, nullptr).direct);
+  SourceReading net = ChooseSourceReading(0, 2, &sshfs);
+  EXPECT_EQ(net.jobs, kNetworkJobs);
+  EXPECT_GT(net.jobs, local.jobs);
+  EXPECT_TRUE(net.direct);
+  EXPECT_EQ(ChooseSourceReading(0, 32, &sshfs).jobs, 64);  // Twice the cores is more.
+  EXPECT_EQ(ChooseSourceReading(0, 2, &nfs).jobs, kNetworkJobs);
+  EXPECT_FALSE(ChooseSourceReading(0, 2, &nfs).direct);  // A kernel client: its own readahead.
+  // --jobs is kept; the reads stay direct.
+  EXPECT_EQ(ChooseSourceReading(3, 2, &sshfs).jobs, 3);
+  EXPECT_TRUE(ChooseSourceReading(3, 2, &sshfs).direct);
+}
+
 }  // namespace
 }  // namespace shardfs::pack

@@ -139,6 +139,28 @@ TEST_F(ScanTreeTest, OpenBeneathRefusesToLeaveTheRoot) {
   EXPECT_LT(OpenBeneath(root.get(), "../src/a/x.jpg", O_RDONLY), 0);
 }
 
+TEST_F(ScanTreeTest, StatOpenFileGivesWhatFstatGivesButTheAccessTime) {
+  ::shardfs::testing::WriteFile(dir_ / "f", std::string(5000, 'x'));
+  UniqueFd fd(::open((dir_ / "f").c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  struct stat want, got;
+  ASSERT_EQ(::fstat(fd.get(), &want), 0);
+  ASSERT_EQ(StatOpenFile(fd.get(), &got), 0);
+  EXPECT_EQ(got.st_dev, want.st_dev);
+  EXPECT_EQ(got.st_ino, want.st_ino);
+  EXPECT_EQ(got.st_mode, want.st_mode);
+  EXPECT_EQ(got.st_nlink, want.st_nlink);
+  EXPECT_EQ(got.st_uid, want.st_uid);
+  EXPECT_EQ(got.st_gid, want.st_gid);
+  EXPECT_EQ(got.st_size, 5000);
+  EXPECT_EQ(got.st_blocks, want.st_blocks);
+  EXPECT_EQ(MtimeNs(got), MtimeNs(want));
+  EXPECT_EQ(CtimeNs(got), CtimeNs(want));
+  EXPECT_EQ(got.st_atim.tv_sec, 0);
+  EXPECT_EQ(StatOpenFile(-1, &got), -1);
+  EXPECT_EQ(errno, EBADF);
+}
+
 TEST(HashFileTest, HashesTheBytesAndHolesAsZeros) {
   TempDir dir;
   std::string data = ::shardfs::testing::PseudoRandomBytes(3 << 20, 9);
