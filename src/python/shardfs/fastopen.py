@@ -24,7 +24,7 @@ What changes. Only ``open(file, "rb")`` (or ``"br"``) with the default
 buffering, of a path (``str``, ``bytes`` or ``os.PathLike``) that is, as
 written and made absolute against the working directory, under a shardfs
 FUSE mount (``fuse.shardfs`` in ``/proc/self/mountinfo``; a mount made later
-is seen at the next open). Such an open builds what ``open()`` builds, the
+is seen within a tenth of a second, or at once after ``shardfs_mounts()``). Such an open builds what ``open()`` builds, the
 same ``io.FileIO`` in a ``io.BufferedReader`` of the file's ``st_blksize``,
 minus the ``isatty()`` call, which for a binary file changes nothing: the
 object, its bytes and its errors are those of ``open()``. Everything else
@@ -32,9 +32,10 @@ object, its bytes and its errors are those of ``open()``. Everything else
 a path reaching a mount through a symbolic link) goes to the original
 ``open()`` untouched. On Python 3.14 and later ``install()`` does nothing.
 
-Cost: the mount check is a string comparison and a ``poll()`` of
-``/proc/self/mountinfo`` (no round trip), about a microsecond per open; the
-``isatty()`` it saves is one FUSE round trip (tens of microseconds).
+Cost: the mount check is a string comparison, and at most ten times a second
+a ``poll()`` of ``/proc/self/mountinfo`` (no round trip): a few tenths of a
+microsecond per open, of any file; the ``isatty()`` it saves is one FUSE
+round trip (tens of microseconds).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ import os
 import select
 import sys
 import threading
+import time
 from typing import IO, Any, Callable, List, Optional, Tuple
 
 __all__ = ["install", "uninstall", "installed", "shardfs_mounts", "ENV_VAR"]
@@ -55,6 +57,7 @@ set and not ``""`` or ``"0"``, it calls ``install()``."""
 
 _MOUNTINFO = "/proc/self/mountinfo"
 _FSTYPE = "fuse.shardfs"
+_POLL_EVERY_S = 0.1  # A poll is a system call: not at every open.
 
 _original_open: Optional[Callable[..., Any]] = None
 _lock = threading.Lock()
@@ -62,13 +65,15 @@ _lock = threading.Lock()
 
 class _Mounts:
     """The shardfs mount points, read from mountinfo again when the kernel
-    says the mount table changed (a poll of the open mountinfo file)."""
+    says the mount table changed (a poll of the open mountinfo file, at most
+    every _POLL_EVERY_S unless forced)."""
 
     def __init__(self) -> None:
         self.prefixes: Tuple[str, ...] = ()
         self.roots: Tuple[str, ...] = ()
         self._file: Optional[IO[bytes]] = None
         self._poll: Optional[Any] = None
+        self._next_poll = 0.0
 
     def _reopen(self) -> None:
         if self._file is not None:
@@ -97,9 +102,13 @@ class _Mounts:
         self.roots = tuple(roots)
         self.prefixes = tuple(r.rstrip("/") + "/" for r in roots)
 
-    def current(self) -> Tuple[str, ...]:
+    def current(self, force: bool = False) -> Tuple[str, ...]:
         """The mount points' prefixes ("/mnt/x/"), read again if the mount
-        table changed since the last call."""
+        table changed since the last poll."""
+        now = time.monotonic()
+        if now < self._next_poll and not force:
+            return self.prefixes
+        self._next_poll = now + _POLL_EVERY_S
         if self._poll is None:
             with _lock:
                 if self._poll is None:
@@ -116,6 +125,7 @@ class _Mounts:
             self._file.close()
         self._file = None
         self._poll = None
+        self._next_poll = 0.0
 
 
 def _unescape(field: str) -> str:
@@ -216,8 +226,9 @@ def installed() -> bool:
 
 def shardfs_mounts() -> Tuple[str, ...]:
     """The mount points of shardfs FUSE mounts in this process's mount
-    namespace, as ``/proc/self/mountinfo`` has them now."""
-    _mounts.current()
+    namespace, as ``/proc/self/mountinfo`` has them now (read again if the
+    mount table changed)."""
+    _mounts.current(force=True)
     return _mounts.roots
 
 
