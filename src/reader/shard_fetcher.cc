@@ -346,8 +346,7 @@ Status ShardFetcher::ReadShardOrLocate(const ShardHandle& shard, uint64_t pos, s
       bool stored;
       if (ranges) {
         p.fetch = RequestRange(shard, ChunkKey{id, c}, p.offset, p.len, &p.range);
-        // The chunk behind it, unless it is cached or coming.
-        if (p.range) Request(shard, ChunkKey{id, c}, true, &stored);
+        if (p.range) Request(shard, ChunkKey{id, c}, true, &stored);  // Its chunk, behind.
         break;
       }
       p.fetch = Request(shard, ChunkKey{id, c}, false, &stored);
