@@ -251,7 +251,8 @@ def run_rtt(a, rig, server, scratch, tree, build, rtt):
             runs[(path, temp)] = run = server.run(req)
             log(f"rtt {rtt:g} ms {PATH_TITLES[path]:<16} {temp}: "
                 f"{run['samples_per_s']:,.0f} samples/s ({run['samples']:,} samples, "
-                f"{run['seconds']:.1f} s, scan {run['scan_seconds']:.2f} s)")
+                f"{run['seconds']:.1f} s, scan {run['scan_seconds']:.2f} s, first batch "
+                f"{run['first_batch_seconds']:.2f} s)")
         if path == "shardfs":
             r["stats"] = rig.stats()
             r["mount_warm_ms"] = rig.mount_shardfs()  # Cache holds the index.
@@ -585,6 +586,7 @@ def stats_line(s):
         return f"stats: {s['error']}"
     keys = [("cache_hits", "hits"), ("cache_misses", "misses"),
             ("chunks_fetched", "chunks fetched"), ("chunks_fetched_ahead", "ahead"),
+            ("range_reads", "reads fetched alone first"), ("demand_waits", "reads waited"),
             ("bytes_fetched", "fetched"), ("bytes_delivered", "delivered"),
             ("wait_timeouts", "wait timeouts"), ("fetch_errors", "fetch errors")]
     parts = []
