@@ -242,7 +242,7 @@ void SourcePrefetch::Load(const SourceEntry& e, Slot* s) const {
     if (StatOpenFile(fd.get(), &st) != 0) {
       return fail(ReadResult::kUnreadable, fmt::format("stat: {}", std::strerror(errno)));
     }
-    if (ReplacedSince(e, st, fd.get())) {
+    if (ReplacedSince(e, st, fd.get(), &fuse_devices_)) {
       return fail(ReadResult::kChanged, "replaced by another file while being packed");
     }
     if (static_cast<uint64_t>(st.st_size) != e.size || MtimeNs(st) != e.mtime_ns) {
@@ -270,7 +270,7 @@ void SourcePrefetch::Load(const SourceEntry& e, Slot* s) const {
   if (StatOpenFile(fd.get(), &st) != 0) {
     return fail(ReadResult::kUnreadable, fmt::format("stat: {}", std::strerror(errno)));
   }
-  if (ReplacedSince(e, st, fd.get())) {
+  if (ReplacedSince(e, st, fd.get(), &fuse_devices_)) {
     return fail(ReadResult::kChanged, "replaced by another file while being packed");
   }
   if (got != e.size || static_cast<uint64_t>(st.st_size) != e.size || MtimeNs(st) != e.mtime_ns) {

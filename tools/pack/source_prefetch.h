@@ -135,6 +135,7 @@ class SourcePrefetch {
   std::vector<std::thread> threads_;
   std::atomic<bool> check_only_{false};
   mutable std::atomic<bool> direct_{false};  // Cleared by a reader on EINVAL.
+  mutable FuseDevices fuse_devices_;
 
   std::atomic<size_t> write_k_{0};        // The writer's next read.
   std::atomic<uint64_t> bytes_ahead_{0};  // Cost of the claimed, unreleased reads.

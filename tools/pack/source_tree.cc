@@ -366,12 +366,26 @@ int64_t CtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_ctim.tv_sec) * kNanosPerSecond + st.st_ctim.tv_nsec;
 }
 
-bool ReplacedSince(const SourceEntry& e, const struct stat& st, int fd) {
-  if (!S_ISREG(st.st_mode) || st.st_dev != e.dev) return true;
-  if (st.st_ino == e.ino) return false;
+int FuseDevices::IsFuse(dev_t dev, int fd) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [d, fuse] : known_) {
+      if (d == dev) return fuse;
+    }
+  }
   constexpr decltype(statfs::f_type) kFuseMagic = 0x65735546;
   struct statfs fs;
-  return ::fstatfs(fd, &fs) != 0 || fs.f_type != kFuseMagic || CtimeNs(st) != e.ctime_ns;
+  if (::fstatfs(fd, &fs) != 0) return -1;
+  const bool fuse = fs.f_type == kFuseMagic;
+  std::lock_guard<std::mutex> lock(mu_);
+  known_.emplace_back(dev, fuse);
+  return fuse;
+}
+
+bool ReplacedSince(const SourceEntry& e, const struct stat& st, int fd, FuseDevices* fuse) {
+  if (!S_ISREG(st.st_mode) || st.st_dev != e.dev) return true;
+  if (st.st_ino == e.ino) return false;
+  return fuse->IsFuse(st.st_dev, fd) != 1 || CtimeNs(st) != e.ctime_ns;
 }
 
 std::string ShownPath(std::string_view path) { return path.empty() ? "." : std::string(path); }

@@ -13,8 +13,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/progress.h"
@@ -156,13 +158,28 @@ int StatOpenFile(int fd, struct stat* st);
 int64_t MtimeNs(const struct stat& st);
 int64_t CtimeNs(const struct stat& st);
 
+// Which devices are FUSE filesystems, asked once per device with fstatfs(2)
+// (on FUSE a request to the daemon; on sshfs a round trip to the server).
+// Keep one for one pack: device numbers are reused once unmounted.
+// Thread-safe.
+class FuseDevices {
+ public:
+  // Whether the filesystem of `fd`, device `dev`, is FUSE. Returns -1 with
+  // errno set if fstatfs fails (not remembered).
+  int IsFuse(dev_t dev, int fd);
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<dev_t, bool>> known_;  // Guarded by mu_.
+};
+
 // Whether `st`, of the file open at `fd`, is not the file the scan saw as
 // `e`: not a regular file, another device, or another inode number. A FUSE
 // filesystem may number a file anew once the kernel has forgotten it (sshfs
 // without -o use_ino numbers files per lookup), so there a new number with
 // the scan's ctime is the same file: a file put in its place has a ctime of
-// its own.
-bool ReplacedSince(const SourceEntry& e, const struct stat& st, int fd);
+// its own. `fuse` tells the FUSE devices.
+bool ReplacedSince(const SourceEntry& e, const struct stat& st, int fd, FuseDevices* fuse);
 
 // How a path is shown in pack's messages: as is, the root as ".".
 std::string ShownPath(std::string_view path);

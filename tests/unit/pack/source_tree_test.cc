@@ -161,6 +161,26 @@ TEST_F(ScanTreeTest, StatOpenFileGivesWhatFstatGivesButTheAccessTime) {
   EXPECT_EQ(errno, EBADF);
 }
 
+TEST_F(ScanTreeTest, ReplacedSinceTellsAnotherInodeAndAsksOncePerDevice) {
+  ::shardfs::testing::WriteFile(dir_ / "f", "abc");
+  UniqueFd fd(::open((dir_ / "f").c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  struct stat st;
+  ASSERT_EQ(::fstat(fd.get(), &st), 0);
+  SourceEntry e;
+  e.dev = st.st_dev;
+  e.ino = st.st_ino;
+  e.ctime_ns = CtimeNs(st);
+  FuseDevices fuse;
+  EXPECT_FALSE(ReplacedSince(e, st, fd.get(), &fuse));
+  e.ino = st.st_ino + 1;  // Not FUSE: another number is another file, whatever the ctime.
+  EXPECT_TRUE(ReplacedSince(e, st, fd.get(), &fuse));
+  // The device's answer is remembered: no descriptor is needed for it again.
+  EXPECT_EQ(fuse.IsFuse(st.st_dev, -1), 0);
+  EXPECT_EQ(fuse.IsFuse(st.st_dev + 1, -1), -1);
+  EXPECT_EQ(errno, EBADF);
+}
+
 TEST(HashFileTest, HashesTheBytesAndHolesAsZeros) {
   TempDir dir;
   std::string data = ::shardfs::testing::PseudoRandomBytes(3 << 20, 9);
