@@ -75,6 +75,7 @@ class BenchNetfsTest(BenchTestCase):
         self.assertTrue(pk["verify_ok"], pk)
         self.assertGreater(pk["pack_files_per_s"], 0)
         self.assertGreater(pk["tar_files_per_s"], 0)
+        self.assertGreater(pk["raw_bytes_per_s"], 0)
         self.assertEqual(len(r["targets"]), TARGETS)
         for t in r["targets"]:
             self.assertIn(t["status"], ("met", "not met"), t)
@@ -99,6 +100,41 @@ class BenchNetfsTest(BenchTestCase):
         # The rig's sshd, sshfs and their temporary folder lived in the run's scratch.
         self.assertEqual(os.listdir(self.workdir), [d for d in os.listdir(self.workdir)
                                                     if d.startswith("dataset-jpeg-")])
+
+
+class BenchNetfsPackOnlyTest(BenchTestCase):
+    """--netfs-only pack: the rig's raw bandwidth, pack against tar -cf and the verify, and
+    nothing of the loader's part (no shards packed locally, no loader, no counted epoch)."""
+    PREFIX = "shardfs-bench-netfs-pack-"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if os.geteuid() != 0:
+            raise RuntimeError("the netfs bench test needs root: sshd, sshfs, drop_caches")
+        cls.workdir = os.path.join(cls.tmp, "work")
+        cls.run_bench_json("netfs-pack", [
+            "--netfs", "--netfs-only", "pack", "--files", "120", "--classes", str(CLASSES),
+            "--netfs-rtts", str(RTT)])
+
+    def test_pack_part_alone(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
+        r = self.report
+        self.assertEqual(r["schema"], "shardfs-bench-netfs-pack/1")
+        self.assertEqual(r["dataset"]["samples"], 120)
+        pk = r["pack"]
+        self.assertEqual((pk["rtt_ms"], pk["files"]), (RTT, 120))
+        self.assertTrue(pk["verify_ok"], pk)
+        self.assertEqual(pk["bytes"], r["dataset"]["bytes"])
+        for k in ("raw_bytes_per_s", "pack_files_per_s", "tar_files_per_s", "pack_bytes_per_s",
+                  "tar_bytes_per_s", "ratio"):
+            self.assertGreater(pk[k], 0, k)
+        [t] = r["targets"]
+        self.assertIn(t["status"], ("met", "not met"), t)
+        self.assertIn("pack from sshfs", self.proc.stdout)
+        for absent in ("samples/s", "index build", "metadata calls"):
+            self.assertNotIn(absent, self.proc.stdout + self.proc.stderr)
+        self.assertNothingLeft()
 
 
 if __name__ == "__main__":

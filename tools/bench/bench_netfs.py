@@ -15,8 +15,10 @@ index all live on the network filesystem. For each --netfs-rtts delay:
   - `shardfs index build` of the shards over sshfs into the index on sshfs, against the same
     build from and to local disk (time ratio); the mount time of (b), cold and warm.
   - at --netfs-pack-rtt: `shardfs pack` of the loose tree on sshfs (output on local disk)
-    against `tar -cf` of the same tree over the same sshfs mount (output local), files/s each,
-    and `shardfs verify` of the pack against its source on sshfs.
+    against `tar -cf` of the same tree over the same sshfs mount (output local), files/s and
+    MB/s each, after a cold `dd` of one big file over the mount (the rig's raw bandwidth), and
+    `shardfs verify` of the pack against its source on sshfs. `--netfs-only pack` runs this
+    part alone (run_netfs_pack).
 Then, at the smallest delay, one cold epoch of (a) and of (b) on counted sshfs mounts (the
 server's sftp-server under strace): the server's metadata calls on the export.
 
@@ -69,6 +71,9 @@ def add_args(ap):
     ap.add_argument("--netfs-pack-rtt", type=float,
                     help="--netfs: the delay (ms) at which pack and tar -cf are compared "
                     "(default: the largest of --netfs-rtts; 0: not at all)")
+    ap.add_argument("--netfs-only", choices=["pack"],
+                    help="--netfs: only this part (pack: the rig's raw bandwidth, then pack "
+                    "against tar -cf, at --netfs-pack-rtt; no loader, index or counted runs)")
 
 
 def finish_args(a, ap):
@@ -93,6 +98,8 @@ def finish_args(a, ap):
         a.netfs_pack_rtt = max(a.netfs_rtts)
     if a.netfs_pack_rtt and a.netfs_pack_rtt not in a.netfs_rtts:
         ap.error("--netfs-pack-rtt must be one of --netfs-rtts (or 0)")
+    if a.netfs_only == "pack" and not a.netfs_pack_rtt:
+        ap.error("--netfs-only pack needs a --netfs-pack-rtt above 0")
     a.files = a.files or 40_000
     a.workdir = a.workdir or f"/var/tmp/shardfs-bench-netfs-{a.files}-{a.seed}"
 
@@ -286,6 +293,8 @@ def measure_netfs(a, nl, server, scratch, tree, pack, build, nfiles, xdg):
 
 def run_netfs(a, scratch):
     """The network-storage run; 1 if a path read other samples or the pack did not verify."""
+    if a.netfs_only == "pack":
+        return run_netfs_pack(a, scratch)
     nl = netfs_rig()
     loadavg_start = os.getloadavg()
     notes = []
@@ -394,26 +403,51 @@ def netfs_index_build(a, rig, scratch):
     return secs
 
 
+def raw_bandwidth(rig, scratch, nbytes):
+    """(bytes, bytes/s) of a cold `dd bs=1M` of one file over the sshfs mount, as big as the
+    tree within 32-256 MiB: the most the rig moves for one reader, the ceiling of a pack's
+    MB/s."""
+    mib = min(256, max(32, nbytes >> 20))
+    name = "raw-bandwidth.bin"
+    path = os.path.join(rig.netfs.export, name)
+    block = os.urandom(1 << 20)
+    with open(path, "wb") as f:
+        for _ in range(mib):
+            f.write(block)
+    rig.cold()
+    rc, secs, _, _ = run_measured(["dd", "if=" + os.path.join(rig.net, name), "of=/dev/null",
+                                   "bs=1M"], timeout=600, log_path=os.path.join(scratch, "dd.log"))
+    os.unlink(path)
+    if rc != 0:
+        raise BenchError(f"dd of {name} over sshfs exited {rc}")
+    return mib << 20, (mib << 20) / secs
+
+
 def pack_vs_tar(a, rig, scratch, nfiles, rtt):
-    """`shardfs pack` and `tar -cf` of NET/loose, each cold, output on local disk; then
-    `shardfs verify` of the pack against NET/loose."""
+    """The rig's raw bandwidth (raw_bandwidth), then `shardfs pack` and `tar -cf` of NET/loose,
+    each cold, output on local disk; then `shardfs verify` of the pack against NET/loose."""
     src = os.path.join(rig.net, "loose")
     out = os.path.join(scratch, "pack-from-netfs")
     tar_out = os.path.join(scratch, "tar-from-netfs.tar")
     log_path = os.path.join(scratch, "pack-netfs.log")
+    nbytes = tree_bytes(os.path.join(rig.netfs.export, "loose"))[0]
+    raw_bytes, raw = raw_bandwidth(rig, scratch, nbytes)
+    log(f"rtt {rtt:g} ms dd of one {fmt_bytes(raw_bytes)} file over sshfs: {raw / 1e6:,.1f} MB/s")
     rig.cold()
     rc, pack_s, pack_cpu, _ = run_measured(
         [a.shardfs, "pack", "--quiet", src, "--out", out, "--shard-size", a.shard_size],
         timeout=a.phase_timeout, log_path=log_path)
     if rc != 0:
         raise BenchError(f"shardfs pack {src} exited {rc}: {file_tail(log_path)}")
-    log(f"rtt {rtt:g} ms pack from sshfs: {pack_s:.1f} s, {nfiles / pack_s:,.0f} files/s")
+    log(f"rtt {rtt:g} ms pack from sshfs: {pack_s:.1f} s, {nfiles / pack_s:,.0f} files/s, "
+        f"{nbytes / pack_s / 1e6:,.1f} MB/s")
     rig.cold()
     rc, tar_s, tar_cpu, _ = run_measured(["tar", "-cf", tar_out, "-C", rig.net, "loose"],
                                          timeout=a.phase_timeout, log_path=log_path)
     if rc != 0:
         raise BenchError(f"tar -cf of {src} exited {rc}: {file_tail(log_path)}")
-    log(f"rtt {rtt:g} ms tar -cf from sshfs: {tar_s:.1f} s, {nfiles / tar_s:,.0f} files/s")
+    log(f"rtt {rtt:g} ms tar -cf from sshfs: {tar_s:.1f} s, {nfiles / tar_s:,.0f} files/s, "
+        f"{nbytes / tar_s / 1e6:,.1f} MB/s")
     os.unlink(tar_out)
     start = time.perf_counter()
     rc, _, _, _ = run_tool([a.shardfs, "verify", "--quiet", "-j", "16",
@@ -422,11 +456,68 @@ def pack_vs_tar(a, rig, scratch, nfiles, rtt):
     verify_s = time.perf_counter() - start
     log(f"verify of the pack against the tree on sshfs: exit {rc} in {verify_s:.1f} s")
     shutil.rmtree(out)
-    return {"rtt_ms": rtt, "files": nfiles, "pack_seconds": pack_s, "pack_cpu_seconds": pack_cpu,
+    return {"rtt_ms": rtt, "files": nfiles, "bytes": nbytes, "raw_bytes_per_s": raw,
+            "pack_seconds": pack_s, "pack_cpu_seconds": pack_cpu,
             "tar_seconds": tar_s, "tar_cpu_seconds": tar_cpu,
             "pack_files_per_s": nfiles / pack_s, "tar_files_per_s": nfiles / tar_s,
+            "pack_bytes_per_s": nbytes / pack_s, "tar_bytes_per_s": nbytes / tar_s,
             "ratio": tar_s / pack_s, "verify_ok": rc == 0, "verify_exit": rc,
             "verify_seconds": verify_s}
+
+
+def pack_target(pk):
+    return target_row("pack from sshfs vs tar -cf, files/s" + ("" if pk is None else
+                                                               f" ({pk['rtt_ms']:g} ms)"),
+                      None if pk is None else pk["ratio"], ">=", 8.0, "x",
+                      "" if pk is None or pk["verify_ok"] else "the pack did not verify")
+
+
+def pack_line(pk):
+    return (f"pack from sshfs, rtt {pk['rtt_ms']:g} ms, cold, output on local disk, "
+            f"{pk['files']:,} files, {fmt_bytes(pk['bytes'])}: shardfs pack "
+            f"{pk['pack_seconds']:.1f} s ({pk['pack_files_per_s']:,.0f} files/s, "
+            f"{pk['pack_bytes_per_s'] / 1e6:,.1f} MB/s), tar -cf {pk['tar_seconds']:.1f} s "
+            f"({pk['tar_files_per_s']:,.0f} files/s, {pk['tar_bytes_per_s'] / 1e6:,.1f} MB/s): "
+            f"{pk['ratio']:.2f}x; verify "
+            + ("ok" if pk["verify_ok"] else f"FAILED (exit {pk['verify_exit']})")
+            + f"; dd of one file over sshfs {pk['raw_bytes_per_s'] / 1e6:,.1f} MB/s")
+
+
+def run_netfs_pack(a, scratch):
+    """--netfs-only pack: the loose tree alone on the server, then pack_vs_tar at
+    --netfs-pack-rtt; 1 if the pack did not verify."""
+    nl = netfs_rig()
+    loadavg_start = os.getloadavg()
+    ddir, meta = jpeg_dataset(a, scratch)
+    tree = os.path.join(ddir, "tree")
+    files = tree_file_list(tree)
+    if a.shard_size == "256MiB":  # Not given: --netfs-shards decides, as in the whole run.
+        a.shard_size = shard_size_for(tree, files, a.netfs_shards)
+    xdg = os.path.join(scratch, "xdg-cache")
+    os.makedirs(xdg, mode=0o700)
+    with nl.NetFs(rtt_ms=a.netfs_pack_rtt, prefix="netfs-", parent=scratch) as netfs:
+        rig = Rig(a, netfs, scratch, xdg)
+        try:
+            place_on_server(netfs, tree, [])
+            pk = pack_vs_tar(a, rig, scratch, len(files), a.netfs_pack_rtt)
+        finally:
+            rig.close()
+    report = {"schema": "shardfs-bench-netfs-pack/1",
+              "params": {"files": a.files, "classes": a.classes, "seed": a.seed,
+                         "pack_rtt_ms": a.netfs_pack_rtt, "shard_size": a.shard_size},
+              "environment": {"cpus": os.cpu_count(), "kernel": platform.release(),
+                              "sshfs_options": nl.SSHFS_OPTIONS,
+                              "loadavg_start": loadavg_start, "loadavg_end": os.getloadavg()},
+              "dataset": {k: meta[k] for k in ("samples", "files", "dirs", "bytes")},
+              "pack": pk, "targets": [pack_target(pk)]}
+    write_report_json(a.json_out, report)
+    env = report["environment"]
+    t = report["targets"][0]
+    print(f"\nshardfs bench --netfs --netfs-only pack ({env['cpus']} CPUs, load average at start "
+          + "/".join(f"{x:.2f}" for x in env["loadavg_start"]) + ", at end "
+          + "/".join(f"{x:.2f}" for x in env["loadavg_end"]) + ")\n  " + pack_line(pk)
+          + f"\n  {t['target']}: {t['value']:.2f}x >= 8x {t['status']}\n", flush=True)
+    return 0 if pk["verify_ok"] else 1
 
 
 def count_epoch(a, rig, server, rtt):
@@ -494,10 +585,7 @@ def netfs_targets(report):
         target_row("server metadata calls: shardfs vs loose",
                    None if md is None or md["ratio"] is None else md["ratio"] * 100, "<=", 1.0,
                    "%"),
-        target_row("pack from sshfs vs tar -cf, files/s" + ("" if pk is None else
-                                                             f" ({pk['rtt_ms']:g} ms)"),
-                   None if pk is None else pk["ratio"], ">=", 8.0, "x",
-                   "" if pk is None or pk["verify_ok"] else "the pack did not verify"),
+        pack_target(pk),
     ]
     if pk is not None and not pk["verify_ok"]:
         out[-1]["status"] = "not met"
@@ -561,11 +649,7 @@ def print_netfs_report(report, out=sys.stdout):
         w(f"    loose:   {calls_line(md['loose_netfs']['by_syscall'])}\n")
     pk = report["pack"]
     if pk:
-        w(f"\n  pack from sshfs, rtt {pk['rtt_ms']:g} ms, cold, output on local disk, "
-          f"{pk['files']:,} files: shardfs pack {pk['pack_seconds']:.1f} s "
-          f"({pk['pack_files_per_s']:,.0f} files/s), tar -cf {pk['tar_seconds']:.1f} s "
-          f"({pk['tar_files_per_s']:,.0f} files/s): {pk['ratio']:.2f}x; verify "
-          + ("ok" if pk["verify_ok"] else f"FAILED (exit {pk['verify_exit']})") + "\n")
+        w(f"\n  {pack_line(pk)}\n")
     w("\ntargets (network storage)\n")
     for t in report["targets"]:
         unit = t["unit"]
