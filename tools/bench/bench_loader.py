@@ -449,6 +449,17 @@ def make_rows(a, runs, paths=PATHS):
     every = {}
     for r in runs:
         every.setdefault((r["mode"], r["workers"], r["path"], r["temp"]), []).append(r)
+
+    def paired(key, path):
+        # Each rep's ratio of `path` to the loose tree, both measured in that rep, then the
+        # median: a slow spell of a shared machine that hits one rep's runs cancels out, where
+        # the ratio of two medians could pair a fast loose run with a slow mount run.
+        loose = {r.get("rep", 0): r for r in every[key[:2] + ("loose",) + key[2:]]}
+        ratios = sorted(r["samples_per_s"] / loose[r.get("rep", 0)]["samples_per_s"]
+                        for r in every[key[:2] + (path,) + key[2:]]
+                        if loose.get(r.get("rep", 0)) and r["samples_per_s"]
+                        and loose[r.get("rep", 0)]["samples_per_s"])
+        return ratios[(len(ratios) - 1) // 2] if ratios else None, ratios
     # With --loader-reps, each figure is its median run's (the lower middle of an even count);
     # every run must have read the same samples.
     by = {k: median_run(v) for k, v in every.items()}
@@ -464,13 +475,13 @@ def make_rows(a, runs, paths=PATHS):
                 consistent = lo["checksum"] == ref
                 content_ok &= same and consistent
                 ok = lo["status"] == "ok" and mo["status"] == "ok"
+                ratio, ratios = paired((mode, w, temp), "mount")
                 row = {
                     "mode": mode, "workers": w, "temp": temp,
                     "status": ("ok" if ok else "skipped") if same else "FAILED",
                     "samples": lo["samples"],
                     "loose": pick(lo), "mount": pick(mo),
-                    "ratio": mo["samples_per_s"] / lo["samples_per_s"]
-                    if ok and same and lo["samples_per_s"] else None,
+                    "ratio": ratio if ok and same else None, "ratio_reps": ratios,
                     "same_samples": same, "same_as_first_run": consistent}
                 for extra in EXTRA_PATHS:
                     ko = by.get((mode, w, extra, temp))
@@ -479,9 +490,10 @@ def make_rows(a, runs, paths=PATHS):
                     same_k = ko["checksum"] == lo["checksum"]
                     content_ok &= same_k
                     ok_k = lo["status"] == "ok" and ko["status"] == "ok" and same_k
+                    ratio_k, ratios_k = paired((mode, w, temp), extra)
                     row |= {extra: pick(ko), f"same_samples_{extra}": same_k,
-                            f"ratio_{extra}": ko["samples_per_s"] / lo["samples_per_s"]
-                            if ok_k and lo["samples_per_s"] else None}
+                            f"ratio_{extra}": ratio_k if ok_k else None,
+                            f"ratio_{extra}_reps": ratios_k}
                 rows.append(row)
     return rows, content_ok
 
