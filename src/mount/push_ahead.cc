@@ -42,7 +42,7 @@ void NamePusherThread() { ::pthread_setname_np(::pthread_self(), "shardfs-push")
 struct PushAhead::Counters {
   std::atomic<uint64_t> jobs_queued{0}, jobs_dropped_busy{0}, jobs_dropped_full{0},
       jobs_dropped_stale{0}, jobs_run{0}, files_pushed{0}, files_pushed_fd{0}, bytes_pushed{0},
-      files_skipped_read{0}, store_errors{0}, files_wasted{0};
+      files_skipped_read{0}, files_skipped_cold{0}, store_errors{0}, files_wasted{0};
 };
 
 PushAhead::PushAhead(Filesystem* fs, PushOptions options, Store store)
@@ -317,6 +317,15 @@ void PushAhead::RunJob(const Job& job, char* buf) {
     const PlannedFile& f = files[i];
     // The reader overtook the push: skip what it has passed.
     if (job.sequential && f.position < s.next_pos.load(std::memory_order_relaxed)) continue;
+    // A shuffled reader's neighbours are a guess: on storage read in chunks
+    // (a network filesystem, a remote shard) they are pushed only from
+    // chunks already here, never fetched for, so that a guess takes neither
+    // the link nor a fetch slot from the reads a program waits on. A
+    // sequential reader is no guess: it reads those chunks next.
+    if (!job.sequential && !job.shard->Holds(f.size, f.position)) {
+      counters_->files_skipped_cold.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     // From the descriptor unless a check must see the bytes first: then the
     // bytes checked are the bytes stored.
     PushBytes bytes{nullptr, fd, f.position, f.size};
@@ -390,7 +399,7 @@ PushStats PushAhead::stats() const {
   return {get(c.jobs_queued),        get(c.jobs_dropped_busy), get(c.jobs_dropped_full),
           get(c.jobs_dropped_stale), get(c.jobs_run),          get(c.files_pushed),
           get(c.files_pushed_fd),    get(c.bytes_pushed),      get(c.files_skipped_read),
-          get(c.store_errors),       get(c.files_wasted)};
+          get(c.files_skipped_cold), get(c.store_errors),      get(c.files_wasted)};
 }
 
 void PushAhead::LogSummary() const {
@@ -401,11 +410,12 @@ void PushAhead::LogSummary() const {
   }
   log::Info(
       "push: {} jobs run, {} dropped (busy {}, full {}, stale {}), {} files ({} bytes) "
-      "pushed, {} from the shard descriptor, {} skipped as read, {} store errors, {} pushed "
-      "files read again (their pages were gone)",
+      "pushed, {} from the shard descriptor, {} skipped as read, {} skipped as not fetched yet, "
+      "{} store errors, {} pushed files read again (their pages were gone)",
       ps.jobs_run, ps.jobs_dropped_busy + ps.jobs_dropped_full + ps.jobs_dropped_stale,
       ps.jobs_dropped_busy, ps.jobs_dropped_full, ps.jobs_dropped_stale, ps.files_pushed,
-      ps.bytes_pushed, ps.files_pushed_fd, ps.files_skipped_read, ps.store_errors, ps.files_wasted);
+      ps.bytes_pushed, ps.files_pushed_fd, ps.files_skipped_read, ps.files_skipped_cold,
+      ps.store_errors, ps.files_wasted);
 }
 
 }  // namespace shardfs::mount

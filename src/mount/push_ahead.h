@@ -133,6 +133,9 @@ struct PushStats {
   uint64_t files_pushed_fd = 0;  // Of files_pushed, stored from the shard's descriptor.
   uint64_t bytes_pushed = 0;
   uint64_t files_skipped_read = 0;  // A READ had reached them.
+  // A random job's files whose chunks were not here (storage read in
+  // chunks): never fetched on a guess.
+  uint64_t files_skipped_cold = 0;
   uint64_t store_errors = 0;
   // Pushed files that had a READ after all, or that the kernel forgot
   // before any READ: their pages went (most likely) before their reader came.

@@ -46,6 +46,14 @@ class ChunkedReader {
                                    FileRange* /*at*/) {
     return ReadShard(shard, pos, len, buf);
   }
+  // Whether bytes [pos, pos + len) of `shard` can be read now without a
+  // fetch from its storage (they lie in chunks this process holds). For
+  // work done on speculation (a push ahead of a shuffled reader), which must
+  // not take the link and the fetch slots from demand reads. Changes
+  // nothing.
+  virtual bool Holds(const ShardHandle& /*shard*/, uint64_t /*pos*/, size_t /*len*/) {
+    return false;
+  }
   // `bytes` of `shard` were handed to the kernel: a READ reply, or (pushed)
   // a file stored ahead of the program into the kernel's cache. Reads for
   // checks and pushes that were not stored are not counted.

@@ -294,6 +294,17 @@ Status ShardFetcher::ReadShard(const ShardHandle& shard, uint64_t pos, size_t le
   return ReadShardOrLocate(shard, pos, len, buf, nullptr);
 }
 
+bool ShardFetcher::Holds(const ShardHandle& shard, uint64_t pos, size_t len) {
+  const uint32_t id = shard->id().value;
+  if (id >= shards_.size() || pos > shards_[id].size || len > shards_[id].size - pos) return false;
+  if (len == 0) return true;
+  const uint64_t cs = options_.chunk_size;
+  for (uint64_t c = pos / cs; c <= (pos + len - 1) / cs; ++c) {
+    if (!cache_->Contains(ChunkKey{id, c})) return false;
+  }
+  return true;
+}
+
 Status ShardFetcher::ReadShardOrLocate(const ShardHandle& shard, uint64_t pos, size_t len,
                                        char* buf, FileRange* at) {
   const uint32_t id = shard->id().value;

@@ -169,6 +169,7 @@ class ShardFetcher : public ChunkedReader {
   // the chunk file, not copied.
   Status ReadShardOrLocate(const ShardHandle& shard, uint64_t pos, size_t len, char* buf,
                            FileRange* at) override;
+  bool Holds(const ShardHandle& shard, uint64_t pos, size_t len) override;
   void NoteDelivered(index::ShardId shard, uint64_t bytes, bool pushed) override;
 
   // Brings the chunks covering [pos, pos + len) of `shard` into the cache,

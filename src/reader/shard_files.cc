@@ -64,6 +64,12 @@ Status OpenShard::ReadOrLocate(char* buf, size_t len, uint64_t pos, FileRange* a
                                      base_ + pos, len, buf, at);
 }
 
+bool OpenShard::Holds(size_t len, uint64_t pos) const {
+  if (chunked_ == nullptr) return true;
+  if (!CheckRange(len, pos).ok()) return false;
+  return chunked_->Holds(std::const_pointer_cast<OpenShard>(shared_from_this()), base_ + pos, len);
+}
+
 ShardFiles::ShardFiles(std::vector<Shard> shards, ShardFilesOptions options)
     : shards_(std::move(shards)),
       options_(options),

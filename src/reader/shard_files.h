@@ -104,6 +104,9 @@ class OpenShard : public std::enable_shared_from_this<OpenShard> {
   // ReadAt, or for a shard read in chunks, where the bytes lie whole in a
   // checked chunk file on disk: *at (see ChunkedReader::ReadShardOrLocate).
   Status ReadOrLocate(char* buf, size_t len, uint64_t pos, FileRange* at) const;
+  // Whether ReadAt(len, pos) would be served without a fetch from the
+  // shard's storage: always for a direct shard, else ChunkedReader::Holds.
+  bool Holds(size_t len, uint64_t pos) const;
   // Compares the local file with the stamp taken when it was checked
   // (base/open_file.h: one fstat on the descriptor read): Ok if nothing
   // moved, Corruption saying what changed if it was written or truncated

@@ -14,15 +14,18 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/io.h"
 #include "tests/unit/codec/codec_test_util.h"
 #include "tests/unit/reader/reader_test_util.h"
 #include "tests/unit/test_util.h"
@@ -395,6 +398,61 @@ TEST_F(PushAheadTest, StoreFromFdOnlyForFilesNoCheckNeedsToSee) {
   }
   EXPECT_EQ(push.stats().files_pushed_fd, 1u);  // a/f3 alone.
   EXPECT_GE(store.from_memory(), 2);
+}
+
+// A shard read in chunks (a network filesystem's behind the node's cache,
+// a remote one) whose chunks this process holds or not, as the test says;
+// reads go to the file and are counted.
+class HeldChunks : public reader::ChunkedReader {
+ public:
+  std::atomic<bool> held{false};
+  std::atomic<int> reads{0};
+  Status ReadShard(const ShardHandle& shard, uint64_t pos, size_t len, char* buf) override {
+    reads.fetch_add(1);
+    return PreadExact(shard->fd(), buf, len, pos);
+  }
+  bool Holds(const ShardHandle&, uint64_t, size_t) override { return held.load(); }
+  void NoteDelivered(index::ShardId, uint64_t, bool) override {}
+  Status Recheck(index::ShardId) override { return Status::Ok(); }
+};
+
+// A shuffled reader's neighbours are pushed from chunks already here, never
+// fetched for; a sequential reader's are read whatever it takes.
+TEST_F(PushAheadTest, ARandomPushFetchesNothingForAShardReadInChunks) {
+  auto fs = OpenTree();
+  ASSERT_TRUE(fs);
+  std::string buf(PushAhead::kMaxFile, '\0');
+  RecordingStore unused;
+  PushAhead other(fs.get(), {}, unused.fn());
+  Noted r = ReadWhole(*fs, other, "a/f1");
+  HeldChunks chunks;
+  auto shard =
+      std::make_shared<reader::OpenShard>(r.range.shard_id, ::dup(r.range.shard->fd()), &chunks);
+  ASSERT_FALSE(shard->direct());
+  const InodeId f1 = InodeOf(*fs, "a/f1");
+  {
+    RecordingStore store;
+    PushAhead push(fs.get(), Patient({.random_bytes = 1 << 20}), store.fn());
+    push.RunJob({f1, shard, r.range.shard_id, false, {}}, buf.data());
+    EXPECT_TRUE(store.stored().empty());
+    EXPECT_EQ(chunks.reads.load(), 0);
+    EXPECT_GE(push.stats().files_skipped_cold, 3u);
+    chunks.held = true;
+    push.RunJob({f1, shard, r.range.shard_id, false, {}}, buf.data());
+    std::map<uint64_t, std::string> stored = store.stored();
+    for (const char* p : {"a/f2", "a/f3", "a/f4"}) {
+      EXPECT_EQ(stored[InodeOf(*fs, p).value], Content(p)) << p;
+    }
+    EXPECT_GE(chunks.reads.load(), 3);
+  }
+  chunks.held = false;
+  chunks.reads = 0;
+  RecordingStore store;
+  PushAhead push(fs.get(), Patient({}), store.fn());
+  push.RunJob({f1, shard, r.range.shard_id, true, {}}, buf.data());
+  EXPECT_EQ(store.stored()[InodeOf(*fs, "a/f2").value], Content("a/f2"));
+  EXPECT_GE(chunks.reads.load(), 1);
+  EXPECT_EQ(push.stats().files_skipped_cold, 0u);
 }
 
 // verify=always: every file is read and checked, none goes from the

@@ -326,6 +326,19 @@ TEST_F(ShardFetcherTest, RandomReaderIsNotFetchedAhead) {
   EXPECT_EQ(s.total.chunk_hits, 0u);
 }
 
+// Holds tells, without fetching, whether a range's chunks are all here.
+TEST_F(ShardFetcherTest, HoldsSaysWhetherARangeNeedsAFetch) {
+  ASSERT_NO_FATAL_FAILURE(Make());
+  EXPECT_FALSE(shard_->Holds(100, 3 * kFetchChunk));
+  ASSERT_TRUE(ReadMatches(3 * kFetchChunk, kFetchChunk));
+  EXPECT_TRUE(shard_->Holds(100, 3 * kFetchChunk));
+  EXPECT_TRUE(shard_->Holds(kFetchChunk, 3 * kFetchChunk));
+  EXPECT_FALSE(shard_->Holds(kFetchChunk + 1, 3 * kFetchChunk));  // Into chunk 4.
+  EXPECT_FALSE(shard_->Holds(2, 3 * kFetchChunk - 1));            // From chunk 2.
+  EXPECT_FALSE(shard_->Holds(1, kSize));                          // Past the end.
+  EXPECT_EQ(Stats().total.fetches, 1u);                           // Holds fetched nothing.
+}
+
 // A cache of a quarter of the file: 16 chunks, of which S3-FIFO's small
 // queue would hold 1.6 once main holds anything; the ghost keeps 14 keys.
 constexpr uint64_t kQuarter = 16;
