@@ -93,11 +93,17 @@ class PackageBuildTest(unittest.TestCase):
         entries = [(src, d) for group in self.plan.values() for src, d in group.items()]
         self.assertTrue(entries)
         for src, d in entries:
+            # Everything inside the package, but the .pth file that lets an
+            # unmodified script opt in to shardfs.fastopen (SHARDFS_FASTOPEN=1):
+            # Python reads .pth files only at the top of site-packages.
+            if d["destination"] == "{py_platlib}/shardfs-fastopen.pth":
+                continue
             self.assertTrue(d["destination"].startswith("{py_platlib}/shardfs/"), (src, d))
             self.assertEqual("python-runtime", d["tag"], (src, d))
             self.assertIn("--tags=" + d["tag"], self.install_args)
         names = sorted(os.path.basename(d["destination"]) for _, d in entries)
-        for n in ["__init__.py", "_errors.py", "_shardfs.pyi", "py.typed"]:
+        for n in ["__init__.py", "_errors.py", "_shardfs.pyi", "py.typed", "fastopen.py",
+                  "shardfs-fastopen.pth"]:
             self.assertIn(n, names)
         self.assertTrue(any(n.startswith("_shardfs.") and n.endswith(".so") for n in names), names)
 
