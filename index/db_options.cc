@@ -2,6 +2,7 @@
 
 #include <rocksdb/cache.h>
 #include <rocksdb/convenience.h>
+#include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <vector>
 
 #include "index/file_reads.h"
 
@@ -82,6 +84,22 @@ rocksdb::Options WriterDbOptions(bool filter) {
   o.info_log = std::make_shared<NullLogger>();
   o.max_background_jobs = 1;
   return o;
+}
+
+rocksdb::Status OpenReadOnlyDb(const rocksdb::Options& options, const std::string& path,
+                               std::unique_ptr<rocksdb::DB>* db) {
+  // The overload with column families opens the plain read-only database
+  // (DBImplReadOnly), which registers no periodic task.
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions(options)}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s =
+      rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(options), path, families, &handles, &raw);
+  // The database keeps its default family without the handle.
+  for (rocksdb::ColumnFamilyHandle* h : handles) delete h;
+  if (s.ok()) db->reset(raw);
+  return s;
 }
 
 rocksdb::Options ReaderDbOptions(size_t block_cache_bytes) {

@@ -2,9 +2,11 @@
 #ifndef SHARDFS_INDEX_DB_OPTIONS_H_
 #define SHARDFS_INDEX_DB_OPTIONS_H_
 
+#include <rocksdb/db.h>
 #include <rocksdb/options.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 namespace shardfs::index {
@@ -21,6 +23,16 @@ rocksdb::Options WriterDbOptions(bool filter = true);
 // million entries), the same filter policy, no info log written into the
 // index directory.
 rocksdb::Options ReaderDbOptions(size_t block_cache_bytes);
+
+// Opens the database at `path` read-only with `options` (ReaderDbOptions),
+// never as RocksDB's "compacted" read-only database: that one, which the
+// plain DB::OpenForReadOnly picks for a fully compacted index, starts the
+// process-wide periodic task scheduler, whose timer thread wakes every few
+// seconds and holds its mutex a moment each time. A fork() in that moment (a
+// DataLoader worker) copied the mutex locked, and the child's first open
+// waited on it for ever. Opened this way no thread of RocksDB runs at all.
+rocksdb::Status OpenReadOnlyDb(const rocksdb::Options& options, const std::string& path,
+                               std::unique_ptr<rocksdb::DB>* db);
 
 // The block cache a reader of the index in directory `dir` gets by default
 // (ReaderOptions::block_cache_bytes 0): room for every block of its tables

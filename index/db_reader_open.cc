@@ -143,7 +143,6 @@ Result<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path,
   SHARDFS_RETURN_IF_ERROR(CheckIndexDirectory(path));
   std::unique_ptr<DbReader> r(new DbReader());
   r->path_ = path;
-  rocksdb::DB* raw = nullptr;
   // A `view create` or `index add` may be switching the database to a new
   // manifest at this moment (the old one is gone between reading CURRENT
   // and opening it): a few tries, then the error.
@@ -153,7 +152,7 @@ Result<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path,
                                  : AutoBlockCacheBytes(path, AutoBlockCacheCap());
   if (options.preload) PrefetchOpenReads(path);
   for (int attempt = 0;; ++attempt) {
-    s = rocksdb::DB::OpenForReadOnly(ReaderDbOptions(block_cache), path, &raw);
+    s = OpenReadOnlyDb(ReaderDbOptions(block_cache), path, &r->db_);
     if (s.ok() || attempt == 20) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
@@ -161,7 +160,6 @@ Result<std::unique_ptr<DbReader>> DbReader::Open(const std::string& path,
     return Status::InvalidArgument(
         fmt::format("index {}: cannot open as a shardfs index: {}", path, s.ToString()));
   }
-  r->db_.reset(raw);
   if (!r->db_->GetDbIdentity(r->db_identity_).ok()) r->db_identity_.clear();
   SHARDFS_RETURN_IF_ERROR(r->LoadMeta());
   SHARDFS_RETURN_IF_ERROR(r->CheckSchemaVersion());

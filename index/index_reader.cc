@@ -35,9 +35,8 @@ bool IsShardfsIndex(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
   if (::lstat(JoinPath(path, "CURRENT").c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  rocksdb::DB* raw = nullptr;
-  if (!rocksdb::DB::OpenForReadOnly(ReaderDbOptions(1 << 20), path, &raw).ok()) return false;
-  std::unique_ptr<rocksdb::DB> db(raw);
+  std::unique_ptr<rocksdb::DB> db;
+  if (!OpenReadOnlyDb(ReaderDbOptions(1 << 20), path, &db).ok()) return false;
   std::string version;
   return db->Get(rocksdb::ReadOptions(), EncodeMetaKey(kMetaSchemaVersion), &version).ok();
 }

@@ -17,6 +17,7 @@ shards and into 2 (fewer shards than ranks). For world 2, 3, 4 and 8:
   every rank's DataLoader makes the same number of batches.
 Fewer samples than ranks is refused with a message that says why.
 """
+import faulthandler
 import os
 import random
 import subprocess
@@ -27,6 +28,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shardfs_testlib as tl  # noqa: E402
 
 import shardfs  # noqa: E402  (PYTHONPATH=<build>/src/python)
+
+
+def stack_if_stuck(_worker):
+    """A DataLoader worker that has not ended 90 s after it started prints
+    every thread's stack and exits: the loader then fails at once, saying
+    where the worker was, rather than after its timeout with no trace."""
+    faulthandler.dump_traceback_later(90, exit=True)
+
 
 CLASSES = 20
 PER_CLASS = 12
@@ -180,7 +189,7 @@ class JobTest(tl.ScratchTestCase):
             stream.set_epoch(epoch)
             loader = torch.utils.data.DataLoader(
                 stream, batch_size=batch, num_workers=workers, multiprocessing_context="fork",
-                collate_fn=lambda b: b, timeout=120)
+                collate_fn=lambda b: b, timeout=120, worker_init_fn=stack_if_stuck)
             by_pid, batches = {}, 0
             for b in loader:
                 batches += 1
@@ -224,7 +233,8 @@ class JobTest(tl.ScratchTestCase):
                                  decode=lambda item: item["__key__"])
         loader = torch.utils.data.DataLoader(
             stream, batch_size=4, num_workers=2, multiprocessing_context="fork",
-            persistent_workers=True, collate_fn=lambda b: b, timeout=120)
+            persistent_workers=True, collate_fn=lambda b: b, timeout=120,
+            worker_init_fn=stack_if_stuck)
         epochs = []
         for epoch in range(3):
             stream.set_epoch(epoch)
