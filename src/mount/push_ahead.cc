@@ -302,6 +302,10 @@ Status PushAhead::PlanJob(const Job& job, int fd, std::vector<PlannedFile>* file
   return Status::Ok();
 }
 
+// A random job's files are pushed, on storage read in chunks (a network
+// filesystem, a remote shard), only from chunks already here: a guess takes
+// neither the link nor a fetch slot from the reads a program waits on. A
+// sequential reader is no guess: it reads those chunks next.
 void PushAhead::RunJob(const Job& job, char* buf) {
   counters_->jobs_run.fetch_add(1, std::memory_order_relaxed);
   ShardState& s = shards_[job.shard_id.value];
@@ -317,11 +321,7 @@ void PushAhead::RunJob(const Job& job, char* buf) {
     const PlannedFile& f = files[i];
     // The reader overtook the push: skip what it has passed.
     if (job.sequential && f.position < s.next_pos.load(std::memory_order_relaxed)) continue;
-    // A shuffled reader's neighbours are a guess: on storage read in chunks
-    // (a network filesystem, a remote shard) they are pushed only from
-    // chunks already here, never fetched for, so that a guess takes neither
-    // the link nor a fetch slot from the reads a program waits on. A
-    // sequential reader is no guess: it reads those chunks next.
+    // A shuffled reader's neighbours are a guess: never fetched for (Holds).
     if (!job.sequential && !job.shard->Holds(f.size, f.position)) {
       counters_->files_skipped_cold.fetch_add(1, std::memory_order_relaxed);
       continue;

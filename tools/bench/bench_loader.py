@@ -36,7 +36,7 @@ from bench_images import pack_or_reuse
 from bench_kernel import KernelImageCache
 from bench_mounts import REG, Mount, kill_group
 import bench_plot
-from bench_report import target_row
+from bench_report import median_run, paired_ratio, target_row
 from bench_workloads import can_drop_caches, drop_caches, drops_so_far
 
 JPEG_GENERATOR_VERSION = 1
@@ -449,17 +449,6 @@ def make_rows(a, runs, paths=PATHS):
     every = {}
     for r in runs:
         every.setdefault((r["mode"], r["workers"], r["path"], r["temp"]), []).append(r)
-
-    def paired(key, path):
-        # Each rep's ratio of `path` to the loose tree, both measured in that rep, then the
-        # median: a slow spell of a shared machine that hits one rep's runs cancels out, where
-        # the ratio of two medians could pair a fast loose run with a slow mount run.
-        loose = {r.get("rep", 0): r for r in every[key[:2] + ("loose",) + key[2:]]}
-        ratios = sorted(r["samples_per_s"] / loose[r.get("rep", 0)]["samples_per_s"]
-                        for r in every[key[:2] + (path,) + key[2:]]
-                        if loose.get(r.get("rep", 0)) and r["samples_per_s"]
-                        and loose[r.get("rep", 0)]["samples_per_s"])
-        return ratios[(len(ratios) - 1) // 2] if ratios else None, ratios
     # With --loader-reps, each figure is its median run's (the lower middle of an even count);
     # every run must have read the same samples.
     by = {k: median_run(v) for k, v in every.items()}
@@ -475,7 +464,7 @@ def make_rows(a, runs, paths=PATHS):
                 consistent = lo["checksum"] == ref
                 content_ok &= same and consistent
                 ok = lo["status"] == "ok" and mo["status"] == "ok"
-                ratio, ratios = paired((mode, w, temp), "mount")
+                ratio, ratios = paired_ratio(every, (mode, w, temp), "mount")
                 row = {
                     "mode": mode, "workers": w, "temp": temp,
                     "status": ("ok" if ok else "skipped") if same else "FAILED",
@@ -490,18 +479,12 @@ def make_rows(a, runs, paths=PATHS):
                     same_k = ko["checksum"] == lo["checksum"]
                     content_ok &= same_k
                     ok_k = lo["status"] == "ok" and ko["status"] == "ok" and same_k
-                    ratio_k, ratios_k = paired((mode, w, temp), extra)
+                    ratio_k, ratios_k = paired_ratio(every, (mode, w, temp), extra)
                     row |= {extra: pick(ko), f"same_samples_{extra}": same_k,
                             f"ratio_{extra}": ratio_k if ok_k else None,
                             f"ratio_{extra}_reps": ratios_k}
                 rows.append(row)
     return rows, content_ok
-
-
-def median_run(runs):
-    """The run of median samples/s, with every run's samples/s in "reps"."""
-    ranked = sorted(runs, key=lambda r: r["samples_per_s"] or 0.0)
-    return ranked[(len(ranked) - 1) // 2] | {"reps": [r["samples_per_s"] for r in runs]}
 
 
 def pick(r):

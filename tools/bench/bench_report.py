@@ -187,3 +187,22 @@ def print_report(report, systems, out=sys.stdout):
         w(f"  {t['target']:<56} {v:>10}  {goal:<10} {t['status']}\n")
     w("\n")
     out.flush()
+
+
+def median_run(runs):
+    """The run of median samples/s, with every run's samples/s in "reps"."""
+    ranked = sorted(runs, key=lambda r: r["samples_per_s"] or 0.0)
+    return ranked[(len(ranked) - 1) // 2] | {"reps": [r["samples_per_s"] for r in runs]}
+
+
+def paired_ratio(every, key, path):
+    """The median over reps of `path`'s samples/s against the loose tree's in the same rep, and
+    the sorted ratios. `every` maps (mode, workers, path, temp) to runs, `key` is (mode,
+    workers, temp). A slow spell of a shared machine that hits one rep's runs cancels out, where
+    the ratio of two medians could pair a fast loose run with a slow mount run."""
+    loose = {r.get("rep", 0): r for r in every[key[:2] + ("loose",) + key[2:]]}
+    ratios = sorted(r["samples_per_s"] / loose[r.get("rep", 0)]["samples_per_s"]
+                    for r in every[key[:2] + (path,) + key[2:]]
+                    if loose.get(r.get("rep", 0)) and r["samples_per_s"]
+                    and loose[r.get("rep", 0)]["samples_per_s"])
+    return ratios[(len(ratios) - 1) // 2] if ratios else None, ratios
