@@ -140,15 +140,16 @@ class ConcurrencyTest(tl.ScratchTestCase):
             self.assertEqual(after[0], before[0], "descriptors other than /dev/fuse changed")
             # Every worker is kept once started (no thread churn): at most the
             # 16 of -o threads beyond the threads the daemon had before the
-            # load. Each thread holds at most a /dev/fuse clone and a splice
-            # pipe pair (a worker takes them as it first serves); the
-            # session's /dev/fuse and the daemon's own pipes (control socket,
-            # signals), all there before the load, come on top. (Before, a
-            # constant of 4 stood for them, which the threads of RocksDB,
-            # holding none, made look enough: they are gone now.)
+            # load. A thread holds at most five of these descriptors: a
+            # /dev/fuse clone, libfuse's splice pipe pair and the daemon's
+            # own reply pipe pair (each taken as the thread first needs it).
+            # The session's /dev/fuse and the daemon's own pipes (control
+            # socket, signals), all there before the load, come on top.
+            # (A bound of three per thread held only while some threads had
+            # not yet taken a reply pipe: CI once counted 95 > 3 x 28 + 10.)
             tasks = len(os.listdir("/proc/%d/task" % m.pid))
             self.assertLessEqual(tasks, tasks_before + 16)
-            self.assertLessEqual(after[1], 3 * tasks + before[1], (before, after, tasks))
+            self.assertLessEqual(after[1], 5 * tasks + before[1], (before, after, tasks))
             self.assertNotIn("error", m.stderr().lower())
 
 
