@@ -5,13 +5,15 @@
 Usage (from the source tree, as root, after `ninja -C build`):
 
     sudo python3 tools/bench/bench_speed.py --build-dir build [--before-build-dir OLD/build]
-        [--rows netfs,pack,python,loader,fuse,tree] [--small] [--json speed.json]
+        [--rows netfs,pack,python,loader,fuse,tree] [--rounds N] [--small] [--json speed.json]
 
 Each row is one run of an existing mode of shardfs_bench.py (see tools/bench/README.md), which
 measures the loose tree beside shardfs in that run; a row's figure is that run's ratio (or its
 milliseconds). With --before-build-dir every mode runs twice back to back, the earlier build
 first, each with its own binary and Python package, so the before and after of a row share the
-machine, the data and the minutes. Modes and their sizes:
+machine, the data and the minutes; --rounds N repeats that N times, alternating, and a cell
+gives the median and every run's figure (the loader's and --fuse's rows move between runs of
+one build by more than most changes). Modes and their sizes:
 
   netfs   --netfs at 1 ms: default mount, shuffled ImageFolder (2 workers), 10,000 samples of
           40,000 JPEGs, cold and warm, against loose files on local disk
@@ -152,6 +154,9 @@ def parse_args(argv):
                     help="an earlier build, measured beside it, first, in every mode")
     ap.add_argument("--rows", default=",".join(MODES),
                     help="comma-separated modes (default: %(default)s)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of every mode on each build, alternating (default 1); a cell is "
+                    "then the median and every run's figure")
     ap.add_argument("--small", action="store_true",
                     help="each mode at its integration test's size: a check, not a measurement")
     ap.add_argument("--python", default="/usr/bin/python3" if os.path.exists("/usr/bin/python3")
@@ -161,6 +166,8 @@ def parse_args(argv):
     ap.add_argument("--workdir", help="each mode's data and scratch in WORKDIR/<mode> (default: "
                     "each mode's own cache under /var/tmp)")
     a = ap.parse_args(argv)
+    if a.rounds < 1:
+        ap.error("--rounds must be at least 1")
     a.rows = [r for r in a.rows.split(",") if r]
     bad = [r for r in a.rows if r not in MODES]
     if bad:
@@ -184,10 +191,12 @@ def builds_of(a, scratch):
     return out
 
 
-def run_mode(a, mode, build, scratch):
-    """One run of shardfs_bench.py in `mode` on `build`; its JSON report, or None."""
+def run_mode(a, mode, build, scratch, k):
+    """Run `k` of shardfs_bench.py in `mode` on `build`: its JSON report (or None) and its
+    seconds."""
     label, bdir, exe = build
-    out = os.path.join(scratch, f"{mode}-{label}.json")
+    name = f"{mode}-{label}-{k}"
+    out = os.path.join(scratch, name + ".json")
     cmd = [a.python, BENCH] + MODES[mode][1 if a.small else 0] + ["--build-dir", bdir,
                                                                   "--json", out]
     if mode != "python":
@@ -195,15 +204,15 @@ def run_mode(a, mode, build, scratch):
     if a.workdir:
         cmd += ["--workdir", os.path.join(a.workdir, mode)]
     env = {k: v for k, v in os.environ.items() if k not in ("SHARDFS", "SHARDFS_BUILD_ROOT")}
-    print(f"[speed {time.strftime('%H:%M:%S')}] {mode} on {label}: {' '.join(cmd[1:])}",
-          flush=True)
+    print(f"[speed {time.strftime('%H:%M:%S')}] {mode} on {label}, run {k}: "
+          f"{' '.join(cmd[1:])}", flush=True)
     start = time.monotonic()
-    with open(os.path.join(scratch, f"{mode}-{label}.log"), "w") as log:
+    with open(os.path.join(scratch, name + ".log"), "w") as log:
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
     took = time.monotonic() - start
     if not os.path.exists(out):
         print(f"  FAILED: exit {rc} after {took:.0f} s, no report "
-              f"(its log: {mode}-{label}.log)", flush=True)
+              f"(its log: {name}.log)", flush=True)
         return None, took
     with open(out) as f:
         return json.load(f), took
@@ -215,6 +224,22 @@ def fmt(value, unit):
     return f"{value:.1f} ms" if unit == "ms" else f"{value:.2f}x"
 
 
+def fmt_cell(values, unit):
+    """The median, and with more than one run each run's figure in run order."""
+    mid = median_of(values)
+    if len(values) < 2:
+        return fmt(mid, unit)
+    return f"{fmt(mid, unit)} ({', '.join(fmt(v, unit) for v in values)})"
+
+
+def median_of(values):
+    vals = sorted(v for v in values if v is not None)
+    if not vals:
+        return None
+    n = len(vals)
+    return vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
+
+
 def status(value, op, goal):
     if value is None:
         return "n/a"
@@ -222,20 +247,25 @@ def status(value, op, goal):
 
 
 def table(results, labels):
-    """One row per figure: the value of each build, the target, and whether the last build met
-    it."""
+    """One row per figure: each build's figure in every run (None where a run has none) and
+    their median, the target, and whether the last build's median met it."""
     rows = []
     for mode, by_label in results.items():
-        per = {lab: (ROWS[mode](rep) if rep else []) for lab, rep in by_label.items()}
+        per = {lab: [ROWS[mode](rep) if rep else [] for rep in reps]
+               for lab, reps in by_label.items()}
         names = []
         for lab in labels:
-            names += [r[0] for r in per[lab] if r[0] not in names]
+            for run in per[lab]:
+                names += [r[0] for r in run if r[0] not in names]
         for name in names:
-            vals = {lab: next((r for r in per[lab] if r[0] == name), None) for lab in labels}
-            spec = next(v for v in vals.values() if v)
-            rows.append({"mode": mode, "row": name, "op": spec[2], "goal": spec[3],
-                         "unit": spec[4], **{lab: (v[1] if v else None)
-                                              for lab, v in vals.items()}})
+            found = {lab: [next((r for r in run if r[0] == name), None) for run in per[lab]]
+                     for lab in labels}
+            spec = next(r for runs in found.values() for r in runs if r)
+            row = {"mode": mode, "row": name, "op": spec[2], "goal": spec[3], "unit": spec[4]}
+            for lab, runs in found.items():
+                row[lab + "_runs"] = [r[1] if r else None for r in runs]
+                row[lab] = median_of(row[lab + "_runs"])
+            rows.append(row)
     return rows
 
 
@@ -243,7 +273,7 @@ def print_table(rows, labels):
     print("\n| row | " + " | ".join(labels) + " | target | |")
     print("|---|" + "---|" * (len(labels) + 2))
     for r in rows:
-        vals = " | ".join(fmt(r[lab], r["unit"]) for lab in labels)
+        vals = " | ".join(fmt_cell(r[lab + "_runs"], r["unit"]) for lab in labels)
         goal = fmt(r["goal"], r["unit"])
         print(f"| {r['row']} | {vals} | {r['op']} {goal} | "
               f"{status(r[labels[-1]], r['op'], r['goal'])} |")
@@ -258,18 +288,21 @@ def main(argv):
         labels = [b[0] for b in builds]
         results, seconds = {}, {}
         for mode in a.rows:
-            results[mode] = {}
-            for b in builds:
-                results[mode][b[0]], seconds[f"{mode}-{b[0]}"] = run_mode(a, mode, b, scratch)
+            results[mode] = {lab: [] for lab in labels}
+            for k in range(1, a.rounds + 1):
+                for b in builds:
+                    rep, seconds[f"{mode}-{b[0]}-{k}"] = run_mode(a, mode, b, scratch, k)
+                    results[mode][b[0]].append(rep)
         rows = table(results, labels)
         print_table(rows, labels)
-        missing = [f"{m} on {lab}" for m, by in results.items() for lab, rep in by.items()
-                   if rep is None]
+        missing = [f"{m} on {lab} (run {k})" for m, by in results.items()
+                   for lab, reps in by.items() for k, rep in enumerate(reps, 1) if rep is None]
         if a.json_out:
             with open(a.json_out, "w") as f:
-                json.dump({"schema": "shardfs-bench-speed/1", "builds": {
-                    b[0]: b[1] for b in builds}, "small": a.small, "rows": rows,
-                    "seconds": seconds, "failed": missing, "reports": results}, f, indent=1)
+                json.dump({"schema": "shardfs-bench-speed/1",
+                           "builds": {b[0]: b[1] for b in builds}, "small": a.small,
+                           "rounds": a.rounds, "rows": rows, "seconds": seconds,
+                           "failed": missing, "reports": results}, f, indent=1)
         if missing:
             print(f"\nFAILED: no report from {', '.join(missing)}")
             return 1
