@@ -26,8 +26,10 @@ PATHS = ["loose_netfs", "shardfs", "loose_local"]
 TARGETS = 8
 
 
-class BenchNetfsTest(BenchTestCase):
-    PREFIX = "shardfs-bench-netfs-"
+class NetfsBenchCase(BenchTestCase):
+    """A run of the bench on the sshfs rig (ARGS), once for the class, in a work dir of the
+    test's own."""
+    NAME, ARGS = None, None
 
     @classmethod
     def setUpClass(cls):
@@ -35,10 +37,14 @@ class BenchNetfsTest(BenchTestCase):
         if os.geteuid() != 0:
             raise RuntimeError("the netfs bench test needs root: sshd, sshfs, drop_caches")
         cls.workdir = os.path.join(cls.tmp, "work")
-        cls.run_bench_json("netfs", [
-            "--netfs", "--files", str(FILES), "--classes", str(CLASSES), "--netfs-shards",
-            str(SHARDS), "--netfs-rtts", str(RTT), "--netfs-samples", "0", "--loader-batch",
-            "32"])
+        cls.run_bench_json(cls.NAME, cls.ARGS)
+
+
+class BenchNetfsTest(NetfsBenchCase):
+    PREFIX = "shardfs-bench-netfs-"
+    NAME = "netfs"
+    ARGS = ["--netfs", "--files", str(FILES), "--classes", str(CLASSES), "--netfs-shards",
+            str(SHARDS), "--netfs-rtts", str(RTT), "--netfs-samples", "0", "--loader-batch", "32"]
 
     def test_completes_with_every_row(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
@@ -102,20 +108,13 @@ class BenchNetfsTest(BenchTestCase):
                                                     if d.startswith("dataset-jpeg-")])
 
 
-class BenchNetfsPackOnlyTest(BenchTestCase):
+class BenchNetfsPackOnlyTest(NetfsBenchCase):
     """--netfs-only pack: the rig's raw bandwidth, pack against tar -cf and the verify, and
     nothing of the loader's part (no shards packed locally, no loader, no counted epoch)."""
     PREFIX = "shardfs-bench-netfs-pack-"
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        if os.geteuid() != 0:
-            raise RuntimeError("the netfs bench test needs root: sshd, sshfs, drop_caches")
-        cls.workdir = os.path.join(cls.tmp, "work")
-        cls.run_bench_json("netfs-pack", [
-            "--netfs", "--netfs-only", "pack", "--files", "120", "--classes", str(CLASSES),
-            "--netfs-rtts", str(RTT)])
+    NAME = "netfs-pack"
+    ARGS = ["--netfs", "--netfs-only", "pack", "--files", "120", "--classes", str(CLASSES),
+            "--netfs-rtts", str(RTT)]
 
     def test_pack_part_alone(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr[-4000:])
