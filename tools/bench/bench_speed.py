@@ -35,12 +35,16 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_report import target_row  # noqa: E402
+
 BENCH = os.path.join(HERE, "shardfs_bench.py")
 
 # name -> (full-size arguments, --small arguments)
@@ -203,7 +207,8 @@ def run_mode(a, mode, build, scratch, k):
         cmd += ["--shardfs", exe]
     if a.workdir:
         cmd += ["--workdir", os.path.join(a.workdir, mode)]
-    env = {k: v for k, v in os.environ.items() if k not in ("SHARDFS", "SHARDFS_BUILD_ROOT")}
+    env = {var: value for var, value in os.environ.items()
+           if var not in ("SHARDFS", "SHARDFS_BUILD_ROOT")}
     print(f"[speed {time.strftime('%H:%M:%S')}] {mode} on {label}, run {k}: "
           f"{' '.join(cmd[1:])}", flush=True)
     start = time.monotonic()
@@ -233,17 +238,8 @@ def fmt_cell(values, unit):
 
 
 def median_of(values):
-    vals = sorted(v for v in values if v is not None)
-    if not vals:
-        return None
-    n = len(vals)
-    return vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
-
-
-def status(value, op, goal):
-    if value is None:
-        return "n/a"
-    return "met" if (value >= goal if op == ">=" else value <= goal) else "NOT met"
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
 
 
 def table(results, labels):
@@ -276,7 +272,7 @@ def print_table(rows, labels):
         vals = " | ".join(fmt_cell(r[lab + "_runs"], r["unit"]) for lab in labels)
         goal = fmt(r["goal"], r["unit"])
         print(f"| {r['row']} | {vals} | {r['op']} {goal} | "
-              f"{status(r[labels[-1]], r['op'], r['goal'])} |")
+              f"{target_row(r['row'], r[labels[-1]], r['op'], r['goal'], r['unit'])['status']} |")
 
 
 def main(argv):
